@@ -1,0 +1,33 @@
+"""Domain errors raised while reading or validating record batches.
+
+Owns: the exception types of `brokers.records`. Handlers map them to Kafka error codes in one
+place (`brokers.handlers.errors`); nothing here knows about error codes.
+"""
+
+
+class RecordError(Exception):
+    """Base of every record-level problem."""
+
+
+class CorruptRecordError(RecordError):
+    """Bytes that are not a well-formed batch: bad size, bad CRC, truncated (CORRUPT_MESSAGE)."""
+
+
+class InvalidRecordError(RecordError):
+    """A well-formed batch that breaks a rule: bad count, no key, control batch (INVALID_RECORD)."""
+
+
+class UnsupportedMagicError(RecordError):
+    """Magic v0/v1 message sets; only v2 is stored (UNSUPPORTED_FOR_MESSAGE_FORMAT)."""
+
+
+class RecordTooLargeError(RecordError):
+    """A batch larger than max.message.bytes (MESSAGE_TOO_LARGE)."""
+
+
+class InvalidTimestampError(RecordError):
+    """A timestamp outside message.timestamp.{before,after}.max.ms (INVALID_TIMESTAMP)."""
+
+
+class UnsupportedCompressionError(RecordError):
+    """A codec id we do not know (UNSUPPORTED_COMPRESSION_TYPE)."""
