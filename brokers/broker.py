@@ -1,0 +1,172 @@
+"""A standalone broker: wires storage, partitions, the topic registry, handlers and the listener.
+
+Owns: start-up order (log recovery before the listener opens), the periodic jobs (retention,
+flush, checkpoints, delayed segment deletes), the metrics endpoint, and clean shutdown (listener
+closed first, then logs flushed, checkpoints and the clean-shutdown marker written).
+Runs on one asyncio event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from brokers.clock import SYSTEM_CLOCK, Clock
+from brokers.config import BrokerConfig
+from brokers.coordinator.producer_ids import FileBlockStore, ProducerIdManager
+from brokers.log.config import LogConfig
+from brokers.log.log_manager import LogManager
+from brokers.metrics import BrokerTopicMetrics, LogSizeCollector
+from brokers.replication.local_topics import LocalTopicRegistry
+from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
+from brokers.replication.replica_manager import ReplicaManager
+from brokers.server.dispatcher import Dispatcher
+from brokers.server.listener import Listener
+from brokers.server.metrics import ServerMetrics
+from brokers.server.purgatory import Purgatory
+from brokers.wire.framing import FrameLimits
+
+log = logging.getLogger("pier.broker")
+META_PROPERTIES = "meta.properties"
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.clock = clock
+        self.registry = registry or CollectorRegistry()
+        self.purgatory = Purgatory()
+        self.topic_metrics = BrokerTopicMetrics(self.registry)
+        self.server_metrics = ServerMetrics(self.registry)
+        data_dir = config.data_dir
+        self.log_manager = LogManager(
+            data_dir,
+            clock=clock,
+            default_config=LogConfig.from_properties({}, config.properties),
+        )
+        self.metadata = MetadataCache(
+            cluster_id=_cluster_id(data_dir), controller_id=config.node_id
+        )
+        self.metadata.brokers[config.node_id] = BrokerEndpoint(
+            config.node_id, config.advertised, config.port, config.rack
+        )
+        self.replicas = ReplicaManager(
+            self.log_manager,
+            data_dir,
+            node_id=config.node_id,
+            clock=clock,
+            on_append=self.purgatory.notify,
+        )
+        self.topics = LocalTopicRegistry(
+            data_dir,
+            self.replicas,
+            self.metadata,
+            node_id=config.node_id,
+            broker_defaults=config.properties,
+        )
+        self.producer_ids = ProducerIdManager(FileBlockStore(data_dir / "pier-producer-id-block"))
+        self.registry.register(LogSizeCollector(self._log_sizes))
+        self._listener: Listener | None = None
+        self._jobs: list[asyncio.Task[None]] = []
+
+    @property
+    def port(self) -> int:
+        assert self._listener is not None
+        return self._listener.port
+
+    async def start(self) -> None:
+        self.log_manager.startup()
+        self.replicas.startup()
+        self.topics.load()
+        from brokers.handlers import build_route_table  # handlers depend on Broker, not vice versa
+
+        dispatcher = Dispatcher(build_route_table(self), self.server_metrics)
+        limits = FrameLimits(max_request_bytes=self.config.socket_request_max_bytes)
+        self._listener = Listener(
+            dispatcher,
+            self.config.host,
+            self.config.port,
+            limits=limits,
+            metrics=self.server_metrics,
+        )
+        await self._listener.start()
+        if self.config.port == 0:  # an ephemeral port: advertise the one we got
+            endpoint = self.metadata.brokers[self.config.node_id]
+            self.metadata.brokers[self.config.node_id] = BrokerEndpoint(
+                endpoint.node_id, endpoint.host, self.port, endpoint.rack
+            )
+        if self.config.metrics_port is not None:
+            start_http_server(
+                self.config.metrics_port, addr=self.config.host, registry=self.registry
+            )
+        self._schedule(self.config.retention_check_interval_ms, self._retention)
+        self._schedule(self.config.flush_scheduler_interval_ms, self._flush)
+        self._schedule(self.config.checkpoint_interval_ms, self._checkpoint)
+        self._schedule(1_000, self._delayed_deletes)
+
+    async def stop(self) -> None:
+        """Close the listener first so no append races the final flush and checkpoint."""
+        if self._listener is not None:
+            await self._listener.stop()
+        for job in self._jobs:
+            job.cancel()
+        for job in self._jobs:
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+        self.replicas.checkpoint_high_watermarks()
+        self.log_manager.shutdown()
+
+    def _schedule(self, interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    await job()
+                except Exception as exc:  # a failed job is logged and retried next interval
+                    log.error("event=job_failed job=%s error=%r", job.__name__, exc)
+
+        self._jobs.append(asyncio.create_task(loop()))
+
+    async def _retention(self) -> None:
+        deleted = self.log_manager.run_retention()
+        if deleted:
+            log.info("event=retention deleted_segments=%d", deleted)
+
+    async def _flush(self) -> None:
+        self.log_manager.run_flush()
+
+    async def _checkpoint(self) -> None:
+        self.log_manager.checkpoint()
+        self.replicas.checkpoint_high_watermarks()
+
+    async def _delayed_deletes(self) -> None:
+        self.log_manager.run_delayed_deletes()
+
+    def _log_sizes(self) -> list[tuple[str, int, int]]:
+        return [(p.topic, p.index, p.log.size_bytes) for p in self.replicas.partitions()]
+
+
+def _cluster_id(data_dir: Path) -> str:
+    """Kafka's meta.properties: the cluster id is generated once and kept with the data."""
+    path = data_dir / META_PROPERTIES
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.split("=", 1)[1].strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cluster_id = uuid.uuid4().hex[:22]
+    path.write_text(f"version=1\ncluster.id={cluster_id}\n")
+    return cluster_id

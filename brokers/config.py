@@ -1,0 +1,105 @@
+"""Broker configuration: Kafka's broker property names, parsed and validated once at start-up.
+
+Owns: `BrokerConfig` (immutable) and reading a Java-properties file. Topic-level defaults
+(`log.*`, `num.partitions`, …) stay in `properties` and are interpreted by
+`brokers.log.config.LogConfig.from_properties`, so Kafka's names mean one thing everywhere.
+Pure; thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class BrokerConfigError(ValueError):
+    """A setting that cannot be used; the CLI prints it as one line and exits 2."""
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java-properties subset: `key=value` or `key: value`, `#`/`!` comments, blank lines."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BrokerConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    properties: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        separator = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if separator < 0:
+            raise BrokerConfigError(f"{path}:{number}: expected key=value, got {line!r}")
+        properties[line[:separator].strip()] = line[separator + 1 :].strip()
+    return properties
+
+
+def _int(properties: Mapping[str, str], key: str, default: int, minimum: int = 0) -> int:
+    raw = properties.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BrokerConfigError(f"{key}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise BrokerConfigError(f"{key}={value} must be at least {minimum}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    data_dir: Path
+    node_id: int = 0
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    metrics_port: int | None = None
+    rack: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def advertised(self) -> str:
+        return self.advertised_host or self.host
+
+    @property
+    def socket_request_max_bytes(self) -> int:
+        return _int(self.properties, "socket.request.max.bytes", 100 * 1024 * 1024, minimum=1024)
+
+    @property
+    def retention_check_interval_ms(self) -> int:
+        return _int(self.properties, "log.retention.check.interval.ms", 300_000, minimum=1)
+
+    @property
+    def flush_scheduler_interval_ms(self) -> int:
+        return _int(self.properties, "log.flush.scheduler.interval.ms", 1_000, minimum=1)
+
+    @property
+    def checkpoint_interval_ms(self) -> int:
+        return _int(self.properties, "log.flush.offset.checkpoint.interval.ms", 60_000, minimum=1)
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return self.properties.get("auto.create.topics.enable", "true").lower() == "true"
+
+    @property
+    def fetch_max_bytes(self) -> int:
+        return _int(self.properties, "fetch.max.bytes", 55 * 1024 * 1024, minimum=1024)
+
+    def validate(self) -> None:
+        """Parse every numeric setting once, so a bad value fails at start-up, not later."""
+        if not 0 <= self.node_id <= 2**31 - 1:
+            raise BrokerConfigError(f"node id {self.node_id} out of range")
+        if not 0 <= self.port <= 65535:
+            raise BrokerConfigError(f"port {self.port} out of range")
+        for name in (
+            "socket_request_max_bytes",
+            "retention_check_interval_ms",
+            "flush_scheduler_interval_ms",
+            "checkpoint_interval_ms",
+            "fetch_max_bytes",
+        ):
+            getattr(self, name)
+        for key in ("num.partitions", "default.replication.factor"):
+            _int(self.properties, key, 1, minimum=1)

@@ -1,0 +1,60 @@
+"""The one place domain exceptions become Kafka error codes (errors are data at the protocol edge).
+
+Owns: `error_code_for(exc)`. Known domain errors map by class (most specific first, via the MRO);
+anything else is UNKNOWN_SERVER_ERROR plus one structured log line without a stack trace.
+Pure; thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from brokers.log import errors as log_errors
+from brokers.records import errors as record_errors
+from brokers.replication import errors as replication_errors
+from brokers.wire.errors import ErrorCode
+
+log = logging.getLogger("pier.handlers")
+
+_CODES: dict[type[BaseException], ErrorCode] = {
+    record_errors.CorruptRecordError: ErrorCode.corrupt_message,
+    record_errors.InvalidRecordError: ErrorCode.invalid_record,
+    record_errors.UnsupportedMagicError: ErrorCode.unsupported_for_message_format,
+    record_errors.RecordTooLargeError: ErrorCode.message_too_large,
+    record_errors.InvalidTimestampError: ErrorCode.invalid_timestamp,
+    record_errors.UnsupportedCompressionError: ErrorCode.unsupported_compression_type,
+    log_errors.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
+    log_errors.OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
+    log_errors.InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
+    log_errors.DuplicateSequenceError: ErrorCode.duplicate_sequence_number,
+    log_errors.LogDirError: ErrorCode.kafka_storage_error,
+    log_errors.InvalidConfigError: ErrorCode.invalid_config,
+    replication_errors.UnknownTopicOrPartitionError: ErrorCode.unknown_topic_or_partition,
+    replication_errors.NotLeaderOrFollowerError: ErrorCode.not_leader_or_follower,
+    replication_errors.FencedLeaderEpochError: ErrorCode.fenced_leader_epoch,
+    replication_errors.UnknownLeaderEpochError: ErrorCode.unknown_leader_epoch,
+    replication_errors.NotEnoughReplicasError: ErrorCode.not_enough_replicas,
+    replication_errors.InvalidRequiredAcksError: ErrorCode.invalid_required_acks,
+    replication_errors.TopicExistsError: ErrorCode.topic_already_exists,
+    replication_errors.InvalidTopicError: ErrorCode.invalid_topic_exception,
+    replication_errors.InvalidPartitionsError: ErrorCode.invalid_partitions,
+    replication_errors.InvalidReplicationFactorError: ErrorCode.invalid_replication_factor,
+    replication_errors.InvalidReplicaAssignmentError: ErrorCode.invalid_replica_assignment,
+    replication_errors.PolicyViolationError: ErrorCode.policy_violation,
+}
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    for cls in type(exc).__mro__:
+        code = _CODES.get(cls)
+        if code is not None:
+            return code
+    log.error("event=unexpected_error type=%s error=%r", type(exc).__name__, str(exc))
+    return ErrorCode.unknown_server_error
+
+
+def error_message_for(exc: BaseException) -> str | None:
+    """The message Kafka puts beside the code where the schema has one (e.g. CreateTopics)."""
+    if error_code_for(exc) is ErrorCode.unknown_server_error:
+        return "Unexpected server error"  # never leak internals
+    return str(exc) or None

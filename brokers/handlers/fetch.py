@@ -1,0 +1,121 @@
+"""Fetch (key 1, v4–12): read record batches from partition logs, waiting in purgatory for min_bytes.
+
+Sessionless (KIP-227 sessions are declined by answering session id 0, so clients send full
+fetches). A partition's records are a file region, sent with sendfile where possible. Limits, as
+Kafka: `partition_max_bytes` per partition, `max_bytes` per response, but the first partition
+with data always returns at least one whole batch (KIP-74). Consumers read up to the high
+watermark; replicas (replica_id ≥ 0) up to the log end. Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from brokers.handlers.errors import error_code_for
+from brokers.handlers.fetch_response import PartitionData, TopicData, encode_fetch_response
+from brokers.log.errors import OffsetOutOfRangeError
+from brokers.server.context import RequestContext
+from brokers.server.response import RawResponse
+from brokers.server.routes import Route
+from brokers.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from brokers.broker import Broker
+
+API_KEY = 1
+MIN_VERSION = 4  # librdkafka falls back to the legacy message format below v4 (DESIGN.md)
+MAX_VERSION = 12  # v13+ names topics by id
+MAX_WAIT_MS = 30_000
+
+
+@dataclass(slots=True)
+class _Budget:
+    remaining: int
+    first_with_data: bool = True
+
+
+def route(broker: Broker) -> Route:
+    async def handle(ctx: RequestContext, request: Any) -> RawResponse:
+        version = ctx.api_version
+        read_committed = getattr(request, "isolation_level", 0) == 1
+        if version >= 7 and request.session_id != 0:
+            return encode_fetch_response(version, [], error=ErrorCode.fetch_session_id_not_found)
+        is_replica = request.replica_id >= 0
+        clock = broker.clock
+        max_wait = min(request.max_wait.total_seconds(), MAX_WAIT_MS / 1000)
+        deadline = clock.monotonic() + max_wait
+        keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+        while True:
+            topics, total, failed = _read_all(broker, request, is_replica)
+            remaining = deadline - clock.monotonic()
+            if total >= request.min_bytes or failed or remaining <= 0 or not keys:
+                break
+            await broker.purgatory.wait(keys, remaining)
+        _count_bytes_out(broker, topics)
+        return encode_fetch_response(version, topics, read_committed=read_committed)
+
+    return Route(API_KEY, MIN_VERSION, MAX_VERSION, handle, name="Fetch")
+
+
+def _read_all(broker: Broker, request: Any, is_replica: bool) -> tuple[list[TopicData], int, bool]:
+    budget = _Budget(remaining=min(request.max_bytes, broker.config.fetch_max_bytes))
+    topics: list[TopicData] = []
+    total = 0
+    failed = False
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            data = _read_partition(broker, topic.topic, wanted, budget, is_replica)
+            failed = failed or data.error != ErrorCode.none
+            total += data.records_size
+            partitions.append(data)
+        topics.append(TopicData(topic.topic, partitions))
+    return topics, total, failed
+
+
+def _read_partition(
+    broker: Broker, topic: str, wanted: Any, budget: _Budget, is_replica: bool
+) -> PartitionData:
+    index = wanted.partition
+    try:
+        partition = broker.replicas.get(topic, index)
+        partition.check_epoch(getattr(wanted, "current_leader_epoch", -1))
+        limit = max(min(wanted.partition_max_bytes, budget.remaining), 0)
+        fetched = partition.read(
+            wanted.fetch_offset,
+            limit,
+            for_follower=is_replica,
+            min_one_batch=budget.first_with_data and wanted.partition_max_bytes > 0,
+        )
+        region = fetched.read.region if fetched.read is not None else None
+    except OffsetOutOfRangeError as exc:
+        broker.topic_metrics.failed_fetch.labels(topic).inc()
+        partition = broker.replicas.find(topic, index)
+        return PartitionData(
+            index,
+            error_code_for(exc),
+            high_watermark=partition.high_watermark if partition else -1,
+            log_start_offset=partition.log.log_start_offset if partition else -1,
+        )
+    except Exception as exc:
+        broker.topic_metrics.failed_fetch.labels(topic).inc()
+        return PartitionData(index, error_code_for(exc))
+    if region is not None and region.size > 0:
+        budget.remaining -= region.size
+        budget.first_with_data = False
+    return PartitionData(
+        index,
+        ErrorCode.none,
+        high_watermark=fetched.high_watermark,
+        last_stable_offset=fetched.last_stable_offset,
+        log_start_offset=fetched.log_start_offset,
+        records=region,
+    )
+
+
+def _count_bytes_out(broker: Broker, topics: list[TopicData]) -> None:
+    for topic in topics:
+        size = sum(p.records_size for p in topic.partitions)
+        if size:
+            broker.topic_metrics.bytes_out.labels(topic.name).inc(size)

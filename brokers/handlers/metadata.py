@@ -1,0 +1,136 @@
+"""Metadata (key 3): brokers, controller, cluster id, and per topic its partitions and leaders.
+
+Auto-creates requested topics when both the client (v4+) and `auto.create.topics.enable` allow it,
+as Kafka does. Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.errors import error_code_for
+from brokers.replication.metadata_cache import TopicMetadata
+from brokers.replication.topic_names import validate_topic_name
+from brokers.server.context import RequestContext
+from brokers.server.routes import Route
+from brokers.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from brokers.broker import Broker
+
+API_KEY = 3
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# Read, Write, Create, Delete, Alter, Describe, DescribeConfigs, AlterConfigs (bits of AclOperation)
+ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+
+
+def route(broker: Broker) -> Route:
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        module = response_module(API_KEY, ctx.api_version)
+        wants_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+        topics = [
+            _topic(module, broker, name, meta, error, wants_ops)
+            for name, meta, error in _requested(broker, ctx, request)
+        ]
+        brokers = tuple(
+            make(
+                module,
+                "MetadataResponseBroker",
+                node_id=b.node_id,
+                host=b.host,
+                port=b.port,
+                rack=b.rack,
+            )
+            for b in broker.metadata.brokers.values()
+        )
+        return make(
+            module,
+            "MetadataResponse",
+            throttle_time=throttle(),
+            brokers=brokers,
+            cluster_id=broker.metadata.cluster_id,
+            controller_id=broker.metadata.controller_id,
+            topics=tuple(topics),
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
+    return Route(API_KEY, 0, 12, handle, name="Metadata")
+
+
+def _requested(
+    broker: Broker, ctx: RequestContext, request: Any
+) -> list[tuple[str | None, TopicMetadata | None, ErrorCode]]:
+    cache = broker.metadata
+    wanted = request.topics
+    if wanted is None or (ctx.api_version == 0 and not wanted):
+        return [(t.name, t, ErrorCode.none) for t in cache.topics.values()]
+    allow_create = bool(getattr(request, "allow_auto_topic_creation", True))
+    result: list[tuple[str | None, TopicMetadata | None, ErrorCode]] = []
+    for item in wanted:
+        name = item.name
+        if name is None and getattr(item, "topic_id", None) is not None:
+            meta = cache.topic_by_id(item.topic_id)
+            error = ErrorCode.none if meta else ErrorCode.unknown_topic_id
+            result.append((meta.name if meta else None, meta, error))
+            continue
+        result.append(_by_name(broker, name or "", allow_create))
+    return result
+
+
+def _by_name(
+    broker: Broker, name: str, allow_create: bool
+) -> tuple[str | None, TopicMetadata | None, ErrorCode]:
+    meta = broker.metadata.topic(name)
+    if meta is not None:
+        return name, meta, ErrorCode.none
+    try:
+        validate_topic_name(name)
+    except Exception as exc:
+        return name, None, error_code_for(exc)
+    if not (allow_create and broker.config.auto_create_topics) or name.startswith("__"):
+        return name, None, ErrorCode.unknown_topic_or_partition
+    try:
+        created = broker.topics.create_topic(name, -1, -1, {})
+    except Exception as exc:
+        return name, None, error_code_for(exc)
+    return name, created, ErrorCode.none
+
+
+def _topic(
+    module: ModuleType,
+    broker: Broker,
+    name: str | None,
+    meta: TopicMetadata | None,
+    error: ErrorCode,
+    wants_ops: bool,
+) -> Any:
+    partitions = ()
+    if meta is not None:
+        partitions = tuple(
+            make(
+                module,
+                "MetadataResponsePartition",
+                error_code=ErrorCode.none,
+                partition_index=p.index,
+                leader_id=p.leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=tuple(p.replicas),
+                isr_nodes=tuple(p.isr),
+                offline_replicas=tuple(p.offline_replicas),
+            )
+            for p in sorted(meta.partitions.values(), key=lambda p: p.index)
+        )
+    return make(
+        module,
+        "MetadataResponseTopic",
+        error_code=error,
+        name=name,
+        topic_id=meta.topic_id if meta else None,
+        is_internal=bool(meta and meta.is_internal),
+        partitions=partitions,
+        topic_authorized_operations=ALL_TOPIC_OPERATIONS
+        if wants_ops
+        else AUTHORIZED_OPERATIONS_OMITTED,
+    )

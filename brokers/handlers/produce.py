@@ -1,0 +1,140 @@
+"""Produce (key 0): append each partition's batches as leader and answer per partition.
+
+Versions 0–2 are advertised (librdkafka's feature probes read the range) and answered with
+UNSUPPORTED_VERSION per partition, since only magic v2 batches are stored (DESIGN.md). acks=0
+gets no response; if such a request fails, the connection is closed so the client notices, as
+Kafka does. Record data stays opaque bytes: the partition validates batch headers only.
+Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any
+
+from brokers.handlers.build import make, response_module, throttle, timestamp_or_none
+from brokers.handlers.errors import error_code_for, error_message_for
+from brokers.server.context import RequestContext
+from brokers.server.dispatcher import CloseConnection
+from brokers.server.routes import Route
+from brokers.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from brokers.broker import Broker
+
+API_KEY = 0
+FIRST_SERVED_VERSION = 3
+VALID_ACKS = (-1, 0, 1)
+
+
+def route(broker: Broker) -> Route:
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        module = response_module(API_KEY, ctx.api_version)
+        acks = request.acks
+        failed = False
+        topics = []
+        for topic in request.topic_data:
+            partitions = []
+            for data in topic.partition_data:
+                response = _append(module, broker, topic.name, data.index, data.records, acks)
+                failed = failed or response.error_code != ErrorCode.none
+                partitions.append(response)
+            topics.append(
+                make(
+                    module,
+                    "TopicProduceResponse",
+                    name=topic.name,
+                    partition_responses=tuple(partitions),
+                )
+            )
+        if acks == 0:
+            if failed:
+                raise CloseConnection("acks=0 produce failed")
+            return None
+        return make(module, "ProduceResponse", responses=tuple(topics), throttle_time=throttle())
+
+    return Route(
+        API_KEY,
+        0,
+        11,
+        handle,
+        refused_below=FIRST_SERVED_VERSION,
+        legacy=refuse_legacy,
+        name="Produce",
+    )
+
+
+def _append(
+    module: ModuleType, broker: Broker, topic: str, index: int, records: bytes | None, acks: int
+) -> Any:
+    metrics = broker.topic_metrics
+    try:
+        if acks not in VALID_ACKS:
+            return _partition(module, index, ErrorCode.invalid_required_acks)
+        partition = broker.replicas.get(topic, index)
+        result = partition.append_as_leader(records or b"")
+    except Exception as exc:
+        metrics.failed_produce.labels(topic).inc()
+        return _partition(module, index, error_code_for(exc), message=error_message_for(exc))
+    if not result.duplicate:
+        metrics.bytes_in.labels(topic).inc(len(records or b""))
+        metrics.messages_in.labels(topic).inc(result.last_offset - result.first_offset + 1)
+    return make(
+        module,
+        "PartitionProduceResponse",
+        index=index,
+        error_code=ErrorCode.none,
+        base_offset=result.first_offset,
+        log_append_time=timestamp_or_none(result.log_append_time_ms),
+        log_start_offset=result.log_start_offset,
+        record_errors=(),
+        error_message=None,
+    )
+
+
+def _partition(module: ModuleType, index: int, code: ErrorCode, message: str | None = None) -> Any:
+    return make(
+        module,
+        "PartitionProduceResponse",
+        index=index,
+        error_code=code,
+        base_offset=-1,
+        log_append_time=None,
+        log_start_offset=-1,
+        record_errors=(),
+        error_message=message,
+    )
+
+
+# ---- versions 0–2: parse just enough to name every partition, then refuse -----------------
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def refuse_legacy(ctx: RequestContext, frame: memoryview, offset: int) -> bytes | None:
+    """Body of a v0–2 response with UNSUPPORTED_VERSION for each partition of the request."""
+    pos = offset
+    (acks,) = _I16.unpack_from(frame, pos)
+    pos += 6  # acks int16, timeout int32
+    (topic_count,) = _I32.unpack_from(frame, pos)
+    pos += 4
+    out = bytearray(_I32.pack(max(topic_count, 0)))
+    for _ in range(max(topic_count, 0)):
+        (name_length,) = _I16.unpack_from(frame, pos)
+        name = bytes(frame[pos : pos + 2 + max(name_length, 0)])
+        pos += 2 + max(name_length, 0)
+        (partition_count,) = _I32.unpack_from(frame, pos)
+        pos += 4
+        out += name + _I32.pack(max(partition_count, 0))
+        for _ in range(max(partition_count, 0)):
+            (index,) = _I32.unpack_from(frame, pos)
+            (size,) = _I32.unpack_from(frame, pos + 4)
+            pos += 8 + max(size, 0)
+            out += struct.pack(">ihq", index, ErrorCode.unsupported_version, -1)
+            if ctx.api_version >= 2:
+                out += struct.pack(">q", -1)  # log_append_time
+    if ctx.api_version >= 1:
+        out += _I32.pack(0)  # throttle_time_ms
+    return None if acks == 0 else bytes(out)

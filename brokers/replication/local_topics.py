@@ -1,0 +1,207 @@
+"""The standalone broker's topic registry: what topics exist, their ids, partition counts, configs.
+
+Owns: creating, deleting, growing and reconfiguring topics when there is no ZooKeeper — persisted
+as `pier-topics.json` in the data dir (temp file, fsync, atomic rename), applied to the replica
+manager and the metadata cache. In cluster mode the controller plays this part through
+ZooKeeper; handlers only see the `TopicAdmin` methods. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from brokers.log.config import LogConfig, validate_topic_overrides
+from brokers.replication.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    PolicyViolationError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
+from brokers.replication.replica_manager import ReplicaManager
+from brokers.replication.topic_names import validate_topic_name
+
+REGISTRY_FILE = "pier-topics.json"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicLimits:
+    max_partitions_per_topic: int = 10_000
+    max_partitions_per_broker: int = 50_000
+
+
+class LocalTopicRegistry:
+    def __init__(
+        self,
+        data_dir: Path,
+        replicas: ReplicaManager,
+        metadata: MetadataCache,
+        *,
+        node_id: int,
+        broker_defaults: Mapping[str, str],
+        limits: TopicLimits | None = None,
+    ) -> None:
+        self._path = data_dir / REGISTRY_FILE
+        self._replicas = replicas
+        self._metadata = metadata
+        self._node_id = node_id
+        self._broker_defaults = dict(broker_defaults)
+        self._limits = limits or TopicLimits()
+
+    # ---- start-up -------------------------------------------------------------------------
+    def load(self) -> None:
+        stored = json.loads(self._path.read_text()) if self._path.exists() else {"topics": {}}
+        for name, entry in stored["topics"].items():
+            self._install(name, uuid.UUID(entry["id"]), int(entry["partitions"]), entry["configs"])
+        for partition in self._replicas.partitions():  # logs on disk the registry never saw
+            if partition.topic not in self._metadata.topics:
+                count = 1 + max(
+                    p.index for p in self._replicas.partitions() if p.topic == partition.topic
+                )
+                self._install(partition.topic, uuid.uuid4(), count, {})
+        self._save()
+
+    def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        return LogConfig.from_properties(overrides, self._broker_defaults)
+
+    # ---- TopicAdmin -----------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        *,
+        validate_only: bool = False,
+    ) -> TopicMetadata | None:
+        validate_topic_name(name)
+        if name in self._metadata.topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        partitions = (
+            self._default_int("num.partitions", 1) if num_partitions == -1 else num_partitions
+        )
+        factor = (
+            self._default_int("default.replication.factor", 1)
+            if replication_factor == -1
+            else replication_factor
+        )
+        self._check_partitions(partitions, existing=0)
+        if factor < 1 or factor > len(self._metadata.brokers):
+            raise InvalidReplicationFactorError(
+                f"Replication factor: {factor} larger than available brokers: "
+                f"{len(self._metadata.brokers)}."
+                if factor > 1
+                else "Replication factor must be larger than 0."
+            )
+        overrides = validate_topic_overrides(configs)
+        self.log_config(overrides)
+        if validate_only:
+            return None
+        topic = self._install(name, uuid.uuid4(), partitions, overrides)
+        self._save()
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        topic = self._require(name)
+        for index in list(topic.partitions):
+            self._replicas.delete(name, index)
+        del self._metadata.topics[name]
+        self._save()
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        topic = self._require(name)
+        existing = len(topic.partitions)
+        if count <= existing:
+            raise InvalidPartitionsError(
+                f"Topic currently has {existing} partitions, which is higher than the requested {count}."
+                if count < existing
+                else f"Topic already has {existing} partitions."
+            )
+        self._check_partitions(count, existing=existing)
+        if validate_only:
+            return
+        config = self.log_config(topic.configs)
+        for index in range(existing, count):
+            self._replicas.create(name, index, config)
+            topic.partitions[index] = self._leader_here(index)
+        self._save()
+
+    def set_topic_configs(
+        self, name: str, configs: Mapping[str, str | None], *, validate_only: bool = False
+    ) -> None:
+        """Replace a topic's overrides (AlterConfigs) — callers merge for incremental changes."""
+        topic = self._require(name)
+        overrides = validate_topic_overrides(configs)
+        config = self.log_config(overrides)
+        if validate_only:
+            return
+        topic.configs = overrides
+        for index in topic.partitions:
+            self._replicas.get(name, index).log.update_config(config)
+        self._save()
+
+    # ---- internals ------------------------------------------------------------------------
+    def _require(self, name: str) -> TopicMetadata:
+        topic = self._metadata.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        return topic
+
+    def _default_int(self, key: str, fallback: int) -> int:
+        return int(self._broker_defaults.get(key, fallback))
+
+    def _check_partitions(self, count: int, *, existing: int) -> None:
+        if count < 1:
+            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        if count > self._limits.max_partitions_per_topic:
+            raise PolicyViolationError(
+                f"{count} partitions exceed the limit of {self._limits.max_partitions_per_topic} per topic"
+            )
+        total = sum(len(t.partitions) for t in self._metadata.topics.values()) - existing + count
+        if total > self._limits.max_partitions_per_broker:
+            raise PolicyViolationError(
+                f"the broker would hold {total} partitions, over its limit of "
+                f"{self._limits.max_partitions_per_broker}"
+            )
+
+    def _leader_here(self, index: int) -> PartitionMetadata:
+        node = self._node_id
+        return PartitionMetadata(
+            index=index, leader=node, leader_epoch=0, replicas=[node], isr=[node]
+        )
+
+    def _install(
+        self, name: str, topic_id: uuid.UUID, partitions: int, configs: Mapping[str, str]
+    ) -> TopicMetadata:
+        config = self.log_config(configs)
+        topic = TopicMetadata(name=name, topic_id=topic_id, partitions={}, configs=dict(configs))
+        for index in range(partitions):
+            self._replicas.create(name, index, config).log.update_config(config)
+            topic.partitions[index] = self._leader_here(index)
+        self._metadata.topics[name] = topic
+        return topic
+
+    def _save(self) -> None:
+        document = {
+            "version": 1,
+            "topics": {
+                t.name: {
+                    "id": str(t.topic_id),
+                    "partitions": len(t.partitions),
+                    "configs": t.configs,
+                }
+                for t in self._metadata.topics.values()
+            },
+        }
+        tmp = self._path.with_suffix(".tmp")
+        with open(tmp, "w") as handle:
+            json.dump(document, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self._path)

@@ -1,0 +1,62 @@
+"""The broker's view of the cluster: brokers, topics, partitions and who leads them.
+
+Owns: `MetadataCache` and its value types, read by Metadata, DescribeCluster and every handler
+that must answer NOT_LEADER_OR_FOLLOWER. Standalone, the local topic registry fills it; in cluster
+mode UpdateMetadata from the controller will. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(slots=True)
+class PartitionMetadata:
+    index: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionMetadata]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+@dataclass(slots=True)
+class MetadataCache:
+    cluster_id: str
+    controller_id: int
+    brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self.topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        for topic in self.topics.values():
+            if topic.topic_id == topic_id:
+                return topic
+        return None
+
+    def partition(self, topic: str, index: int) -> PartitionMetadata | None:
+        meta = self.topics.get(topic)
+        return None if meta is None else meta.partitions.get(index)

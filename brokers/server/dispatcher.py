@@ -1,0 +1,99 @@
+"""Turns one request frame into one response: header parsing, routing, version checks, decoding.
+
+Owns: the protocol logic of a connection, kept apart from asyncio plumbing so tests can feed it
+bytes. Runs on the event loop; one call per request, and a connection awaits each call before
+reading the next request, which is what keeps responses in request order (Kafka mutes a channel
+while its request is in flight for the same reason).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+
+from brokers.server.context import RequestContext
+from brokers.server.metrics import ServerMetrics
+from brokers.server.response import RawResponse
+from brokers.server.routes import RouteTable
+from brokers.wire.errors import ErrorCode
+from brokers.wire.headers import parse_fixed, parse_request_header
+from brokers.wire.messages import (
+    MalformedRequestError,
+    UnknownMessageError,
+    decode_request,
+    encode_entity,
+    is_flexible_request,
+    response_header_is_flexible,
+)
+
+API_VERSIONS_KEY = 18
+log = logging.getLogger("pier.server")
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; Kafka closes the connection in these cases."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    correlation_id: int
+    flexible_header: bool
+    body: bytes | RawResponse
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    host: str
+    connection_id: str
+    principal: str = "User:ANONYMOUS"
+
+
+class Dispatcher:
+    def __init__(self, routes: RouteTable, metrics: ServerMetrics | None = None) -> None:
+        self._routes = routes
+        self._metrics = metrics
+
+    async def dispatch(self, frame: memoryview, peer: Peer) -> Reply | None:
+        api_key, version, correlation_id = parse_fixed(frame)
+        route = self._routes.get(api_key)
+        if route is None:
+            raise CloseConnection(f"unknown api key {api_key}")
+        if not route.serves(version):
+            if api_key == API_VERSIONS_KEY:
+                return Reply(correlation_id, False, self._unsupported_api_versions())
+            raise CloseConnection(f"api key {api_key} version {version} not served")
+        if route.is_legacy(version):
+            return self._legacy(route.legacy, frame, peer, version)
+        try:
+            flexible = is_flexible_request(api_key, version)
+        except UnknownMessageError as exc:
+            raise CloseConnection(str(exc)) from None
+        header, offset = parse_request_header(frame, flexible)
+        request = decode_request(api_key, version, frame, offset)
+        context = RequestContext(header, peer.host, peer.connection_id, peer.principal)
+        body = await route.handler(context, request)
+        if body is None:  # acks=0 produce: no response at all
+            return None
+        encoded = body if isinstance(body, RawResponse | bytes) else encode_entity(body)
+        return Reply(correlation_id, response_header_is_flexible(api_key, version), encoded)
+
+    def _legacy(self, legacy: object, frame: memoryview, peer: Peer, version: int) -> Reply:
+        _, _, correlation_id = parse_fixed(frame)
+        header, offset = parse_request_header(frame, flexible=False)
+        context = RequestContext(header, peer.host, peer.connection_id, peer.principal)
+        body = legacy(context, frame, offset)  # type: ignore[operator]
+        if body is None:
+            return None  # type: ignore[return-value]
+        return Reply(correlation_id, False, body)
+
+    def _unsupported_api_versions(self) -> bytes:
+        """KIP-511: a v0 body with UNSUPPORTED_VERSION and our ranges, so the client can retry."""
+        ranges = self._routes.version_ranges()
+        out = bytearray(struct.pack(">hi", ErrorCode.unsupported_version, len(ranges)))
+        for api_key, low, high in ranges:
+            out += struct.pack(">hhh", api_key, low, high)
+        return bytes(out)
+
+
+__all__ = ["CloseConnection", "Dispatcher", "MalformedRequestError", "Peer", "Reply"]

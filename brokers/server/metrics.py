@@ -1,0 +1,43 @@
+"""Prometheus metrics of the network layer, named after Kafka's `kafka.network` MBeans.
+
+Owns: request counts, latency histograms per API, connection gauges. Metric objects live in a
+registry passed in (tests use their own). prometheus-client is thread-safe.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+
+
+class ServerMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "kafka_network_requests",
+            "Requests received, per API (RequestMetrics RequestsPerSec).",
+            ["request"],
+            registry=registry,
+        )
+        self.request_latency = Histogram(
+            "kafka_network_request_total_time_seconds",
+            "Time from reading a request to queueing its response (RequestMetrics TotalTimeMs).",
+            ["request"],
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.connections = Gauge(
+            "kafka_server_socket_server_connection_count",
+            "Open client connections.",
+            registry=registry,
+        )
+        self.connections_created = Counter(
+            "kafka_server_socket_server_connections_created",
+            "Connections accepted.",
+            registry=registry,
+        )
+        self.connections_closed_malformed = Counter(
+            "kafka_network_malformed_requests",
+            "Connections closed because a request could not be parsed or routed.",
+            registry=registry,
+        )

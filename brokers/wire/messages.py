@@ -1,0 +1,104 @@
+"""Typed request/response messages through kio, with our own error type around its readers.
+
+Owns: finding the kio schema for (api_key, version), decoding request bodies, encoding response
+bodies, and the varint helpers hand-written codecs share. kio's reader is native; its writer is
+pure Python (fine for everything but fetch, which has its own encoder). Pure; thread-safe (the
+caches are filled idempotently).
+"""
+
+from __future__ import annotations
+
+import io
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.static.protocol import Entity
+
+
+class MalformedRequestError(Exception):
+    """Bytes that do not decode as the request they claim to be: the connection is closed."""
+
+
+class UnknownMessageError(Exception):
+    """No schema for this (api_key, version)."""
+
+
+@cache
+def request_schema(api_key: int, version: int) -> type[Entity]:
+    try:
+        return load_request_schema(api_key, version)
+    except Exception as exc:  # kio raises several index errors
+        raise UnknownMessageError(f"no request schema for api {api_key} v{version}") from exc
+
+
+@cache
+def response_schema(api_key: int, version: int) -> type[Entity]:
+    try:
+        return load_response_schema(api_key, version)
+    except Exception as exc:
+        raise UnknownMessageError(f"no response schema for api {api_key} v{version}") from exc
+
+
+def is_flexible_request(api_key: int, version: int) -> bool:
+    return bool(request_schema(api_key, version).__flexible__)
+
+
+def response_header_is_flexible(api_key: int, version: int) -> bool:
+    """Response header v1 only for flexible versions, never for ApiVersions (KIP-511)."""
+    schema: Any = response_schema(api_key, version)
+    return schema.__header_schema__.__name__ == "ResponseHeader" and bool(
+        schema.__header_schema__.__flexible__
+    )
+
+
+@cache
+def _reader(schema: type[Entity]) -> Any:
+    return entity_reader(schema)
+
+
+@cache
+def _writer(schema: type[Entity]) -> Any:
+    return entity_writer(schema)
+
+
+def decode_request(api_key: int, version: int, frame: memoryview, offset: int) -> Any:
+    """Decode the body at `offset`; anything kio refuses becomes MalformedRequestError."""
+    schema = request_schema(api_key, version)
+    try:
+        entity, _size = _reader(schema)(frame, offset)
+    except Exception as exc:
+        raise MalformedRequestError(f"api {api_key} v{version}: {exc.__class__.__name__}") from None
+    return entity
+
+
+def encode_entity(entity: Entity) -> bytes:
+    buffer = io.BytesIO()
+    _writer(type(entity))(buffer, entity)
+    return buffer.getvalue()
+
+
+def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    """Unsigned varint (protobuf style) at pos → (value, next position)."""
+    result = 0
+    shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end or shift > 28:
+            raise MalformedRequestError("varint truncated or too long")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+def write_uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

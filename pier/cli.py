@@ -1,0 +1,123 @@
+"""The `pier` command: one entry point, a subcommand per component.
+
+Owns: argument parsing and process lifecycle (signals, exit codes). Bad arguments or an unusable
+data dir print one line and exit 2 — never a stack trace. This is the composition root, so it may
+import any component.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"pier: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="pier", description="Pier: a Kafka-protocol messaging service.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    broker = commands.add_parser("broker", help="run a standalone broker")
+    broker.add_argument("--data-dir", required=True, type=Path, help="log directory")
+    broker.add_argument("--port", required=True, type=int, help="listener port (0 = any free)")
+    broker.add_argument("--host", default="127.0.0.1", help="listener address")
+    broker.add_argument("--advertised-host", default=None, help="host clients are told to use")
+    broker.add_argument("--node-id", default=0, type=int, help="broker id")
+    broker.add_argument("--config", type=Path, default=None, help="Kafka broker properties file")
+    broker.add_argument("--metrics-port", type=int, default=None, help="Prometheus endpoint port")
+    broker.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "broker":
+        return _run_broker(args)
+    return EXIT_USAGE
+
+
+def _fail(message: str) -> int:
+    print(f"pier: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    from brokers.config import BrokerConfig, BrokerConfigError, read_properties
+    from brokers.log.errors import LogDirError
+
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+    )
+    try:
+        properties = read_properties(args.config) if args.config else {}
+        config = BrokerConfig(
+            data_dir=args.data_dir,
+            node_id=args.node_id,
+            host=args.host,
+            port=args.port,
+            advertised_host=args.advertised_host,
+            metrics_port=args.metrics_port,
+            properties=properties,
+        )
+        config.validate()
+        _check_data_dir(args.data_dir)
+        return asyncio.run(_serve(config))
+    except (BrokerConfigError, LogDirError) as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"{exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}".rstrip(": "))
+    except Exception as exc:
+        from brokers.log.errors import LogError
+
+        if isinstance(exc, LogError | ValueError):
+            return _fail(str(exc))
+        raise
+
+
+def _check_data_dir(path: Path) -> None:
+    from brokers.log.errors import LogDirError
+
+    if path.exists() and not path.is_dir():
+        raise LogDirError(f"data dir {path} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".pier-write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise LogDirError(f"data dir {path} is not usable: {exc.strerror}") from None
+
+
+async def _serve(config: object) -> int:
+    from brokers.broker import Broker
+    from brokers.config import BrokerConfig
+
+    assert isinstance(config, BrokerConfig)
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    print(
+        f"pier broker ready node_id={config.node_id} listener={config.host}:{broker.port}",
+        file=sys.stderr,
+        flush=True,
+    )
+    await stop.wait()
+    await broker.stop()
+    logging.getLogger("pier.broker").info("event=shutdown clean=true")
+    return 0
