@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from brokers.wire.messages import MalformedRequestError, read_uvarint
+from brokers.wire.primitives import MalformedRequestError, read_uvarint
 
 _FIXED = struct.Struct(">hhi")
 _STRING_LENGTH = struct.Struct(">h")

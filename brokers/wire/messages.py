@@ -16,9 +16,10 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity
 
+from brokers.wire.guard import check_request_bounds
+from brokers.wire.primitives import MalformedRequestError, read_uvarint, write_uvarint
 
-class MalformedRequestError(Exception):
-    """Bytes that do not decode as the request they claim to be: the connection is closed."""
+__all__ = ["MalformedRequestError", "read_uvarint", "write_uvarint"]
 
 
 class UnknownMessageError(Exception):
@@ -66,6 +67,7 @@ def _writer(schema: type[Entity]) -> Any:
 def decode_request(api_key: int, version: int, frame: memoryview, offset: int) -> Any:
     """Decode the body at `offset`; anything kio refuses becomes MalformedRequestError."""
     schema = request_schema(api_key, version)
+    check_request_bounds(schema, frame, offset)
     try:
         entity, _size = _reader(schema)(frame, offset)
     except Exception as exc:
@@ -77,28 +79,3 @@ def encode_entity(entity: Entity) -> bytes:
     buffer = io.BytesIO()
     _writer(type(entity))(buffer, entity)
     return buffer.getvalue()
-
-
-def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    """Unsigned varint (protobuf style) at pos → (value, next position)."""
-    result = 0
-    shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end or shift > 28:
-            raise MalformedRequestError("varint truncated or too long")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-
-
-def write_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)

@@ -1,0 +1,66 @@
+import os
+import tempfile
+from dataclasses import dataclass
+
+import pytest
+from kio.index import load_response_schema
+from kio.serial import entity_reader
+
+from brokers.handlers.fetch_response import PartitionData, TopicData, encode_fetch_response
+from brokers.server.response import part_size
+from brokers.wire.errors import ErrorCode
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass(frozen=True)
+class Region:
+    fd: int
+    position: int
+    size: int
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.size, self.position)
+
+
+def _flatten(parts: list) -> bytes:
+    return b"".join(p if isinstance(p, bytes) else p.read() for p in parts)
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_kio_decodes_what_we_encode(version: int) -> None:
+    with tempfile.TemporaryFile() as handle:
+        handle.write(b"HEAD" + b"R" * 100 + b"TAIL")
+        handle.flush()
+        region = Region(handle.fileno(), 4, 100)
+        topics = [
+            TopicData(
+                "orders",
+                [
+                    PartitionData(0, ErrorCode.none, 10, 10, 2, region),
+                    PartitionData(1, ErrorCode.offset_out_of_range, -1, -1, -1, None),
+                ],
+            ),
+            TopicData("empty", []),
+        ]
+        raw = encode_fetch_response(version, topics, read_committed=version % 2 == 0)
+        body = _flatten(list(raw.parts))
+        assert raw.size == len(body) == sum(part_size(p) for p in raw.parts)
+        schema = load_response_schema(1, version)
+        decoded, consumed = entity_reader(schema)(body, 0)
+    assert consumed == len(body)
+    topic = decoded.responses[0]
+    assert topic.topic == "orders"
+    first, second = topic.partitions
+    assert (first.partition_index, first.high_watermark, first.records) == (0, 10, b"R" * 100)
+    assert second.error_code == ErrorCode.offset_out_of_range
+    assert not second.records
+    assert decoded.responses[1].partitions == ()
+    if version >= 5:
+        assert first.log_start_offset == 2
+
+
+def test_large_regions_stay_file_parts() -> None:
+    region = Region(0, 0, 1 << 20)
+    raw = encode_fetch_response(12, [TopicData("t", [PartitionData(0, ErrorCode.none, 1, 1, 0, region)])])
+    assert region in raw.parts
