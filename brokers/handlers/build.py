@@ -29,7 +29,7 @@ def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))
 
 
-def make(module: ModuleType, name: str, **fields: Any) -> Any:
+def make(module: ModuleType, name: str, /, **fields: Any) -> Any:
     cls = getattr(module, name)
     names = _field_names(cls)
     return cls(**{k: v for k, v in fields.items() if k in names})

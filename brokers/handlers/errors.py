@@ -58,3 +58,28 @@ def error_message_for(exc: BaseException) -> str | None:
     if error_code_for(exc) is ErrorCode.unknown_server_error:
         return "Unexpected server error"  # never leak internals
     return str(exc) or None
+
+
+# ---- errors raised by the admin handlers themselves (protocol-level checks) ------------------
+class InvalidRequestError(Exception):
+    """A well-formed request Kafka refuses item by item: duplicates, conflicting fields, limits."""
+
+
+class UnknownTopicIdError(Exception):
+    """A topic id (KIP-516) that names no topic here."""
+
+
+class TopicAuthorizationError(Exception):
+    """An operation this broker never permits on a topic, e.g. deleting an internal topic."""
+
+
+_CODES[InvalidRequestError] = ErrorCode.invalid_request
+_CODES[UnknownTopicIdError] = ErrorCode.unknown_topic_id
+_CODES[TopicAuthorizationError] = ErrorCode.topic_authorization_failed
+
+
+class TopicDeletionDisabledError(Exception):
+    """`delete.topic.enable=false` on this broker (TOPIC_DELETION_DISABLED, DeleteTopics v3+)."""
+
+
+_CODES[TopicDeletionDisabledError] = ErrorCode.topic_deletion_disabled

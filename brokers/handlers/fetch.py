@@ -91,12 +91,12 @@ def _read_partition(
         region = fetched.read.region if fetched.read is not None else None
     except OffsetOutOfRangeError as exc:
         broker.topic_metrics.failed_fetch.labels(topic).inc()
-        partition = broker.replicas.find(topic, index)
+        found = broker.replicas.find(topic, index)
         return PartitionData(
             index,
             error_code_for(exc),
-            high_watermark=partition.high_watermark if partition else -1,
-            log_start_offset=partition.log.log_start_offset if partition else -1,
+            high_watermark=found.high_watermark if found else -1,
+            log_start_offset=found.log.log_start_offset if found else -1,
         )
     except Exception as exc:
         broker.topic_metrics.failed_fetch.labels(topic).inc()

@@ -1,7 +1,7 @@
 """Record batch v2 headers: the fixed 61-byte prefix every stored batch starts with.
 
-Owns: parsing and patching batch headers without touching the records inside, so the hot path
-works on whole batches. Layout (KIP-98, seed "log format"):
+Owns: parsing, CRC-checking and patching batch headers without touching the records inside, so
+the hot path works on whole batches. Layout (KIP-98, seed "log format"):
 
     baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 | crc uint32 |
     attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 | maxTimestamp int64 |
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from typing_extensions import Buffer
 
+from brokers.records.crc import crc32c
 from brokers.records.errors import CorruptRecordError, UnsupportedMagicError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -133,3 +134,36 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     _EPOCH.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+_TIMESTAMP = struct.Struct(">q")
+_ATTRIBUTES = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+
+
+def batch_crc(buf: Buffer, pos: int, size: int) -> int:
+    """CRC32C of the batch at `pos` of `size` bytes, over attributes..end (what the header stores)."""
+    return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
+
+
+def verify_crc(buf: Buffer, pos: int, header: BatchHeader) -> None:
+    """Raise CorruptRecordError unless the stored CRC matches the bytes (DefaultRecordBatch.isValid)."""
+    actual = batch_crc(buf, pos, header.size)
+    if actual != header.crc:
+        raise CorruptRecordError(
+            f"batch at {pos} is corrupt (stored crc {header.crc:#010x}, computed {actual:#010x})"
+        )
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
+    """Mark the batch at `pos` LogAppendTime with `timestamp` as its max timestamp, fixing the CRC.
+
+    Mirrors Kafka's `setMaxTimestamp(LOG_APPEND_TIME, now)` for topics with
+    `message.timestamp.type=LogAppendTime`: readers then report `timestamp` for every record.
+    Attributes and maxTimestamp are inside the CRC, so it must be recomputed (unlike baseOffset).
+    """
+    (attributes,) = _ATTRIBUTES.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    (batch_length,) = _EPOCH.unpack_from(buf, pos + 8)
+    _ATTRIBUTES.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+    _TIMESTAMP.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
+    _CRC.pack_into(buf, pos + CRC_OFFSET, batch_crc(buf, pos, batch_length + LOG_OVERHEAD))

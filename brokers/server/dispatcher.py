@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from brokers.server.context import RequestContext
 from brokers.server.metrics import ServerMetrics
 from brokers.server.response import RawResponse
-from brokers.server.routes import RouteTable
+from brokers.server.routes import LegacyHandler, RouteTable
 from brokers.wire.errors import ErrorCode
 from brokers.wire.headers import parse_fixed, parse_request_header
 from brokers.wire.messages import (
@@ -78,14 +78,18 @@ class Dispatcher:
         encoded = body if isinstance(body, RawResponse | bytes) else encode_entity(body)
         return Reply(correlation_id, response_header_is_flexible(api_key, version), encoded)
 
-    def _legacy(self, legacy: object, frame: memoryview, peer: Peer, version: int) -> Reply:
+    def _legacy(
+        self, legacy: LegacyHandler | None, frame: memoryview, peer: Peer, version: int
+    ) -> Reply | None:
+        assert legacy is not None  # RouteTable.add refuses refused versions without a handler
         _, _, correlation_id = parse_fixed(frame)
         header, offset = parse_request_header(frame, flexible=False)
         context = RequestContext(header, peer.host, peer.connection_id, peer.principal)
-        body = legacy(context, frame, offset)  # type: ignore[operator]
-        if body is None:
-            return None  # type: ignore[return-value]
-        return Reply(correlation_id, False, body)
+        try:
+            body = legacy(context, frame, offset)
+        except (struct.error, IndexError, ValueError):
+            raise MalformedRequestError(f"malformed legacy api {header.api_key} request") from None
+        return None if body is None else Reply(correlation_id, False, body)
 
     def _unsupported_api_versions(self) -> bytes:
         """KIP-511: a v0 body with UNSUPPORTED_VERSION and our ranges, so the client can retry."""

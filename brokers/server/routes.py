@@ -14,7 +14,7 @@ from typing import Any
 from brokers.server.context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
-LegacyHandler = Callable[[RequestContext, memoryview, int], bytes]
+LegacyHandler = Callable[[RequestContext, memoryview, int], bytes | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,5 +62,7 @@ def test_kio_decodes_what_we_encode(version: int) -> None:
 
 def test_large_regions_stay_file_parts() -> None:
     region = Region(0, 0, 1 << 20)
-    raw = encode_fetch_response(12, [TopicData("t", [PartitionData(0, ErrorCode.none, 1, 1, 0, region)])])
+    raw = encode_fetch_response(
+        12, [TopicData("t", [PartitionData(0, ErrorCode.none, 1, 1, 0, region)])]
+    )
     assert region in raw.parts

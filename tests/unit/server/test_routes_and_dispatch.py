@@ -4,8 +4,8 @@ import struct
 from typing import Any
 
 import pytest
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.serial import entity_reader, entity_writer
 
@@ -31,7 +31,9 @@ def _table() -> RouteTable:
     return table
 
 
-def _frame(api_key: int, version: int, corr: int, body: bytes = b"", flexible: bool = False) -> memoryview:
+def _frame(
+    api_key: int, version: int, corr: int, body: bytes = b"", flexible: bool = False
+) -> memoryview:
     header = struct.pack(">hhih", api_key, version, corr, 4) + b"test"
     if flexible:
         header += b"\x00"
@@ -51,7 +53,9 @@ def test_api_versions_is_derived_from_the_route_table() -> None:
     entity_writer(ApiVersionsRequest)(
         request, ApiVersionsRequest(client_software_name="t", client_software_version="1")
     )
-    reply = asyncio.run(Dispatcher(table).dispatch(_frame(18, 3, 5, request.getvalue(), True), PEER))
+    reply = asyncio.run(
+        Dispatcher(table).dispatch(_frame(18, 3, 5, request.getvalue(), True), PEER)
+    )
     assert reply is not None and reply.correlation_id == 5
     assert reply.flexible_header is False  # ApiVersions responses always use header v0 (KIP-511)
     response, _ = entity_reader(ApiVersionsResponse)(reply.body, 0)

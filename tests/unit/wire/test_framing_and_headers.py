@@ -21,7 +21,9 @@ def test_frame_size_refuses_before_allocation(size: int) -> None:
         frame_size(struct.pack(">i", size), 1000)
 
 
-def _header(api_key: int, version: int, corr: int, client: bytes | None, tagged: bytes = b"") -> bytes:
+def _header(
+    api_key: int, version: int, corr: int, client: bytes | None, tagged: bytes = b""
+) -> bytes:
     body = struct.pack(">hhi", api_key, version, corr)
     body += struct.pack(">h", -1) if client is None else struct.pack(">h", len(client)) + client
     return body + tagged

@@ -31,7 +31,8 @@ REQUESTS = [
         timeout=datetime.timedelta(seconds=5),
         topic_data=(
             produce.TopicProduceData(
-                name="t", partition_data=(produce.PartitionProduceData(index=0, records=b"x" * 300),)
+                name="t",
+                partition_data=(produce.PartitionProduceData(index=0, records=b"x" * 300),),
             ),
         ),
     ),
@@ -42,7 +43,9 @@ REQUESTS = [
         topics=(
             fetch.FetchTopic(
                 topic="t",
-                partitions=(fetch.FetchPartition(partition=0, fetch_offset=5, partition_max_bytes=1024),),
+                partitions=(
+                    fetch.FetchPartition(partition=0, fetch_offset=5, partition_max_bytes=1024),
+                ),
             ),
         ),
         forgotten_topics_data=(),
@@ -73,7 +76,10 @@ def test_real_requests_pass_and_every_truncation_fails(request_entity: object) -
     body = _encode(request_entity)
     schema = type(request_entity)
     check_request_bounds(schema, memoryview(body), 0)
-    assert decode_request(schema.__api_key__, schema.__version__, memoryview(body), 0) == request_entity
+    assert (
+        decode_request(schema.__api_key__, schema.__version__, memoryview(body), 0)
+        == request_entity
+    )
     for cut in range(len(body)):
         with pytest.raises(MalformedRequestError):
             check_request_bounds(schema, memoryview(body[:cut]), 0)

@@ -1,0 +1,90 @@
+"""CreatePartitions (key 37, v0–3): grow a topic's partition count; never shrink it.
+
+Owns: Kafka's checks (ControllerApis / ReplicationControlManager.createPartitions): a topic named
+twice is INVALID_REQUEST, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, a count that is not an
+increase INVALID_PARTITIONS; explicit assignments must number exactly the new partitions and each
+must be valid for this cluster (the same rules as CreateTopics: only this broker can hold a
+replica). `validate_only` checks without creating. Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.errors import InvalidRequestError, error_code_for, error_message_for
+from brokers.handlers.replica_assignment import check_replicas
+from brokers.replication.errors import (
+    InvalidReplicaAssignmentError,
+    UnknownTopicOrPartitionError,
+)
+from brokers.server.context import RequestContext
+from brokers.server.routes import Route
+from brokers.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from brokers.broker import Broker
+
+API_KEY = 37
+MAX_ITEMS = 10_000  # topics per request, and assignments per topic
+
+
+def route(broker: Broker) -> Route:
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        module = response_module(API_KEY, ctx.api_version)
+        counts = Counter(topic.name for topic in request.topics)
+        results = []
+        for topic in request.topics:
+            try:
+                if len(request.topics) > MAX_ITEMS:
+                    raise InvalidRequestError(f"More than {MAX_ITEMS} topics in one request")
+                if counts[topic.name] > 1:
+                    raise InvalidRequestError("Duplicate topic name.")
+                _grow(broker, topic, request.validate_only)
+            except Exception as exc:
+                results.append(_result(module, topic.name, exc))
+                continue
+            results.append(_result(module, topic.name, None))
+        return make(
+            module, "CreatePartitionsResponse", throttle_time=throttle(), results=tuple(results)
+        )
+
+    return Route(API_KEY, 0, 3, handle, name="CreatePartitions")
+
+
+def _grow(broker: Broker, topic: Any, validate_only: bool) -> None:
+    meta = broker.metadata.topic(topic.name)
+    if meta is None:
+        raise UnknownTopicOrPartitionError(f"Topic '{topic.name}' does not exist.")
+    # The registry checks the count first (not an increase, over the limits), as Kafka does.
+    broker.topics.create_partitions(topic.name, topic.count, validate_only=True)
+    if topic.assignments is not None:
+        factor = len(next(iter(meta.partitions.values())).replicas)
+        _check_assignments(broker, topic.assignments, topic.count - len(meta.partitions), factor)
+    if not validate_only:
+        broker.topics.create_partitions(topic.name, topic.count)
+
+
+def _check_assignments(broker: Broker, assignments: Any, additional: int, factor: int) -> None:
+    if len(assignments) > MAX_ITEMS:
+        raise InvalidRequestError(f"More than {MAX_ITEMS} partition assignments for one topic")
+    if len(assignments) != additional:
+        raise InvalidReplicaAssignmentError(
+            f"Attempted to add {additional} additional partition(s), but only "
+            f"{len(assignments)} assignment(s) were specified."
+        )
+    for assignment in assignments:
+        # New partitions keep the topic's replication factor, as in Kafka.
+        check_replicas(broker, assignment.broker_ids, factor)
+
+
+def _result(module: ModuleType, name: str, exc: Exception | None) -> Any:
+    return make(
+        module,
+        "CreatePartitionsTopicResult",
+        name=name,
+        error_code=ErrorCode.none if exc is None else error_code_for(exc),
+        error_message=None if exc is None else error_message_for(exc),
+    )

@@ -1,0 +1,70 @@
+"""Manual replica assignments (CreateTopics `assignments`, CreatePartitions `assignments`).
+
+Owns: checking an assignment as Kafka's ReplicationControlManager does (no partition twice,
+partitions 0..n-1, no empty or repeated replica list, only registered brokers, one replication
+factor throughout), plus the standalone rule: the local topic registry places every replica on
+this broker, so an assignment is valid only when it names exactly this broker. Pure checks over
+the broker's metadata; runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from brokers.replication.errors import InvalidReplicaAssignmentError
+
+if TYPE_CHECKING:
+    from brokers.broker import Broker
+
+
+def placement_of(broker: Broker, assignments: Sequence[Any]) -> tuple[int, int]:
+    """(partitions, replication factor) of a CreateTopics manual assignment."""
+    seen: set[int] = set()
+    factor: int | None = None
+    for assignment in assignments:
+        index = assignment.partition_index
+        if index in seen:
+            raise InvalidReplicaAssignmentError(
+                f"Found multiple manual partition assignments for partition {index}"
+            )
+        seen.add(index)
+        check_replicas(broker, assignment.broker_ids, factor)
+        factor = len(assignment.broker_ids)
+    if seen != set(range(len(seen))):
+        raise InvalidReplicaAssignmentError(
+            "partitions should be a consecutive 0-based integer sequence"
+        )
+    return len(seen), factor or 1
+
+
+def check_replicas(broker: Broker, replicas: Sequence[int], factor: int | None) -> None:
+    """One partition's manual assignment, as Kafka's validateManualPartitionAssignment, plus
+    Pier's standalone rule: the only broker that can hold a replica is this one."""
+    if not replicas:
+        raise InvalidReplicaAssignmentError(
+            "The manual partition assignment includes an empty replica list."
+        )
+    previous = None
+    for node in sorted(replicas):
+        if node not in broker.metadata.brokers:
+            raise InvalidReplicaAssignmentError(
+                f"The manual partition assignment includes broker {node}, but no such broker "
+                "is registered."
+            )
+        if node == previous:
+            raise InvalidReplicaAssignmentError(
+                f"The manual partition assignment includes the broker {node} more than once."
+            )
+        previous = node
+    if factor is not None and len(replicas) != factor:
+        raise InvalidReplicaAssignmentError(
+            f"The manual partition assignment includes a partition with {len(replicas)} "
+            "replica(s), but this is not consistent with previous partitions, which have "
+            f"{factor} replica(s)."
+        )
+    if list(replicas) != [broker.config.node_id]:
+        raise InvalidReplicaAssignmentError(
+            f"This broker places every replica on itself: the assignment must be "
+            f"[{broker.config.node_id}]."
+        )

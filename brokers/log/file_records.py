@@ -1,0 +1,162 @@
+"""The `.log` file of one segment: whole batches appended, scanned and sliced (Kafka's FileRecords).
+
+Owns: the segment's file descriptors and `FileRegion`, the (fd, position, size) slice that fetch
+sends with `sendfile`. Appends go through a lazily opened O_APPEND descriptor with one `os.writev`
+per append (split only past IOV_MAX buffers, short writes resumed; a failed write is rolled back so
+the file never keeps half a batch). Reads use a separate read-only descriptor with `os.pread`, which
+stays open until the segment's files are finally removed, so regions handed to in-flight fetches
+stay valid after a roll, a truncation of later data or a rename to `.deleted` (why Kafka deletes
+asynchronously). Header scans read in chunks, so walking small batches costs few syscalls.
+
+Runs on the event loop; not thread-safe. `FileRegion` is immutable and thread-safe to read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from typing_extensions import Buffer
+
+from brokers.log.errors import CorruptLogError
+from brokers.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+from brokers.records.errors import RecordError
+
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+SCAN_CHUNK = 16 * 1024
+_MIN_BATCH_SIZE = HEADER_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """`size` bytes of an open segment file starting at `position` (what fetch sends)."""
+
+    fd: int
+    position: int
+    size: int
+
+    def read(self) -> bytes:
+        """The region's bytes via pread (for transports without sendfile, and tests)."""
+        chunks: list[bytes] = []
+        position, left = self.position, self.size
+        while left > 0:
+            chunk = os.pread(self.fd, left, position)
+            if not chunk:
+                break  # the file was truncated under the region: return what is left
+            chunks.append(chunk)
+            position += len(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+
+class FileRecords:
+    def __init__(self, path: Path, read_fd: int, size: int) -> None:
+        self.path = path
+        self.size = size
+        self._read_fd = read_fd
+        self._write_fd: int | None = None
+
+    @classmethod
+    def open(cls, path: Path, *, create: bool = False) -> FileRecords:
+        if create:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        read_fd = os.open(path, os.O_RDONLY)
+        return cls(path, read_fd, os.fstat(read_fd).st_size)
+
+    @property
+    def read_fd(self) -> int:
+        return self._read_fd
+
+    def append(self, parts: Sequence[Buffer]) -> int:
+        """Append `parts` back to back with writev; returns the bytes written."""
+        views = [memoryview(part).cast("B") for part in parts]
+        total = sum(view.nbytes for view in views)
+        fd = self._writer()
+        try:
+            _write_all(fd, views)
+        except BaseException:
+            os.ftruncate(fd, self.size)
+            raise
+        self.size += total
+        return total
+
+    def pread(self, position: int, size: int) -> bytes:
+        return os.pread(self._read_fd, size, position)
+
+    def read_into(self, buffer: bytearray | memoryview, position: int) -> int:
+        return os.preadv(self._read_fd, [buffer], position)
+
+    def region(self, position: int, size: int) -> FileRegion:
+        return FileRegion(self._read_fd, position, size)
+
+    def headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch starting in [start, end); raises CorruptLogError."""
+        limit = self.size if end is None else min(end, self.size)
+        chunk, chunk_start = b"", start
+        position = start
+        while position < limit:
+            if position + HEADER_SIZE > chunk_start + len(chunk):
+                chunk_start = position
+                chunk = os.pread(self._read_fd, max(SCAN_CHUNK, HEADER_SIZE), position)
+            header = self._parse(chunk, position - chunk_start, position)
+            yield position, header
+            position += header.size
+
+    def _parse(self, chunk: bytes, at: int, position: int) -> BatchHeader:
+        try:
+            header = parse_header(chunk, at)
+        except RecordError as exc:
+            raise CorruptLogError(f"{self.path}: {exc} (file position {position})") from exc
+        if (
+            header.batch_length < _MIN_BATCH_SIZE - LOG_OVERHEAD
+            or position + header.size > self.size
+        ):
+            raise CorruptLogError(f"{self.path}: bad batch length at file position {position}")
+        return header
+
+    def truncate_to(self, size: int) -> None:
+        if size < self.size:
+            os.ftruncate(self._writer(), size)
+            self.size = size
+
+    def flush(self) -> None:
+        os.fsync(self._write_fd if self._write_fd is not None else self._read_fd)
+
+    def close_writer(self) -> None:
+        """Release the append descriptor (the segment became inactive); reopened if needed."""
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+
+    def close(self) -> None:
+        self.close_writer()
+        if self._read_fd >= 0:
+            os.close(self._read_fd)
+            self._read_fd = -1
+
+    def rename(self, path: Path) -> None:
+        self.path.rename(path)
+        self.path = path
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def _writer(self) -> int:
+        if self._write_fd is None:
+            self._write_fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        return self._write_fd
+
+
+def _write_all(fd: int, views: list[memoryview]) -> None:
+    """writev everything, IOV_MAX buffers at a time, resuming after short writes."""
+    first = 0
+    while first < len(views):
+        written = os.writev(fd, views[first : first + _IOV_MAX])
+        while first < len(views) and written >= views[first].nbytes:
+            written -= views[first].nbytes
+            first += 1
+        if written:
+            views[first] = views[first][written:]

@@ -1,0 +1,105 @@
+"""The file behind a segment index: fixed-size entries, appended, truncated, renamed, deleted.
+
+Owns: the bytes on disk of `.index` and `.timeindex` files (Kafka's AbstractIndex without the
+mmap). Entries live in memory in the index classes; this class only persists them. New entries are
+staged and written with one `os.write` per segment append (`write_staged`), so many small batches
+cost one syscall, not one per entry. The file is never preallocated: its size is always a whole
+number of entries, which is what the load-time sanity check relies on.
+
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from brokers.log.errors import CorruptIndexError
+
+
+class IndexFile:
+    def __init__(self, path: Path, entry_size: int) -> None:
+        self.path = path
+        self.entry_size = entry_size
+        self._fd: int | None = None
+        self._staged = bytearray()
+        self._written_entries = 0
+        self._unsynced = False
+
+    @classmethod
+    def create(cls, path: Path, entry_size: int) -> IndexFile:
+        """A new, empty index file (an existing one is emptied)."""
+        index_file = cls(path, entry_size)
+        index_file._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+        return index_file
+
+    @classmethod
+    def load(cls, path: Path, entry_size: int) -> tuple[IndexFile, bytes]:
+        """Open an existing file; raises FileNotFoundError, CorruptIndexError on a partial entry."""
+        data = path.read_bytes()
+        if len(data) % entry_size:
+            raise CorruptIndexError(f"{path}: size {len(data)} is not a multiple of {entry_size}")
+        index_file = cls(path, entry_size)
+        index_file._written_entries = len(data) // entry_size
+        return index_file, data
+
+    def stage(self, entry: bytes) -> None:
+        self._staged += entry
+
+    def write_staged(self) -> None:
+        if not self._staged:
+            return
+        fd = self._writer()
+        data = bytes(self._staged)  # small; a live memoryview would pin the bytearray's size
+        self._staged.clear()
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        self._written_entries += len(data) // self.entry_size
+        self._unsynced = True
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep the first `count` entries (staged ones included)."""
+        if count >= self._written_entries:
+            del self._staged[(count - self._written_entries) * self.entry_size :]
+            return
+        self._staged.clear()
+        os.ftruncate(self._writer(), count * self.entry_size)
+        self._written_entries = count
+        self._unsynced = True
+
+    def flush(self) -> None:
+        """Write what is staged and fsync, even when the descriptor was already released."""
+        was_open = self._fd is not None
+        self.write_staged()
+        if self._unsynced:
+            os.fsync(self._writer())
+            self._unsynced = False
+        if not was_open:
+            self.close()
+
+    def close(self) -> None:
+        """Write what is staged and release the descriptor; reopened lazily on the next write."""
+        if self._fd is None and not self._staged:
+            return
+        self.write_staged()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def rename(self, path: Path) -> None:
+        if self.path.exists():
+            self.path.rename(path)
+        self.path = path
+
+    def delete(self) -> None:
+        self._staged.clear()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.path.unlink(missing_ok=True)
+
+    def _writer(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fd

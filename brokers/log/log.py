@@ -1,0 +1,462 @@
+"""One partition's log: `<log.dir>/<topic>-<partition>/` as a list of segments (Kafka's UnifiedLog).
+
+Owns: the partition's offsets (log start, log end, recovery point), appends as leader (offsets and
+leader epoch assigned by patching each 61-byte header: both fields sit outside the CRC, KIP-98, so
+batch bodies are written straight from the request buffer with one writev) and as follower (bytes
+written as received), reads of whole batches, timestamp lookups, truncation, DeleteRecords,
+retention, rolls, flushes and the two-step deletion of segments. Producer state and the leader
+epoch cache are kept in step with every append, truncation and deletion.
+
+Loading and recovery live in log_loader, the segment list and its delayed deletes in
+log_segments, the retention rules in retention, header patching in offset_assignment.
+`high_watermark` is set by replication; retention and DeleteRecords never go past it (None: no
+replication, the log end). Segments removed while the log is live are renamed `.deleted` and
+unlinked by `delete_expired_segment_files` after `file.delete.delay.ms`, so in-flight
+`FileRegion`s stay valid.
+
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from typing_extensions import Buffer
+
+from brokers.clock import Clock
+from brokers.log.config import LogConfig
+from brokers.log.errors import LogClosedError, LogDirError, OffsetOutOfRangeError
+from brokers.log.file_records import FileRegion
+from brokers.log.leader_epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
+from brokers.log.log_loader import create_segment, load_log
+from brokers.log.log_segments import LogSegments
+from brokers.log.offset_assignment import AssignedBatches, assign_offsets, check_follower_batches
+from brokers.log.producer_state import ProducerStateManager
+from brokers.log.retention import deletable_segment_count
+from brokers.log.segment import LogSegment
+from brokers.records.batch import BatchHeader
+from brokers.records.errors import RecordTooLargeError
+
+NO_TIMESTAMP = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int  # -1 for CreateTime
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole batches from one segment; `region` is None for an empty read."""
+
+    region: FileRegion | None
+    first_offset: int  # base offset of the first batch returned (the fetch offset if empty)
+    next_offset: int  # offset after the last batch returned
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    offset: int
+    timestamp: int
+    leader_epoch: int | None
+
+
+def parse_topic_partition(directory: Path) -> tuple[str, int]:
+    topic, sep, partition = directory.name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise LogDirError(f"{directory} is not named <topic>-<partition>")
+    return topic, int(partition)
+
+
+class Log:
+    def __init__(
+        self, directory: Path, config: LogConfig, *, clock: Clock, segments: list[LogSegment],
+        log_start_offset: int, log_end_offset: int, recovery_point: int,
+        producer_state: ProducerStateManager, leader_epoch_cache: LeaderEpochCache,
+    ) -> None:  # fmt: skip
+        self.directory = directory
+        self.topic, self.partition = parse_topic_partition(directory)
+        self.config = config
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.recovery_point = recovery_point
+        self.producer_state = producer_state
+        self.leader_epoch_cache = leader_epoch_cache
+        self.high_watermark: int | None = None
+        self.last_flush_ms = clock.time_ms()
+        self._clock = clock
+        self._segments = LogSegments(directory, segments)
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls, directory: Path, config: LogConfig, *, clock: Clock, recovery_point: int = 0,
+        log_start_offset: int = 0, had_clean_shutdown: bool = False,
+        producer_id_expiration_ms: int = 86400000,
+    ) -> Log:  # fmt: skip
+        parse_topic_partition(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        loaded = load_log(
+            directory, config, clock=clock, recovery_point=recovery_point,
+            log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown,
+        )  # fmt: skip
+        epochs = LeaderEpochCache(directory / CHECKPOINT_NAME)
+        epochs.truncate_from_end(loaded.log_end_offset)
+        epochs.truncate_from_start(loaded.log_start_offset)
+        producers = ProducerStateManager(
+            directory, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms
+        )
+        log = cls(
+            directory, config, clock=clock, segments=loaded.segments,
+            log_start_offset=loaded.log_start_offset, log_end_offset=loaded.log_end_offset,
+            recovery_point=loaded.recovery_point, producer_state=producers,
+            leader_epoch_cache=epochs,
+        )  # fmt: skip
+        producers.truncate(log.log_start_offset, log.log_end_offset)
+        log._replay_producer_state(producers.load(log.log_start_offset, log.log_end_offset))
+        return log
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def segments(self) -> Sequence[LogSegment]:
+        return self._segments.snapshot()
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments.active
+
+    @property
+    def size_bytes(self) -> int:
+        return self._segments.size_bytes
+
+    @property
+    def number_of_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings apply from the next append/roll; existing segments keep their indexes."""
+        self.config = config
+
+    # -- appends ----------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, data: Buffer, batches: Sequence[tuple[int, BatchHeader]], *, leader_epoch: int
+    ) -> AppendResult:
+        """Append validated client batches; a retried duplicate returns its original offsets."""
+        self._check_open()
+        if not batches:
+            return self._empty_append()
+        self._check_size(batches)
+        duplicates = self.producer_state.check_all([header for _, header in batches])
+        duplicate = next((d for d in duplicates if d is not None), None)
+        if duplicate is not None:
+            return AppendResult(
+                duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                duplicate.first_offset, NO_TIMESTAMP, self.log_start_offset, duplicate=True,
+            )  # fmt: skip
+        now = self._clock.time_ms()
+        append_time = now if self.config.message_timestamp_type == "LogAppendTime" else None
+        assigned = assign_offsets(
+            data, batches, first_offset=self.log_end_offset, leader_epoch=leader_epoch,
+            log_append_time_ms=append_time,
+        )  # fmt: skip
+        self._write(assigned, first_offset=self.log_end_offset)
+        if leader_epoch >= 0:
+            self._assign_epoch(leader_epoch, assigned.headers[0].base_offset)
+        return self._appended(assigned, NO_TIMESTAMP if append_time is None else append_time)
+
+    def append_as_follower(
+        self, data: Buffer, batches: Sequence[tuple[int, BatchHeader]]
+    ) -> AppendResult:
+        """Append batches replicated from the leader, offsets and epochs as the leader set them."""
+        self._check_open()
+        if not batches:
+            return self._empty_append()
+        self._check_size(batches)
+        assigned = check_follower_batches(data, batches, log_end_offset=self.log_end_offset)
+        self._write(assigned, first_offset=assigned.headers[0].base_offset)
+        for header in assigned.headers:
+            if header.partition_leader_epoch >= 0:
+                self._assign_epoch(header.partition_leader_epoch, header.base_offset)
+        return self._appended(assigned, NO_TIMESTAMP)
+
+    def _check_size(self, batches: Sequence[tuple[int, BatchHeader]]) -> None:
+        size = sum(header.size for _, header in batches)
+        if size > self.config.segment_bytes:
+            # Kafka's RecordBatchTooLargeException: it could never fit in a segment.
+            raise RecordTooLargeError(
+                f"{size} bytes exceed segment.bytes {self.config.segment_bytes}"
+            )
+
+    def _write(self, assigned: AssignedBatches, *, first_offset: int) -> None:
+        last = assigned.headers[-1]
+        segment = self._maybe_roll(
+            assigned.size, assigned.max_timestamp, first_offset, last.last_offset
+        )
+        segment.append(assigned.headers, assigned.parts)
+        self.log_end_offset = last.next_offset
+        for header in assigned.headers:
+            if header.producer_id >= 0:
+                self.producer_state.update(header)
+
+    def _appended(self, assigned: AssignedBatches, log_append_time_ms: int) -> AppendResult:
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(
+            assigned.headers[0].base_offset, assigned.headers[-1].last_offset,
+            assigned.max_timestamp, assigned.offset_of_max_timestamp, log_append_time_ms,
+            self.log_start_offset,
+        )  # fmt: skip
+
+    def _empty_append(self) -> AppendResult:
+        return AppendResult(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset)
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        latest = self.leader_epoch_cache.latest_epoch()
+        if latest is None or epoch > latest:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+
+    # -- rolls ------------------------------------------------------------------------------
+
+    def _maybe_roll(
+        self, messages_size: int, max_timestamp: int, first_offset: int, max_offset: int
+    ) -> LogSegment:
+        segment = self.active_segment
+        if segment.should_roll(
+            messages_size=messages_size, max_timestamp=max_timestamp, max_offset=max_offset,
+            now_ms=self._clock.time_ms(), segment_bytes=self.config.segment_bytes,
+            segment_ms=self.config.max_segment_ms,
+        ):  # fmt: skip
+            self._roll(max(first_offset, self.log_end_offset))
+        return self.active_segment
+
+    def roll(self) -> None:
+        """Start a new active segment at the log end (no-op when the active one is empty)."""
+        self._check_open()
+        self._roll(self.log_end_offset)
+
+    def _roll(self, base_offset: int) -> None:
+        active = self.active_segment
+        if active.size == 0:
+            if active.base_offset == base_offset:
+                return
+            # An empty segment below a follower's offset gap: replace it, nobody reads it.
+            self._segments.drop_empty_active()
+        else:
+            active.on_become_inactive()
+        self.producer_state.take_snapshot(base_offset)
+        self._segments.add(create_segment(self.directory, base_offset, self.config, self._clock))
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadResult:  # fmt: skip
+        """Whole batches from the one holding `offset`, within one segment (like Kafka)."""
+        self._check_open()
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition}: offset {offset} outside "
+                f"[{self.log_start_offset}, {self.log_end_offset}]"
+            )
+        upper = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        for segment in self._segments.holding_and_after(offset):
+            if offset >= upper or segment.base_offset >= upper:
+                break
+            read = segment.read(
+                offset, max_bytes, self._max_position(segment, upper), min_one_batch
+            )
+            if read is not None:
+                return self._read_result(read.region, read.first_offset, read.next_offset)
+        return self._read_result(None, offset, offset)
+
+    def _max_position(self, segment: LogSegment, upper: int) -> int | None:
+        if upper >= segment.next_offset:
+            return None
+        location = segment.translate_offset(upper)
+        return None if location is None else location.position
+
+    def _read_result(self, region: FileRegion | None, first: int, next_offset: int) -> ReadResult:
+        return ReadResult(region, first, next_offset, self.log_start_offset, self.log_end_offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """First batch whose max timestamp is >= `timestamp` (ListOffsets); batch granularity:
+        the offset is that batch's base offset (or the log start inside it)."""
+        self._check_open()
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                offset, batch_timestamp, epoch = found
+                return TimestampOffset(offset, batch_timestamp, epoch if epoch >= 0 else None)
+        return None
+
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """ListOffsets MAX_TIMESTAMP (-3, KIP-734): the first batch with the largest timestamp."""
+        self._check_open()
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp >= 0 and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        if best is None:
+            return None
+        offset = best.offset_of_max_timestamp
+        return TimestampOffset(
+            offset, best.max_timestamp, self.leader_epoch_cache.epoch_for_offset(offset)
+        )
+
+    # -- truncation and deletion ------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation: remove every batch from the one holding `offset` onwards."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        self._remove_segments([s for s in self._segments if s.base_offset > offset])
+        self.active_segment.truncate_to(offset)
+        self.log_end_offset = self.active_segment.next_offset
+        if self.log_end_offset < self.log_start_offset:
+            # The batch holding the log start (moved mid-batch by DeleteRecords) went too.
+            self.truncate_fully_and_start_at(self.log_start_offset)
+            return
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        replay_from = self.producer_state.truncate(self.log_start_offset, self.log_end_offset)
+        self._replay_producer_state(replay_from)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log, empty, at `offset`."""
+        self._check_open()
+        self._remove_segments(self._segments.snapshot())  # first: new files may reuse a name
+        self._segments.add(create_segment(self.directory, offset, self.config, self._clock))
+        self.log_start_offset = self.log_end_offset = self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start to `offset` and drop whole segments below it."""
+        self._check_open()
+        limit = self.log_end_offset if self.high_watermark is None else self.high_watermark
+        if offset < 0 or offset > limit:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.partition}: cannot delete records before {offset}, "
+                f"the high watermark is {limit}"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+        self._delete_prefix(deletable_segment_count(
+            self._segments.snapshot(), config=self.config, now_ms=self._clock.time_ms(),
+            log_start_offset=self.log_start_offset, high_watermark=self.high_watermark,
+            by_retention=False,
+        ))  # fmt: skip
+        return self.log_start_offset
+
+    def delete_old_segments(self) -> int:
+        """Retention: whole segments past retention.ms / retention.bytes (cleanup.policy delete)
+        or wholly below the log start; never the active segment. Returns how many went."""
+        self._check_open()
+        count = deletable_segment_count(
+            self._segments.snapshot(), config=self.config, now_ms=self._clock.time_ms(),
+            log_start_offset=self.log_start_offset, high_watermark=self.high_watermark,
+            by_retention=self.config.delete,
+        )  # fmt: skip
+        self._delete_prefix(count)
+        return count
+
+    def _delete_prefix(self, count: int) -> None:
+        if count <= 0:
+            return
+        self._remove_segments(self._segments.snapshot()[:count])
+        first_base = self._segments.first.base_offset
+        if first_base > self.log_start_offset:
+            self.log_start_offset = first_base
+            self.leader_epoch_cache.truncate_from_start(first_base)
+        self.producer_state.delete_snapshots_below(first_base)
+
+    def _remove_segments(self, doomed: Sequence[LogSegment]) -> None:
+        """Out of the log now, renamed `.deleted`; files unlinked after file.delete.delay.ms."""
+        self._segments.remove(doomed, self._clock.time_ms() + self.config.file_delete_delay_ms)
+
+    def delete_expired_segment_files(self, now_ms: int | None = None) -> int:
+        """Unlink `.deleted` segments whose delay passed; returns how many."""
+        now = self._clock.time_ms() if now_ms is None else now_ms
+        return self._segments.delete_expired_files(now)
+
+    def remove_expired_producers(self) -> None:
+        self.producer_state.remove_expired(self._clock.time_ms())
+
+    # -- durability and lifecycle -----------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync the segments holding [recovery point, up_to) and move the recovery point."""
+        self._check_open()
+        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        if target <= self.recovery_point:
+            return
+        self._segments.flush(self.recovery_point, target)
+        self.recovery_point = target
+        self.last_flush_ms = self._clock.time_ms()
+
+    def close(self) -> None:
+        """Clean close: final time index entries, fsync, producer snapshot, descriptors freed."""
+        if self._closed:
+            return
+        for segment in self._segments:
+            segment.on_become_inactive()
+        self.flush()
+        self.producer_state.take_snapshot(self.log_end_offset)
+        self.release()
+
+    def retire(self) -> None:
+        """Refuse further use and drop write descriptors, but keep read descriptors open so
+        in-flight regions stay valid until `release` (the log manager's delayed delete)."""
+        self._segments.close_writers()
+        self._closed = True
+
+    def release(self) -> None:
+        """Free every descriptor without writing anything (the directory is being deleted)."""
+        self._segments.release()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Remove the whole partition directory now."""
+        self.release()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self.topic}-{self.partition} is closed")
+
+    def _replay_producer_state(self, from_offset: int) -> None:
+        """Fold the batch headers in [from_offset, log end) into producer state (no records)."""
+        for segment in self._segments.holding_and_after(from_offset):
+            location = segment.translate_offset(from_offset)
+            if location is None:
+                continue
+            for _, header in segment.records.headers(location.position):
+                if header.producer_id >= 0:
+                    self.producer_state.update(header)

@@ -1,0 +1,113 @@
+"""Opening a partition directory: segments loaded, recovered if needed (Kafka's LogLoader).
+
+Owns: the order of the steps that turn the files of `<log.dir>/<topic>-<partition>/` back into a
+list of segments and the partition's offsets:
+1. leftovers of a crash are cleaned up (recovery.remove_leftover_files);
+2. every segment is opened; an index that is missing or fails its sanity check is rebuilt from the
+   log even after a clean shutdown;
+3. without a clean shutdown, every segment from the one holding the recovery point onwards is
+   re-validated batch by batch; at the first bad batch that segment is truncated and all later
+   segments are deleted (their data was never acknowledged as flushed), then the recovered
+   segments are fsynced so the recovery point can move to the new log end;
+4. a log start offset past the recovered end (data lost in a crash) restarts the log there.
+
+Also `create_segment`, which applies the config (index sizes, roll jitter) to a new segment.
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from brokers.clock import Clock
+from brokers.log.config import LogConfig
+from brokers.log.recovery import remove_leftover_files, segment_base_offsets
+from brokers.log.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class LoadedLog:
+    segments: list[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+
+
+def roll_jitter_ms(config: LogConfig) -> int:
+    """Kafka's randomSegmentJitter: spreads rolls of many partitions created together."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return random.randrange(min(config.segment_jitter_ms, config.max_segment_ms))
+
+
+def create_segment(
+    directory: Path, base_offset: int, config: LogConfig, clock: Clock
+) -> LogSegment:
+    return LogSegment.create(
+        directory, base_offset, clock=clock, index_interval_bytes=config.index_interval_bytes,
+        max_index_bytes=config.segment_index_bytes, roll_jitter_ms=roll_jitter_ms(config),
+    )  # fmt: skip
+
+
+def load_log(
+    directory: Path, config: LogConfig, *, clock: Clock, recovery_point: int,
+    log_start_offset: int, had_clean_shutdown: bool,
+) -> LoadedLog:  # fmt: skip
+    remove_leftover_files(directory)
+    segments: list[LogSegment] = []
+    rebuilt: dict[int, int] = {}  # base offset -> bytes cut while rebuilding its indexes
+    for base in segment_base_offsets(directory):
+        segment, truncated = LogSegment.open(
+            directory, base, clock=clock, index_interval_bytes=config.index_interval_bytes,
+            max_index_bytes=config.segment_index_bytes, roll_jitter_ms=roll_jitter_ms(config),
+        )  # fmt: skip
+        segments.append(segment)
+        if truncated is not None:
+            rebuilt[base] = truncated
+            log.info("rebuilt the indexes of %s segment %d", directory.name, base)
+    if not had_clean_shutdown and segments:
+        _recover_unflushed(directory, segments, recovery_point, rebuilt)
+    if not segments:
+        segments.append(create_segment(directory, log_start_offset, config, clock))
+    if log_start_offset > segments[-1].next_offset:
+        log.warning("%s: log start %d is past the recovered end", directory.name, log_start_offset)
+        for segment in segments:
+            segment.delete_files()
+        segments = [create_segment(directory, log_start_offset, config, clock)]
+    log_end_offset = segments[-1].next_offset
+    if not had_clean_shutdown:
+        recovery_point = log_end_offset  # everything below was just re-validated and fsynced
+    return LoadedLog(
+        segments,
+        max(log_start_offset, segments[0].base_offset),
+        log_end_offset,
+        min(recovery_point, log_end_offset),
+    )
+
+
+def _recover_unflushed(
+    directory: Path, segments: list[LogSegment], recovery_point: int, rebuilt: dict[int, int]
+) -> None:
+    first = 0
+    while first + 1 < len(segments) and segments[first + 1].base_offset <= recovery_point:
+        first += 1
+    for index in range(first, len(segments)):
+        segment = segments[index]
+        truncated = rebuilt.get(segment.base_offset)
+        if truncated is None:
+            truncated = segment.recover()
+        segment.flush()
+        if truncated:
+            log.warning(
+                "%s: corrupt data in segment %d, cut %d bytes and dropped %d later segments",
+                directory.name, segment.base_offset, truncated, len(segments) - index - 1,
+            )  # fmt: skip
+            for later in segments[index + 1 :]:
+                later.delete_files()
+            del segments[index + 1 :]
+            return

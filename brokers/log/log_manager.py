@@ -1,0 +1,225 @@
+"""Every partition log of one log dir (Kafka's LogManager, one directory).
+
+Owns: the log dir itself (validated, locked with `flock` on `.lock` so two brokers never share it),
+the per-dir checkpoints (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`), the
+clean-shutdown marker `.kafka_cleanshutdown`, the registry of open logs, topic deletion and the
+periodic duties the broker schedules: retention, flush, checkpoint and delayed file deletion.
+
+Startup: a marker means the previous run closed every log cleanly, so logs open without the full
+recovery scan; the marker is removed once all logs are open (a crash from then on is unclean
+again). A corrupt checkpoint is logged and ignored (logs then recover from offset 0, which is
+slow but safe). Directories named `*-delete` are leftovers of deleted partitions and are removed.
+Deleting a partition renames its directory to `<topic>-<partition>.<uuid>-delete` at once (so a
+new partition of the same name can be created) and removes it after `file.delete.delay.ms`, so
+fetches already holding its file regions finish (Kafka's async delete).
+
+Everything is synchronous and runs on the broker's event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from brokers.clock import Clock
+from brokers.log.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    read_offsets,
+    write_offsets,
+)
+from brokers.log.config import LogConfig
+from brokers.log.errors import CorruptCheckpointError, LogDirError
+from brokers.log.log import Log, parse_topic_partition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+DELETE_SUFFIX = "-delete"
+
+
+class LogManager:
+    def __init__(
+        self, log_dir: Path, *, clock: Clock, default_config: LogConfig,
+        config_for: Callable[[str], LogConfig] | None = None,
+        producer_id_expiration_ms: int = 86400000,
+    ) -> None:  # fmt: skip
+        self.log_dir = log_dir
+        self.default_config = default_config
+        self._clock = clock
+        self._config_for = config_for
+        self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._doomed: list[tuple[int, Log, Path]] = []  # (due ms, log, renamed directory)
+        self._lock_fd: int | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self._prepare_dir()
+        marker = self.log_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        log_starts = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        for directory in sorted(self.log_dir.iterdir()):
+            if not directory.is_dir():
+                continue
+            if directory.name.endswith(DELETE_SUFFIX):
+                shutil.rmtree(directory, ignore_errors=True)
+                continue
+            try:
+                topic, partition = parse_topic_partition(directory)
+            except LogDirError:
+                log.warning("ignoring %s: not a partition directory", directory)
+                continue
+            key = (topic, partition)
+            self._logs[key] = Log.open(
+                directory, self._config(topic), clock=self._clock,
+                recovery_point=recovery_points.get(key, 0), log_start_offset=log_starts.get(key, 0),
+                had_clean_shutdown=clean, producer_id_expiration_ms=self._producer_id_expiration_ms,
+            )  # fmt: skip
+        marker.unlink(missing_ok=True)
+
+    def _prepare_dir(self) -> None:
+        if self.log_dir.exists() and not self.log_dir.is_dir():
+            raise LogDirError(f"log dir {self.log_dir} is not a directory")
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LogDirError(f"log dir {self.log_dir} cannot be created: {exc}") from exc
+        if not os.access(self.log_dir, os.R_OK | os.W_OK | os.X_OK):
+            raise LogDirError(f"log dir {self.log_dir} is not readable and writable")
+        try:
+            fd = os.open(self.log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise LogDirError(f"log dir {self.log_dir} is not writable: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise LogDirError(
+                f"log dir {self.log_dir} is locked by another process ({LOCK_FILE})"
+            ) from exc
+        self._lock_fd = fd
+
+    def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
+        try:
+            return read_offsets(self.log_dir / name)
+        except CorruptCheckpointError as exc:
+            log.warning("ignoring %s: %s", name, exc)
+            return {}
+
+    def _config(self, topic: str) -> LogConfig:
+        return self.default_config if self._config_for is None else self._config_for(topic)
+
+    def shutdown(self) -> None:
+        """Close every log (fsync, snapshots), checkpoint, then mark the shutdown clean."""
+        for partition_log in self._logs.values():
+            partition_log.close()
+        self.checkpoint()
+        for _, doomed, directory in self._doomed:
+            doomed.release()
+            shutil.rmtree(directory, ignore_errors=True)
+        self._doomed.clear()
+        marker = self.log_dir / CLEAN_SHUTDOWN_MARKER
+        marker.touch()
+        _fsync_directory(self.log_dir)
+        self._logs.clear()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor drops the flock
+            self._lock_fd = None
+
+    # -- registry ---------------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> Iterable[Log]:
+        return list(self._logs.values())
+
+    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created empty if it does not exist yet (Kafka's getOrCreateLog)."""
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            return existing
+        created = Log.open(
+            self.log_dir / f"{topic}-{partition}", config or self._config(topic),
+            clock=self._clock, had_clean_shutdown=True,
+            producer_id_expiration_ms=self._producer_id_expiration_ms,
+        )  # fmt: skip
+        self._logs[key] = created
+        return created
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Retire the log, rename its directory `...-delete`, remove it after the delay."""
+        doomed = self._logs.pop((topic, partition), None)
+        if doomed is None:
+            return False
+        doomed.retire()
+        target = self.log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        doomed.directory.rename(target)
+        _fsync_directory(self.log_dir)
+        due = self._clock.time_ms() + doomed.config.file_delete_delay_ms
+        self._doomed.append((due, doomed, target))
+        return True
+
+    # -- periodic duties --------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write every log's recovery point (the flushed offset) and log start offset."""
+        write_offsets(
+            self.log_dir / RECOVERY_POINT_CHECKPOINT,
+            {(lg.topic, lg.partition): lg.recovery_point for lg in self._logs.values()},
+        )
+        write_offsets(
+            self.log_dir / LOG_START_OFFSET_CHECKPOINT,
+            {(lg.topic, lg.partition): lg.log_start_offset for lg in self._logs.values()},
+        )
+
+    def run_retention(self) -> int:
+        """Retention over every log; returns the number of segments deleted."""
+        deleted = 0
+        for partition_log in self._logs.values():
+            deleted += partition_log.delete_old_segments()
+            partition_log.remove_expired_producers()
+        return deleted
+
+    def run_flush(self) -> None:
+        """fsync logs whose flush.ms elapsed, and segments rolled since the last flush (Kafka
+        flushes a segment when it is rolled, which moves the recovery point forward)."""
+        now = self._clock.time_ms()
+        for partition_log in self._logs.values():
+            if now - partition_log.last_flush_ms >= partition_log.config.flush_ms:
+                partition_log.flush()
+            elif partition_log.recovery_point < partition_log.active_segment.base_offset:
+                partition_log.flush(partition_log.active_segment.base_offset)
+
+    def run_delayed_deletes(self) -> int:
+        """Remove files of deleted segments and partitions whose delay passed; returns a count."""
+        now = self._clock.time_ms()
+        removed = sum(lg.delete_expired_segment_files(now) for lg in self._logs.values())
+        keep: list[tuple[int, Log, Path]] = []
+        for due, doomed, directory in self._doomed:
+            if due > now:
+                keep.append((due, doomed, directory))
+                continue
+            doomed.release()
+            shutil.rmtree(directory, ignore_errors=True)
+            removed += 1
+        self._doomed = keep
+        return removed
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,109 @@
+"""The ordered segments of one partition and their pending deletions (Kafka's LogSegments).
+
+Owns: the segment list sorted by base offset (floor lookups by bisect), the last one being the
+active segment; removal in Kafka's two steps (rename to `.deleted` now, unlink once
+`file.delete.delay.ms` has passed, so `FileRegion`s already handed to fetches stay valid); fsync of
+a range of segments and of the directory when segment files were created since the last one.
+
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from brokers.log.segment import LogSegment
+
+
+class LogSegments:
+    def __init__(self, directory: Path, segments: list[LogSegment]) -> None:
+        self.directory = directory
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due ms, segment)
+        self._directory_dirty = False
+
+    def __len__(self) -> int:
+        return len(self._segments)
+
+    def __iter__(self) -> Iterator[LogSegment]:
+        return iter(tuple(self._segments))
+
+    @property
+    def active(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def first(self) -> LogSegment:
+        return self._segments[0]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    def snapshot(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    def holding_and_after(self, offset: int) -> list[LogSegment]:
+        """The segment whose range holds `offset` (the first if below all) and every later one."""
+        return self._segments[max(bisect_right(self._bases, offset) - 1, 0) :]
+
+    def add(self, segment: LogSegment) -> None:
+        if self._segments and segment.base_offset <= self._bases[-1]:
+            raise ValueError(f"segment {segment.base_offset} is not after {self._bases[-1]}")
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self._directory_dirty = True
+
+    def drop_empty_active(self) -> None:
+        """Delete the (empty, so unread) active segment at once, e.g. to re-base it."""
+        self._segments.pop().delete_files()
+        self._bases.pop()
+
+    def remove(self, doomed: Sequence[LogSegment], due_ms: int) -> None:
+        """Take segments out of the log and rename their files; unlink them at `due_ms`."""
+        ids = {id(segment) for segment in doomed}
+        self._segments = [s for s in self._segments if id(s) not in ids]
+        self._bases = [s.base_offset for s in self._segments]
+        for segment in doomed:
+            segment.rename_to_deleted()
+            self._pending_deletes.append((due_ms, segment))
+
+    def delete_expired_files(self, now_ms: int, *, everything: bool = False) -> int:
+        due = [s for t, s in self._pending_deletes if everything or t <= now_ms]
+        self._pending_deletes = [
+            (t, s) for t, s in self._pending_deletes if not (everything or t <= now_ms)
+        ]
+        for segment in due:
+            segment.delete_files()
+        return len(due)
+
+    def flush(self, from_offset: int, to_offset: int) -> None:
+        """fsync every segment holding offsets in [from_offset, to_offset), then the directory."""
+        for segment in self._segments:
+            if segment.base_offset < to_offset and segment.next_offset > from_offset:
+                segment.flush()
+        if self._directory_dirty:
+            fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._directory_dirty = False
+
+    def close_writers(self) -> None:
+        for segment in self._segments:
+            segment.offset_index.close()
+            segment.time_index.close()
+            segment.records.close_writer()
+
+    def release(self) -> None:
+        """Close every descriptor and unlink every pending `.deleted` file."""
+        for segment in self._segments:
+            segment.offset_index.close()
+            segment.time_index.close()
+            segment.records.close()
+        self.delete_expired_files(0, everything=True)

@@ -1,0 +1,339 @@
+"""One log segment: `<base:020d>.log` plus its `.index` and `.timeindex` (Kafka's LogSegment).
+
+Owns: appending whole batches (offsets already assigned) with their index entries, locating the
+batch holding an offset, slicing whole batches for fetch, timestamp search, truncation, recovery
+(re-validating every batch and rebuilding both indexes), the `segment.ms`/`segment.bytes`/index-full
+roll decision, and the two-step deletion (rename to `.deleted`, unlink later).
+
+Index entries are made per batch, whenever more than `index.interval.bytes` were appended since the
+last entry, so a lookup never scans more than about one interval of headers. Lookups, reads and
+recovery use batch headers only: no per-record work. `FileRegion`s handed out stay readable until
+`delete_files()` (see file_records).
+
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from typing_extensions import Buffer
+
+from brokers.clock import Clock
+from brokers.log.errors import CorruptIndexError, CorruptLogError
+from brokers.log.file_records import FileRecords, FileRegion
+from brokers.log.offset_index import OffsetIndex
+from brokers.log.recovery import valid_batches
+from brokers.log.time_index import NO_TIMESTAMP, TimeIndex
+from brokers.records.batch import BatchHeader
+
+LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
+DELETED_SUFFIX = ".deleted"
+MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offset - base as int32
+
+
+def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
+    return directory / f"{base_offset:020d}{suffix}"
+
+
+class BatchLocation(NamedTuple):
+    """Where the batch holding an offset sits in the segment file."""
+
+    base_offset: int
+    position: int
+    size: int
+    header: BatchHeader
+
+
+class SegmentRead(NamedTuple):
+    """Whole batches read from one segment; `region` is None when nothing fits."""
+
+    region: FileRegion | None
+    first_offset: int
+    next_offset: int
+
+
+class LogSegment:
+    def __init__(
+        self, base_offset: int, records: FileRecords, offset_index: OffsetIndex,
+        time_index: TimeIndex, *, clock: Clock, index_interval_bytes: int, roll_jitter_ms: int = 0,
+    ) -> None:  # fmt: skip
+        self.base_offset = base_offset
+        self.records = records
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock
+        self.created_ms = clock.time_ms()
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self._rolling_timestamp: int | None = None  # first batch's max timestamp (segment.ms)
+        self._bytes_since_index_entry = 0
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, *, clock: Clock, index_interval_bytes: int,
+        max_index_bytes: int, roll_jitter_ms: int = 0,
+    ) -> LogSegment:  # fmt: skip
+        """New empty files for a segment starting at `base_offset` (`preallocate` is not
+        applied: files grow by appends, and the in-memory indexes need no preallocated mmap)."""
+        log_path, index_path, time_index_path = (
+            segment_path(directory, base_offset, suffix)
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        )
+        return cls(
+            base_offset, FileRecords.open(log_path, create=True),
+            OffsetIndex.create(index_path, base_offset, max_index_bytes),
+            TimeIndex.create(time_index_path, base_offset, max_index_bytes),
+            clock=clock, index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
+        )  # fmt: skip
+
+    @classmethod
+    def open(
+        cls, directory: Path, base_offset: int, *, clock: Clock, index_interval_bytes: int,
+        max_index_bytes: int, roll_jitter_ms: int = 0,
+    ) -> tuple[LogSegment, int | None]:  # fmt: skip
+        """Open existing files. The second item is None when the indexes loaded, else the bytes
+        cut while rebuilding them (Kafka's sanity check failed, or an index file is missing):
+        a rebuild re-validates the data too."""
+        records = FileRecords.open(segment_path(directory, base_offset, LOG_SUFFIX))
+        paths = [segment_path(directory, base_offset, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+        try:
+            offset_index = OffsetIndex.load(paths[0], base_offset, max_index_bytes)
+            time_index = TimeIndex.load(paths[1], base_offset, max_index_bytes)
+            segment = cls(
+                base_offset, records, offset_index, time_index, clock=clock,
+                index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
+            )  # fmt: skip
+            segment.load_tail()
+            return segment, None
+        except (FileNotFoundError, CorruptIndexError, CorruptLogError):
+            segment = cls(
+                base_offset, records,
+                OffsetIndex.create(paths[0], base_offset, max_index_bytes),
+                TimeIndex.create(paths[1], base_offset, max_index_bytes), clock=clock,
+                index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
+            )  # fmt: skip
+            return segment, segment.recover()
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self.records.size
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest batch timestamp, or the file's mtime when none is known (Kafka's rule)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.stat(self.records.path).st_mtime_ns // 1_000_000
+
+    def load_tail(self) -> None:
+        """Derive next offset and max timestamp from the last index entries and the headers after
+        them; raises CorruptIndexError when the indexes disagree with the log."""
+        last_indexed, position = self.offset_index.last_entry()
+        indexed = self.offset_index.entries > 0
+        if indexed and position >= self.size:
+            raise CorruptIndexError(f"{self.offset_index.path}: position {position} past the end")
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        self.next_offset = self.base_offset
+        for pos, header in self.records.headers(position):
+            if pos == position and indexed and header.last_offset != last_indexed:
+                raise CorruptIndexError(f"{self.offset_index.path}: entry does not match the log")
+            self._track_max_timestamp(header)
+            self.next_offset = header.next_offset
+        if self.time_index.entries and self.offset_of_max_timestamp >= self.next_offset:
+            raise CorruptIndexError(f"{self.time_index.path}: entry past the end of the log")
+        self._bytes_since_index_entry = self.size - position
+        self._rolling_timestamp = self._first_batch_timestamp()
+
+    def _first_batch_timestamp(self) -> int | None:
+        for _, header in self.records.headers(0):
+            return header.max_timestamp
+        return None
+
+    def _track_max_timestamp(self, header: BatchHeader) -> None:
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.base_offset
+
+    # -- appends ----------------------------------------------------------------------------
+
+    def append(self, batches: Sequence[BatchHeader], parts: Sequence[Buffer]) -> None:
+        """Write `parts` (the bytes of `batches`, offsets assigned) with one writev, then index."""
+        if not batches:
+            return
+        position = self.size
+        self.records.append(parts)
+        if position == 0:
+            self._rolling_timestamp = max(h.max_timestamp for h in batches)
+        for header in batches:
+            self._index_batch(header, position)
+            position += header.size
+        self.next_offset = batches[-1].next_offset
+        self.offset_index.write_staged()
+        self.time_index.write_staged()
+
+    def _index_batch(self, header: BatchHeader, position: int) -> None:
+        self._track_max_timestamp(header)
+        if self._bytes_since_index_entry > self.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += header.size
+
+    def should_roll(
+        self, *, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int,
+        segment_bytes: int, segment_ms: int,
+    ) -> bool:  # fmt: skip
+        """Kafka's LogSegment.shouldRoll: size, age (from the first batch's timestamp), a full
+        index, or offsets that no longer fit an int32 relative offset."""
+        waited = self.time_waited_for_roll(now_ms, max_timestamp)
+        return (
+            self.size > segment_bytes - messages_size
+            or (self.size > 0 and waited > segment_ms - self.roll_jitter_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or max_offset - self.base_offset > MAX_RELATIVE_OFFSET
+        )
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        if self._rolling_timestamp is not None and self._rolling_timestamp >= 0:
+            return message_timestamp - self._rolling_timestamp
+        return now_ms - self.created_ms
+
+    # -- lookups and reads ------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchLocation | None:
+        """The first batch whose last offset is >= `offset`, or None past this segment's end."""
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in self.records.headers(max(position, start_position)):
+            if header.last_offset >= offset:
+                return BatchLocation(header.base_offset, pos, header.size, header)
+        return None
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None,
+        min_one_batch: bool = True,
+    ) -> SegmentRead | None:  # fmt: skip
+        """Whole batches from the one holding `start_offset`, up to `max_size` bytes (at least one
+        batch when `min_one_batch`, KIP-74) and never past `max_position` (a batch boundary)."""
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        limit = self.size if max_position is None else min(max_position, self.size)
+        empty = SegmentRead(None, first.base_offset, first.base_offset)
+        if first.position + first.size > limit:
+            return empty
+        if first.size > max_size:
+            if not min_one_batch:
+                return empty
+            end, next_offset = first.position + first.size, first.header.next_offset
+        else:
+            end, next_offset = self._whole_batches_end(first, min(limit, first.position + max_size))
+        return SegmentRead(
+            self.records.region(first.position, end - first.position),
+            first.base_offset,
+            next_offset,
+        )
+
+    def _whole_batches_end(self, first: BatchLocation, limit: int) -> tuple[int, int]:
+        """End position and next offset of the last whole batch ending at or before `limit`."""
+        end, next_offset = first.position + first.size, first.header.next_offset
+        # Jump to the last indexed batch before the limit: the batches before it all fit.
+        start = max(self.offset_index.floor_position(limit), end)
+        for position, header in self.records.headers(start):
+            if position + header.size > limit:
+                if position > end:
+                    end, next_offset = position, header.base_offset
+                break
+            end, next_offset = position + header.size, header.next_offset
+        return end, next_offset
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> tuple[int, int, int] | None:
+        """(offset, batch max timestamp, partition leader epoch) of the first batch at or after
+        `starting_offset` whose max timestamp is >= `timestamp`; batch granularity, no records."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(indexed_offset, starting_offset))
+        for _, header in self.records.headers(position):
+            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
+                offset = max(header.base_offset, starting_offset)
+                return offset, header.max_timestamp, header.partition_leader_epoch
+        return None
+
+    # -- recovery and truncation ------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Re-validate every batch (size, CRC32C, offsets), truncate at the first bad one and
+        rebuild both indexes; returns the number of bytes cut off."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        self.next_offset = self.base_offset
+        self._bytes_since_index_entry = 0
+        valid_end = 0
+        for position, header in valid_batches(self.records, self.base_offset):
+            self._index_batch(header, position)
+            valid_end = position + header.size
+            self.next_offset = header.next_offset
+        truncated = self.size - valid_end
+        self.records.truncate_to(valid_end)
+        self.offset_index.write_staged()
+        self.time_index.write_staged()
+        self._rolling_timestamp = self._first_batch_timestamp()
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch holding `offset` and everything after; returns bytes removed."""
+        location = self.translate_offset(offset)
+        if location is None:
+            return 0
+        removed = self.size - location.position
+        self.offset_index.truncate_to_position(location.position)
+        self.time_index.truncate_to(location.base_offset)
+        self.records.truncate_to(location.position)
+        self.load_tail()
+        if self.size == 0:
+            self.created_ms = self._clock.time_ms()
+        return removed
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def on_become_inactive(self) -> None:
+        """The segment was rolled: record its final max timestamp, drop the write descriptors."""
+        self.time_index.maybe_append(
+            self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+        )
+        self.time_index.close()
+        self.offset_index.close()
+        self.records.close_writer()
+
+    def flush(self) -> None:
+        self.records.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.on_become_inactive()
+        self.records.close()
+
+    def rename_to_deleted(self) -> None:
+        """First step of Kafka's asynchronous delete: readers keep their descriptors."""
+        self.offset_index.close()
+        self.time_index.close()
+        self.records.close_writer()
+        for part in (self.records, self.offset_index, self.time_index):
+            part.rename(part.path.with_name(part.path.name + DELETED_SUFFIX))
+
+    def delete_files(self) -> None:
+        self.records.delete()
+        self.offset_index.delete()
+        self.time_index.delete()

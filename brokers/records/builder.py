@@ -1,0 +1,175 @@
+"""Building and reading whole v2 batches, for the broker's own writes and for looking inside one.
+
+Owns: `build_batch`, `read_batch`, `recompress`, and the test conveniences `simple_records` /
+`simple_batch`. Producers' batches are stored as they arrive; these are for coordinators
+(offsets, transaction markers), compaction, `compression.type` conversion and tests.
+A record given as a tuple is `(key, value)` or `(key, value, headers)`, at offset delta = its
+index and timestamp delta 0. `base_timestamp=None` means NO_TIMESTAMP (-1); `max_timestamp=None`
+means base + the largest timestamp delta (NO_TIMESTAMP when there are no records or no base).
+Pure functions; thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from typing_extensions import Buffer
+
+from brokers.records.batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    parse_header,
+    verify_crc,
+)
+from brokers.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
+from brokers.records.crc import crc32c
+from brokers.records.errors import CorruptRecordError
+from brokers.records.record import Headers, Record, decode_records, encode_records
+
+NO_TIMESTAMP = -1
+RecordLike = Record | tuple[Any, ...]
+
+
+def build_batch(
+    records: Sequence[RecordLike],
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = -1,
+    timestamp_type_log_append: bool = False,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
+    compression_level: int | None = None,
+) -> bytes:
+    """Return one v2 batch with a correct CRC32C.
+
+    `last_offset_delta` defaults to the last record's offset delta; pass it for an empty batch
+    that must keep its offset range (Kafka keeps such batches after compaction for producer state).
+    """
+    recs = [r if isinstance(r, Record) else _from_tuple(i, r) for i, r in enumerate(records)]
+    base = NO_TIMESTAMP if base_timestamp is None else base_timestamp
+    if max_timestamp is None:
+        max_timestamp = _max_timestamp(base, recs)
+    if last_offset_delta is None:
+        last_offset_delta = recs[-1].offset_delta if recs else 0
+    payload = compress(compression, encode_records(recs), compression_level)
+    attributes = (compression & COMPRESSION_MASK) | (
+        (TIMESTAMP_TYPE_MASK if timestamp_type_log_append else 0)
+        | (TRANSACTIONAL_MASK if is_transactional else 0)
+        | (CONTROL_MASK if is_control else 0)
+    )
+    out = bytearray(HEADER_SIZE)
+    out += payload
+    HEADER.pack_into(
+        out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, 2, 0,
+        attributes, last_offset_delta, base, max_timestamp, producer_id, producer_epoch,
+        base_sequence, len(recs),
+    )  # fmt: skip
+    out[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]).to_bytes(4)
+    return bytes(out)
+
+
+def _from_tuple(index: int, item: tuple[Any, ...]) -> Record:
+    if len(item) == 2:
+        return Record(index, 0, item[0], item[1])
+    if len(item) == 3:
+        return Record(index, 0, item[0], item[1], tuple(item[2]))
+    raise ValueError(f"a record tuple is (key, value[, headers]), got {len(item)} items")
+
+
+def _max_timestamp(base: int, records: list[Record]) -> int:
+    if base == NO_TIMESTAMP or not records:
+        return NO_TIMESTAMP
+    return base + max(r.timestamp_delta for r in records)
+
+
+def read_batch(
+    buf: Buffer, pos: int = 0, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> tuple[BatchHeader, list[Record]]:
+    """Parse, CRC-check, decompress and decode the batch at `pos`."""
+    view = memoryview(buf)
+    header = parse_header(view, pos)
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > len(view):
+        raise CorruptRecordError(f"batch at {pos} claims {header.size} bytes")
+    verify_crc(view, pos, header)
+    body = view[pos + HEADER_SIZE : pos + header.size]
+    payload = decompress(header.compression, body, max_decompressed_size)
+    return header, decode_records(payload, header.records_count)
+
+
+def recompress(
+    batch: Buffer,
+    codec: int,
+    *,
+    level: int | None = None,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> bytes:
+    """Rebuild `batch` under `codec`, keeping offsets, timestamps, producer fields and flags."""
+    header, records = read_batch(batch, max_decompressed_size=max_decompressed_size)
+    return build_batch(
+        records,
+        base_offset=header.base_offset,
+        compression=codec,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+        is_control=header.is_control,
+        partition_leader_epoch=header.partition_leader_epoch,
+        timestamp_type_log_append=header.is_log_append_time,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        last_offset_delta=header.last_offset_delta,
+        compression_level=level,
+    )
+
+
+def simple_records(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None = None,
+    headers: Sequence[Headers] | None = None,
+    timestamps: Sequence[int] | None = None,
+) -> list[Record]:
+    """Records at consecutive offsets; `timestamps` (absolute ms) become deltas from the first.
+
+    Pass `base_timestamp=timestamps[0]` to `build_batch`, or use `simple_batch`.
+    """
+    base = timestamps[0] if timestamps else 0
+    return [
+        Record(
+            offset_delta=i,
+            timestamp_delta=(timestamps[i] - base) if timestamps else 0,
+            key=keys[i] if keys is not None else None,
+            value=value,
+            headers=headers[i] if headers is not None else (),
+        )
+        for i, value in enumerate(values)
+    ]
+
+
+def simple_batch(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None = None,
+    headers: Sequence[Headers] | None = None,
+    timestamps: Sequence[int] | None = None,
+    **build_options: Any,
+) -> bytes:
+    """`build_batch(simple_records(...))` with the base timestamp taken from `timestamps`."""
+    if timestamps:
+        build_options.setdefault("base_timestamp", timestamps[0])
+    return build_batch(simple_records(values, keys, headers, timestamps), **build_options)

@@ -1,0 +1,143 @@
+"""The local stack launcher: the one way `infra/up` and the test fixtures start Pier's processes.
+
+`Stack` starts what is asked (a ZooKeeper, brokers; later the gateway and admin API) under one root
+directory and, on exit from its `with` block (also on error, also when starting fails half way),
+stops every process it started by PID: brokers first, newest first, with SIGTERM so they shut down
+cleanly, then ZooKeeper. The building blocks (`start_broker`, `start_zookeeper`, `free_port`) are
+re-exported here so callers import from one place. Blocking; a `Stack` belongs to one thread.
+
+Layout under `root`: `zookeeper/` (zoo.cfg, snapshots, zookeeper.log), and per broker N
+`broker-N/data/` (its log dir) beside `broker-N/broker-N.properties` and `broker-N/broker-N.log`,
+unless the caller names the data dir (as `infra/up` does for its single broker).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from infra.broker import PIER_PROGRAM, BrokerProcess, start_broker
+from infra.errors import LaunchError, NotReadyError, ProcessExitedError
+from infra.probes import free_port, kafka_ready, port_in_use, zookeeper_ready
+from infra.zookeeper import ZooKeeperProcess, start_zookeeper
+
+__all__ = [
+    "BrokerProcess",
+    "LaunchError",
+    "NotReadyError",
+    "ProcessExitedError",
+    "Stack",
+    "ZooKeeperProcess",
+    "free_port",
+    "kafka_ready",
+    "port_in_use",
+    "start_broker",
+    "start_zookeeper",
+    "zookeeper_ready",
+]
+
+
+class Stack:
+    """Processes of one local deployment, stopped together.
+
+    `Stack(root, zookeeper=True, brokers=3)` starts a ZooKeeper and three brokers on `with`; more
+    can be added with `start_zookeeper()` / `add_broker()`. Brokers get `zookeeper.connect` when a
+    ZooKeeper is running.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        zookeeper: bool = False,
+        brokers: int = 0,
+        host: str = "127.0.0.1",
+        broker_config: Mapping[str, str] | None = None,
+        broker_program: Sequence[str] = PIER_PROGRAM,
+        wait: float = 30.0,
+    ) -> None:
+        self.root = root
+        self.host = host
+        self.zookeeper: ZooKeeperProcess | None = None
+        self.brokers: list[BrokerProcess] = []
+        self._want_zookeeper = zookeeper
+        self._want_brokers = brokers
+        self._broker_config = dict(broker_config or {})
+        self._broker_program = tuple(broker_program)
+        self._wait = wait
+
+    def __enter__(self) -> Stack:
+        try:
+            if self._want_zookeeper:
+                self.start_zookeeper()
+            for _ in range(self._want_brokers):
+                self.add_broker()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def bootstrap(self) -> str:
+        """Comma-separated `host:port` of every broker, for `bootstrap.servers`."""
+        return ",".join(broker.bootstrap for broker in self.brokers)
+
+    def start_zookeeper(self, *, port: int | None = None) -> ZooKeeperProcess:
+        if self.zookeeper is not None:
+            raise LaunchError(f"this stack already runs ZooKeeper on {self.zookeeper.connect}")
+        self.zookeeper = start_zookeeper(
+            self.root / "zookeeper", port=port, host=self.host, wait=self._wait
+        )
+        return self.zookeeper
+
+    def add_broker(
+        self,
+        *,
+        node_id: int | None = None,
+        port: int | None = None,
+        data_dir: Path | None = None,
+        config: Mapping[str, str] | None = None,
+        metrics_port: int | None = None,
+    ) -> BrokerProcess:
+        """Start one more broker; node ids count up from 0 unless given."""
+        node_id = node_id if node_id is not None else len(self.brokers)
+        if any(broker.node_id == node_id for broker in self.brokers):
+            raise LaunchError(f"broker {node_id} already runs in this stack")
+        broker = start_broker(
+            data_dir or self.root / f"broker-{node_id}" / "data",
+            port=port,
+            host=self.host,
+            node_id=node_id,
+            config={**self._broker_config, **(config or {})},
+            metrics_port=metrics_port,
+            zookeeper=self.zookeeper.connect if self.zookeeper else None,
+            wait=self._wait,
+            program=self._broker_program,
+        )
+        self.brokers.append(broker)
+        return broker
+
+    def close(self) -> None:
+        """Stop every process started here, by PID; safe to call more than once."""
+        processes: list[BrokerProcess | ZooKeeperProcess] = [*reversed(self.brokers)]
+        if self.zookeeper is not None:
+            processes.append(self.zookeeper)
+        self.brokers.clear()
+        self.zookeeper = None
+        failures: list[Exception] = []
+        for process in processes:
+            try:
+                process.stop()
+            except Exception as exc:  # keep stopping the others; report the first failure
+                failures.append(exc)
+        if failures:
+            raise failures[0]

@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import fcntl
+from pathlib import Path
+
+import pytest
+
+from brokers.clock import ManualClock
+from brokers.log.checkpoints import read_offsets
+from brokers.log.config import LogConfig
+from brokers.log.errors import LogDirError
+from brokers.log.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager
+from tests.unit.log.partition_helpers import append, make_batch, read_all
+
+pytestmark = pytest.mark.unit
+
+CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=128, file_delete_delay_ms=1000)
+
+
+def manager(log_dir: Path, clock: ManualClock, config: LogConfig = CONFIG) -> LogManager:
+    started = LogManager(log_dir, clock=clock, default_config=config)
+    started.startup()
+    return started
+
+
+def test_create_append_shutdown_and_restart_cleanly(tmp_path: Path) -> None:
+    clock = ManualClock()
+    first = manager(tmp_path, clock)
+    orders = first.create("orders", 0)
+    assert first.create("orders", 0) is orders
+    first.create("orders", 1)
+    for _ in range(30):
+        append(orders, make_batch(2))
+    orders.delete_records_before(5)
+    stored = read_all(orders)
+    first.shutdown()
+    assert (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
+    assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {
+        ("orders", 0): 60,
+        ("orders", 1): 0,
+    }
+    assert read_offsets(tmp_path / "log-start-offset-checkpoint")[("orders", 0)] == 5
+
+    second = manager(tmp_path, clock)
+    assert not (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()  # a crash from now on is unclean
+    reopened = second.get("orders", 0)
+    assert reopened is not None and read_all(reopened) == stored
+    assert reopened.log_start_offset == 5 and reopened.recovery_point == 60
+    assert {(lg.topic, lg.partition) for lg in second.logs()} == {("orders", 0), ("orders", 1)}
+    assert second.get("orders", 2) is None
+    second.shutdown()
+
+
+def test_restart_after_a_crash_recovers(tmp_path: Path) -> None:
+    clock = ManualClock()
+    first = manager(tmp_path, clock)
+    log = first.create("t", 0)
+    for _ in range(10):
+        append(log, make_batch(1))
+    path = log.active_segment.records.path
+    first.checkpoint()
+    # crash: no shutdown; a torn write leaves half a batch at the end
+    with path.open("ab") as f:
+        f.write(make_batch(1)[:40])
+    log.release()
+    assert first._lock_fd is not None  # the crashed process's lock dies with it
+    fcntl.flock(first._lock_fd, fcntl.LOCK_UN)
+    second = manager(tmp_path, clock)
+    recovered = second.get("t", 0)
+    assert recovered is not None and recovered.log_end_offset == 10
+    assert recovered.active_segment.size == path.stat().st_size
+    second.shutdown()
+
+
+def test_log_dir_is_locked_against_a_second_manager(tmp_path: Path) -> None:
+    clock = ManualClock()
+    first = manager(tmp_path, clock)
+    with pytest.raises(LogDirError, match="locked"):
+        manager(tmp_path, clock)
+    first.shutdown()
+    manager(tmp_path, clock).shutdown()  # the lock is released on shutdown
+
+
+def test_a_file_is_not_a_log_dir(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    with pytest.raises(LogDirError, match="not a directory"):
+        manager(not_a_dir, ManualClock())
+
+
+def test_delete_renames_then_removes_after_the_delay(tmp_path: Path) -> None:
+    clock = ManualClock()
+    logs = manager(tmp_path, clock)
+    doomed = logs.create("gone", 3)
+    append(doomed, make_batch(1))
+    region = doomed.read(0, 100).region
+    assert region is not None
+    assert logs.delete("gone", 3)
+    assert logs.get("gone", 3) is None
+    renamed = [p.name for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    assert len(renamed) == 1 and renamed[0].startswith("gone-3.")
+    assert region.read()  # in-flight fetches can still send it
+    fresh = logs.create("gone", 3)  # the name is free again
+    assert fresh.log_end_offset == 0
+    clock.advance(999)
+    logs.run_delayed_deletes()
+    assert (tmp_path / renamed[0]).exists()
+    clock.advance(1)
+    assert logs.run_delayed_deletes() == 1
+    assert not (tmp_path / renamed[0]).exists()
+    logs.shutdown()
+
+
+def test_startup_removes_leftover_delete_dirs_and_ignores_strangers(tmp_path: Path) -> None:
+    (tmp_path / "old-0.abc-delete").mkdir()
+    (tmp_path / "lost+found").mkdir()
+    logs = manager(tmp_path, ManualClock())
+    assert not (tmp_path / "old-0.abc-delete").exists()
+    assert list(logs.logs()) == []
+    logs.shutdown()
+
+
+def test_corrupt_checkpoint_is_ignored(tmp_path: Path) -> None:
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("garbage")
+    logs = manager(tmp_path, ManualClock())
+    logs.create("t", 0)
+    logs.checkpoint()
+    assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 0}
+    logs.shutdown()
+
+
+def test_run_retention_and_flush(tmp_path: Path) -> None:
+    clock = ManualClock()
+    config = LogConfig(segment_bytes=1500, retention_ms=1000, flush_ms=5000)
+    logs = manager(tmp_path, clock, config)
+    log = logs.create("t", 0)
+    for _ in range(40):
+        append(log, make_batch(2, timestamp=clock.time_ms()))
+    segments = log.number_of_segments
+    assert segments > 2
+    logs.run_flush()  # rolled segments get flushed (Kafka flushes on roll)
+    assert log.recovery_point == log.active_segment.base_offset
+    clock.advance(5000)
+    logs.run_flush()  # flush.ms elapsed: everything
+    assert log.recovery_point == log.log_end_offset
+    assert logs.run_retention() == segments - 1
+    assert log.number_of_segments == 1
+    assert logs.run_delayed_deletes() == 0  # file.delete.delay.ms not over yet
+    clock.advance(config.file_delete_delay_ms)
+    assert logs.run_delayed_deletes() == segments - 1
+    logs.shutdown()
