@@ -33,23 +33,24 @@ MAX_ITEMS = 10_000  # topics per request, and assignments per topic
 
 def route(broker: Broker) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
-        module = response_module(API_KEY, ctx.api_version)
-        counts = Counter(topic.name for topic in request.topics)
-        results = []
-        for topic in request.topics:
-            try:
-                if len(request.topics) > MAX_ITEMS:
-                    raise InvalidRequestError(f"More than {MAX_ITEMS} topics in one request")
-                if counts[topic.name] > 1:
-                    raise InvalidRequestError("Duplicate topic name.")
-                _grow(broker, topic, request.validate_only)
-            except Exception as exc:
-                results.append(_result(module, topic.name, exc))
-                continue
-            results.append(_result(module, topic.name, None))
-        return make(
-            module, "CreatePartitionsResponse", throttle_time=throttle(), results=tuple(results)
-        )
+        with broker.topics.batch():  # one registry write per request
+            module = response_module(API_KEY, ctx.api_version)
+            counts = Counter(topic.name for topic in request.topics)
+            results = []
+            for topic in request.topics:
+                try:
+                    if len(request.topics) > MAX_ITEMS:
+                        raise InvalidRequestError(f"More than {MAX_ITEMS} topics in one request")
+                    if counts[topic.name] > 1:
+                        raise InvalidRequestError("Duplicate topic name.")
+                    _grow(broker, topic, request.validate_only)
+                except Exception as exc:
+                    results.append(_result(module, topic.name, exc))
+                    continue
+                results.append(_result(module, topic.name, None))
+            return make(
+                module, "CreatePartitionsResponse", throttle_time=throttle(), results=tuple(results)
+            )
 
     return Route(API_KEY, 0, 3, handle, name="CreatePartitions")
 

@@ -42,24 +42,30 @@ MAX_ITEMS = 10_000  # topics per request, and assignments or configs per topic
 
 def route(broker: Broker) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
-        module = response_module(API_KEY, ctx.api_version)
-        counts = Counter(topic.name for topic in request.topics)
-        unified = {_unified(name): name for name in broker.metadata.topics}
-        results: dict[str, Any] = {}
-        for topic in request.topics:
-            if topic.name in results:
-                continue
-            if len(request.topics) > MAX_ITEMS:
-                error = InvalidRequestError(f"More than {MAX_ITEMS} topics in one request")
-                results[topic.name] = _failed(module, topic.name, error)
-            elif counts[topic.name] > 1:
-                error = InvalidRequestError("Duplicate topic name.")
-                results[topic.name] = _failed(module, topic.name, error)
-            else:
-                results[topic.name] = _create(module, broker, topic, request.validate_only, unified)
-        return make(
-            module, "CreateTopicsResponse", throttle_time=throttle(), topics=tuple(results.values())
-        )
+        with broker.topics.batch():  # one registry write per request
+            module = response_module(API_KEY, ctx.api_version)
+            counts = Counter(topic.name for topic in request.topics)
+            unified = {_unified(name): name for name in broker.metadata.topics}
+            results: dict[str, Any] = {}
+            for topic in request.topics:
+                if topic.name in results:
+                    continue
+                if len(request.topics) > MAX_ITEMS:
+                    error = InvalidRequestError(f"More than {MAX_ITEMS} topics in one request")
+                    results[topic.name] = _failed(module, topic.name, error)
+                elif counts[topic.name] > 1:
+                    error = InvalidRequestError("Duplicate topic name.")
+                    results[topic.name] = _failed(module, topic.name, error)
+                else:
+                    results[topic.name] = _create(
+                        module, broker, topic, request.validate_only, unified
+                    )
+            return make(
+                module,
+                "CreateTopicsResponse",
+                throttle_time=throttle(),
+                topics=tuple(results.values()),
+            )
 
     return Route(API_KEY, 2, 7, handle, name="CreateTopics")
 

@@ -46,15 +46,16 @@ Wanted = tuple[str | None, uuid.UUID | None]
 
 def route(broker: Broker) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
-        module = response_module(API_KEY, ctx.api_version)
-        wanted = _wanted(request)
-        names = Counter(name for name, topic_id in wanted if topic_id is None)
-        ids = Counter(topic_id for name, topic_id in wanted if name is None)
-        refusal = _request_refusal(broker, ctx.api_version, len(wanted))
-        results = [_outcome(module, broker, item, names, ids, refusal) for item in wanted]
-        return make(
-            module, "DeleteTopicsResponse", throttle_time=throttle(), responses=tuple(results)
-        )
+        with broker.topics.batch():  # one registry write per request
+            module = response_module(API_KEY, ctx.api_version)
+            wanted = _wanted(request)
+            names = Counter(name for name, topic_id in wanted if topic_id is None)
+            ids = Counter(topic_id for name, topic_id in wanted if name is None)
+            refusal = _request_refusal(broker, ctx.api_version, len(wanted))
+            results = [_outcome(module, broker, item, names, ids, refusal) for item in wanted]
+            return make(
+                module, "DeleteTopicsResponse", throttle_time=throttle(), responses=tuple(results)
+            )
 
     return Route(API_KEY, 1, 6, handle, name="DeleteTopics")
 

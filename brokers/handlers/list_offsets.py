@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.records.builder import read_batch
 from brokers.replication.partition import Partition
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
@@ -81,4 +82,23 @@ def _resolve(partition: Partition, target: int) -> tuple[int, int]:
         found = log.offset_for_timestamp(target)
     if found is None or found.offset >= partition.high_watermark:
         return -1, -1
-    return found.offset, found.timestamp
+    return _exact_record(partition, found.offset, target)
+
+
+def _exact_record(partition: Partition, batch_offset: int, target: int) -> tuple[int, int]:
+    """The log answers per batch; find the record inside it (the first with timestamp ≥ target,
+    or for max-timestamp the first record holding the batch's max timestamp)."""
+    read = partition.log.read(
+        batch_offset, 1, max_offset=partition.high_watermark, min_one_batch=True
+    )
+    if read.region is None:
+        return -1, -1
+    header, records = read_batch(read.region.read())
+    if header.is_log_append_time:
+        return header.base_offset, header.max_timestamp
+    wanted = header.max_timestamp if target == MAX_TIMESTAMP else target
+    for record in records:
+        timestamp = header.base_timestamp + record.timestamp_delta
+        if timestamp >= wanted:
+            return header.base_offset + record.offset_delta, timestamp
+    return header.last_offset, header.max_timestamp

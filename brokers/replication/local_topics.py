@@ -8,10 +8,11 @@ ZooKeeper; handlers only see the `TopicAdmin` methods. Runs on the event loop; n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,9 @@ class LocalTopicRegistry:
         self._node_id = node_id
         self._broker_defaults = dict(broker_defaults)
         self._limits = limits or TopicLimits()
+        self._partition_count = 0
+        self._batch_depth = 0
+        self._dirty = False
 
     # ---- start-up -------------------------------------------------------------------------
     def load(self) -> None:
@@ -66,6 +70,17 @@ class LocalTopicRegistry:
                 )
                 self._install(partition.topic, uuid.uuid4(), count, {})
         self._save()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Defer the registry write to the end of a multi-topic request (one fsync, not n)."""
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+            if self._batch_depth == 0 and self._dirty:
+                self._save()
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_properties(overrides, self._broker_defaults)
@@ -111,6 +126,7 @@ class LocalTopicRegistry:
         topic = self._require(name)
         for index in list(topic.partitions):
             self._replicas.delete(name, index)
+        self._partition_count -= len(topic.partitions)
         del self._metadata.topics[name]
         self._save()
 
@@ -130,6 +146,7 @@ class LocalTopicRegistry:
         for index in range(existing, count):
             self._replicas.create(name, index, config)
             topic.partitions[index] = self._leader_here(index)
+        self._partition_count += count - existing
         self._save()
 
     def set_topic_configs(
@@ -163,7 +180,7 @@ class LocalTopicRegistry:
             raise PolicyViolationError(
                 f"{count} partitions exceed the limit of {self._limits.max_partitions_per_topic} per topic"
             )
-        total = sum(len(t.partitions) for t in self._metadata.topics.values()) - existing + count
+        total = self._partition_count - existing + count
         if total > self._limits.max_partitions_per_broker:
             raise PolicyViolationError(
                 f"the broker would hold {total} partitions, over its limit of "
@@ -185,9 +202,14 @@ class LocalTopicRegistry:
             self._replicas.create(name, index, config).log.update_config(config)
             topic.partitions[index] = self._leader_here(index)
         self._metadata.topics[name] = topic
+        self._partition_count += partitions
         return topic
 
     def _save(self) -> None:
+        if self._batch_depth:
+            self._dirty = True
+            return
+        self._dirty = False
         document = {
             "version": 1,
             "topics": {

@@ -53,6 +53,8 @@ class Listener:
         self._tasks.add(task)
         try:
             await serve_connection(reader, writer, self._dispatcher, self._limits, self._metrics)
+        except asyncio.CancelledError:
+            writer.close()  # shutdown: the connection ends here, quietly
         finally:
             self._tasks.discard(task)
 
