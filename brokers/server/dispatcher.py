@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from dataclasses import dataclass
 
 from brokers.server.context import RequestContext
@@ -72,7 +73,12 @@ class Dispatcher:
         header, offset = parse_request_header(frame, flexible)
         request = decode_request(api_key, version, frame, offset)
         context = RequestContext(header, peer.host, peer.connection_id, peer.principal)
+        started = time.perf_counter()
         body = await route.handler(context, request)
+        if self._metrics is not None:
+            name = route.name or str(api_key)
+            self._metrics.requests.labels(name).inc()
+            self._metrics.request_latency.labels(name).observe(time.perf_counter() - started)
         if body is None:  # acks=0 produce: no response at all
             return None
         encoded = body if isinstance(body, RawResponse | bytes) else encode_entity(body)

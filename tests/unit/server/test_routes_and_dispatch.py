@@ -82,3 +82,21 @@ def test_unknown_api_key_and_unserved_version_close_the_connection() -> None:
 def test_refused_versions_go_to_the_legacy_handler() -> None:
     reply = asyncio.run(Dispatcher(_table()).dispatch(_frame(0, 2, 3, b"\x00\x01"), PEER))
     assert reply is not None and reply.body == b"legacy" and not reply.flexible_header
+
+
+def test_requests_are_counted_and_timed_per_api() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from brokers.server.metrics import ServerMetrics
+
+    registry = CollectorRegistry()
+    dispatcher = Dispatcher(_table(), ServerMetrics(registry))
+    request = io.BytesIO()
+    entity_writer(ApiVersionsRequest)(
+        request, ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    )
+    for corr in range(3):
+        asyncio.run(dispatcher.dispatch(_frame(18, 3, corr, request.getvalue(), True), PEER))
+    labels = {"request": "ApiVersions"}
+    assert registry.get_sample_value("kafka_network_requests_total", labels) == 3
+    assert registry.get_sample_value("kafka_network_request_total_time_seconds_count", labels) == 3
