@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 
 from brokers.clock import Clock
 from brokers.log.log import AppendResult, Log, ReadResult
+from brokers.records.batch import BatchHeader, iter_headers
+from brokers.records.builder import recompress
+from brokers.records.compression import CODEC_NAMES
 from brokers.records.validate import validate_for_append
 from brokers.replication.errors import (
     FencedLeaderEpochError,
@@ -98,6 +101,8 @@ class Partition:
             timestamp_after_max_ms=config.message_timestamp_after_max_ms,
             requires_keys="compact" in config.cleanup_policy,
         )
+        if config.compression_type != "producer":
+            data, batches = _to_topic_codec(data, batches, config.compression_type)
         result = self.log.append_as_leader(data, batches, leader_epoch=self.state.leader_epoch)
         self._maybe_advance_high_watermark()
         return result
@@ -126,3 +131,19 @@ class Partition:
         """DeleteRecords: -1 means the high watermark; offsets past it are refused by the caller."""
         target = self.high_watermark if offset == -1 else offset
         return self.log.delete_records_before(target)
+
+
+_TOPIC_CODECS = {name: codec for codec, name in CODEC_NAMES.items()} | {"uncompressed": 0}
+
+
+def _to_topic_codec(
+    data: bytes, batches: list[tuple[int, BatchHeader]], compression_type: str
+) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
+    """A topic `compression.type` other than `producer` re-encodes batches in that codec, as
+    Kafka does; off the default path, since it decodes every record."""
+    codec = _TOPIC_CODECS[compression_type]
+    if all(header.compression == codec for _, header in batches):
+        return data, batches
+    view = memoryview(data)
+    rebuilt = b"".join(recompress(view[pos : pos + header.size], codec) for pos, header in batches)
+    return rebuilt, list(iter_headers(rebuilt))
