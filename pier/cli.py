@@ -15,6 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pier import groups_cli
+
 EXIT_USAGE = 2
 
 
@@ -37,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
+    groups_cli.add_parser(commands)
     return parser
 
 
@@ -44,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "broker":
         return _run_broker(args)
+    if args.command == "groups":
+        return groups_cli.run(args)
     return EXIT_USAGE
 
 
