@@ -66,6 +66,9 @@ class Partition:
             leader_id=node_id, leader_epoch=0, replicas=[node_id], isr=[node_id]
         )
         self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
+        # Kafka's makeLeader: a leader whose ISR is itself owns every offset it has, so the
+        # checkpoint (possibly stale after kill -9) must not hide records the log recovered.
+        self._maybe_advance_high_watermark()
 
     @property
     def is_leader(self) -> bool:
