@@ -4,7 +4,8 @@ Owns: the partition's offsets (log start, log end, recovery point), appends as l
 leader epoch assigned by patching each 61-byte header: both fields sit outside the CRC, KIP-98, so
 batch bodies are written straight from the request buffer with one writev) and as follower (bytes
 written as received), reads of whole batches, timestamp lookups, truncation, DeleteRecords,
-retention, rolls, flushes and the two-step deletion of segments. Producer state and the leader
+retention, rolls, flushes, compaction's swap of cleaned segments (`replace_segments`, called by
+the cleaner) and the two-step deletion of segments. Producer state and the leader
 epoch cache are kept in step with every append, truncation and deletion.
 
 Loading and recovery live in log_loader, the segment list and its delayed deletes in
@@ -396,6 +397,17 @@ class Log:
             self.log_start_offset = first_base
             self.leader_epoch_cache.truncate_from_start(first_base)
         self.producer_state.delete_snapshots_below(first_base)
+
+    def replace_segments(self, cleaned: LogSegment, old: Sequence[LogSegment]) -> None:
+        """Compaction's swap (Kafka's replaceSegments): `cleaned`, built from the consecutive
+        non-active segments `old` and starting at the same base offset with the same offsets,
+        replaces them in one step for readers; `old` go the two-step `.deleted` way. Offsets,
+        producer state and leader epochs are unchanged (cleaning keeps offsets and the batches
+        holding producer state). Renaming `cleaned`'s files is the cleaner's business
+        (cleaning_pass). Raises ValueError when `old` is not in the log as described."""
+        self._check_open()
+        due = self._clock.time_ms() + self.config.file_delete_delay_ms
+        self._segments.replace(cleaned, old, due)
 
     def _remove_segments(self, doomed: Sequence[LogSegment]) -> None:
         """Out of the log now, renamed `.deleted`; files unlinked after file.delete.delay.ms."""

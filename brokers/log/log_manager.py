@@ -3,7 +3,9 @@
 Owns: the log dir itself (validated, locked with `flock` on `.lock` so two brokers never share it),
 the per-dir checkpoints (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`), the
 clean-shutdown marker `.kafka_cleanshutdown`, the registry of open logs, topic deletion and the
-periodic duties the broker schedules: retention, flush, checkpoint and delayed file deletion.
+periodic duties the broker schedules: retention, flush, checkpoint, delayed file deletion and
+compaction (`run_cleaner` / `run_cleaner_async`, through the dir's LogCleaner, which owns
+`cleaner-offset-checkpoint`).
 
 Startup: a marker means the previous run closed every log cleanly, so logs open without the full
 recovery scan; the marker is removed once all logs are open (a crash from then on is unclean
@@ -13,7 +15,8 @@ Deleting a partition renames its directory to `<topic>-<partition>.<uuid>-delete
 new partition of the same name can be created) and removes it after `file.delete.delay.ms`, so
 fetches already holding its file regions finish (Kafka's async delete).
 
-Everything is synchronous and runs on the broker's event loop; not thread-safe.
+Everything runs on the broker's event loop; not thread-safe. Only `run_cleaner_async` moves
+work to a worker thread (see log_cleaner), never touching a Log from there.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from brokers.log.checkpoints import (
     read_offsets,
     write_offsets,
 )
+from brokers.log.cleaner_config import CleanerConfig
 from brokers.log.config import LogConfig
 from brokers.log.errors import CorruptCheckpointError, LogDirError
 from brokers.log.log import Log, parse_topic_partition
+from brokers.log.log_cleaner import LogCleaner
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +53,7 @@ class LogManager:
     def __init__(
         self, log_dir: Path, *, clock: Clock, default_config: LogConfig,
         config_for: Callable[[str], LogConfig] | None = None,
-        producer_id_expiration_ms: int = 86400000,
+        producer_id_expiration_ms: int = 86400000, cleaner_config: CleanerConfig | None = None,
     ) -> None:  # fmt: skip
         self.log_dir = log_dir
         self.default_config = default_config
@@ -58,11 +63,13 @@ class LogManager:
         self._logs: dict[tuple[str, int], Log] = {}
         self._doomed: list[tuple[int, Log, Path]] = []  # (due ms, log, renamed directory)
         self._lock_fd: int | None = None
+        self.cleaner = LogCleaner(log_dir, clock=clock, config=cleaner_config)
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def startup(self) -> None:
         self._prepare_dir()
+        self.cleaner.startup()
         marker = self.log_dir / CLEAN_SHUTDOWN_MARKER
         clean = marker.exists()
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
@@ -120,6 +127,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Close every log (fsync, snapshots), checkpoint, then mark the shutdown clean."""
+        self.cleaner.shutdown()
         for partition_log in self._logs.values():
             partition_log.close()
         self.checkpoint()
@@ -163,6 +171,7 @@ class LogManager:
         if doomed is None:
             return False
         doomed.retire()
+        self.cleaner.forget(topic, partition)
         target = self.log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         doomed.directory.rename(target)
         _fsync_directory(self.log_dir)
@@ -190,6 +199,16 @@ class LogManager:
             deleted += partition_log.delete_old_segments()
             partition_log.remove_expired_producers()
         return deleted
+
+    def run_cleaner(self, now_ms: int | None = None) -> int:
+        """Compaction on this thread: each eligible compacted log once, dirtiest first, up to its
+        high watermark; returns the rounds completed. Blocks the caller for whole rounds."""
+        return self.cleaner.run(self.logs(), now_ms)
+
+    async def run_cleaner_async(self, now_ms: int | None = None) -> int:
+        """`run_cleaner` with the heavy work on a worker thread and the swaps on the loop: what
+        the broker schedules every log.cleaner.backoff.ms."""
+        return await self.cleaner.run_async(self.logs(), now_ms)
 
     def run_flush(self) -> None:
         """fsync logs whose flush.ms elapsed, and segments rolled since the last flush (Kafka

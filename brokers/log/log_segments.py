@@ -2,8 +2,9 @@
 
 Owns: the segment list sorted by base offset (floor lookups by bisect), the last one being the
 active segment; removal in Kafka's two steps (rename to `.deleted` now, unlink once
-`file.delete.delay.ms` has passed, so `FileRegion`s already handed to fetches stay valid); fsync of
-a range of segments and of the directory when segment files were created since the last one.
+`file.delete.delay.ms` has passed, so `FileRegion`s already handed to fetches stay valid), also
+when compaction swaps consecutive segments for their cleaned copy (`replace`); fsync of a range
+of segments and of the directory when segment files were created since the last one.
 
 Runs on the event loop; not thread-safe.
 """
@@ -71,6 +72,25 @@ class LogSegments:
         for segment in doomed:
             segment.rename_to_deleted()
             self._pending_deletes.append((due_ms, segment))
+
+    def replace(self, new: LogSegment, old: Sequence[LogSegment], due_ms: int) -> None:
+        """Compaction's swap: `new` takes the place of the consecutive, non-active segments `old`
+        (same base offset); `old` are renamed `.deleted` and unlinked at `due_ms`."""
+        start = next((i for i, s in enumerate(self._segments) if s is old[0]), -1) if old else -1
+        end = start + len(old)
+        if (
+            start < 0
+            or end >= len(self._segments)
+            or any(self._segments[start + i] is not s for i, s in enumerate(old))
+            or new.base_offset != old[0].base_offset
+        ):
+            raise ValueError("replaced segments must be consecutive, present and not active")
+        self._segments[start:end] = [new]
+        self._bases[start:end] = [new.base_offset]
+        for segment in old:
+            segment.rename_to_deleted()
+            self._pending_deletes.append((due_ms, segment))
+        self._directory_dirty = True
 
     def delete_expired_files(self, now_ms: int, *, everything: bool = False) -> int:
         due = [s for t, s in self._pending_deletes if everything or t <= now_ms]

@@ -1,0 +1,76 @@
+"""A running broker compacts a `cleanup.policy=compact` topic by itself, keeping the latest value
+of every key at its original offset, and refuses records without keys."""
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.inproc import running_broker
+
+pytestmark = pytest.mark.integration
+
+KEYS = 100
+ROUNDS = 30
+VALUE = 1024
+
+
+def _read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "c", "enable.auto.commit": False,
+                         "enable.partition.eof": True})  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[tuple[int, bytes, bytes]] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error() is not None:
+            if message.error().code() == KafkaError._PARTITION_EOF:
+                break
+            raise KafkaException(message.error())
+        got.append((message.offset(), message.key(), message.value()))
+    consumer.close()
+    return got
+
+
+def test_the_broker_compacts_keyed_topics(tmp_path: Path) -> None:
+    properties = {"log.cleaner.backoff.ms": "100"}
+    with running_broker(tmp_path, properties) as bootstrap:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        config = {"cleanup.policy": "compact", "segment.bytes": "1048576",
+                  "min.cleanable.dirty.ratio": "0.01"}  # fmt: skip
+        for future in admin.create_topics([NewTopic("kv", 1, 1, config=config)]).values():
+            future.result(10)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        latest: dict[bytes, bytes] = {}
+        for round_ in range(ROUNDS):
+            for key in range(KEYS):
+                value = f"{round_}:{key}:".encode().ljust(VALUE, b".")
+                producer.produce("kv", value, key=str(key).encode())
+                latest[str(key).encode()] = value
+        assert producer.flush(30) == 0
+        total = ROUNDS * KEYS
+        deadline = time.monotonic() + 60
+        records = _read_all(bootstrap, "kv")
+        while len(records) >= total and time.monotonic() < deadline:
+            time.sleep(0.2)  # the cleaner runs on its own schedule; poll its effect
+            records = _read_all(bootstrap, "kv")
+        assert len(records) < total, "nothing was compacted"
+        offsets = [offset for offset, _, _ in records]
+        assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+        final = {key: value for _, key, value in records}
+        assert final == latest
+        for offset, key, value in records:  # survivors keep the offset they were written at
+            round_, key_index = value.split(b":")[:2]
+            assert offset == int(round_) * KEYS + int(key_index)
+            assert key == key_index
+
+        keyless = Producer({"bootstrap.servers": bootstrap, "retries": 0})
+        errors: list[KafkaError] = []
+        keyless.produce("kv", b"no key", on_delivery=lambda err, _msg: errors.append(err))
+        keyless.flush(10)
+        assert errors and errors[0] is not None
+        assert errors[0].code() == KafkaError.INVALID_RECORD
