@@ -1,0 +1,196 @@
+"""SQLAlchemy models of the tenant store: the schema at Alembic head (`tenancy/migrations/`).
+
+The migrations, not `create_all`, build databases; a test compares these models with a migrated
+database so the two cannot drift. Secrets are never columns: API keys keep an scrypt hash and the
+SCRAM verifiers, operators a SHA-256 of their token. Quota entities use "" for "not part of the
+entity" (NULLs would defeat the unique key on PostgreSQL). `change_counter` is one row whose
+update serialises writers, so change versions are gapless and in commit order. Rows are used inside
+one session at a time; nothing here is shared between threads.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from tenancy.sqltypes import Money, UtcDateTime
+
+ID = String(32)
+NAME = String(200)
+TEXT = String(1000)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class TenantRow(Base):
+    __tablename__ = "tenants"
+    __table_args__ = (Index("ix_tenants_created", "created_at", "id"),)
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    display_name: Mapped[str] = mapped_column(NAME)
+    plan: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    max_partitions: Mapped[int] = mapped_column(BigInteger)
+    max_storage_bytes: Mapped[int] = mapped_column(BigInteger)
+    max_connections: Mapped[int] = mapped_column(BigInteger)
+    max_request_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ServiceAccountRow(Base):
+    __tablename__ = "service_accounts"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "name", name="uq_service_accounts_name"),
+        Index("ix_service_accounts_created", "tenant_id", "created_at", "id"),
+    )
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ID, ForeignKey("tenants.id"))
+    name: Mapped[str] = mapped_column(NAME)
+    description: Mapped[str] = mapped_column(TEXT)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ApiKeyRow(Base):
+    __tablename__ = "api_keys"
+    __table_args__ = (Index("ix_api_keys_created", "tenant_id", "created_at", "key_id"),)
+    key_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ID, ForeignKey("tenants.id"))
+    service_account_id: Mapped[str] = mapped_column(ID, ForeignKey("service_accounts.id"))
+    description: Mapped[str] = mapped_column(TEXT)
+    secret_hash: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # revision 0002
+
+
+class ScramCredentialRow(Base):
+    __tablename__ = "scram_credentials"
+    key_id: Mapped[str] = mapped_column(ID, ForeignKey("api_keys.key_id"), primary_key=True)
+    mechanism: Mapped[str] = mapped_column(String(32), primary_key=True)
+    salt: Mapped[bytes] = mapped_column(LargeBinary)
+    iterations: Mapped[int] = mapped_column(Integer)
+    stored_key: Mapped[bytes] = mapped_column(LargeBinary)
+    server_key: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class QuotaRow(Base):
+    __tablename__ = "quotas"
+    tenant_id: Mapped[str] = mapped_column(ID, ForeignKey("tenants.id"), primary_key=True)
+    entity_user: Mapped[str] = mapped_column(String(255), primary_key=True)
+    entity_client: Mapped[str] = mapped_column(String(255), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
+
+
+class AclRow(Base):
+    __tablename__ = "acls"
+    __table_args__ = (
+        UniqueConstraint(
+            "tenant_id",
+            "resource_type",
+            "pattern_type",
+            "resource_name",
+            "operation",
+            "permission",
+            "principal",
+            "host",
+            name="uq_acls_binding",
+        ),
+        Index("ix_acls_created", "tenant_id", "created_at", "id"),
+    )
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ID, ForeignKey("tenants.id"))
+    resource_type: Mapped[str] = mapped_column(String(32))
+    pattern_type: Mapped[str] = mapped_column(String(16))
+    resource_name: Mapped[str] = mapped_column(NAME)
+    operation: Mapped[str] = mapped_column(String(32))
+    permission: Mapped[str] = mapped_column(String(8))
+    principal: Mapped[str] = mapped_column(NAME)
+    host: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class PlanRow(Base):
+    __tablename__ = "plans"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    currency: Mapped[str] = mapped_column(String(3))
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class PlanDimensionRow(Base):
+    __tablename__ = "plan_dimensions"
+    plan_name: Mapped[str] = mapped_column(
+        String(64), ForeignKey("plans.name", ondelete="CASCADE"), primary_key=True
+    )
+    dimension: Mapped[str] = mapped_column(String(64), primary_key=True)
+    included: Mapped[Decimal] = mapped_column(Money)
+
+
+class PlanTierRow(Base):
+    __tablename__ = "plan_tiers"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["plan_name", "dimension"],
+            ["plan_dimensions.plan_name", "plan_dimensions.dimension"],
+            ondelete="CASCADE",
+        ),
+    )
+    plan_name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    dimension: Mapped[str] = mapped_column(String(64), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    up_to: Mapped[Decimal | None] = mapped_column(Money)
+    unit_price: Mapped[Decimal] = mapped_column(Money)
+
+
+class OperatorRow(Base):
+    __tablename__ = "operators"
+    name: Mapped[str] = mapped_column(NAME, primary_key=True)
+    token_digest: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class AuditRow(Base):
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_tenant", "tenant_id", "id"),)  # revision 0002
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    at: Mapped[datetime] = mapped_column(UtcDateTime)
+    actor: Mapped[str] = mapped_column(NAME)
+    action: Mapped[str] = mapped_column(String(64))
+    tenant_id: Mapped[str | None] = mapped_column(ID)
+    subject: Mapped[str] = mapped_column(TEXT)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class ChangeRow(Base):
+    __tablename__ = "changes"
+    version: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(64))
+    tenant_id: Mapped[str | None] = mapped_column(ID)
+    subject: Mapped[str] = mapped_column(TEXT)
+    at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ChangeCounterRow(Base):
+    __tablename__ = "change_counter"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    version: Mapped[int] = mapped_column(BigInteger)

@@ -1,0 +1,147 @@
+"""Plans as values: validation, the JSON form (money as strings), and graduated pricing.
+
+A plan prices billing dimensions (`ingress_gib`, `egress_gib`, `storage_gib_hours`, `requests`, or
+any `[a-z][a-z0-9_]*` name). For each, `included` units are free; the rest is priced by graduated
+tiers: tier i covers billable units up to `up_to` (cumulative, counted after the allowance), each
+unit at `unit_price`; the last tier has no bound. Money is `Decimal`, at most 12 decimal places
+(the NUMERIC(38, 12) column), never a float. Pure; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from tenancy.domain import Plan, PlanDimension, PlanTier
+from tenancy.errors import ValidationError
+
+PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+DIMENSION = re.compile(r"[a-z][a-z0-9_]{0,63}")
+CURRENCY = re.compile(r"[A-Z]{3}")  # ISO 4217
+MAX_DIMENSIONS = 64
+MAX_TIERS = 32
+_LIMIT = Decimal(10) ** 26  # NUMERIC(38, 12) holds 26 integer digits
+
+
+def check_amount(field: str, value: object, *, positive: bool = False) -> Decimal:
+    """A finite, non-negative Decimal of at most 12 decimal places (positive when asked)."""
+    if not isinstance(value, Decimal) or not value.is_finite():
+        raise ValidationError(field, "must be a finite Decimal")
+    exponent = value.normalize().as_tuple().exponent
+    if value < 0 or (positive and value == 0):
+        raise ValidationError(field, "must be positive" if positive else "must be >= 0")
+    if value >= _LIMIT:
+        raise ValidationError(field, "is too large")
+    if isinstance(exponent, int) and exponent < -12:
+        raise ValidationError(field, "must have at most 12 decimal places")
+    return value
+
+
+def _check_dimension(name: str, dimension: object) -> None:
+    if not isinstance(name, str) or DIMENSION.fullmatch(name) is None:
+        raise ValidationError("dimensions", f"dimension name {name!r} must match [a-z][a-z0-9_]*")
+    if not isinstance(dimension, PlanDimension):
+        raise ValidationError(f"dimensions.{name}", "must be a PlanDimension")
+    check_amount(f"dimensions.{name}.included", dimension.included)
+    tiers = dimension.tiers
+    if not 1 <= len(tiers) <= MAX_TIERS:
+        raise ValidationError(f"dimensions.{name}.tiers", f"needs 1 to {MAX_TIERS} tiers")
+    previous = Decimal(0)
+    for index, tier in enumerate(tiers):
+        field = f"dimensions.{name}.tiers.{index}"
+        if not isinstance(tier, PlanTier):
+            raise ValidationError(field, "must be a PlanTier")
+        check_amount(f"{field}.unit_price", tier.unit_price)
+        last = index == len(tiers) - 1
+        if last != (tier.up_to is None):
+            raise ValidationError(f"{field}.up_to", "only the last tier is unbounded (null)")
+        if tier.up_to is not None:
+            if check_amount(f"{field}.up_to", tier.up_to, positive=True) <= previous:
+                raise ValidationError(f"{field}.up_to", "must increase from tier to tier")
+            previous = tier.up_to
+
+
+def check_plan(plan: object) -> Plan:
+    if not isinstance(plan, Plan):
+        raise ValidationError("plan", "must be a Plan")
+    if not isinstance(plan.name, str) or PLAN_NAME.fullmatch(plan.name) is None:
+        raise ValidationError("name", "must match [a-z0-9][a-z0-9_.-]{0,63}")
+    if not isinstance(plan.currency, str) or CURRENCY.fullmatch(plan.currency) is None:
+        raise ValidationError("currency", "must be an ISO 4217 code such as EUR")
+    if not isinstance(plan.dimensions, Mapping) or not 1 <= len(plan.dimensions) <= MAX_DIMENSIONS:
+        raise ValidationError("dimensions", f"needs 1 to {MAX_DIMENSIONS} dimensions")
+    for name, dimension in plan.dimensions.items():
+        _check_dimension(name, dimension)
+    return plan
+
+
+def charge(dimension: PlanDimension, quantity: Decimal) -> Decimal:
+    """The price of `quantity` units: the allowance is free, the rest walks the graduated tiers."""
+    billable = max(Decimal(0), quantity - dimension.included)
+    total, floor = Decimal(0), Decimal(0)
+    for tier in dimension.tiers:
+        ceiling = billable if tier.up_to is None else min(billable, tier.up_to)
+        if ceiling > floor:
+            total += (ceiling - floor) * tier.unit_price
+        if tier.up_to is None or billable <= tier.up_to:
+            break
+        floor = tier.up_to
+    return total
+
+
+def plan_to_json(plan: Plan) -> dict[str, Any]:
+    """The plan with every amount as a decimal string (JSON numbers would lose precision)."""
+    return {
+        "name": plan.name,
+        "currency": plan.currency,
+        "dimensions": {
+            name: {
+                "included": str(dimension.included),
+                "tiers": [
+                    {
+                        "up_to": None if tier.up_to is None else str(tier.up_to),
+                        "unit_price": str(tier.unit_price),
+                    }
+                    for tier in dimension.tiers
+                ],
+            }
+            for name, dimension in plan.dimensions.items()
+        },
+    }
+
+
+def _decimal(field: str, value: object) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValidationError(field, "must be a decimal string")
+    try:
+        return Decimal(value)
+    except InvalidOperation:
+        raise ValidationError(field, "must be a decimal string") from None
+
+
+def plan_from_json(data: Mapping[str, Any]) -> Plan:
+    """Parse and validate `plan_to_json`'s form; ValidationError names the bad field."""
+    dimensions_in = data.get("dimensions")
+    if not isinstance(dimensions_in, Mapping):
+        raise ValidationError("dimensions", "must be an object")
+    dimensions: dict[str, PlanDimension] = {}
+    for name, body in dimensions_in.items():
+        if not isinstance(body, Mapping) or not isinstance(body.get("tiers"), list):
+            raise ValidationError(f"dimensions.{name}", "needs included and a tiers list")
+        tiers = []
+        for index, tier in enumerate(body["tiers"]):
+            field = f"dimensions.{name}.tiers.{index}"
+            if not isinstance(tier, Mapping):
+                raise ValidationError(field, "must be an object")
+            up_to = tier.get("up_to")
+            tiers.append(
+                PlanTier(
+                    None if up_to is None else _decimal(f"{field}.up_to", up_to),
+                    _decimal(f"{field}.unit_price", tier.get("unit_price")),
+                )
+            )
+        included = _decimal(f"dimensions.{name}.included", body.get("included", "0"))
+        dimensions[name] = PlanDimension(included, tuple(tiers))
+    return check_plan(Plan(data.get("name"), data.get("currency"), dimensions))  # type: ignore[arg-type]

@@ -1,0 +1,122 @@
+"""Kafka's client-quota entities and the precedence chain that picks the quota for a connection.
+
+For a (user, client-id) pair, each quota name is resolved independently from the most specific
+configured entity (DESIGN.md "Quotas", Kafka's ZooKeeper-mode quota precedence):
+  1 /config/users/U/clients/C          5 /config/users/<default>/clients/<default>
+  2 /config/users/U/clients/<default>  6 /config/users/<default>
+  3 /config/users/U                    7 /config/clients/C
+  4 /config/users/<default>/clients/C  8 /config/clients/<default>
+Pure functions over plain mappings (no database): the store loads the candidate entities and asks
+`resolve`; the gateway can use it on a cached copy. Safe from any thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from urllib.parse import quote
+
+from tenancy.domain import DEFAULT_ENTITY, EffectiveQuota, QuotaEntity
+from tenancy.errors import ValidationError
+
+QUOTA_NAMES = (
+    "producer_byte_rate",
+    "consumer_byte_rate",
+    "request_percentage",
+    "controller_mutation_rate",
+)
+MAX_ENTITY_NAME = 255
+
+
+def precedence(user: str, client_id: str) -> list[QuotaEntity]:
+    """The eight candidate entities for (user, client_id), most specific first."""
+    d = DEFAULT_ENTITY
+    return [
+        QuotaEntity(user, client_id),
+        QuotaEntity(user, d),
+        QuotaEntity(user, None),
+        QuotaEntity(d, client_id),
+        QuotaEntity(d, d),
+        QuotaEntity(d, None),
+        QuotaEntity(None, client_id),
+        QuotaEntity(None, d),
+    ]
+
+
+def sanitize(name: str) -> str:
+    """A name as Kafka writes it in a ZooKeeper path (`Sanitizer.sanitize`: URL-encoding with
+    `%20` for space and `*` encoded, which is exactly Python's `quote(name, safe="")`);
+    `<default>` is written as is."""
+    return name if name == DEFAULT_ENTITY else quote(name, safe="")
+
+
+def entity_path(entity: QuotaEntity) -> str:
+    """Kafka's ZooKeeper-style config path of an entity, e.g. `/config/users/U/clients/<default>`."""
+    if entity.user is None:
+        return f"/config/clients/{sanitize(entity.client_id or '')}"
+    if entity.client_id is None:
+        return f"/config/users/{sanitize(entity.user)}"
+    return f"/config/users/{sanitize(entity.user)}/clients/{sanitize(entity.client_id)}"
+
+
+def resolve(
+    configured: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str
+) -> dict[str, EffectiveQuota]:
+    """Each quota name's value and source path from the first candidate that sets it."""
+    chain = precedence(user, client_id)
+    result: dict[str, EffectiveQuota] = {}
+    for name in QUOTA_NAMES:
+        result[name] = EffectiveQuota(None, None)
+        for entity in chain:
+            value = configured.get(entity, {}).get(name)
+            if value is not None:
+                result[name] = EffectiveQuota(value, entity_path(entity))
+                break
+    return result
+
+
+def _check_name(field: str, value: object) -> None:
+    if not isinstance(value, str) or not value or len(value) > MAX_ENTITY_NAME:
+        raise ValidationError(field, f"must be a non-empty string of at most {MAX_ENTITY_NAME}")
+    if not value.isprintable():
+        raise ValidationError(field, "must not contain control characters")
+
+
+def check_entity(entity: object) -> QuotaEntity:
+    """Syntax of an entity: at least one part; each part a name or `<default>`."""
+    if not isinstance(entity, QuotaEntity):
+        raise ValidationError("entity", "must be a QuotaEntity")
+    if entity.user is None and entity.client_id is None:
+        raise ValidationError("entity", "needs a user, a client_id, or both")
+    if entity.user is not None:
+        _check_name("entity.user", entity.user)
+    if entity.client_id is not None:
+        _check_name("entity.client_id", entity.client_id)
+    return entity
+
+
+def check_lookup(user: object, client_id: object) -> None:
+    """An effective-quota lookup: a user and any client id a client may send (even empty)."""
+    if not isinstance(user, str) or not user:
+        raise ValidationError("user", "must be a non-empty string")
+    if not isinstance(client_id, str):
+        raise ValidationError("client_id", "must be a string")
+
+
+def check_quotas(quotas: object) -> dict[str, float | None]:
+    """Known names only; values positive finite numbers, or None (= remove that quota)."""
+    if not isinstance(quotas, Mapping) or not quotas:
+        raise ValidationError("quotas", "must name at least one quota")
+    checked: dict[str, float | None] = {}
+    for name, value in quotas.items():
+        if name not in QUOTA_NAMES:
+            raise ValidationError(f"quotas.{name}", f"unknown quota; use {', '.join(QUOTA_NAMES)}")
+        if value is None:
+            checked[name] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValidationError(f"quotas.{name}", "must be a number or null")
+        if not math.isfinite(value) or value <= 0:
+            raise ValidationError(f"quotas.{name}", "must be a positive finite number")
+        checked[name] = float(value)
+    return checked

@@ -1,0 +1,206 @@
+"""Tenants: creation, lookup, listing, updates and the status lifecycle.
+
+A tenant id is immutable (it prefixes every resource of the tenant in the fleet). Status moves
+active ⇄ suspended, and either → deleted, which is final: deletion is soft (rows stay for billing
+and audit) and a deleted tenant accepts no further changes. Setting the status a tenant already has
+changes nothing and journals nothing. The plan is a name checked for syntax only: billing resolves
+it when invoicing, and plans may be defined after the tenants that use them. Mixin of
+`TenantStore`; thread-safe (one session per call).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from tenancy.domain import DEFAULT_LIMITS, Page, Tenant, TenantLimits
+from tenancy.errors import ConflictError, ValidationError
+from tenancy.ids import check_tenant_id, new_tenant_id
+from tenancy.models import TenantRow
+from tenancy.pagination import keyset_page
+from tenancy.plan_rules import PLAN_NAME
+from tenancy.store_base import MAX_NAME, StoreCore, check_text
+
+STATUSES = ("active", "suspended", "deleted")
+MAX_REQUEST_BYTES = 100 * 2**20  # Kafka's socket.request.max.bytes: no request may be larger
+_ID_ATTEMPTS = 5
+
+
+def check_plan_name(field: str, name: object) -> str:
+    if not isinstance(name, str) or PLAN_NAME.fullmatch(name) is None:
+        raise ValidationError(field, "must match [a-z0-9][a-z0-9_.-]{0,63}")
+    return name
+
+
+def check_limits(limits: object) -> TenantLimits:
+    if not isinstance(limits, TenantLimits):
+        raise ValidationError("limits", "must be TenantLimits")
+    for name, value in asdict(limits).items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValidationError(f"limits.{name}", "must be a positive integer")
+        if value >= 2**63:
+            raise ValidationError(f"limits.{name}", "is too large")
+    if limits.max_request_bytes > MAX_REQUEST_BYTES:
+        raise ValidationError("limits.max_request_bytes", f"must be at most {MAX_REQUEST_BYTES}")
+    return limits
+
+
+def tenant_from_row(row: TenantRow) -> Tenant:
+    limits = TenantLimits(
+        row.max_partitions, row.max_storage_bytes, row.max_connections, row.max_request_bytes
+    )
+    return Tenant(
+        row.id, row.display_name, row.plan, row.status, limits, row.created_at, row.updated_at
+    )
+
+
+def _apply_limits(row: TenantRow, limits: TenantLimits) -> None:
+    row.max_partitions = limits.max_partitions
+    row.max_storage_bytes = limits.max_storage_bytes
+    row.max_connections = limits.max_connections
+    row.max_request_bytes = limits.max_request_bytes
+
+
+class TenantCommands(StoreCore):
+    def create_tenant(
+        self,
+        *,
+        display_name: str,
+        plan: str,
+        limits: TenantLimits | None = None,
+        tenant_id: str | None = None,
+        actor: str,
+    ) -> Tenant:
+        check_text("display_name", display_name, max_length=MAX_NAME, allow_empty=False)
+        check_plan_name("plan", plan)
+        limits = check_limits(limits if limits is not None else DEFAULT_LIMITS)
+        if tenant_id is not None:
+            return self._insert_tenant(
+                check_tenant_id(tenant_id), display_name, plan, limits, actor
+            )
+        for _ in range(_ID_ATTEMPTS):  # a generated id colliding is ~1e-14 per attempt
+            try:
+                return self._insert_tenant(new_tenant_id(), display_name, plan, limits, actor)
+            except ConflictError:
+                continue
+        raise ConflictError("could not generate a free tenant id")
+
+    def _insert_tenant(
+        self, tenant_id: str, display_name: str, plan: str, limits: TenantLimits, actor: str
+    ) -> Tenant:
+        try:
+            with self._db.write() as session:
+                if session.get(TenantRow, tenant_id) is not None:
+                    raise ConflictError(f"tenant {tenant_id!r} already exists")
+                now = self._now()
+                row = TenantRow(
+                    id=tenant_id,
+                    display_name=display_name,
+                    plan=plan,
+                    status="active",
+                    created_at=now,
+                    updated_at=now,
+                )
+                _apply_limits(row, limits)
+                session.add(row)
+                details = {"display_name": display_name, "plan": plan, "limits": asdict(limits)}
+                self._journal(
+                    session,
+                    actor=actor,
+                    action="tenant.created",
+                    tenant_id=tenant_id,
+                    subject=tenant_id,
+                    details=details,
+                    at=now,
+                )
+                return tenant_from_row(row)
+        except IntegrityError:  # a concurrent create of the same id won the race
+            raise ConflictError(f"tenant {tenant_id!r} already exists") from None
+
+    def get_tenant(self, tenant_id: str) -> Tenant:
+        with self._db.read() as session:
+            return tenant_from_row(self._tenant(session, tenant_id))
+
+    def list_tenants(
+        self, *, cursor: str | None = None, limit: int = 100, status: str | None = None
+    ) -> Page[Tenant]:
+        """Tenants oldest first; `status=None` lists every tenant that is not deleted."""
+        query = select(TenantRow)
+        if status is None:
+            query = query.where(TenantRow.status != "deleted")
+        elif status in STATUSES:
+            query = query.where(TenantRow.status == status)
+        else:
+            raise ValidationError("status", f"must be one of {', '.join(STATUSES)}")
+        with self._db.read() as session:
+            return keyset_page(
+                session, query, TenantRow.created_at, TenantRow.id, cursor, limit, tenant_from_row
+            )
+
+    def update_tenant(
+        self,
+        tenant_id: str,
+        *,
+        actor: str,
+        display_name: str | None = None,
+        plan: str | None = None,
+        limits: TenantLimits | None = None,
+    ) -> Tenant:
+        changed: dict[str, object] = {}
+        if display_name is not None:
+            changed["display_name"] = check_text(
+                "display_name", display_name, max_length=MAX_NAME, allow_empty=False
+            )
+        if plan is not None:
+            changed["plan"] = check_plan_name("plan", plan)
+        if limits is not None:
+            changed["limits"] = asdict(check_limits(limits))
+        with self._db.write() as session:
+            row = self._live_tenant(session, tenant_id)
+            if display_name is not None:
+                row.display_name = display_name
+            if plan is not None:
+                row.plan = plan
+            if limits is not None:
+                _apply_limits(row, limits)
+            if changed:
+                row.updated_at = self._now()
+                self._journal(
+                    session,
+                    actor=actor,
+                    action="tenant.updated",
+                    tenant_id=tenant_id,
+                    subject=tenant_id,
+                    details=changed,
+                    at=row.updated_at,
+                )
+            return tenant_from_row(row)
+
+    def set_tenant_status(self, tenant_id: str, status: str, *, actor: str) -> Tenant:
+        """active ⇄ suspended, any → deleted (final). The same status again is a no-op."""
+        if status not in STATUSES:
+            raise ValidationError("status", f"must be one of {', '.join(STATUSES)}")
+        with self._db.write() as session:
+            row = self._tenant(session, tenant_id)
+            if row.status == status:
+                return tenant_from_row(row)
+            if row.status == "deleted":
+                raise ConflictError(f"tenant {tenant_id!r} is deleted")
+            action = {"active": "tenant.resumed", "suspended": "tenant.suspended"}.get(
+                status, "tenant.deleted"
+            )
+            previous, row.status, row.updated_at = row.status, status, self._now()
+            change = self._journal(
+                session,
+                actor=actor,
+                action=action,
+                tenant_id=tenant_id,
+                subject=tenant_id,
+                details={"from": previous, "to": status},
+                at=row.updated_at,
+            )
+            tenant = tenant_from_row(row)
+        self._cache.apply(change)
+        return tenant
