@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pier import groups_cli
+from pier import groups_cli, tenancy_cli
 
 EXIT_USAGE = 2
 
@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     groups_cli.add_parser(commands)
+    tenancy_cli.add_parser(commands)
     return parser
 
 
@@ -49,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_broker(args)
     if args.command == "groups":
         return groups_cli.run(args)
+    if args.command in tenancy_cli.COMMANDS:
+        return tenancy_cli.run(args)
     return EXIT_USAGE
 
 
