@@ -31,3 +31,7 @@ class ValidationError(TenancyError):
 
 class ForbiddenError(TenancyError):
     """The change reaches across tenants (e.g. another tenant's service account as a principal)."""
+
+
+class TenantDeletedError(ForbiddenError):
+    """A change under a deleted tenant: deleted tenants are read-only (403, not a conflict)."""

@@ -101,6 +101,9 @@ def check_lookup(user: object, client_id: object) -> None:
         raise ValidationError("user", "must be a non-empty string")
     if not isinstance(client_id, str):
         raise ValidationError("client_id", "must be a string")
+    for field, value in (("user", user), ("client_id", client_id)):
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+            raise ValidationError(field, "must not contain control characters")
 
 
 def check_quotas(quotas: object) -> dict[str, float | None]:

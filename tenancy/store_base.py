@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from tenancy import journal
 from tenancy.database import Database
 from tenancy.domain import Change
-from tenancy.errors import ConflictError, NotFoundError, ValidationError
+from tenancy.errors import NotFoundError, TenantDeletedError, ValidationError
 from tenancy.models import TenantRow
 from tenancy.verification_cache import VerificationCache
 
@@ -89,8 +89,8 @@ class StoreCore:
 
     @classmethod
     def _live_tenant(cls, session: Session, tenant_id: str) -> TenantRow:
-        """The tenant's row for a change under it: deleted tenants are read-only (ConflictError)."""
+        """The tenant's row for a change under it: deleted tenants are read-only (TenantDeletedError)."""
         row = cls._tenant(session, tenant_id)
         if row.status == "deleted":
-            raise ConflictError(f"tenant {tenant_id!r} is deleted")
+            raise TenantDeletedError(f"tenant {tenant_id!r} is deleted")
         return row

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from tenancy.domain import DEFAULT_LIMITS, Page, Tenant, TenantLimits
-from tenancy.errors import ConflictError, ValidationError
+from tenancy.errors import ConflictError, TenantDeletedError, ValidationError
 from tenancy.ids import check_tenant_id, new_tenant_id
 from tenancy.models import TenantRow
 from tenancy.pagination import keyset_page
@@ -187,7 +187,7 @@ class TenantCommands(StoreCore):
             if row.status == status:
                 return tenant_from_row(row)
             if row.status == "deleted":
-                raise ConflictError(f"tenant {tenant_id!r} is deleted")
+                raise TenantDeletedError(f"tenant {tenant_id!r} is deleted")
             action = {"active": "tenant.resumed", "suspended": "tenant.suspended"}.get(
                 status, "tenant.deleted"
             )

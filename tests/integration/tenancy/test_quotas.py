@@ -10,7 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tenancy.domain import DEFAULT_ENTITY, EffectiveQuota, QuotaEntity
-from tenancy.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from tenancy.errors import (
+    ForbiddenError,
+    NotFoundError,
+    TenantDeletedError,
+    ValidationError,
+)
 from tenancy.quota_chain import QUOTA_NAMES
 from tenancy.store import TenantStore
 from tests.integration.tenancy.helpers import OPERATOR, account, tenant
@@ -91,7 +96,7 @@ def test_bad_quotas_are_refused(
 def test_deleted_tenant_refuses_quota_changes(store: TenantStore) -> None:
     tenant(store, "acme")
     store.set_tenant_status("acme", "deleted", actor=OPERATOR)
-    with pytest.raises(ConflictError):
+    with pytest.raises(TenantDeletedError):
         store.set_quotas("acme", QuotaEntity(D, None), {"producer_byte_rate": 1}, actor=OPERATOR)
     with pytest.raises(NotFoundError):
         store.list_quotas("nope")
@@ -155,3 +160,10 @@ def test_store_resolution_matches_the_reference(
     lookup_user = ids.get(user, user)
     expected = reference_effective(stored, lookup_user, client)
     assert store.effective_quotas(tenant_id, user=lookup_user, client_id=client) == expected
+
+
+def test_effective_lookup_refuses_control_characters(store: TenantStore) -> None:
+    tenant(store, "acme")
+    for user, client in (("a\x00b", "c"), ("u", "c\x1f")):
+        with pytest.raises(ValidationError):
+            store.effective_quotas("acme", user=user, client_id=client)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tenancy.domain import DEFAULT_LIMITS, TenantLimits
-from tenancy.errors import ConflictError, NotFoundError, ValidationError
+from tenancy.errors import ConflictError, NotFoundError, TenantDeletedError, ValidationError
 from tenancy.ids import TENANT_ID
 from tenancy.store import TenantStore
 from tests.integration.tenancy.helpers import OPERATOR, tenant
@@ -147,9 +147,9 @@ def test_status_lifecycle(store: TenantStore) -> None:
     assert store.set_tenant_status("acme", "active", actor=OPERATOR).status == "active"
     assert store.current_version() == version  # a no-op journals nothing
     assert store.set_tenant_status("acme", "deleted", actor=OPERATOR).status == "deleted"
-    with pytest.raises(ConflictError):
+    with pytest.raises(TenantDeletedError):
         store.set_tenant_status("acme", "active", actor=OPERATOR)
-    with pytest.raises(ConflictError):
+    with pytest.raises(TenantDeletedError):
         store.update_tenant("acme", display_name="again", actor=OPERATOR)
     with pytest.raises(ValidationError):
         store.set_tenant_status("acme", "paused", actor=OPERATOR)

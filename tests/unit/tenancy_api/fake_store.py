@@ -28,7 +28,13 @@ from tenancy.domain import (
     Tenant,
     TenantLimits,
 )
-from tenancy.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from tenancy.errors import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    TenantDeletedError,
+    ValidationError,
+)
 
 T = TypeVar("T")
 D = "<default>"
@@ -77,7 +83,7 @@ class FakeStore:
     def _live(self, tenant_id: str) -> Tenant:
         tenant = self.get_tenant(tenant_id)
         if tenant.status == "deleted":
-            raise ConflictError(f"tenant {tenant_id} is deleted")  # as the real store
+            raise TenantDeletedError(f"tenant {tenant_id} is deleted")  # as the real store
         return tenant
 
     # tenants
