@@ -1,7 +1,8 @@
-"""Copy-paste snippets that show a developer how to reach the local stack with each Kafka client.
+"""Copy-paste snippets that show a developer how to reach the local stack: each Kafka client, and
+the operators' admin API with `curl` and `pier admin`.
 
-Pure text built from the real bootstrap address; no I/O. Kept apart from `up_main` so the gateway
-(SASL credentials) and the admin API can add their own sections later.
+Pure text built from the real addresses and paths; no I/O. Kept apart from `up_main` so the gateway
+(SASL credentials) can add its own section later.
 """
 
 from __future__ import annotations
@@ -18,6 +19,21 @@ def client_snippets(bootstrap: str, topic: str = DEMO_TOPIC) -> str:
         ("kcat", _kcat(bootstrap, topic)),
     ]
     return "\n".join(f"--- {name} ---\n{body}" for name, body in sections)
+
+
+def admin_snippets(url: str, token_file: str, pier: str = "pier") -> str:
+    """How to call the admin API with curl and `pier admin`, the operator token read from a file."""
+    admin = f"{pier} admin --url {url}"
+    return f"""\
+--- admin API ---
+curl {url}/healthz
+curl -H "Authorization: Bearer $(cat {token_file})" {url}/v1/tenants
+export PIER_ADMIN_TOKEN="$(cat {token_file})"   # read by `pier admin`
+{admin} tenants create --display-name Acme --plan free
+{admin} tenants list
+{admin} service-accounts create TENANT_ID --name app
+{admin} api-keys create TENANT_ID --service-account SERVICE_ACCOUNT_ID
+"""
 
 
 def _confluent_kafka(bootstrap: str, topic: str) -> str:

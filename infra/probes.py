@@ -1,15 +1,17 @@
 """Readiness probes and free ports for the local stack launcher.
 
-Owns the raw-socket checks that decide when a started process is usable:
+Owns the socket-level checks that decide when a started process is usable:
 - a Kafka ApiVersions v0 request, which every Kafka-protocol server must answer (KIP-35), even before
   authentication (KIP-43), so the same probe works for a broker, the gateway, or a real Kafka;
-- ZooKeeper's `ruok` four-letter word (answer `imok`).
+- ZooKeeper's `ruok` four-letter word (answer `imok`);
+- an HTTP GET answered 200 (the admin API's `/healthz`).
 Blocking calls with short socket timeouts; stateless apart from the set of ports already handed out,
 which a lock guards, so every function is safe from any thread.
 """
 
 from __future__ import annotations
 
+import http.client
 import socket
 import struct
 import threading
@@ -87,6 +89,18 @@ def zookeeper_ready(host: str, port: int, timeout: float = 1.0) -> bool:
             return _recv_exactly(sock, 4) == b"imok"
     except OSError:
         return False
+
+
+def http_ok(host: str, port: int, path: str, timeout: float = 2.0) -> bool:
+    """True when `GET path` on host:port answers status 200."""
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
 
 
 def poll_until(

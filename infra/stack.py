@@ -1,14 +1,16 @@
 """The local stack launcher: the one way `infra/up` and the test fixtures start Pier's processes.
 
-`Stack` starts what is asked (a ZooKeeper, brokers; later the gateway and admin API) under one root
-directory and, on exit from its `with` block (also on error, also when starting fails half way),
-stops every process it started by PID: brokers first, newest first, with SIGTERM so they shut down
-cleanly, then ZooKeeper. The building blocks (`start_broker`, `start_zookeeper`, `free_port`) are
-re-exported here so callers import from one place. Blocking; a `Stack` belongs to one thread.
+`Stack` starts what is asked (a ZooKeeper, brokers, the admin API; later the gateway) under one
+root directory and, on exit from its `with` block (also on error, also when starting fails half
+way), stops every process it started by PID with SIGTERM so they shut down cleanly: the admin API,
+then brokers, newest first, then ZooKeeper. The building blocks (`start_broker`, `start_zookeeper`,
+`start_admin_api`, `free_port`) are re-exported here so callers import from one place. Blocking; a
+`Stack` belongs to one thread.
 
-Layout under `root`: `zookeeper/` (zoo.cfg, snapshots, zookeeper.log), and per broker N
+Layout under `root`: `zookeeper/` (zoo.cfg, snapshots, zookeeper.log), per broker N
 `broker-N/data/` (its log dir) beside `broker-N/broker-N.properties` and `broker-N/broker-N.log`,
-unless the caller names the data dir (as `infra/up` does for its single broker).
+unless the caller names the data dir (as `infra/up` does for its single broker), and
+`admin-api.log`. The admin API's tenant store is the caller's (`infra/up` keeps a SQLite file here).
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from infra.admin_api import AdminApiProcess, init_tenant_store, start_admin_api
 from infra.broker import PIER_PROGRAM, BrokerProcess, start_broker
 from infra.errors import LaunchError, NotReadyError, ProcessExitedError
-from infra.probes import free_port, kafka_ready, port_in_use, zookeeper_ready
+from infra.probes import free_port, http_ok, kafka_ready, port_in_use, zookeeper_ready
 from infra.zookeeper import ZooKeeperProcess, start_zookeeper
 
 __all__ = [
+    "AdminApiProcess",
     "BrokerProcess",
     "LaunchError",
     "NotReadyError",
@@ -30,8 +34,11 @@ __all__ = [
     "Stack",
     "ZooKeeperProcess",
     "free_port",
+    "http_ok",
+    "init_tenant_store",
     "kafka_ready",
     "port_in_use",
+    "start_admin_api",
     "start_broker",
     "start_zookeeper",
     "zookeeper_ready",
@@ -42,8 +49,8 @@ class Stack:
     """Processes of one local deployment, stopped together.
 
     `Stack(root, zookeeper=True, brokers=3)` starts a ZooKeeper and three brokers on `with`; more
-    can be added with `start_zookeeper()` / `add_broker()`. Brokers get `zookeeper.connect` when a
-    ZooKeeper is running.
+    can be added with `start_zookeeper()` / `add_broker()` / `start_admin_api()`. Brokers get
+    `zookeeper.connect` when a ZooKeeper is running.
     """
 
     def __init__(
@@ -55,16 +62,19 @@ class Stack:
         host: str = "127.0.0.1",
         broker_config: Mapping[str, str] | None = None,
         broker_program: Sequence[str] = PIER_PROGRAM,
+        admin_program: Sequence[str] = PIER_PROGRAM,
         wait: float = 30.0,
     ) -> None:
         self.root = root
         self.host = host
         self.zookeeper: ZooKeeperProcess | None = None
         self.brokers: list[BrokerProcess] = []
+        self.admin_api: AdminApiProcess | None = None
         self._want_zookeeper = zookeeper
         self._want_brokers = brokers
         self._broker_config = dict(broker_config or {})
         self._broker_program = tuple(broker_program)
+        self._admin_program = tuple(admin_program)
         self._wait = wait
 
     def __enter__(self) -> Stack:
@@ -126,11 +136,31 @@ class Stack:
         self.brokers.append(broker)
         return broker
 
+    def start_admin_api(self, db_url: str, *, port: int | None = None) -> AdminApiProcess:
+        """Start the admin API on a tenant store that `pier tenancy init` has prepared."""
+        if self.admin_api is not None:
+            raise LaunchError(f"this stack already runs the admin API on {self.admin_api.url}")
+        self.admin_api = start_admin_api(
+            db_url,
+            self.root / "admin-api.log",
+            port=port,
+            host=self.host,
+            wait=self._wait,
+            program=self._admin_program,
+        )
+        return self.admin_api
+
     def close(self) -> None:
         """Stop every process started here, by PID; safe to call more than once."""
-        processes: list[BrokerProcess | ZooKeeperProcess] = [*reversed(self.brokers)]
+        # The admin API depends on no broker; it goes first so nothing still answers operators
+        # while the fleet is going away.
+        processes: list[AdminApiProcess | BrokerProcess | ZooKeeperProcess] = []
+        if self.admin_api is not None:
+            processes.append(self.admin_api)
+        processes += reversed(self.brokers)
         if self.zookeeper is not None:
             processes.append(self.zookeeper)
+        self.admin_api = None
         self.brokers.clear()
         self.zookeeper = None
         failures: list[Exception] = []

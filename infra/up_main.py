@@ -1,30 +1,40 @@
 """`infra/up`: run the local Pier stack in the foreground until Ctrl-C.
 
-Today: one standalone broker (data in `<repo>/.pier/data`, port 9092). The stack is described by a list of
-component starters (`COMPONENTS`), each starting its processes on the shared `Stack` and returning
-the text that tells the developer how to use them; ZooKeeper, three brokers, the gateway and the admin
-API are added by appending starters. Runs on the main thread; SIGINT/SIGTERM only set an event, and
-the main thread stops every process through `Stack.close()`.
+Today: one standalone broker (data in `<repo>/.pier/data`, port 9092) and the operators' admin API
+(port 8080) on a SQLite tenant store, `<repo>/.pier/tenancy.db`. The first run initialises the store
+and saves the first operator's token in `<repo>/.pier/operator-token` (mode 0600); later runs upgrade
+the schema and point at that file. The stack is described by a list of component starters
+(`COMPONENTS`), each starting its processes on the shared `Stack` and returning the text that tells
+the developer how to use them; ZooKeeper, three brokers and the gateway are added by appending
+starters. Runs on the main thread; SIGINT/SIGTERM only set an event, and the main thread stops every
+process through `Stack.close()`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
-from infra.connect_help import client_snippets
+from infra.connect_help import admin_snippets, client_snippets
 from infra.errors import LaunchError
 from infra.probes import port_in_use
-from infra.stack import Stack
+from infra.stack import Stack, init_tenant_store
 
 # State lives in the repository's .pier/ (git-ignored), wherever infra/up is run from.
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".pier"
 DEFAULT_PORT = 9092
+DEFAULT_ADMIN_PORT = 8080
+TENANT_STORE = "tenancy.db"
+OPERATOR_TOKEN = "operator-token"
 HEALTH_CHECK_INTERVAL = 1.0
 
 Starter = Callable[[Stack, argparse.Namespace], str]
@@ -40,7 +50,69 @@ def start_standalone_broker(stack: Stack, args: argparse.Namespace) -> str:
     )
 
 
-COMPONENTS: list[Starter] = [start_standalone_broker]
+def start_admin_api(stack: Stack, args: argparse.Namespace) -> str:
+    """Initialise (or upgrade) the SQLite tenant store, then run the admin API on it."""
+    if port_in_use(args.host, args.admin_port):
+        raise LaunchError(
+            f"port {args.admin_port} on {args.host} is in use; pick another with --admin-port"
+        )
+    db_path = args.root / TENANT_STORE
+    db_url = f"sqlite:///{db_path}"
+    token_note = operator_token_note(init_tenant_store(db_url), args.root / OPERATOR_TOKEN)
+    api = stack.start_admin_api(db_url, port=args.admin_port)
+    where = f"tenant store {shown(db_path)}, log {shown(api.log_path)}"
+    token_file = shlex.quote(shown(args.root / OPERATOR_TOKEN))
+    return f"admin API: {api.url}  ({where})\n{token_note}\n\n" + admin_snippets(
+        api.url, token_file, pier_command()
+    )
+
+
+def operator_token_note(token: str | None, token_path: Path) -> str:
+    """Save a new operator token (0600) and show it; otherwise say where the saved one is."""
+    if token is not None:
+        save_secret(token_path, token)
+        return (
+            f"operator token (saved in {shown(token_path)}, mode 0600;"
+            f" `pier tenancy init` never shows it again):\n{token}"
+        )
+    if token_path.is_file():
+        return f"operator token: in {shown(token_path)} (created on the first run)"
+    return (
+        f"operator token: {shown(token_path)} is missing and the store already has an operator;"
+        f" delete {shown(token_path.with_name(TENANT_STORE))} to start the store afresh"
+    )
+
+
+def save_secret(path: Path, text: str) -> None:
+    """Write `text` to `path`, readable and writable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as secret:
+        # O_CREAT's mode applies to new files only; an old file may have been readable by others.
+        os.fchmod(descriptor, 0o600)
+        secret.write(text + "\n")
+
+
+def shown(path: Path) -> str:
+    """`path` relative to the working directory when inside it (shorter to copy), else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def pier_command() -> str:
+    """`pier` when that is this virtualenv's script on PATH, else the script's path."""
+    script = Path(sys.executable).with_name("pier")
+    on_path = shutil.which("pier")
+    if on_path is not None and Path(on_path).resolve() == script.resolve():
+        return "pier"
+    if script.is_file():
+        return shlex.quote(shown(script))
+    return f"{shlex.quote(sys.executable)} -m pier"
+
+
+COMPONENTS: list[Starter] = [start_standalone_broker, start_admin_api]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -49,6 +121,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="broker port (%(default)s)")
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="state dir (%(default)s)")
     parser.add_argument("--data-dir", type=Path, help="broker data dir (default ROOT/data)")
+    parser.add_argument(
+        "--admin-port", type=int, default=DEFAULT_ADMIN_PORT, help="admin API port (%(default)s)"
+    )
     args = parser.parse_args(argv)
     args.root = args.root.resolve()
     args.data_dir = (args.data_dir or args.root / "data").resolve()
@@ -80,15 +155,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 def watch(stack: Stack, stop: threading.Event) -> int:
     """Wait for Ctrl-C; if a process dies meanwhile, say which and fail."""
     while not stop.wait(HEALTH_CHECK_INTERVAL):
-        for broker in stack.brokers:
-            if broker.process.poll() is not None:
+        for name, process, log_path in watched(stack):
+            if process.poll() is not None:
                 print(
-                    f"infra/up: broker {broker.node_id} exited with {broker.process.returncode};"
-                    f" see {broker.log_path}",
+                    f"infra/up: {name} exited with {process.returncode}; see {log_path}",
                     file=sys.stderr,
                 )
                 return 1
     return 0
+
+
+def watched(stack: Stack) -> list[tuple[str, subprocess.Popen[bytes], Path]]:
+    """Name, process and log of every process the stack runs."""
+    found = [
+        (f"broker {broker.node_id}", broker.process, broker.log_path) for broker in stack.brokers
+    ]
+    if stack.admin_api is not None:
+        found.append(("admin API", stack.admin_api.process, stack.admin_api.log_path))
+    if stack.zookeeper is not None:
+        found.append(("ZooKeeper", stack.zookeeper.process, stack.zookeeper.log_path))
+    return found
 
 
 if __name__ == "__main__":

@@ -1,0 +1,193 @@
+"""`infra/up` with the operators' admin API: a real broker and a real `pier admin-api` on a SQLite
+tenant store under a tmp root, free ports, Ctrl-C (SIGINT) to stop.
+
+The launcher runs as `python -m infra.up_main`, which is what the `infra/up` script execs once its
+virtualenv step is done; running the script itself would `pip install` into the shared virtualenv
+in the middle of a test run whenever `pyproject.toml` changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.process import pid_running
+from infra.stack import free_port
+from tests.integration.test_launcher import children_of
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 60.0
+TOKEN_PREFIX = "pop_"
+
+
+@dataclass
+class UpRun:
+    """One `infra/up` subprocess and the file its stdout and stderr go to."""
+
+    process: subprocess.Popen[bytes]
+    output: Path
+    admin_url: str
+
+    def text(self) -> str:
+        return self.output.read_text()
+
+    def wait_until_up(self) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while "Press Ctrl-C" not in self.text():
+            assert self.process.poll() is None, f"infra/up exited early:\n{self.text()}"
+            assert time.monotonic() < deadline, f"infra/up not up after {WAIT_S}s:\n{self.text()}"
+            time.sleep(0.05)
+
+    def wait_exit(self) -> int:
+        try:
+            return self.process.wait(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"infra/up still running {WAIT_S}s after the stop:\n{self.text()}")
+
+    def ctrl_c(self) -> int:
+        self.process.send_signal(signal.SIGINT)
+        return self.wait_exit()
+
+
+@pytest.fixture
+def launch(tmp_path: Path) -> Iterator[Any]:
+    """Start `infra/up` on free ports with its state in `tmp_path/state`; kill leftovers after."""
+    runs: list[UpRun] = []
+
+    def start(admin_port: int | None = None) -> UpRun:
+        admin_port = admin_port or free_port()
+        argv = [sys.executable, "-m", "infra.up_main", "--root", str(tmp_path / "state")]
+        argv += ["--port", str(free_port()), "--admin-port", str(admin_port)]
+        output = tmp_path / f"up-{len(runs)}.out"
+        with output.open("wb") as sink:
+            process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)
+        runs.append(UpRun(process, output, f"http://127.0.0.1:{admin_port}"))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        if run.process.poll() is None:
+            run.process.kill()
+            run.process.wait()
+
+
+def http_get(url: str, token: str | None = None) -> tuple[int, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.loads(error.read())
+
+
+def stack_children(run: UpRun) -> dict[str, int]:
+    """`broker` / `admin-api` → PID of the launcher's live children."""
+    kinds = {}
+    for pid, cmd in children_of(run.process.pid).items():
+        kind = "admin-api" if " admin-api " in cmd else "broker" if " broker " in cmd else cmd
+        kinds[kind] = pid
+    return kinds
+
+
+def printed_token(text: str) -> str | None:
+    tokens = [line for line in text.splitlines() if line.startswith(TOKEN_PREFIX)]
+    assert len(tokens) <= 1, text
+    return tokens[0] if tokens else None
+
+
+def run_printed_admin_command(text: str, verb: str, token: str) -> dict[str, Any]:
+    """Run the `pier admin ... tenants <verb>` line infra/up printed, with `--json` added."""
+    (line,) = [line for line in text.splitlines() if " admin --url " in line and verb in line]
+    argv = [*shlex.split(line), "--json"]
+    env = {**os.environ, "PIER_ADMIN_TOKEN": token}
+    done = subprocess.run(
+        argv, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=WAIT_S
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_up_runs_the_admin_api_reuses_its_store_and_stops_on_ctrl_c(
+    tmp_path: Path, launch: Any
+) -> None:
+    first = launch()
+    first.wait_until_up()
+    token_file = tmp_path / "state" / "operator-token"
+    token = printed_token(first.text())
+    assert token is not None
+    assert token_file.read_text() == token + "\n"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert (tmp_path / "state" / "tenancy.db").is_file()
+    assert f"admin API: {first.admin_url}" in first.text()
+    assert f'-H "Authorization: Bearer $(cat {token_file})" {first.admin_url}/v1/tenants' in (
+        first.text()
+    )
+
+    assert http_get(f"{first.admin_url}/healthz") == (200, {"status": "ok", "version": 1})
+    assert http_get(f"{first.admin_url}/v1/tenants")[0] == 401
+    assert http_get(f"{first.admin_url}/v1/tenants", token) == (
+        200,
+        {"items": [], "next_cursor": None},
+    )
+    tenant = run_printed_admin_command(first.text(), "tenants create", token)
+    assert tenant["display_name"] == "Acme"
+
+    pids = stack_children(first)
+    assert sorted(pids) == ["admin-api", "broker"]
+    assert first.ctrl_c() == 0
+    assert not any(pid_running(pid) for pid in pids.values())
+
+    second = launch()
+    second.wait_until_up()
+    assert printed_token(second.text()) is None
+    assert f"operator token: in {token_file}" in second.text()
+    assert token_file.read_text() == token + "\n"
+    status, page = http_get(f"{second.admin_url}/v1/tenants", token)
+    assert status == 200
+    assert [item["id"] for item in page["items"]] == [tenant["id"]]
+    pids = stack_children(second)
+    assert sorted(pids) == ["admin-api", "broker"]
+    assert second.ctrl_c() == 0
+    assert not any(pid_running(pid) for pid in pids.values())
+
+
+def test_up_fails_when_the_admin_api_dies(tmp_path: Path, launch: Any) -> None:
+    run = launch()
+    run.wait_until_up()
+    pids = stack_children(run)
+    os.kill(pids["admin-api"], signal.SIGKILL)
+    assert run.wait_exit() == 1
+    assert "infra/up: admin API exited with -9" in run.text()
+    assert not any(pid_running(pid) for pid in pids.values())
+
+
+def test_up_refuses_a_busy_admin_port_and_leaves_nothing(tmp_path: Path, launch: Any) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        run = launch(admin_port=busy.getsockname()[1])
+        assert run.wait_exit() == 1
+    assert "pick another with --admin-port" in run.text()
+    # The broker started first was stopped cleanly on the way out.
+    assert (tmp_path / "state" / "data" / ".kafka_cleanshutdown").is_file()
+    assert not (tmp_path / "state" / "operator-token").exists()
