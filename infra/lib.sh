@@ -13,8 +13,14 @@ pier_venv() {
     echo "infra: creating $VENV with $PIER_PYTHON" >&2
     "$PIER_PYTHON" -m venv "$VENV"
   fi
-  stamp="$(sha256sum "$PIER_ROOT/pyproject.toml" | cut -c1-16) ${extras:-[]}"
+  local hash
+  hash="$(sha256sum "$PIER_ROOT/pyproject.toml" | cut -c1-16)"
+  stamp="$hash ${extras:-[]}"
   if grep -qxF -- "$stamp" "$marker" 2>/dev/null; then
+    return 0
+  fi
+  # Extras only add packages: the plain install is covered by any install of the same pyproject.
+  if [ -z "$extras" ] && grep -q -- "^$hash " "$marker" 2>/dev/null; then
     return 0
   fi
   echo "infra: pip install -e '.$extras' into $VENV" >&2
