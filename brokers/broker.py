@@ -20,9 +20,11 @@ from prometheus_client import CollectorRegistry, start_http_server
 from brokers.clock import SYSTEM_CLOCK, Clock
 from brokers.config import BrokerConfig
 from brokers.coordinator.producer_ids import FileBlockStore, ProducerIdManager
+from brokers.group_wiring import TICK_INTERVAL_MS, GroupWiring
+from brokers.log.cleaner_config import CleanerConfig
 from brokers.log.config import LogConfig
 from brokers.log.log_manager import LogManager
-from brokers.metrics import BrokerTopicMetrics, LogSizeCollector
+from brokers.metrics import BrokerTopicMetrics, CleanerCollector, LogSizeCollector
 from brokers.replication.local_topics import LocalTopicRegistry
 from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
 from brokers.replication.replica_manager import ReplicaManager
@@ -56,6 +58,7 @@ class Broker:
             data_dir,
             clock=clock,
             default_config=LogConfig.from_properties({}, config.properties),
+            cleaner_config=CleanerConfig.from_properties(config.properties),
         )
         self.metadata = MetadataCache(
             cluster_id=_cluster_id(data_dir), controller_id=config.node_id
@@ -79,6 +82,9 @@ class Broker:
         )
         self.producer_ids = ProducerIdManager(FileBlockStore(data_dir / "pier-producer-id-block"))
         self.registry.register(LogSizeCollector(self._log_sizes))
+        if self.log_manager.cleaner is not None:
+            self.registry.register(CleanerCollector(self.log_manager.cleaner))
+        self.groups = GroupWiring(self)  # group coordinator and __consumer_offsets
         self._listener: Listener | None = None
         self._jobs: list[asyncio.Task[None]] = []
 
@@ -91,6 +97,7 @@ class Broker:
         self.log_manager.startup()
         self.replicas.startup()
         self.topics.load()
+        self.groups.start()  # reads __consumer_offsets back; COORDINATOR_LOAD_IN_PROGRESS until done
         from brokers.handlers import build_route_table  # handlers depend on Broker, not vice versa
 
         dispatcher = Dispatcher(build_route_table(self), self.server_metrics)
@@ -116,6 +123,12 @@ class Broker:
         self._schedule(self.config.flush_scheduler_interval_ms, self._flush)
         self._schedule(self.config.checkpoint_interval_ms, self._checkpoint)
         self._schedule(1_000, self._delayed_deletes)
+        cleaner = self.log_manager.cleaner
+        if cleaner is not None and cleaner.config.enable:
+            self._schedule(cleaner.config.backoff_ms, self._clean)
+        self._schedule(TICK_INTERVAL_MS, self.groups.tick)
+        retention_check_ms = self.groups.config.offsets_retention_check_interval_ms
+        self._schedule(retention_check_ms, self.groups.expire_offsets)
 
     async def stop(self) -> None:
         """Close the listener first so no append races the final flush and checkpoint."""
@@ -126,6 +139,7 @@ class Broker:
         for job in self._jobs:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
+        await self.groups.stop()
         self.replicas.checkpoint_high_watermarks()
         self.log_manager.shutdown()
 
@@ -151,6 +165,10 @@ class Broker:
     async def _checkpoint(self) -> None:
         self.log_manager.checkpoint()
         self.replicas.checkpoint_high_watermarks()
+
+    async def _clean(self) -> None:
+        """Compaction: the heavy part runs in a worker thread, swaps on this loop."""
+        await self.log_manager.run_cleaner_async()
 
     async def _delayed_deletes(self) -> None:
         self.log_manager.run_delayed_deletes()

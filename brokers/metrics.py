@@ -102,5 +102,5 @@ class CleanerCollector(Collector):
         yield GaugeMetricFamily(
             "kafka_log_logcleanermanager_uncleanable_partitions_count",
             "Partitions the cleaner gave up on after an error.",
-            value=len(self._cleaner.manager.uncleanable()),
+            value=len(self._cleaner.manager.uncleanable),
         )

@@ -44,6 +44,17 @@ def _optional_routes(broker: Broker) -> list:  # type: ignore[type-arg]
         "describe_cluster",
         "offset_for_leader_epoch",
         "init_producer_id",
+        "find_coordinator",
+        "join_group",
+        "sync_group",
+        "heartbeat",
+        "leave_group",
+        "offset_commit",
+        "offset_fetch",
+        "offset_delete",
+        "describe_groups",
+        "list_groups",
+        "delete_groups",
     ):
         try:
             module = importlib.import_module(f"brokers.handlers.{name}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from brokers.coordinator import errors as group_errors
 from brokers.log import errors as log_errors
 from brokers.records import errors as record_errors
 from brokers.replication import errors as replication_errors
@@ -19,7 +20,8 @@ log = logging.getLogger("pier.handlers")
 _CODES: dict[type[BaseException], ErrorCode] = {
     record_errors.CorruptRecordError: ErrorCode.corrupt_message,
     record_errors.InvalidRecordError: ErrorCode.invalid_record,
-    record_errors.UnsupportedMagicError: ErrorCode.unsupported_for_message_format,
+    # Produce v3+ carries only magic v2; Kafka's ProduceRequest.validateRecords says INVALID_RECORD
+    record_errors.UnsupportedMagicError: ErrorCode.invalid_record,
     record_errors.RecordTooLargeError: ErrorCode.message_too_large,
     record_errors.InvalidTimestampError: ErrorCode.invalid_timestamp,
     record_errors.UnsupportedCompressionError: ErrorCode.unsupported_compression_type,
@@ -83,3 +85,28 @@ class TopicDeletionDisabledError(Exception):
 
 
 _CODES[TopicDeletionDisabledError] = ErrorCode.topic_deletion_disabled
+
+
+# ---- the group coordinator (brokers.coordinator.errors) ------------------------------------
+_CODES.update(
+    {
+        group_errors.CoordinatorNotAvailableError: ErrorCode.coordinator_not_available,
+        group_errors.CoordinatorLoadInProgressError: ErrorCode.coordinator_load_in_progress,
+        group_errors.NotCoordinatorError: ErrorCode.not_coordinator,
+        group_errors.InvalidGroupIdError: ErrorCode.invalid_group_id,
+        group_errors.UnknownMemberIdError: ErrorCode.unknown_member_id,
+        group_errors.IllegalGenerationError: ErrorCode.illegal_generation,
+        group_errors.InconsistentGroupProtocolError: ErrorCode.inconsistent_group_protocol,
+        group_errors.InvalidSessionTimeoutError: ErrorCode.invalid_session_timeout,
+        group_errors.RebalanceInProgressError: ErrorCode.rebalance_in_progress,
+        group_errors.MemberIdRequiredError: ErrorCode.member_id_required,
+        group_errors.FencedInstanceIdError: ErrorCode.fenced_instance_id,
+        group_errors.GroupMaxSizeReachedError: ErrorCode.group_max_size_reached,
+        group_errors.OffsetMetadataTooLargeError: ErrorCode.offset_metadata_too_large,
+        group_errors.InvalidCommitOffsetSizeError: ErrorCode.invalid_commit_offset_size,
+        group_errors.GroupSubscribedToTopicError: ErrorCode.group_subscribed_to_topic,
+        group_errors.NonEmptyGroupError: ErrorCode.non_empty_group,
+        group_errors.GroupIdNotFoundError: ErrorCode.group_id_not_found,
+        group_errors.UnstableOffsetCommitError: ErrorCode.unstable_offset_commit,
+    }
+)

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client import generate_latest
 
-from tests.integration.inproc import running_broker
+from tests.integration.inproc import broker_thread
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +39,8 @@ def _read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes]]:
 
 def test_the_broker_compacts_keyed_topics(tmp_path: Path) -> None:
     properties = {"log.cleaner.backoff.ms": "100"}
-    with running_broker(tmp_path, properties) as bootstrap:
+    with broker_thread(tmp_path, properties) as broker:
+        bootstrap = f"127.0.0.1:{broker.port}"
         admin = AdminClient({"bootstrap.servers": bootstrap})
         config = {"cleanup.policy": "compact", "segment.bytes": "1048576",
                   "min.cleanable.dirty.ratio": "0.01"}  # fmt: skip
@@ -63,6 +65,12 @@ def test_the_broker_compacts_keyed_topics(tmp_path: Path) -> None:
         assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
         final = {key: value for _, key, value in records}
         assert final == latest
+        scrape = generate_latest(broker.registry).decode()  # the whole registry scrapes cleanly
+        removed = next(
+            line for line in scrape.splitlines()
+            if line.startswith("kafka_log_logcleaner_records_removed_total ")
+        )  # fmt: skip
+        assert float(removed.split()[1]) > 0
         for offset, key, value in records:  # survivors keep the offset they were written at
             round_, key_index = value.split(b":")[:2]
             assert offset == int(round_) * KEYS + int(key_index)

@@ -1,0 +1,350 @@
+"""The group coordinator: the classic group protocol and committed offsets for the groups whose
+`__consumer_offsets` partition this broker leads.
+
+Owns: `GroupCoordinator` — ownership of offsets partitions (loading → COORDINATOR_LOAD_IN_PROGRESS,
+not ours → NOT_COORDINATOR), the group directory, and the entry points handlers call: JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup, OffsetCommit/Fetch/Delete, DescribeGroups, ListGroups,
+DeleteGroups, plus `tick()` (timers; the broker calls it every ~100 ms, tests call it after moving
+a ManualClock) and `expire_offsets()` (every `offsets.retention.check.interval.ms`). Parked
+JoinGroup/SyncGroup requests are asyncio futures that the rebalance machinery completes.
+Mirrors Kafka's GroupCoordinator / GroupMetadataManager for classic groups.
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from brokers.clock import Clock
+from brokers.coordinator.config import GroupConfig
+from brokers.coordinator.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    GroupError,
+    GroupIdNotFoundError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    InvalidGroupIdError,
+    InvalidSessionTimeoutError,
+    NotCoordinatorError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from brokers.coordinator.group import Group, GroupState
+from brokers.coordinator.group_log import GroupLog
+from brokers.coordinator.joining import Joiner, JoinRequest
+from brokers.coordinator.loader import LoadedPartition, load_partition
+from brokers.coordinator.offset_store import CommitRequest, FetchedOffset, OffsetCommit, OffsetStore
+from brokers.coordinator.offsets_topic import OffsetsTopic
+from brokers.coordinator.rebalance import Rebalancer
+from brokers.coordinator.results import JoinResult, LeavingMember, MemberLeave, SyncResult
+from brokers.coordinator.timers import DeadlineQueue
+
+log = logging.getLogger("pier.coordinator")
+S = GroupState
+Topics = Sequence[tuple[str, Sequence[int]]]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None  # v5+: must match the group's
+    protocol_name: str | None = None
+    assignments: Mapping[str, bytes] | None = None  # the leader's
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, topic: OffsetsTopic, clock: Clock) -> None:
+        self.config = config
+        self.clock = clock
+        self.log = GroupLog(topic, clock)
+        self.groups: dict[str, Group] = {}
+        self._owned: set[int] = set()
+        self._loading: set[int] = set()
+        self._deadlines = DeadlineQueue()
+        self.rebalancer = Rebalancer(config, clock, self.log, self._deadlines)
+        self._joiner = Joiner(self.rebalancer)
+        self.offsets = OffsetStore(config, clock, self.log, self.rebalancer)
+
+    # ---- ownership of offsets partitions --------------------------------------------------
+    def partition_for(self, group_id: str) -> int:
+        return self.log.partition_for(group_id)
+
+    def check(self, group_id: str) -> GroupError | None:
+        """INVALID_GROUP_ID, COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR, else None."""
+        if not group_id:
+            return InvalidGroupIdError("the group id must not be empty")
+        partition = self.partition_for(group_id)
+        if partition in self._loading:
+            return CoordinatorLoadInProgressError(f"offsets partition {partition} is loading")
+        if partition not in self._owned:
+            return NotCoordinatorError(f"not the coordinator of {group_id!r}")
+        return None
+
+    @property
+    def loading(self) -> bool:
+        return bool(self._loading)
+
+    async def load_partitions(self, partitions: Iterable[int]) -> None:
+        """Become coordinator of `partitions`: read each back, then serve its groups."""
+        wanted = [p for p in partitions if p not in self._owned]
+        self._loading.update(wanted)
+        try:
+            for partition in wanted:
+                try:
+                    loaded = await load_partition(self.log.topic, partition)
+                except Exception as exc:  # unreadable log: stay NOT_COORDINATOR for its groups
+                    log.error("event=offsets_load_failed partition=%d error=%r", partition, exc)
+                    self._loading.discard(partition)
+                    continue
+                self._install(loaded)
+                self._loading.discard(partition)
+                self._owned.add(partition)
+        finally:  # cancelled (shutdown): nothing half-loaded stays "loading"
+            self._loading.difference_update(wanted)
+
+    def _install(self, loaded: LoadedPartition) -> None:
+        now_ms = self.clock.time_ms()
+        for group_id, record in loaded.groups.items():
+            group = Group.from_record(group_id, record, now_ms)
+            self.groups[group_id] = group
+            for member in group.members.values():  # they must heartbeat to stay
+                self.rebalancer.reschedule_heartbeat(group, member)
+        for group_id, offsets in loaded.offsets.items():
+            group = self.groups.get(group_id) or self._create(group_id)
+            for tp, value in offsets.items():
+                group.offsets.put(tp, value)
+
+    def unload_partition(self, partition: int) -> None:
+        """No longer the coordinator: answer parked requests with NOT_COORDINATOR and forget."""
+        self._owned.discard(partition)
+        self._loading.discard(partition)
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups.pop(group_id)
+            for member in group.members.values():
+                member.complete_join(JoinResult.failed(member.member_id, NotCoordinatorError()))
+                member.complete_sync(SyncResult(error=NotCoordinatorError()))
+
+    def _create(self, group_id: str) -> Group:
+        group = Group(group_id, self.clock.time_ms())
+        self.groups[group_id] = group
+        return group
+
+    def _live_group(self, group_id: str) -> Group | None:
+        group = self.groups.get(group_id)
+        return None if group is None or group.is_in(S.DEAD) else group
+
+    # ---- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------
+    async def join_group(self, request: JoinRequest) -> JoinResult:
+        error = self.check(request.group_id) or self._check_session(request.session_timeout_ms)
+        if error is not None:
+            return JoinResult.failed(request.member_id, error)
+        group = self.groups.get(request.group_id)
+        if group is None:
+            if request.member_id:  # a known member of a group that no longer exists
+                return JoinResult.failed(request.member_id, UnknownMemberIdError())
+            group = self._create(request.group_id)
+        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        await self._joiner.join(group, request, future)
+        return await future
+
+    def _check_session(self, timeout_ms: int) -> GroupError | None:
+        low, high = self.config.min_session_timeout_ms, self.config.max_session_timeout_ms
+        if not low <= timeout_ms <= high:
+            return InvalidSessionTimeoutError(
+                f"session timeout {timeout_ms} not in [{low}, {high}]"
+            )
+        return None
+
+    async def sync_group(self, request: SyncRequest) -> SyncResult:
+        group = self.groups.get(request.group_id)
+        error = self.check(request.group_id) or self._validate_sync(group, request)
+        if error is not None:
+            return SyncResult(error=error)
+        assert group is not None
+        member = group.members[request.member_id]
+        if group.is_in(S.PREPARING_REBALANCE):
+            return SyncResult(error=RebalanceInProgressError(group.group_id))
+        self.rebalancer.remove_pending_sync_member(group, member.member_id)
+        if group.is_in(S.STABLE):
+            self.rebalancer.reschedule_heartbeat(group, member)
+            return SyncResult(group.protocol_type, group.protocol_name, member.assignment)
+        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        member.complete_sync(SyncResult(error=RebalanceInProgressError()))  # a duplicate
+        member.sync_future = future
+        if group.is_leader(member.member_id):
+            await self._store_assignment(group, request.assignments or {})
+        return await future
+
+    def _validate_sync(self, group: Group | None, request: SyncRequest) -> GroupError | None:
+        if group is None:
+            return UnknownMemberIdError(request.member_id)
+        if group.is_in(S.DEAD):
+            return CoordinatorNotAvailableError(group.group_id)
+        error = group.validate_member(request.member_id, request.group_instance_id)
+        if error is not None:
+            return error
+        if request.generation_id != group.generation_id:
+            return IllegalGenerationError(group.group_id)
+        if request.protocol_type is not None and request.protocol_type != group.protocol_type:
+            return InconsistentGroupProtocolError(request.protocol_type)
+        if request.protocol_name is not None and request.protocol_name != group.protocol_name:
+            return InconsistentGroupProtocolError(request.protocol_name)
+        if group.is_in(S.EMPTY):
+            return UnknownMemberIdError(request.member_id)
+        return None
+
+    async def _store_assignment(self, group: Group, assignments: Mapping[str, bytes]) -> None:
+        """The leader's SyncGroup: persist the assignment, then hand it to every member."""
+        assignment = {m: assignments.get(m, b"") for m in group.members}
+        generation = group.generation_id
+        try:
+            await self.rebalancer.store(group, assignment)
+            failure = None
+        except GroupError as exc:
+            failure = exc
+        # Another member may have joined while the write was in flight.
+        if not group.is_in(S.COMPLETING_REBALANCE) or group.generation_id != generation:
+            return
+        if failure is not None:
+            self.rebalancer.reset_and_propagate_error(group, failure)
+            self.rebalancer.maybe_prepare_rebalance_or_complete_join(group, "assignment not stored")
+            return
+        self.rebalancer.set_and_propagate_assignment(group, assignment)
+        self.rebalancer.mark_stable(group)
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> GroupError | None:
+        error = self.check(group_id)
+        if isinstance(error, CoordinatorLoadInProgressError):
+            return None  # Kafka answers blindly while loading; the session resumes after
+        if error is not None:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return UnknownMemberIdError(member_id)
+        if group.is_in(S.DEAD):
+            return CoordinatorNotAvailableError(group_id)
+        error = group.validate_member(member_id, group_instance_id)
+        if error is None and generation_id != group.generation_id:
+            error = IllegalGenerationError(group_id)
+        if error is None and group.is_in(S.EMPTY):
+            error = UnknownMemberIdError(member_id)
+        if error is not None:
+            return error
+        self.rebalancer.reschedule_heartbeat(group, group.members[member_id])
+        if group.is_in(S.PREPARING_REBALANCE):
+            return RebalanceInProgressError(group_id)
+        return None
+
+    def leave_group(
+        self, group_id: str, leaving: Sequence[LeavingMember]
+    ) -> tuple[GroupError | None, list[MemberLeave]]:
+        error = self.check(group_id)
+        group = self.groups.get(group_id)
+        if error is None and group is None:
+            error = UnknownMemberIdError(f"group {group_id} not found")
+        if error is None and group is not None and group.is_in(S.DEAD):
+            error = CoordinatorNotAvailableError(group_id)
+        if error is not None or group is None:
+            return error, []
+        results = [self._leave_one(group, item) for item in leaving]
+        if any(r.error is None for r in results):
+            if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
+                self.rebalancer.maybe_prepare_rebalance_or_complete_join(group, "members left")
+            elif group.is_in(S.PREPARING_REBALANCE):
+                self.rebalancer.maybe_complete_join_phase(group)
+        return None, results
+
+    def _leave_one(self, group: Group, item: LeavingMember) -> MemberLeave:
+        member_id = item.member_id
+        if not member_id:  # KIP-345: an administrator removes a static member by instance id
+            found = group.static_members.get(item.group_instance_id or "")
+            if item.group_instance_id is None or found is None:
+                return MemberLeave(member_id, item.group_instance_id, UnknownMemberIdError())
+            member_id = found
+        elif member_id not in group.pending_members:
+            error = group.validate_member(member_id, item.group_instance_id)
+            if error is not None:
+                return MemberLeave(item.member_id, item.group_instance_id, error)
+        log.info("event=member_left group=%s member=%s", group.group_id, member_id)
+        group.remove(member_id)
+        return MemberLeave(item.member_id, item.group_instance_id)
+
+    # ---- offsets --------------------------------------------------------------------------
+    async def commit_offsets(
+        self, request: CommitRequest, *, api_version: int = 9
+    ) -> list[tuple[OffsetCommit, GroupError | None]]:
+        error = self.check(request.group_id)
+        group = self.groups.get(request.group_id)
+        if error is None and group is None:
+            if request.generation_id < 0:  # a simple (assign()) consumer: created on first commit
+                group = self._create(request.group_id)
+            elif api_version >= 9:
+                error = GroupIdNotFoundError(request.group_id)
+            else:
+                error = IllegalGenerationError(request.group_id)
+        if error is not None or group is None:
+            return [(c, error) for c in request.offsets]
+        return await self.offsets.commit(group, request)
+
+    def fetch_offsets(
+        self, group_id: str, topics: Topics | None, *, require_stable: bool = False
+    ) -> tuple[GroupError | None, list[FetchedOffset]]:
+        error = self.check(group_id)
+        if error is not None:
+            return error, []
+        group = self.groups.get(group_id)
+        return None, self.offsets.fetch(group, topics, require_stable=require_stable)
+
+    async def delete_offsets(
+        self, group_id: str, topics: Topics
+    ) -> tuple[GroupError | None, list[tuple[str, int, GroupError | None]]]:
+        error = self.check(group_id)
+        group = self._live_group(group_id)
+        if error is None and group is None:
+            error = GroupIdNotFoundError(group_id)
+        if error is not None or group is None:
+            return error, []
+        try:
+            return None, await self.offsets.delete(group, topics)
+        except GroupError as exc:
+            return exc, []
+
+    # ---- timers ---------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Fire due timers: session and join timeouts, delayed joins, pending syncs."""
+        for group_id in self._deadlines.pop_due(self.clock.monotonic()):
+            group = self.groups.get(group_id)
+            if group is not None and not group.is_in(S.DEAD):
+                self.rebalancer.expire(group)
+
+    async def expire_offsets(self) -> int:
+        """KIP-211 retention; Empty groups left without offsets are removed. Returns removals."""
+        removed = 0
+        for group in list(self.groups.values()):
+            if self.check(group.group_id) is not None:
+                continue
+            entries, gone = self.offsets.expire(group)
+            if gone:
+                group.transition_to(S.DEAD, self.clock.time_ms())
+                del self.groups[group.group_id]
+                removed += 1
+            try:
+                await self.log.append(group.group_id, entries)
+            except GroupError as exc:
+                log.warning("event=offset_expiry_failed group=%s error=%r", group.group_id, exc)
+        return removed
+
+    async def shutdown(self) -> None:
+        """Answer parked requests (the broker is going away) and finish background writes."""
+        for partition in sorted(self._owned | self._loading):
+            self.unload_partition(partition)
+        await self.rebalancer.drain()

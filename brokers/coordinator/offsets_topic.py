@@ -1,0 +1,51 @@
+"""How the coordinator reaches `__consumer_offsets`, and which partition holds a group.
+
+Owns: the `OffsetsTopic` protocol (implemented by `brokers.group_wiring` over the broker's
+partitions, so this package never imports replication) and `partition_for`, Kafka's placement:
+`Utils.abs(groupId.hashCode()) % partitions` with Java's String.hashCode over UTF-16 code units.
+Pure; thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_INT32_MIN = -(2**31)
+
+
+class OffsetsTopic(Protocol):
+    """The offsets topic as the coordinator needs it. Appends must apply in call order."""
+
+    def partition_count(self) -> int:
+        """Partitions of the topic (the configured count until it exists)."""
+        ...
+
+    async def append(self, partition: int, batch: bytes) -> int:
+        """Append one batch as leader once it is committed; returns its last offset.
+
+        Raises NotCoordinatorError / CoordinatorNotAvailableError / InvalidCommitOffsetSizeError.
+        """
+        ...
+
+    def read_batches(self, partition: int, from_offset: int) -> Iterator[bytes]:
+        """Every stored batch from `from_offset` to the log end, one batch per item."""
+        ...
+
+    def high_watermark(self, partition: int) -> int: ...
+
+
+def java_string_hashcode(text: str) -> int:
+    """Java's String.hashCode: s[0]*31^(n-1) + … over UTF-16 code units, as a signed int32."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    value = 0
+    for i in range(0, len(units), 2):
+        value = (value * 31 + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    hashcode = java_string_hashcode(group_id)
+    positive = 0 if hashcode == _INT32_MIN else abs(hashcode)  # Kafka's Utils.abs
+    return positive % partitions

@@ -1,0 +1,170 @@
+"""Wiring the group coordinator into a broker: `__consumer_offsets` over the broker's partitions.
+
+Owns: `BrokerOffsetsTopic` (the coordinator's `OffsetsTopic`: creates the internal topic on first
+use — `offsets.topic.num.partitions`, `cleanup.policy=compact`, `offsets.topic.segment.bytes`,
+replication factor min(`offsets.topic.replication.factor`, live brokers) — appends as leader and
+waits for the high watermark to pass the batch, maps partition errors to coordinator errors, and
+reads a partition back batch by batch); `GroupWiring` (builds the coordinator from broker
+properties, loads the offsets partitions this broker leads, drives `tick` and offset retention,
+registers the group metrics); and small conversions shared by the group handlers.
+Standalone, this broker leads every offsets partition. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from brokers.config import BrokerConfigError
+from brokers.coordinator.config import GroupConfig
+from brokers.coordinator.errors import (
+    CoordinatorNotAvailableError,
+    GroupConfigError,
+    InvalidCommitOffsetSizeError,
+    NotCoordinatorError,
+)
+from brokers.coordinator.group_coordinator import GroupCoordinator
+from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
+from brokers.coordinator_metrics import GroupMetricsCollector
+from brokers.log.errors import LogError
+from brokers.records.batch import iter_headers
+from brokers.records.errors import RecordTooLargeError
+from brokers.replication import errors as replication_errors
+from brokers.replication.partition import Partition
+
+if TYPE_CHECKING:
+    from brokers.broker import Broker
+    from brokers.server.context import RequestContext
+
+log = logging.getLogger("pier.coordinator")
+TICK_INTERVAL_MS = 100
+COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
+READ_CHUNK_BYTES = 1 << 20
+
+
+class BrokerOffsetsTopic:
+    def __init__(self, broker: Broker, config: GroupConfig) -> None:
+        self._broker = broker
+        self._config = config
+
+    def partition_count(self) -> int:
+        topic = self._broker.metadata.topic(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic is not None else self._config.offsets_topic_partitions
+
+    def ensure_created(self) -> None:
+        if self._broker.metadata.topic(OFFSETS_TOPIC) is not None:
+            return
+        replication = min(
+            self._config.offsets_topic_replication_factor, len(self._broker.metadata.brokers)
+        )
+        configs: dict[str, str | None] = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self._config.offsets_topic_segment_bytes),
+            "compression.type": "producer",
+        }
+        with contextlib.suppress(replication_errors.TopicExistsError):
+            self._broker.topics.create_topic(
+                OFFSETS_TOPIC, self._config.offsets_topic_partitions, replication, configs
+            )
+            log.info("event=offsets_topic_created partitions=%d", self.partition_count())
+
+    async def append(self, partition: int, batch: bytes) -> int:
+        try:
+            self.ensure_created()
+            replica = self._broker.replicas.get(OFFSETS_TOPIC, partition)
+            last_offset = replica.append_as_leader(batch).last_offset
+        except (replication_errors.NotLeaderOrFollowerError, LogError) as exc:
+            raise NotCoordinatorError(str(exc)) from exc
+        except RecordTooLargeError as exc:
+            raise InvalidCommitOffsetSizeError(str(exc)) from exc
+        except replication_errors.ReplicationError as exc:
+            raise CoordinatorNotAvailableError(str(exc)) from exc
+        await self._committed(replica, last_offset)
+        return last_offset
+
+    async def _committed(self, replica: Partition, last_offset: int) -> None:
+        """acks=all for coordinator writes: answer only once the ISR has the batch."""
+        clock = self._broker.clock
+        deadline = clock.monotonic() + COMMIT_TIMEOUT_S
+        key = (replica.topic, replica.index)
+        while replica.high_watermark <= last_offset:
+            remaining = deadline - clock.monotonic()
+            if remaining <= 0:
+                raise CoordinatorNotAvailableError(f"{OFFSETS_TOPIC}-{replica.index} not committed")
+            await self._broker.purgatory.wait([key], remaining)
+
+    def read_batches(self, partition: int, from_offset: int) -> Iterator[bytes]:
+        replica = self._broker.replicas.find(OFFSETS_TOPIC, partition)
+        if replica is None:
+            return
+        log_ = replica.log
+        offset = max(from_offset, log_.log_start_offset)
+        while offset < log_.log_end_offset:
+            read = log_.read(offset, READ_CHUNK_BYTES)
+            if read.region is None or read.next_offset <= offset:
+                return
+            data = read.region.read()
+            for position, header in iter_headers(data):
+                yield data[position : position + header.size]
+            offset = read.next_offset
+
+    def high_watermark(self, partition: int) -> int:
+        replica = self._broker.replicas.find(OFFSETS_TOPIC, partition)
+        return -1 if replica is None else replica.high_watermark
+
+
+class GroupWiring:
+    def __init__(self, broker: Broker) -> None:
+        try:
+            self.config = GroupConfig.from_properties(broker.config.properties)
+        except GroupConfigError as exc:
+            raise BrokerConfigError(str(exc)) from None
+        self._broker = broker
+        self.topic = BrokerOffsetsTopic(broker, self.config)
+        self.coordinator = GroupCoordinator(self.config, self.topic, broker.clock)
+        self.metrics = GroupMetricsCollector(self.coordinator, self._high_watermark)
+        broker.registry.register(self.metrics)
+        self._loading: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Read back every offsets partition this broker leads (all of them, standalone)."""
+        partitions = range(self.topic.partition_count())
+        self._loading = asyncio.ensure_future(self.coordinator.load_partitions(partitions))
+
+    async def stop(self) -> None:
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loading
+        await self.coordinator.shutdown()
+
+    async def loaded(self) -> None:
+        """Wait until the start-up load finished (tests, benchmarks)."""
+        if self._loading is not None:
+            await asyncio.shield(self._loading)
+
+    async def tick(self) -> None:
+        self.coordinator.tick()
+
+    async def expire_offsets(self) -> None:
+        removed = await self.coordinator.expire_offsets()
+        if removed:
+            log.info("event=groups_expired count=%d", removed)
+
+    def _high_watermark(self, topic: str, partition: int) -> int | None:
+        replica = self._broker.replicas.find(topic, partition)
+        return None if replica is None else replica.high_watermark
+
+
+# ---- conversions shared by the group handlers --------------------------------------------
+def millis(value: datetime.timedelta) -> int:
+    return int(value / datetime.timedelta(milliseconds=1))
+
+
+def client_host(ctx: RequestContext) -> str:
+    """Kafka reports a member's host as its InetAddress string, e.g. "/127.0.0.1"."""
+    return f"/{ctx.client_host}"

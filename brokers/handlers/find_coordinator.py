@@ -1,0 +1,92 @@
+"""FindCoordinator (key 10, v0–6): which broker coordinates a group (v4+: a batch of keys).
+
+A group's coordinator is the leader of its `__consumer_offsets` partition; asking creates that
+topic on first use, as Kafka does. Transaction coordinators (key type 1) are not built yet and
+answer COORDINATOR_NOT_AVAILABLE, a retriable code; other key types are INVALID_REQUEST.
+Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
+from brokers.handlers.build import make, response_module, throttle
+from brokers.server.context import RequestContext
+from brokers.server.routes import Route
+from brokers.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from brokers.broker import Broker
+
+API_KEY = 10
+FIRST_BATCHED_VERSION = 4
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+_MESSAGES = {
+    ErrorCode.coordinator_not_available: "The coordinator is not available.",
+    ErrorCode.invalid_request: "Unknown coordinator key type.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    key: str
+    error: ErrorCode
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
+
+
+def route(broker: Broker) -> Route:
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        module = response_module(API_KEY, ctx.api_version)
+        key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
+        if ctx.api_version < FIRST_BATCHED_VERSION:
+            found = _find(broker, key_type, request.key)
+            return make(
+                module,
+                "FindCoordinatorResponse",
+                throttle_time=throttle(),
+                error_code=found.error,
+                error_message=_MESSAGES.get(found.error),
+                node_id=found.node_id,
+                host=found.host,
+                port=found.port,
+            )
+        coordinators = tuple(
+            make(
+                module,
+                "Coordinator",
+                key=found.key,
+                node_id=found.node_id,
+                host=found.host,
+                port=found.port,
+                error_code=found.error,
+                error_message=_MESSAGES.get(found.error),
+            )
+            for found in (_find(broker, key_type, key) for key in request.coordinator_keys)
+        )
+        return make(
+            module, "FindCoordinatorResponse", throttle_time=throttle(), coordinators=coordinators
+        )
+
+    return Route(API_KEY, 0, 6, handle, name="FindCoordinator")
+
+
+def _find(broker: Broker, key_type: int, key: str) -> _Found:
+    if key_type == TRANSACTION_KEY_TYPE:
+        return _Found(key, ErrorCode.coordinator_not_available)
+    if key_type != GROUP_KEY_TYPE:
+        return _Found(key, ErrorCode.invalid_request)
+    wiring = broker.groups
+    try:
+        wiring.topic.ensure_created()
+    except Exception:  # e.g. not enough brokers yet: the client retries
+        return _Found(key, ErrorCode.coordinator_not_available)
+    partition = broker.metadata.partition(OFFSETS_TOPIC, wiring.coordinator.partition_for(key))
+    endpoint = None if partition is None else broker.metadata.brokers.get(partition.leader)
+    if endpoint is None:
+        return _Found(key, ErrorCode.coordinator_not_available)
+    return _Found(key, ErrorCode.none, endpoint.node_id, endpoint.host, endpoint.port)

@@ -1,0 +1,37 @@
+"""Heartbeat (key 12, v0–4): keep a member's session; learn of rebalances and fencing.
+
+Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.errors import error_code_for
+from brokers.server.context import RequestContext
+from brokers.server.routes import Route
+from brokers.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from brokers.broker import Broker
+
+API_KEY = 12
+
+
+def route(broker: Broker) -> Route:
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        error = broker.groups.coordinator.heartbeat(
+            request.group_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            request.generation_id,
+        )
+        return make(
+            response_module(API_KEY, ctx.api_version),
+            "HeartbeatResponse",
+            throttle_time=throttle(),
+            error_code=ErrorCode.none if error is None else error_code_for(error),
+        )
+
+    return Route(API_KEY, 0, 4, handle, name="Heartbeat")

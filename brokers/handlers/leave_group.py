@@ -1,0 +1,64 @@
+"""LeaveGroup (key 13, v0–5): members leave at once instead of waiting out their session.
+
+v0–2 name one member and answer with its error; v3+ take a batch (KIP-345), where a static member
+may be removed by group instance id alone. Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from brokers.coordinator.results import LeavingMember
+from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.errors import error_code_for
+from brokers.server.context import RequestContext
+from brokers.server.routes import Route
+from brokers.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from brokers.broker import Broker
+
+API_KEY = 13
+FIRST_BATCHED_VERSION = 3
+
+
+def _code(error: Exception | None) -> ErrorCode:
+    return ErrorCode.none if error is None else error_code_for(error)
+
+
+def route(broker: Broker) -> Route:
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        module = response_module(API_KEY, ctx.api_version)
+        batched = ctx.api_version >= FIRST_BATCHED_VERSION
+        if batched:
+            leaving = [
+                LeavingMember(m.member_id, m.group_instance_id, getattr(m, "reason", None))
+                for m in request.members
+            ]
+        else:
+            leaving = [LeavingMember(request.member_id)]
+        error, results = broker.groups.coordinator.leave_group(request.group_id, leaving)
+        if not batched:
+            single = error if error is not None else (results[0].error if results else None)
+            return make(
+                module, "LeaveGroupResponse", throttle_time=throttle(), error_code=_code(single)
+            )
+        members = tuple(
+            make(
+                module,
+                "MemberResponse",
+                member_id=r.member_id,
+                group_instance_id=r.group_instance_id,
+                error_code=_code(r.error),
+            )
+            for r in results
+        )
+        return make(
+            module,
+            "LeaveGroupResponse",
+            throttle_time=throttle(),
+            error_code=_code(error),
+            members=members,
+        )
+
+    return Route(API_KEY, 0, 5, handle, name="LeaveGroup")
