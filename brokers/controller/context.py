@@ -1,0 +1,101 @@
+"""The controller's in-memory view of the cluster (Kafka's `ControllerContext`).
+
+Owns: the controller epoch (and its znode version), live brokers with their epochs, brokers in
+controlled shutdown, topics with ids, replica assignments and each partition's leader/ISR.
+The controller loads it from ZooKeeper when it is elected and keeps it in step with every write it
+makes; the state machines read it and return decisions, they never mutate it. Runs on the event
+loop of the controller; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from brokers.controller.state import LeaderAndIsr, ReplicaAssignment, TopicPartition
+from brokers.controller.zk_paths import BrokerRegistration
+
+
+@dataclass
+class ControllerContext:
+    epoch: int = 0
+    epoch_zk_version: int = -1
+    live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    assignments: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
+    leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    topic_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    topics_to_delete: set[str] = field(default_factory=set)
+
+    # --- brokers ---------------------------------------------------------------------------
+
+    def broker_epoch(self, broker_id: int) -> int:
+        """The live broker's epoch (czxid of its registration), -1 when it is not live."""
+        registration = self.live_brokers.get(broker_id)
+        return registration.epoch if registration else -1
+
+    def is_live(self, broker_id: int) -> bool:
+        """Live and not shutting down: eligible to lead (Kafka's `isReplicaOnline`)."""
+        return broker_id in self.live_brokers and broker_id not in self.shutting_down
+
+    def live_or_shutting_down(self) -> set[int]:
+        return set(self.live_brokers)
+
+    def rack_map(self) -> dict[int, str | None]:
+        return {b: reg.rack for b, reg in self.live_brokers.items() if b not in self.shutting_down}
+
+    # --- topics and partitions -------------------------------------------------------------
+
+    def add_topic(
+        self, topic: str, topic_id: uuid.UUID, assignment: Mapping[int, ReplicaAssignment]
+    ) -> None:
+        self.topic_ids[topic] = topic_id
+        for partition, replicas in assignment.items():
+            self.assignments[TopicPartition(topic, partition)] = replicas
+
+    def remove_topic(self, topic: str) -> None:
+        self.topic_ids.pop(topic, None)
+        self.topic_configs.pop(topic, None)
+        self.topics_to_delete.discard(topic)
+        for tp in [tp for tp in self.assignments if tp.topic == topic]:
+            del self.assignments[tp]
+            self.leadership.pop(tp, None)
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        return sorted(tp for tp in self.assignments if tp.topic == topic)
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        assignment = self.assignments.get(tp)
+        return assignment.replicas if assignment else ()
+
+    def partitions_on_broker(self, broker_id: int) -> Iterator[TopicPartition]:
+        return (tp for tp, a in sorted(self.assignments.items()) if broker_id in a.replicas)
+
+    def partitions_led_by(self, broker_id: int) -> Iterator[TopicPartition]:
+        return (tp for tp, s in sorted(self.leadership.items()) if s.leader == broker_id)
+
+    def offline_partitions(self) -> list[TopicPartition]:
+        """Partitions with no leader or a leader that is not live (Kafka's offline partition count)."""
+        return sorted(
+            tp
+            for tp in self.assignments
+            if (state := self.leadership.get(tp)) is None or state.leader not in self.live_brokers
+        )
+
+    def under_replicated(self) -> list[TopicPartition]:
+        return sorted(
+            tp for tp, state in self.leadership.items() if len(state.isr) < len(self.replicas(tp))
+        )
+
+    def leader_counts(self) -> dict[int, int]:
+        counts = dict.fromkeys(self.live_brokers, 0)
+        for state in self.leadership.values():
+            if state.leader in counts:
+                counts[state.leader] += 1
+        return counts
+
+    def apply(self, changes: Mapping[TopicPartition, LeaderAndIsr]) -> None:
+        """Record leader/ISR states the controller has written to ZooKeeper."""
+        self.leadership.update(changes)

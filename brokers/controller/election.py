@@ -1,0 +1,163 @@
+"""Controller election through the `/controller` ephemeral znode (Kafka's `KafkaController.elect`).
+
+Owns: becoming controller, the controller epoch, following who the controller is, and resigning.
+- Every broker watches `/controller`. When it is absent, a broker tries, in ONE ZooKeeper multi-op,
+  to create `/controller` (ephemeral) and to set `/controller_epoch` to epoch + 1 conditional on the
+  epoch znode's version (Kafka's `registerControllerAndIncrementControllerEpoch`). Either both
+  happen or neither: of two contenders exactly one wins, and epochs never repeat or go back.
+- The winner's epoch znode version is kept (`epoch_zk_version`); `fence()` returns a CheckOp on it
+  that the controller adds to each of its ZooKeeper writes, so a deposed controller's writes fail.
+- On session expiry, or when `/controller` changes to someone else, the controller resigns at once
+  (`on_resigned`); after a new session it competes again.
+Callbacks run on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from brokers.clock import Clock
+from brokers.controller import zk_paths
+from brokers.controller.errors import (
+    ControllerError,
+    ZNodeExistsError,
+    ZNodeMissingError,
+    ZNodeVersionError,
+)
+from brokers.controller.state import INITIAL_CONTROLLER_EPOCH
+from brokers.controller.zk_client import CheckOp, CreateOp, SessionEvent, SetOp, ZkClient
+
+log = logging.getLogger(__name__)
+NO_CONTROLLER = -1
+
+
+class ControllerElection:
+    def __init__(
+        self,
+        zk: ZkClient,
+        broker_id: int,
+        clock: Clock,
+        on_elected: Callable[[int], None] | None = None,
+        on_resigned: Callable[[], None] | None = None,
+    ) -> None:
+        """`on_elected(epoch)` / `on_resigned()` run on the event loop when this broker's role changes."""
+        self._zk = zk
+        self.broker_id = broker_id
+        self._clock = clock
+        self._on_elected = on_elected
+        self._on_resigned = on_resigned
+        self.active_controller = NO_CONTROLLER
+        self.epoch = -1
+        self.epoch_zk_version = -1
+        self._pending: asyncio.Task[bool] | None = None
+        self._again = False
+        zk.add_session_listener(self._on_session)
+
+    @property
+    def is_controller(self) -> bool:
+        return self.active_controller == self.broker_id and self.epoch >= 0
+
+    def fence(self) -> CheckOp:
+        """Add to every controller write: it fails once another controller bumped the epoch."""
+        return CheckOp(zk_paths.CONTROLLER_EPOCH, self.epoch_zk_version)
+
+    async def start(self) -> bool:
+        """Make sure `/controller_epoch` exists, then compete; True when this broker won."""
+        with contextlib.suppress(ZNodeExistsError):
+            await self._zk.create(
+                zk_paths.CONTROLLER_EPOCH, zk_paths.encode_epoch(INITIAL_CONTROLLER_EPOCH)
+            )
+        return await self.elect()
+
+    async def elect(self) -> bool:
+        """One attempt; re-arms the watch on `/controller` whatever the outcome."""
+        if await self._read_active():
+            return self.is_controller
+        epoch_node = await self._zk.get(zk_paths.CONTROLLER_EPOCH)
+        epoch = zk_paths.decode_epoch(epoch_node.data)
+        registration = zk_paths.ControllerRegistration(self.broker_id, self._clock.time_ms())
+        try:
+            await self._zk.multi(
+                [
+                    CreateOp(zk_paths.CONTROLLER, zk_paths.encode_controller(registration), True),
+                    SetOp(
+                        zk_paths.CONTROLLER_EPOCH,
+                        zk_paths.encode_epoch(epoch + 1),
+                        epoch_node.version,
+                    ),
+                ]
+            )
+        except (ZNodeExistsError, ZNodeVersionError):
+            # Someone else became controller first (Kafka's ControllerMovedException).
+            await self._read_active()
+            return False
+        self.epoch, self.epoch_zk_version = epoch + 1, epoch_node.version + 1
+        self.active_controller = self.broker_id
+        log.info("broker %d is controller with epoch %d", self.broker_id, self.epoch)
+        if self._on_elected is not None:
+            self._on_elected(self.epoch)
+        return True
+
+    async def _read_active(self) -> bool:
+        """Refresh `active_controller` with a watch armed; True when a controller exists."""
+        try:
+            node = await self._zk.get(zk_paths.CONTROLLER, self._on_controller_change)
+        except ZNodeMissingError:
+            # exists() arms a watch that also fires on creation.
+            if await self._zk.exists(zk_paths.CONTROLLER, self._on_controller_change):
+                return await self._read_active()
+            self._set_active(NO_CONTROLLER)
+            return False
+        self._set_active(zk_paths.decode_controller(node.data).broker_id)
+        return True
+
+    def _set_active(self, broker_id: int) -> None:
+        was_controller = self.is_controller
+        self.active_controller = broker_id
+        if was_controller and broker_id != self.broker_id:
+            self.resign()
+
+    def resign(self) -> None:
+        """Stop acting as controller (the epoch is forgotten; a new election bumps it)."""
+        was_controller = self.epoch >= 0
+        self.epoch, self.epoch_zk_version = -1, -1
+        if self.active_controller == self.broker_id:
+            self.active_controller = NO_CONTROLLER
+        if was_controller:
+            log.info("broker %d resigned as controller", self.broker_id)
+            if self._on_resigned is not None:
+                self._on_resigned()
+
+    def _on_controller_change(self, _path: str) -> None:
+        self._schedule_election()
+
+    def _on_session(self, event: SessionEvent) -> None:
+        if event is SessionEvent.EXPIRED:
+            self.resign()
+            self.active_controller = NO_CONTROLLER
+        elif event is SessionEvent.CONNECTED:
+            self._schedule_election()
+
+    def _schedule_election(self) -> None:
+        # A watch is one-shot: an event arriving during an attempt must cause another attempt.
+        self._again = True
+        if self._pending is None or self._pending.done():
+            self._pending = asyncio.get_running_loop().create_task(self._elect_quietly())
+
+    async def _elect_quietly(self) -> bool:
+        won = False
+        while self._again:
+            self._again = False
+            try:
+                won = await self.elect()
+            except ControllerError:
+                log.warning("controller election by broker %d failed", self.broker_id)
+                won = False
+        return won
+
+    async def settled(self) -> bool:
+        """Wait for the election attempts triggered by watches/session events to finish."""
+        return await self._pending if self._pending is not None else self.is_controller

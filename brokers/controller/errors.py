@@ -1,0 +1,56 @@
+"""Domain errors of the ZooKeeper registry and controller.
+
+Owns: the exceptions `brokers.controller` raises. They never carry Kafka error codes; the single
+mapper in `brokers.handlers.errors` turns them into codes once the controller is wired in.
+Plain values; thread-safe.
+"""
+
+from __future__ import annotations
+
+
+class ControllerError(Exception):
+    """Base class of every controller/registry error."""
+
+
+class ZNodeFormatError(ControllerError):
+    """A znode's bytes are not the JSON (or integer) Kafka's ZooKeeper mode writes there."""
+
+
+class ZNodeMissingError(ControllerError):
+    """A znode that must exist does not."""
+
+
+class ZNodeExistsError(ControllerError):
+    """A znode could not be created because it already exists."""
+
+
+class ZNodeVersionError(ControllerError):
+    """A conditional update failed: the znode's version moved (someone else wrote it first)."""
+
+
+class ZooKeeperUnavailableError(ControllerError):
+    """The session is lost/closed or ZooKeeper did not answer in time."""
+
+
+class DuplicateBrokerIdError(ControllerError):
+    """Another live broker already holds `/brokers/ids/<id>` (Kafka's NodeExistsException at startup)."""
+
+
+class ControllerMovedError(ControllerError):
+    """This broker is not (or no longer) the controller: its epoch was superseded."""
+
+
+class InvalidReplicationFactorError(ControllerError):
+    """The replication factor is < 1 or larger than the number of live brokers."""
+
+
+class InvalidPartitionsError(ControllerError):
+    """The partition count is < 1, or a partition id is out of range."""
+
+
+class InconsistentRackError(ControllerError):
+    """Some brokers have a rack and others do not (Kafka's AdminOperationException)."""
+
+
+class ReassignmentError(ControllerError):
+    """A reassignment request is not valid for the partition's current state."""
