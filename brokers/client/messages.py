@@ -1,8 +1,6 @@
 """Version-specific request construction and response decoding for the client.
 
-Owns: `make` (build a class of a kio request module from keyword fields, dropping the fields that
-version lacks, so each builder writes the newest field set once and serves every version in
-`CLIENT_VERSIONS`), `decode_response` (bounds-checked kio decoding of one response body), and the
+Owns: `decode_response` (bounds-checked kio decoding of one response body), and the
 timestamp/duration conversions kio's typed fields need. Pure; thread-safe (caches fill
 idempotently).
 
@@ -13,40 +11,18 @@ prefix before reading it, so a hostile or corrupt response could abort the proce
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from functools import cache
-from types import ModuleType
 from typing import Any
 
-from kio.index import load_payload_module
 from kio.serial import entity_reader
-from kio.static.constants import EntityType
 
 from brokers.client.errors import ProtocolViolationError
+from brokers.wire.entities import has_field, make, request_module
 from brokers.wire.guard import check_request_bounds
 from brokers.wire.messages import MalformedRequestError, UnknownMessageError, response_schema
 
-
-@cache
-def request_module(api_key: int, version: int) -> ModuleType:
-    return load_payload_module(api_key, version, EntityType.request)
-
-
-@cache
-def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
-
-
-def make(module: ModuleType, name: str, /, **fields: Any) -> Any:
-    """Instantiate `module.name` with the keyword fields that class has; others are dropped."""
-    cls = getattr(module, name)
-    names = _field_names(cls)
-    return cls(**{k: v for k, v in fields.items() if k in names})
-
-
-def has_field(module: ModuleType, name: str, field: str) -> bool:
-    return field in _field_names(getattr(module, name))
+__all__ = ["decode_response", "has_field", "make", "request_module"]
 
 
 @cache
