@@ -35,17 +35,28 @@ def read_properties(path: Path) -> dict[str, str]:
     return properties
 
 
-def _int(properties: Mapping[str, str], key: str, default: int, minimum: int = 0) -> int:
+def int_setting(
+    properties: Mapping[str, str],
+    key: str,
+    default: int,
+    minimum: int = 0,
+    error: type[ValueError] = ValueError,
+) -> int:
+    """A Kafka integer setting, checked; `error` names the component that refuses it."""
     raw = properties.get(key)
     if raw is None:
         return default
     try:
         value = int(raw)
     except ValueError:
-        raise BrokerConfigError(f"{key}={raw!r} is not an integer") from None
+        raise error(f"{key}={raw!r} is not an integer") from None
     if value < minimum:
-        raise BrokerConfigError(f"{key}={value} must be at least {minimum}")
+        raise error(f"{key}={value} must be at least {minimum}")
     return value
+
+
+def _int(properties: Mapping[str, str], key: str, default: int, minimum: int = 0) -> int:
+    return int_setting(properties, key, default, minimum, BrokerConfigError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from brokers.config import int_setting
 from brokers.coordinator.errors import GroupConfigError
 
 INT32_MAX = 2**31 - 1
@@ -58,13 +59,4 @@ class GroupConfig:
 
 
 def _int(properties: Mapping[str, str], key: str, default: int, minimum: int) -> int:
-    raw = properties.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise GroupConfigError(f"{key}={raw!r} is not an integer") from None
-    if value < minimum:
-        raise GroupConfigError(f"{key}={value} must be at least {minimum}")
-    return value
+    return int_setting(properties, key, default, minimum, GroupConfigError)

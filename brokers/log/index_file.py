@@ -103,3 +103,24 @@ class IndexFile:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         return self._fd
+
+
+class IndexFileOwner:
+    """The file operations both sparse indexes pass straight to their `IndexFile`."""
+
+    _file: IndexFile
+
+    def write_staged(self) -> None:
+        self._file.write_staged()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def rename(self, path: Path) -> None:
+        self._file.rename(path)
+
+    def delete(self) -> None:
+        self._file.delete()

@@ -20,14 +20,14 @@ from bisect import bisect_right
 from pathlib import Path
 
 from brokers.log.errors import CorruptIndexError
-from brokers.log.index_file import IndexFile
+from brokers.log.index_file import IndexFile, IndexFileOwner
 
 _ENTRY = struct.Struct(">qi")
 ENTRY_SIZE = _ENTRY.size
 NO_TIMESTAMP = -1
 
 
-class TimeIndex:
+class TimeIndex(IndexFileOwner):
     def __init__(self, index_file: IndexFile, base_offset: int, max_index_bytes: int) -> None:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // ENTRY_SIZE)
@@ -107,18 +107,3 @@ class TimeIndex:
         del self._timestamps[keep:]
         del self._relative_offsets[keep:]
         self._file.truncate_entries(keep)
-
-    def write_staged(self) -> None:
-        self._file.write_staged()
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def rename(self, path: Path) -> None:
-        self._file.rename(path)
-
-    def delete(self) -> None:
-        self._file.delete()
