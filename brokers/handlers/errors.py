@@ -110,3 +110,10 @@ _CODES.update(
         group_errors.UnstableOffsetCommitError: ErrorCode.unstable_offset_commit,
     }
 )
+
+
+# ---- replication wiring (issue 4) ------------------------------------------------------------
+_CODES[replication_errors.NotEnoughReplicasAfterAppendError] = (
+    ErrorCode.not_enough_replicas_after_append
+)
+_CODES[replication_errors.StaleControllerEpochError] = ErrorCode.stale_controller_epoch

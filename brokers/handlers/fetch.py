@@ -4,7 +4,9 @@ Sessionless (KIP-227 sessions are declined by answering session id 0, so clients
 fetches). A partition's records are a file region, sent with sendfile where possible. Limits, as
 Kafka: `partition_max_bytes` per partition, `max_bytes` per response, but the first partition
 with data always returns at least one whole batch (KIP-74). Consumers read up to the high
-watermark; replicas (replica_id ≥ 0) up to the log end. Runs on the event loop.
+watermark; replicas (replica_id ≥ 0) up to the log end, and only from the leader, which then
+records the follower's position (`Partition.update_follower_fetch_state`: ISR expansion, high
+watermark, waking acks=all produces). Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.fetch_response import PartitionData, TopicData, encode_fetch_response
 from brokers.log.errors import OffsetOutOfRangeError
+from brokers.replication.errors import NotLeaderOrFollowerError
 from brokers.server.context import RequestContext
 from brokers.server.response import RawResponse
 from brokers.server.routes import Route
@@ -41,13 +44,13 @@ def route(broker: Broker) -> Route:
         read_committed = getattr(request, "isolation_level", 0) == 1
         if version >= 7 and request.session_id != 0:
             return encode_fetch_response(version, [], error=ErrorCode.fetch_session_id_not_found)
-        is_replica = request.replica_id >= 0
+        replica_id = request.replica_id
         clock = broker.clock
         max_wait = min(request.max_wait.total_seconds(), MAX_WAIT_MS / 1000)
         deadline = clock.monotonic() + max_wait
         keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
         while True:
-            topics, total, failed = _read_all(broker, request, is_replica)
+            topics, total, failed = _read_all(broker, request, replica_id)
             remaining = deadline - clock.monotonic()
             if total >= request.min_bytes or failed or remaining <= 0 or not keys:
                 break
@@ -58,7 +61,7 @@ def route(broker: Broker) -> Route:
     return Route(API_KEY, MIN_VERSION, MAX_VERSION, handle, name="Fetch")
 
 
-def _read_all(broker: Broker, request: Any, is_replica: bool) -> tuple[list[TopicData], int, bool]:
+def _read_all(broker: Broker, request: Any, replica_id: int) -> tuple[list[TopicData], int, bool]:
     budget = _Budget(remaining=min(request.max_bytes, broker.config.fetch_max_bytes))
     topics: list[TopicData] = []
     total = 0
@@ -66,7 +69,7 @@ def _read_all(broker: Broker, request: Any, is_replica: bool) -> tuple[list[Topi
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
-            data = _read_partition(broker, topic.topic, wanted, budget, is_replica)
+            data = _read_partition(broker, topic.topic, wanted, budget, replica_id)
             failed = failed or data.error != ErrorCode.none
             total += data.records_size
             partitions.append(data)
@@ -75,12 +78,15 @@ def _read_all(broker: Broker, request: Any, is_replica: bool) -> tuple[list[Topi
 
 
 def _read_partition(
-    broker: Broker, topic: str, wanted: Any, budget: _Budget, is_replica: bool
+    broker: Broker, topic: str, wanted: Any, budget: _Budget, replica_id: int
 ) -> PartitionData:
     index = wanted.partition
+    is_replica = replica_id >= 0
     try:
         partition = broker.replicas.get(topic, index)
         partition.check_epoch(getattr(wanted, "current_leader_epoch", -1))
+        if not partition.is_leader:  # no follower fetching (KIP-392) yet
+            raise NotLeaderOrFollowerError(f"{topic}-{index}")
         limit = max(min(wanted.partition_max_bytes, budget.remaining), 0)
         fetched = partition.read(
             wanted.fetch_offset,
@@ -89,6 +95,13 @@ def _read_partition(
             min_one_batch=budget.first_with_data and wanted.partition_max_bytes > 0,
         )
         region = fetched.read.region if fetched.read is not None else None
+        if is_replica:
+            partition.update_follower_fetch_state(
+                replica_id,
+                wanted.fetch_offset,
+                getattr(wanted, "log_start_offset", -1),
+                broker.clock.time_ms(),
+            )
     except OffsetOutOfRangeError as exc:
         broker.topic_metrics.failed_fetch.labels(topic).inc()
         found = broker.replicas.find(topic, index)

@@ -4,16 +4,26 @@ Versions 0–2 are advertised (librdkafka's feature probes read the range) and a
 UNSUPPORTED_VERSION per partition, since only magic v2 batches are stored (DESIGN.md). acks=0
 gets no response; if such a request fails, the connection is closed so the client notices, as
 Kafka does. Record data stays opaque bytes: the partition validates batch headers only.
+
+acks=all (Kafka's DelayedProduce): every partition is appended first (`min.insync.replicas` is
+checked before the write: NOT_ENOUGH_REPLICAS), then the request parks in the purgatory on those
+partitions until each one's high watermark passes its append (`Partition.acks_all_outcome`:
+done, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank meanwhile), leadership is lost
+(NOT_LEADER_OR_FOLLOWER) or the request's timeout passes (REQUEST_TIMED_OUT). A standalone
+partition's high watermark is its log end, so acks=all completes at once without parking.
 Runs on the event loop.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from brokers.handlers.build import make, response_module, throttle, timestamp_or_none
 from brokers.handlers.errors import error_code_for, error_message_for
+from brokers.replication.isr import AckOutcome
+from brokers.replication.partition import Partition
 from brokers.server.context import RequestContext
 from brokers.server.dispatcher import CloseConnection
 from brokers.server.routes import Route
@@ -34,25 +44,29 @@ def route(broker: Broker) -> Route:
         module = response_module(API_KEY, ctx.api_version)
         acks = request.acks
         failed = False
-        topics = []
+        answers: list[tuple[str, list[Any]]] = []
+        waiting: list[_Waiting] = []
         for topic in request.topic_data:
-            partitions = []
+            partitions: list[Any] = []
             for data in topic.partition_data:
-                response = _append(module, broker, topic.name, data.index, data.records, acks)
-                failed = failed or response.error_code != ErrorCode.none
-                partitions.append(response)
-            topics.append(
-                make(
-                    module,
-                    "TopicProduceResponse",
-                    name=topic.name,
-                    partition_responses=tuple(partitions),
+                response, appended = _append(
+                    module, broker, topic.name, data.index, data.records, acks
                 )
-            )
+                failed = failed or response.error_code != ErrorCode.none
+                if appended is not None and acks == -1:
+                    waiting.append(_Waiting(partitions, len(partitions), *appended))
+                partitions.append(response)
+            answers.append((topic.name, partitions))
         if acks == 0:
             if failed:
                 raise CloseConnection("acks=0 produce failed")
             return None
+        if waiting:
+            await _await_replication(module, broker, waiting, request.timeout.total_seconds())
+        topics = [
+            make(module, "TopicProduceResponse", name=name, partition_responses=tuple(parts))
+            for name, parts in answers
+        ]
         return make(module, "ProduceResponse", responses=tuple(topics), throttle_time=throttle())
 
     return Route(
@@ -68,20 +82,22 @@ def route(broker: Broker) -> Route:
 
 def _append(
     module: ModuleType, broker: Broker, topic: str, index: int, records: bytes | None, acks: int
-) -> Any:
+) -> tuple[Any, tuple[Partition, int] | None]:
+    """The partition's answer, and (partition, required offset) when the append happened."""
     metrics = broker.topic_metrics
     try:
         if acks not in VALID_ACKS:
-            return _partition(module, index, ErrorCode.invalid_required_acks)
+            return _partition(module, index, ErrorCode.invalid_required_acks), None
         partition = broker.replicas.get(topic, index)
-        result = partition.append_as_leader(records or b"")
+        result = partition.append_as_leader(records or b"", acks)
     except Exception as exc:
         metrics.failed_produce.labels(topic).inc()
-        return _partition(module, index, error_code_for(exc), message=error_message_for(exc))
+        error = _partition(module, index, error_code_for(exc), message=error_message_for(exc))
+        return error, None
     if not result.duplicate:
         metrics.bytes_in.labels(topic).inc(len(records or b""))
         metrics.messages_in.labels(topic).inc(result.last_offset - result.first_offset + 1)
-    return make(
+    response = make(
         module,
         "PartitionProduceResponse",
         index=index,
@@ -92,6 +108,56 @@ def _append(
         record_errors=(),
         error_message=None,
     )
+    return response, (partition, result.last_offset + 1)
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """An acks=all partition answer parked until replication decides it."""
+
+    answers: list[Any]  # the topic's partition answers; `slot` is replaced on failure
+    slot: int
+    partition: Partition
+    required_offset: int
+
+    def outcome(self, broker: Broker) -> ErrorCode | None:
+        """None while pending; else the final error code (none: acknowledged)."""
+        p = self.partition
+        if not p.is_leader or broker.replicas.find(p.topic, p.index) is not p:
+            return ErrorCode.not_leader_or_follower
+        decided = p.acks_all_outcome(self.required_offset)
+        if decided is AckOutcome.PENDING:
+            return None
+        if decided is AckOutcome.DONE:
+            return ErrorCode.none
+        return ErrorCode.not_enough_replicas_after_append
+
+
+async def _await_replication(
+    module: ModuleType, broker: Broker, waiting: list[_Waiting], timeout_s: float
+) -> None:
+    deadline = broker.clock.monotonic() + timeout_s
+    while True:
+        pending = []
+        for entry in waiting:
+            code = entry.outcome(broker)
+            if code is None:
+                pending.append(entry)
+            elif code != ErrorCode.none:
+                _fail(module, broker, entry, code)
+        remaining = deadline - broker.clock.monotonic()
+        if not pending or remaining <= 0:
+            break
+        keys = [(e.partition.topic, e.partition.index) for e in pending]
+        await broker.purgatory.wait(keys, remaining)
+        waiting = pending
+    for entry in pending:
+        _fail(module, broker, entry, ErrorCode.request_timed_out)
+
+
+def _fail(module: ModuleType, broker: Broker, entry: _Waiting, code: ErrorCode) -> None:
+    broker.topic_metrics.failed_produce.labels(entry.partition.topic).inc()
+    entry.answers[entry.slot] = _partition(module, entry.partition.index, code)
 
 
 def _partition(module: ModuleType, index: int, code: ErrorCode, message: str | None = None) -> Any:

@@ -54,3 +54,12 @@ class InvalidReplicaAssignmentError(ReplicationError):
 
 class PolicyViolationError(ReplicationError):
     """A request over one of the broker's limits (partitions per topic, per request)."""
+
+
+class NotEnoughReplicasAfterAppendError(ReplicationError):
+    """acks=all: the batch was written, but the ISR shrank below `min.insync.replicas` before
+    it was replicated (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND); the producer may retry."""
+
+
+class StaleControllerEpochError(ReplicationError):
+    """A LeaderAndIsr/StopReplica from a controller older than one already heard from."""

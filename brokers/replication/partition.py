@@ -1,15 +1,31 @@
 """One partition replica on this broker: its log plus leadership state (epoch, ISR, high watermark).
 
-Owns: the leader-side append (validate, then append as leader, then advance the high watermark)
-and reads bounded by the high watermark for consumers or the log end for followers. Until
-replication lands the ISR is this broker alone, so the high watermark follows the log end offset
-(DESIGN.md: acks=all means leader-only until then); the fields are here for the cluster issue.
+Owns: the leader-side append (min.insync.replicas check, validate, append as leader, advance the
+high watermark), the leader's view of its followers (`followers`, Kafka's remote `Replica`s)
+and the ISR changes they cause, and reads bounded by the high watermark for consumers or the
+log end for followers. The high watermark is min log end offset over the (maximal) ISR
+(`isr.high_watermark`), so with an ISR of this broker alone it follows the log end offset.
+
+Standalone vs replicated: a partition becomes *replicated* once the controller's LeaderAndIsr
+reaches it (`become_leader`/`become_follower` from the replica manager). Until then — the
+standalone broker — `min.insync.replicas` is not enforced (the ISR is {self} by construction;
+DESIGN.md: acks=all means leader-only there) and `Log.high_watermark` stays None, exactly as
+before replication existed. ISR changes need an `isr_change` callback (the replica manager's
+`IsrWriter` binding); without one the ISR never changes.
+
+ISR changes (Kafka's pre-KIP-497 ZooKeeper mode): one write in flight at a time; while it is
+pending the high watermark and acks=all use the *maximal* ISR (current plus pending members),
+so a joining follower holds the high watermark before it is acknowledged as a member and a
+leaving one until its removal is durable. A version conflict drops the change: the controller's
+next LeaderAndIsr carries the truth.
 Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from brokers.clock import Clock
@@ -18,13 +34,20 @@ from brokers.records.batch import BatchHeader, iter_headers
 from brokers.records.builder import recompress
 from brokers.records.compression import CODEC_NAMES
 from brokers.records.validate import validate_for_append
+from brokers.replication import isr as isr_rules
 from brokers.replication.errors import (
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
+from brokers.replication.replica_state import NO_BROKER_EPOCH, ReplicaState
 
 NO_EPOCH = -1
+NO_LEADER = -1
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000  # replica.lag.time.max.ms
+
+log = logging.getLogger(__name__)
+IsrChange = Callable[["Partition", list[int]], Awaitable[int | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +65,7 @@ class LeadershipState:
     leader_epoch: int
     replicas: list[int] = field(default_factory=list)
     isr: list[int] = field(default_factory=list)
+    zk_version: int = 0  # of the partition state znode, for conditional ISR writes
 
 
 class Partition:
@@ -54,6 +78,8 @@ class Partition:
         high_watermark: int,
         on_high_watermark: Callable[[Partition], None],
         topic_id: bytes = b"",
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        isr_change: IsrChange | None = None,
     ) -> None:
         self.log = log
         self.topic = log.topic
@@ -62,9 +88,17 @@ class Partition:
         self._node_id = node_id
         self._clock = clock
         self._on_high_watermark = on_high_watermark
+        self._max_lag_ms = replica_lag_time_max_ms
+        self.isr_change = isr_change
         self.state = LeadershipState(
             leader_id=node_id, leader_epoch=0, replicas=[node_id], isr=[node_id]
         )
+        self.followers: dict[int, ReplicaState] = {}
+        self.replicated = False  # set by the first LeaderAndIsr (see the module docstring)
+        self._maximal_isr: list[int] = self.state.isr
+        self._pending_isr: list[int] | None = None
+        self._isr_write: asyncio.Task[None] | None = None
+        self._leader_epoch_start_offset = log.log_end_offset
         self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
         # Kafka's makeLeader: a leader whose ISR is itself owns every offset it has, so the
         # checkpoint (possibly stale after kill -9) must not hide records the log recovered.
@@ -78,10 +112,60 @@ class Partition:
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
 
+    @property
+    def maximal_isr(self) -> list[int]:
+        return self._maximal_isr
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self.log.config.min_insync_replicas if self.replicated else 1
+
+    # -- leadership changes (LeaderAndIsr) ------------------------------------------------------
+
     def become_leader(self, state: LeadershipState) -> None:
-        self.state = state
-        self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+        """Kafka's makeLeader: follower offsets unknown until they fetch; ISR members get a fresh
+        caught-up time so they are not dropped before their first fetch."""
+        now = self._clock.time_ms()
+        end = self.log.log_end_offset
+        old = self.followers
+        self.followers = {
+            b: old.get(b, ReplicaState(b)).reset(
+                now_ms=now, leader_log_end_offset=end, in_isr=b in state.isr
+            )
+            for b in state.replicas
+            if b != self._node_id
+        }
+        self._set_state(state)
+        self._leader_epoch_start_offset = end
+        self.log.leader_epoch_cache.assign(state.leader_epoch, end)
         self._maybe_advance_high_watermark()
+
+    def become_follower(self, state: LeadershipState) -> None:
+        """Kafka's makeFollower: the fetcher truncates and replicates; the HW comes from it."""
+        self.followers = {}
+        self._set_state(state)
+        self.log.high_watermark = self.high_watermark
+        self._on_high_watermark(self)  # parked acks=all produces see the lost leadership
+
+    def _set_state(self, state: LeadershipState) -> None:
+        self.state = state
+        self.replicated = True
+        self._pending_isr = None
+        self._maximal_isr = state.isr
+
+    def replace_isr(self, isr: list[int]) -> None:
+        """The controller's ISR for our current leadership (a LeaderAndIsr refresh)."""
+        self.state.isr = isr
+        if self._pending_isr is None:
+            self._maximal_isr = isr
+        self._maybe_advance_high_watermark()
+        self._on_high_watermark(self)
+
+    def set_follower_high_watermark(self, high_watermark: int) -> None:
+        """A follower's HW: min(leader HW, own log end), from the replica fetcher."""
+        if not self.is_leader and high_watermark != self.high_watermark:
+            self.high_watermark = high_watermark
+            self.log.high_watermark = high_watermark
 
     def check_epoch(self, requested_epoch: int) -> None:
         """KIP-320: a client's current leader epoch must match ours (-1 skips the check)."""
@@ -92,9 +176,13 @@ class Partition:
         if requested_epoch > self.state.leader_epoch:
             raise UnknownLeaderEpochError(f"{self.topic}-{self.index}: epoch {requested_epoch}")
 
-    def append_as_leader(self, data: bytes) -> AppendResult:
+    # -- the leader's append and acks=all -----------------------------------------------------
+
+    def append_as_leader(self, data: bytes, acks: int = 1) -> AppendResult:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"{self.topic}-{self.index}")
+        # Kafka checks the committed ISR before writing: refused writes are never in the log.
+        isr_rules.check_append(acks, len(self.state.isr), self.min_insync_replicas)
         config = self.log.config
         batches = validate_for_append(
             data,
@@ -110,23 +198,124 @@ class Partition:
         self._maybe_advance_high_watermark()
         return result
 
+    def acks_all_outcome(self, required_offset: int) -> isr_rules.AckOutcome:
+        """Whether an acks=all append ending before `required_offset` may be answered."""
+        return isr_rules.acks_all_outcome(
+            required_offset, self.high_watermark, len(self.state.isr), self.min_insync_replicas
+        )
+
     def _maybe_advance_high_watermark(self) -> None:
-        # With an ISR of one, every appended offset is replicated to the whole ISR.
-        if self.state.isr == [self._node_id] and self.high_watermark < self.log.log_end_offset:
-            self.high_watermark = self.log.log_end_offset
+        if not self.is_leader:
+            return
+        hw = isr_rules.high_watermark(
+            self.high_watermark,
+            self._maximal_isr,
+            self.followers,
+            leader_id=self._node_id,
+            leader_log_end_offset=self.log.log_end_offset,
+        )
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            if self.replicated:
+                self.log.high_watermark = hw
             self._on_high_watermark(self)
+
+    # -- followers and the ISR (leader side) --------------------------------------------------
+
+    def update_follower_fetch_state(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int,
+        now_ms: int,
+        broker_epoch: int = NO_BROKER_EPOCH,
+    ) -> bool:
+        """A follower fetched at `fetch_offset` (its log end): Kafka's updateFollowerFetchState.
+        False when ignored: not an assigned follower, or a stale broker epoch (KIP-903)."""
+        state = self.followers.get(replica_id)
+        if not self.is_leader or state is None or not state.accepts_broker_epoch(broker_epoch):
+            return False
+        state = state.on_fetch(
+            fetch_offset=fetch_offset,
+            log_start_offset=log_start_offset,
+            fetch_time_ms=now_ms,
+            leader_log_end_offset=self.log.log_end_offset,
+            broker_epoch=broker_epoch,
+        )
+        self.followers[replica_id] = state
+        self._maybe_expand_isr(state)
+        self._maybe_advance_high_watermark()
+        return True
+
+    def _maybe_expand_isr(self, state: ReplicaState) -> None:
+        if self.isr_change is None or self._pending_isr is not None:
+            return
+        expanded = isr_rules.expanded_isr(
+            self.state.isr,
+            self.state.replicas,
+            state,
+            high_watermark=self.high_watermark,
+            leader_epoch_start_offset=self._leader_epoch_start_offset,
+        )
+        if expanded is not None:
+            self._submit_isr(expanded)
+
+    def maybe_shrink_isr(self, now_ms: int) -> bool:
+        """Drop followers lagging over replica.lag.time.max.ms (Kafka's maybeShrinkIsr)."""
+        if not self.is_leader or self.isr_change is None or self._pending_isr is not None:
+            return False
+        lagging = isr_rules.out_of_sync_followers(
+            self.state.isr,
+            self.followers,
+            leader_id=self._node_id,
+            leader_log_end_offset=self.log.log_end_offset,
+            now_ms=now_ms,
+            max_lag_ms=self._max_lag_ms,
+        )
+        shrunk = isr_rules.shrunk_isr(self.state.isr, lagging)
+        if shrunk is None:
+            return False
+        self._submit_isr(shrunk)
+        return True
+
+    def _submit_isr(self, isr: list[int]) -> None:
+        self._pending_isr = isr
+        self._maximal_isr = list(dict.fromkeys([*self.state.isr, *isr]))
+        self._isr_write = asyncio.get_running_loop().create_task(self._write_isr(isr))
+
+    async def _write_isr(self, isr: list[int]) -> None:
+        assert self.isr_change is not None
+        state = self.state
+        try:
+            version = await self.isr_change(self, isr)
+        except Exception as exc:  # e.g. ZooKeeper unreachable: retried at the next check
+            log.warning("%s-%d: ISR write failed: %r", self.topic, self.index, exc)
+            version = None
+        if self.state is not state:
+            return  # a LeaderAndIsr arrived meanwhile; it carries the truth
+        self._pending_isr = None
+        if version is None:
+            self._maximal_isr = state.isr
+            return
+        log.info("%s-%d: ISR %s -> %s", self.topic, self.index, state.isr, isr)
+        state.isr, state.zk_version = isr, version
+        self._maximal_isr = isr
+        self._maybe_advance_high_watermark()
+        self._on_high_watermark(self)  # the ISR size decides parked acks=all outcomes too
+
+    # -- reads ----------------------------------------------------------------------------------
 
     def read(
         self, offset: int, max_bytes: int, *, for_follower: bool = False, min_one_batch: bool = True
     ) -> FetchedData:
-        log = self.log
-        max_offset = log.log_end_offset if for_follower else self.high_watermark
-        read = log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+        log_ = self.log
+        max_offset = log_.log_end_offset if for_follower else self.high_watermark
+        read = log_.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
         return FetchedData(
             read=read,
             high_watermark=self.high_watermark,
-            log_start_offset=log.log_start_offset,
-            log_end_offset=log.log_end_offset,
+            log_start_offset=log_.log_start_offset,
+            log_end_offset=log_.log_end_offset,
             last_stable_offset=self.high_watermark,
         )
 

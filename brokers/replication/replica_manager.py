@@ -1,25 +1,67 @@
-"""The partitions this broker hosts, and the high-watermark checkpoint that outlives restarts.
+"""The partitions this broker hosts, their leadership, and the high-watermark checkpoint.
 
 Owns: `ReplicaManager` — partition lookup for produce/fetch, creation and deletion through the
-log manager, `replication-offset-checkpoint`. Appends notify `on_append` so parked fetches wake.
+log manager, `replication-offset-checkpoint` (leaders' and followers' high watermarks), and the
+controller's orders (Kafka's `becomeLeaderOrFollower` / `stopReplicas`): `apply_leader_and_isr`
+makes partitions leaders or followers and starts/stops their fetchers (`FetcherManager`, one per
+leader broker); `shrink_isrs` is the periodic ISR check (every replica.lag.time.max.ms / 2, run by
+the broker in cluster mode); ISR changes go through the injected `isr_writer`. Appends and high
+watermark moves notify `on_append` so parked fetches and acks=all produces wake.
+
+Equal leader epochs: a LeaderAndIsr at the partition's current epoch naming the same leader only
+refreshes ISR, replicas and znode version (never older than ours) — the controller resending
+state after a resync must not restart leadership. Older epochs are refused (fenced).
 Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import logging
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from brokers.client.config import ClientConfig
+from brokers.client.metadata import TopicPartition as FetchedTopicPartition
 from brokers.clock import Clock
 from brokers.log.checkpoints import read_offsets, write_offsets
 from brokers.log.config import LogConfig
 from brokers.log.log import Log
 from brokers.log.log_manager import LogManager
-from brokers.replication.errors import UnknownTopicOrPartitionError
-from brokers.replication.partition import Partition
+from brokers.replication.errors import (
+    FencedLeaderEpochError,
+    StaleControllerEpochError,
+    UnknownTopicOrPartitionError,
+)
+from brokers.replication.fetcher_manager import FetcherManager
+from brokers.replication.isr_writer import IsrWriter
+from brokers.replication.partition import (
+    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    NO_LEADER,
+    LeadershipState,
+    Partition,
+)
+from brokers.replication.replica_state import ReplicaState
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 TopicPartition = tuple[str, int]
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionStateUpdate:
+    """One partition of a LeaderAndIsr request, as the controller decided it."""
+
+    topic: str
+    partition: int
+    topic_id: uuid.UUID
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    replicas: list[int]
+    zk_version: int
+    configs: dict[str, str]
 
 
 class ReplicaManager:
@@ -31,28 +73,45 @@ class ReplicaManager:
         node_id: int,
         clock: Clock,
         on_append: Callable[[TopicPartition], None],
+        isr_writer: IsrWriter | None = None,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        broker_properties: Mapping[str, str] | None = None,
+        client_config: ClientConfig | None = None,
+        fetch_backoff_s: float = 1.0,  # replica.fetch.backoff.ms
     ) -> None:
         self._logs = log_manager
         self._checkpoint_path = log_dir / HW_CHECKPOINT
         self._node_id = node_id
         self._clock = clock
         self._on_append = on_append
+        self.isr_writer = isr_writer  # settable until the first LeaderAndIsr
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._broker_properties = dict(broker_properties or {})
+        self.controller_epoch = -1
         self._partitions: dict[TopicPartition, Partition] = {}
         self._saved_high_watermarks: dict[TopicPartition, int] = {}
+        self.fetchers = FetcherManager(
+            node_id=node_id,
+            clock=clock,
+            on_high_watermark=self._on_follower_high_watermark,
+            client_config=client_config,
+            backoff_s=fetch_backoff_s,
+        )
 
     def startup(self) -> None:
         self._saved_high_watermarks = read_offsets(self._checkpoint_path)
-        for log in self._logs.logs():
-            self._register(log)
+        for log_ in self._logs.logs():
+            self._register(log_)
 
-    def _register(self, log: Log) -> Partition:
-        key = (log.topic, log.partition)
+    def _register(self, log_: Log) -> Partition:
+        key = (log_.topic, log_.partition)
         partition = Partition(
-            log,
+            log_,
             node_id=self._node_id,
             clock=self._clock,
             high_watermark=self._saved_high_watermarks.get(key, 0),
             on_high_watermark=lambda p: self._on_append((p.topic, p.index)),
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
         )
         self._partitions[key] = partition
         return partition
@@ -76,9 +135,152 @@ class ReplicaManager:
         return self._register(self._logs.create(topic, index, config))
 
     def delete(self, topic: str, index: int) -> None:
+        self.fetchers.unfollow(FetchedTopicPartition(topic, index))
         if self._partitions.pop((topic, index), None) is not None:
             self._logs.delete(topic, index)
 
     def checkpoint_high_watermarks(self) -> None:
         offsets = {key: p.high_watermark for key, p in self._partitions.items()}
         write_offsets(self._checkpoint_path, offsets)
+
+    # -- the controller's orders ----------------------------------------------------------------
+
+    def apply_leader_and_isr(
+        self,
+        controller_epoch: int,
+        updates: list[PartitionStateUpdate],
+        leaders: dict[int, tuple[str, int]],
+    ) -> dict[TopicPartition, Exception | None]:
+        """LeaderAndIsr: per partition None, or the error it was refused with."""
+        keys = [(u.topic, u.partition) for u in updates]
+        if controller_epoch < self.controller_epoch:
+            return {key: StaleControllerEpochError(f"epoch {controller_epoch}") for key in keys}
+        self.controller_epoch = controller_epoch
+        results: dict[TopicPartition, Exception | None] = {}
+        for update in updates:
+            try:
+                self._apply(update, leaders)
+                results[(update.topic, update.partition)] = None
+            except Exception as exc:  # one partition's failure does not stop the others
+                log.warning("LeaderAndIsr %s-%d: %r", update.topic, update.partition, exc)
+                results[(update.topic, update.partition)] = exc
+        return results
+
+    def _apply(self, update: PartitionStateUpdate, leaders: Mapping[int, tuple[str, int]]) -> None:
+        partition = self.find(update.topic, update.partition)
+        if partition is None:
+            config = LogConfig.from_properties(update.configs, self._broker_properties)
+            partition = self.create(update.topic, update.partition, config)
+        current = partition.state
+        if partition.replicated and update.leader_epoch < current.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{update.topic}-{update.partition}: leader epoch {update.leader_epoch} "
+                f"is older than {current.leader_epoch}"
+            )
+        partition.topic_id = update.topic_id.bytes
+        partition.isr_change = None if self.isr_writer is None else self._write_isr
+        tp = FetchedTopicPartition(update.topic, update.partition)
+        same_epoch = partition.replicated and update.leader_epoch == current.leader_epoch
+        if same_epoch and update.leader == current.leader_id:
+            self._refresh(partition, update)
+            if partition.is_leader or self.fetchers.fetcher_for(tp) is not None:
+                return
+        state = LeadershipState(
+            update.leader,
+            update.leader_epoch,
+            list(update.replicas),
+            list(update.isr),
+            update.zk_version,
+        )
+        if update.leader == self._node_id:
+            self.fetchers.unfollow(tp)
+            partition.become_leader(state)
+            return
+        partition.become_follower(state)
+        address = leaders.get(update.leader)
+        if address is None:  # no leader (or an unknown one): wait for the next LeaderAndIsr
+            self.fetchers.unfollow(tp)
+            return
+        self.fetchers.follow(
+            tp,
+            partition.log,
+            leader=update.leader,
+            address=address,
+            leader_epoch=update.leader_epoch,
+            high_watermark=partition.high_watermark,
+        )
+
+    @staticmethod
+    def _refresh(partition: Partition, update: PartitionStateUpdate) -> None:
+        state = partition.state
+        if update.zk_version < state.zk_version:
+            return
+        state.replicas, state.zk_version = list(update.replicas), update.zk_version
+        if partition.is_leader:
+            partition.replace_isr(list(update.isr))
+            for broker_id in update.replicas:
+                if broker_id != state.leader_id:
+                    partition.followers.setdefault(broker_id, ReplicaState(broker_id))
+        else:
+            state.isr = list(update.isr)
+
+    def stop_replicas(
+        self, partitions: list[TopicPartition], *, delete: bool
+    ) -> dict[TopicPartition, Exception | None]:
+        """StopReplica: stop fetching; the replica leads nothing (NOT_LEADER_OR_FOLLOWER to
+        clients) until a LeaderAndIsr; `delete` also removes the log."""
+        results: dict[TopicPartition, Exception | None] = {}
+        for topic, index in partitions:
+            try:
+                self.fetchers.unfollow(FetchedTopicPartition(topic, index))
+                partition = self.find(topic, index)
+                if delete:
+                    self.delete(topic, index)
+                elif partition is not None:
+                    state = partition.state
+                    partition.become_follower(
+                        LeadershipState(
+                            NO_LEADER,
+                            state.leader_epoch,
+                            state.replicas,
+                            state.isr,
+                            state.zk_version,
+                        )
+                    )
+                results[(topic, index)] = None
+            except Exception as exc:
+                results[(topic, index)] = exc
+        return results
+
+    # -- ISR maintenance and follower high watermarks -------------------------------------------
+
+    @property
+    def isr_shrink_interval_ms(self) -> int:
+        """Kafka schedules isr-expiration at half of replica.lag.time.max.ms."""
+        return max(self.replica_lag_time_max_ms // 2, 1)
+
+    async def shrink_isrs(self) -> None:
+        now = self._clock.time_ms()
+        for partition in self.partitions():
+            partition.maybe_shrink_isr(now)
+
+    async def _write_isr(self, partition: Partition, isr: list[int]) -> int | None:
+        assert self.isr_writer is not None
+        state = partition.state
+        return await self.isr_writer.write_isr(
+            partition.topic,
+            partition.index,
+            state.leader_epoch,
+            isr,
+            state.zk_version,
+            self.controller_epoch,
+        )
+
+    def _on_follower_high_watermark(self, tp: FetchedTopicPartition, hw: int) -> None:
+        partition = self._partitions.get((tp.topic, tp.partition))
+        if partition is not None:
+            partition.set_follower_high_watermark(hw)
+
+    async def shutdown(self) -> None:
+        """Stop the fetchers (before the logs close)."""
+        await self.fetchers.shutdown()

@@ -1,0 +1,146 @@
+"""The follower side's fetchers: one `ReplicaFetcher` per leader broker (Kafka's
+`ReplicaFetcherManager`, with one fetcher thread per source broker).
+
+Owns: which fetcher follows which partition, the fetchers' asyncio tasks, and their leader
+connections. Each fetcher has a `RemoteLeader` on its own connection, opened lazily on the
+first request and reopened after a failure (`ReconnectingLeader`), so `follow` never blocks and
+a dead leader only backs its partitions off. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from brokers.client.config import ClientConfig
+from brokers.client.connection import BrokerConnection
+from brokers.client.consumer import FetchedPartition, FetchPosition
+from brokers.client.metadata import TopicPartition
+from brokers.clock import Clock
+from brokers.log.log import Log
+from brokers.replication.fetcher import EpochAnswer, EpochQuery, ReplicaFetcher
+from brokers.replication.leader_endpoint import RemoteLeader
+
+
+class ReconnectingLeader:
+    """A `LeaderEndpoint` that (re)connects to `host:port` when it has no live connection."""
+
+    def __init__(self, host: str, port: int, *, node_id: int, config: ClientConfig) -> None:
+        self.address = (host, port)
+        self._node_id = node_id
+        self._config = config
+        self._connection: BrokerConnection | None = None
+        self._remote: RemoteLeader | None = None
+
+    async def _leader(self) -> RemoteLeader:
+        if self._connection is None or self._connection.closed or self._remote is None:
+            await self.aclose()
+            host, port = self.address
+            self._connection = await BrokerConnection.connect(host, port, self._config)
+            self._remote = RemoteLeader(self._connection, node_id=self._node_id)
+        return self._remote
+
+    async def fetch(
+        self, positions: Mapping[TopicPartition, FetchPosition]
+    ) -> Mapping[TopicPartition, FetchedPartition]:
+        return await (await self._leader()).fetch(positions)
+
+    async def end_offsets(
+        self, queries: Mapping[TopicPartition, EpochQuery]
+    ) -> Mapping[TopicPartition, EpochAnswer]:
+        return await (await self._leader()).end_offsets(queries)
+
+    async def aclose(self) -> None:
+        connection, self._connection, self._remote = self._connection, None, None
+        if connection is not None:
+            await connection.aclose()
+
+
+@dataclass(slots=True)
+class _Running:
+    fetcher: ReplicaFetcher
+    endpoint: ReconnectingLeader
+    task: asyncio.Task[None]
+    partitions: set[TopicPartition]
+
+
+class FetcherManager:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        clock: Clock,
+        on_high_watermark: Callable[[TopicPartition, int], None],
+        client_config: ClientConfig | None = None,
+        backoff_s: float = 1.0,
+    ) -> None:
+        self._node_id = node_id
+        self._clock = clock
+        self._on_high_watermark = on_high_watermark
+        self._config = client_config or ClientConfig(client_id=f"pier-replica-{node_id}")
+        self._backoff_s = backoff_s
+        self._fetchers: dict[int, _Running] = {}
+
+    def follow(
+        self,
+        tp: TopicPartition,
+        log: Log,
+        *,
+        leader: int,
+        address: tuple[str, int],
+        leader_epoch: int,
+        high_watermark: int,
+    ) -> None:
+        """Follow `tp` from broker `leader` (at `address`), leaving any other leader's fetcher."""
+        self.unfollow(tp)
+        running = self._fetchers.get(leader)
+        if running is not None and running.endpoint.address != address:
+            self._stop(leader)  # the broker moved: a new connection to its new address
+            running = None
+        if running is None:
+            running = self._start(leader, address)
+        running.fetcher.follow(tp, log, leader_epoch=leader_epoch, high_watermark=high_watermark)
+        running.partitions.add(tp)
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        for leader, running in list(self._fetchers.items()):
+            if tp in running.partitions:
+                running.fetcher.unfollow(tp)
+                running.partitions.discard(tp)
+                if not running.partitions:
+                    self._stop(leader)
+
+    def fetcher_for(self, tp: TopicPartition) -> ReplicaFetcher | None:
+        return next((r.fetcher for r in self._fetchers.values() if tp in r.partitions), None)
+
+    def _start(self, leader: int, address: tuple[str, int]) -> _Running:
+        endpoint = ReconnectingLeader(*address, node_id=self._node_id, config=self._config)
+        fetcher = ReplicaFetcher(
+            endpoint,
+            clock=self._clock,
+            on_high_watermark=self._on_high_watermark,
+            backoff_s=self._backoff_s,
+        )
+        task = asyncio.get_running_loop().create_task(fetcher.run())
+        running = _Running(fetcher, endpoint, task, set())
+        self._fetchers[leader] = running
+        return running
+
+    def _stop(self, leader: int) -> None:
+        running = self._fetchers.pop(leader)
+        running.fetcher.stop()
+        running.task.add_done_callback(lambda _: asyncio.ensure_future(running.endpoint.aclose()))
+
+    async def shutdown(self) -> None:
+        """Stop every fetcher and close its connection (broker shutdown)."""
+        stopping = list(self._fetchers.values())
+        self._fetchers.clear()
+        for running in stopping:
+            running.fetcher.stop()
+            running.task.cancel()  # a fetch parked on the leader may wait up to its max wait
+        for running in stopping:
+            with contextlib.suppress(asyncio.CancelledError):
+                await running.task
+            await running.endpoint.aclose()
