@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -33,6 +34,10 @@ from brokers.server.listener import Listener
 from brokers.server.metrics import ServerMetrics
 from brokers.server.purgatory import Purgatory
 from brokers.wire.framing import FrameLimits
+
+if TYPE_CHECKING:
+    from brokers.cluster_mode import ClusterMode
+    from brokers.zk_topics import ZkTopicAdmin
 
 log = logging.getLogger("pier.broker")
 META_PROPERTIES = "meta.properties"
@@ -64,7 +69,7 @@ class Broker:
             cluster_id=_cluster_id(data_dir), controller_id=config.node_id
         )
         self.metadata.brokers[config.node_id] = BrokerEndpoint(
-            config.node_id, config.advertised, config.port, config.rack
+            config.node_id, config.advertised, config.port, config.broker_rack
         )
         self.replicas = ReplicaManager(
             self.log_manager,
@@ -73,7 +78,7 @@ class Broker:
             clock=clock,
             on_append=self.purgatory.notify,
         )
-        self.topics = LocalTopicRegistry(
+        self.topics: LocalTopicRegistry | ZkTopicAdmin = LocalTopicRegistry(
             data_dir,
             self.replicas,
             self.metadata,
@@ -81,6 +86,11 @@ class Broker:
             broker_defaults=config.properties,
         )
         self.producer_ids = ProducerIdManager(FileBlockStore(data_dir / "pier-producer-id-block"))
+        self.cluster: ClusterMode | None = None
+        if config.zookeeper_connect is not None:  # ZooKeeper mode replaces topics and producer ids
+            from brokers.cluster_mode import ClusterMode
+
+            self.cluster = ClusterMode(self, config.zookeeper_connect)
         self.registry.register(LogSizeCollector(self._log_sizes))
         if self.log_manager.cleaner is not None:
             self.registry.register(CleanerCollector(self.log_manager.cleaner))
@@ -100,7 +110,10 @@ class Broker:
         self.groups.start()  # reads __consumer_offsets back; COORDINATOR_LOAD_IN_PROGRESS until done
         from brokers.handlers import build_route_table  # handlers depend on Broker, not vice versa
 
-        dispatcher = Dispatcher(build_route_table(self), self.server_metrics)
+        table = build_route_table(self)
+        for route in self.cluster.routes() if self.cluster is not None else []:
+            table.add(route)
+        dispatcher = Dispatcher(table, self.server_metrics)
         limits = FrameLimits(max_request_bytes=self.config.socket_request_max_bytes)
         self._listener = Listener(
             dispatcher,
@@ -115,6 +128,9 @@ class Broker:
             self.metadata.brokers[self.config.node_id] = BrokerEndpoint(
                 endpoint.node_id, endpoint.host, self.port, endpoint.rack
             )
+        if self.cluster is not None:
+            await self.cluster.start()
+            self._schedule(self.replicas.isr_shrink_interval_ms, self.replicas.shrink_isrs)
         if self.config.metrics_port is not None:
             start_http_server(
                 self.config.metrics_port, addr=self.config.host, registry=self.registry
@@ -132,6 +148,8 @@ class Broker:
 
     async def stop(self) -> None:
         """Close the listener first so no append races the final flush and checkpoint."""
+        if self.cluster is not None:  # leadership moves away while we still serve (Kafka)
+            await self.cluster.controlled_shutdown()
         if self._listener is not None:
             await self._listener.stop()
         for job in self._jobs:
@@ -140,6 +158,9 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
         await self.groups.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
+            await self.replicas.shutdown()
         self.replicas.checkpoint_high_watermarks()
         self.log_manager.shutdown()
 

@@ -69,6 +69,17 @@ class BrokerConfig:
     metrics_port: int | None = None
     rack: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    zookeeper: str | None = None  # host:port[,host:port][/chroot]; None: standalone
+
+    @property
+    def zookeeper_connect(self) -> str | None:
+        """ZooKeeper mode when set: `--zookeeper`, else Kafka's `zookeeper.connect` property."""
+        return self.zookeeper or self.properties.get("zookeeper.connect") or None
+
+    @property
+    def broker_rack(self) -> str | None:
+        """`--rack`, else Kafka's `broker.rack` property."""
+        return self.rack or self.properties.get("broker.rack") or None
 
     @property
     def advertised(self) -> str:
@@ -114,3 +125,7 @@ class BrokerConfig:
             getattr(self, name)
         for key in ("num.partitions", "default.replication.factor"):
             _int(self.properties, key, 1, minimum=1)
+        _int(self.properties, "zookeeper.session.timeout.ms", 18_000, minimum=1)
+        connect = self.zookeeper_connect
+        if connect is not None and not connect.split("/", 1)[0].strip():
+            raise BrokerConfigError(f"zookeeper {connect!r} names no host:port")

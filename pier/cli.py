@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pier import groups_cli, tenancy_cli
+from pier import cluster_cli, groups_cli, tenancy_cli
 
 EXIT_USAGE = 2
 
@@ -37,9 +37,14 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument("--config", type=Path, default=None, help="Kafka broker properties file")
     broker.add_argument("--metrics-port", type=int, default=None, help="Prometheus endpoint port")
     broker.add_argument(
+        "--zookeeper", default=None, help="HOST:PORT[/chroot]: join a cluster (ZooKeeper mode)"
+    )
+    broker.add_argument("--rack", default=None, help="this broker's rack (rack-aware assignment)")
+    broker.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     groups_cli.add_parser(commands)
+    cluster_cli.add_parser(commands)
     tenancy_cli.add_parser(commands)
     return parser
 
@@ -50,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_broker(args)
     if args.command == "groups":
         return groups_cli.run(args)
+    if args.command == "cluster":
+        return cluster_cli.run(args)
     if args.command in tenancy_cli.COMMANDS:
         return tenancy_cli.run(args)
     return EXIT_USAGE
@@ -78,7 +85,9 @@ def _run_broker(args: argparse.Namespace) -> int:
             port=args.port,
             advertised_host=args.advertised_host,
             metrics_port=args.metrics_port,
+            rack=args.rack,
             properties=properties,
+            zookeeper=args.zookeeper,
         )
         config.validate()
         _check_data_dir(args.data_dir)
@@ -88,9 +97,10 @@ def _run_broker(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"{exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}".rstrip(": "))
     except Exception as exc:
+        from brokers.controller.errors import ControllerError
         from brokers.log.errors import LogError
 
-        if isinstance(exc, LogError | ValueError):
+        if isinstance(exc, LogError | ValueError | ControllerError):
             return _fail(str(exc))
         raise
 

@@ -1,7 +1,8 @@
 """Handlers: one module per Kafka API, and the route table that maps API keys to them.
 
-`build_route_table(broker)` is the single place an API is wired; ApiVersions is derived from the
-table. Handlers run on the event loop.
+`build_route_table(broker)` is the single place a client-facing API is wired; ApiVersions is
+derived from the table. (ZooKeeper mode adds the controller's inter-broker routes on top, see
+`brokers.cluster_mode`.) Handlers run on the event loop.
 """
 
 from __future__ import annotations
@@ -15,50 +16,63 @@ if TYPE_CHECKING:
 
 
 def build_route_table(broker: Broker) -> RouteTable:
-    from brokers.handlers import api_versions, metadata, produce
+    from brokers.handlers import (
+        alter_configs,
+        api_versions,
+        create_partitions,
+        create_topics,
+        delete_groups,
+        delete_records,
+        delete_topics,
+        describe_cluster,
+        describe_configs,
+        describe_groups,
+        fetch,
+        find_coordinator,
+        heartbeat,
+        incremental_alter_configs,
+        init_producer_id,
+        join_group,
+        leave_group,
+        list_groups,
+        list_offsets,
+        metadata,
+        offset_commit,
+        offset_delete,
+        offset_fetch,
+        offset_for_leader_epoch,
+        produce,
+        sync_group,
+    )
 
     table = RouteTable()
-    for module in (metadata, produce):
+    for module in (
+        produce,
+        fetch,
+        list_offsets,
+        metadata,
+        offset_commit,
+        offset_fetch,
+        find_coordinator,
+        join_group,
+        heartbeat,
+        leave_group,
+        sync_group,
+        describe_groups,
+        list_groups,
+        delete_records,
+        init_producer_id,
+        offset_for_leader_epoch,
+        create_topics,
+        delete_topics,
+        create_partitions,
+        describe_configs,
+        alter_configs,
+        incremental_alter_configs,
+        delete_groups,
+        offset_delete,
+        describe_cluster,
+    ):
         table.add(module.route(broker))
-    for optional in _optional_routes(broker):
-        table.add(optional)
     table.add(api_versions.route(table))
     return table
-
-
-def _optional_routes(broker: Broker) -> list:  # type: ignore[type-arg]
-    """Routes from handler modules present in this checkout (filled in as modules land)."""
-    import importlib
-
-    routes = []
-    for name in (
-        "fetch",
-        "list_offsets",
-        "create_topics",
-        "delete_topics",
-        "create_partitions",
-        "describe_configs",
-        "alter_configs",
-        "incremental_alter_configs",
-        "delete_records",
-        "describe_cluster",
-        "offset_for_leader_epoch",
-        "init_producer_id",
-        "find_coordinator",
-        "join_group",
-        "sync_group",
-        "heartbeat",
-        "leave_group",
-        "offset_commit",
-        "offset_fetch",
-        "offset_delete",
-        "describe_groups",
-        "list_groups",
-        "delete_groups",
-    ):
-        try:
-            module = importlib.import_module(f"brokers.handlers.{name}")
-        except ModuleNotFoundError:
-            continue
-        routes.append(module.route(broker))
-    return routes

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 
+from brokers.controller import ControllerMovedError
 from brokers.coordinator import errors as group_errors
+from brokers.handlers.control_fence import StaleBrokerEpochError
 from brokers.log import errors as log_errors
 from brokers.records import errors as record_errors
 from brokers.replication import errors as replication_errors
@@ -117,3 +119,8 @@ _CODES[replication_errors.NotEnoughReplicasAfterAppendError] = (
     ErrorCode.not_enough_replicas_after_append
 )
 _CODES[replication_errors.StaleControllerEpochError] = ErrorCode.stale_controller_epoch
+
+
+# ---- controller fencing (issue 4) ---------------------------------------------------------------
+_CODES[StaleBrokerEpochError] = ErrorCode.stale_broker_epoch
+_CODES[ControllerMovedError] = ErrorCode.not_controller

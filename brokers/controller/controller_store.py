@@ -1,0 +1,148 @@
+"""The controller's reads and writes of ZooKeeper (Kafka's `KafkaZkClient` as the controller uses it).
+
+Owns: creating the top-level paths and `/cluster/id`; loading a `ControllerContext` (topics with
+ids, assignments, configs, partition states with their znode versions); reading topics, partition
+states and ISR-change notifications again when watches fire; writing a decision's partition
+states in ONE multi-op fenced by the controller epoch (`election.fence()`): states that exist are
+set conditionally on the version the context holds, new ones are created. If any condition fails
+nothing is written and `ZNodeVersionError` is raised: the caller re-reads and decides again, or
+finds that it was deposed. Also deletes a topic's znodes once its deletion is done.
+Runs on the controller's event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+
+from brokers.controller import zk_paths
+from brokers.controller.context import ControllerContext
+from brokers.controller.errors import ZNodeExistsError, ZNodeFormatError, ZNodeMissingError
+from brokers.controller.state import LeaderAndIsr, TopicPartition
+from brokers.controller.zk_client import CheckOp, CreateOp, Op, SetOp, ZkClient
+
+Watch = Callable[[str], None]
+
+
+class ControllerStore:
+    def __init__(self, zk: ZkClient) -> None:
+        self._zk = zk
+
+    async def create_top_level_paths(self) -> str:
+        """Make `PERSISTENT_PATHS` and `/cluster/id` (kept if present); returns the cluster id."""
+        for path in zk_paths.PERSISTENT_PATHS:
+            await self._zk.ensure_path(path)
+        with contextlib.suppress(ZNodeExistsError):
+            cluster_id = uuid.uuid4().hex[:22]
+            await self._zk.create(zk_paths.CLUSTER_ID, zk_paths.encode_cluster_id(cluster_id))
+        return zk_paths.decode_cluster_id((await self._zk.get(zk_paths.CLUSTER_ID)).data)
+
+    async def topic_names(self, watch: Watch | None = None) -> list[str]:
+        return await self._zk.children(zk_paths.BROKER_TOPICS, watch)
+
+    async def read_topic(
+        self, topic: str, watch: Watch | None = None
+    ) -> zk_paths.TopicAssignment | None:
+        """The topic's assignment (None if gone); `watch` fires on partition growth."""
+        try:
+            node = await self._zk.get(zk_paths.topic_path(topic), watch)
+        except (ZNodeMissingError, ZNodeFormatError):
+            return None
+        return zk_paths.decode_topic(node.data)
+
+    async def read_config(self, topic: str) -> dict[str, str]:
+        try:
+            node = await self._zk.get(zk_paths.topic_config_path(topic))
+        except ZNodeMissingError:
+            return {}
+        return zk_paths.decode_topic_config(node.data)
+
+    async def read_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        try:
+            node = await self._zk.get(zk_paths.partition_state_path(tp))
+        except ZNodeMissingError:
+            return None
+        return zk_paths.decode_partition_state(node.data, node.version)
+
+    async def load_topic(
+        self, context: ControllerContext, topic: str, watch: Watch | None = None
+    ) -> list[TopicPartition]:
+        """Read one topic into the context; returns its partitions that have no state yet."""
+        assignment = await self.read_topic(topic, watch)
+        if assignment is None:
+            return []
+        context.add_topic(topic, assignment.topic_id or uuid.uuid4(), assignment.partitions)
+        context.topic_configs[topic] = await self.read_config(topic)
+        missing = []
+        for partition in sorted(assignment.partitions):
+            tp = TopicPartition(topic, partition)
+            state = await self.read_state(tp)
+            if state is None:
+                missing.append(tp)
+            else:
+                context.leadership[tp] = state
+        return missing
+
+    async def topics_to_delete(self, watch: Watch | None = None) -> list[str]:
+        return await self._zk.children(zk_paths.DELETE_TOPICS, watch)
+
+    async def isr_changes(
+        self, watch: Watch | None = None
+    ) -> tuple[list[str], set[TopicPartition]]:
+        """Notification znode names and the partitions they name (bad ones are skipped)."""
+        names = await self._zk.children(zk_paths.ISR_CHANGE_NOTIFICATION, watch)
+        changed: set[TopicPartition] = set()
+        for name in names:
+            with contextlib.suppress(ZNodeMissingError, ZNodeFormatError):
+                node = await self._zk.get(f"{zk_paths.ISR_CHANGE_NOTIFICATION}/{name}")
+                changed.update(zk_paths.decode_isr_change(node.data))
+        return names, changed
+
+    async def delete_isr_changes(self, names: Iterable[str]) -> None:
+        for name in names:
+            with contextlib.suppress(ZNodeMissingError):
+                await self._zk.delete(f"{zk_paths.ISR_CHANGE_NOTIFICATION}/{name}")
+
+    async def write_states(
+        self,
+        fence: CheckOp,
+        context: ControllerContext,
+        changes: Mapping[TopicPartition, LeaderAndIsr],
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """Write `changes` atomically under the fence; the states with their new znode versions."""
+        if not changes:
+            return {}
+        order = sorted(changes)
+        ops: list[Op] = [fence]
+        for tp in order:
+            data = zk_paths.encode_partition_state(changes[tp])
+            current = context.leadership.get(tp)
+            path = zk_paths.partition_state_path(tp)
+            ops.append(SetOp(path, data, current.zk_version) if current else CreateOp(path, data))
+        if any(isinstance(op, CreateOp) for op in ops):
+            for tp in order:  # multi-op creates do not make parents
+                if tp not in context.leadership:
+                    await self._zk.ensure_path(zk_paths.partition_state_path(tp).rsplit("/", 1)[0])
+        results = await self._zk.multi(ops)
+        written: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp, op, result in zip(order, ops[1:], results[1:], strict=True):
+            version = int(result.version) if isinstance(op, SetOp) else 0
+            state = changes[tp]
+            written[tp] = LeaderAndIsr(
+                state.leader, state.leader_epoch, state.isr, state.controller_epoch, version
+            )
+        return written
+
+    async def delete_topic(self, topic: str) -> None:
+        """Remove the topic's znodes, its config and its deletion request (children first)."""
+        base = zk_paths.topic_path(topic)
+        paths = []
+        with contextlib.suppress(ZNodeMissingError):
+            for p in await self._zk.children(f"{base}/partitions"):
+                paths += [f"{base}/partitions/{p}/state", f"{base}/partitions/{p}"]
+        paths += [f"{base}/partitions", base, zk_paths.topic_config_path(topic)]
+        paths.append(zk_paths.delete_topic_path(topic))
+        for path in paths:
+            with contextlib.suppress(ZNodeMissingError):
+                await self._zk.delete(path)

@@ -1,0 +1,72 @@
+"""UpdateMetadata (key 6): the controller refreshes this broker's view of the cluster.
+
+Owns: fencing (stale controller or broker epoch → the top-level error, cache untouched) and
+applying the request to `MetadataCache`: the live brokers are replaced by the request's list,
+the controller id is recorded, and each partition state in it replaces the cached one. A
+partition whose leader is -2 (Kafka's `LeaderDuringDelete`) is being deleted and leaves the
+cache, and its topic with its last partition. Topic configs are kept. Serves Metadata and
+DescribeCluster on every broker, so clients re-route after leadership moves.
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+from brokers.controller import control_api as rq
+from brokers.handlers.control_fence import FENCED, BrokerFence
+from brokers.handlers.control_requests import control_route
+from brokers.handlers.errors import error_code_for
+from brokers.replication.metadata_cache import (
+    BrokerEndpoint,
+    MetadataCache,
+    PartitionMetadata,
+    TopicMetadata,
+)
+from brokers.server.routes import Route
+from brokers.wire.errors import ErrorCode
+
+LEADER_DURING_DELETE = -2
+
+
+def apply(request: rq.UpdateMetadataRequest, metadata: MetadataCache) -> None:
+    metadata.controller_id = request.controller_id
+    metadata.brokers = {
+        b.id: BrokerEndpoint(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
+        for b in request.live_brokers
+        if b.endpoints
+    }
+    for topic in request.topic_states:
+        cached = metadata.topics.get(topic.topic_name)
+        if cached is None or (topic.topic_id is not None and cached.topic_id != topic.topic_id):
+            if topic.topic_id is None:
+                continue  # a topic first seen without an id cannot be served
+            cached = TopicMetadata(topic.topic_name, topic.topic_id, {}, {})
+            metadata.topics[topic.topic_name] = cached
+        for p in topic.partition_states:
+            if p.leader == LEADER_DURING_DELETE:
+                cached.partitions.pop(p.partition_index, None)
+                continue
+            cached.partitions[p.partition_index] = PartitionMetadata(
+                index=p.partition_index,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                replicas=list(p.replicas),
+                isr=list(p.isr),
+                offline_replicas=list(p.offline_replicas),
+            )
+        if not cached.partitions:
+            del metadata.topics[topic.topic_name]
+
+
+def handle(
+    request: rq.UpdateMetadataRequest, fence: BrokerFence, metadata: MetadataCache
+) -> rq.UpdateMetadataResponse:
+    try:
+        fence.admit(request.controller_epoch, request.broker_epoch)
+    except FENCED as exc:
+        return rq.UpdateMetadataResponse(error_code=error_code_for(exc))
+    apply(request, metadata)
+    return rq.UpdateMetadataResponse(error_code=ErrorCode.none)
+
+
+def route(fence: BrokerFence, metadata: MetadataCache) -> Route:
+    return control_route(rq.UPDATE_METADATA, lambda r: handle(r, fence, metadata))

@@ -1,0 +1,184 @@
+"""Topic administration in ZooKeeper mode: the `TopicAdmin` the handlers call as `broker.topics`.
+
+Owns: `ZkTopicAdmin`, with `LocalTopicRegistry`'s methods, writing what Kafka's `AdminZkClient`
+writes instead of touching logs: `/config/topics/<t>` then `/brokers/topics/<t>` (a rack-aware
+assignment and a new topic id) for creation, `/admin/delete_topics/<t>` for deletion, a grown
+assignment (conditional on the znode version) for CreatePartitions, `/config/topics/<t>` for
+configs. The controller's watches do the rest: partition states, LeaderAndIsr, UpdateMetadata
+(logs are created on the replicas by LeaderAndIsr). Live brokers and their racks come from this
+broker's metadata cache (kept by UpdateMetadata). Errors are the replication package's, as the
+standalone registry raises, so the handlers' mapper answers the same codes.
+The handlers' `TopicAdmin` interface is synchronous, so each call waits for its ZooKeeper round
+trips on the event loop thread (admin requests are rare and each write is one round trip; the
+produce/fetch path never comes here). A config change reaches this broker's logs at once; other
+brokers read it when they next load the topic (Kafka's `/config/changes` propagation is not
+mirrored yet). Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator, Mapping
+
+from brokers.controller import zk_paths
+from brokers.controller.assignment import assign_replicas
+from brokers.controller.errors import (
+    InconsistentRackError,
+    ZNodeExistsError,
+    ZNodeFormatError,
+    ZNodeMissingError,
+    ZNodeVersionError,
+)
+from brokers.controller.errors import InvalidPartitionsError as AssignPartitionsError
+from brokers.controller.errors import InvalidReplicationFactorError as AssignFactorError
+from brokers.controller.state import ReplicaAssignment
+from brokers.controller.zk_client import ZkClient
+from brokers.log.config import LogConfig, validate_topic_overrides
+from brokers.replication.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
+from brokers.replication.replica_manager import ReplicaManager
+from brokers.replication.topic_names import validate_topic_name
+
+
+class ZkTopicAdmin:
+    def __init__(
+        self,
+        zk: ZkClient,
+        metadata: MetadataCache,
+        replicas: ReplicaManager,
+        *,
+        broker_defaults: Mapping[str, str],
+    ) -> None:
+        self._zk = zk
+        self._metadata = metadata
+        self._replicas = replicas
+        self._broker_defaults = dict(broker_defaults)
+
+    def load(self) -> None:
+        """Nothing to load: the controller's UpdateMetadata fills the metadata cache."""
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        yield  # every write is its own ZooKeeper operation; nothing to defer
+
+    def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        return LogConfig.from_properties(overrides, self._broker_defaults)
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        *,
+        validate_only: bool = False,
+    ) -> TopicMetadata | None:
+        validate_topic_name(name)
+        if name in self._metadata.topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        partitions = num_partitions if num_partitions != -1 else self._default("num.partitions")
+        factor = (
+            replication_factor
+            if replication_factor != -1
+            else self._default("default.replication.factor")
+        )
+        assignment = self._assign(partitions, factor, start_partition=0)
+        overrides = validate_topic_overrides(configs)
+        self.log_config(overrides)
+        if validate_only:
+            return None
+        topic_id = uuid.uuid4()
+        replicas = {p: ReplicaAssignment(tuple(r)) for p, r in assignment.items()}
+        body = zk_paths.encode_topic(zk_paths.TopicAssignment(topic_id, replicas))
+        try:
+            self._write_config(name, overrides)
+            self._zk.create_blocking(zk_paths.topic_path(name), body)
+        except ZNodeExistsError:
+            raise TopicExistsError(f"Topic '{name}' already exists.") from None
+        return TopicMetadata(
+            name,
+            topic_id,
+            {p: PartitionMetadata(p, -1, 0, list(r), []) for p, r in assignment.items()},
+            dict(overrides),
+        )
+
+    def delete_topic(self, name: str) -> None:
+        self._read_assignment(name)  # UNKNOWN_TOPIC_OR_PARTITION if there is no such topic
+        with contextlib.suppress(ZNodeExistsError):  # already being deleted
+            self._zk.create_blocking(zk_paths.delete_topic_path(name), b"")
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        current, version = self._read_assignment(name)
+        existing = len(current.partitions)
+        if count <= existing:
+            raise InvalidPartitionsError(
+                f"Topic currently has {existing} partitions, which is higher than the requested {count}."
+                if count < existing
+                else f"Topic already has {existing} partitions."
+            )
+        factor = len(current.partitions[0].replicas) if 0 in current.partitions else 1
+        added = self._assign(count - existing, factor, start_partition=existing)
+        if validate_only:
+            return
+        grown = dict(current.partitions)
+        grown.update({p: ReplicaAssignment(tuple(r)) for p, r in added.items()})
+        body = zk_paths.encode_topic(zk_paths.TopicAssignment(current.topic_id, grown))
+        try:
+            self._zk.set_blocking(zk_paths.topic_path(name), body, version)
+        except ZNodeVersionError:
+            raise InvalidPartitionsError(f"Topic '{name}' changed meanwhile; retry.") from None
+
+    def set_topic_configs(
+        self, name: str, configs: Mapping[str, str | None], *, validate_only: bool = False
+    ) -> None:
+        self._read_assignment(name)
+        overrides = validate_topic_overrides(configs)
+        config = self.log_config(overrides)
+        if validate_only:
+            return
+        self._write_config(name, overrides)
+        topic = self._metadata.topics.get(name)
+        if topic is not None:
+            topic.configs = dict(overrides)
+        for partition in self._replicas.partitions():
+            if partition.topic == name:
+                partition.log.update_config(config)
+
+    # ---- internals ------------------------------------------------------------------------
+
+    def _default(self, key: str) -> int:
+        return int(self._broker_defaults.get(key, 1))
+
+    def _assign(
+        self, partitions: int, factor: int, *, start_partition: int
+    ) -> dict[int, list[int]]:
+        racks = {b: e.rack for b, e in self._metadata.brokers.items()}
+        try:
+            return assign_replicas(racks, partitions, factor, start_partition=start_partition)
+        except AssignPartitionsError as exc:
+            raise InvalidPartitionsError(str(exc)) from None
+        except AssignFactorError as exc:
+            raise InvalidReplicationFactorError(str(exc)) from None
+        except InconsistentRackError as exc:
+            raise InvalidReplicaAssignmentError(str(exc)) from None
+
+    def _read_assignment(self, name: str) -> tuple[zk_paths.TopicAssignment, int]:
+        try:
+            node = self._zk.get_blocking(zk_paths.topic_path(name))
+        except (ZNodeMissingError, ZNodeFormatError):
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.") from None
+        return zk_paths.decode_topic(node.data), node.version
+
+    def _write_config(self, name: str, overrides: Mapping[str, str]) -> None:
+        data = zk_paths.encode_topic_config(overrides)
+        try:
+            self._zk.create_blocking(zk_paths.topic_config_path(name), data)
+        except ZNodeExistsError:
+            self._zk.set_blocking(zk_paths.topic_config_path(name), data, -1)

@@ -1,0 +1,205 @@
+"""The controller against a real ZooKeeper, with a recording channel in place of the brokers."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from brokers.clock import ManualClock
+from brokers.controller import requests as rq
+from brokers.controller import zk_paths
+from brokers.controller.channel import ControllerChannel, OnResponse
+from brokers.controller.controller import Controller
+from brokers.controller.election import ControllerElection
+from brokers.controller.registration import BrokerRegistrar
+from brokers.controller.state import BrokerEndpoint, LeaderAndIsr, ReplicaAssignment, TopicPartition
+from brokers.controller.zk_client import ZkClient
+from brokers.controller.zk_isr_writer import ZkIsrWriter
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+CLOCK = ManualClock()
+TOPIC_ID = uuid.UUID(int=7)
+
+
+class RecordingChannel(ControllerChannel):
+    """Keeps what the controller sends instead of sending it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[tuple[int, Any]] = []
+        self.live: set[int] = set()
+
+    @property
+    def brokers(self) -> set[int]:
+        return set(self.live)
+
+    def add_broker(self, broker_id: int, host: str, port: int) -> None:
+        self.live.add(broker_id)
+
+    async def remove_broker(self, broker_id: int) -> None:
+        self.live.discard(broker_id)
+
+    def send(self, broker_id: int, request: Any, on_response: OnResponse | None = None) -> bool:
+        self.sent.append((broker_id, request))
+        return broker_id in self.live
+
+    def of(self, kind: type[Any], broker: int | None = None) -> list[Any]:
+        return [r for b, r in self.sent if isinstance(r, kind) and broker in (None, b)]
+
+    async def close(self) -> None:
+        self.live.clear()
+
+
+async def until(check: Callable[[], Awaitable[bool] | bool], timeout: float = 20.0) -> None:
+    async with asyncio.timeout(timeout):
+        while True:
+            result = check()
+            if await result if isinstance(result, Awaitable) else result:
+                return
+            await asyncio.sleep(0.02)
+
+
+async def register(connect: str, broker_id: int) -> tuple[ZkClient, BrokerRegistrar]:
+    zk = ZkClient(connect, session_timeout_s=4.0)
+    await zk.start()
+    endpoint = BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id)
+    reg = zk_paths.BrokerRegistration(broker_id, (endpoint,), None, 0)
+    registrar = BrokerRegistrar(zk, reg, CLOCK)
+    await registrar.register()
+    return zk, registrar
+
+
+async def state(zk: ZkClient, tp: TopicPartition) -> LeaderAndIsr | None:
+    try:
+        node = await zk.get(zk_paths.partition_state_path(tp))
+    except Exception:
+        return None
+    return zk_paths.decode_partition_state(node.data, node.version)
+
+
+async def create_topic(zk: ZkClient, partitions: dict[int, tuple[int, ...]]) -> None:
+    assignment = zk_paths.TopicAssignment(
+        TOPIC_ID, {p: ReplicaAssignment(r) for p, r in partitions.items()}
+    )
+    await zk.create(zk_paths.topic_path("orders"), zk_paths.encode_topic(assignment))
+
+
+def test_controller_failover_topics_isr_and_shutdown(chroot: str) -> None:
+    async def scenario() -> None:
+        nodes = {b: await register(chroot, b) for b in (1, 2, 3)}
+        zk1 = nodes[1][0]
+        channel = RecordingChannel()
+        election = ControllerElection(zk1, 1, CLOCK)
+        controller = Controller(zk1, election, channel, auto_rebalance=False)
+        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
+        assert await election.start()
+        await until(lambda: channel.live == {1, 2, 3})
+        assert controller.context.epoch == 1 and controller.cluster_id
+        assert await zk1.exists(zk_paths.ISR_CHANGE_NOTIFICATION)
+
+        # Topic creation: states written, every replica told, every broker's metadata refreshed.
+        await create_topic(zk1, {0: (1, 2, 3), 1: (2, 3, 1)})
+        p0, p1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+        await until(lambda: p1 in controller.context.leadership)
+        assert await state(zk1, p0) == LeaderAndIsr(1, 0, (1, 2, 3), 1, 0)
+        assert (await state(zk1, p1)) == LeaderAndIsr(2, 0, (2, 3, 1), 1, 0)
+        for broker in (1, 2, 3):
+            lai = channel.of(rq.LeaderAndIsrRequest, broker)[-1]
+            assert lai.controller_epoch == 1
+            assert lai.broker_epoch == nodes[broker][1].epoch
+            assert lai.topic_states[0].topic_id == TOPIC_ID
+            assert {p.partition_index for p in lai.topic_states[0].partition_states} == {0, 1}
+            um = channel.of(rq.UpdateMetadataRequest, broker)[-1]
+            assert {p.leader for p in um.topic_states[0].partition_states} == {1, 2}
+
+        # Broker 2 dies: partition 1 gets a leader from its ISR, with a bumped leader epoch.
+        await nodes[2][0].close()
+        await until(lambda: 2 not in controller.context.live_brokers)
+        await until(lambda: controller.context.leadership[p1].leader == 3)
+        moved = await state(zk1, p1)
+        assert moved is not None and (moved.leader, moved.leader_epoch) == (3, 1)
+        assert moved.isr == (3, 1)
+        p0_now = await state(zk1, p0)
+        assert p0_now is not None and p0_now.isr == (1, 3)
+        assert channel.of(rq.LeaderAndIsrRequest, 3)[-1].topic_states[0].partition_states
+
+        # A leader's ISR change is announced; the controller re-reads it and tells every broker.
+        writer = ZkIsrWriter(zk1, broker_id=1, notify_delay_s=60)
+        assert p0_now is not None
+        await writer.write_isr("orders", 0, p0_now.leader_epoch, [1], p0_now.zk_version, 1)
+        await writer.flush()
+        await until(lambda: controller.context.leadership[p0].isr == (1,))
+        await until(lambda: _no_children(zk1))
+
+        # Partition growth.
+        grown = zk_paths.TopicAssignment(
+            TOPIC_ID,
+            {
+                0: ReplicaAssignment((1, 2, 3)),
+                1: ReplicaAssignment((2, 3, 1)),
+                2: ReplicaAssignment((3, 1, 2)),
+            },
+        )
+        await zk1.set(zk_paths.topic_path("orders"), zk_paths.encode_topic(grown))
+        p2 = TopicPartition("orders", 2)
+        await until(lambda: p2 in controller.context.leadership)
+        created = await state(zk1, p2)
+        assert created is not None and created.leader == 3 and created.isr == (3, 1)
+
+        # Controlled shutdown of broker 3: leadership moves off it first.
+        remaining = await controller.controlled_shutdown(3, nodes[3][1].epoch)
+        assert remaining == []
+        led = [tp for tp, s in controller.context.leadership.items() if s.leader == 3]
+        assert led == []
+        after = await state(zk1, p1)
+        assert after is not None and after.leader == 1 and 3 not in after.isr
+
+        # Topic deletion: StopReplica(delete) to live replicas, znodes removed.
+        await zk1.create(zk_paths.delete_topic_path("orders"))
+        await until(lambda: "orders" not in controller.context.topic_ids)
+        stops = channel.of(rq.StopReplicaRequest, 1)
+        assert stops and all(p.delete_partition for p in stops[-1].topic_states[0].partition_states)
+        assert not await zk1.exists(zk_paths.topic_path("orders"))
+        assert not await zk1.exists(zk_paths.topic_config_path("orders"))
+        assert await zk1.children(zk_paths.DELETE_TOPICS) == []
+
+        await controller.close()
+        for b in (1, 3):
+            await nodes[b][0].close()
+
+    asyncio.run(scenario())
+
+
+async def _no_children(zk: ZkClient) -> bool:
+    return await zk.children(zk_paths.ISR_CHANGE_NOTIFICATION) == []
+
+
+def test_a_deposed_controller_writes_nothing_and_resigns(chroot: str) -> None:
+    async def scenario() -> None:
+        nodes = {b: await register(chroot, b) for b in (1, 2)}
+        zk1 = nodes[1][0]
+        channel = RecordingChannel()
+        election = ControllerElection(zk1, 1, CLOCK)
+        controller = Controller(zk1, election, channel, auto_rebalance=False)
+        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
+        assert await election.start()
+        await until(lambda: channel.live == {1, 2})
+        await create_topic(zk1, {0: (2, 1)})
+        tp = TopicPartition("orders", 0)
+        await until(lambda: tp in controller.context.leadership)
+        before = await state(zk1, tp)
+        # Another controller was elected meanwhile (epoch bumped) but this one has not noticed.
+        epoch_node = await zk1.get(zk_paths.CONTROLLER_EPOCH)
+        await zk1.set(zk_paths.CONTROLLER_EPOCH, zk_paths.encode_epoch(2), epoch_node.version)
+        await nodes[2][0].close()  # broker 2 dies: the deposed controller's write must fail
+        await until(lambda: not election.is_controller)
+        assert not controller.active
+        assert await state(zk1, tp) == before
+        await controller.close()
+        await zk1.close()
+
+    asyncio.run(scenario())
