@@ -44,7 +44,7 @@ from brokers.replication.errors import (
 )
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
 from brokers.replication.replica_manager import ReplicaManager
-from brokers.replication.topic_names import validate_topic_name
+from brokers.replication.topic_names import new_topic_shape
 
 
 class ZkTopicAdmin:
@@ -80,14 +80,8 @@ class ZkTopicAdmin:
         *,
         validate_only: bool = False,
     ) -> TopicMetadata | None:
-        validate_topic_name(name)
-        if name in self._metadata.topics:
-            raise TopicExistsError(f"Topic '{name}' already exists.")
-        partitions = num_partitions if num_partitions != -1 else self._default("num.partitions")
-        factor = (
-            replication_factor
-            if replication_factor != -1
-            else self._default("default.replication.factor")
+        partitions, factor = new_topic_shape(
+            name, num_partitions, replication_factor, self._metadata.topics, self._broker_defaults
         )
         assignment = self._assign(partitions, factor, start_partition=0)
         overrides = validate_topic_overrides(configs)
@@ -152,9 +146,6 @@ class ZkTopicAdmin:
                 partition.log.update_config(config)
 
     # ---- internals ------------------------------------------------------------------------
-
-    def _default(self, key: str) -> int:
-        return int(self._broker_defaults.get(key, 1))
 
     def _assign(
         self, partitions: int, factor: int, *, start_partition: int

@@ -13,6 +13,8 @@ machine. Fixtures run on pytest's main thread.
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 
@@ -119,6 +121,32 @@ def broker_factory(
 @pytest.fixture
 def broker(broker_factory: BrokerFactory) -> BrokerProcess:
     return broker_factory()
+
+
+@pytest.fixture
+def chroot(zookeeper: ZooKeeperProcess) -> str:
+    """`host:port/pier-test-<id>`: a fresh chroot, so tests share the server but not its znodes.
+
+    A just-started ZooKeeper answers `ruok` a moment before it serves sessions (its log says
+    "ZooKeeperServer not running"), so the first connection is retried within a deadline.
+    """
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    path = f"/pier-test-{uuid.uuid4().hex[:12]}"
+    deadline = time.monotonic() + 30
+    while True:
+        root = KazooClient(hosts=zookeeper.connect)
+        try:
+            root.start(5)
+            break
+        except KazooTimeoutError:
+            root.close()
+            assert time.monotonic() < deadline, "ZooKeeper never accepted a session"
+    root.ensure_path(path)
+    root.stop()
+    root.close()
+    return f"{zookeeper.connect}{path}"
 
 
 @pytest.fixture(scope="session")

@@ -21,12 +21,11 @@ from brokers.replication.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     PolicyViolationError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
 from brokers.replication.replica_manager import ReplicaManager
-from brokers.replication.topic_names import validate_topic_name
+from brokers.replication.topic_names import new_topic_shape
 
 REGISTRY_FILE = "pier-topics.json"
 
@@ -95,16 +94,8 @@ class LocalTopicRegistry:
         *,
         validate_only: bool = False,
     ) -> TopicMetadata | None:
-        validate_topic_name(name)
-        if name in self._metadata.topics:
-            raise TopicExistsError(f"Topic '{name}' already exists.")
-        partitions = (
-            self._default_int("num.partitions", 1) if num_partitions == -1 else num_partitions
-        )
-        factor = (
-            self._default_int("default.replication.factor", 1)
-            if replication_factor == -1
-            else replication_factor
+        partitions, factor = new_topic_shape(
+            name, num_partitions, replication_factor, self._metadata.topics, self._broker_defaults
         )
         self._check_partitions(partitions, existing=0)
         if factor < 1 or factor > len(self._metadata.brokers):
@@ -169,9 +160,6 @@ class LocalTopicRegistry:
         if topic is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
         return topic
-
-    def _default_int(self, key: str, fallback: int) -> int:
-        return int(self._broker_defaults.get(key, fallback))
 
     def _check_partitions(self, count: int, *, existing: int) -> None:
         if count < 1:

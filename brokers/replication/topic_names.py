@@ -6,8 +6,9 @@ Owns: `validate_topic_name`. Pure; thread-safe.
 from __future__ import annotations
 
 import re
+from collections.abc import Container, Mapping
 
-from brokers.replication.errors import InvalidTopicError
+from brokers.replication.errors import InvalidTopicError, TopicExistsError
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -26,3 +27,22 @@ def validate_topic_name(name: str | None) -> str:
             "ASCII alphanumerics, '.', '_' and '-'"
         )
     return name
+
+
+def new_topic_shape(
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    existing: Container[str],
+    broker_defaults: Mapping[str, str],
+) -> tuple[int, int]:
+    """CreateTopics' common checks: a legal, unused name; -1 means the broker's default
+    (`num.partitions`, `default.replication.factor`). Returns (partitions, replication factor)."""
+    validate_topic_name(name)
+    if name in existing:
+        raise TopicExistsError(f"Topic '{name}' already exists.")
+    if num_partitions == -1:
+        num_partitions = int(broker_defaults.get("num.partitions", 1))
+    if replication_factor == -1:
+        replication_factor = int(broker_defaults.get("default.replication.factor", 1))
+    return num_partitions, replication_factor

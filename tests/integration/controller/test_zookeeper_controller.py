@@ -6,14 +6,11 @@ import asyncio
 import functools
 import json
 import threading
-import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.handlers.threading import KazooTimeoutError
 
 from brokers.clock import ManualClock
 from brokers.controller import zk_paths
@@ -27,33 +24,9 @@ from brokers.controller.producer_id_block import ZkBlockStore
 from brokers.controller.registration import BrokerRegistrar, read_live_brokers
 from brokers.controller.state import BrokerEndpoint, LeaderAndIsr, TopicPartition
 from brokers.controller.zk_client import SessionEvent, SetOp, ZkClient
-from infra.stack import ZooKeeperProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 CLOCK = ManualClock()
-
-
-@pytest.fixture
-def chroot(zookeeper: ZooKeeperProcess) -> str:
-    """A fresh chroot connect string, so tests share the server but not its znodes.
-
-    A just-started ZooKeeper answers `ruok` a moment before it serves sessions (its log says
-    "ZooKeeperServer not running"), so the first connection is retried within a deadline.
-    """
-    path = f"/pier-test-{uuid.uuid4().hex[:12]}"
-    deadline = time.monotonic() + 30
-    while True:
-        root = KazooClient(hosts=zookeeper.connect)
-        try:
-            root.start(5)
-            break
-        except KazooTimeoutError:
-            root.close()
-            assert time.monotonic() < deadline, "ZooKeeper never accepted a session"
-    root.ensure_path(path)
-    root.stop()
-    root.close()
-    return f"{zookeeper.connect}{path}"
 
 
 def run(coro: Coroutine[Any, Any, None]) -> None:
