@@ -29,6 +29,7 @@ from brokers.metrics import BrokerTopicMetrics, CleanerCollector, LogSizeCollect
 from brokers.replication.local_topics import LocalTopicRegistry
 from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
 from brokers.replication.replica_manager import ReplicaManager
+from brokers.replication_metrics import IsrChangeCounters, ReplicaManagerCollector
 from brokers.server.dispatcher import Dispatcher
 from brokers.server.listener import Listener
 from brokers.server.metrics import ServerMetrics
@@ -77,6 +78,8 @@ class Broker:
             node_id=config.node_id,
             clock=clock,
             on_append=self.purgatory.notify,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            broker_properties=config.properties,  # broker defaults of logs LeaderAndIsr creates
         )
         self.topics: LocalTopicRegistry | ZkTopicAdmin = LocalTopicRegistry(
             data_dir,
@@ -92,6 +95,8 @@ class Broker:
 
             self.cluster = ClusterMode(self, config.zookeeper_connect)
         self.registry.register(LogSizeCollector(self._log_sizes))
+        self.registry.register(ReplicaManagerCollector(self.replicas.partitions))
+        self.replicas.isr_update_observer = IsrChangeCounters(self.registry).record
         if self.log_manager.cleaner is not None:
             self.registry.register(CleanerCollector(self.log_manager.cleaner))
         self.groups = GroupWiring(self)  # group coordinator and __consumer_offsets

@@ -5,12 +5,17 @@ broker epoch (`BrokerRegistrar`), the controller election and the `Controller` i
 controller→broker `ControllerChannel`, the broker-side `BrokerFence`, the leader's `ZkIsrWriter`
 (injected into the replica manager), producer-id blocks from ZooKeeper (`ZkBlockStore`) and the
 `ZkTopicAdmin` that replaces the standalone topic registry as `broker.topics`. `routes()` gives
-the four control APIs. Start-up order (`start`, after the listener is open so the registration
+the four control APIs and the controller's admin APIs (ElectLeaders, Alter/List partition
+reassignments; NOT_CONTROLLER on the other brokers). Start-up order (`start`, after the listener is open so the registration
 advertises the real port): session, `/cluster/id` (as Kafka's broker, which reads or creates
 it), registration (a duplicate id stops the broker), then the election. `stop` ends the term and
 closes the session, so the registration and a held `/controller` vanish at once; before that,
 `controlled_shutdown` (run by `Broker.stop`) has the controller move this broker's leadership
 away first, so clients fail over without waiting for the session timeout.
+Topic configs: `TopicConfigs` (shared with the topic admin) and the `/config/changes` listener
+bring config changes to every broker's logs and to the controller, and give new logs their
+topic's overrides from ZooKeeper; `start` arms the listener and applies ZooKeeper's overrides to
+the logs found on disk before the registration.
 Runs on the broker's event loop; not thread-safe.
 """
 
@@ -34,9 +39,16 @@ from brokers.controller.registration import BrokerRegistrar
 from brokers.controller.state import BrokerEndpoint
 from brokers.controller.zk_client import ZkClient
 from brokers.controller.zk_isr_writer import ZkIsrWriter
+from brokers.controller_metrics import ControllerCollector, ControllerStats
 from brokers.coordinator.producer_ids import ProducerIdManager
 from brokers.handlers.control_fence import BrokerFence
 from brokers.server.routes import Route
+from brokers.zk_config_changes import (
+    DEFAULT_EXPIRATION_MS,
+    EXPIRATION_PROPERTY,
+    ConfigChangeListener,
+)
+from brokers.zk_topic_configs import TopicConfigs
 from brokers.zk_topics import ZkTopicAdmin
 
 if TYPE_CHECKING:
@@ -73,20 +85,41 @@ class ClusterMode:
                 properties.get("leader.imbalance.per.broker.percentage", "10")
             ),
         )
+        stats = ControllerStats(broker.registry, broker.clock)
+        self.controller.observe_events(stats)
+        broker.registry.register(ControllerCollector(self.controller, stats))
         self.election._on_elected = self.controller.on_elected  # wired after both exist
         self.election._on_resigned = self.controller.on_resigned
         self.registrar: BrokerRegistrar | None = None
         self.isr_writer = ZkIsrWriter(self.zk, config.node_id)
         broker.replicas.isr_writer = self.isr_writer
         broker.producer_ids = ProducerIdManager(ZkBlockStore(self.zk, config.node_id))
-        broker.topics = ZkTopicAdmin(
+        self.topic_configs = TopicConfigs(
             self.zk, broker.metadata, broker.replicas, broker_defaults=config.properties
+        )
+        self.topic_configs.listeners.append(self.controller.topic_config_changed)
+        broker.replicas.new_log_overrides = self.topic_configs.for_new_log
+        self.config_changes = ConfigChangeListener(
+            self.zk,
+            broker.clock,
+            self.topic_configs.refresh,
+            expiration_ms=int(properties.get(EXPIRATION_PROPERTY, DEFAULT_EXPIRATION_MS)),
+        )
+        broker.topics = ZkTopicAdmin(
+            self.zk,
+            broker.metadata,
+            broker.replicas,
+            broker_defaults=config.properties,
+            configs=self.topic_configs,
         )
 
     def routes(self) -> list[Route]:
         from brokers.handlers import (
+            alter_partition_reassignments,
             controlled_shutdown,
+            elect_leaders,
             leader_and_isr,
+            list_partition_reassignments,
             stop_replica,
             update_metadata,
         )
@@ -97,6 +130,9 @@ class ClusterMode:
             stop_replica.route(self.fence, broker.replicas),
             update_metadata.route(self.fence, broker.metadata),
             controlled_shutdown.route(self.controller),
+            elect_leaders.route(self.controller),
+            alter_partition_reassignments.route(self.controller),
+            list_partition_reassignments.route(self.controller),
         ]
 
     async def start(self) -> None:
@@ -104,12 +140,10 @@ class ClusterMode:
         broker, config = self._broker, self._broker.config
         await self.zk.start()
         broker.metadata.cluster_id = await ControllerStore(self.zk).create_top_level_paths()
-        endpoint = broker.metadata.brokers[config.node_id]
+        await self.config_changes.start()
+        await self.topic_configs.load_local()  # logs on disk opened with the broker defaults
         registration = zk_paths.BrokerRegistration(
-            config.node_id,
-            (BrokerEndpoint("PLAINTEXT", endpoint.host, endpoint.port),),
-            config.rack,
-            broker.clock.time_ms(),
+            config.node_id, self._endpoints(), config.rack, broker.clock.time_ms()
         )
         self.registrar = BrokerRegistrar(
             self.zk, registration, broker.clock, on_registered=self.fence.on_registered
@@ -122,6 +156,18 @@ class ClusterMode:
             epoch,
             self.election.active_controller,
         )
+
+    def _endpoints(self) -> tuple[BrokerEndpoint, ...]:
+        """PLAINTEXT for clients, plus REPLICATION when `inter.broker.advertised.address` is set
+        (Kafka's split listeners; the controller and followers use the second)."""
+        config = self._broker.config
+        client = self._broker.metadata.brokers[config.node_id]
+        endpoints = [BrokerEndpoint(zk_paths.CLIENT_LISTENER, client.host, client.port)]
+        inter_broker = config.inter_broker_address
+        if inter_broker is not None:
+            host, port = inter_broker
+            endpoints.append(BrokerEndpoint(zk_paths.INTER_BROKER_LISTENER, host, port))
+        return tuple(endpoints)
 
     async def controlled_shutdown(self, retries: int = 3, backoff_s: float = 0.5) -> bool:
         """Kafka's controlled shutdown (SIGTERM): ask the controller to move this broker's
@@ -142,7 +188,8 @@ class ClusterMode:
         return False
 
     async def _ask_controller(self, request: rq.ControlledShutdownRequest) -> Any:
-        controller = self._broker.metadata.brokers.get(self.election.active_controller)
+        # Broker-to-controller traffic uses the inter-broker listener, as Kafka's does.
+        controller = self._broker.metadata.inter_broker_endpoint(self.election.active_controller)
         if controller is None:
             raise ControllerMovedError("no known controller")
         reader, writer = await asyncio.open_connection(controller.host, controller.port)
@@ -156,6 +203,7 @@ class ClusterMode:
             writer.close()
 
     async def stop(self) -> None:
+        await self.config_changes.stop()
         await self.controller.close()
         await self.isr_writer.close()
         await self.zk.close()

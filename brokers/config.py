@@ -86,6 +86,24 @@ class BrokerConfig:
         return self.advertised_host or self.host
 
     @property
+    def inter_broker_address(self) -> tuple[str, int] | None:
+        """`inter.broker.advertised.address=host:port`: where other brokers (followers, the
+        controller) reach this one, registered as the `REPLICATION` listener (Kafka's
+        `inter.broker.listener.name`); None: they use the client endpoint. The broker still
+        listens on one port; something in between (a fault proxy, NAT) forwards to it."""
+        raw = self.properties.get("inter.broker.advertised.address", "").strip()
+        if not raw:
+            return None
+        host, separator, port = raw.rpartition(":")
+        if not separator or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise BrokerConfigError(f"inter.broker.advertised.address={raw!r} is not host:port")
+        return host.strip("[]"), int(port)
+
+    @property
+    def replica_lag_time_max_ms(self) -> int:
+        return _int(self.properties, "replica.lag.time.max.ms", 30_000, minimum=1)
+
+    @property
     def socket_request_max_bytes(self) -> int:
         return _int(self.properties, "socket.request.max.bytes", 100 * 1024 * 1024, minimum=1024)
 
@@ -121,6 +139,8 @@ class BrokerConfig:
             "flush_scheduler_interval_ms",
             "checkpoint_interval_ms",
             "fetch_max_bytes",
+            "inter_broker_address",
+            "replica_lag_time_max_ms",
         ):
             getattr(self, name)
         for key in ("num.partitions", "default.replication.factor"):

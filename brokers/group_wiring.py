@@ -1,13 +1,24 @@
 """Wiring the group coordinator into a broker: `__consumer_offsets` over the broker's partitions.
 
 Owns: `BrokerOffsetsTopic` (the coordinator's `OffsetsTopic`: creates the internal topic on first
-use — `offsets.topic.num.partitions`, `cleanup.policy=compact`, `offsets.topic.segment.bytes`,
-replication factor min(`offsets.topic.replication.factor`, live brokers) — appends as leader and
-waits for the high watermark to pass the batch, maps partition errors to coordinator errors, and
-reads a partition back batch by batch); `GroupWiring` (builds the coordinator from broker
-properties, loads the offsets partitions this broker leads, drives `tick` and offset retention,
-registers the group metrics); and small conversions shared by the group handlers.
-Standalone, this broker leads every offsets partition. Runs on the event loop; not thread-safe.
+use — `offsets.topic.num.partitions`, `cleanup.policy=compact`, `offsets.topic.segment.bytes` —
+appends as leader and waits for the high watermark to pass the batch, maps partition errors to
+coordinator errors, and reads a partition back batch by batch up to the log end seen when the
+read starts); `GroupWiring` (builds the coordinator from broker properties, makes it follow the
+offsets partitions this broker leads, drives `tick` and offset retention, registers the group
+metrics); and small conversions shared by the group handlers.
+
+Standalone, this broker leads every offsets partition: all are loaded at start-up and the
+replication factor is min(`offsets.topic.replication.factor`, 1). In ZooKeeper mode, as Kafka:
+the topic is created with `offsets.topic.replication.factor` replicas and refused
+(COORDINATOR_NOT_AVAILABLE) while fewer brokers are alive; the coordinator follows leadership
+(Kafka's `onLeadershipChange` → `onElection` / `onResignation`) through the replica manager's
+leadership listener: a LeaderAndIsr making this broker leader of partition p loads p, becoming a
+follower or a stopped/deleted replica unloads it. A write is committed once the ISR has it (the
+high watermark passes it); leadership lost meanwhile (or a new leader epoch) fails it with
+NOT_COORDINATOR, since the record may be truncated. The new leader loads up to its log end, as
+Kafka does: that log is the one its followers converge to. Runs on the event loop; not
+thread-safe.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from brokers.config import BrokerConfigError
+from brokers.controller.errors import ControllerError
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.errors import (
     CoordinatorNotAvailableError,
@@ -58,24 +70,42 @@ class BrokerOffsetsTopic:
     def ensure_created(self) -> None:
         if self._broker.metadata.topic(OFFSETS_TOPIC) is not None:
             return
-        replication = min(
-            self._config.offsets_topic_replication_factor, len(self._broker.metadata.brokers)
-        )
+        replication = self._replication_factor()
         configs: dict[str, str | None] = {
             "cleanup.policy": "compact",
             "segment.bytes": str(self._config.offsets_topic_segment_bytes),
             "compression.type": "producer",
         }
         with contextlib.suppress(replication_errors.TopicExistsError):
-            self._broker.topics.create_topic(
-                OFFSETS_TOPIC, self._config.offsets_topic_partitions, replication, configs
+            try:
+                self._broker.topics.create_topic(
+                    OFFSETS_TOPIC, self._config.offsets_topic_partitions, replication, configs
+                )
+            except ControllerError as exc:  # ZooKeeper unreachable: FindCoordinator retries
+                raise CoordinatorNotAvailableError(str(exc)) from exc
+            log.info(
+                "event=offsets_topic_created partitions=%d replication_factor=%d",
+                self.partition_count(),
+                replication,
             )
-            log.info("event=offsets_topic_created partitions=%d", self.partition_count())
+
+    def _replication_factor(self) -> int:
+        wanted = self._config.offsets_topic_replication_factor
+        alive = len(self._broker.metadata.brokers)
+        if self._broker.cluster is None:
+            return min(wanted, alive)
+        if alive < wanted:  # Kafka's createInternalTopic refuses rather than under-replicate
+            raise CoordinatorNotAvailableError(
+                f"{OFFSETS_TOPIC} needs {wanted} live brokers "
+                f"(offsets.topic.replication.factor), {alive} alive"
+            )
+        return wanted
 
     async def append(self, partition: int, batch: bytes) -> int:
         try:
             self.ensure_created()
             replica = self._broker.replicas.get(OFFSETS_TOPIC, partition)
+            epoch = replica.leader_epoch
             last_offset = replica.append_as_leader(batch).last_offset
         except (replication_errors.NotLeaderOrFollowerError, LogError) as exc:
             raise NotCoordinatorError(str(exc)) from exc
@@ -83,15 +113,17 @@ class BrokerOffsetsTopic:
             raise InvalidCommitOffsetSizeError(str(exc)) from exc
         except replication_errors.ReplicationError as exc:
             raise CoordinatorNotAvailableError(str(exc)) from exc
-        await self._committed(replica, last_offset)
+        await self._committed(replica, epoch, last_offset)
         return last_offset
 
-    async def _committed(self, replica: Partition, last_offset: int) -> None:
+    async def _committed(self, replica: Partition, epoch: int, last_offset: int) -> None:
         """acks=all for coordinator writes: answer only once the ISR has the batch."""
         clock = self._broker.clock
         deadline = clock.monotonic() + COMMIT_TIMEOUT_S
         key = (replica.topic, replica.index)
         while replica.high_watermark <= last_offset:
+            if not replica.is_leader or replica.leader_epoch != epoch:
+                raise NotCoordinatorError(f"{OFFSETS_TOPIC}-{replica.index}: leadership moved")
             remaining = deadline - clock.monotonic()
             if remaining <= 0:
                 raise CoordinatorNotAvailableError(f"{OFFSETS_TOPIC}-{replica.index} not committed")
@@ -103,8 +135,9 @@ class BrokerOffsetsTopic:
             return
         log_ = replica.log
         offset = max(from_offset, log_.log_start_offset)
-        while offset < log_.log_end_offset:
-            read = log_.read(offset, READ_CHUNK_BYTES)
+        end = log_.log_end_offset  # while loading nothing is appended: the coordinator refuses
+        while offset < end:
+            read = log_.read(offset, READ_CHUNK_BYTES, max_offset=end)
             if read.region is None or read.next_offset <= offset:
                 return
             data = read.region.read()
@@ -129,11 +162,31 @@ class GroupWiring:
         self.metrics = GroupMetricsCollector(self.coordinator, self._high_watermark)
         broker.registry.register(self.metrics)
         self._loading: asyncio.Task[None] | None = None
+        broker.replicas.on_leadership_change(self._on_leadership_change)
 
     def start(self) -> None:
-        """Read back every offsets partition this broker leads (all of them, standalone)."""
+        """Standalone: read back every offsets partition (this broker leads them all). In
+        ZooKeeper mode nothing is ours until a LeaderAndIsr says so."""
+        if self._broker.cluster is not None:
+            return
         partitions = range(self.topic.partition_count())
         self._loading = asyncio.ensure_future(self.coordinator.load_partitions(partitions))
+
+    def _on_leadership_change(
+        self, topic: str, partition: int, is_leader: bool, leader_epoch: int
+    ) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        log.info(
+            "event=offsets_leadership partition=%d leader=%s epoch=%d",
+            partition,
+            is_leader,
+            leader_epoch,
+        )
+        if is_leader:
+            self.coordinator.on_election(partition, leader_epoch)
+        else:
+            self.coordinator.on_resignation(partition, leader_epoch)
 
     async def stop(self) -> None:
         if self._loading is not None and not self._loading.done():
@@ -143,9 +196,10 @@ class GroupWiring:
         await self.coordinator.shutdown()
 
     async def loaded(self) -> None:
-        """Wait until the start-up load finished (tests, benchmarks)."""
+        """Wait until the start-up load and any load begun since finished (tests, benchmarks)."""
         if self._loading is not None:
             await asyncio.shield(self._loading)
+        await self.coordinator.ownership.wait_loaded()
 
     async def tick(self) -> None:
         self.coordinator.tick()

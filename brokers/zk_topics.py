@@ -3,23 +3,30 @@
 Owns: `ZkTopicAdmin`, with `LocalTopicRegistry`'s methods, writing what Kafka's `AdminZkClient`
 writes instead of touching logs: `/config/topics/<t>` then `/brokers/topics/<t>` (a rack-aware
 assignment and a new topic id) for creation, `/admin/delete_topics/<t>` for deletion, a grown
-assignment (conditional on the znode version) for CreatePartitions, `/config/topics/<t>` for
-configs. The controller's watches do the rest: partition states, LeaderAndIsr, UpdateMetadata
-(logs are created on the replicas by LeaderAndIsr). Live brokers and their racks come from this
-broker's metadata cache (kept by UpdateMetadata). Errors are the replication package's, as the
-standalone registry raises, so the handlers' mapper answers the same codes.
-The handlers' `TopicAdmin` interface is synchronous, so each call waits for its ZooKeeper round
-trips on the event loop thread (admin requests are rare and each write is one round trip; the
-produce/fetch path never comes here). A config change reaches this broker's logs at once; other
-brokers read it when they next load the topic (Kafka's `/config/changes` propagation is not
-mirrored yet). Runs on the event loop; not thread-safe.
+assignment (conditional on the znode version) for CreatePartitions, `/config/topics/<t>` and a
+`/config/changes` notification for config changes (Kafka's `AdminZkClient.changeTopicConfig`).
+The controller's watches do the rest: partition states, LeaderAndIsr, UpdateMetadata (logs are
+created on the replicas by LeaderAndIsr), and every broker's `ConfigChangeListener` applies a
+config change to its logs. A topic queued for deletion keeps its znodes until every replica has
+deleted its log: creating it again is TOPIC_ALREADY_EXISTS ("marked for deletion") and growing it
+INVALID_TOPIC_EXCEPTION, as in Kafka. `topic_overrides` reads a topic's overrides from ZooKeeper
+(what DescribeConfigs and IncrementalAlterConfigs start from, as Kafka's ZkConfigRepository).
+Live brokers and their racks come from this broker's metadata cache (kept by UpdateMetadata).
+Errors are the replication package's, as the standalone registry raises, so the handlers' mapper
+answers the same codes. The handlers' `TopicAdmin` interface is synchronous, so each call waits
+for its ZooKeeper round trips on the event loop thread (admin requests are rare and each write is
+one round trip; the produce/fetch path never comes here); the change notification is written by
+a task right after (ZkClient has no blocking sequential create), and this broker applies the
+change at once. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from brokers.controller import zk_paths
 from brokers.controller.assignment import assign_replicas
@@ -39,12 +46,17 @@ from brokers.replication.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
+    InvalidTopicError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
 from brokers.replication.replica_manager import ReplicaManager
 from brokers.replication.topic_names import new_topic_shape
+from brokers.zk_config_changes import notify_topic_change
+from brokers.zk_topic_configs import TopicConfigs
+
+log = logging.getLogger("pier.zk_topics")
 
 
 class ZkTopicAdmin:
@@ -55,11 +67,16 @@ class ZkTopicAdmin:
         replicas: ReplicaManager,
         *,
         broker_defaults: Mapping[str, str],
+        configs: TopicConfigs | None = None,
     ) -> None:
         self._zk = zk
         self._metadata = metadata
         self._replicas = replicas
         self._broker_defaults = dict(broker_defaults)
+        self.configs = configs or TopicConfigs(
+            zk, metadata, replicas, broker_defaults=broker_defaults
+        )
+        self._notifications: set[asyncio.Task[str]] = set()
 
     def load(self) -> None:
         """Nothing to load: the controller's UpdateMetadata fills the metadata cache."""
@@ -79,17 +96,23 @@ class ZkTopicAdmin:
         configs: Mapping[str, str | None],
         *,
         validate_only: bool = False,
+        assignment: Mapping[int, Sequence[int]] | None = None,
     ) -> TopicMetadata | None:
         partitions, factor = new_topic_shape(
             name, num_partitions, replication_factor, self._metadata.topics, self._broker_defaults
         )
-        assignment = self._assign(partitions, factor, start_partition=0)
+        placed = (
+            {p: list(r) for p, r in assignment.items()}
+            if assignment is not None
+            else self._assign(partitions, factor, start_partition=0)
+        )
         overrides = validate_topic_overrides(configs)
         self.log_config(overrides)
+        self._check_absent(name)
         if validate_only:
             return None
         topic_id = uuid.uuid4()
-        replicas = {p: ReplicaAssignment(tuple(r)) for p, r in assignment.items()}
+        replicas = {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}
         body = zk_paths.encode_topic(zk_paths.TopicAssignment(topic_id, replicas))
         try:
             self._write_config(name, overrides)
@@ -99,7 +122,7 @@ class ZkTopicAdmin:
         return TopicMetadata(
             name,
             topic_id,
-            {p: PartitionMetadata(p, -1, 0, list(r), []) for p, r in assignment.items()},
+            {p: PartitionMetadata(p, -1, 0, list(r), []) for p, r in placed.items()},
             dict(overrides),
         )
 
@@ -108,8 +131,17 @@ class ZkTopicAdmin:
         with contextlib.suppress(ZNodeExistsError):  # already being deleted
             self._zk.create_blocking(zk_paths.delete_topic_path(name), b"")
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        validate_only: bool = False,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+    ) -> None:
         current, version = self._read_assignment(name)
+        if self._marked_for_deletion(name):
+            raise InvalidTopicError(f"The topic '{name}' is queued for deletion.")
         existing = len(current.partitions)
         if count <= existing:
             raise InvalidPartitionsError(
@@ -118,7 +150,11 @@ class ZkTopicAdmin:
                 else f"Topic already has {existing} partitions."
             )
         factor = len(current.partitions[0].replicas) if 0 in current.partitions else 1
-        added = self._assign(count - existing, factor, start_partition=existing)
+        added = (
+            {p: list(r) for p, r in assignment.items()}
+            if assignment is not None
+            else self._assign(count - existing, factor, start_partition=existing)
+        )
         if validate_only:
             return
         grown = dict(current.partitions)
@@ -134,16 +170,16 @@ class ZkTopicAdmin:
     ) -> None:
         self._read_assignment(name)
         overrides = validate_topic_overrides(configs)
-        config = self.log_config(overrides)
+        self.log_config(overrides)
         if validate_only:
             return
         self._write_config(name, overrides)
-        topic = self._metadata.topics.get(name)
-        if topic is not None:
-            topic.configs = dict(overrides)
-        for partition in self._replicas.partitions():
-            if partition.topic == name:
-                partition.log.update_config(config)
+        self._notify(name)
+        self.configs.apply(name, overrides)
+
+    def topic_overrides(self, name: str) -> dict[str, str]:
+        """The topic's overrides as ZooKeeper holds them now."""
+        return self.configs.read_blocking(name)
 
     # ---- internals ------------------------------------------------------------------------
 
@@ -159,6 +195,33 @@ class ZkTopicAdmin:
             raise InvalidReplicationFactorError(str(exc)) from None
         except InconsistentRackError as exc:
             raise InvalidReplicaAssignmentError(str(exc)) from None
+
+    def _check_absent(self, name: str) -> None:
+        """Kafka's AdminZkClient.validateTopicCreate: no topic, nor one still being deleted."""
+        if self._marked_for_deletion(name):
+            raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
+        if self._zk_exists(zk_paths.topic_path(name)):
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+
+    def _marked_for_deletion(self, name: str) -> bool:
+        return self._zk_exists(zk_paths.delete_topic_path(name))
+
+    def _zk_exists(self, path: str) -> bool:
+        try:
+            self._zk.get_blocking(path)
+        except ZNodeMissingError:
+            return False
+        return True
+
+    def _notify(self, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(notify_topic_change(self._zk, name))
+        self._notifications.add(task)
+        task.add_done_callback(self._notified)
+
+    def _notified(self, task: asyncio.Task[str]) -> None:
+        self._notifications.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("event=config_change_notification_failed error=%r", task.exception())
 
     def _read_assignment(self, name: str) -> tuple[zk_paths.TopicAssignment, int]:
         try:

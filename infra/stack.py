@@ -9,7 +9,7 @@ then brokers, newest first, then ZooKeeper. The building blocks (`start_broker`,
 
 Layout under `root`: `zookeeper/` (zoo.cfg, snapshots, zookeeper.log), per broker N
 `broker-N/data/` (its log dir) beside `broker-N/broker-N.properties` and `broker-N/broker-N.log`,
-unless the caller names the data dir (as `infra/up` does for its single broker), and
+unless the caller names the data dir (as `infra/up --standalone` does for its broker), and
 `admin-api.log`. The admin API's tenant store is the caller's (`infra/up` keeps a SQLite file here).
 """
 

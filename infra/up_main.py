@@ -1,13 +1,15 @@
 """`infra/up`: run the local Pier stack in the foreground until Ctrl-C.
 
-Today: one standalone broker (data in `<repo>/.pier/data`, port 9092) and the operators' admin API
-(port 8080) on a SQLite tenant store, `<repo>/.pier/tenancy.db`. The first run initialises the store
-and saves the first operator's token in `<repo>/.pier/operator-token` (mode 0600); later runs upgrade
-the schema and point at that file. The stack is described by a list of component starters
-(`COMPONENTS`), each starting its processes on the shared `Stack` and returning the text that tells
-the developer how to use them; ZooKeeper, three brokers and the gateway are added by appending
-starters. Runs on the main thread; SIGINT/SIGTERM only set an event, and the main thread stops every
-process through `Stack.close()`.
+By default: a local ZooKeeper and three brokers in ZooKeeper mode (`infra.up_cluster`; ports
+9092-9094, state under `<repo>/.pier/`), and the operators' admin API (port 8080) on a SQLite
+tenant store, `<repo>/.pier/tenancy.db`. `--standalone` runs one standalone broker instead (data in
+`<repo>/.pier/data`), as before the cluster existed. The first run initialises the store and saves
+the first operator's token in `<repo>/.pier/operator-token` (mode 0600); later runs upgrade the
+schema and point at that file. The stack is described by a list of component starters
+(`components`), each starting its processes on the shared `Stack` and returning the text that
+tells the developer how to use them; the gateway is added by appending a starter. Runs on the main
+thread; SIGINT/SIGTERM only set an event, and the main thread stops every process through
+`Stack.close()` (admin API, brokers newest first with controlled shutdown, then ZooKeeper).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from infra.connect_help import admin_snippets, client_snippets
 from infra.errors import LaunchError
 from infra.probes import port_in_use
 from infra.stack import Stack, init_tenant_store
+from infra.up_cluster import add_arguments, start_cluster_brokers, start_local_zookeeper
 
 # State lives in the repository's .pier/ (git-ignored), wherever infra/up is run from.
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".pier"
@@ -63,7 +66,7 @@ def start_admin_api(stack: Stack, args: argparse.Namespace) -> str:
     where = f"tenant store {shown(db_path)}, log {shown(api.log_path)}"
     token_file = shlex.quote(shown(args.root / OPERATOR_TOKEN))
     return f"admin API: {api.url}  ({where})\n{token_note}\n\n" + admin_snippets(
-        api.url, token_file, pier_command()
+        api.url, token_file, args.pier
     )
 
 
@@ -112,21 +115,33 @@ def pier_command() -> str:
     return f"{shlex.quote(sys.executable)} -m pier"
 
 
-COMPONENTS: list[Starter] = [start_standalone_broker, start_admin_api]
+STANDALONE: list[Starter] = [start_standalone_broker, start_admin_api]
+CLUSTER: list[Starter] = [start_local_zookeeper, start_cluster_brokers, start_admin_api]
+
+
+def components(args: argparse.Namespace) -> list[Starter]:
+    return STANDALONE if args.standalone else CLUSTER
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="infra/up", description="Run Pier locally until Ctrl-C.")
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default %(default)s)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="broker port (%(default)s)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="(first) broker port (%(default)s)"
+    )
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="state dir (%(default)s)")
-    parser.add_argument("--data-dir", type=Path, help="broker data dir (default ROOT/data)")
     parser.add_argument(
         "--admin-port", type=int, default=DEFAULT_ADMIN_PORT, help="admin API port (%(default)s)"
     )
+    parser.add_argument(
+        "--standalone", action="store_true", help="one standalone broker, no ZooKeeper"
+    )
+    parser.add_argument("--data-dir", type=Path, help="standalone broker data (default ROOT/data)")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     args.root = args.root.resolve()
     args.data_dir = (args.data_dir or args.root / "data").resolve()
+    args.pier = pier_command()
     return args
 
 
@@ -141,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     try:
         with Stack(args.root, host=args.host) as stack:
-            for starter in COMPONENTS:
+            for starter in components(args):
                 print(starter(stack, args), flush=True)
             print("Pier is up. Press Ctrl-C to stop.", flush=True)
             return watch(stack, stop)

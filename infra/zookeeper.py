@@ -4,17 +4,24 @@ Runs `java -cp <classpath> org.apache.zookeeper.server.ZooKeeperServerMain <data
 directly (not `zkServer.sh`, which daemonises and hides the PID). `zookeeper.jar`'s manifest
 `Class-Path` already names its dependencies (jute, netty, jetty, slf4j-api) in /usr/share/java, so the
 jar alone runs; `slf4j-simple` is added when present so the log file says something. The admin HTTP
-server is off (it would take port 8080) and only harmless four-letter words are whitelisted; `ruok`
-is the readiness probe. Blocking; one object per process, not shared between threads.
+server is off (it would take port 8080) and only harmless four-letter words are whitelisted.
+Readiness is a real client session (kazoo), not `ruok`: ZooKeeper answers `imok` a moment before it
+serves sessions (its log says "ZooKeeperServer not running"), and brokers started in that moment
+would fail to register. `ruok` still goes first, as a cheap check that something listens.
+Blocking; one object per process, not shared between threads.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 
 from infra import process as proc
 from infra.errors import LaunchError
@@ -25,6 +32,9 @@ SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 # Small heap and a quick JIT: ZooKeeper here holds a few hundred znodes and must start fast.
 JVM_FLAGS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+# kazoo logs each refused connection attempt as a warning; a probe expects refusals.
+_QUIET = logging.getLogger("infra.zookeeper.probe")
+_QUIET.setLevel(logging.CRITICAL + 1)
 
 
 @dataclass
@@ -51,14 +61,29 @@ class ZooKeeperProcess:
         proc.kill(self.process)
 
     def wait_ready(self, timeout: float = 15.0) -> None:
-        """Poll `ruok` until ZooKeeper answers; raise with the log tail if it exits or times out."""
+        """Poll until ZooKeeper opens a session; raise with the log tail if it exits or times out."""
         proc.wait_ready(
             self.process,
-            lambda: zookeeper_ready(self.host, self.port),
+            lambda: zookeeper_session_ready(self.host, self.port),
             timeout=timeout,
             name=f"ZooKeeper on {self.connect}",
             log_path=self.log_path,
         )
+
+
+def zookeeper_session_ready(host: str, port: int, timeout: float = 2.0) -> bool:
+    """True when ZooKeeper on host:port answers `ruok` and then grants a kazoo session."""
+    if not zookeeper_ready(host, port, timeout):
+        return False
+    client = KazooClient(hosts=f"{host}:{port}", timeout=timeout, logger=_QUIET)
+    try:
+        client.start(timeout)
+        return True
+    except KazooTimeoutError:
+        return False
+    finally:
+        client.stop()
+        client.close()
 
 
 def zookeeper_classpath() -> str:
@@ -77,7 +102,7 @@ def zookeeper_classpath() -> str:
 def start_zookeeper(
     data_dir: Path, *, port: int | None = None, host: str = "127.0.0.1", wait: float = 15.0
 ) -> ZooKeeperProcess:
-    """Start ZooKeeper with its snapshots and `zoo.cfg` in `data_dir`; wait until it answers `ruok`.
+    """Start ZooKeeper with its snapshots and `zoo.cfg` in `data_dir`; wait until it serves sessions.
 
     The config and the log (`zookeeper.log`) live inside `data_dir` beside ZooKeeper's `version-2/`.
     `wait=0` returns at once without probing. On a failed start the process is killed before raising.
@@ -103,7 +128,11 @@ def start_zookeeper(
 
 def _zoo_cfg(data_dir: Path, host: str, port: int) -> str:
     settings = {
-        "tickTime": "2000",
+        # Sessions expire in tickTime buckets: 500 ms keeps a dead broker's expiry within half a
+        # second of its session timeout (2000 ms added up to 2 s to every failover).
+        "tickTime": "500",
+        "minSessionTimeout": "1000",
+        "maxSessionTimeout": "60000",  # 20 × tickTime would cap Kafka's 18 s default at 10 s
         "dataDir": str(data_dir.resolve()),
         "clientPort": str(port),
         "clientPortAddress": host,

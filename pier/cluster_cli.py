@@ -5,7 +5,9 @@ broker gives the live brokers, the controller and every partition's leader, repl
 from them it prints the brokers (marking the controller), the under-replicated partitions (ISR
 smaller than the replica set) and the offline ones (no live leader) — as a table, or JSON with
 `--json`. Exit 0 when the cluster answered, 1 when it did not (one line on stderr, never a
-traceback). Runs its own event loop per invocation; not thread-safe.
+traceback). Leadership operations are subcommands sent to the controller (see
+`pier.cluster_ops`): `elect-leaders`, `reassign`, `reassignments`. Runs its own event loop per
+invocation; not thread-safe.
 """
 
 from __future__ import annotations
@@ -18,15 +20,15 @@ from typing import Any
 
 from brokers.client import Admin, ClientConfig, ClientError
 from brokers.client.metadata import ClusterMetadata
+from pier import cluster_ops
 
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def add_parser(commands: Any) -> None:
     cluster = commands.add_parser("cluster", help="brokers, controller, partition health")
-    cluster.add_argument("--bootstrap", required=True, help="HOST:PORT[,HOST:PORT] of a broker")
-    cluster.add_argument("--timeout", type=float, default=10.0, help="seconds")
-    cluster.add_argument("--json", action="store_true")
+    cluster_ops.add_connection_options(cluster, at_top=True)
+    cluster_ops.add_parsers(cluster)
 
 
 def summarize(meta: ClusterMetadata) -> dict[str, Any]:
@@ -73,6 +75,13 @@ def render(summary: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.bootstrap:
+        print("pier: error: the following arguments are required: --bootstrap", file=sys.stderr)
+        return EXIT_USAGE
+    if getattr(args, "cluster_command", None):
+        status: int = cluster_ops.run(args)
+        return status
+
     async def ask() -> ClusterMetadata:
         config = ClientConfig(request_timeout_s=args.timeout)
         async with Admin.for_bootstrap(args.bootstrap, config) as admin:

@@ -1,7 +1,8 @@
 """The admin client: one object over a `Cluster` for topic, config, offset and group operations.
 
 Owns: `Admin`, a thin facade (each method delegates to the module that implements it:
-`topics`, `offsets`, `groups`, `group_offsets`) so tools hold one handle and close one thing.
+`topics`, `offsets`, `groups`, `group_offsets`, `leadership`) so tools hold one handle and close
+one thing.
 Runs on one event loop; not thread-safe.
 """
 
@@ -9,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from brokers.client import group_offsets, groups, offsets, topics
+from brokers.client import group_offsets, groups, leadership, offsets, topics
 from brokers.client.cluster import Cluster
 from brokers.client.config import ClientConfig
 from brokers.client.errors import ClientError
 from brokers.client.group_offsets import CommittedOffset
 from brokers.client.groups import GroupDescription, GroupListing
+from brokers.client.leadership import PartitionReassignment
 from brokers.client.metadata import ClusterMetadata, TopicPartition
 from brokers.client.offsets import ListedOffset
 from brokers.client.topics import ConfigEntry, NewTopic
@@ -82,3 +84,28 @@ class Admin:
     ) -> None:
         """A simple (generation -1) commit: only for groups without active members."""
         await group_offsets.commit_offsets(self.cluster, group_id, new, metadata=metadata)
+
+    async def elect_leaders(
+        self,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        unclean: bool = False,
+        timeout_s: float = 30.0,
+    ) -> dict[TopicPartition, ClientError | None]:
+        """Preferred (or unclean) leader election at the controller; None = every partition."""
+        return await leadership.elect_leaders(
+            self.cluster, partitions, unclean=unclean, timeout_s=timeout_s
+        )
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None], *, timeout_s: float = 30.0
+    ) -> dict[TopicPartition, ClientError | None]:
+        """Start (target replicas) or cancel (None) partition reassignments at the controller."""
+        return await leadership.alter_partition_reassignments(
+            self.cluster, targets, timeout_s=timeout_s
+        )
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        return await leadership.list_partition_reassignments(self.cluster, partitions)

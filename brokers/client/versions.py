@@ -33,6 +33,9 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DESCRIBE_CONFIGS = 32
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
 
 
 _KNOWN = frozenset(int(key) for key in ApiKey)
@@ -56,6 +59,9 @@ CLIENT_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.ELECT_LEADERS: (0, 2),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     }
 )
 

@@ -6,7 +6,10 @@ states and ISR-change notifications again when watches fire; writing a decision'
 states in ONE multi-op fenced by the controller epoch (`election.fence()`): states that exist are
 set conditionally on the version the context holds, new ones are created. If any condition fails
 nothing is written and `ZNodeVersionError` is raised: the caller re-reads and decides again, or
-finds that it was deposed. Also deletes a topic's znodes once its deletion is done.
+finds that it was deposed. Rewrites partitions' replica assignments in `/brokers/topics/<t>`
+(KIP-455 reassignments: replicas, adding, removing) fenced the same way, conditional on the
+topic znode's version (re-read and retried when a topic admin wrote in between).
+Also deletes a topic's znodes once its deletion is done.
 Runs on the controller's event loop; not thread-safe.
 """
 
@@ -18,11 +21,18 @@ from collections.abc import Callable, Iterable, Mapping
 
 from brokers.controller import zk_paths
 from brokers.controller.context import ControllerContext
-from brokers.controller.errors import ZNodeExistsError, ZNodeFormatError, ZNodeMissingError
-from brokers.controller.state import LeaderAndIsr, TopicPartition
+from brokers.controller.errors import (
+    ControllerMovedError,
+    ZNodeExistsError,
+    ZNodeFormatError,
+    ZNodeMissingError,
+    ZNodeVersionError,
+)
+from brokers.controller.state import LeaderAndIsr, ReplicaAssignment, TopicPartition
 from brokers.controller.zk_client import CheckOp, CreateOp, Op, SetOp, ZkClient
 
 Watch = Callable[[str], None]
+ASSIGNMENT_WRITE_ATTEMPTS = 5
 
 
 class ControllerStore:
@@ -133,6 +143,27 @@ class ControllerStore:
                 state.leader, state.leader_epoch, state.isr, state.controller_epoch, version
             )
         return written
+
+    async def write_assignments(
+        self, fence: CheckOp, topic: str, changes: Mapping[int, ReplicaAssignment]
+    ) -> None:
+        """Replace some partitions' assignments in `/brokers/topics/<topic>`, keeping the rest."""
+        path = zk_paths.topic_path(topic)
+        for _ in range(ASSIGNMENT_WRITE_ATTEMPTS):
+            node = await self._zk.get(path)
+            current = zk_paths.decode_topic(node.data)
+            updated = zk_paths.TopicAssignment(current.topic_id, {**current.partitions, **changes})
+            data = zk_paths.encode_topic(updated)
+            try:
+                await self._zk.multi([fence, SetOp(path, data, node.version)])
+                return
+            except ZNodeVersionError:
+                if not await self._fence_holds(fence):
+                    raise ControllerMovedError("the controller epoch moved on") from None
+        raise ZNodeVersionError(f"{path} kept changing under the controller")
+
+    async def _fence_holds(self, fence: CheckOp) -> bool:
+        return (await self._zk.get(fence.path)).version == fence.version
 
     async def delete_topic(self, topic: str) -> None:
         """Remove the topic's znodes, its config and its deletion request (children first)."""

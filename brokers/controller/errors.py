@@ -54,3 +54,27 @@ class InconsistentRackError(ControllerError):
 
 class ReassignmentError(ControllerError):
     """A reassignment request is not valid for the partition's current state."""
+
+
+class UnknownPartitionError(ControllerError):
+    """A partition the controller does not know (no assignment or no state yet)."""
+
+
+class NoReassignmentInProgressError(ControllerError):
+    """A cancellation (null target replicas, KIP-455) for a partition that is not moving."""
+
+
+class ElectionError(ControllerError):
+    """Base of the per-partition outcomes of an ElectLeaders request that elected nobody (KIP-460)."""
+
+
+class ElectionNotNeededError(ElectionError):
+    """The wanted leader already leads (preferred), or the leader is live (unclean)."""
+
+
+class PreferredLeaderNotAvailableError(ElectionError):
+    """The preferred replica is not live or not in the ISR."""
+
+
+class EligibleLeadersNotAvailableError(ElectionError):
+    """No replica may lead under the election's rules (none live and in sync, or none live)."""

@@ -13,16 +13,26 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from brokers.controller import errors
 from brokers.controller.state import LeaderAndIsr, ReplicaAssignment, TopicPartition
 
 
 class ElectionFailure(enum.Enum):
-    """Why a partition got no (new) leader; the handlers' mapper turns these into error codes."""
+    """Why a partition got no (new) leader; `as_error` gives the domain error the handlers map."""
 
     NOT_NEEDED = "election not needed"  # ELECTION_NOT_NEEDED
     NO_ELIGIBLE_LEADER = "no eligible leader"  # ELIGIBLE_LEADERS_NOT_AVAILABLE
     PREFERRED_NOT_AVAILABLE = "preferred leader not available"  # PREFERRED_LEADER_NOT_AVAILABLE
     UNKNOWN_PARTITION = "unknown partition"  # UNKNOWN_TOPIC_OR_PARTITION
+
+    def as_error(self, tp: TopicPartition) -> errors.ControllerError:
+        kinds: dict[ElectionFailure, type[errors.ControllerError]] = {
+            ElectionFailure.NOT_NEEDED: errors.ElectionNotNeededError,
+            ElectionFailure.NO_ELIGIBLE_LEADER: errors.EligibleLeadersNotAvailableError,
+            ElectionFailure.PREFERRED_NOT_AVAILABLE: errors.PreferredLeaderNotAvailableError,
+            ElectionFailure.UNKNOWN_PARTITION: errors.UnknownPartitionError,
+        }
+        return kinds[self](f"{tp}: {self.value}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@ of four strategies, and the LeaderAndIsr/UpdateMetadata orders that follow:
 - OFFLINE: the first replica in assignment order that is live and in the ISR; when none and
   `unclean.leader.election.enable` is true for the topic, the first live replica with ISR = [it]
   (may lose committed data, so off by default). Only partitions whose leader is not live.
+- UNCLEAN (ElectLeaders type 1, KIP-460): as OFFLINE with unclean election allowed whatever the
+  topic says; partitions whose leader is live need no election.
 - PREFERRED: the first assigned replica, if it is live and in the ISR; ISR unchanged.
 - CONTROLLED_SHUTDOWN: the first assigned replica that is live, in the ISR and not shutting down;
   the shutting-down brokers leave the ISR.
@@ -33,6 +35,7 @@ UNCLEAN_ELECTION = "unclean.leader.election.enable"
 
 class Strategy(enum.Enum):
     OFFLINE = "offline"
+    UNCLEAN = "unclean"
     PREFERRED = "preferred"
     CONTROLLED_SHUTDOWN = "controlled_shutdown"
     REASSIGN = "reassign"
@@ -132,10 +135,12 @@ def _elect_one(
         return ElectionFailure.UNKNOWN_PARTITION
     live = {b for b in context.live_brokers if b not in context.shutting_down}
     replicas, isr = assignment.replicas, current.isr
-    if strategy is Strategy.OFFLINE:
+    if strategy in (Strategy.OFFLINE, Strategy.UNCLEAN):
         if current.leader in live:
             return ElectionFailure.NOT_NEEDED
-        unclean = unclean_enabled(context, tp.topic, unclean_default)
+        unclean = strategy is Strategy.UNCLEAN or unclean_enabled(
+            context, tp.topic, unclean_default
+        )
         chosen = offline_leader(replicas, isr, live, unclean)
     elif strategy is Strategy.PREFERRED:
         if replicas and current.leader == replicas[0]:

@@ -3,14 +3,20 @@
 Owns the two halves of moving a partition from its original replicas (ORS) to target replicas (TRS):
 - `start`: the assignment becomes RS = TRS + (ORS - TRS) with adding = TRS - ORS and removing =
   ORS - TRS (written to `/brokers/topics/<t>`); the leader epoch bumps and every live replica of RS
-  gets LeaderAndIsr, the added ones as new replicas, so they start fetching from the leader.
+  gets LeaderAndIsr, the added ones as new replicas, so they start fetching from the leader. As
+  Kafka's `validateReplicas`: the target must be non-empty, distinct, non-negative ids, and the
+  replicas being added must be live. A new target replacing one in flight (or a cancellation)
+  leaves replicas of the old RS that are in neither: they leave the ISR (and the leadership, to
+  the first live in-sync replica of the new RS) and get StopReplica(delete), as Kafka's
+  `updateCurrentReassignment` does.
 - `complete`, once every target replica is in the ISR (`caught_up`): RS = TRS; the leader stays if
   it is a live target replica, otherwise the first live in-sync target replica takes over; the
   removed replicas leave the ISR; StopReplica(delete) goes to them. Kafka does this in several
   epoch bumps (B3 then B4); one bump carrying the final leader, ISR and replicas is equivalent for
   followers, which only compare epochs.
-Cancelling a reassignment (reverting to ORS) is the same `start` with TRS = ORS. Reads the context;
-not thread-safe.
+- `cancel` (null target replicas) is `start` with TRS = ORS; NoReassignmentInProgressError when the
+  partition is not moving.
+Reads the context; not thread-safe.
 """
 
 from __future__ import annotations
@@ -18,7 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from brokers.controller.context import ControllerContext
-from brokers.controller.errors import ReassignmentError
+from brokers.controller.errors import (
+    NoReassignmentInProgressError,
+    ReassignmentError,
+    UnknownPartitionError,
+)
 from brokers.controller.orders import (
     Decision,
     ElectionFailure,
@@ -26,26 +36,51 @@ from brokers.controller.orders import (
     StopReplicaOrder,
     metadata_to_all,
 )
-from brokers.controller.state import ReplicaAssignment, TopicPartition
+from brokers.controller.state import NO_LEADER, ReplicaAssignment, TopicPartition
 
 
-def _current(context: ControllerContext, tp: TopicPartition) -> ReplicaAssignment:
+def current_assignment(context: ControllerContext, tp: TopicPartition) -> ReplicaAssignment:
     assignment = context.assignments.get(tp)
     if assignment is None or tp not in context.leadership:
-        raise ReassignmentError(f"unknown partition {tp}")
+        raise UnknownPartitionError(f"unknown partition {tp}")
     return assignment
 
 
+def check_target(
+    context: ControllerContext,
+    tp: TopicPartition,
+    target: Sequence[int],
+    allow_rf_change: bool = True,
+) -> None:
+    """Kafka's `validateReplicas`: ReassignmentError (INVALID_REPLICA_ASSIGNMENT) when invalid;
+    `allow_rf_change=False` (KIP-860) also refuses a target of another size than the original."""
+    current = current_assignment(context, tp)
+    if not target:
+        raise ReassignmentError("Empty replica list specified in partition reassignment.")
+    if len(set(target)) != len(target):
+        raise ReassignmentError(f"Duplicate replica ids in partition reassignment: {list(target)}")
+    if any(b < 0 for b in target):
+        raise ReassignmentError(f"Invalid broker id in replica list: {list(target)}")
+    adding = [b for b in target if b not in current.original_replicas]
+    dead = [b for b in adding if b not in context.live_brokers]
+    if dead:
+        raise ReassignmentError(f"Replica assignment has brokers that are not alive: {dead}")
+    if not allow_rf_change and len(target) != len(current.original_replicas):
+        raise ReassignmentError(
+            f"The replication factor is changed from {len(current.original_replicas)} "
+            f"to {len(target)}, which is not allowed by this request"
+        )
+
+
 def start(
-    context: ControllerContext, tp: TopicPartition, target: Sequence[int]
+    context: ControllerContext,
+    tp: TopicPartition,
+    target: Sequence[int],
+    allow_rf_change: bool = True,
 ) -> tuple[ReplicaAssignment, Decision]:
     """The reassigning assignment to write, and the orders that start the new replicas."""
-    current = _current(context, tp)
-    if not target or len(set(target)) != len(target):
-        raise ReassignmentError(f"target replicas {list(target)} must be non-empty and distinct")
-    unknown = [b for b in target if b not in context.live_brokers]
-    if unknown:
-        raise ReassignmentError(f"target brokers {unknown} are not live")
+    check_target(context, tp, target, allow_rf_change)
+    current = current_assignment(context, tp)
     original = current.original_replicas
     adding = tuple(b for b in target if b not in original)
     # Kafka's `ReplicaAssignment.reassignTo`: target first, so the target's order (its preferred
@@ -54,27 +89,48 @@ def start(
     assignment = ReplicaAssignment(union, adding, tuple(b for b in original if b not in target))
     if not assignment.is_reassigning:
         assignment = ReplicaAssignment(tuple(target))
+    unneeded = tuple(r for r in current.replicas if r not in assignment.replicas)
     state = context.leadership[tp]
-    bumped = state.next_epoch(state.leader, state.isr, context.epoch)
+    isr = tuple(r for r in state.isr if r not in unneeded)
+    leader = state.leader
+    if leader in unneeded:
+        live = {b for b in context.live_brokers if b not in context.shutting_down}
+        leader = next((r for r in assignment.replicas if r in live and r in isr), NO_LEADER)
+    if not isr:
+        raise ReassignmentError(f"{tp}: no in-sync replica would remain")
+    bumped = state.next_epoch(leader, isr, context.epoch)
     decision = Decision(changes={tp: bumped})
     decision.leader_and_isr = [
         LeaderAndIsrOrder(r, tp, bumped, assignment, is_new=r in adding)
-        for r in union
+        for r in assignment.replicas
+        if r in context.live_brokers
+    ]
+    decision.stop_replica = [
+        StopReplicaOrder(r, tp, True, bumped.leader_epoch)
+        for r in unneeded
         if r in context.live_brokers
     ]
     decision.update_metadata = metadata_to_all(set(context.live_brokers), {tp})
     return assignment, decision
 
 
+def cancel(context: ControllerContext, tp: TopicPartition) -> tuple[ReplicaAssignment, Decision]:
+    """Revert an in-flight reassignment to the original replicas."""
+    current = current_assignment(context, tp)
+    if not current.is_reassigning:
+        raise NoReassignmentInProgressError(f"{tp} has no reassignment in progress")
+    return start(context, tp, current.original_replicas)
+
+
 def caught_up(context: ControllerContext, tp: TopicPartition) -> bool:
     """Every target replica is in the ISR: the reassignment may complete."""
-    assignment = _current(context, tp)
+    assignment = current_assignment(context, tp)
     return set(assignment.target_replicas) <= set(context.leadership[tp].isr)
 
 
 def complete(context: ControllerContext, tp: TopicPartition) -> tuple[ReplicaAssignment, Decision]:
     """The final assignment to write, the new leader/ISR and the orders dropping old replicas."""
-    assignment = _current(context, tp)
+    assignment = current_assignment(context, tp)
     if not caught_up(context, tp):
         raise ReassignmentError(f"{tp}: target replicas are not all in the ISR yet")
     target = assignment.target_replicas
@@ -102,3 +158,10 @@ def complete(context: ControllerContext, tp: TopicPartition) -> tuple[ReplicaAss
     ]
     decision.update_metadata = metadata_to_all(set(context.live_brokers), {tp})
     return final, decision
+
+
+def reassigning(context: ControllerContext) -> list[TopicPartition]:
+    """Partitions with a reassignment in flight (ListPartitionReassignments, failover resume)."""
+    return sorted(
+        tp for tp, a in context.assignments.items() if a.is_reassigning and tp in context.leadership
+    )

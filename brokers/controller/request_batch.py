@@ -60,8 +60,8 @@ def leader_and_isr(
         live_leaders=tuple(
             rq.LeaderAndIsrLiveLeader(
                 broker_id=b,
-                host_name=context.live_brokers[b].host,
-                port=context.live_brokers[b].port,
+                host_name=context.live_brokers[b].inter_broker.host,  # followers fetch there
+                port=context.live_brokers[b].inter_broker.port,
             )
             for b in leaders
         ),

@@ -29,6 +29,12 @@ DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CLIENT_LISTENER = "PLAINTEXT"
+INTER_BROKER_LISTENER = "REPLICATION"
+"""Kafka's `inter.broker.listener.name` as Pier fixes it: a broker with
+`inter.broker.advertised.address` registers this second listener, and every controller and follower
+reaches it there (the name is the same on every broker, so the registration alone says which
+endpoint is inter-broker). Without it, brokers talk to each other on the client endpoint."""
 CLUSTER_ID = "/cluster/id"
 # Kafka's KafkaZkClient.createTopLevelPaths: made (empty) at startup so watches can be set on them.
 PERSISTENT_PATHS = (
@@ -150,16 +156,26 @@ class BrokerRegistration:
     def port(self) -> int:
         return self.endpoints[0].port if self.endpoints else -1
 
+    @property
+    def inter_broker(self) -> BrokerEndpoint:
+        """Where the controller and followers reach this broker: its `REPLICATION` endpoint,
+        else the client (first) one."""
+        for endpoint in self.endpoints:
+            if endpoint.listener == INTER_BROKER_LISTENER:
+                return endpoint
+        return self.endpoints[0] if self.endpoints else BrokerEndpoint(CLIENT_LISTENER, "", -1)
+
 
 def encode_broker(reg: BrokerRegistration) -> bytes:
     # Top-level host/port are the first PLAINTEXT endpoint (old clients read only those).
-    plain = next((e for e in reg.endpoints if e.listener == "PLAINTEXT"), None)
+    plain = next((e for e in reg.endpoints if e.listener == CLIENT_LISTENER), None)
     body: dict[str, Any] = {
         "version": 5,
         "host": plain.host if plain else None,
         "port": plain.port if plain else -1,
         "endpoints": [e.connection_string for e in reg.endpoints],
-        "listener_security_protocol_map": {e.listener: e.listener for e in reg.endpoints},
+        # Every Pier listener speaks plaintext: the map names the protocol, not the listener.
+        "listener_security_protocol_map": {e.listener: "PLAINTEXT" for e in reg.endpoints},
         "jmx_port": reg.jmx_port,
         "timestamp": str(reg.timestamp_ms),
         "features": dict(reg.features),

@@ -2,7 +2,8 @@
 `__consumer_offsets` partition this broker leads.
 
 Owns: `GroupCoordinator` — ownership of offsets partitions (loading → COORDINATOR_LOAD_IN_PROGRESS,
-not ours → NOT_COORDINATOR), the group directory, and the entry points handlers call: JoinGroup,
+not ours → NOT_COORDINATOR; `on_election` / `on_resignation` follow the partitions' leadership
+through `OffsetsOwnership`), the group directory, and the entry points handlers call: JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup, OffsetCommit/Fetch/Delete, DescribeGroups, ListGroups,
 DeleteGroups, plus `tick()` (timers; the broker calls it every ~100 ms, tests call it after moving
 a ManualClock) and `expire_offsets()` (every `offsets.retention.check.interval.ms`). Parked
@@ -36,9 +37,10 @@ from brokers.coordinator.errors import (
 from brokers.coordinator.group import Group, GroupState
 from brokers.coordinator.group_log import GroupLog
 from brokers.coordinator.joining import Joiner, JoinRequest
-from brokers.coordinator.loader import LoadedPartition, load_partition
+from brokers.coordinator.loader import LoadedPartition
 from brokers.coordinator.offset_store import CommitRequest, FetchedOffset, OffsetCommit, OffsetStore
 from brokers.coordinator.offsets_topic import OffsetsTopic
+from brokers.coordinator.ownership import NO_EPOCH, OffsetsOwnership
 from brokers.coordinator.rebalance import Rebalancer
 from brokers.coordinator.results import JoinResult, LeavingMember, MemberLeave, SyncResult
 from brokers.coordinator.timers import DeadlineQueue
@@ -65,8 +67,7 @@ class GroupCoordinator:
         self.clock = clock
         self.log = GroupLog(topic, clock)
         self.groups: dict[str, Group] = {}
-        self._owned: set[int] = set()
-        self._loading: set[int] = set()
+        self.ownership = OffsetsOwnership(topic, self._install, self._forget)
         self._deadlines = DeadlineQueue()
         self.rebalancer = Rebalancer(config, clock, self.log, self._deadlines)
         self._joiner = Joiner(self.rebalancer)
@@ -81,33 +82,34 @@ class GroupCoordinator:
         if not group_id:
             return InvalidGroupIdError("the group id must not be empty")
         partition = self.partition_for(group_id)
-        if partition in self._loading:
+        if partition in self.ownership.loading:
             return CoordinatorLoadInProgressError(f"offsets partition {partition} is loading")
-        if partition not in self._owned:
+        if partition not in self.ownership.owned:
             return NotCoordinatorError(f"not the coordinator of {group_id!r}")
         return None
 
     @property
     def loading(self) -> bool:
-        return bool(self._loading)
+        return bool(self.ownership.loading)
 
     async def load_partitions(self, partitions: Iterable[int]) -> None:
-        """Become coordinator of `partitions`: read each back, then serve its groups."""
-        wanted = [p for p in partitions if p not in self._owned]
-        self._loading.update(wanted)
-        try:
-            for partition in wanted:
-                try:
-                    loaded = await load_partition(self.log.topic, partition)
-                except Exception as exc:  # unreadable log: stay NOT_COORDINATOR for its groups
-                    log.error("event=offsets_load_failed partition=%d error=%r", partition, exc)
-                    self._loading.discard(partition)
-                    continue
-                self._install(loaded)
-                self._loading.discard(partition)
-                self._owned.add(partition)
-        finally:  # cancelled (shutdown): nothing half-loaded stays "loading"
-            self._loading.difference_update(wanted)
+        """Become coordinator of `partitions` (standalone: for good): read back, then serve."""
+        loads = [self.ownership.elect(p, NO_EPOCH) for p in partitions]
+        tasks = [task for task in loads if task is not None]
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def on_election(self, partition: int, leader_epoch: int) -> None:
+        """Kafka's onElection: this broker now leads `partition`; it is loaded in the background."""
+        self.ownership.elect(partition, leader_epoch)
+
+    def on_resignation(self, partition: int, leader_epoch: int | None = None) -> None:
+        """Kafka's onResignation: no longer the leader; the partition's groups are forgotten."""
+        self.ownership.resign(partition, leader_epoch)
+
+    def unload_partition(self, partition: int) -> None:
+        """No longer the coordinator: answer parked requests with NOT_COORDINATOR and forget."""
+        self.ownership.resign(partition)
 
     def _install(self, loaded: LoadedPartition) -> None:
         now_ms = self.clock.time_ms()
@@ -121,15 +123,17 @@ class GroupCoordinator:
             for tp, value in offsets.items():
                 group.offsets.put(tp, value)
 
-    def unload_partition(self, partition: int) -> None:
-        """No longer the coordinator: answer parked requests with NOT_COORDINATOR and forget."""
-        self._owned.discard(partition)
-        self._loading.discard(partition)
-        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+    def _forget(self, partition: int) -> None:
+        gone = [g for g in self.groups if self.partition_for(g) == partition]
+        for group_id in gone:
             group = self.groups.pop(group_id)
             for member in group.members.values():
                 member.complete_join(JoinResult.failed(member.member_id, NotCoordinatorError()))
                 member.complete_sync(SyncResult(error=NotCoordinatorError()))
+        if gone:
+            log.info(
+                "event=offsets_partition_unloaded partition=%d groups=%d", partition, len(gone)
+            )
 
     def _create(self, group_id: str) -> Group:
         group = Group(group_id, self.clock.time_ms())
@@ -345,6 +349,5 @@ class GroupCoordinator:
 
     async def shutdown(self) -> None:
         """Answer parked requests (the broker is going away) and finish background writes."""
-        for partition in sorted(self._owned | self._loading):
-            self.unload_partition(partition)
+        await self.ownership.close()
         await self.rebalancer.drain()

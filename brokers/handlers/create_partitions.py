@@ -61,11 +61,14 @@ def _grow(broker: Broker, topic: Any, validate_only: bool) -> None:
         raise UnknownTopicOrPartitionError(f"Topic '{topic.name}' does not exist.")
     # The registry checks the count first (not an increase, over the limits), as Kafka does.
     broker.topics.create_partitions(topic.name, topic.count, validate_only=True)
+    manual = None
     if topic.assignments is not None:
+        existing = len(meta.partitions)
         factor = len(next(iter(meta.partitions.values())).replicas)
-        _check_assignments(broker, topic.assignments, topic.count - len(meta.partitions), factor)
+        _check_assignments(broker, topic.assignments, topic.count - existing, factor)
+        manual = {existing + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
     if not validate_only:
-        broker.topics.create_partitions(topic.name, topic.count)
+        broker.topics.create_partitions(topic.name, topic.count, assignment=manual)
 
 
 def _check_assignments(broker: Broker, assignments: Any, additional: int, factor: int) -> None:

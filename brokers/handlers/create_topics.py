@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.config_entries import topic_config_entries
 from brokers.handlers.errors import InvalidRequestError, error_code_for, error_message_for
-from brokers.handlers.replica_assignment import placement_of
+from brokers.handlers.replica_assignment import manual_assignment
 from brokers.log.config import validate_topic_overrides
 from brokers.log.errors import InvalidConfigError
 from brokers.replication.errors import (
@@ -77,9 +77,15 @@ def _create(
     try:
         _check_name(broker, topic.name, unified)
         overrides = _overrides(topic.configs, properties)
-        partitions, factor = _placement(broker, topic)
+        manual = _manual_placement(broker, topic) if topic.assignments else None
+        partitions, factor = _placement(broker, topic, manual)
         created = broker.topics.create_topic(
-            topic.name, partitions, factor, overrides, validate_only=validate_only
+            topic.name,
+            partitions,
+            factor,
+            overrides,
+            validate_only=validate_only,
+            assignment=manual,
         )
     except Exception as exc:
         return _failed(module, topic.name, exc)
@@ -146,10 +152,10 @@ def _null_configs(names: Iterable[str]) -> InvalidConfigError:
     return InvalidConfigError(joined, f"Null value not supported for topic configs: {joined}")
 
 
-def _placement(broker: Broker, topic: Any) -> tuple[int, int]:
+def _placement(broker: Broker, topic: Any, manual: dict[int, list[int]] | None) -> tuple[int, int]:
     """(partitions, replication factor) with -1 resolved to the broker defaults."""
-    if topic.assignments:
-        return _manual_placement(broker, topic)
+    if manual is not None:
+        return len(manual), len(manual[0])
     if topic.replication_factor < -1 or topic.replication_factor == 0:
         raise InvalidReplicationFactorError(
             "Replication factor must be larger than 0, or -1 to use the default value."
@@ -168,7 +174,7 @@ def _placement(broker: Broker, topic: Any) -> tuple[int, int]:
     return partitions, factor
 
 
-def _manual_placement(broker: Broker, topic: Any) -> tuple[int, int]:
+def _manual_placement(broker: Broker, topic: Any) -> dict[int, list[int]]:
     if topic.replication_factor != -1:
         raise InvalidRequestError(
             "A manual partition assignment was specified, but replication factor was not set to -1."
@@ -179,7 +185,7 @@ def _manual_placement(broker: Broker, topic: Any) -> tuple[int, int]:
         )
     if len(topic.assignments) > MAX_ITEMS:
         raise InvalidRequestError(f"More than {MAX_ITEMS} partition assignments for one topic")
-    return placement_of(broker, topic.assignments)
+    return manual_assignment(broker, topic.assignments)
 
 
 def _failed(module: ModuleType, name: str, exc: Exception) -> Any:

@@ -9,7 +9,8 @@ name it after the first broker synonym with the topic's default value (`log.rete
 604800000`), the same setting in one unit. Pier has no dynamic broker configs, so broker entries
 are read-only and the cluster-default resource (empty name) is empty. BROKER_LOGGER resources are
 checked like Kafka's and answered with no loggers: Python logging levels are not adjustable here.
-Runs on the event loop.
+In ZooKeeper mode a topic's overrides are read from `/config/topics/<t>` on each request (Kafka's
+ZkConfigRepository; `current_overrides`), so every broker answers the same. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ from brokers.handlers.config_entries import (
 )
 from brokers.handlers.errors import InvalidRequestError, error_code_for, error_message_for
 from brokers.replication.errors import UnknownTopicOrPartitionError
+from brokers.replication.metadata_cache import TopicMetadata
 from brokers.replication.topic_names import validate_topic_name
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
+from brokers.zk_topics import ZkTopicAdmin
 
 if TYPE_CHECKING:
     from brokers.broker import Broker
@@ -73,7 +76,7 @@ def _entries(broker: Broker, resource_type: int, name: str) -> list[ConfigEntry]
         topic = broker.metadata.topic(name)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-        return topic_config_entries(topic.configs, broker.config.properties)
+        return topic_config_entries(current_overrides(broker, topic), broker.config.properties)
     if resource_type == BROKER:
         if not name:  # cluster-wide dynamic defaults: Pier has none
             return []
@@ -85,6 +88,13 @@ def _entries(broker: Broker, resource_type: int, name: str) -> list[ConfigEntry]
         check_own_broker(name, broker.config.node_id)
         return []
     raise InvalidRequestError(f"Unsupported resource type: {resource_type}")
+
+
+def current_overrides(broker: Broker, topic: TopicMetadata) -> dict[str, str]:
+    """The topic's overrides: ZooKeeper's in cluster mode, else the standalone registry's."""
+    if isinstance(broker.topics, ZkTopicAdmin):
+        return broker.topics.topic_overrides(topic.name)
+    return dict(topic.configs)
 
 
 def _config(module: ModuleType, entry: ConfigEntry, request: Any) -> Any:

@@ -124,3 +124,22 @@ _CODES[replication_errors.StaleControllerEpochError] = ErrorCode.stale_controlle
 # ---- controller fencing (issue 4) ---------------------------------------------------------------
 _CODES[StaleBrokerEpochError] = ErrorCode.stale_broker_epoch
 _CODES[ControllerMovedError] = ErrorCode.not_controller
+
+
+# ---- leadership operations: ElectLeaders, partition reassignments (issue 4) --------------------
+def _leadership_codes() -> None:
+    from brokers import controller
+
+    _CODES.update(
+        {
+            controller.ElectionNotNeededError: ErrorCode.election_not_needed,
+            controller.PreferredLeaderNotAvailableError: ErrorCode.preferred_leader_not_available,
+            controller.EligibleLeadersNotAvailableError: ErrorCode.eligible_leaders_not_available,
+            controller.UnknownPartitionError: ErrorCode.unknown_topic_or_partition,
+            controller.ReassignmentError: ErrorCode.invalid_replica_assignment,
+            controller.NoReassignmentInProgressError: ErrorCode.no_reassignment_in_progress,
+        }
+    )
+
+
+_leadership_codes()

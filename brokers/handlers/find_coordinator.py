@@ -1,9 +1,13 @@
 """FindCoordinator (key 10, v0–6): which broker coordinates a group (v4+: a batch of keys).
 
-A group's coordinator is the leader of its `__consumer_offsets` partition; asking creates that
-topic on first use, as Kafka does. Transaction coordinators (key type 1) are not built yet and
-answer COORDINATOR_NOT_AVAILABLE, a retriable code; other key types are INVALID_REQUEST.
-Runs on the event loop.
+A group's coordinator is the leader of its `__consumer_offsets` partition as this broker's
+metadata cache knows it (in ZooKeeper mode the controller's UpdateMetadata keeps it; the leader
+then learns it leads from LeaderAndIsr and answers COORDINATOR_LOAD_IN_PROGRESS until its load
+ends). Asking creates that topic on first use, as Kafka does; until the topic exists, while the
+partition has no leader or its leader is not a live broker, and while too few brokers are alive to
+create the topic, the answer is COORDINATOR_NOT_AVAILABLE, a retriable code. Transaction
+coordinators (key type 1) are not built yet and answer COORDINATOR_NOT_AVAILABLE too; other key
+types are INVALID_REQUEST. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from brokers.coordinator.errors import GroupError
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
 from brokers.handlers.build import make, response_module, throttle
+from brokers.log.errors import LogError
+from brokers.replication.errors import ReplicationError
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
@@ -83,8 +90,8 @@ def _find(broker: Broker, key_type: int, key: str) -> _Found:
     wiring = broker.groups
     try:
         wiring.topic.ensure_created()
-    except Exception:  # e.g. not enough brokers yet: the client retries
-        return _Found(key, ErrorCode.coordinator_not_available)
+    except (GroupError, ReplicationError, LogError, OSError):
+        return _Found(key, ErrorCode.coordinator_not_available)  # e.g. too few brokers: retry
     partition = broker.metadata.partition(OFFSETS_TOPIC, wiring.coordinator.partition_for(key))
     endpoint = None if partition is None else broker.metadata.brokers.get(partition.leader)
     if endpoint is None:

@@ -6,7 +6,8 @@ AlterConfigOp.OpType ids: SET 0, DELETE 1, APPEND 2, SUBTRACT 3. APPEND/SUBTRACT
 list-typed configs only (e.g. cleanup.policy); an unset config starts from its Kafka default, as
 in Kafka's ConfigurationControlManager; APPEND skips items already present. Resource checks
 (duplicates, null values — allowed for DELETE only —, BROKER resources) are shared with
-AlterConfigs. Runs on the event loop.
+AlterConfigs. The current overrides are ZooKeeper's in cluster mode (`current_overrides`), so a
+broker that did not create the topic merges with what is really set. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from brokers.handlers.alter_configs import ResourceChange, alter_resources
 from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.describe_configs import current_overrides
 from brokers.handlers.errors import InvalidRequestError
 from brokers.log.config import TOPIC_CONFIGS
 from brokers.log.errors import InvalidConfigError
@@ -53,7 +55,7 @@ def _is_delete(operation: Any) -> bool:
 def _incremental(broker: Broker) -> ResourceChange:
     def change(resource: Any, validate_only: bool) -> None:
         topic = broker.metadata.topic(resource.resource_name)
-        current = dict(topic.configs) if topic is not None else {}
+        current = current_overrides(broker, topic) if topic is not None else {}
         merged = apply_operations(current, resource.configs)
         broker.topics.set_topic_configs(resource.resource_name, merged, validate_only=validate_only)
 

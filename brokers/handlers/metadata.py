@@ -108,13 +108,16 @@ def _topic(
 ) -> Any:
     partitions = ()
     if meta is not None:
+        live = broker.metadata.brokers
         partitions = tuple(
             make(
                 module,
                 "MetadataResponsePartition",
-                error_code=ErrorCode.none,
+                # Kafka's metadata cache: a leader that is not a live broker (or -1: offline,
+                # no eligible replica) is LEADER_NOT_AVAILABLE with leader -1, so clients wait.
+                error_code=ErrorCode.none if p.leader in live else ErrorCode.leader_not_available,
                 partition_index=p.index,
-                leader_id=p.leader,
+                leader_id=p.leader if p.leader in live else -1,
                 leader_epoch=p.leader_epoch,
                 replica_nodes=tuple(p.replicas),
                 isr_nodes=tuple(p.isr),

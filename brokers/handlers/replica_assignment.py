@@ -3,8 +3,9 @@
 Owns: checking an assignment as Kafka's ReplicationControlManager does (no partition twice,
 partitions 0..n-1, no empty or repeated replica list, only registered brokers, one replication
 factor throughout), plus the standalone rule: the local topic registry places every replica on
-this broker, so an assignment is valid only when it names exactly this broker. Pure checks over
-the broker's metadata; runs on the event loop.
+this broker, so there an assignment is valid only when it names exactly this broker; in ZooKeeper
+mode the assignment is written as given. Pure checks over the broker's metadata; runs on the
+event loop.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ if TYPE_CHECKING:
     from brokers.broker import Broker
 
 
-def placement_of(broker: Broker, assignments: Sequence[Any]) -> tuple[int, int]:
-    """(partitions, replication factor) of a CreateTopics manual assignment."""
-    seen: set[int] = set()
+def manual_assignment(broker: Broker, assignments: Sequence[Any]) -> dict[int, list[int]]:
+    """A CreateTopics manual assignment, checked: partition index → replicas."""
+    seen: dict[int, list[int]] = {}
     factor: int | None = None
     for assignment in assignments:
         index = assignment.partition_index
@@ -28,19 +29,19 @@ def placement_of(broker: Broker, assignments: Sequence[Any]) -> tuple[int, int]:
             raise InvalidReplicaAssignmentError(
                 f"Found multiple manual partition assignments for partition {index}"
             )
-        seen.add(index)
         check_replicas(broker, assignment.broker_ids, factor)
+        seen[index] = list(assignment.broker_ids)
         factor = len(assignment.broker_ids)
-    if seen != set(range(len(seen))):
+    if set(seen) != set(range(len(seen))):
         raise InvalidReplicaAssignmentError(
             "partitions should be a consecutive 0-based integer sequence"
         )
-    return len(seen), factor or 1
+    return seen
 
 
 def check_replicas(broker: Broker, replicas: Sequence[int], factor: int | None) -> None:
     """One partition's manual assignment, as Kafka's validateManualPartitionAssignment, plus
-    Pier's standalone rule: the only broker that can hold a replica is this one."""
+    Pier's standalone rule: without ZooKeeper the only broker that can hold a replica is this one."""
     if not replicas:
         raise InvalidReplicaAssignmentError(
             "The manual partition assignment includes an empty replica list."
@@ -63,7 +64,7 @@ def check_replicas(broker: Broker, replicas: Sequence[int], factor: int | None) 
             "replica(s), but this is not consistent with previous partitions, which have "
             f"{factor} replica(s)."
         )
-    if list(replicas) != [broker.config.node_id]:
+    if broker.cluster is None and list(replicas) != [broker.config.node_id]:
         raise InvalidReplicaAssignmentError(
             f"This broker places every replica on itself: the assignment must be "
             f"[{broker.config.node_id}]."

@@ -1,16 +1,19 @@
 """UpdateMetadata (key 6): the controller refreshes this broker's view of the cluster.
 
 Owns: fencing (stale controller or broker epoch → the top-level error, cache untouched) and
-applying the request to `MetadataCache`: the live brokers are replaced by the request's list,
-the controller id is recorded, and each partition state in it replaces the cached one. A
-partition whose leader is -2 (Kafka's `LeaderDuringDelete`) is being deleted and leaves the
-cache, and its topic with its last partition. Topic configs are kept. Serves Metadata and
+applying the request to `MetadataCache`: the live brokers are replaced by the request's list
+(clients are served each broker's PLAINTEXT endpoint; its REPLICATION endpoint, when it has one,
+goes to `inter_broker` for broker-to-broker use), the controller id is recorded, and each
+partition state in it replaces the cached one. A partition whose leader is -2 (Kafka's
+`LeaderDuringDelete`) is being deleted and leaves the cache, and its topic with its last
+partition. Topic configs are kept. Serves Metadata and
 DescribeCluster on every broker, so clients re-route after leadership moves.
 Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
+from brokers.controller import CLIENT_LISTENER, INTER_BROKER_LISTENER
 from brokers.controller import control_api as rq
 from brokers.handlers.control_fence import FENCED, BrokerFence
 from brokers.handlers.control_requests import control_route
@@ -27,12 +30,31 @@ from brokers.wire.errors import ErrorCode
 LEADER_DURING_DELETE = -2
 
 
+def _endpoint(broker: rq.UpdateMetadataBroker, listener: str) -> BrokerEndpoint | None:
+    """The broker's endpoint on `listener`, None if it has none there."""
+    for e in broker.endpoints:
+        if e.listener == listener:
+            return BrokerEndpoint(broker.id, e.host, e.port, broker.rack)
+    return None
+
+
+def _client_endpoint(broker: rq.UpdateMetadataBroker) -> BrokerEndpoint:
+    """PLAINTEXT when listed; else the first endpoint that is not the inter-broker one."""
+    found = _endpoint(broker, CLIENT_LISTENER)
+    if found is not None:
+        return found
+    e = next((e for e in broker.endpoints if e.listener != INTER_BROKER_LISTENER), None)
+    e = e or broker.endpoints[0]
+    return BrokerEndpoint(broker.id, e.host, e.port, broker.rack)
+
+
 def apply(request: rq.UpdateMetadataRequest, metadata: MetadataCache) -> None:
     metadata.controller_id = request.controller_id
-    metadata.brokers = {
-        b.id: BrokerEndpoint(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
-        for b in request.live_brokers
-        if b.endpoints
+    live = [b for b in request.live_brokers if b.endpoints]
+    # Clients get the PLAINTEXT listener; brokers reach each other on REPLICATION when listed.
+    metadata.brokers = {b.id: _client_endpoint(b) for b in live}
+    metadata.inter_broker = {
+        b.id: endpoint for b in live if (endpoint := _endpoint(b, INTER_BROKER_LISTENER))
     }
     for topic in request.topic_states:
         cached = metadata.topics.get(topic.topic_name)

@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +93,7 @@ class LocalTopicRegistry:
         configs: Mapping[str, str | None],
         *,
         validate_only: bool = False,
+        assignment: Mapping[int, Sequence[int]] | None = None,
     ) -> TopicMetadata | None:
         partitions, factor = new_topic_shape(
             name, num_partitions, replication_factor, self._metadata.topics, self._broker_defaults
@@ -121,7 +122,14 @@ class LocalTopicRegistry:
         del self._metadata.topics[name]
         self._save()
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        validate_only: bool = False,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+    ) -> None:
         topic = self._require(name)
         existing = len(topic.partitions)
         if count <= existing:

@@ -47,6 +47,13 @@ class MetadataCache:
     controller_id: int
     brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    # Brokers' inter-broker (`REPLICATION` listener) endpoints, for broker-to-broker traffic
+    # only; clients are always given `brokers`. A broker absent here has just the one endpoint.
+    inter_broker: dict[int, BrokerEndpoint] = field(default_factory=dict)
+
+    def inter_broker_endpoint(self, node_id: int) -> BrokerEndpoint | None:
+        """Where this broker reaches broker `node_id` (Kafka's `inter.broker.listener.name`)."""
+        return self.inter_broker.get(node_id) or self.brokers.get(node_id)
 
     def topic(self, name: str) -> TopicMetadata | None:
         return self.topics.get(name)

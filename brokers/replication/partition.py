@@ -8,9 +8,9 @@ log end for followers. The high watermark is min log end offset over the (maxima
 
 Standalone vs replicated: a partition becomes *replicated* once the controller's LeaderAndIsr
 reaches it (`become_leader`/`become_follower` from the replica manager). Until then — the
-standalone broker — `min.insync.replicas` is not enforced (the ISR is {self} by construction;
-DESIGN.md: acks=all means leader-only there) and `Log.high_watermark` stays None, exactly as
-before replication existed. ISR changes need an `isr_change` callback (the replica manager's
+standalone broker — the ISR is {self} by construction and `Log.high_watermark` stays None, as
+before replication existed. `min.insync.replicas` holds either way: as in Kafka, an acks=all
+write to a topic with one replica and `min.insync.replicas=2` is NOT_ENOUGH_REPLICAS. ISR changes need an `isr_change` callback (the replica manager's
 `IsrWriter` binding); without one the ISR never changes.
 
 ISR changes (Kafka's pre-KIP-497 ZooKeeper mode): one write in flight at a time; while it is
@@ -80,6 +80,7 @@ class Partition:
         topic_id: bytes = b"",
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         isr_change: IsrChange | None = None,
+        awaiting_leadership: bool = False,
     ) -> None:
         self.log = log
         self.topic = log.topic
@@ -90,8 +91,15 @@ class Partition:
         self._on_high_watermark = on_high_watermark
         self._max_lag_ms = replica_lag_time_max_ms
         self.isr_change = isr_change
+        # ZooKeeper mode (`awaiting_leadership`): a replica found on disk leads nothing until the
+        # controller's LeaderAndIsr (Kafka's partitions are offline until then), so a client with
+        # stale metadata cannot write to a restarted ex-leader and its checkpointed high watermark
+        # is not raised to its log end (which may hold an unreplicated tail).
         self.state = LeadershipState(
-            leader_id=node_id, leader_epoch=0, replicas=[node_id], isr=[node_id]
+            leader_id=NO_LEADER if awaiting_leadership else node_id,
+            leader_epoch=0,
+            replicas=[node_id],
+            isr=[node_id],
         )
         self.followers: dict[int, ReplicaState] = {}
         self.replicated = False  # set by the first LeaderAndIsr (see the module docstring)
@@ -118,7 +126,7 @@ class Partition:
 
     @property
     def min_insync_replicas(self) -> int:
-        return self.log.config.min_insync_replicas if self.replicated else 1
+        return self.log.config.min_insync_replicas
 
     # -- leadership changes (LeaderAndIsr) ------------------------------------------------------
 
@@ -195,7 +203,10 @@ class Partition:
         if config.compression_type != "producer":
             data, batches = _to_topic_codec(data, batches, config.compression_type)
         result = self.log.append_as_leader(data, batches, leader_epoch=self.state.leader_epoch)
-        self._maybe_advance_high_watermark()
+        if not self._maybe_advance_high_watermark() and self.followers:
+            # Kafka wakes fetches parked on the log end: followers' fetches must not sit out
+            # replica.fetch.wait.max.ms while an acks=all produce waits for them.
+            self._on_high_watermark(self)
         return result
 
     def acks_all_outcome(self, required_offset: int) -> isr_rules.AckOutcome:
@@ -204,9 +215,10 @@ class Partition:
             required_offset, self.high_watermark, len(self.state.isr), self.min_insync_replicas
         )
 
-    def _maybe_advance_high_watermark(self) -> None:
+    def _maybe_advance_high_watermark(self) -> bool:
+        """Move the high watermark up to what the ISR holds; True when it moved."""
         if not self.is_leader:
-            return
+            return False
         hw = isr_rules.high_watermark(
             self.high_watermark,
             self._maximal_isr,
@@ -219,6 +231,8 @@ class Partition:
             if self.replicated:
                 self.log.high_watermark = hw
             self._on_high_watermark(self)
+            return True
+        return False
 
     # -- followers and the ISR (leader side) --------------------------------------------------
 

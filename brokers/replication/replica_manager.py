@@ -6,7 +6,8 @@ controller's orders (Kafka's `becomeLeaderOrFollower` / `stopReplicas`): `apply_
 makes partitions leaders or followers and starts/stops their fetchers (`FetcherManager`, one per
 leader broker); `shrink_isrs` is the periodic ISR check (every replica.lag.time.max.ms / 2, run by
 the broker in cluster mode); ISR changes go through the injected `isr_writer`. Appends and high
-watermark moves notify `on_append` so parked fetches and acks=all produces wake.
+watermark moves notify `on_append` so parked fetches and acks=all produces wake. Leadership
+changes are reported to `on_leadership_change` listeners (the group coordinator follows them).
 
 Equal leader epochs: a LeaderAndIsr at the partition's current epoch naming the same leader only
 refreshes ISR, replicas and znode version (never older than ours) — the controller resending
@@ -46,6 +47,9 @@ from brokers.replication.replica_state import ReplicaState
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 TopicPartition = tuple[str, int]
+# (topic, partition, is_leader, leader_epoch) after a leadership change: Kafka's
+# onLeadershipChange callback, through which the group coordinator follows `__consumer_offsets`.
+LeadershipListener = Callable[[str, int, bool, int], None]
 log = logging.getLogger(__name__)
 
 
@@ -85,11 +89,17 @@ class ReplicaManager:
         self._clock = clock
         self._on_append = on_append
         self.isr_writer = isr_writer  # settable until the first LeaderAndIsr
+        # ZooKeeper mode: a new log's topic overrides, read from ZooKeeper as Kafka's
+        # Partition.createLog does (the request's copy may predate this broker's metadata).
+        self.new_log_overrides: Callable[[str, uuid.UUID], Mapping[str, str]] | None = None
+        # Metrics hook (brokers/replication_metrics.py): (old ISR, new ISR, written?) per ISR write.
+        self.isr_update_observer: Callable[[list[int], list[int], bool], None] | None = None
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._broker_properties = dict(broker_properties or {})
         self.controller_epoch = -1
         self._partitions: dict[TopicPartition, Partition] = {}
         self._saved_high_watermarks: dict[TopicPartition, int] = {}
+        self._leadership_listeners: list[LeadershipListener] = []
         self.fetchers = FetcherManager(
             node_id=node_id,
             clock=clock,
@@ -112,6 +122,7 @@ class ReplicaManager:
             high_watermark=self._saved_high_watermarks.get(key, 0),
             on_high_watermark=lambda p: self._on_append((p.topic, p.index)),
             replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            awaiting_leadership=self.isr_writer is not None,  # ZooKeeper mode: wait for orders
         )
         self._partitions[key] = partition
         return partition
@@ -136,8 +147,21 @@ class ReplicaManager:
 
     def delete(self, topic: str, index: int) -> None:
         self.fetchers.unfollow(FetchedTopicPartition(topic, index))
-        if self._partitions.pop((topic, index), None) is not None:
+        deleted = self._partitions.pop((topic, index), None)
+        if deleted is not None:
             self._logs.delete(topic, index)
+            self._leadership_changed(topic, index, False, deleted.leader_epoch)
+
+    def on_leadership_change(self, listener: LeadershipListener) -> None:
+        """Call `listener` after each become-leader / become-follower / stop / delete."""
+        self._leadership_listeners.append(listener)
+
+    def _leadership_changed(self, topic: str, index: int, is_leader: bool, epoch: int) -> None:
+        for listener in self._leadership_listeners:
+            try:
+                listener(topic, index, is_leader, epoch)
+            except Exception as exc:  # a listener's failure must not undo the controller's order
+                log.error("leadership listener failed for %s-%d: %r", topic, index, exc)
 
     def checkpoint_high_watermarks(self) -> None:
         offsets = {key: p.high_watermark for key, p in self._partitions.items()}
@@ -169,7 +193,10 @@ class ReplicaManager:
     def _apply(self, update: PartitionStateUpdate, leaders: Mapping[int, tuple[str, int]]) -> None:
         partition = self.find(update.topic, update.partition)
         if partition is None:
-            config = LogConfig.from_properties(update.configs, self._broker_properties)
+            overrides: Mapping[str, str] = update.configs
+            if self.new_log_overrides is not None:
+                overrides = self.new_log_overrides(update.topic, update.topic_id)
+            config = LogConfig.from_properties(overrides, self._broker_properties)
             partition = self.create(update.topic, update.partition, config)
         current = partition.state
         if partition.replicated and update.leader_epoch < current.leader_epoch:
@@ -195,8 +222,10 @@ class ReplicaManager:
         if update.leader == self._node_id:
             self.fetchers.unfollow(tp)
             partition.become_leader(state)
+            self._leadership_changed(update.topic, update.partition, True, update.leader_epoch)
             return
         partition.become_follower(state)
+        self._leadership_changed(update.topic, update.partition, False, update.leader_epoch)
         address = leaders.get(update.leader)
         if address is None:  # no leader (or an unknown one): wait for the next LeaderAndIsr
             self.fetchers.unfollow(tp)
@@ -247,6 +276,7 @@ class ReplicaManager:
                             state.zk_version,
                         )
                     )
+                    self._leadership_changed(topic, index, False, state.leader_epoch)
                 results[(topic, index)] = None
             except Exception as exc:
                 results[(topic, index)] = exc
@@ -267,14 +297,21 @@ class ReplicaManager:
     async def _write_isr(self, partition: Partition, isr: list[int]) -> int | None:
         assert self.isr_writer is not None
         state = partition.state
-        return await self.isr_writer.write_isr(
-            partition.topic,
-            partition.index,
-            state.leader_epoch,
-            isr,
-            state.zk_version,
-            self.controller_epoch,
-        )
+        old_isr = list(state.isr)
+        version: int | None = None
+        try:
+            version = await self.isr_writer.write_isr(
+                partition.topic,
+                partition.index,
+                state.leader_epoch,
+                isr,
+                state.zk_version,
+                self.controller_epoch,
+            )
+            return version
+        finally:  # Kafka counts a shrink/expand once ZooKeeper took it, a failed update otherwise
+            if self.isr_update_observer is not None:
+                self.isr_update_observer(old_isr, isr, version is not None)
 
     def _on_follower_high_watermark(self, tp: FetchedTopicPartition, hw: int) -> None:
         partition = self._partitions.get((tp.topic, tp.partition))

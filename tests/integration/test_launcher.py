@@ -239,7 +239,8 @@ def test_up_prints_client_snippets_and_stops_everything_on_ctrl_c(
     tmp_path: Path, stand_in: tuple[str, ...]
 ) -> None:
     port, admin_port = free_port(), free_port()
-    argv = ["--port", str(port), "--admin-port", str(admin_port), "--root", str(tmp_path / "state")]
+    argv = ["--standalone", "--port", str(port), "--admin-port", str(admin_port)]
+    argv += ["--root", str(tmp_path / "state")]
     driver = textwrap.dedent(
         f"""
         import functools

@@ -1,5 +1,6 @@
-"""`infra/up` with the operators' admin API: a real broker and a real `pier admin-api` on a SQLite
-tenant store under a tmp root, free ports, Ctrl-C (SIGINT) to stop.
+"""`infra/up --standalone` with the operators' admin API: a real broker and a real `pier admin-api`
+on a SQLite tenant store under a tmp root, free ports, Ctrl-C (SIGINT) to stop. (The default
+cluster shape is tested in test_up_cluster.py.)
 
 The launcher runs as `python -m infra.up_main`, which is what the `infra/up` script execs once its
 virtualenv step is done; running the script itself would `pip install` into the shared virtualenv
@@ -74,7 +75,7 @@ def launch(tmp_path: Path) -> Iterator[Any]:
     def start(admin_port: int | None = None) -> UpRun:
         admin_port = admin_port or free_port()
         argv = [sys.executable, "-m", "infra.up_main", "--root", str(tmp_path / "state")]
-        argv += ["--port", str(free_port()), "--admin-port", str(admin_port)]
+        argv += ["--standalone", "--port", str(free_port()), "--admin-port", str(admin_port)]
         output = tmp_path / f"up-{len(runs)}.out"
         with output.open("wb") as sink:
             process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)

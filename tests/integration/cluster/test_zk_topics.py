@@ -77,3 +77,28 @@ def test_topic_admin_writes_kafka_znodes(chroot: str, tmp_path: Path) -> None:
         await zk.close()
 
     asyncio.run(scenario())
+
+
+def test_manual_assignments_are_written_as_given(chroot: str, tmp_path: Path) -> None:
+    """CreateTopics / CreatePartitions `assignments` in ZooKeeper mode: the replicas named, in order."""
+
+    async def scenario() -> None:
+        zk = ZkClient(chroot)
+        await zk.start()
+        metadata = MetadataCache(cluster_id="c", controller_id=1)
+        for b in (1, 2, 3):
+            metadata.brokers[b] = BrokerEndpoint(b, "127.0.0.1", 9000 + b, None)
+        data = tmp_path / "data"
+        logs = LogManager(
+            data, clock=ManualClock(), default_config=LogConfig.from_properties({}, {})
+        )
+        replicas = ReplicaManager(logs, data, node_id=1, clock=ManualClock(), on_append=print)
+        admin = ZkTopicAdmin(zk, metadata, replicas, broker_defaults={})
+        admin.create_topic("placed", 2, 2, {}, assignment={0: [3, 1], 1: [2, 3]})
+        admin.create_partitions("placed", 3, assignment={2: [1, 2]})
+        topic = zk_paths.decode_topic((await zk.get(zk_paths.topic_path("placed"))).data)
+        placed = {p: list(a.replicas) for p, a in topic.partitions.items()}
+        assert placed == {0: [3, 1], 1: [2, 3], 2: [1, 2]}
+        await zk.close()
+
+    asyncio.run(scenario())

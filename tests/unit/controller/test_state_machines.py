@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from brokers.controller import reassignment
 from brokers.controller.context import ControllerContext
-from brokers.controller.errors import ReassignmentError
+from brokers.controller.errors import ReassignmentError, UnknownPartitionError
 from brokers.controller.orders import ElectionFailure
 from brokers.controller.partition_state_machine import (
     Strategy,
@@ -266,7 +266,7 @@ def test_invalid_reassignment_targets_are_refused(target: list[int]) -> None:
     ctx = context([1, 2], {T0: ([1, 2], lai(1, [1, 2]))})
     with pytest.raises(ReassignmentError):
         reassignment.start(ctx, T0, target)
-    with pytest.raises(ReassignmentError):
+    with pytest.raises(UnknownPartitionError):
         reassignment.start(ctx, TP("x", 0), [1])
 
 

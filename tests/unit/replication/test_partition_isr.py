@@ -175,11 +175,34 @@ def test_a_follower_refuses_appends_and_takes_the_fetched_high_watermark(tmp_pat
 
 
 def test_standalone_partition_is_unchanged(tmp_path: Path) -> None:
-    """No LeaderAndIsr: min.insync.replicas is not enforced, HW = LEO, Log.high_watermark None."""
+    """No LeaderAndIsr: HW = LEO, Log.high_watermark None, the ISR never changes."""
     clock = ManualClock()
-    partition, _ = make_partition(tmp_path, clock, min_isr=2)
+    partition, _ = make_partition(tmp_path, clock, min_isr=1)
     result = partition.append_as_leader(make_batch(2), ACKS_ALL)
     assert partition.high_watermark == result.last_offset + 1 == 2
     assert partition.acks_all_outcome(2) is AckOutcome.DONE
     assert partition.log.high_watermark is None
     assert not partition.maybe_shrink_isr(clock.time_ms() + 10 * LAG_MS)
+
+
+def test_standalone_partition_enforces_min_insync_replicas(tmp_path: Path) -> None:
+    """As Kafka: one replica and min.insync.replicas=2 refuse acks=all before writing; acks=1
+    still works."""
+    partition, _ = make_partition(tmp_path, ManualClock(), min_isr=2)
+    with pytest.raises(NotEnoughReplicasError):
+        partition.append_as_leader(make_batch(2), ACKS_ALL)
+    assert partition.log.log_end_offset == 0
+    assert partition.append_as_leader(make_batch(2), 1).last_offset == 1
+    assert partition.acks_all_outcome(2) is AckOutcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_an_append_wakes_parked_follower_fetches_even_when_the_hw_stays(tmp_path: Path) -> None:
+    """Followers park their fetches at the log end; an append that leaves the high watermark where
+    it is must still wake them, or acks=all waits out replica.fetch.wait.max.ms per write."""
+    clock = ManualClock()
+    partition, woken = make_partition(tmp_path, clock)
+    lead(partition, [LEADER, FOLLOWER])
+    before = len(woken)
+    partition.append_as_leader(make_batch(2))
+    assert partition.high_watermark == 0
+    assert len(woken) == before + 1

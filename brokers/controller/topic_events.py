@@ -1,0 +1,101 @@
+"""The controller's topic events (Kafka's `TopicChange`, `PartitionModifications`,
+`TopicDeletion` and `IsrChangeNotification`).
+
+Owns: loading every topic into the context (arming `/brokers/topics` and per-topic watches, the
+latter for partition growth); new topics and new partitions get leaders (NewPartition →
+OnlinePartition); topics queued in `/admin/delete_topics` are deleted by `TopicDeletion`
+(topic_deletion.py: complete once every replica has deleted its log); ISR-change notifications from leaders make the controller
+re-read those partition states, tell every broker (UpdateMetadata) and offer the partitions to
+`on_isr_change` (a reassignment completes once its targets are in the ISR).
+Events run on the controller's queue (`ControllerTerm`); not thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from brokers.controller import partition_state_machine as psm
+from brokers.controller.orders import Decision, UpdateMetadataOrder
+from brokers.controller.state import TopicPartition
+from brokers.controller.term import ControllerTerm
+from brokers.controller.topic_deletion import TopicDeletion
+
+log = logging.getLogger(__name__)
+IsrListener = Callable[[list[TopicPartition]], Awaitable[None]]
+
+
+class TopicEvents:
+    def __init__(self, term: ControllerTerm, on_isr_change: IsrListener | None = None) -> None:
+        self._term = term
+        self.on_isr_change = on_isr_change
+        self.deletion = TopicDeletion(term)
+
+    async def load_topics(self) -> list[TopicPartition]:
+        """Read every topic into the context; the partitions that have no state yet."""
+        term = self._term
+        missing: list[TopicPartition] = []
+        for topic in await term.store.topic_names(term.watch(self.topic_change)):
+            missing += await term.store.load_topic(
+                term.context, topic, self._partition_watch(topic)
+            )
+        return missing
+
+    def _partition_watch(self, topic: str) -> Callable[[str], None]:
+        async def partitions_changed() -> None:
+            await self.partition_change(topic)
+
+        partitions_changed.__name__ = f"partition_change[{topic}]"
+        return self._term.watch(partitions_changed)
+
+    async def topic_change(self) -> None:
+        term = self._term
+        ctx = term.context
+        names = set(await term.store.topic_names(term.watch(self.topic_change)))
+        for gone in sorted(set(ctx.topic_ids) - names):
+            ctx.remove_topic(gone)
+        new: list[TopicPartition] = []
+        for topic in sorted(names - set(ctx.topic_ids)):
+            new += await term.store.load_topic(ctx, topic, self._partition_watch(topic))
+        if new:
+            await term.decide(lambda: psm.initialize_partitions(ctx, new))
+
+    async def partition_change(self, topic: str) -> None:
+        """Partition growth: new partitions in `/brokers/topics/<t>` get leaders."""
+        term = self._term
+        ctx = term.context
+        assignment = await term.store.read_topic(topic, self._partition_watch(topic))
+        if assignment is None or topic not in ctx.topic_ids:
+            return
+        added = [TopicPartition(topic, p) for p in assignment.partitions]
+        added = [tp for tp in added if tp not in ctx.assignments]
+        for tp in added:
+            ctx.assignments[tp] = assignment.partitions[tp.partition]
+        if added:
+            await term.decide(lambda: psm.initialize_partitions(ctx, added))
+
+    async def topic_deletion(self) -> None:
+        """Kafka's `TopicDeletion` event: see `TopicDeletion.requests_changed`."""
+        await self.deletion.requests_changed()
+
+    async def isr_change(self) -> None:
+        """Leaders changed ISRs: re-read those states and tell every broker."""
+        term = self._term
+        ctx = term.context
+        names, changed = await term.store.isr_changes(term.watch(self.isr_change))
+        known = sorted(tp for tp in changed if tp in ctx.assignments)
+        for tp in known:
+            state = await term.store.read_state(tp)
+            if state is not None:
+                ctx.leadership[tp] = state
+        if known:
+            term.send(
+                Decision(
+                    update_metadata=[
+                        UpdateMetadataOrder(b, tuple(known)) for b in sorted(ctx.live_brokers)
+                    ]
+                )
+            )
+        await term.store.delete_isr_changes(names)
+        if known and self.on_isr_change is not None:
+            await self.on_isr_change(known)

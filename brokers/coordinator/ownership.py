@@ -1,0 +1,116 @@
+"""Which `__consumer_offsets` partitions this coordinator serves, and for which leader epoch.
+
+Owns: `OffsetsOwnership` — the `loading` and `owned` sets (COORDINATOR_LOAD_IN_PROGRESS and
+NOT_COORDINATOR come from them), the leader epoch last ordered per partition, and one background
+load task per partition. Mirrors Kafka's `GroupCoordinator.onElection` / `onResignation` with
+`GroupMetadataManager.epochForPartitionId`:
+- `elect(p, epoch)`: this broker now leads p. An order older than the last one seen is ignored;
+  a repeat of the current term is a no-op; a newer term drops what an older one loaded (the log
+  may have changed meanwhile) and reads the partition back again.
+- `resign(p, epoch)`: this broker no longer leads p (follower, stopped, deleted). Ignored when
+  older than the last order; otherwise the load is cancelled and the groups are forgotten.
+A load installs its groups only if it is still the partition's current load when it finishes,
+so a cancelled or superseded (older epoch) load never overwrites a newer one. `NO_EPOCH` is the
+standalone broker's term (it leads every partition and never changes).
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from brokers.coordinator.loader import LoadedPartition, load_partition
+from brokers.coordinator.offsets_topic import OffsetsTopic
+
+log = logging.getLogger("pier.coordinator")
+NO_EPOCH = -1
+
+Install = Callable[[LoadedPartition], None]
+Forget = Callable[[int], None]
+
+
+class OffsetsOwnership:
+    def __init__(self, topic: OffsetsTopic, install: Install, forget: Forget) -> None:
+        self._topic = topic
+        self._install = install
+        self._forget = forget
+        self.owned: set[int] = set()
+        self.loading: set[int] = set()
+        self._epochs: dict[int, int] = {}
+        self._loads: dict[int, asyncio.Task[None]] = {}
+
+    def epoch_of(self, partition: int) -> int | None:
+        return self._epochs.get(partition)
+
+    def elect(self, partition: int, epoch: int = NO_EPOCH) -> asyncio.Task[None] | None:
+        """Become coordinator of `partition` for leader epoch `epoch`; returns the load task."""
+        known = self._epochs.get(partition)
+        if known is not None and epoch < known:
+            log.info("event=stale_election partition=%d epoch=%d known=%d", partition, epoch, known)
+            return None
+        serving = partition in self.owned or partition in self.loading
+        if known == epoch and serving:
+            return self._loads.get(partition)
+        self._epochs[partition] = epoch
+        if serving:  # an older term's groups may not match the log any more: read again
+            self._drop(partition)
+        self.loading.add(partition)
+        task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
+        self._loads[partition] = task
+        return task
+
+    def resign(self, partition: int, epoch: int | None = None) -> bool:
+        """Stop coordinating `partition` (None: whatever the epoch); False if the order is stale."""
+        known = self._epochs.get(partition)
+        if epoch is not None and known is not None and epoch < known:
+            return False
+        if epoch is not None:
+            self._epochs[partition] = epoch
+        self._drop(partition)
+        return True
+
+    async def wait_loaded(self) -> None:
+        """Until no load is running (loads started meanwhile included); never cancels them."""
+        while self._loads:
+            await asyncio.wait(list(self._loads.values()))
+
+    async def close(self) -> None:
+        """Resign everything and wait for the cancelled loads to end."""
+        tasks = list(self._loads.values())
+        for partition in sorted(self.owned | self.loading | set(self._loads)):
+            self._drop(partition)
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _drop(self, partition: int) -> None:
+        task = self._loads.pop(partition, None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()  # the loader yields between batches, so this takes effect promptly
+        self.loading.discard(partition)
+        self.owned.discard(partition)
+        self._forget(partition)
+
+    async def _load(self, partition: int, epoch: int) -> None:
+        loaded = await self._read(partition, epoch)
+        this_task = asyncio.current_task()
+        if self._loads.get(partition) is not this_task or self._epochs.get(partition) != epoch:
+            return  # superseded by a newer term or resigned meanwhile
+        del self._loads[partition]
+        self.loading.discard(partition)
+        if loaded is None:  # unreadable log: its groups stay NOT_COORDINATOR
+            return
+        self._install(loaded)
+        self.owned.add(partition)
+
+    async def _read(self, partition: int, epoch: int) -> LoadedPartition | None:
+        try:
+            return await load_partition(self._topic, partition)
+        except Exception as exc:
+            log.error(
+                "event=offsets_load_failed partition=%d epoch=%d error=%r", partition, epoch, exc
+            )
+            return None

@@ -1,0 +1,269 @@
+"""Topic config changes in ZooKeeper mode: an alter sent to one broker reaches every broker's
+DescribeConfigs and logs through `/config/changes` (three real brokers); the notification
+listener handles changes in order and purges old ones (real ZooKeeper, manual clock); and a
+standalone topic with one replica refuses acks=all under `min.insync.replicas=2`."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from kio.static.primitive import i8
+
+from brokers.client import TopicPartition
+from brokers.clock import ManualClock
+from brokers.controller.zk_client import ZkClient
+from brokers.wire.errors import ErrorCode
+from brokers.zk_config_changes import (
+    CHANGE_PREFIX,
+    CONFIG_CHANGES,
+    ConfigChangeListener,
+    encode_change,
+    notify_topic_change,
+)
+from infra.stack import BrokerProcess
+from tests.integration.cluster.test_three_brokers import eventually, metadata_of
+from tests.integration.inproc import raw_call, running_broker
+from tests.integration.replication.cluster_helpers import produce
+from tests.unit.log.partition_helpers import make_batch
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+SESSION = {
+    "zookeeper.session.timeout.ms": "4000",
+    "auto.leader.rebalance.enable": "false",
+    "replica.lag.time.max.ms": "2000",
+}
+TOPIC = "tuned"
+TOPIC_TYPE = 2
+SET, DELETE = 0, 1
+
+
+def described(broker: BrokerProcess, topic: str) -> dict[str, tuple[str | None, int]]:
+    """DescribeConfigs answered by this very broker: name -> (value, source)."""
+    resource = DescribeConfigsResource(
+        resource_type=i8(TOPIC_TYPE), resource_name=topic, configuration_keys=None
+    )
+    request = DescribeConfigsRequest(
+        resources=(resource,), include_synonyms=False, include_documentation=False
+    )
+    (result,) = raw_call(broker.bootstrap, request).results
+    assert result.error_code == 0, result.error_message
+    return {c.name: (c.value, int(c.config_source)) for c in result.configs}
+
+
+def alter_on(broker: BrokerProcess, changes: dict[str, str], validate_only: bool) -> int:
+    """IncrementalAlterConfigs SET, sent to this very broker; the resource's error code."""
+    configs = tuple(
+        AlterableConfig(name=n, config_operation=i8(SET), value=v) for n, v in changes.items()
+    )
+    resource = AlterConfigsResource(
+        resource_type=i8(TOPIC_TYPE), resource_name=TOPIC, configs=configs
+    )
+    request = IncrementalAlterConfigsRequest(resources=(resource,), validate_only=validate_only)
+    (response,) = raw_call(broker.bootstrap, request).responses
+    return int(response.error_code)
+
+
+def acks_all_error(broker: BrokerProcess, partition: int) -> ErrorCode:
+    answer = produce(
+        broker.port, TopicPartition(TOPIC, partition), make_batch(1), acks=-1, timeout_s=15
+    )
+    return ErrorCode(answer.error_code)
+
+
+def acks_all_refused(broker: BrokerProcess, partition: int) -> ErrorCode | None:
+    return acks_all_error(broker, partition) or None
+
+
+def acks_all_accepted(broker: BrokerProcess, partition: int) -> bool:
+    return acks_all_error(broker, partition) == ErrorCode.none
+
+
+def min_insync_is(broker: BrokerProcess, value: str) -> bool:
+    topic_source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    return described(broker, TOPIC)["min.insync.replicas"] == (value, topic_source)
+
+
+def test_alter_through_one_broker_reaches_every_broker(chroot: str, broker_factory: Any) -> None:
+    brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2, 3)}
+    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()))
+    admin = AdminClient({"bootstrap.servers": brokers[2].bootstrap})
+    new = NewTopic(
+        TOPIC, num_partitions=3, replication_factor=3, config={"retention.ms": "86400000"}
+    )
+    admin.create_topics([new])[TOPIC].result(30)
+
+    def leaders() -> dict[int, int] | None:
+        topic = metadata_of(brokers[1]).topic(TOPIC)
+        found = {p: m.leader for p, m in topic.partitions.items() if len(m.isr) == 3}
+        return found if sorted(found) == [0, 1, 2] else None
+
+    leader_of = eventually(leaders)
+    assert sorted(leader_of.values()) == [1, 2, 3]  # each broker leads one partition
+    # A creation override is described by every broker, not only the one that created it.
+    for broker in brokers.values():
+        configs = eventually(functools.partial(described, broker, TOPIC))
+        assert configs["retention.ms"] == ("86400000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+        assert configs["min.insync.replicas"][1] == ConfigSource.DEFAULT_CONFIG.value
+
+    # validate_only changes nothing.
+    assert alter_on(brokers[2], {"min.insync.replicas": "4"}, validate_only=True) == 0
+    default = ConfigSource.DEFAULT_CONFIG.value
+    assert described(brokers[1], TOPIC)["min.insync.replicas"] == ("1", default)
+    # Raise min.insync.replicas above the ISR (3) through broker 2 only.
+    changes = {"retention.ms": "3600000", "min.insync.replicas": "4"}
+    assert alter_on(brokers[2], changes, validate_only=False) == 0
+    topic_source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    for broker in brokers.values():
+        eventually(functools.partial(min_insync_is, broker, "4"))
+        configs = described(broker, TOPIC)
+        assert configs["retention.ms"] == ("3600000", topic_source)  # incremental: kept
+        assert configs["segment.bytes"][1] == ConfigSource.DEFAULT_CONFIG.value
+    # Every leader (one per broker) applied it to its log: acks=all is refused.
+    for partition, leader in leader_of.items():
+        code = eventually(functools.partial(acks_all_refused, brokers[leader], partition))
+        assert code == ErrorCode.not_enough_replicas
+
+    # confluent-kafka's AdminClient: DELETE the override; acks=all works again everywhere.
+    resource = ConfigResource(
+        "topic",
+        TOPIC,
+        incremental_configs=[
+            ConfigEntry("min.insync.replicas", None, incremental_operation=AlterConfigOpType.DELETE)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    (future,) = admin.describe_configs([ConfigResource("topic", TOPIC)]).values()
+    entry = future.result(30)["min.insync.replicas"]
+    assert (entry.value, entry.source) == ("1", ConfigSource.DEFAULT_CONFIG.value)
+    for partition, leader in leader_of.items():
+        eventually(functools.partial(acks_all_accepted, brokers[leader], partition))
+    assert described(brokers[3], TOPIC)["retention.ms"][0] == "3600000"
+
+
+def test_enabling_unclean_election_on_a_topic_elects_its_offline_partition(
+    chroot: str, broker_factory: Any
+) -> None:
+    """Kafka's TopicUncleanLeaderElectionEnable: the partition's only ISR member is dead and
+    the other replica is out of sync; setting the topic's unclean.leader.election.enable through
+    a non-controller broker makes the controller elect that replica at once."""
+    brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2, 3)}
+    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()))
+    admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 3, 2)])[TOPIC].result(30)
+    controller = metadata_of(brokers[1]).controller_id
+    watcher = brokers[controller]
+
+    def partition_without_controller() -> Any:
+        found = metadata_of(watcher).topic(TOPIC).partitions
+        return next(p for p in found.values() if controller not in p.replicas and len(p.isr) == 2)
+
+    first = eventually(partition_without_controller)  # the controller stays up throughout
+    index, leader = first.partition, first.leader
+    lagging = next(r for r in first.replicas if r != leader)
+    brokers[lagging].kill()
+    eventually(lambda: list(metadata_of(watcher).topic(TOPIC).partitions[index].isr) == [leader])
+    brokers[leader].kill()
+    brokers[lagging].restart()
+
+    def settled() -> bool:
+        live = metadata_of(watcher).brokers
+        return lagging in live and leader not in live
+
+    eventually(settled)
+    # The controller handled both changes; the clean rule finds no live ISR member.
+    assert metadata_of(watcher).topics[TOPIC].partitions[index].leader == -1
+
+    assert alter_on(brokers[lagging], {"unclean.leader.election.enable": "true"}, False) == 0
+    elected = eventually(
+        lambda: (p := metadata_of(watcher).topic(TOPIC).partitions[index]).leader == lagging and p
+    )
+    assert list(elected.isr) == [lagging]
+
+
+def test_listener_handles_changes_in_order_and_purges_old_ones(chroot: str) -> None:
+    async def scenario() -> None:
+        zk = ZkClient(chroot)
+        await zk.start()
+        clock = ManualClock()
+        seen: list[str] = []
+
+        async def on_topic(topic: str) -> None:
+            seen.append(topic)
+
+        try:
+            await zk.ensure_path(CONFIG_CHANGES)
+            await notify_topic_change(zk, "history")  # present at start: not handled
+            listener = ConfigChangeListener(zk, clock, on_topic, expiration_ms=1_000)
+            await listener.start()
+            first = await notify_topic_change(zk, "a")
+            await zk.create(f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", b"{garbage", sequence=True)
+            await zk.create(
+                f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", encode_change("clients", "x"), sequence=True
+            )
+            await notify_topic_change(zk, "b")
+            await until_async(lambda: seen == ["a", "b"])
+            clock.advance(1_000)
+            last = await notify_topic_change(zk, "c")  # wakes the listener, which purges
+            await until_async(lambda: seen == ["a", "b", "c"])
+            remaining = await zk.children(CONFIG_CHANGES)
+            assert remaining == [last.rsplit("/", 1)[1]]
+            assert first.rsplit("/", 1)[1] not in remaining
+            await listener.stop()
+        finally:
+            await zk.close()
+
+    asyncio.run(scenario())
+
+
+async def until_async(condition: Any, timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[str]:
+    with running_broker(tmp_path, {"num.partitions": "1"}) as address:
+        yield address
+
+
+def test_standalone_topic_with_one_replica_honours_min_insync_replicas(standalone: str) -> None:
+    admin = AdminClient({"bootstrap.servers": standalone})
+    topic = NewTopic("strict", 1, 1, config={"min.insync.replicas": "2"})
+    admin.create_topics([topic])["strict"].result(30)
+    outcomes: list[KafkaError | None] = []
+
+    def send(acks: str) -> KafkaError | None:
+        producer = Producer(
+            {"bootstrap.servers": standalone, "acks": acks, "retries": 0,
+             "enable.idempotence": False, "message.timeout.ms": 20_000}
+        )  # fmt: skip
+        producer.produce("strict", b"v", on_delivery=lambda err, _msg: outcomes.append(err))
+        assert producer.flush(30) == 0
+        return outcomes.pop()
+
+    refused = send("all")
+    assert refused is not None and refused.code() == KafkaError.NOT_ENOUGH_REPLICAS
+    assert send("1") is None

@@ -1,0 +1,133 @@
+"""`infra/up` in its default shape: a real ZooKeeper, three real brokers in ZooKeeper mode and the
+admin API, on free ports under a tmp root; an RF-3 topic round trip with confluent-kafka, the
+printed `pier cluster` command, then SIGTERM and every child gone.
+
+Runs `python -m infra.up_main`, which is what the `infra/up` script execs (see test_up_admin.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from infra.probes import port_in_use
+from infra.process import pid_running
+from infra.stack import free_port
+from tests.integration.test_launcher import children_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 90.0
+RECORDS = 20
+
+
+def consecutive_free_ports(count: int) -> int:
+    """A port P with P..P+count-1 all free now (the brokers' ports follow `--port`)."""
+    for _ in range(50):
+        base = free_port()
+        if not any(port_in_use("127.0.0.1", base + i) for i in range(1, count)):
+            return base
+    raise AssertionError("no run of free ports found")
+
+
+def wait_for(output: Path, process: subprocess.Popen[bytes], text: str) -> str:
+    deadline = time.monotonic() + WAIT_S
+    while text not in (printed := output.read_text()):
+        assert process.poll() is None, f"infra/up exited early:\n{printed}"
+        assert time.monotonic() < deadline, f"infra/up not up after {WAIT_S}s:\n{printed}"
+        time.sleep(0.1)
+    return printed
+
+
+def kinds(pids: dict[int, str]) -> list[str]:
+    def kind(cmd: str) -> str:
+        if "ZooKeeperServerMain" in cmd:
+            return "zookeeper"
+        return "admin-api" if " admin-api " in cmd else "broker" if " broker " in cmd else cmd
+
+    return sorted(kind(cmd) for cmd in pids.values())
+
+
+def run_printed_cluster_command(printed: str) -> dict[str, object]:
+    """The `pier cluster --bootstrap a,b,c` line infra/up printed, run with `--json`."""
+    lines = printed.splitlines()
+    (line,) = [line for line in lines if " cluster --bootstrap " in line and "--json" not in line]
+    argv = [*shlex.split(line.split("#", 1)[0]), "--json"]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    report: dict[str, object] = json.loads(done.stdout)
+    return report
+
+
+def round_trip(bootstrap: str) -> None:
+    topic = f"up-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(RECORDS):
+        producer.produce(topic, f"record-{i}".encode(), partition=i % 3)
+    assert producer.flush(60) == 0
+    meta = admin.list_topics(topic, timeout=30).topics[topic]
+    assert all(len(p.replicas) == 3 for p in meta.partitions.values())
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(seen) < RECORDS and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            value = None if message is None or message.error() else message.value()
+            if value is not None:
+                seen.add(value)
+    finally:
+        consumer.close()
+    assert seen == {f"record-{i}".encode() for i in range(RECORDS)}
+
+
+def test_up_runs_zookeeper_and_three_brokers_and_stops_them_all(tmp_path: Path) -> None:
+    port = consecutive_free_ports(3)
+    argv = [sys.executable, "-m", "infra.up_main", "--root", str(tmp_path / "state")]
+    argv += ["--port", str(port), "--zookeeper-port", str(free_port()), "--metrics-port", "0"]
+    argv += ["--admin-port", str(free_port())]
+    argv += ["--broker-config", "zookeeper.session.timeout.ms=6000"]
+    output = tmp_path / "up.out"
+    with output.open("wb") as sink:
+        up = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        printed = wait_for(output, up, "Press Ctrl-C")
+        bootstrap = ",".join(f"127.0.0.1:{port + i}" for i in range(3))
+        assert f"bootstrap.servers: {bootstrap}" in printed
+        for node_id in (1, 2, 3):
+            assert f"broker {node_id}: 127.0.0.1:{port + node_id - 1}" in printed
+        assert f"kcat -b {bootstrap} -L" in printed
+        report = run_printed_cluster_command(printed)
+        assert [b["id"] for b in report["brokers"]] == [1, 2, 3]  # type: ignore[attr-defined]
+        assert report["controller"] in (1, 2, 3)
+        round_trip(bootstrap)
+        assert run_printed_cluster_command(printed)["under_replicated"] == []
+
+        children = children_of(up.pid)
+        assert kinds(children) == ["admin-api", "broker", "broker", "broker", "zookeeper"]
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(timeout=WAIT_S) == 0
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    assert not any(pid_running(pid) for pid in children)
+    for node_id in (1, 2, 3):  # each broker went through its clean shutdown
+        assert (tmp_path / "state" / f"broker-{node_id}" / "data" / ".kafka_cleanshutdown").exists()
+    assert "infra/up: stopped." in output.read_text()
