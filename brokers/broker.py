@@ -13,7 +13,6 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -25,6 +24,7 @@ from brokers.group_wiring import TICK_INTERVAL_MS, GroupWiring
 from brokers.log.cleaner_config import CleanerConfig
 from brokers.log.config import LogConfig
 from brokers.log.log_manager import LogManager
+from brokers.meta_properties import read_cluster_id, write_cluster_id
 from brokers.metrics import BrokerTopicMetrics, CleanerCollector, LogSizeCollector
 from brokers.replication.local_topics import LocalTopicRegistry
 from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from brokers.zk_topics import ZkTopicAdmin
 
 log = logging.getLogger("pier.broker")
-META_PROPERTIES = "meta.properties"
 
 
 class Broker:
@@ -66,9 +65,11 @@ class Broker:
             default_config=LogConfig.from_properties({}, config.properties),
             cleaner_config=CleanerConfig.from_properties(config.properties),
         )
-        self.metadata = MetadataCache(
-            cluster_id=_cluster_id(data_dir), controller_id=config.node_id
-        )
+        # ZooKeeper mode takes the cluster id from `/cluster/id` on joining; until then none.
+        stored = read_cluster_id(data_dir)
+        if stored is None and config.zookeeper_connect is None:
+            stored = write_cluster_id(data_dir, uuid.uuid4().hex[:22])
+        self.metadata = MetadataCache(cluster_id=stored or "", controller_id=config.node_id)
         self.metadata.brokers[config.node_id] = BrokerEndpoint(
             config.node_id, config.advertised, config.port, config.broker_rack
         )
@@ -201,16 +202,3 @@ class Broker:
 
     def _log_sizes(self) -> list[tuple[str, int, int]]:
         return [(p.topic, p.index, p.log.size_bytes) for p in self.replicas.partitions()]
-
-
-def _cluster_id(data_dir: Path) -> str:
-    """Kafka's meta.properties: the cluster id is generated once and kept with the data."""
-    path = data_dir / META_PROPERTIES
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.startswith("cluster.id="):
-                return line.split("=", 1)[1].strip()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    cluster_id = uuid.uuid4().hex[:22]
-    path.write_text(f"version=1\ncluster.id={cluster_id}\n")
-    return cluster_id

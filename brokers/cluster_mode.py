@@ -33,7 +33,11 @@ from brokers.controller.channel import ControllerChannel, frame_request, read_re
 from brokers.controller.controller import Controller
 from brokers.controller.controller_store import ControllerStore
 from brokers.controller.election import ControllerElection
-from brokers.controller.errors import ControllerError, ControllerMovedError
+from brokers.controller.errors import (
+    ControllerError,
+    ControllerMovedError,
+    InconsistentClusterIdError,
+)
 from brokers.controller.producer_id_block import ZkBlockStore
 from brokers.controller.registration import BrokerRegistrar
 from brokers.controller.state import BrokerEndpoint
@@ -42,6 +46,7 @@ from brokers.controller.zk_isr_writer import ZkIsrWriter
 from brokers.controller_metrics import ControllerCollector, ControllerStats
 from brokers.coordinator.producer_ids import ProducerIdManager
 from brokers.handlers.control_fence import BrokerFence
+from brokers.meta_properties import read_cluster_id, write_cluster_id
 from brokers.server.routes import Route
 from brokers.zk_config_changes import (
     DEFAULT_EXPIRATION_MS,
@@ -139,7 +144,7 @@ class ClusterMode:
         """Join the cluster; raises `DuplicateBrokerIdError` / `ZooKeeperUnavailableError`."""
         broker, config = self._broker, self._broker.config
         await self.zk.start()
-        broker.metadata.cluster_id = await ControllerStore(self.zk).create_top_level_paths()
+        broker.metadata.cluster_id = await self._join_cluster_id()
         await self.config_changes.start()
         await self.topic_configs.load_local()  # logs on disk opened with the broker defaults
         registration = zk_paths.BrokerRegistration(
@@ -168,6 +173,20 @@ class ClusterMode:
             host, port = inter_broker
             endpoints.append(BrokerEndpoint(zk_paths.INTER_BROKER_LISTENER, host, port))
         return tuple(endpoints)
+
+    async def _join_cluster_id(self) -> str:
+        """`/cluster/id` (created by the first broker), checked against meta.properties as Kafka
+        does: a data dir of another cluster refuses to join rather than mix their logs."""
+        cluster_id = await ControllerStore(self.zk).create_top_level_paths()
+        data_dir = self._broker.config.data_dir
+        stored = read_cluster_id(data_dir)
+        if stored is not None and stored != cluster_id:
+            raise InconsistentClusterIdError(
+                f"the cluster id {cluster_id} in ZooKeeper does not match the stored cluster id "
+                f"{stored} in {data_dir}/meta.properties: the broker is trying to join the wrong "
+                "cluster"
+            )
+        return write_cluster_id(data_dir, cluster_id)
 
     async def controlled_shutdown(self, retries: int = 3, backoff_s: float = 0.5) -> bool:
         """Kafka's controlled shutdown (SIGTERM): ask the controller to move this broker's

@@ -52,7 +52,7 @@ from brokers.replication.errors import (
 )
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
 from brokers.replication.replica_manager import ReplicaManager
-from brokers.replication.topic_names import new_topic_shape
+from brokers.replication.topic_names import check_partition_growth, new_topic_shape
 from brokers.zk_config_changes import notify_topic_change
 from brokers.zk_topic_configs import TopicConfigs
 
@@ -143,12 +143,7 @@ class ZkTopicAdmin:
         if self._marked_for_deletion(name):
             raise InvalidTopicError(f"The topic '{name}' is queued for deletion.")
         existing = len(current.partitions)
-        if count <= existing:
-            raise InvalidPartitionsError(
-                f"Topic currently has {existing} partitions, which is higher than the requested {count}."
-                if count < existing
-                else f"Topic already has {existing} partitions."
-            )
+        check_partition_growth(existing, count)
         factor = len(current.partitions[0].replicas) if 0 in current.partitions else 1
         added = (
             {p: list(r) for p, r in assignment.items()}

@@ -36,6 +36,11 @@ class DuplicateBrokerIdError(ControllerError):
     """Another live broker already holds `/brokers/ids/<id>` (Kafka's NodeExistsException at startup)."""
 
 
+class InconsistentClusterIdError(ControllerError):
+    """The data dir belongs to another cluster than ZooKeeper's `/cluster/id` (Kafka's
+    InconsistentClusterIdException at startup): joining would mix two clusters' logs."""
+
+
 class ControllerMovedError(ControllerError):
     """This broker is not (or no longer) the controller: its epoch was superseded."""
 

@@ -11,13 +11,12 @@ level. Runs on the event loop.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
 from brokers.controller import ControllerMovedError, TopicPartition
-from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.build import by_topic, make, response_module, throttle
 from brokers.handlers.errors import error_code_for, error_message_for
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
@@ -61,17 +60,15 @@ def route(controller: Reassigner) -> Route:
 def _response(
     module: ModuleType, outcomes: Outcomes, failure: Exception | None, allow: bool
 ) -> Any:
-    by_topic: dict[str, list[Any]] = defaultdict(list)
-    for (topic, partition), exc in sorted(outcomes.items()):
-        by_topic[topic].append(
-            make(
-                module,
-                "ReassignablePartitionResponse",
-                partition_index=partition,
-                error_code=ErrorCode.none if exc is None else error_code_for(exc),
-                error_message=None if exc is None else error_message_for(exc),
-            )
+    def result(partition: int, exc: Exception | None) -> Any:
+        return make(
+            module,
+            "ReassignablePartitionResponse",
+            partition_index=partition,
+            error_code=ErrorCode.none if exc is None else error_code_for(exc),
+            error_message=None if exc is None else error_message_for(exc),
         )
+
     return make(
         module,
         "AlterPartitionReassignmentsResponse",
@@ -80,7 +77,7 @@ def _response(
         error_code=ErrorCode.none if failure is None else error_code_for(failure),
         error_message=None if failure is None else error_message_for(failure),
         responses=tuple(
-            make(module, "ReassignableTopicResponse", name=topic, partitions=tuple(parts))
-            for topic, parts in sorted(by_topic.items())
+            make(module, "ReassignableTopicResponse", name=topic, partitions=parts)
+            for topic, parts in by_topic(outcomes.items(), result)
         ),
     )

@@ -13,13 +13,12 @@ Runs on the event loop.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
 from brokers.controller import ControllerMovedError, TopicPartition
-from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.build import by_topic, make, response_module, throttle
 from brokers.handlers.errors import InvalidRequestError, error_code_for, error_message_for
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
@@ -67,20 +66,18 @@ def _all(wanted: list[tuple[str, int]] | None, exc: Exception) -> Outcomes:
 
 
 def _response(module: ModuleType, outcomes: Outcomes, code: ErrorCode) -> Any:
-    by_topic: dict[str, list[Any]] = defaultdict(list)
-    for (topic, partition), exc in sorted(outcomes.items()):
-        by_topic[topic].append(
-            make(
-                module,
-                "PartitionResult",
-                partition_id=partition,
-                error_code=ErrorCode.none if exc is None else error_code_for(exc),
-                error_message=None if exc is None else error_message_for(exc),
-            )
+    def result(partition: int, exc: Exception | None) -> Any:
+        return make(
+            module,
+            "PartitionResult",
+            partition_id=partition,
+            error_code=ErrorCode.none if exc is None else error_code_for(exc),
+            error_message=None if exc is None else error_message_for(exc),
         )
+
     results = tuple(
-        make(module, "ReplicaElectionResult", topic=topic, partition_result=tuple(parts))
-        for topic, parts in sorted(by_topic.items())
+        make(module, "ReplicaElectionResult", topic=topic, partition_result=parts)
+        for topic, parts in by_topic(outcomes.items(), result)
     )
     return make(
         module,

@@ -8,12 +8,11 @@ not the controller answers NOT_CONTROLLER at the top level. Runs on the event lo
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from brokers.controller import ControllerMovedError, ReplicaAssignment, TopicPartition
-from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.build import by_topic, make, response_module, throttle
 from brokers.handlers.errors import error_code_for, error_message_for
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
@@ -47,18 +46,17 @@ def route(controller: ReassignmentLister) -> Route:
                 error_message=error_message_for(exc),
                 topics=(),
             )
-        by_topic: dict[str, list[Any]] = defaultdict(list)
-        for (topic, partition), assignment in sorted(moving.items()):
-            by_topic[topic].append(
-                make(
-                    module,
-                    "OngoingPartitionReassignment",
-                    partition_index=partition,
-                    replicas=assignment.replicas,
-                    adding_replicas=assignment.adding,
-                    removing_replicas=assignment.removing,
-                )
+
+        def ongoing(partition: int, assignment: Any) -> Any:
+            return make(
+                module,
+                "OngoingPartitionReassignment",
+                partition_index=partition,
+                replicas=assignment.replicas,
+                adding_replicas=assignment.adding,
+                removing_replicas=assignment.removing,
             )
+
         return make(
             module,
             "ListPartitionReassignmentsResponse",
@@ -66,8 +64,8 @@ def route(controller: ReassignmentLister) -> Route:
             error_code=ErrorCode.none,
             error_message=None,
             topics=tuple(
-                make(module, "OngoingTopicReassignment", name=topic, partitions=tuple(parts))
-                for topic, parts in sorted(by_topic.items())
+                make(module, "OngoingTopicReassignment", name=topic, partitions=parts)
+                for topic, parts in by_topic(moving.items(), ongoing)
             ),
         )
 

@@ -50,7 +50,7 @@ def route(broker: Broker) -> Route:
             "MetadataResponse",
             throttle_time=throttle(),
             brokers=brokers,
-            cluster_id=broker.metadata.cluster_id,
+            cluster_id=broker.metadata.cluster_id or None,  # none before joining
             controller_id=broker.metadata.controller_id,
             topics=tuple(topics),
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,

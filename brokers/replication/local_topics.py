@@ -25,7 +25,7 @@ from brokers.replication.errors import (
 )
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
 from brokers.replication.replica_manager import ReplicaManager
-from brokers.replication.topic_names import new_topic_shape
+from brokers.replication.topic_names import check_partition_growth, new_topic_shape
 
 REGISTRY_FILE = "pier-topics.json"
 
@@ -132,12 +132,7 @@ class LocalTopicRegistry:
     ) -> None:
         topic = self._require(name)
         existing = len(topic.partitions)
-        if count <= existing:
-            raise InvalidPartitionsError(
-                f"Topic currently has {existing} partitions, which is higher than the requested {count}."
-                if count < existing
-                else f"Topic already has {existing} partitions."
-            )
+        check_partition_growth(existing, count)
         self._check_partitions(count, existing=existing)
         if validate_only:
             return

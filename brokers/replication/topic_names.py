@@ -1,6 +1,7 @@
 """Topic name rules, as Kafka's `Topic.validate`: 1–249 chars of [a-zA-Z0-9._-], not "." or "..".
 
-Owns: `validate_topic_name`. Pure; thread-safe.
+Owns: `validate_topic_name`, and the checks CreateTopics and CreatePartitions share between the
+standalone and ZooKeeper topic admins. Pure; thread-safe.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Container, Mapping
 
-from brokers.replication.errors import InvalidTopicError, TopicExistsError
+from brokers.replication.errors import InvalidPartitionsError, InvalidTopicError, TopicExistsError
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -46,3 +47,14 @@ def new_topic_shape(
     if replication_factor == -1:
         replication_factor = int(broker_defaults.get("default.replication.factor", 1))
     return num_partitions, replication_factor
+
+
+def check_partition_growth(existing: int, requested: int) -> None:
+    """CreatePartitions only grows a topic (Kafka's messages for a shrink and a no-op)."""
+    if requested < existing:
+        raise InvalidPartitionsError(
+            f"Topic currently has {existing} partitions, which is higher than the requested "
+            f"{requested}."
+        )
+    if requested == existing:
+        raise InvalidPartitionsError(f"Topic already has {existing} partitions.")

@@ -11,8 +11,7 @@ metadata, producing one record with a chosen `acks`. Blocking; pytest's main thr
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,6 +33,7 @@ from brokers.records.batch import iter_headers
 from brokers.records.builder import build_batch, read_batch
 from infra.fault_proxy import FaultProxy, ProxyLoop
 from infra.stack import BrokerProcess, free_port
+from tests.cluster_probes import eventually
 
 # Short timeouts so faults are detected within seconds (Kafka's names).
 FAULT_CONFIG = {
@@ -48,21 +48,6 @@ class StartBroker(Protocol):
     def __call__(
         self, *, node_id: int, config: Mapping[str, str], zookeeper: str, port: int
     ) -> BrokerProcess: ...
-
-
-def eventually(check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    """Poll `check` until it returns a truthy value without raising; return that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
 
 
 @dataclass

@@ -20,7 +20,8 @@ import pytest
 
 from brokers.controller.state import LeaderAndIsr
 from brokers.wire.errors import ErrorCode
-from tests.fault.harness import FaultCluster, eventually
+from tests.cluster_probes import eventually
+from tests.fault.harness import FaultCluster
 from tests.fault.replicas import assert_replicas_identical
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]

@@ -28,7 +28,7 @@ from brokers.client.admin import Admin
 from brokers.client.topics import NewTopic
 from brokers.records.batch import iter_headers
 from infra.stack import BrokerProcess
-from tests.integration.cluster.test_three_brokers import eventually, metadata_of
+from tests.cluster_probes import eventually, metadata_of
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(300)]
 

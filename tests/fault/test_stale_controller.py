@@ -32,7 +32,8 @@ from brokers.wire.errors import ErrorCode
 from brokers.wire.primitives import read_uvarint
 from infra.fault_proxy import Direction
 from infra.stack import BrokerProcess
-from tests.fault.harness import FaultCluster, eventually
+from tests.cluster_probes import eventually
+from tests.fault.harness import FaultCluster
 from tests.fault.replicas import assert_replicas_identical
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(300)]

@@ -32,8 +32,8 @@ from brokers.controller import zk_paths
 from brokers.controller.state import LeaderAndIsr
 from brokers.wire.errors import ErrorCode
 from infra.stack import BrokerProcess
+from tests.cluster_probes import eventually, metadata_of, zk_read
 from tests.fault.test_leader_bounces import replica_batches
-from tests.integration.cluster.test_three_brokers import eventually, metadata_of, zk_read
 from tests.integration.replication.cluster_helpers import consume, produce
 from tests.unit.log.partition_helpers import make_batch
 

@@ -17,7 +17,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from brokers.client import ClientConfig
 from brokers.client.admin import Admin
-from brokers.client.metadata import ClusterMetadata
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
 from infra.stack import BrokerProcess
+from tests.cluster_probes import eventually, metadata_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 REPO = Path(__file__).resolve().parents[3]
@@ -42,29 +41,6 @@ BROKER_CONFIG = {
     "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
     "group.initial.rebalance.delay.ms": "0",
 }
-
-
-def eventually(check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    """Poll `check` until it returns a truthy value without raising; return that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
-
-
-def metadata_of(broker: BrokerProcess) -> ClusterMetadata:
-    async def ask() -> ClusterMetadata:
-        async with Admin.for_bootstrap(broker.bootstrap, ClientConfig(request_timeout_s=5.0)) as a:
-            return await a.describe_cluster()
-
-    return asyncio.run(ask())
 
 
 # Print each record, then commit; a failed commit (coordinator moving) is retried on the next

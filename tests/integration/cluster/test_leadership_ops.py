@@ -30,7 +30,7 @@ from brokers.records.batch import iter_headers
 from brokers.wire.errors import ErrorCode
 from infra.stack import BrokerProcess
 from pier.cli import main
-from tests.integration.cluster.test_three_brokers import eventually, metadata_of, zk_read
+from tests.cluster_probes import eventually, metadata_of, zk_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 SESSION = {

@@ -22,7 +22,7 @@ from brokers.client.metadata import ClusterMetadata
 from brokers.client.topics import NewTopic
 from infra.stack import BrokerProcess, free_port
 from pier.cli import main
-from tests.integration.cluster.test_three_brokers import eventually, metadata_of
+from tests.cluster_probes import eventually, metadata_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 CONFIG = {

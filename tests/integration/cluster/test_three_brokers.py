@@ -6,16 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
 
-from brokers.client import ClientConfig
 from brokers.client.admin import Admin
-from brokers.client.metadata import ClusterMetadata
 from brokers.client.topics import NewTopic
 from brokers.controller import requests as rq
 from brokers.controller import zk_paths
@@ -23,44 +18,10 @@ from brokers.controller.channel import frame_request, read_response
 from brokers.wire.errors import ErrorCode
 from infra.stack import BrokerProcess, ZooKeeperProcess
 from pier.cli import main
+from tests.cluster_probes import eventually, metadata_of, zk_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 SESSION = {"zookeeper.session.timeout.ms": "4000", "auto.leader.rebalance.enable": "false"}
-
-
-def metadata_of(broker: BrokerProcess) -> ClusterMetadata:
-    async def ask() -> ClusterMetadata:
-        config = ClientConfig(request_timeout_s=5.0)
-        async with Admin.for_bootstrap(broker.bootstrap, config) as admin:
-            return await admin.describe_cluster()
-
-    return asyncio.run(ask())
-
-
-def eventually(check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    """Poll `check` until it returns a truthy value without raising; return that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
-
-
-def zk_read(chroot: str, path: str) -> tuple[bytes, int]:
-    client = KazooClient(hosts=chroot)
-    client.start(10)
-    try:
-        data, stat = client.get(path)
-        return data, stat.version
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_three_brokers_elect_a_controller_create_rf3_and_fail_over(

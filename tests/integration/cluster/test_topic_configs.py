@@ -41,7 +41,7 @@ from brokers.zk_config_changes import (
     notify_topic_change,
 )
 from infra.stack import BrokerProcess
-from tests.integration.cluster.test_three_brokers import eventually, metadata_of
+from tests.cluster_probes import eventually, metadata_of
 from tests.integration.inproc import raw_call, running_broker
 from tests.integration.replication.cluster_helpers import produce
 from tests.unit.log.partition_helpers import make_batch

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from infra.stack import BrokerProcess
-from tests.integration.cluster.test_three_brokers import eventually, metadata_of
+from tests.cluster_probes import eventually, metadata_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 SESSION = {
