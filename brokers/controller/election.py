@@ -65,17 +65,19 @@ class ControllerElection:
         return CheckOp(zk_paths.CONTROLLER_EPOCH, self.epoch_zk_version)
 
     async def start(self) -> bool:
-        """Make sure `/controller_epoch` exists, then compete; True when this broker won."""
-        with contextlib.suppress(ZNodeExistsError):
-            await self._zk.create(
-                zk_paths.CONTROLLER_EPOCH, zk_paths.encode_epoch(INITIAL_CONTROLLER_EPOCH)
-            )
+        """Compete; True when this broker won."""
         return await self.elect()
 
     async def elect(self) -> bool:
         """One attempt; re-arms the watch on `/controller` whatever the outcome."""
         if await self._read_active():
             return self.is_controller
+        # Created here, not only in start(): the session's CONNECTED event may trigger an
+        # attempt before start() runs, on a fresh cluster.
+        with contextlib.suppress(ZNodeExistsError):
+            await self._zk.create(
+                zk_paths.CONTROLLER_EPOCH, zk_paths.encode_epoch(INITIAL_CONTROLLER_EPOCH)
+            )
         epoch_node = await self._zk.get(zk_paths.CONTROLLER_EPOCH)
         epoch = zk_paths.decode_epoch(epoch_node.data)
         registration = zk_paths.ControllerRegistration(self.broker_id, self._clock.time_ms())

@@ -251,3 +251,20 @@ def test_producer_id_blocks_never_overlap(chroot: str) -> None:
                 await zk.close()
 
     run(scenario())
+
+
+def test_an_attempt_before_start_on_a_fresh_cluster_wins(chroot: str) -> None:
+    """The session's CONNECTED event can trigger an election before `start()`; on a fresh
+    cluster `/controller_epoch` does not exist yet, and the attempt must still succeed."""
+
+    async def scenario() -> None:
+        zk = await started(chroot)
+        try:
+            election = ControllerElection(zk, 1, CLOCK)
+            assert not await zk.exists(zk_paths.CONTROLLER_EPOCH)
+            assert await election.elect()
+            assert election.epoch == 1 and election.is_controller
+        finally:
+            await zk.close()
+
+    run(scenario())
