@@ -59,7 +59,11 @@ class BrokerEvents:
                     ctx, offline, psm.Strategy.OFFLINE, unclean_default=unclean
                 )
             )
-        pending = sorted(set(new) | {tp for tp in ctx.assignments if tp not in ctx.leadership})
+        pending = sorted(
+            tp
+            for tp in set(new) | {tp for tp in ctx.assignments if tp not in ctx.leadership}
+            if tp.topic not in ctx.topics_to_delete
+        )
         if pending:
             await self._term.decide(lambda: psm.initialize_partitions(ctx, pending))
 

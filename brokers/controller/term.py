@@ -8,7 +8,8 @@ the `ControllerStore`, the `ControllerContext` of the current term and the clust
   periodic timers, then the first event); `end` stops them; watches armed in an ended term are
   ignored (`watch` remembers its term number).
 - `submit`: run a request's work as an event and await its result (ControllerMovedError when this
-  broker is not the controller).
+  broker is not the controller, or stops being it before the work ran or finished: a request is
+  always answered).
 - `decide`: ask a pure state machine for a `Decision`, write its partition states with ONE multi-op
   fenced by the controller epoch, record them in the context, run an optional `before_send` step
   (e.g. a reassignment's topic znode write), then queue the requests on the channel. A version
@@ -58,6 +59,7 @@ class ControllerTerm:
         self._term = 0
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
+        self._submitted: set[asyncio.Future[Any]] = set()
         self.event_observer: EventObserver = lambda name: None
 
     @property
@@ -85,6 +87,7 @@ class ControllerTerm:
             task.cancel()
         self._tasks = []
         self._term += 1  # watches armed in the ended term are ignored from now on
+        self._fail_submitted()
         for broker in list(self.channel.brokers):
             asyncio.get_running_loop().create_task(self.channel.remove_broker(broker))
 
@@ -95,7 +98,15 @@ class ControllerTerm:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self._fail_submitted()
         await self.channel.close()
+
+    def _fail_submitted(self) -> None:
+        """Requests queued in an ended term get an answer: the controller moved."""
+        submitted, self._submitted = self._submitted, set()
+        for future in submitted:
+            if not future.done():
+                future.set_exception(ControllerMovedError(f"broker {self.broker_id} resigned"))
 
     async def _run(self) -> None:
         while True:
@@ -139,12 +150,27 @@ class ControllerTerm:
         """Run `work` as an event (after those queued before it); its result or its error."""
         self.require_active()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._submitted.add(future)
+        future.add_done_callback(self._submitted.discard)
+
+        def settle(result: Any = None, error: Exception | None = None) -> None:
+            if future.done():  # the term ended meanwhile and answered it already
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
 
         async def event() -> None:
             try:
-                future.set_result(await work())
+                result = await work()
+            except ControllerMovedError as exc:
+                settle(error=exc)
+                raise  # the runner resigns
             except Exception as exc:
-                future.set_exception(exc)
+                settle(error=exc)
+            else:
+                settle(result)
 
         event.__name__ = getattr(work, "__name__", "request")
         self._events.put_nowait(event)

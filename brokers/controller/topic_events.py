@@ -65,8 +65,8 @@ class TopicEvents:
         term = self._term
         ctx = term.context
         assignment = await term.store.read_topic(topic, self._partition_watch(topic))
-        if assignment is None or topic not in ctx.topic_ids:
-            return
+        if assignment is None or topic not in ctx.topic_ids or topic in ctx.topics_to_delete:
+            return  # a topic being deleted does not grow (Kafka's PartitionModifications)
         added = [TopicPartition(topic, p) for p in assignment.partitions]
         added = [tp for tp in added if tp not in ctx.assignments]
         for tp in added:

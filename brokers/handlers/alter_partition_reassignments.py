@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
-from brokers.controller import ControllerMovedError, TopicPartition
+from brokers.controller import ControllerError, TopicPartition
 from brokers.handlers.build import by_topic, make, response_module, throttle
 from brokers.handlers.errors import error_code_for, error_message_for
 from brokers.server.context import RequestContext
@@ -50,7 +50,7 @@ def route(controller: Reassigner) -> Route:
             outcomes = await controller.alter_partition_reassignments(
                 targets, allow_replication_factor_change=allow
             )
-        except ControllerMovedError as exc:
+        except ControllerError as exc:  # NOT_CONTROLLER or another code, never a closed connection
             return _response(module, {}, exc, allow)
         return _response(module, outcomes, None, allow)
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
-from brokers.controller import ControllerMovedError, TopicPartition
+from brokers.controller import ControllerError, TopicPartition
 from brokers.handlers.build import by_topic, make, response_module, throttle
 from brokers.handlers.errors import InvalidRequestError, error_code_for, error_message_for
 from brokers.server.context import RequestContext
@@ -45,7 +45,7 @@ def route(controller: LeaderElector) -> Route:
                 outcomes: Outcomes = _all(wanted, InvalidRequestError("unknown election type"))
             else:
                 outcomes = await controller.elect_leaders(wanted, unclean=election_type == UNCLEAN)
-        except ControllerMovedError as exc:
+        except ControllerError as exc:  # NOT_CONTROLLER or another code, never a closed connection
             if ctx.api_version >= 1:
                 return _response(module, {}, error_code_for(exc))
             outcomes = _all(wanted, exc)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from brokers.controller import ControllerMovedError, ReplicaAssignment, TopicPartition
+from brokers.controller import ControllerError, ReplicaAssignment, TopicPartition
 from brokers.handlers.build import by_topic, make, response_module, throttle
 from brokers.handlers.errors import error_code_for, error_message_for
 from brokers.server.context import RequestContext
@@ -37,7 +37,7 @@ def route(controller: ReassignmentLister) -> Route:
         )
         try:
             moving = await controller.list_partition_reassignments(wanted)
-        except ControllerMovedError as exc:
+        except ControllerError as exc:  # NOT_CONTROLLER or another code, never a closed connection
             return make(
                 module,
                 "ListPartitionReassignmentsResponse",

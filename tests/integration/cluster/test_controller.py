@@ -190,6 +190,22 @@ def test_controller_failover_topics_isr_and_shutdown(chroot: str) -> None:
         assert await zk1.exists(zk_paths.topic_path("orders"))
         assert await zk1.children(zk_paths.DELETE_TOPICS) == ["orders"]
 
+        # A topic being deleted does not grow, even if its znode is rewritten meanwhile.
+        events: list[str | None] = []
+        controller.observe_events(events.append)
+        bigger = zk_paths.TopicAssignment(
+            TOPIC_ID, {**grown.partitions, 3: ReplicaAssignment((1, 3, 2))}
+        )
+        await zk1.set(zk_paths.topic_path("orders"), zk_paths.encode_topic(bigger))
+
+        def growth_handled() -> bool:
+            name = "partition_change[orders]"
+            return name in events and None in events[events.index(name) :]
+
+        await until(growth_handled)
+        assert TopicPartition("orders", 3) not in controller.context.assignments
+        assert await state(zk1, TopicPartition("orders", 3)) is None
+
         await controller.close()
         for b in (1, 3):
             await nodes[b][0].close()

@@ -19,6 +19,7 @@ from brokers.controller.errors import (
     PreferredLeaderNotAvailableError,
     ReassignmentError,
     UnknownPartitionError,
+    ZooKeeperUnavailableError,
 )
 from brokers.controller.orders import ElectionFailure
 from brokers.controller.partition_state_machine import (
@@ -203,13 +204,16 @@ def test_start_then_complete_ends_on_the_target(original: list[int], target: lis
 
 
 class FakeController:
-    def __init__(self, *, active: bool = True) -> None:
+    def __init__(self, *, active: bool = True, failure: Exception | None = None) -> None:
         self.active = active
+        self.failure = failure
         self.calls: list[Any] = []
 
     def _check(self) -> None:
         if not self.active:
             raise ControllerMovedError("not the controller")
+        if self.failure is not None:
+            raise self.failure
 
     async def elect_leaders(
         self, partitions: Sequence[tuple[str, int]] | None, *, unclean: bool = False
@@ -304,6 +308,18 @@ def test_list_reassignments_reports_adding_and_removing() -> None:
     )
     refused = call(list_partition_reassignments.route(FakeController(active=False)), 0, request)
     assert refused.error_code == ErrorCode.not_controller
+
+
+def test_other_controller_failures_are_an_error_code_not_a_closed_connection() -> None:
+    broken = FakeController(failure=ZooKeeperUnavailableError("session lost"))
+    top = call(elect_handler.route(broken), 2, election_request(2))
+    assert top.error_code == ErrorCode.unknown_server_error
+    listed = call(
+        list_partition_reassignments.route(broken),
+        0,
+        entity(46, 0, "ListPartitionReassignmentsRequest", topics=None),
+    )
+    assert listed.error_code == ErrorCode.unknown_server_error
 
 
 # --- the CLI's replica list -----------------------------------------------------------------------

@@ -1,0 +1,106 @@
+"""The controller term's request queue: a request submitted to a term that ends is still answered
+(ControllerMovedError), and work that finds the controller moved makes the runner resign."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from brokers.controller.errors import ControllerMovedError
+from brokers.controller.term import ControllerTerm
+
+pytestmark = pytest.mark.unit
+
+
+class FakeElection:
+    broker_id = 1
+    epoch_zk_version = 0
+
+    def __init__(self) -> None:
+        self.resigned = 0
+
+    def resign(self) -> None:
+        self.resigned += 1
+
+
+class FakeChannel:
+    brokers: set[int] = set()
+
+    async def close(self) -> None:
+        return None
+
+
+def make_term() -> tuple[ControllerTerm, FakeElection]:
+    election = FakeElection()
+    term = ControllerTerm(None, election, FakeChannel())  # type: ignore[arg-type]
+    return term, election
+
+
+def test_a_request_queued_when_the_term_ends_is_answered() -> None:
+    async def scenario() -> None:
+        term, _ = make_term()
+        blocker = asyncio.Event()
+
+        async def busy() -> None:
+            await blocker.wait()  # the runner is stuck on an earlier event
+
+        term.begin(1, busy, [])
+
+        async def work() -> str:
+            return "never"
+
+        request = asyncio.ensure_future(term.submit(work))
+        await asyncio.sleep(0)
+        assert not request.done()
+        term.end()
+        with pytest.raises(ControllerMovedError):
+            await asyncio.wait_for(request, 5)
+
+    asyncio.run(scenario())
+
+
+def test_a_request_running_when_the_term_closes_is_answered() -> None:
+    async def scenario() -> None:
+        term, _ = make_term()
+        started = asyncio.Event()
+
+        async def first() -> None:
+            return None
+
+        term.begin(1, first, [])
+
+        async def slow() -> Any:
+            started.set()
+            await asyncio.Event().wait()
+
+        request = asyncio.ensure_future(term.submit(slow))
+        await asyncio.wait_for(started.wait(), 5)
+        await term.close()
+        with pytest.raises(ControllerMovedError):
+            await asyncio.wait_for(request, 5)
+
+    asyncio.run(scenario())
+
+
+def test_work_that_finds_the_controller_moved_fails_and_the_runner_resigns() -> None:
+    async def scenario() -> None:
+        term, election = make_term()
+
+        async def first() -> None:
+            return None
+
+        term.begin(1, first, [])
+
+        async def deposed() -> None:
+            raise ControllerMovedError("epoch moved on")
+
+        with pytest.raises(ControllerMovedError):
+            await asyncio.wait_for(term.submit(deposed), 5)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert election.resigned == 1
+        await term.close()
+
+    asyncio.run(scenario())
