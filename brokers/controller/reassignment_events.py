@@ -3,11 +3,11 @@
 
 Owns the wiring of the pure steps in `reassignment`:
 - `alter` (AlterPartitionReassignments): per partition, start a reassignment to the target
-  replicas, replace one in flight, or cancel it (target None). The decision (leader epoch bump,
-  LeaderAndIsr to every replica, the added ones as new replicas) is written fenced; before its
-  requests go out, the new replica set (replicas, adding_replicas, removing_replicas) is written
-  into `/brokers/topics/<t>` as Kafka's ZooKeeper mode stores it, and into the context. Answers
-  once started, as Kafka does: completion comes later.
+  replicas, replace one in flight, or cancel it (target None). The new replica set (replicas,
+  adding_replicas, removing_replicas) is written first into `/brokers/topics/<t>` as Kafka's
+  ZooKeeper mode stores it, and into the context; then the decision (leader epoch bump,
+  LeaderAndIsr to every replica, the added ones as new replicas) is written fenced and sent.
+  Answers once started, as Kafka does: completion comes later.
 - completion: after every applied decision (a LeaderAndIsr round: the start itself, elections,
   broker changes) and every ISR-change notification, a moving partition whose target replicas
   are all in the ISR completes: the final leader/ISR are written, the final replica set is
@@ -90,10 +90,32 @@ class ReassignmentEvents:
     ) -> None:
         ctx = self._term.context
         if target is None:
-            await self._apply(tp, lambda: reassignment.cancel(ctx, tp))
+            await self._begin(tp, lambda: reassignment.cancel(ctx, tp))
         else:
-            await self._apply(tp, lambda: reassignment.start(ctx, tp, target, allow_rf_change))
+            await self._begin(tp, lambda: reassignment.start(ctx, tp, target, allow_rf_change))
         log.info("event=reassignment_started partition=%s target=%s", tp, target)
+
+    async def _begin(self, tp: TopicPartition, step: Step) -> None:
+        """Start (or cancel): the new replica set goes to `/brokers/topics/<t>` first, then the
+        epoch bump (Kafka's U1 before A3), so a failed write never leaves ZooKeeper with the
+        bumped state and the old replica set. The decision is made against the assignment as it
+        was, since the replicas it drops are those of the previous set."""
+        ctx = self._term.context
+        previous = reassignment.current_assignment(ctx, tp)
+        assignment, _ = step()  # checks the target; the decision is re-made below
+        if assignment != previous:
+            fence = self._term.election.fence()
+            await self._term.store.write_assignments(fence, tp.topic, {tp.partition: assignment})
+            ctx.assignments[tp] = assignment
+
+        def decide() -> Decision:
+            ctx.assignments[tp] = previous
+            try:
+                return step()[1]
+            finally:
+                ctx.assignments[tp] = assignment
+
+        await self._term.decide(decide)
 
     async def complete(self, tp: TopicPartition) -> None:
         ctx = self._term.context
@@ -108,7 +130,8 @@ class ReassignmentEvents:
             log.info("event=reassignment_completed partition=%s replicas=%s", tp, final.replicas)
 
     async def _apply(self, tp: TopicPartition, step: Step) -> None:
-        """Decide `step` (re-made on a version conflict); write its assignment before sending."""
+        """Completion: decide `step` (re-made on a version conflict), then write the final
+        assignment before sending (Kafka's B3 before B5)."""
         chosen: list[ReplicaAssignment] = []
 
         def decide() -> Decision:

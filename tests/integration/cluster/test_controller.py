@@ -15,6 +15,7 @@ from brokers.controller import zk_paths
 from brokers.controller.channel import ControllerChannel, OnResponse
 from brokers.controller.controller import Controller
 from brokers.controller.election import ControllerElection
+from brokers.controller.errors import ZooKeeperUnavailableError
 from brokers.controller.registration import BrokerRegistrar
 from brokers.controller.state import BrokerEndpoint, LeaderAndIsr, ReplicaAssignment, TopicPartition
 from brokers.controller.zk_client import ZkClient
@@ -240,5 +241,36 @@ def test_a_deposed_controller_writes_nothing_and_resigns(chroot: str) -> None:
         assert await state(zk1, tp) == before
         await controller.close()
         await zk1.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_reassignment_writes_the_replica_set_before_bumping_the_epoch(chroot: str) -> None:
+    """Kafka's U1 before A3: if the topic znode write fails, the partition state is untouched."""
+
+    async def scenario() -> None:
+        nodes = {b: await register(chroot, b) for b in (1, 2, 3)}
+        zk1 = nodes[1][0]
+        channel = RecordingChannel()
+        election = ControllerElection(zk1, 1, CLOCK)
+        controller = Controller(zk1, election, channel, auto_rebalance=False)
+        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
+        assert await election.start()
+        await create_topic(zk1, {0: (1, 2)})
+        p0 = TopicPartition("orders", 0)
+        await until(lambda: p0 in controller.context.leadership)
+        before = await state(zk1, p0)
+
+        async def broken(*_args: Any, **_kwargs: Any) -> None:
+            raise ZooKeeperUnavailableError("connection lost")
+
+        store = controller._term.store
+        store.write_assignments = broken  # type: ignore[method-assign]
+        outcome = await controller.alter_partition_reassignments({("orders", 0): [2, 3]})
+        assert outcome[p0] is not None  # refused, per partition
+        assert await state(zk1, p0) == before  # no epoch bump without the new replica set
+        await controller.close()
+        for b in (1, 2, 3):
+            await nodes[b][0].close()
 
     asyncio.run(scenario())
