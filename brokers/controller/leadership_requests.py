@@ -4,8 +4,10 @@ events).
 
 Owns:
 - controlled shutdown: the stopping broker joins `shutting_down`, its leaderships move to other
-  in-sync replicas and it leaves the ISRs it follows; the answer lists what it still leads (it
-  asks again until that is empty). A request for an earlier registration of the broker is
+  in-sync replicas and it leaves the ISRs it follows; the answer lists what it still leads that
+  another live in-sync replica could take (it asks again until that is empty). Partitions with
+  no such replica are left out, so the last broker of a partition is not kept waiting for a move
+  that cannot happen. A request for an earlier registration of the broker is
   refused (KIP-380). The ControlledShutdown handler answers at once, so the work is started once
   per broker and runs as an event.
 - `elect_leaders` (KIP-460): preferred (the first assigned replica, live and in the ISR) or
@@ -65,10 +67,16 @@ class LeadershipRequests:
                 return decision
 
             await self._term.decide(decide)
-            return remaining
+            return [tp for tp in remaining if self._movable(tp, broker_id)]
 
         result: list[TopicPartition] = await self._term.submit(shutdown)
         return result
+
+    def _movable(self, tp: TopicPartition, broker_id: int) -> bool:
+        """Another in-sync replica could lead `tp` instead of the stopping broker."""
+        ctx = self._term.context
+        state = ctx.leadership.get(tp)
+        return state is not None and any(r != broker_id and ctx.is_live(r) for r in state.isr)
 
     def request_controlled_shutdown(
         self, broker_id: int, broker_epoch: int
@@ -86,7 +94,7 @@ class LeadershipRequests:
         return [
             (tp.topic, tp.partition)
             for tp in ctx.partitions_led_by(broker_id)
-            if len(ctx.replicas(tp)) > 1
+            if self._movable(tp, broker_id)
         ]
 
     def _shutdown_done(self, broker_id: int, task: asyncio.Task[list[TopicPartition]]) -> None:

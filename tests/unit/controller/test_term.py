@@ -1,15 +1,21 @@
 """The controller term's request queue: a request submitted to a term that ends is still answered
-(ControllerMovedError), and work that finds the controller moved makes the runner resign."""
+(ControllerMovedError), and work that finds the controller moved makes the runner resign. Also
+the controlled-shutdown answer, which lists only partitions that can move."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
 
 from brokers.controller.errors import ControllerMovedError
+from brokers.controller.leadership_requests import LeadershipRequests
+from brokers.controller.state import BrokerEndpoint, LeaderAndIsr, ReplicaAssignment
+from brokers.controller.state import TopicPartition as TP
 from brokers.controller.term import ControllerTerm
+from brokers.controller.zk_paths import BrokerRegistration
 
 pytestmark = pytest.mark.unit
 
@@ -101,6 +107,33 @@ def test_work_that_finds_the_controller_moved_fails_and_the_runner_resigns() -> 
         for _ in range(10):
             await asyncio.sleep(0)
         assert election.resigned == 1
+        await term.close()
+
+    asyncio.run(scenario())
+
+
+def test_controlled_shutdown_lists_only_partitions_another_in_sync_replica_can_take() -> None:
+    """The stopping broker asks again until the list is empty: a partition whose only in-sync
+    replica is that broker can never move, so it must not keep the broker waiting."""
+
+    async def scenario() -> None:
+        term, _ = make_term()
+
+        async def first() -> None:
+            return None
+
+        term.begin(1, first, [])
+        ctx = term.context
+        for b in (1, 2, 3):
+            endpoint = BrokerEndpoint("PLAINTEXT", "h", 9000 + b)
+            ctx.live_brokers[b] = BrokerRegistration(b, (endpoint,), None, 0, epoch=100 + b)
+        ctx.add_topic("t", uuid.uuid4(), {})
+        alone, shared = TP("t", 0), TP("t", 1)
+        for tp, isr in ((alone, (1,)), (shared, (1, 2))):
+            ctx.assignments[tp] = ReplicaAssignment((1, 2, 3))
+            ctx.leadership[tp] = LeaderAndIsr(1, 3, isr, 1, zk_version=0)
+        requests = LeadershipRequests(term)
+        assert requests.request_controlled_shutdown(1, 101) == [("t", 1)]
         await term.close()
 
     asyncio.run(scenario())
