@@ -23,7 +23,11 @@ import uuid
 from collections.abc import Callable, Mapping
 
 from brokers.controller import zk_paths
-from brokers.controller.errors import ZNodeFormatError, ZNodeMissingError
+from brokers.controller.errors import (
+    ZNodeFormatError,
+    ZNodeMissingError,
+    ZooKeeperUnavailableError,
+)
 from brokers.controller.zk_client import ZkClient
 from brokers.log.config import LogConfig
 from brokers.log.errors import InvalidConfigError
@@ -66,8 +70,9 @@ class TopicConfigs:
             return {}
         return zk_paths.decode_topic_config(node.data)
 
-    def for_new_log(self, topic: str, topic_id: uuid.UUID) -> dict[str, str]:
-        """The overrides a new log of `topic` starts with; {} if ZooKeeper has none readable."""
+    def for_new_log(self, topic: str, topic_id: uuid.UUID) -> dict[str, str] | None:
+        """The overrides a new log of `topic` starts with; {} if ZooKeeper has none readable,
+        None while ZooKeeper cannot be reached (the caller keeps the request's copy)."""
         cached = self._for_new_logs.get(topic)
         if cached is not None and cached[0] == topic_id:
             return dict(cached[1])
@@ -76,8 +81,17 @@ class TopicConfigs:
         except ZNodeFormatError as exc:
             log.warning("event=topic_config_unreadable topic=%s error=%s", topic, exc)
             overrides = {}
+        except ZooKeeperUnavailableError as exc:
+            log.warning("event=topic_config_unavailable topic=%s error=%s", topic, exc)
+            return None
+        self._forget_deleted_topics()
         self._for_new_logs[topic] = (topic_id, overrides)
         return dict(overrides)
+
+    def _forget_deleted_topics(self) -> None:
+        """Keep the cache to the topics this broker still knows, so it cannot grow without end."""
+        for name in [t for t in self._for_new_logs if t not in self._metadata.topics]:
+            del self._for_new_logs[name]
 
     # --- applying ------------------------------------------------------------------------------
 

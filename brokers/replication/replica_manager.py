@@ -91,7 +91,7 @@ class ReplicaManager:
         self.isr_writer = isr_writer  # settable until the first LeaderAndIsr
         # ZooKeeper mode: a new log's topic overrides, read from ZooKeeper as Kafka's
         # Partition.createLog does (the request's copy may predate this broker's metadata).
-        self.new_log_overrides: Callable[[str, uuid.UUID], Mapping[str, str]] | None = None
+        self.new_log_overrides: Callable[[str, uuid.UUID], Mapping[str, str] | None] | None = None
         # Metrics hook (brokers/replication_metrics.py): (old ISR, new ISR, written?) per ISR write.
         self.isr_update_observer: Callable[[list[int], list[int], bool], None] | None = None
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -194,8 +194,11 @@ class ReplicaManager:
         partition = self.find(update.topic, update.partition)
         if partition is None:
             overrides: Mapping[str, str] = update.configs
+            found = None
             if self.new_log_overrides is not None:
-                overrides = self.new_log_overrides(update.topic, update.topic_id)
+                found = self.new_log_overrides(update.topic, update.topic_id)
+            if found is not None:  # None: unknown now (ZooKeeper away); the request's copy
+                overrides = found
             config = LogConfig.from_properties(overrides, self._broker_properties)
             partition = self.create(update.topic, update.partition, config)
         current = partition.state
