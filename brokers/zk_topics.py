@@ -12,6 +12,8 @@ deleted its log: creating it again is TOPIC_ALREADY_EXISTS ("marked for deletion
 INVALID_TOPIC_EXCEPTION, as in Kafka. `topic_overrides` reads a topic's overrides from ZooKeeper
 (what DescribeConfigs and IncrementalAlterConfigs start from, as Kafka's ZkConfigRepository).
 Live brokers and their racks come from this broker's metadata cache (kept by UpdateMetadata).
+Partition counts are capped as the standalone registry caps them (`TopicLimits`: per topic, and
+per broker as far as the metadata cache knows): POLICY_VIOLATION beyond them.
 Errors are the replication package's, as the standalone registry raises, so the handlers' mapper
 answers the same codes. The handlers' `TopicAdmin` interface is synchronous, so each call waits
 for its ZooKeeper round trips on the event loop thread (admin requests are rare and each write is
@@ -26,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
 from brokers.controller import zk_paths
@@ -47,9 +50,11 @@ from brokers.replication.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    PolicyViolationError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from brokers.replication.local_topics import TopicLimits
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
 from brokers.replication.replica_manager import ReplicaManager
 from brokers.replication.topic_names import check_partition_growth, new_topic_shape
@@ -68,8 +73,10 @@ class ZkTopicAdmin:
         *,
         broker_defaults: Mapping[str, str],
         configs: TopicConfigs | None = None,
+        limits: TopicLimits | None = None,
     ) -> None:
         self._zk = zk
+        self._limits = limits or TopicLimits()
         self._metadata = metadata
         self._replicas = replicas
         self._broker_defaults = dict(broker_defaults)
@@ -101,11 +108,13 @@ class ZkTopicAdmin:
         partitions, factor = new_topic_shape(
             name, num_partitions, replication_factor, self._metadata.topics, self._broker_defaults
         )
+        self._check_topic_size(len(assignment) if assignment is not None else partitions)
         placed = (
             {p: list(r) for p, r in assignment.items()}
             if assignment is not None
             else self._assign(partitions, factor, start_partition=0)
         )
+        self._check_broker_load(placed)
         overrides = validate_topic_overrides(configs)
         self.log_config(overrides)
         self._check_absent(name)
@@ -144,12 +153,14 @@ class ZkTopicAdmin:
             raise InvalidTopicError(f"The topic '{name}' is queued for deletion.")
         existing = len(current.partitions)
         check_partition_growth(existing, count)
+        self._check_topic_size(count)
         factor = len(current.partitions[0].replicas) if 0 in current.partitions else 1
         added = (
             {p: list(r) for p, r in assignment.items()}
             if assignment is not None
             else self._assign(count - existing, factor, start_partition=existing)
         )
+        self._check_broker_load(added)
         if validate_only:
             return
         grown = dict(current.partitions)
@@ -177,6 +188,30 @@ class ZkTopicAdmin:
         return self.configs.read_blocking(name)
 
     # ---- internals ------------------------------------------------------------------------
+
+    def _check_topic_size(self, count: int) -> None:
+        """The standalone registry's per-topic cap, checked before placing replicas: one
+        request must not write an unbounded topic znode nor an unbounded controller decision."""
+        if count > self._limits.max_partitions_per_topic:
+            raise PolicyViolationError(
+                f"{count} partitions exceed the limit of "
+                f"{self._limits.max_partitions_per_topic} per topic"
+            )
+
+    def _check_broker_load(self, added: Mapping[int, Sequence[int]]) -> None:
+        """The standalone registry's per-broker cap, for each broker given new replicas (its
+        current load is what this broker's metadata cache knows)."""
+        receiving = {b for replicas in added.values() for b in replicas}
+        load = Counter(b for replicas in added.values() for b in replicas)
+        for topic in self._metadata.topics.values():
+            for partition in topic.partitions.values():
+                load.update(b for b in partition.replicas if b in receiving)
+        over = sorted(b for b in receiving if load[b] > self._limits.max_partitions_per_broker)
+        if over:
+            raise PolicyViolationError(
+                f"broker {over[0]} would hold {load[over[0]]} partitions, over its limit of "
+                f"{self._limits.max_partitions_per_broker}"
+            )
 
     def _assign(
         self, partitions: int, factor: int, *, start_partition: int

@@ -9,13 +9,16 @@ broker wins the election (`on_elected`) the term begins with `_failover` (Kafka'
 `onControllerFailover`): create the top-level paths and `/cluster/id`, load brokers and topics
 (arming the watches), send every live broker the full state, elect leaders for offline and new
 partitions, drop dead replicas from ISRs, run pending deletions and ISR notifications, resume
-in-flight reassignments. `on_resigned` ends the term; `close` stops it for good.
+in-flight reassignments; if that fails, the broker gives the controllership up (`election.move`)
+rather than stay a controller with a partial context. `on_resigned` ends the term; `close`
+stops it for good.
 The public methods are what the broker and the handlers call. Runs on the event loop; not
 thread-safe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -24,7 +27,7 @@ from brokers.controller.broker_events import BrokerEvents
 from brokers.controller.channel import ControllerChannel
 from brokers.controller.context import ControllerContext
 from brokers.controller.election import ControllerElection
-from brokers.controller.errors import ControllerError
+from brokers.controller.errors import ControllerError, ControllerMovedError
 from brokers.controller.leadership_requests import LeadershipRequests
 from brokers.controller.orders import Decision, UpdateMetadataOrder
 from brokers.controller.reassignment_events import ReassignmentEvents
@@ -111,6 +114,18 @@ class Controller:
         self._term.enqueue(config_changed)
 
     async def _failover(self) -> None:
+        """Kafka's `onControllerFailover`. If it fails (ZooKeeper lost mid-load, a decision that
+        keeps conflicting) the term must not stay active with a partial context: as Kafka's
+        `triggerControllerMove`, resign and release `/controller` so the election runs again."""
+        try:
+            await self._take_charge()
+        except (asyncio.CancelledError, ControllerMovedError):
+            raise  # a newer controller exists: the term resigns without touching its znode
+        except Exception as exc:
+            log.error("event=controller_failover_failed broker=%d error=%r", self.broker_id, exc)
+            self._term.election.move()
+
+    async def _take_charge(self) -> None:
         term, ctx = self._term, self._term.context
         term.cluster_id = await term.store.create_top_level_paths()
         await self._brokers.load_live_brokers()

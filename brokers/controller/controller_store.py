@@ -3,12 +3,16 @@
 Owns: creating the top-level paths and `/cluster/id`; loading a `ControllerContext` (topics with
 ids, assignments, configs, partition states with their znode versions); reading topics, partition
 states and ISR-change notifications again when watches fire; writing a decision's partition
-states in ONE multi-op fenced by the controller epoch (`election.fence()`): states that exist are
-set conditionally on the version the context holds, new ones are created. If any condition fails
-nothing is written and `ZNodeVersionError` is raised: the caller re-reads and decides again, or
-finds that it was deposed. Rewrites partitions' replica assignments in `/brokers/topics/<t>`
-(KIP-455 reassignments: replicas, adding, removing) fenced the same way, conditional on the
-topic znode's version (re-read and retried when a topic admin wrote in between).
+states in multi-ops of at most `MAX_OPS_PER_MULTI` partitions, each fenced by the controller
+epoch (`election.fence()`): states that exist are set conditionally on the version the context
+holds, new ones are created. One unbounded multi would exceed ZooKeeper's jute.maxbuffer for a
+few thousand partitions (Kafka pipelines one fenced request per partition instead). If a
+condition fails in the first chunk nothing is written and `ZNodeVersionError` is raised: the
+caller re-reads and decides again, or finds that it was deposed; in a later chunk the chunks
+written are recorded in the context first and `PartialWriteError` names them.
+Rewrites partitions' replica assignments in `/brokers/topics/<t>` (KIP-455 reassignments:
+replicas, adding, removing) fenced the same way, conditional on the topic znode's version
+(re-read and retried when a topic admin wrote in between).
 Also deletes a topic's znodes once its deletion is done.
 Runs on the controller's event loop; not thread-safe.
 """
@@ -17,11 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from brokers.controller import zk_paths
 from brokers.controller.context import ControllerContext
 from brokers.controller.errors import (
+    ControllerError,
     ControllerMovedError,
     ZNodeExistsError,
     ZNodeFormatError,
@@ -33,11 +38,28 @@ from brokers.controller.zk_client import CheckOp, CreateOp, Op, SetOp, ZkClient
 
 Watch = Callable[[str], None]
 ASSIGNMENT_WRITE_ATTEMPTS = 5
+# Partition-state writes per multi-op (~165 B each, plus the fence): far below ZooKeeper's
+# default jute.maxbuffer (1 MiB), past which the server drops the connection.
+MAX_OPS_PER_MULTI = 500
+
+
+class PartialWriteError(ControllerError):
+    """A later chunk of a decision's writes failed; `written` (already recorded in the context)
+    went to ZooKeeper and must still be announced to the brokers. `conflict`: the failure was a
+    version conflict (decide again), not a lost connection."""
+
+    def __init__(
+        self, message: str, written: dict[TopicPartition, LeaderAndIsr], *, conflict: bool
+    ) -> None:
+        super().__init__(message)
+        self.written = written
+        self.conflict = conflict
 
 
 class ControllerStore:
-    def __init__(self, zk: ZkClient) -> None:
+    def __init__(self, zk: ZkClient, *, max_ops_per_multi: int = MAX_OPS_PER_MULTI) -> None:
         self._zk = zk
+        self._max_ops = max_ops_per_multi
 
     async def create_top_level_paths(self) -> str:
         """Make `PERSISTENT_PATHS` and `/cluster/id` (kept if present); returns the cluster id."""
@@ -120,23 +142,47 @@ class ControllerStore:
         context: ControllerContext,
         changes: Mapping[TopicPartition, LeaderAndIsr],
     ) -> dict[TopicPartition, LeaderAndIsr]:
-        """Write `changes` atomically under the fence; the states with their new znode versions."""
+        """Write `changes` under the fence, in chunks; the states with their new znode versions.
+
+        One chunk is all-or-nothing. If a later chunk fails, the chunks already written are
+        recorded in `context` and `PartialWriteError` names them, so the context never holds a
+        stale znode version and the caller can still announce them."""
         if not changes:
             return {}
         order = sorted(changes)
+        for tp in order:  # multi-op creates do not make parents
+            if tp not in context.leadership:
+                await self._zk.ensure_path(zk_paths.partition_state_path(tp).rsplit("/", 1)[0])
+        written: dict[TopicPartition, LeaderAndIsr] = {}
+        for first in range(0, len(order), self._max_ops):
+            chunk = order[first : first + self._max_ops]
+            try:
+                written.update(await self._write_chunk(fence, context, chunk, changes))
+            except ControllerError as exc:
+                if not written:
+                    raise
+                context.apply(written)
+                conflict = isinstance(exc, ZNodeVersionError)
+                raise PartialWriteError(str(exc), written, conflict=conflict) from exc
+        return written
+
+    async def _write_chunk(
+        self,
+        fence: CheckOp,
+        context: ControllerContext,
+        chunk: Sequence[TopicPartition],
+        changes: Mapping[TopicPartition, LeaderAndIsr],
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """One fenced multi: existing states set on the context's version, new ones created."""
         ops: list[Op] = [fence]
-        for tp in order:
+        for tp in chunk:
             data = zk_paths.encode_partition_state(changes[tp])
             current = context.leadership.get(tp)
             path = zk_paths.partition_state_path(tp)
             ops.append(SetOp(path, data, current.zk_version) if current else CreateOp(path, data))
-        if any(isinstance(op, CreateOp) for op in ops):
-            for tp in order:  # multi-op creates do not make parents
-                if tp not in context.leadership:
-                    await self._zk.ensure_path(zk_paths.partition_state_path(tp).rsplit("/", 1)[0])
         results = await self._zk.multi(ops)
         written: dict[TopicPartition, LeaderAndIsr] = {}
-        for tp, op, result in zip(order, ops[1:], results[1:], strict=True):
+        for tp, op, result in zip(chunk, ops[1:], results[1:], strict=True):
             version = int(result.version) if isinstance(op, SetOp) else 0
             state = changes[tp]
             written[tp] = LeaderAndIsr(

@@ -79,6 +79,20 @@ class Decision:
             failed={**failed, **later.failed},
         )
 
+    def restricted_to(self, partitions: set[TopicPartition]) -> Decision:
+        """The part of this decision about `partitions` (what a partial write did write)."""
+        metadata = [
+            UpdateMetadataOrder(o.broker_id, kept)
+            for o in self.update_metadata
+            if (kept := tuple(tp for tp in o.partitions if tp in partitions))
+        ]
+        return Decision(
+            changes={tp: s for tp, s in self.changes.items() if tp in partitions},
+            leader_and_isr=[o for o in self.leader_and_isr if o.tp in partitions],
+            stop_replica=[o for o in self.stop_replica if o.tp in partitions],
+            update_metadata=metadata,
+        )
+
     def orders_for(self, broker_id: int) -> list[LeaderAndIsrOrder]:
         return [order for order in self.leader_and_isr if order.broker_id == broker_id]
 

@@ -10,8 +10,8 @@ the `ControllerStore`, the `ControllerContext` of the current term and the clust
 - `submit`: run a request's work as an event and await its result (ControllerMovedError when this
   broker is not the controller, or stops being it before the work ran or finished: a request is
   always answered).
-- `decide`: ask a pure state machine for a `Decision`, write its partition states with ONE multi-op
-  fenced by the controller epoch, record them in the context, run an optional `before_send` step
+- `decide`: ask a pure state machine for a `Decision`, write its partition states with fenced
+  multi-ops (in chunks; chunks written before a failure are still announced), record them in the context, run an optional `before_send` step
   (e.g. a reassignment's topic znode write), then queue the requests on the channel. A version
   conflict re-reads the partitions and decides again; a failed fence means another controller
   was elected: ControllerMovedError, and the runner resigns. Every applied decision is offered to
@@ -30,7 +30,7 @@ from typing import Any
 from brokers.controller import request_batch
 from brokers.controller.channel import ControllerChannel
 from brokers.controller.context import ControllerContext
-from brokers.controller.controller_store import ControllerStore
+from brokers.controller.controller_store import ControllerStore, PartialWriteError
 from brokers.controller.election import ControllerElection
 from brokers.controller.errors import ControllerError, ControllerMovedError, ZNodeVersionError
 from brokers.controller.orders import Decision
@@ -190,6 +190,14 @@ class ControllerTerm:
                 written = await self.store.write_states(
                     self.election.fence(), self.context, decision.changes
                 )
+            except PartialWriteError as exc:
+                # Some chunks were written (and recorded): brokers must hear of those now, or a
+                # new decision would see nothing left to change for them.
+                self.send(decision.restricted_to(set(exc.written)))
+                if not exc.conflict:
+                    raise
+                await self._refresh_after_conflict(decision)
+                continue
             except ZNodeVersionError:
                 await self._refresh_after_conflict(decision)
                 continue

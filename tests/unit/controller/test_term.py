@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from brokers.controller.controller_store import PartialWriteError
 from brokers.controller.errors import ControllerMovedError
 from brokers.controller.leadership_requests import LeadershipRequests
+from brokers.controller.orders import Decision, LeaderAndIsrOrder, UpdateMetadataOrder
 from brokers.controller.state import BrokerEndpoint, LeaderAndIsr, ReplicaAssignment
 from brokers.controller.state import TopicPartition as TP
 from brokers.controller.term import ControllerTerm
@@ -29,6 +31,9 @@ class FakeElection:
 
     def resign(self) -> None:
         self.resigned += 1
+
+    def fence(self) -> None:
+        return None
 
 
 class FakeChannel:
@@ -135,5 +140,37 @@ def test_controlled_shutdown_lists_only_partitions_another_in_sync_replica_can_t
         requests = LeadershipRequests(term)
         assert requests.request_controlled_shutdown(1, 101) == [("t", 1)]
         await term.close()
+
+    asyncio.run(scenario())
+
+
+def test_states_a_partial_write_recorded_are_announced_before_the_error() -> None:
+    """Chunks written before a failed chunk are in ZooKeeper and in the context: the brokers must
+    hear of them, or no later decision would (it sees nothing left to change there)."""
+
+    async def scenario() -> None:
+        term, _ = make_term()
+        a, b = TP("t", 0), TP("t", 1)
+        state = LeaderAndIsr(2, 4, (2, 3), 1, zk_version=1)
+        assignment = ReplicaAssignment((2, 3))
+
+        class FailingStore:
+            async def write_states(self, *_: Any) -> None:
+                raise PartialWriteError("connection lost", {a: state}, conflict=False)
+
+        term.store = FailingStore()  # type: ignore[assignment]
+        sent: list[Decision] = []
+        term.send = sent.append  # type: ignore[method-assign]
+        decision = Decision(
+            changes={a: state, b: state},
+            leader_and_isr=[LeaderAndIsrOrder(2, tp, state, assignment) for tp in (a, b)],
+            update_metadata=[UpdateMetadataOrder(3, (a, b))],
+        )
+        with pytest.raises(PartialWriteError):
+            await term.decide(lambda: decision)
+        (announced,) = sent
+        assert list(announced.changes) == [a]
+        assert [o.tp for o in announced.leader_and_isr] == [a]
+        assert announced.update_metadata == [UpdateMetadataOrder(3, (a,))]
 
     asyncio.run(scenario())
