@@ -31,6 +31,7 @@ log = logging.getLogger("pier.config_changes")
 CONFIG_CHANGES = "/config/changes"
 CHANGE_PREFIX = "config_change_"
 TOPICS_ENTITY = "topics"
+CHANGE_PATH_PREFIX = f"{CONFIG_CHANGES}/{CHANGE_PREFIX}"
 DEFAULT_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's DefaultChangeExpirationMs
 EXPIRATION_PROPERTY = "config.changes.expiration.ms"
 
@@ -63,12 +64,18 @@ def sequence_of(name: str) -> int | None:
 
 async def notify_topic_change(zk: ZkClient, topic: str) -> str:
     """Announce that `/config/topics/<topic>` changed; returns the notification's path."""
-    path, _ = await zk.create(
-        f"{CONFIG_CHANGES}/{CHANGE_PREFIX}",
-        encode_change(TOPICS_ENTITY, zk_paths.check_topic(topic)),
-        sequence=True,
-    )
+    path, _ = await zk.create(CHANGE_PATH_PREFIX, topic_change(topic), sequence=True)
     return path
+
+
+def notify_topic_change_blocking(zk: ZkClient, topic: str) -> str:
+    """The same from a synchronous handler: the change is announced before the client's answer,
+    as Kafka's AdminZkClient does, so a failure is reported rather than lost."""
+    return zk.create_blocking(CHANGE_PATH_PREFIX, topic_change(topic), sequence=True)
+
+
+def topic_change(topic: str) -> bytes:
+    return encode_change(TOPICS_ENTITY, zk_paths.check_topic(topic))
 
 
 class ConfigChangeListener:

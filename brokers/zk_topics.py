@@ -17,14 +17,13 @@ per broker as far as the metadata cache knows): POLICY_VIOLATION beyond them.
 Errors are the replication package's, as the standalone registry raises, so the handlers' mapper
 answers the same codes. The handlers' `TopicAdmin` interface is synchronous, so each call waits
 for its ZooKeeper round trips on the event loop thread (admin requests are rare and each write is
-one round trip; the produce/fetch path never comes here); the change notification is written by
-a task right after (ZkClient has no blocking sequential create), and this broker applies the
-change at once. Runs on the event loop; not thread-safe.
+one round trip; the produce/fetch path never comes here); the change notification is written
+before the answer, so a failure to announce is reported to the client, and this broker applies
+the change at once. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import uuid
@@ -58,7 +57,7 @@ from brokers.replication.local_topics import TopicLimits
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
 from brokers.replication.replica_manager import ReplicaManager
 from brokers.replication.topic_names import check_partition_growth, new_topic_shape
-from brokers.zk_config_changes import notify_topic_change
+from brokers.zk_config_changes import notify_topic_change_blocking
 from brokers.zk_topic_configs import TopicConfigs
 
 log = logging.getLogger("pier.zk_topics")
@@ -83,7 +82,6 @@ class ZkTopicAdmin:
         self.configs = configs or TopicConfigs(
             zk, metadata, replicas, broker_defaults=broker_defaults
         )
-        self._notifications: set[asyncio.Task[str]] = set()
 
     def load(self) -> None:
         """Nothing to load: the controller's UpdateMetadata fills the metadata cache."""
@@ -244,14 +242,7 @@ class ZkTopicAdmin:
         return True
 
     def _notify(self, name: str) -> None:
-        task = asyncio.get_running_loop().create_task(notify_topic_change(self._zk, name))
-        self._notifications.add(task)
-        task.add_done_callback(self._notified)
-
-    def _notified(self, task: asyncio.Task[str]) -> None:
-        self._notifications.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("event=config_change_notification_failed error=%r", task.exception())
+        notify_topic_change_blocking(self._zk, name)
 
     def _read_assignment(self, name: str) -> tuple[zk_paths.TopicAssignment, int]:
         try:

@@ -262,5 +262,8 @@ class ZkClient:
     def set_blocking(self, path: str, data: bytes, version: int) -> int:
         return int(self._wait(self._kazoo.set_async(path, data, version)).version)
 
-    def create_blocking(self, path: str, data: bytes) -> None:
-        self._wait(self._kazoo.create_async(path, data, makepath=True))
+    def create_blocking(self, path: str, data: bytes, *, sequence: bool = False) -> str:
+        """Create `path` (parents too); the created path (with its suffix when `sequence`)."""
+        return str(
+            self._wait(self._kazoo.create_async(path, data, makepath=True, sequence=sequence))
+        )

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from brokers.clock import ManualClock
 from brokers.controller import zk_paths
@@ -20,6 +21,7 @@ from brokers.replication.errors import (
 )
 from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
 from brokers.replication.replica_manager import ReplicaManager
+from brokers.zk_config_changes import CONFIG_CHANGES
 from brokers.zk_topics import ZkTopicAdmin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -99,6 +101,35 @@ def test_manual_assignments_are_written_as_given(chroot: str, tmp_path: Path) ->
         topic = zk_paths.decode_topic((await zk.get(zk_paths.topic_path("placed"))).data)
         placed = {p: list(a.replicas) for p, a in topic.partitions.items()}
         assert placed == {0: [3, 1], 1: [2, 3], 2: [1, 2]}
+        await zk.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_config_change_is_announced_before_the_call_returns(chroot: str, tmp_path: Path) -> None:
+    """Kafka's AdminZkClient writes the /config/changes notice before answering: a failure to
+    announce reaches the client instead of leaving the other brokers on the old config."""
+
+    async def scenario() -> None:
+        zk = ZkClient(chroot)
+        await zk.start()
+        metadata = MetadataCache(cluster_id="c", controller_id=1)
+        metadata.brokers[1] = BrokerEndpoint(1, "127.0.0.1", 9001, None)
+        data = tmp_path / "data"
+        logs = LogManager(
+            data, clock=ManualClock(), default_config=LogConfig.from_properties({}, {})
+        )
+        replicas = ReplicaManager(logs, data, node_id=1, clock=ManualClock(), on_append=print)
+        admin = ZkTopicAdmin(zk, metadata, replicas, broker_defaults={})
+        admin.create_topic("tuned", 1, 1, {})
+        admin.set_topic_configs("tuned", {"retention.ms": "60000"})
+        observer = KazooClient(hosts=chroot)  # read before this coroutine yields to the loop
+        observer.start(10)
+        try:
+            assert len(observer.get_children(CONFIG_CHANGES)) == 1
+        finally:
+            observer.stop()
+            observer.close()
         await zk.close()
 
     asyncio.run(scenario())
