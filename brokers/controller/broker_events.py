@@ -93,15 +93,21 @@ class BrokerEvents:
         dead = sorted(b for b in old if b not in current or current[b].epoch != old[b].epoch)
         new = sorted(b for b in current if b not in old or current[b].epoch != old[b].epoch)
         for broker in dead:
-            del ctx.live_brokers[broker]
+            registration = ctx.live_brokers.pop(broker)
             ctx.shutting_down.discard(broker)
             await term.channel.remove_broker(broker)
             log.info("event=broker_failure broker=%d", broker)
-            await self._reread_states(broker)
-            failure = functools.partial(
-                rsm.broker_failure, ctx, broker, unclean_default=self.unclean_default
-            )
-            await term.decide(failure)
+            try:
+                await self._reread_states(broker)
+                failure = functools.partial(
+                    rsm.broker_failure, ctx, broker, unclean_default=self.unclean_default
+                )
+                await term.decide(failure)
+            except Exception:
+                # Not handled: keep it live in the context so the next broker change (or the
+                # resync after a reconnect) sees it dead again and re-elects its partitions.
+                ctx.live_brokers[broker] = registration
+                raise
         if dead:
             # Kafka's onBrokerFailure: every live broker learns the new broker list even when no
             # partition state changed (the dead broker led nothing and was in no ISR).

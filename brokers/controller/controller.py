@@ -34,7 +34,7 @@ from brokers.controller.reassignment_events import ReassignmentEvents
 from brokers.controller.state import ReplicaAssignment, TopicPartition
 from brokers.controller.term import ControllerTerm, Event, EventObserver
 from brokers.controller.topic_events import TopicEvents
-from brokers.controller.zk_client import ZkClient
+from brokers.controller.zk_client import SessionEvent, ZkClient
 
 log = logging.getLogger(__name__)
 PartitionResults = dict[TopicPartition, ControllerError | None]
@@ -60,6 +60,7 @@ class Controller:
         self._leadership = LeadershipRequests(self._term, imbalance_percentage=imbalance_percentage)
         self._auto_rebalance = auto_rebalance
         self._rebalance_interval_s = rebalance_interval_s
+        zk.add_session_listener(self._on_session)
 
     @property
     def broker_id(self) -> int:
@@ -87,6 +88,14 @@ class Controller:
 
     def on_resigned(self) -> None:
         self._term.end()
+
+    def _on_session(self, event: SessionEvent) -> None:
+        """After a reconnect (the session survived), read every watched path again: a read that
+        was in flight when the connection dropped never armed its one-shot watch, and the
+        changes it would have reported would otherwise be missed for the rest of the term."""
+        if event is SessionEvent.CONNECTED and self.active:
+            for resync in [self._brokers.broker_change, *self._topics.resync_events()]:
+                self._term.enqueue(resync)
 
     async def close(self) -> None:
         await self._term.close()

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from brokers.controller import partition_state_machine as psm
 from brokers.controller.orders import Decision, UpdateMetadataOrder
 from brokers.controller.state import TopicPartition
-from brokers.controller.term import ControllerTerm
+from brokers.controller.term import ControllerTerm, Event
 from brokers.controller.topic_deletion import TopicDeletion
 
 log = logging.getLogger(__name__)
@@ -42,11 +42,24 @@ class TopicEvents:
         return missing
 
     def _partition_watch(self, topic: str) -> Callable[[str], None]:
+        return self._term.watch(self.partition_event(topic))
+
+    def partition_event(self, topic: str) -> Event:
         async def partitions_changed() -> None:
             await self.partition_change(topic)
 
         partitions_changed.__name__ = f"partition_change[{topic}]"
-        return self._term.watch(partitions_changed)
+        return partitions_changed
+
+    def resync_events(self) -> list[Event]:
+        """Events that re-read every watched topic path (and so re-arm the watches)."""
+        topics = sorted(self._term.context.topic_ids)
+        return [
+            self.topic_change,
+            self.topic_deletion,
+            self.isr_change,
+            *(self.partition_event(t) for t in topics),
+        ]
 
     async def topic_change(self) -> None:
         term = self._term

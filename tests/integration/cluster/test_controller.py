@@ -18,7 +18,7 @@ from brokers.controller.election import ControllerElection
 from brokers.controller.errors import ZooKeeperUnavailableError
 from brokers.controller.registration import BrokerRegistrar
 from brokers.controller.state import BrokerEndpoint, LeaderAndIsr, ReplicaAssignment, TopicPartition
-from brokers.controller.zk_client import ZkClient
+from brokers.controller.zk_client import SessionEvent, ZkClient
 from brokers.controller.zk_isr_writer import ZkIsrWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -272,5 +272,78 @@ def test_a_reassignment_writes_the_replica_set_before_bumping_the_epoch(chroot: 
         await controller.close()
         for b in (1, 2, 3):
             await nodes[b][0].close()
+
+    asyncio.run(scenario())
+
+
+def test_after_a_reconnect_the_controller_reads_every_watched_path_again(chroot: str) -> None:
+    """A read in flight when the connection dropped never armed its watch: on CONNECTED the
+    controller re-runs the events that read (and re-arm) brokers, topics, deletions, ISR
+    notifications and each topic's partitions."""
+
+    async def scenario() -> None:
+        nodes = {b: await register(chroot, b) for b in (1, 2)}
+        zk1 = nodes[1][0]
+        channel = RecordingChannel()
+        election = ControllerElection(zk1, 1, CLOCK)
+        controller = Controller(zk1, election, channel, auto_rebalance=False)
+        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
+        assert await election.start()
+        await create_topic(zk1, {0: (1, 2)})
+        await until(lambda: TopicPartition("orders", 0) in controller.context.leadership)
+        events: list[str | None] = []
+        controller.observe_events(events.append)
+        controller._on_session(SessionEvent.CONNECTED)
+        wanted = {
+            "broker_change",
+            "topic_change",
+            "topic_deletion",
+            "isr_change",
+            "partition_change[orders]",
+        }
+        await until(lambda: wanted <= set(events) and events[-1] is None)
+        await controller.close()
+        for b in (1, 2):
+            await nodes[b][0].close()
+
+    asyncio.run(scenario())
+
+
+def test_a_broker_failure_that_could_not_be_handled_is_handled_on_the_next_read(
+    chroot: str,
+) -> None:
+    """If handling a dead broker fails (ZooKeeper lost mid-decision), the broker stays live in
+    the context, so the next read of /brokers/ids sees it dead again and re-elects."""
+
+    async def scenario() -> None:
+        nodes = {b: await register(chroot, b) for b in (1, 2)}
+        zk1 = nodes[1][0]
+        channel = RecordingChannel()
+        election = ControllerElection(zk1, 1, CLOCK)
+        controller = Controller(zk1, election, channel, auto_rebalance=False)
+        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
+        assert await election.start()
+        p0 = TopicPartition("orders", 0)
+        await create_topic(zk1, {0: (2, 1)})
+        await until(lambda: p0 in controller.context.leadership)
+        assert controller.context.leadership[p0].leader == 2
+        term = controller._term
+        real_decide = term.decide
+        failed: list[str] = []
+
+        async def lost(*_args: Any, **_kwargs: Any) -> Any:
+            failed.append("decide")
+            raise ZooKeeperUnavailableError("connection lost")
+
+        term.decide = lost  # type: ignore[method-assign]
+        await nodes[2][0].close()
+        await until(lambda: bool(failed))
+        await until(lambda: 2 in controller.context.live_brokers)
+        term.decide = real_decide  # type: ignore[method-assign]
+        controller._on_session(SessionEvent.CONNECTED)
+        await until(lambda: controller.context.leadership[p0].leader == 1)
+        assert 2 not in controller.context.live_brokers
+        await controller.close()
+        await zk1.close()
 
     asyncio.run(scenario())
