@@ -27,10 +27,15 @@ class BrokerEpochMismatchError(ControllerError):
     """A request from an earlier registration of a broker (its broker epoch is stale, KIP-380)."""
 
 
+class BrokerNotAvailableError(ControllerError):
+    """The broker asking is not registered as live (Kafka's BrokerNotAvailableException)."""
+
+
 __all__ = [
     "CLIENT_LISTENER",
     "INTER_BROKER_LISTENER",
     "BrokerEpochMismatchError",
+    "BrokerNotAvailableError",
     "ControllerError",
     "ControllerMovedError",
     "ElectionNotNeededError",

@@ -28,7 +28,7 @@ import asyncio
 import functools
 import logging
 
-from brokers.controller import BrokerEpochMismatchError
+from brokers.controller import BrokerEpochMismatchError, BrokerNotAvailableError
 from brokers.controller import partition_state_machine as psm
 from brokers.controller import replica_state_machine as rsm
 from brokers.controller.errors import ControllerError, ElectionNotNeededError
@@ -49,7 +49,12 @@ class LeadershipRequests:
     # --- controlled shutdown ---------------------------------------------------------------
 
     def _check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
-        if broker_epoch != -1 and broker_epoch != self._term.context.broker_epoch(broker_id):
+        """Kafka's rules: an unknown broker is not available; an older epoch is stale (a newer
+        one is a registration this controller has not read yet, and is accepted)."""
+        known = self._term.context.broker_epoch(broker_id)
+        if known == -1:
+            raise BrokerNotAvailableError(f"broker {broker_id} is not registered as live")
+        if broker_epoch != -1 and broker_epoch < known:
             raise BrokerEpochMismatchError(f"broker {broker_id} epoch {broker_epoch} is stale")
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TopicPartition]:

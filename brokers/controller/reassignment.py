@@ -98,6 +98,9 @@ def start(
         leader = next((r for r in assignment.replicas if r in live and r in isr), NO_LEADER)
     if not isr:
         raise ReassignmentError(f"{tp}: no in-sync replica would remain")
+    if leader == NO_LEADER and state.leader != NO_LEADER:
+        # Dropping the leader with no live in-sync replica to take over would take it offline.
+        raise ReassignmentError(f"{tp}: no live in-sync replica could take over as leader")
     bumped = state.next_epoch(leader, isr, context.epoch)
     decision = Decision(changes={tp: bumped})
     decision.leader_and_isr = [

@@ -4,15 +4,16 @@ Owns: answering on the controller. Control requests are answered synchronously h
 request STARTS the controller's controlled-shutdown event and the answer lists the partitions the
 broker still leads at that moment; as in Kafka, the stopping broker repeats the request (with a
 backoff) until that list is empty or its retries run out. A request for an earlier registration
-of the broker, or a broker that is not the controller, gets the error (STALE_BROKER_EPOCH /
-NOT_CONTROLLER once the handlers' mapper knows these controller errors). Runs on the event loop; not thread-safe.
+of the broker gets STALE_BROKER_EPOCH, a broker the controller does not know as live
+BROKER_NOT_AVAILABLE, and a broker that is not the controller NOT_CONTROLLER.
+Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from brokers.controller import BrokerEpochMismatchError, ControllerMovedError
+from brokers.controller import BrokerEpochMismatchError, ControllerError
 from brokers.controller import control_api as rq
 from brokers.handlers.control_fence import StaleBrokerEpochError
 from brokers.handlers.control_requests import control_route
@@ -32,11 +33,11 @@ def handle(
 ) -> rq.ControlledShutdownResponse:
     try:
         remaining = controller.request_controlled_shutdown(request.broker_id, request.broker_epoch)
-    except ControllerMovedError as exc:
-        return rq.ControlledShutdownResponse(error_code=error_code_for(exc))
     except BrokerEpochMismatchError as exc:
         stale = StaleBrokerEpochError(str(exc))
         return rq.ControlledShutdownResponse(error_code=error_code_for(stale))
+    except ControllerError as exc:  # NOT_CONTROLLER, BROKER_NOT_AVAILABLE, ...
+        return rq.ControlledShutdownResponse(error_code=error_code_for(exc))
     return rq.ControlledShutdownResponse(
         error_code=ErrorCode.none,
         remaining_partitions=tuple(

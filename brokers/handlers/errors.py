@@ -138,6 +138,7 @@ def _leadership_codes() -> None:
             controller.UnknownPartitionError: ErrorCode.unknown_topic_or_partition,
             controller.ReassignmentError: ErrorCode.invalid_replica_assignment,
             controller.NoReassignmentInProgressError: ErrorCode.no_reassignment_in_progress,
+            controller.BrokerNotAvailableError: ErrorCode.broker_not_available,
         }
     )
 

@@ -158,6 +158,14 @@ def test_a_leader_that_is_no_longer_needed_hands_over() -> None:
     assert decision.changes[T0].leader == 2 and decision.changes[T0].isr == (2,)
 
 
+def test_dropping_the_leader_without_a_live_in_sync_successor_is_refused() -> None:
+    ctx = moving_context()
+    ctx.leadership[T0] = lai(3, [3, 2], epoch=4)  # the adding replica leads
+    ctx.shutting_down.add(2)  # the only other in-sync replica cannot lead
+    with pytest.raises(ReassignmentError, match="take over as leader"):
+        reassignment.cancel(ctx, T0)  # would drop 3, the leader
+
+
 def test_targets_are_checked_like_kafka() -> None:
     ctx = context([1, 2, 3], {T0: ([1, 2], lai(1, [1, 2]))})
     with pytest.raises(ReassignmentError, match="not alive"):

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from brokers.controller import BrokerEpochMismatchError, BrokerNotAvailableError
 from brokers.controller.controller_store import PartialWriteError
 from brokers.controller.errors import ControllerMovedError
 from brokers.controller.leadership_requests import LeadershipRequests
@@ -139,6 +140,12 @@ def test_controlled_shutdown_lists_only_partitions_another_in_sync_replica_can_t
             ctx.leadership[tp] = LeaderAndIsr(1, 3, isr, 1, zk_version=0)
         requests = LeadershipRequests(term)
         assert requests.request_controlled_shutdown(1, 101) == [("t", 1)]
+        # Kafka's broker-epoch rules: older is stale, newer is a registration not read yet.
+        with pytest.raises(BrokerEpochMismatchError):
+            requests.request_controlled_shutdown(2, 101)
+        assert requests.request_controlled_shutdown(3, 999) == []
+        with pytest.raises(BrokerNotAvailableError):
+            requests.request_controlled_shutdown(9, 1)
         await term.close()
 
     asyncio.run(scenario())
