@@ -19,7 +19,9 @@ from; a delayed (zombie) answer across an epoch change is dropped.
 
 Runs on one event loop; not thread-safe. `follow`/`unfollow` may be called while a round is in
 flight. The per-batch work is a header parse and a CRC check over bytes received (as Kafka's
-follower validation); batches are written with one writev by `Log.append_as_follower`.
+follower validation); batches are written with one writev by `Log.append_as_follower`. The
+answer's records may be a view into the endpoint's receive buffer, valid until the next request:
+they are appended (or dropped) before this fetcher sends another.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from brokers.client.consumer import FetchedPartition, FetchPosition
+from brokers.client.consumer import FetchPosition
 from brokers.client.errors import ClientError
 from brokers.client.metadata import TopicPartition
 from brokers.clock import Clock
@@ -58,6 +60,23 @@ class EpochAnswer:
     end_offset: int = truncation.UNDEFINED_EPOCH_OFFSET
 
 
+class LeaderFetched(Protocol):
+    """One partition of a replica fetch answer (the client's `FetchedPartition`, or
+    `fetch_answer.ReplicaFetched` whose records are a view valid until the next request)."""
+
+    @property
+    def error(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def records(self) -> bytes | memoryview: ...
+
+
 class LeaderEndpoint(Protocol):
     async def end_offsets(
         self, queries: Mapping[TopicPartition, EpochQuery]
@@ -65,7 +84,7 @@ class LeaderEndpoint(Protocol):
 
     async def fetch(
         self, positions: Mapping[TopicPartition, FetchPosition]
-    ) -> Mapping[TopicPartition, FetchedPartition]: ...
+    ) -> Mapping[TopicPartition, LeaderFetched]: ...
 
 
 class Phase(enum.Enum):
@@ -260,9 +279,7 @@ class ReplicaFetcher:
             log_start_offset=state.log.log_start_offset,
         )
 
-    def _on_fetched(
-        self, tp: TopicPartition, state: FollowedPartition, p: FetchedPartition
-    ) -> None:
+    def _on_fetched(self, tp: TopicPartition, state: FollowedPartition, p: LeaderFetched) -> None:
         if p.error == ErrorCode.offset_out_of_range:
             self._on_out_of_range(tp, state, p.log_start_offset)
             return

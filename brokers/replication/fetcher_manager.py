@@ -2,9 +2,10 @@
 `ReplicaFetcherManager`, with one fetcher thread per source broker).
 
 Owns: which fetcher follows which partition, the fetchers' asyncio tasks, and their leader
-connections. Each fetcher has a `RemoteLeader` on its own connection, opened lazily on the
-first request and reopened after a failure (`ReconnectingLeader`), so `follow` never blocks and
-a dead leader only backs its partitions off. Runs on the event loop; not thread-safe.
+connections. Each fetcher has a `ChannelLeader` on its own `LeaderChannel` (records received in
+place, no per-fetch buffers), opened lazily on the first request and reopened after a failure
+(`ReconnectingLeader`), so `follow` never blocks and a dead leader only backs its partitions
+off. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from brokers.client.config import ClientConfig
-from brokers.client.connection import BrokerConnection
-from brokers.client.consumer import FetchedPartition, FetchPosition
+from brokers.client.consumer import FetchPosition
 from brokers.client.metadata import TopicPartition
 from brokers.clock import Clock
 from brokers.log.log import Log
+from brokers.replication.fetch_answer import ReplicaFetched
 from brokers.replication.fetcher import EpochAnswer, EpochQuery, ReplicaFetcher
-from brokers.replication.leader_endpoint import RemoteLeader
+from brokers.replication.leader_channel import LeaderChannel
+from brokers.replication.leader_endpoint import ChannelLeader
 
 
 class ReconnectingLeader:
@@ -31,20 +33,29 @@ class ReconnectingLeader:
         self.address = (host, port)
         self._node_id = node_id
         self._config = config
-        self._connection: BrokerConnection | None = None
-        self._remote: RemoteLeader | None = None
+        self._channel: LeaderChannel | None = None
+        self._remote: ChannelLeader | None = None
 
-    async def _leader(self) -> RemoteLeader:
-        if self._connection is None or self._connection.closed or self._remote is None:
+    async def _leader(self) -> ChannelLeader:
+        if self._channel is None or self._channel.closed or self._remote is None:
             await self.aclose()
             host, port = self.address
-            self._connection = await BrokerConnection.connect(host, port, self._config)
-            self._remote = RemoteLeader(self._connection, node_id=self._node_id)
+            config = self._config
+            self._channel = await LeaderChannel.connect(
+                host,
+                port,
+                client_id=config.client_id,
+                timeout_s=config.connect_timeout_s,
+                max_frame_bytes=config.max_response_bytes,
+            )
+            self._remote = ChannelLeader(
+                self._channel, node_id=self._node_id, request_timeout_s=config.request_timeout_s
+            )
         return self._remote
 
     async def fetch(
         self, positions: Mapping[TopicPartition, FetchPosition]
-    ) -> Mapping[TopicPartition, FetchedPartition]:
+    ) -> Mapping[TopicPartition, ReplicaFetched]:
         return await (await self._leader()).fetch(positions)
 
     async def end_offsets(
@@ -53,9 +64,9 @@ class ReconnectingLeader:
         return await (await self._leader()).end_offsets(queries)
 
     async def aclose(self) -> None:
-        connection, self._connection, self._remote = self._connection, None, None
-        if connection is not None:
-            await connection.aclose()
+        channel, self._channel, self._remote = self._channel, None, None
+        if channel is not None:
+            channel.close()
 
 
 @dataclass(slots=True)

@@ -1,11 +1,14 @@
-"""The real `LeaderEndpoint` of the replica fetcher: one connection to the partition leader.
+"""The real `LeaderEndpoint`s of the replica fetcher: one connection to the partition leader.
 
-Owns: `RemoteLeader` (Kafka's `RemoteLeaderEndPoint`) — replica Fetch requests through the
-client's `fetch_from` with our broker id as `replica_id` (the leader then reads up to its log end
-and counts the fetch as a follower's), and OffsetForLeaderEpoch, which the client does not speak
-yet: it is built here at v3 (the first version with `replica_id`, served by Pier and by Kafka
-since 2.3) rather than negotiated. Connection failures surface as `ClientError`, which the
-fetcher turns into a back-off. Runs on the connection's event loop; not thread-safe.
+Owns: `ChannelLeader` (Kafka's `RemoteLeaderEndPoint`, what the fetcher manager uses) — replica
+Fetch v11 requests with our broker id as `replica_id` (the leader then reads up to its log end
+and counts the fetch as a follower's) over a `LeaderChannel`, whose answers' records are views
+into the channel's reused buffer (valid until the next request: the fetcher appends them first),
+and OffsetForLeaderEpoch, which the client does not speak yet: it is built here at v3 (the first
+version with `replica_id`, served by Pier and by Kafka since 2.3) rather than negotiated.
+`RemoteLeader` is the same over the client's `BrokerConnection` (records copied; for tests and
+tools that already hold one). Connection failures surface as `ClientError`, which the fetcher
+turns into a back-off. Runs on the connection's event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -14,12 +17,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from brokers.client.connection import BrokerConnection
-from brokers.client.consumer import FetchedPartition, FetchLimits, FetchPosition, fetch_from
-from brokers.client.messages import make, request_module
+from brokers.client.consumer import (
+    FULL_FETCH_SESSION_EPOCH,
+    FetchedPartition,
+    FetchLimits,
+    FetchPosition,
+    fetch_from,
+)
+from brokers.client.messages import decode_response, make, millis, request_module
 from brokers.client.metadata import TopicPartition
+from brokers.replication.fetch_answer import FETCH_VERSION, ReplicaFetched, parse_fetch_response
 from brokers.replication.fetcher import EpochAnswer, EpochQuery
+from brokers.replication.leader_channel import LeaderChannel
 from brokers.wire.errors import ErrorCode
+from brokers.wire.messages import encode_entity
 
+FETCH = 1
 OFFSET_FOR_LEADER_EPOCH = 23
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 # replica.fetch.wait.max.ms 500, replica.fetch.min.bytes 1, replica.fetch.max.bytes 1 MiB,
@@ -50,13 +63,97 @@ class RemoteLeader:
         self, queries: Mapping[TopicPartition, EpochQuery]
     ) -> Mapping[TopicPartition, EpochAnswer]:
         response = await self._connection.send(_epoch_request(self._node_id, queries))
-        return {
-            TopicPartition(topic.topic, int(p.partition)): EpochAnswer(
-                ErrorCode(p.error_code), int(p.leader_epoch), int(p.end_offset)
+        return _epoch_answers(response)
+
+
+class ChannelLeader:
+    def __init__(
+        self,
+        channel: LeaderChannel,
+        *,
+        node_id: int,
+        request_timeout_s: float,
+        limits: FetchLimits = REPLICA_FETCH_LIMITS,
+    ) -> None:
+        self._channel = channel
+        self._node_id = node_id
+        self._timeout_s = request_timeout_s
+        self._limits = limits
+
+    async def fetch(
+        self, positions: Mapping[TopicPartition, FetchPosition]
+    ) -> Mapping[TopicPartition, ReplicaFetched]:
+        body = encode_entity(_fetch_request(self._node_id, positions, self._limits))
+        frame, start = await self._channel.call(
+            FETCH,
+            FETCH_VERSION,
+            body,
+            flexible=False,
+            timeout_s=self._limits.max_wait_s + self._timeout_s,
+        )
+        return parse_fetch_response(frame, start)
+
+    async def end_offsets(
+        self, queries: Mapping[TopicPartition, EpochQuery]
+    ) -> Mapping[TopicPartition, EpochAnswer]:
+        body = encode_entity(_epoch_request(self._node_id, queries))
+        frame, start = await self._channel.call(
+            OFFSET_FOR_LEADER_EPOCH,
+            OFFSET_FOR_LEADER_EPOCH_VERSION,
+            body,
+            flexible=False,
+            timeout_s=self._timeout_s,
+        )
+        version = OFFSET_FOR_LEADER_EPOCH_VERSION
+        readonly = frame.toreadonly()  # kio's reader takes read-only buffers
+        return _epoch_answers(decode_response(OFFSET_FOR_LEADER_EPOCH, version, readonly, start))
+
+
+def _epoch_answers(response: Any) -> dict[TopicPartition, EpochAnswer]:
+    return {
+        TopicPartition(topic.topic, int(p.partition)): EpochAnswer(
+            ErrorCode(p.error_code), int(p.leader_epoch), int(p.end_offset)
+        )
+        for topic in response.topics
+        for p in topic.partitions
+    }
+
+
+def _fetch_request(
+    node_id: int, positions: Mapping[TopicPartition, FetchPosition], limits: FetchLimits
+) -> Any:
+    module = request_module(FETCH, FETCH_VERSION)
+    topics: dict[str, list[Any]] = {}
+    for tp, position in positions.items():
+        topics.setdefault(tp.topic, []).append(
+            make(
+                module,
+                "FetchPartition",
+                partition=tp.partition,
+                current_leader_epoch=position.current_leader_epoch,
+                fetch_offset=position.offset,
+                last_fetched_epoch=position.last_fetched_epoch,
+                log_start_offset=position.log_start_offset,
+                partition_max_bytes=limits.partition_max_bytes,
             )
-            for topic in response.topics
-            for p in topic.partitions
-        }
+        )
+    return make(
+        module,
+        "FetchRequest",
+        replica_id=node_id,
+        max_wait=millis(limits.max_wait_s),
+        min_bytes=limits.min_bytes,
+        max_bytes=limits.max_bytes,
+        isolation_level=0,
+        session_id=0,  # sessionless full fetches (KIP-227 sessions are not used)
+        session_epoch=FULL_FETCH_SESSION_EPOCH,
+        topics=tuple(
+            make(module, "FetchTopic", topic=name, partitions=tuple(parts))
+            for name, parts in topics.items()
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
 
 
 def _epoch_request(node_id: int, queries: Mapping[TopicPartition, EpochQuery]) -> Any:
