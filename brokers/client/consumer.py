@@ -64,7 +64,7 @@ async def fetch_from(
     replica_id: int = CONSUMER_REPLICA_ID,
 ) -> dict[TopicPartition, FetchedPartition]:
     version = connection.version(ApiKey.FETCH)
-    request = _request(version, positions, limits, replica_id)
+    request = fetch_request(version, positions, limits, replica_id)
     response = await connection.send(
         request, timeout_s=limits.max_wait_s + connection.request_timeout_s
     )
@@ -110,12 +110,13 @@ def _fetched(p: Any) -> FetchedPartition:
     )
 
 
-def _request(
+def fetch_request(
     version: int,
     positions: Mapping[TopicPartition, FetchPosition],
     limits: FetchLimits,
     replica_id: int,
 ) -> Any:
+    """A sessionless full Fetch for `positions` (consumers: replica_id -1; followers: their id)."""
     module = request_module(ApiKey.FETCH, version)
     topics: dict[str, list[Any]] = {}
     for tp, position in positions.items():

@@ -18,13 +18,13 @@ from typing import Any
 
 from brokers.client.connection import BrokerConnection
 from brokers.client.consumer import (
-    FULL_FETCH_SESSION_EPOCH,
     FetchedPartition,
     FetchLimits,
     FetchPosition,
     fetch_from,
+    fetch_request,
 )
-from brokers.client.messages import decode_response, make, millis, request_module
+from brokers.client.messages import decode_response, make, request_module
 from brokers.client.metadata import TopicPartition
 from brokers.replication.fetch_answer import FETCH_VERSION, ReplicaFetched, parse_fetch_response
 from brokers.replication.fetcher import EpochAnswer, EpochQuery
@@ -83,7 +83,7 @@ class ChannelLeader:
     async def fetch(
         self, positions: Mapping[TopicPartition, FetchPosition]
     ) -> Mapping[TopicPartition, ReplicaFetched]:
-        body = encode_entity(_fetch_request(self._node_id, positions, self._limits))
+        body = encode_entity(fetch_request(FETCH_VERSION, positions, self._limits, self._node_id))
         frame, start = await self._channel.call(
             FETCH,
             FETCH_VERSION,
@@ -117,43 +117,6 @@ def _epoch_answers(response: Any) -> dict[TopicPartition, EpochAnswer]:
         for topic in response.topics
         for p in topic.partitions
     }
-
-
-def _fetch_request(
-    node_id: int, positions: Mapping[TopicPartition, FetchPosition], limits: FetchLimits
-) -> Any:
-    module = request_module(FETCH, FETCH_VERSION)
-    topics: dict[str, list[Any]] = {}
-    for tp, position in positions.items():
-        topics.setdefault(tp.topic, []).append(
-            make(
-                module,
-                "FetchPartition",
-                partition=tp.partition,
-                current_leader_epoch=position.current_leader_epoch,
-                fetch_offset=position.offset,
-                last_fetched_epoch=position.last_fetched_epoch,
-                log_start_offset=position.log_start_offset,
-                partition_max_bytes=limits.partition_max_bytes,
-            )
-        )
-    return make(
-        module,
-        "FetchRequest",
-        replica_id=node_id,
-        max_wait=millis(limits.max_wait_s),
-        min_bytes=limits.min_bytes,
-        max_bytes=limits.max_bytes,
-        isolation_level=0,
-        session_id=0,  # sessionless full fetches (KIP-227 sessions are not used)
-        session_epoch=FULL_FETCH_SESSION_EPOCH,
-        topics=tuple(
-            make(module, "FetchTopic", topic=name, partitions=tuple(parts))
-            for name, parts in topics.items()
-        ),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
 
 
 def _epoch_request(node_id: int, queries: Mapping[TopicPartition, EpochQuery]) -> Any:
