@@ -7,11 +7,11 @@ partition growth, deletion and ISR notifications; `LeadershipRequests` controlle
 ElectLeaders and the auto-rebalance timer; `ReassignmentEvents` KIP-455 reassignments. When this
 broker wins the election (`on_elected`) the term begins with `_failover` (Kafka's
 `onControllerFailover`): create the top-level paths and `/cluster/id`, load brokers and topics
-(arming the watches), send every live broker the full state, elect leaders for offline and new
-partitions, drop dead replicas from ISRs, run pending deletions and ISR notifications, resume
-in-flight reassignments; if that fails, the broker gives the controllership up (`election.move`)
-rather than stay a controller with a partial context. `on_resigned` ends the term; `close`
-stops it for good.
+(arming the watches), start pending deletions, send every live broker the full state, elect
+leaders for offline and new partitions, drop dead replicas from ISRs, handle ISR notifications,
+resume in-flight reassignments; if that fails, the broker gives the controllership up
+(`election.move`) rather than stay a controller with a partial context. `on_resigned` ends the
+term; `close` stops it for good.
 The public methods are what the broker and the handlers call. Runs on the event loop; not
 thread-safe.
 """
@@ -139,6 +139,9 @@ class Controller:
         term.cluster_id = await term.store.create_top_level_paths()
         await self._brokers.load_live_brokers()
         missing = await self._topics.load_topics()
+        # Pending deletions first (they leave the context), so the full resend below does not
+        # tell a replica to recreate a log it is about to be told to delete.
+        await self._topics.topic_deletion()
         everything = set(ctx.assignments)
         term.send(
             Decision(
@@ -150,7 +153,6 @@ class Controller:
         )
         await self._brokers.elect_offline_and_new(missing)
         await self._brokers.offline_dead_replicas()
-        await self._topics.topic_deletion()
         await self._topics.isr_change()
         await self._reassignments.resume()
         log.info("event=controller_ready epoch=%d brokers=%s", ctx.epoch, sorted(ctx.live_brokers))

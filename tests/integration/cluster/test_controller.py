@@ -347,3 +347,36 @@ def test_a_broker_failure_that_could_not_be_handled_is_handled_on_the_next_read(
         await zk1.close()
 
     asyncio.run(scenario())
+
+
+def test_a_new_controller_starts_pending_deletions_before_resending_state(chroot: str) -> None:
+    """A topic queued for deletion when the controller takes over is never handed out again:
+    its replicas get StopReplica(delete), not a LeaderAndIsr that would recreate the logs."""
+
+    async def scenario() -> None:
+        nodes = {b: await register(chroot, b) for b in (1, 2)}
+        zk1 = nodes[1][0]
+        await create_topic(zk1, {0: (1, 2)})
+        await zk1.create(zk_paths.delete_topic_path("orders"))
+        channel = RecordingChannel()
+        election = ControllerElection(zk1, 1, CLOCK)
+        controller = Controller(zk1, election, channel, auto_rebalance=False)
+        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
+        assert await election.start()
+
+        async def deleted() -> bool:
+            return not await zk1.exists(zk_paths.topic_path("orders"))
+
+        await until(deleted)
+        handed_out = [
+            t.topic_name
+            for request in channel.of(rq.LeaderAndIsrRequest)
+            for t in request.topic_states
+        ]
+        assert "orders" not in handed_out
+        assert channel.of(rq.StopReplicaRequest)
+        await controller.close()
+        for b in (1, 2):
+            await nodes[b][0].close()
+
+    asyncio.run(scenario())
