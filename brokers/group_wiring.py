@@ -105,7 +105,7 @@ class BrokerOffsetsTopic:
         try:
             self.ensure_created()
             replica = self._broker.replicas.get(OFFSETS_TOPIC, partition)
-            epoch = replica.leader_epoch
+            term = replica.leadership_term
             last_offset = replica.append_as_leader(batch).last_offset
         except (replication_errors.NotLeaderOrFollowerError, LogError) as exc:
             raise NotCoordinatorError(str(exc)) from exc
@@ -113,16 +113,18 @@ class BrokerOffsetsTopic:
             raise InvalidCommitOffsetSizeError(str(exc)) from exc
         except replication_errors.ReplicationError as exc:
             raise CoordinatorNotAvailableError(str(exc)) from exc
-        await self._committed(replica, epoch, last_offset)
+        await self._committed(replica, term, last_offset)
         return last_offset
 
-    async def _committed(self, replica: Partition, epoch: int, last_offset: int) -> None:
-        """acks=all for coordinator writes: answer only once the ISR has the batch."""
+    async def _committed(self, replica: Partition, term: int, last_offset: int) -> None:
+        """acks=all for coordinator writes: answer only once the ISR has the batch. Leadership
+        lost meanwhile (even if regained) fails it; an epoch bump while leading (an ISR change)
+        does not, as Kafka's delayed produce."""
         clock = self._broker.clock
         deadline = clock.monotonic() + COMMIT_TIMEOUT_S
         key = (replica.topic, replica.index)
         while replica.high_watermark <= last_offset:
-            if not replica.is_leader or replica.leader_epoch != epoch:
+            if not replica.is_leader or replica.leadership_term != term:
                 raise NotCoordinatorError(f"{OFFSETS_TOPIC}-{replica.index}: leadership moved")
             remaining = deadline - clock.monotonic()
             if remaining <= 0:

@@ -5,12 +5,12 @@ NOT_COORDINATOR come from them), the leader epoch last ordered per partition, an
 load task per partition. Mirrors Kafka's `GroupCoordinator.onElection` / `onResignation` with
 `GroupMetadataManager.epochForPartitionId`:
 - `elect(p, epoch)`: this broker now leads p. An order older than the last one seen is ignored;
-  a repeat of the current term is a no-op; a newer term drops what an older one loaded (the log
-  may have changed meanwhile) and reads the partition back again.
+  while p is served (loading or loaded) a newer epoch only records it — leadership that was lost
+  in between came with a `resign`, which dropped the groups, so the next `elect` reads p back.
 - `resign(p, epoch)`: this broker no longer leads p (follower, stopped, deleted). Ignored when
   older than the last order; otherwise the load is cancelled and the groups are forgotten.
 A load installs its groups only if it is still the partition's current load when it finishes,
-so a cancelled or superseded (older epoch) load never overwrites a newer one. `NO_EPOCH` is the
+so a cancelled load (resigned meanwhile) never overwrites a newer one. `NO_EPOCH` is the
 standalone broker's term (it leads every partition and never changes).
 Runs on the event loop; not thread-safe.
 """
@@ -52,11 +52,11 @@ class OffsetsOwnership:
             log.info("event=stale_election partition=%d epoch=%d known=%d", partition, epoch, known)
             return None
         serving = partition in self.owned or partition in self.loading
-        if known == epoch and serving:
-            return self._loads.get(partition)
         self._epochs[partition] = epoch
-        if serving:  # an older term's groups may not match the log any more: read again
-            self._drop(partition)
+        if serving:
+            # Still serving means no resignation came in between: the same leader under a newer
+            # epoch (an ISR change). Kafka's makeLeader does not re-elect then; groups stay.
+            return self._loads.get(partition)
         self.loading.add(partition)
         task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
         self._loads[partition] = task
@@ -97,8 +97,8 @@ class OffsetsOwnership:
     async def _load(self, partition: int, epoch: int) -> None:
         loaded = await self._read(partition, epoch)
         this_task = asyncio.current_task()
-        if self._loads.get(partition) is not this_task or self._epochs.get(partition) != epoch:
-            return  # superseded by a newer term or resigned meanwhile
+        if self._loads.get(partition) is not this_task:
+            return  # resigned meanwhile (and perhaps elected again: a newer load runs)
         del self._loads[partition]
         self.loading.discard(partition)
         if loaded is None:  # unreadable log: its groups stay NOT_COORDINATOR

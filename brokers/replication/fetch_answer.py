@@ -48,6 +48,14 @@ class _Reader:
         self.frame = frame
         self.pos = offset
 
+    def text(self, size: int) -> str:
+        try:
+            return str(self.take(size), "utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolViolationError(
+                "fetch response has a topic name that is not UTF-8"
+            ) from None
+
     def take(self, size: int) -> memoryview:
         end = self.pos + size
         if size < 0 or end > len(self.frame):
@@ -76,7 +84,7 @@ def parse_fetch_response(frame: memoryview, offset: int) -> dict[TopicPartition,
         raise ProtocolViolationError(f"fetch answered {_name(error)} for the request")
     answers: dict[TopicPartition, ReplicaFetched] = {}
     for _ in range(reader.length()):
-        topic = str(reader.take(reader.length(_I16)), "utf-8")
+        topic = reader.text(reader.length(_I16))
         for _ in range(reader.length()):
             index, answer = _partition(reader)
             answers[TopicPartition(topic, index)] = answer

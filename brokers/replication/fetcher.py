@@ -147,7 +147,16 @@ class ReplicaFetcher:
     async def run(self) -> None:
         """Rounds until `stop`; idles until a partition is ready or `follow` wakes it."""
         while not self._stopped:
-            if not await self.run_once():
+            try:
+                busy = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # e.g. a disk error appending: never end the task silently
+                log.error("event=replica_fetch_round_failed error=%r", exc)
+                for state in self._partitions.values():
+                    self._back_off(state)
+                busy = False
+            if not busy:
                 await self._idle()
 
     def stop(self) -> None:

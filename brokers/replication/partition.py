@@ -108,6 +108,9 @@ class Partition:
         self._isr_write: asyncio.Task[None] | None = None
         self._leader_epoch_start_offset = log.log_end_offset
         self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
+        # Bumped each time this broker starts leading (not on an epoch bump while it leads, e.g.
+        # an ISR shrink): a write waiting for the ISR stays valid exactly while it is unchanged.
+        self.leadership_term = 0
         # Kafka's makeLeader: a leader whose ISR is itself owns every offset it has, so the
         # checkpoint (possibly stale after kill -9) must not hide records the log recovered.
         self._maybe_advance_high_watermark()
@@ -133,6 +136,8 @@ class Partition:
     def become_leader(self, state: LeadershipState) -> None:
         """Kafka's makeLeader: follower offsets unknown until they fetch; ISR members get a fresh
         caught-up time so they are not dropped before their first fetch."""
+        if not self.is_leader:
+            self.leadership_term += 1  # leading again after a gap: writes of before may be gone
         now = self._clock.time_ms()
         end = self.log.log_end_offset
         old = self.followers

@@ -107,18 +107,36 @@ def test_resignation_mid_load_cancels_it_and_nothing_is_installed() -> None:
     asyncio.run(scenario())
 
 
-def test_a_newer_term_supersedes_a_load_in_progress() -> None:
+def test_a_newer_epoch_while_serving_keeps_the_load_and_records_the_epoch() -> None:
+    """Still serving means no resignation came in between: the same leader under a newer epoch
+    (an ISR change). Kafka does not re-elect then; the running load is kept."""
+
     async def scenario() -> None:
         topic = MemoryOffsetsTopic(partitions=1)
         topic.logs[0] = [committed_batch("g", 1)] * 300
         coordinator = GroupCoordinator(config(), topic, ManualClock())
         coordinator.on_election(0, 1)
-        old = coordinator.ownership._loads[0]
+        first = coordinator.ownership._loads[0]
         await asyncio.sleep(0)
-        topic.logs[0] = [*topic.logs[0], committed_batch("g", 2)]  # the log moved on
         coordinator.on_election(0, 2)
         await loaded(coordinator)
-        assert old.cancelled() and coordinator.ownership.epoch_of(0) == 2
+        assert not first.cancelled() and coordinator.ownership.epoch_of(0) == 2
+        assert committed(coordinator, "g") == 1
+
+    asyncio.run(scenario())
+
+
+def test_after_a_resignation_a_newer_term_reads_the_log_again() -> None:
+    async def scenario() -> None:
+        topic = MemoryOffsetsTopic(partitions=1)
+        topic.logs[0] = [committed_batch("g", 1)]
+        coordinator = GroupCoordinator(config(), topic, ManualClock())
+        coordinator.on_election(0, 1)
+        await loaded(coordinator)
+        coordinator.on_resignation(0, 2)
+        topic.logs[0] = [*topic.logs[0], committed_batch("g", 2)]  # another leader wrote
+        coordinator.on_election(0, 3)
+        await loaded(coordinator)
         assert committed(coordinator, "g") == 2
 
     asyncio.run(scenario())
@@ -198,6 +216,29 @@ def test_a_commit_waiting_for_the_isr_fails_when_leadership_moves(tmp_path: Path
             lead(broker, OTHER, 2, [OTHER, NODE])
             [(_, error)] = await asyncio.wait_for(pending, 5)
             assert isinstance(error, errors.NotCoordinatorError)
+
+    asyncio.run(scenario())
+
+
+def test_an_isr_change_under_the_same_leader_keeps_groups_and_pending_commits(
+    tmp_path: Path,
+) -> None:
+    """A follower leaving the ISR bumps the leader epoch with the same leader: groups stay loaded
+    and a commit waiting for the ISR completes once the smaller ISR has it (Kafka's makeLeader
+    returns false: no re-election)."""
+
+    async def scenario() -> None:
+        async with broker_of(tmp_path) as broker:
+            coordinator = broker.groups.coordinator
+            lead(broker, NODE, 1, [NODE, OTHER])  # the follower never fetches: no HW advance
+            await broker.groups.loaded()
+            pending = asyncio.ensure_future(coordinator.commit_offsets(commit("g", 5)))
+            await settle()
+            assert not pending.done()
+            lead(broker, NODE, 2, [NODE])  # the follower left the ISR: same leader, epoch 2
+            assert coordinator.check("g") is None  # no reload
+            [(_, error)] = await asyncio.wait_for(pending, 5)
+            assert error is None and committed(coordinator, "g") == 5
 
     asyncio.run(scenario())
 

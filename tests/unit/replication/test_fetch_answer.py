@@ -126,3 +126,11 @@ def test_top_level_error_is_a_protocol_violation() -> None:
     body = b"".join(p for p in raw.parts if isinstance(p, bytes))
     with pytest.raises(ProtocolViolationError, match="fetch_session_id_not_found"):
         parse_fetch_response(memoryview(body), 0)
+
+
+def test_a_topic_name_that_is_not_utf8_is_a_protocol_violation() -> None:
+    body = kio_body(None)
+    bad = body.replace(b"\x00\x03kio", b"\x00\x03\xff\xfe\xfd")
+    assert bad != body
+    with pytest.raises(ProtocolViolationError):
+        parse_fetch_response(memoryview(bad), 0)

@@ -226,3 +226,42 @@ def test_complete_batches_ignores_a_partial_tail_and_rejects_corruption() -> Non
     bad[-1] ^= 1
     with pytest.raises(CorruptRecordError):
         complete_batches(bytes(bad))
+
+
+class FailingOnceLeader(LogLeader):
+    """A leader whose first fetch fails with an error no client code expects (a disk error)."""
+
+    failed = False
+
+    async def fetch(self, positions):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0)  # a real leader's answer takes I/O: let the test run meanwhile
+        if not self.failed:
+            self.failed = True
+            raise OSError(28, "No space left on device")
+        return await super().fetch(positions)
+
+
+def test_an_unexpected_error_backs_off_instead_of_ending_the_fetcher(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    a, b = open_replica(tmp_path, "a", clock), open_replica(tmp_path, "b", clock)
+    write_as_leader(a, 0, count=2)
+    leader = FailingOnceLeader(a, 0, hw=2)
+    fetcher = fetcher_for(leader, clock)
+    fetcher.follow(TP, b, leader_epoch=0, high_watermark=0)
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(fetcher.run())
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if leader.failed:
+                clock.advance(2_000)  # past the back-off
+                fetcher._wake.set()
+            if b.log_end_offset == 2:
+                break
+        assert not task.done(), "the fetcher task ended"
+        fetcher.stop()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(scenario())
+    assert leader.failed and batches(b) == batches(a)
