@@ -1,14 +1,26 @@
 """Value types of cluster state shared by the codecs, the context and the state machines.
 
-Owns: `TopicPartition`, `LeaderAndIsr` (the content of a partition's `state` znode plus its znode
-version), `ReplicaAssignment` (KIP-455: replicas, adding, removing) and `BrokerEndpoint`.
-Immutable frozen dataclasses; thread-safe.
+Owns: `LeaderAndIsr` (the content of a partition's `state` znode plus its znode
+version), `ReplicaAssignment` (KIP-455: replicas, adding, removing) and `BrokerEndpoint`; the
+partition key `TopicPartition` is the client's, re-exported. Immutable frozen dataclasses;
+thread-safe.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+
+from brokers.client.metadata import TopicPartition
+
+__all__ = [
+    "INITIAL_CONTROLLER_EPOCH",
+    "INITIAL_LEADER_EPOCH",
+    "NO_LEADER",
+    "BrokerEndpoint",
+    "LeaderAndIsr",
+    "ReplicaAssignment",
+    "TopicPartition",
+]
 
 NO_LEADER = -1
 """Kafka's `LeaderAndIsr.NoLeader`: the partition has no leader (offline)."""
@@ -16,14 +28,6 @@ NO_LEADER = -1
 INITIAL_LEADER_EPOCH = 0
 INITIAL_CONTROLLER_EPOCH = 0
 """`/controller_epoch` is created holding this; the first elected controller then has epoch 1."""
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,18 @@ async def register(connect: str, broker_id: int) -> tuple[ZkClient, BrokerRegist
     return zk, registrar
 
 
+async def elected_controller(
+    zk: ZkClient,
+) -> tuple[Controller, ControllerElection, RecordingChannel]:
+    """Broker 1's controller over a recording channel, elected (the first in its chroot)."""
+    channel = RecordingChannel()
+    election = ControllerElection(zk, 1, CLOCK)
+    controller = Controller(zk, election, channel, auto_rebalance=False)
+    election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
+    assert await election.start()
+    return controller, election, channel
+
+
 async def state(zk: ZkClient, tp: TopicPartition) -> LeaderAndIsr | None:
     try:
         node = await zk.get(zk_paths.partition_state_path(tp))
@@ -107,11 +119,7 @@ def test_controller_failover_topics_isr_and_shutdown(chroot: str) -> None:
     async def scenario() -> None:
         nodes = {b: await register(chroot, b) for b in (1, 2, 3)}
         zk1 = nodes[1][0]
-        channel = RecordingChannel()
-        election = ControllerElection(zk1, 1, CLOCK)
-        controller = Controller(zk1, election, channel, auto_rebalance=False)
-        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
-        assert await election.start()
+        controller, _election, channel = await elected_controller(zk1)
         await until(lambda: channel.live == {1, 2, 3})
         assert controller.context.epoch == 1 and controller.cluster_id
         assert await zk1.exists(zk_paths.ISR_CHANGE_NOTIFICATION)
@@ -222,11 +230,7 @@ def test_a_deposed_controller_writes_nothing_and_resigns(chroot: str) -> None:
     async def scenario() -> None:
         nodes = {b: await register(chroot, b) for b in (1, 2)}
         zk1 = nodes[1][0]
-        channel = RecordingChannel()
-        election = ControllerElection(zk1, 1, CLOCK)
-        controller = Controller(zk1, election, channel, auto_rebalance=False)
-        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
-        assert await election.start()
+        controller, election, channel = await elected_controller(zk1)
         await until(lambda: channel.live == {1, 2})
         await create_topic(zk1, {0: (2, 1)})
         tp = TopicPartition("orders", 0)
@@ -251,11 +255,7 @@ def test_a_reassignment_writes_the_replica_set_before_bumping_the_epoch(chroot: 
     async def scenario() -> None:
         nodes = {b: await register(chroot, b) for b in (1, 2, 3)}
         zk1 = nodes[1][0]
-        channel = RecordingChannel()
-        election = ControllerElection(zk1, 1, CLOCK)
-        controller = Controller(zk1, election, channel, auto_rebalance=False)
-        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
-        assert await election.start()
+        controller, _election, _channel = await elected_controller(zk1)
         await create_topic(zk1, {0: (1, 2)})
         p0 = TopicPartition("orders", 0)
         await until(lambda: p0 in controller.context.leadership)
@@ -284,11 +284,7 @@ def test_after_a_reconnect_the_controller_reads_every_watched_path_again(chroot:
     async def scenario() -> None:
         nodes = {b: await register(chroot, b) for b in (1, 2)}
         zk1 = nodes[1][0]
-        channel = RecordingChannel()
-        election = ControllerElection(zk1, 1, CLOCK)
-        controller = Controller(zk1, election, channel, auto_rebalance=False)
-        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
-        assert await election.start()
+        controller, _election, _channel = await elected_controller(zk1)
         await create_topic(zk1, {0: (1, 2)})
         await until(lambda: TopicPartition("orders", 0) in controller.context.leadership)
         events: list[str | None] = []
@@ -318,11 +314,7 @@ def test_a_broker_failure_that_could_not_be_handled_is_handled_on_the_next_read(
     async def scenario() -> None:
         nodes = {b: await register(chroot, b) for b in (1, 2)}
         zk1 = nodes[1][0]
-        channel = RecordingChannel()
-        election = ControllerElection(zk1, 1, CLOCK)
-        controller = Controller(zk1, election, channel, auto_rebalance=False)
-        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
-        assert await election.start()
+        controller, _election, _channel = await elected_controller(zk1)
         p0 = TopicPartition("orders", 0)
         await create_topic(zk1, {0: (2, 1)})
         await until(lambda: p0 in controller.context.leadership)
@@ -358,11 +350,7 @@ def test_a_new_controller_starts_pending_deletions_before_resending_state(chroot
         zk1 = nodes[1][0]
         await create_topic(zk1, {0: (1, 2)})
         await zk1.create(zk_paths.delete_topic_path("orders"))
-        channel = RecordingChannel()
-        election = ControllerElection(zk1, 1, CLOCK)
-        controller = Controller(zk1, election, channel, auto_rebalance=False)
-        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
-        assert await election.start()
+        controller, _election, channel = await elected_controller(zk1)
 
         async def deleted() -> bool:
             return not await zk1.exists(zk_paths.topic_path("orders"))
