@@ -30,6 +30,7 @@ class ClientConnection(asyncio.Protocol, Channel):
         self._session: Session | None = None
         self._paused = False
         self._write_blocked = False
+        self._stopping = False
         self.closed = asyncio.get_event_loop().create_future()
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
@@ -89,11 +90,21 @@ class ClientConnection(asyncio.Protocol, Channel):
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
 
+    @property
+    def idle(self) -> bool:
+        """No request of this connection is waiting for its answer."""
+        return self._session is None or self._session.idle
+
+    def stop_reading(self) -> None:
+        """Shutdown: take no new request (what was read is still answered)."""
+        self._stopping = True
+        self._apply_pause()
+
     def _apply_pause(self) -> None:
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if self._paused or self._write_blocked:
+        if self._paused or self._write_blocked or self._stopping:
             if transport.is_reading():
                 transport.pause_reading()
         elif not transport.is_reading():

@@ -1,8 +1,8 @@
 """The gateway's Kafka listeners: the bootstrap port, and one port per broker of the fleet.
 
 Owns: the asyncio servers (plain or TLS, `SO_REUSEPORT` so several gateway processes can share a
-host's ports), opening a port when a broker appears, and closing everything on stop: first stop
-accepting, then close live connections (each session flushes what it has written). A client that
+host's ports), opening a port when a broker appears, and draining on stop: stop accepting, stop reading,
+let the requests already read be answered (bounded), then close every connection. A client that
 dials the bootstrap port is paired with any live broker; one that dials a broker's port with
 that broker. Runs on the event loop; not thread-safe.
 """
@@ -72,9 +72,17 @@ class Listeners:
         self._servers[node_id] = server
         log.info("event=listening host=%s port=%s broker=%s", self._host, port, node_id)
 
-    async def stop(self) -> None:
+    async def stop(self, drain_s: float = 5.0) -> None:
+        """Stop accepting; let requests already read be answered (up to `drain_s`); close."""
         for server in self._servers.values():
             server.close()
+        for connection in list(self._connections):
+            connection.stop_reading()
+        deadline = asyncio.get_running_loop().time() + drain_s
+        while any(not c.idle for c in self._connections):
+            if asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(0.02)
         for connection in list(self._connections):
             connection.close()
         for server in self._servers.values():

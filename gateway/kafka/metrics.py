@@ -1,7 +1,7 @@
 """Prometheus metrics of the gateway's Kafka listener, per tenant.
 
-Owns: request counts per tenant and API, bytes in/out, open connections,
-authentication failures and refused requests. Named after Kafka's where one exists
+Owns: request counts per tenant and API, bytes in/out, open connections and refused requests
+(authentication is counted by `gateway.auth.metrics`). Named after Kafka's where one exists
 (`kafka_server_brokertopicmetrics_*` style is per topic there; these are per tenant). A registry
 is injected so tests and several gateways in one process do not collide. Throttle time is
 counted by `gateway.quotas.metrics` (per quota). Thread-safe (prometheus).
@@ -32,9 +32,6 @@ class GatewayMetrics:
             ["tenant"],
             registry=registry,
         )
-        self._auth_failures = Counter(
-            "pier_gateway_sasl_failures", "Failed SASL exchanges", registry=registry
-        )
         self._refused = Counter(
             "pier_gateway_refused_requests",
             "Requests refused by closing the connection (unserved APIs, malformed, pre-auth)",
@@ -53,9 +50,6 @@ class GatewayMetrics:
 
     def connected(self, tenant: str, delta: int) -> None:
         self._connections.labels(tenant).inc(delta)
-
-    def auth_failed(self) -> None:
-        self._auth_failures.inc()
 
     def refused(self, tenant: str, reason: str) -> None:
         self._refused.labels(tenant, reason).inc()

@@ -59,6 +59,7 @@ from tenancy.domain import Principal
 
 log = logging.getLogger("pier.gateway.session")
 MAX_IN_FLIGHT = 64  # forwarded requests awaiting the broker before the client is paused
+MAX_QUEUED = 64  # requests read but not yet taken (an async filter is running) before pausing
 
 
 class Channel:
@@ -115,12 +116,7 @@ class Session:
         self._pump()
 
     def _pump(self) -> None:
-        while self._frames and not self._busy and not self._closed:
-            if self._muted_until > time.monotonic():
-                return
-            if self.upstream is not None and self.upstream.in_flight >= MAX_IN_FLIGHT:
-                self.channel.pause()
-                return
+        while self._frames and not self._busy and not self._closed and not self._held():
             frame = self._frames.popleft()
             try:
                 pending = self._handle(frame)
@@ -131,6 +127,28 @@ class Session:
                 self._busy = True
                 task = asyncio.ensure_future(pending)
                 task.add_done_callback(self._resumed)
+        self._update_reading()
+
+    def _held(self) -> bool:
+        """Take no request now: the client is muted, or the broker has enough of its requests."""
+        if self._muted_until > time.monotonic():
+            return True
+        return self.upstream is not None and self.upstream.in_flight >= MAX_IN_FLIGHT
+
+    def _update_reading(self) -> None:
+        """Read from the client only while its requests can be taken soon (KIP-219 muting, and
+        back pressure: a bounded queue of read requests and of requests at the broker)."""
+        if self._closed:
+            return
+        if self._held() or len(self._frames) >= MAX_QUEUED:
+            self.channel.pause()
+        else:
+            self.channel.resume()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing read and not yet answered: a drain may close the connection now."""
+        return not self._frames and not self._busy and len(self.answers) == 0
 
     def _resumed(self, task: asyncio.Future[None]) -> None:
         self._busy = False
@@ -145,11 +163,8 @@ class Session:
         self._pump()
 
     def on_upstream_progress(self) -> None:
-        """An answer came back: a client paused for MAX_IN_FLIGHT may go on."""
-        if self.upstream is not None and self.upstream.in_flight < MAX_IN_FLIGHT // 2:
-            if self._muted_until <= time.monotonic():
-                self.channel.resume()
-            self._pump()
+        """An answer came back: a client held for MAX_IN_FLIGHT may go on."""
+        self._pump()
 
     # -- dispatch ------------------------------------------------------------------------------
     def _handle(self, frame: memoryview) -> Awaitable[None] | None:
@@ -238,7 +253,7 @@ class Session:
         if until <= self._muted_until:
             return
         self._muted_until = until
-        self.channel.pause()
+        self._update_reading()
         if self._unmute is not None:
             self._unmute.cancel()
         self._unmute = asyncio.get_running_loop().call_at(
@@ -248,10 +263,7 @@ class Session:
     def _unmuted(self) -> None:
         self._unmute = None
         self._muted_until = 0.0
-        if not self._closed:
-            if self.upstream is None or self.upstream.in_flight < MAX_IN_FLIGHT:
-                self.channel.resume()
-            self._pump()
+        self._pump()
 
     # -- authentication ------------------------------------------------------------------------
     def _local(
@@ -287,7 +299,6 @@ class Session:
     def _gate_answer(self, exchange: Exchange, answer: GateAnswer) -> None:
         self.answer(exchange, answer.response)
         if answer.close:
-            self.metrics.auth_failed()
             self.close("authentication failed")
 
     def _lifetime(self, identity: Authenticated) -> int:
