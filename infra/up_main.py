@@ -110,7 +110,8 @@ CLUSTER: list[Starter] = [
 
 
 def components(args: argparse.Namespace) -> list[Starter]:
-    return STANDALONE if args.standalone else CLUSTER
+    chosen = STANDALONE if args.standalone else CLUSTER
+    return [starter for starter in chosen if not (args.no_gateway and starter is start_gateway)]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -127,6 +128,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--standalone", action="store_true", help="one standalone broker, no ZooKeeper"
     )
     parser.add_argument("--data-dir", type=Path, help="standalone broker data (default ROOT/data)")
+    parser.add_argument("--no-gateway", action="store_true", help="run without the tenant gateway")
     add_arguments(parser)
     add_gateway_arguments(parser)
     args = parser.parse_args(argv)
