@@ -2,7 +2,7 @@
 
 `start_gateway` runs `python -m pier gateway --bootstrap … --db … --port P --broker-port-base B`
 with its output appended to a log file; readiness is the bootstrap port answering ApiVersions
-(which the gateway answers before authentication). The broker ports follow `B + node id`; with
+(which the gateway answers before authentication), or accepting connections when it serves TLS. The broker ports follow `B + node id`; with
 no ports given, a free block is picked. Blocking; one object per process, not shared between
 threads.
 """
@@ -29,6 +29,7 @@ class GatewayProcess:
     process: subprocess.Popen[bytes]
     log_path: Path
     metrics_port: int | None = None
+    tls: bool = False
     program: tuple[str, ...] = field(default=PIER_PROGRAM, repr=False)
 
     @property
@@ -49,7 +50,10 @@ class GatewayProcess:
     def wait_ready(self, timeout: float = 30.0) -> None:
         proc.wait_ready(
             self.process,
-            lambda: kafka_ready(self.host, self.port),
+            # A TLS listener cannot answer the plaintext probe: there, accepting is ready enough.
+            lambda: (
+                port_in_use(self.host, self.port) if self.tls else kafka_ready(self.host, self.port)
+            ),
             timeout=timeout,
             name=f"gateway on {self.bootstrap}",
             log_path=self.log_path,
@@ -76,6 +80,7 @@ def start_gateway(
     host: str = "127.0.0.1",
     metrics_port: int | None = None,
     properties: Mapping[str, str] | None = None,
+    tls: tuple[Path, Path] | None = None,
     wait: float = 30.0,
     program: Sequence[str] = PIER_PROGRAM,
 ) -> GatewayProcess:
@@ -94,6 +99,8 @@ def start_gateway(
     ]  # fmt: skip
     if metrics_port is not None:
         argv += ["--metrics-port", str(metrics_port)]
+    if tls is not None:
+        argv += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
     if properties:
         config_path = root / "gateway.properties"
         config_path.write_text(format_properties(properties), encoding="utf-8")
@@ -106,6 +113,7 @@ def start_gateway(
         process=proc.spawn(argv, log_path, _ENV),
         log_path=log_path,
         metrics_port=metrics_port,
+        tls=tls is not None,
         program=tuple(program),
     )
     if wait > 0:

@@ -4,7 +4,8 @@
 store with tenants `acme` and `bolt` (a service account and an API key each), and runs `pier
 gateway` in front through `infra.gateway.start_gateway` (the launcher `infra/up` uses). Test
 settings shorten the gateway's timers: usage flushed every 500 ms, storage sampled every second,
-failed logins answered after 50 ms. `client_config(tenant, mechanism)` gives confluent-kafka
+failed logins answered after 50 ms. Optional metrics ports expose the broker's and the gateway's
+Prometheus endpoints. `client_config(tenant, mechanism)` gives confluent-kafka
 settings; `Credentials` carry the key id and secret for the other clients. Blocking; fixtures
 build it on pytest's main thread and `close()` stops every process by PID.
 """
@@ -47,6 +48,9 @@ class GatewayStack:
         *,
         broker_config: Mapping[str, str] | None = None,
         gateway_settings: Mapping[str, str] | None = None,
+        broker_metrics_port: int | None = None,
+        gateway_metrics_port: int | None = None,
+        tls: tuple[Path, Path] | None = None,
     ) -> None:
         self.root = root
         self.broker: BrokerProcess | None = None
@@ -55,6 +59,9 @@ class GatewayStack:
         self._broker_config = dict(broker_config or {})
         self._settings = {**TEST_GATEWAY_SETTINGS, **(gateway_settings or {})}
         self.credentials: dict[str, Credentials] = {}
+        self.tls = tls
+        self._broker_metrics_port = broker_metrics_port
+        self._gateway_metrics_port = gateway_metrics_port
 
     def __enter__(self) -> GatewayStack:
         try:
@@ -73,13 +80,19 @@ class GatewayStack:
             store.upgrade()
             for tenant in TENANTS:
                 self.credentials[tenant] = self.add_tenant(store, tenant)
-        self.broker = start_broker(self.root / "broker" / "data", config=self._broker_config)
+        self.broker = start_broker(
+            self.root / "broker" / "data",
+            config=self._broker_config,
+            metrics_port=self._broker_metrics_port,
+        )
         self.gateway = start_gateway(
             self.root / "gateway",
             self.broker.bootstrap,
             self.db_url,
             node_ids=[self.broker.node_id],
+            metrics_port=self._gateway_metrics_port,
             properties=self._settings,
+            tls=self.tls,
         )
 
     @staticmethod
@@ -111,9 +124,11 @@ class GatewayStack:
     ) -> dict[str, Any]:
         """confluent-kafka settings for a tenant's key through the gateway."""
         creds = self.credentials[tenant]
+        tls = {} if self.tls is None else {"ssl.ca.location": str(self.tls[0])}
         return {
             "bootstrap.servers": self.bootstrap,
-            "security.protocol": "SASL_PLAINTEXT",
+            "security.protocol": "SASL_PLAINTEXT" if self.tls is None else "SASL_SSL",
+            **tls,
             "sasl.mechanism": mechanism,
             "sasl.username": creds.key_id,
             "sasl.password": creds.secret,
