@@ -4,7 +4,8 @@ client quotas, and the throttle time they earn.
 Owns: `GatewayThrottling`, the facade sessions call (`gateway.kafka.services.Throttling`): one
 `ClientQuotaManager` per rate quota (producer bytes, consumer bytes, request percentage) and the
 controller-mutation token buckets, fed with the quotas `QuotaBook` resolves for (tenant, user,
-client-id) through Kafka's 8-level chain. Quotas are enforced per gateway process, as Kafka
+client-id) through Kafka's 8-level chain, plus the tenant's own caps over all its principals
+(`max_producer_byte_rate` / `max_consumer_byte_rate` of its limits; the larger throttle wins). Quotas are enforced per gateway process, as Kafka
 enforces them per broker (DESIGN.md "Process model"). A throttled fetch's bytes are taken back
 (Kafka's `unrecordQuotaSensor`). Runs on the event loop; not thread-safe.
 """
@@ -42,7 +43,11 @@ class GatewayThrottling:
     def produce(self, subject: QuotaSubject, request_bytes: int, now_ms: int) -> int:
         quotas = self._quotas(subject)
         throttle = self._produce.record_and_throttle_ms(
-            quotas.producer_key, request_bytes, quotas.producer_byte_rate, now_ms
+            quotas.producer_key,
+            request_bytes,
+            quotas.producer_byte_rate,
+            now_ms,
+            tenant_cap=quotas.tenant_producer_byte_rate,
         )
         return self._noted(subject, "producer_byte_rate", throttle)
 
@@ -50,7 +55,11 @@ class GatewayThrottling:
         quotas = self._quotas(subject)
         key = quotas.consumer_key
         throttle = self._fetch.record_and_throttle_ms(
-            key, response_bytes, quotas.consumer_byte_rate, now_ms
+            key,
+            response_bytes,
+            quotas.consumer_byte_rate,
+            now_ms,
+            tenant_cap=quotas.tenant_consumer_byte_rate,
         )
         if throttle > 0:  # the client gets no data: do not charge it for data it never saw
             self._fetch.unrecord(key, response_bytes, now_ms)

@@ -50,6 +50,8 @@ class TenantRow(Base):
     max_storage_bytes: Mapped[int] = mapped_column(BigInteger)
     max_connections: Mapped[int] = mapped_column(BigInteger)
     max_request_bytes: Mapped[int] = mapped_column(BigInteger)
+    max_producer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)  # revision 0003
+    max_consumer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)  # revision 0003
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 

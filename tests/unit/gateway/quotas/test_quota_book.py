@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
@@ -18,22 +20,26 @@ from gateway.quotas.quota_book import (
     sensor_key,
 )
 from tenancy.domain import DEFAULT_ENTITY as D
-from tenancy.domain import QuotaEntity
+from tenancy.domain import DEFAULT_LIMITS, QuotaEntity, Tenant, TenantLimits
 from tenancy.errors import NotFoundError
 
 pytestmark = pytest.mark.unit
 
 Entities = dict[QuotaEntity, dict[str, float]]
+EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 class FakeSource:
-    """Quotas per tenant; optionally holds each read until its gate (by data version) opens."""
+    """Quotas and limits per tenant; optionally holds each quota read until its gate (by data
+    version) opens."""
 
     def __init__(self, tenants: dict[str, Entities]) -> None:
         self.tenants = tenants
+        self.limits: dict[str, TenantLimits] = {}  # DEFAULT_LIMITS (no caps) when absent
         self.version = 1
         self.reads = 0
         self.gates: dict[int, threading.Event] = {}
+        self.threads: set[int] = set()
 
     def list_quotas(self, tenant_id: str) -> list[tuple[QuotaEntity, dict[str, float]]]:
         if tenant_id not in self.tenants:
@@ -41,10 +47,18 @@ class FakeSource:
             raise NotFoundError(f"tenant {tenant_id!r} not found")
         snapshot = [(e, dict(q)) for e, q in self.tenants[tenant_id].items()]
         gate = self.gates.get(self.version)
+        self.threads.add(threading.get_ident())
         self.reads += 1  # after the snapshot: a test waiting for it may now change the data
         if gate is not None:
             assert gate.wait(timeout=30), "test gate never opened"
         return snapshot
+
+    def get_tenant(self, tenant_id: str) -> Tenant:
+        self.threads.add(threading.get_ident())
+        if tenant_id not in self.tenants:
+            raise NotFoundError(f"tenant {tenant_id!r} not found")
+        limits = self.limits.get(tenant_id, DEFAULT_LIMITS)
+        return Tenant(tenant_id, tenant_id, "free", "active", limits, EPOCH, EPOCH)
 
 
 def run(awaitable: Awaitable[None]) -> None:
@@ -112,6 +126,38 @@ def test_each_quota_name_resolves_on_its_own() -> None:
     assert (quotas.consumer_byte_rate, quotas.consumer_key) == (2.0, SensorKey("acme", "", "app"))
     assert quotas.controller_mutation_rate == 3.0
     assert quotas.mutation_key == SensorKey("acme", "", "app")
+
+
+def test_tenant_caps_come_from_the_tenant_limits() -> None:
+    source = FakeSource({"acme": {QuotaEntity(D, None): {"producer_byte_rate": 1e6}}, "beta": {}})
+    source.limits["acme"] = replace(DEFAULT_LIMITS, max_producer_byte_rate=5_000_000)
+    book = QuotaBook(source)
+    run(book.load("acme"))
+    run(book.load("beta"))
+    quotas = book.quotas_for("acme", "sa-1", "app")
+    assert (quotas.tenant_producer_byte_rate, quotas.tenant_consumer_byte_rate) == (5e6, None)
+    assert quotas.producer_byte_rate == 1e6  # the client quota is resolved as before
+    assert (
+        book.quotas_for("acme", "sa-2", "other").tenant_producer_byte_rate == 5e6
+    )  # any principal
+    uncapped = book.quotas_for("beta", "sa-1", "app")
+    assert (uncapped.tenant_producer_byte_rate, uncapped.tenant_consumer_byte_rate) == (None, None)
+    assert threading.get_ident() not in source.threads  # both reads ran off the event loop
+
+
+def test_refresh_answers_changed_tenant_caps() -> None:
+    book, source = book_with({})
+    before = book.quotas_for("acme", "sa-1", "app")
+    assert before.tenant_consumer_byte_rate is None
+    source.limits["acme"] = replace(DEFAULT_LIMITS, max_consumer_byte_rate=2048)
+    assert book.quotas_for("acme", "sa-1", "app") == before  # until the feed says
+    run(book.refresh("acme"))
+    after = book.quotas_for("acme", "sa-1", "app")
+    assert (after.tenant_producer_byte_rate, after.tenant_consumer_byte_rate) == (None, 2048.0)
+    assert after.generation == book.generation("acme") != before.generation
+    del source.limits["acme"]  # the cap removed
+    run(book.refresh("acme"))
+    assert book.quotas_for("acme", "sa-1", "app").tenant_consumer_byte_rate is None
 
 
 def test_sensor_key_without_a_match_keeps_only_the_client_id() -> None:
