@@ -98,6 +98,7 @@ class ScramServer:
         self._client_first_bare = ""
         self._server_first = ""
         self._combined_nonce = ""
+        self._client_nonce = ""
         self._credential: ScramCredential | None = None
 
     def receive_client_first(self, message: bytes) -> str:
@@ -118,6 +119,7 @@ class ScramServer:
         self.user = user
         self._gs2_header = match["gs2"].encode("ascii")
         self._client_first_bare = match["bare"]
+        self._client_nonce = match["nonce"]
         self._combined_nonce = match["nonce"] + self._nonce()
         self.state = ScramState.CREDENTIAL
         return user
@@ -144,7 +146,7 @@ class ScramServer:
             self._refuse("malformed_client_final")
         if self._b64(match["cbind"], "malformed_channel_binding") != self._gs2_header:
             self._refuse("channel_binding_mismatch")
-        if not hmac.compare_digest(match["nonce"].encode(), self._combined_nonce.encode()):
+        if not self._nonce_matches(match["nonce"]):
             self._refuse("nonce_mismatch")
         proof = self._b64(match["proof"], "malformed_proof")
         if self._credential is None:
@@ -158,6 +160,15 @@ class ScramServer:
         self._credential = None
         self.state = ScramState.COMPLETE
         return b"v=" + base64.b64encode(signature)
+
+    def _nonce_matches(self, nonce: str) -> bool:
+        """The combined nonce, or older librdkafka's client nonce + combined nonce: its SCRAM
+        client prepends its own nonce once more (2.0.2, in kcat 1.7.1, does), which Kafka's
+        `ScramSaslServer` long accepted (it checked `endsWith`). No other prefix is accepted."""
+        quirk = self._client_nonce + self._combined_nonce
+        return hmac.compare_digest(nonce.encode(), self._combined_nonce.encode()) or (
+            hmac.compare_digest(nonce.encode(), quirk.encode())
+        )
 
     def _b64(self, text: str, reason: str) -> bytes:
         try:

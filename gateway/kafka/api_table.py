@@ -33,6 +33,10 @@ LOCAL: dict[int, tuple[int, int]] = {
 # topic ids, which the gateway does not map.
 RAW: dict[int, tuple[int, int]] = {PRODUCE: (3, 11), FETCH: (4, 12)}
 PRE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+# KAFKA-18659, as Kafka 4 does: ApiVersions shows Produce from v0 though only v3+ is served (v0-2
+# are still refused), because older librdkafka (2.0.2, in kcat 1.7.1) looks for Produce v0 before
+# it compresses with gzip, snappy or lz4, and otherwise silently sends uncompressed batches.
+ADVERTISED_MIN: dict[int, int] = {PRODUCE: 0}
 
 KIP219_FROM: dict[int, int] = {
     0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2, 16: 2,
@@ -49,6 +53,11 @@ class ApiRange:
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+
+def advertised_min(api: ApiRange) -> int:
+    """The min version ApiVersions shows for a served API (see ADVERTISED_MIN)."""
+    return min(api.min_version, ADVERTISED_MIN.get(api.api_key, api.min_version))
 
 
 def gateway_ranges() -> dict[int, tuple[int, int]]:

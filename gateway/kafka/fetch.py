@@ -41,19 +41,20 @@ def handle(session: Session, exchange: Exchange, frame: memoryview, offset: int)
     namespace = session.tenant.namespace
     denied = {t.topic for t in request.topics if not _may_read(session, t.topic)}
     cap = session.services.throttling.fetch_max_bytes(exchange.subject)
-    rewritten = dataclasses.replace(
-        request,
-        max_bytes=request.max_bytes if cap is None else min(request.max_bytes, cap),
-        topics=tuple(
+    changes: dict[str, Any] = {
+        "max_bytes": request.max_bytes if cap is None else min(request.max_bytes, cap),
+        "topics": tuple(
             dataclasses.replace(t, topic=namespace.fleet(t.topic))
             for t in request.topics
             if t.topic not in denied
         ),
-        forgotten_topics_data=tuple(
+    }
+    if hasattr(request, "forgotten_topics_data"):  # v7+ (fetch sessions)
+        changes["forgotten_topics_data"] = tuple(
             dataclasses.replace(t, topic=namespace.fleet(t.topic))
             for t in request.forgotten_topics_data
-        ),
-    )
+        )
+    rewritten = dataclasses.replace(request, **changes)
     topics = {t.topic for t in request.topics}
     session.meter(topics.pop() if len(topics) == 1 else None, requests=1)
     body = encode_entity(rewritten)

@@ -46,6 +46,7 @@ def handle(session: Session, exchange: Exchange, body: memoryview) -> None:
     forwarded = [topic for topic in view.topics if topic.name not in refusals]
     now = session.services.clock_ms()
     throttle = session.services.throttling.produce(exchange.subject, len(body), now)
+    session.throttled(throttle)  # no request is taken behind a throttled one (Kafka's mute)
     for topic in forwarded:
         size = sum(len(p.records) for p in topic.partitions if p.records is not None)
         session.meter(topic.name, bytes_in=size)

@@ -47,6 +47,7 @@ from gateway.kafka.api_table import (
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    advertised_min,
     client_backs_off,
 )
 from gateway.kafka.exchange import Buffer, Exchange, ResponseQueue
@@ -248,6 +249,15 @@ class Session:
         )
         self.services.meter.record(key, **counters)
 
+    def throttled(self, throttle_ms: int) -> None:
+        """A request earned `throttle_ms` as it was taken: take no further request from now on.
+        Kafka reads nothing more from a connection while it handles a request and mutes it after
+        a throttled answer; without this, requests pipelined behind a throttled one would all be
+        charged before the mute, letting a burst through. The answer, once sent, mutes the
+        channel again for its full throttle."""
+        if throttle_ms > 0:
+            self._mute(throttle_ms)
+
     def _mute(self, throttle_ms: int) -> None:
         until = time.monotonic() + throttle_ms / 1000
         if until <= self._muted_until:
@@ -367,7 +377,7 @@ class Session:
                 module,
                 "ApiVersion",
                 api_key=r.api_key,
-                min_version=r.min_version,
+                min_version=advertised_min(r),
                 max_version=r.max_version,
             )
             for r in sorted(self.services.fleet.api_table().values(), key=lambda r: r.api_key)
@@ -389,7 +399,7 @@ class Session:
                 module,
                 "ApiVersion",
                 api_key=r.api_key,
-                min_version=r.min_version,
+                min_version=advertised_min(r),
                 max_version=r.max_version,
             )
             for r in sorted(self.services.fleet.api_table().values(), key=lambda r: r.api_key)

@@ -36,6 +36,7 @@ API_KEY = 3
 MIN_VERSION = 0
 MAX_VERSION = 12
 FIRST_WITH_AUTO_CREATE_FLAG = 4
+FIRST_NULLABLE_NAME_VERSION = 12
 
 
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
@@ -121,6 +122,8 @@ def _missing(ctx: FilterContext, key: Hashable) -> Any:
 
 
 def _topic(ctx: FilterContext, name: str | None, error: ErrorCode, wanted: Any = None) -> Any:
+    if name is None and ctx.api_version < FIRST_NULLABLE_NAME_VERSION:
+        name = ""  # v10-11 look up by id but cannot answer a null name
     return entity(
         ctx,
         "MetadataResponseTopic",

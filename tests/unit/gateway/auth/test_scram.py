@@ -38,6 +38,20 @@ def test_a_full_exchange_authenticates_both_sides(mechanism: str) -> None:
     assert states == [ScramState.CLIENT_FINAL, ScramState.COMPLETE]
 
 
+def test_old_librdkafka_repeating_its_nonce_is_accepted_but_no_other_prefix() -> None:
+    """librdkafka 2.0.2 (kcat 1.7.1) sends r=<client nonce><combined nonce>; Kafka took it."""
+    server, client, server_first = started()
+    combined = f"{client.nonce}SERVERNONCE"
+    server_final = server.receive_client_final(
+        client.final(server_first, nonce=client.nonce + combined)
+    )
+    assert client.server_verified(server_final)
+    server, client, server_first = started()
+    with pytest.raises(ScramError) as refused:
+        server.receive_client_final(client.final(server_first, nonce="x" + combined))
+    assert refused.value.reason == "nonce_mismatch"
+
+
 @pytest.mark.parametrize("gs2", ["y,,", f"n,a={USER},"])
 def test_gs2_headers_without_channel_binding_are_accepted(gs2: str) -> None:
     server = ScramServer("SCRAM-SHA-256")

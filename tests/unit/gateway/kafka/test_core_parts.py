@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.kafka.api_table import LOCAL, advertised, client_backs_off, gateway_ranges
+from gateway.kafka.api_table import (
+    LOCAL,
+    advertised,
+    advertised_min,
+    client_backs_off,
+    gateway_ranges,
+)
 from gateway.kafka.exchange import ResponseQueue
 from gateway.kafka.frames import FrameReader, FrameTooLargeError
 from gateway.kafka.namespace import TenantNamespace, tenant_of
@@ -50,6 +56,13 @@ def test_advertised_is_the_intersection_with_the_brokers() -> None:
     for api_key in LOCAL:  # answered by the gateway itself, whatever the brokers say
         assert api_key in table
     assert set(table) <= set(gateway_ranges())
+
+
+def test_produce_is_shown_from_v0_but_served_from_v3() -> None:
+    """KAFKA-18659: older librdkafka compresses only when ApiVersions shows Produce v0."""
+    table = advertised({0: (0, 11), 1: (4, 12)})
+    assert advertised_min(table[0]) == 0 and not table[0].serves(2) and table[0].serves(3)
+    assert advertised_min(table[1]) == 4
 
 
 def test_kip219_versions() -> None:
