@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from brokers.wire.framing import PRE_AUTH_MAX_REQUEST_BYTES
 from gateway.kafka.exchange import Buffer
-from gateway.kafka.frames import FrameReader, FrameTooLargeError
+from gateway.kafka.frames import FrameReader, FrameTooLargeError, write_parts
 from gateway.kafka.session import Channel, Session
 
 log = logging.getLogger("pier.gateway.connection")
@@ -73,7 +73,7 @@ class ClientConnection(asyncio.Protocol, Channel):
     # -- Channel -------------------------------------------------------------------------------
     def write(self, parts: Sequence[Buffer]) -> None:
         if self._transport is not None and not self._transport.is_closing():
-            self._transport.writelines(parts)
+            write_parts(self._transport, parts)
 
     def pause(self) -> None:
         self._paused = True

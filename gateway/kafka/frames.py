@@ -1,18 +1,23 @@
-"""Size-prefixed Kafka frames out of a byte stream, for both sides of the gateway.
+"""Size-prefixed Kafka frames out of a byte stream, for both sides of the gateway, and writing
+frames made of many buffers.
 
-Owns: buffering partial frames and checking each size prefix against a limit before anything
-is buffered for it (a hostile 2 GiB prefix costs nothing). Each complete frame is handed out as a
-memoryview over its own `bytes`, so callers may keep views of it (the records of a Produce or a
-Fetch go out again as slices). Not thread-safe: one owner feeds it.
+Owns: cutting frames out of received chunks, checking each size prefix against a limit before
+anything is kept for its body (a hostile 2 GiB prefix costs nothing), and `write_parts`. A frame
+that lies inside one received chunk is handed out as a read-only view of that chunk (no copy);
+one that spans chunks is joined once. Either way the view stays valid for as long as the caller
+keeps it (the chunks are immutable `bytes`), so the records of a Produce or a Fetch can go out
+again as slices. Not thread-safe: one owner feeds it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 _INT32 = struct.Struct(">i")
 MIN_FRAME = 4  # a correlation id at least
+_COALESCE = 16 * 1024  # parts below this are joined before writing; larger ones go as they are
 
 
 class FrameTooLargeError(ConnectionError):
@@ -22,32 +27,62 @@ class FrameTooLargeError(ConnectionError):
 class FrameReader:
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._buffer = bytearray()
+        self._prefix = b""  # the part of a size prefix received so far
+        self._size = -1  # the body size of the frame being read; -1 while reading its prefix
+        self._chunks: list[memoryview] = []
+        self._have = 0
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return len(self._prefix) + self._have
 
     def feed(self, data: bytes) -> Iterator[memoryview]:
         """The frames `data` completes (without their size prefix), oldest first."""
-        buffer = self._buffer
-        if buffer:
-            buffer += data
-            source: bytes | bytearray = buffer
-        else:
-            source = data
-        start, end = 0, len(source)
-        try:
-            while end - start >= 4:
-                (size,) = _INT32.unpack_from(source, start)
-                if not MIN_FRAME <= size <= self.limit:
-                    raise FrameTooLargeError(f"frame of {size} bytes (limit {self.limit})")
-                if end - start - 4 < size:
-                    break
-                yield memoryview(bytes(source[start + 4 : start + 4 + size]))
-                start += 4 + size
-        finally:
-            if source is buffer:
-                del buffer[:start]
+        view = memoryview(data)
+        pos, end = 0, len(data)
+        while pos < end:
+            if self._size < 0:
+                taken = view[pos : pos + 4 - len(self._prefix)]
+                self._prefix += taken
+                pos += len(taken)
+                if len(self._prefix) < 4:
+                    return
+                self._start(_INT32.unpack(self._prefix)[0])
+            taken = view[pos : pos + self._size - self._have]
+            pos += len(taken)
+            if not self._chunks and len(taken) == self._size:
+                frame = taken  # whole inside this chunk: a view, no copy
             else:
-                buffer += data[start:]
+                self._chunks.append(taken)
+                self._have += len(taken)
+                if self._have < self._size:
+                    return
+                frame = memoryview(b"".join(self._chunks))
+            self._chunks, self._have, self._size = [], 0, -1
+            yield frame
+
+    def _start(self, size: int) -> None:
+        self._prefix = b""
+        if not MIN_FRAME <= size <= self.limit:
+            raise FrameTooLargeError(f"frame of {size} bytes (limit {self.limit})")
+        self._size = size
+
+
+Buffer = bytes | bytearray | memoryview
+
+
+def write_parts(transport: asyncio.WriteTransport, parts: Sequence[Buffer]) -> None:
+    """Write a frame made of parts: small ones joined, large ones (record batches) handed over as
+    they are, which the socket sends without copying when it takes them whole (Python 3.11's
+    `writelines` would first join everything into one new buffer)."""
+    small: list[Buffer] = []
+    for part in parts:
+        if len(part) < _COALESCE:
+            small.append(part)
+            continue
+        if small:
+            transport.write(b"".join(small))
+            small = []
+        transport.write(part)
+    if small:
+        transport.write(b"".join(small))

@@ -20,7 +20,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from gateway.kafka.frames import FrameReader
+from gateway.kafka.frames import FrameReader, write_parts
 
 log = logging.getLogger("pier.gateway.upstream")
 _INT32 = struct.Struct(">i")
@@ -74,7 +74,7 @@ class Upstream(asyncio.Protocol):
             return
         if handler is not None:
             self._waiting.append((correlation_id, handler))
-        self._transport.writelines(parts)
+        write_parts(self._transport, parts)
 
     async def drained(self) -> None:
         """Wait while the broker is not reading as fast as we write."""
