@@ -84,6 +84,10 @@ class _Refused(Exception):
         self.reason = reason
 
 
+MAX_CACHED_KEYS = 10_000
+RECORD_USE_EVERY_MS = 60_000
+
+
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -125,6 +129,10 @@ class Authenticator:
         self._sleep = sleep
         self._metrics = metrics
         self._clock_ms = clock_ms
+        # A key's record (its expiry) never changes once issued, and revocation is seen by the
+        # credential checks themselves, so it is read once per key, not once per login.
+        self._keys: dict[str, ApiKey] = {}
+        self._use_recorded_ms: dict[str, int] = {}
 
     @property
     def mechanisms(self) -> tuple[str, ...]:
@@ -149,7 +157,7 @@ class Authenticator:
             principal = self._store.verify_api_key(credentials.key_id, credentials.secret)
             if principal is None:
                 return None
-            return principal, self._store.get_api_key(credentials.key_id)
+            return principal, self._key(credentials.key_id)
 
         found = await self._in_thread(check)
         if found is None:
@@ -163,12 +171,29 @@ class Authenticator:
             found = self._store.scram_credential(key_id, mechanism)
             if found is None:
                 return None
-            return found[0], found[1], self._store.get_api_key(key_id)
+            return found[0], found[1], self._key(key_id)
 
         return await self._in_thread(fetch)
 
+    def _key(self, key_id: str) -> ApiKey:
+        """The key's record, read from the store once (called in a worker thread)."""
+        key = self._keys.get(key_id)
+        if key is None:
+            key = self._store.get_api_key(key_id)
+            if len(self._keys) >= MAX_CACHED_KEYS:
+                self._keys.pop(next(iter(self._keys)))
+            self._keys[key_id] = key
+        return key
+
     async def _record_use(self, key_id: str) -> None:
-        """`last_used_at` is telemetry: failing to write it does not fail the login."""
+        """`last_used_at` is telemetry: failing to write it does not fail the login, and it is
+        written at most once a minute per key from here (the store keeps minute precision)."""
+        now = self._clock_ms()
+        if now - self._use_recorded_ms.get(key_id, -RECORD_USE_EVERY_MS) < RECORD_USE_EVERY_MS:
+            return
+        if len(self._use_recorded_ms) >= MAX_CACHED_KEYS:
+            self._use_recorded_ms.clear()
+        self._use_recorded_ms[key_id] = now
         try:
             await asyncio.to_thread(self._store.record_key_use, key_id)
         except Exception as exc:
