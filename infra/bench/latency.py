@@ -3,7 +3,9 @@
 Owns: one latency run. A consumer thread is assigned to the (fresh, one-partition) topic first;
 the main thread then produces 1 KiB records at a fixed byte rate for a fixed duration, each value
 starting with its send time (`time.time_ns()`, same host, same clock), and the consumer records
-`receive − send` per record. The first second is warm-up and is not counted. Pacing sleeps are
+`receive − send` per record. The first second is warm-up and is not counted. `latency_samples`
+gives the counted samples (sorted, ms) for callers that want other percentiles, with optional
+client settings (e.g. SASL through the gateway); `latency_run` summarises them. Pacing sleeps are
 the point of the workload (a steady rate), not a wait for state. Blocking; uses one extra thread.
 """
 
@@ -13,6 +15,7 @@ import statistics
 import struct
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,13 +49,17 @@ class Latency:
 
 
 def _consume(
-    bootstrap: str, topic: str, expected: int, samples: list[float], ready: threading.Event
+    connection: Mapping[str, Any],
+    topic: str,
+    expected: int,
+    samples: list[float],
+    ready: threading.Event,
 ) -> None:
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
             "group.id": "pier-bench-latency",
             "enable.auto.commit": False,
+            **connection,
         }
     )
     try:
@@ -73,15 +80,24 @@ def _consume(
         consumer.close()
 
 
-def latency_run(bootstrap: str, topic: str, rate_mb_s: float, seconds: float) -> Latency:
+def percentile(ordered: Sequence[float], fraction: float) -> float:
+    """The sample at `fraction` of a sorted, non-empty sequence (nearest rank, rounding down)."""
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def latency_samples(
+    connection: Mapping[str, Any], topic: str, rate_mb_s: float, seconds: float
+) -> list[float]:
+    """Receive − send (ms) of every record after the warm-up, sorted; `connection` holds
+    `bootstrap.servers` and any other client settings, for the producer and the consumer."""
     per_second = int(rate_mb_s * 1e6 / RECORD_BYTES)
     total = int(per_second * seconds)
     samples: list[float] = []
     ready = threading.Event()
-    reader = threading.Thread(target=_consume, args=(bootstrap, topic, total, samples, ready))
+    reader = threading.Thread(target=_consume, args=(connection, topic, total, samples, ready))
     reader.start()
     ready.wait(30)
-    producer = Producer({**PRODUCER_SETTINGS, "bootstrap.servers": bootstrap})
+    producer = Producer({**PRODUCER_SETTINGS, **connection})
     pool = value_pool(RECORD_BYTES - _STAMP.size)
     start = time.monotonic()
     for i in range(total):
@@ -95,11 +111,16 @@ def latency_run(bootstrap: str, topic: str, rate_mb_s: float, seconds: float) ->
     counted = sorted(samples[int(per_second * WARM_UP_S) :])
     if not counted:
         raise RuntimeError("latency run: no records received after warm-up")
+    return counted
+
+
+def latency_run(bootstrap: str, topic: str, rate_mb_s: float, seconds: float) -> Latency:
+    counted = latency_samples({"bootstrap.servers": bootstrap}, topic, rate_mb_s, seconds)
     return Latency(
         rate_mb_s=rate_mb_s,
         seconds=seconds,
         records=len(counted),
         p50_ms=statistics.median(counted),
-        p99_ms=counted[min(len(counted) - 1, int(len(counted) * 0.99))],
+        p99_ms=percentile(counted, 0.99),
         max_ms=counted[-1],
     )

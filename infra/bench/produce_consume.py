@@ -19,10 +19,11 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
@@ -47,8 +48,11 @@ def topic_for(count: int, size: int, codec: str) -> str:
     return f"bench-{count}x{size}B-{codec}"
 
 
-def create_topics(bootstrap: str, names: Sequence[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topics(
+    bootstrap: str, names: Sequence[str], connection: Mapping[str, Any] | None = None
+) -> None:
+    """One-partition topics; `connection` adds client settings (SASL through the gateway)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(connection or {})})
     futures = admin.create_topics([NewTopic(name, 1, 1) for name in names], operation_timeout=30)
     for future in futures.values():
         future.result(timeout=30)

@@ -45,7 +45,7 @@ _WORDS = [
 
 @dataclass(frozen=True, slots=True)
 class Throughput:
-    target: str  # "pier" or "mock"
+    target: str  # "pier" or "mock" (the gateway benchmark: "direct" or "gateway")
     phase: str  # "produce" or "consume"
     records: int
     record_bytes: int
@@ -114,8 +114,16 @@ def produce_run(
 
 
 def consume_run(
-    bootstrap: str, topic: str, count: int, record_bytes: int, codec: str
+    bootstrap: str,
+    topic: str,
+    count: int,
+    record_bytes: int,
+    codec: str,
+    *,
+    connection: Mapping[str, Any] | None = None,
+    target: str = "pier",
 ) -> Throughput:
+    """`connection` adds client settings (e.g. SASL through the gateway) over the defaults."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -127,6 +135,7 @@ def consume_run(
             # queue passes queued.min.messages (100k): with 100 B records that idles the broker
             # most of the run and measures the client's back-off, not the broker.
             "fetch.queue.backoff.ms": 10,
+            **(connection or {}),
         }
     )
     seen = 0
@@ -143,4 +152,4 @@ def consume_run(
         seconds = time.perf_counter() - start
     finally:
         consumer.close()
-    return Throughput("pier", "consume", count, record_bytes, codec, seconds)
+    return Throughput(target, "consume", count, record_bytes, codec, seconds)

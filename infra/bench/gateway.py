@@ -1,0 +1,370 @@
+"""Gateway benchmark: what the tenant gateway costs next to a direct connection to the broker.
+
+Usage: `python -m infra.bench.gateway [--quick] [--out DIR] [--profile]` from the repository root
+(see infra/bench/README.md). Starts one broker (`infra.stack.start_broker`), a SQLite tenant store
+and `pier gateway` in front (`infra.gateway.start_gateway`, default settings) in a temporary
+directory, with three tenants: `bench` (no quota; its connection limit raised for phase 1),
+`noisy` (`producer_byte_rate` 2 MB/s for its default user) and `quiet` (no quota). Then:
+1. memory: N idle PLAIN-authenticated connections (1,000; 200 with `--quick`); the gateway's
+   VmRSS before and after, KiB per connection (target ≤ 30 KiB);
+2. SCRAM-SHA-256 logins per second (`gateway_logins`): cold (the first login of each of K distinct
+   keys) and warm (the same keys again, from the gateway's verification cache);
+3. throughput: `produce_consume`'s workloads (100 B and 1 KiB records, none and lz4), direct and
+   through the gateway (SASL/PLAIN) alternately after a warm-up of both, produce then consume
+   (target gateway ÷ direct ≥ 0.85);
+4. latency: `latency.py`'s method at 5 MB/s, direct then through the gateway; p50/p99/p99.9 and
+   the added p99 (target ≤ 1 ms);
+5. noisy neighbour (`noisy_neighbour`): the quiet tenant's produce latency at 1 MB/s alone, then
+   while the noisy tenant offers 20 MB/s, 10× its quota (target p99 change ≤ +20 %).
+Prints one JSON document, writes it to `<out>/gateway.json` and a chart `<out>/gateway.png`.
+`--quick` uses 10× fewer records, 5 s latency and noisy runs, 40 cold keys and 200 connections
+(about 2 minutes); `--profile` records the gateway with py-spy during phases 2 and 3
+(`gateway_logins_flamegraph.svg`, `gateway_throughput_flamegraph.svg`). Every process started
+is stopped on exit, also on error, Ctrl-C or SIGTERM. Runs on the main thread (the latency run
+adds a consumer thread, the noisy tenant a child process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from gateway.kafka.namespace import TenantNamespace
+from infra.bench.gateway_logins import SCRAM, LoginRun, ScramKey, idle_connections, login_rate
+from infra.bench.gateway_report import document, latency_section, memory_section, noisy_section
+from infra.bench.gateway_report import write_chart as write_gateway_chart
+from infra.bench.latency import latency_samples
+from infra.bench.noisy_neighbour import NoisyProducer, NoisyReport, quiet_latencies
+from infra.bench.produce_consume import (
+    CODECS,
+    LATENCY_RATE_MB_S,
+    LATENCY_SECONDS,
+    QUICK_LATENCY_SECONDS,
+    WORKLOADS,
+    create_topics,
+    progress,
+    stored_codec,
+    topic_for,
+)
+from infra.bench.profiling import py_spy_recording
+from infra.bench.report import write_json
+from infra.bench.throughput import Throughput, consume_run, produce_run
+from infra.gateway import GatewayProcess, start_gateway
+from infra.stack import BrokerProcess, start_broker
+from tenancy.domain import DEFAULT_ENTITY, DEFAULT_LIMITS, QuotaEntity
+from tenancy.store import TenantStore
+
+RESULTS = Path(__file__).resolve().parent / "results"
+OPERATOR = "op-bench"
+FULL = {"scale": 1, "cold_keys": 200, "idle": 1000, "noisy_s": 8.0, "noisy_rounds": 3}
+QUICK = {"scale": 10, "cold_keys": 40, "idle": 200, "noisy_s": 5.0, "noisy_rounds": 1}
+WARM_LOGIN_ROUNDS = 3  # warm logins = rounds × cold keys
+LOGIN_CONCURRENCY = 8
+WARM_UP_RECORDS = 100_000  # 100 B records each way before the timed runs (÷ scale)
+NOISY_QUOTA_BYTES_S = 2_000_000.0
+NOISY_OFFERED_MB_S = 20.0
+QUIET_RATE_MB_S = 1.0
+NOISY_HEAD_START_S = 2.0  # past the burst that Kafka's 11 × 1 s quota window lets through
+SETTLE_S = 1.0  # after opening the idle connections, before reading RSS
+
+
+@dataclass(frozen=True)
+class Key:
+    tenant: str
+    key_id: str
+    secret: str
+
+
+@dataclass(frozen=True)
+class Tenants:
+    bench: Key
+    noisy: Key
+    quiet: Key
+    scram: list[ScramKey]
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, shorter runs")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the gateway (logins, throughput)"
+    )
+    return parser.parse_args(argv)
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the `finally` blocks that stop processes
+
+
+def raise_fd_limit(needed: int) -> None:
+    """The bench holds the idle connections, the gateway twice as many (client + upstream); the
+    children inherit the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+# -- the tenant store --------------------------------------------------------------------------
+def prepare_store(db_url: str, plan: Mapping[str, float]) -> Tenants:
+    with TenantStore.open(db_url) as store:
+        store.upgrade()
+        bench = _tenant(store, "bench")
+        limits = replace(DEFAULT_LIMITS, max_connections=int(plan["idle"]) + 500)
+        store.update_tenant("bench", limits=limits, actor=OPERATOR)
+        account = bench[1]
+        keys = [_key(store, "bench", account) for _ in range(int(plan["cold_keys"]))]
+        scram = [ScramKey(key.key_id, key.secret) for key in keys]
+        for key in scram:  # the client's PBKDF2, once per key, before anything is timed
+            found = store.scram_credential(key.key_id, SCRAM)
+            assert found is not None
+            key.prime(found[1].salt, found[1].iterations)
+        noisy = _tenant(store, "noisy")
+        store.set_quotas(
+            "noisy",
+            QuotaEntity(DEFAULT_ENTITY, None),
+            {"producer_byte_rate": NOISY_QUOTA_BYTES_S},
+            actor=OPERATOR,
+        )
+        quiet = _tenant(store, "quiet")
+    return Tenants(bench[0], noisy[0], quiet[0], scram)
+
+
+def _tenant(store: TenantStore, tenant_id: str) -> tuple[Key, str]:
+    store.create_tenant(display_name=tenant_id, plan="free", tenant_id=tenant_id, actor=OPERATOR)
+    account = store.create_service_account(tenant_id, name="bench", actor=OPERATOR)
+    return _key(store, tenant_id, account.id), account.id
+
+
+def _key(store: TenantStore, tenant_id: str, account_id: str) -> Key:
+    key, secret = store.create_api_key(tenant_id, service_account_id=account_id, actor=OPERATOR)
+    return Key(tenant_id, key.key_id, str(secret))
+
+
+def sasl(gateway: GatewayProcess, key: Key) -> dict[str, Any]:
+    """confluent-kafka settings for `key` through the gateway."""
+    return {
+        "bootstrap.servers": gateway.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": key.key_id,
+        "sasl.password": key.secret,
+    }
+
+
+# -- phases ------------------------------------------------------------------------------------
+def memory_phase(
+    gateway: GatewayProcess, broker: BrokerProcess, key: Key, count: int
+) -> dict[str, Any]:
+    async def measure() -> tuple[tuple[int, int], tuple[int, int]]:
+        host, port = gateway.host, gateway.port
+        async with idle_connections(host, port, key.key_id, key.secret, 20):
+            pass  # warm-up: the tenant's state, quotas and code paths are loaded once
+        await asyncio.sleep(SETTLE_S)
+        before = rss_kib(gateway.pid), rss_kib(broker.pid)
+        async with idle_connections(host, port, key.key_id, key.secret, count):
+            await asyncio.sleep(SETTLE_S)
+            after = rss_kib(gateway.pid), rss_kib(broker.pid)
+        return (before[0], after[0]), (before[1], after[1])
+
+    gateway_kib, broker_kib = asyncio.run(measure())
+    section = memory_section(count, gateway_kib, broker_kib)
+    print(f"idle connections: {section['kib_per_connection']} KiB each", file=sys.stderr)
+    return section
+
+
+def login_phase(gateway: GatewayProcess, keys: list[ScramKey]) -> list[LoginRun]:
+    async def measure() -> list[LoginRun]:
+        host, port, n = gateway.host, gateway.port, len(keys)
+        cold = await login_rate(host, port, "cold", keys, n, LOGIN_CONCURRENCY)
+        rounds = n * WARM_LOGIN_ROUNDS
+        warm = await login_rate(host, port, "warm", keys, rounds, LOGIN_CONCURRENCY)
+        return [cold, warm]
+
+    runs = asyncio.run(measure())
+    for run in runs:
+        shown = run.as_json()
+        print(f"SCRAM logins {run.kind}: {shown['logins_per_s']}/s", file=sys.stderr)
+    return runs
+
+
+def throughput_phase(
+    broker: BrokerProcess, gateway: GatewayProcess, key: Key, scale: int
+) -> list[Throughput]:
+    plan = [(count // scale, size, codec) for count, size in WORKLOADS for codec in CODECS]
+    warm_up = (WARM_UP_RECORDS // scale, 100, "none")
+    names = [topic_for(*work) for work in [warm_up, *plan]] + ["bench-latency"]
+    gateway_connection = sasl(gateway, key)
+    direct_connection = {"bootstrap.servers": broker.bootstrap}
+    create_topics(broker.bootstrap, names)
+    create_topics(gateway.bootstrap, names, gateway_connection)
+    targets = {"direct": direct_connection, "gateway": gateway_connection}
+    namespace = TenantNamespace(key.tenant)
+    for target, connection in targets.items():  # untimed: connections, caches, page cache
+        produce_run(target, connection, topic_for(*warm_up), *warm_up)
+        consume_run(broker.bootstrap, topic_for(*warm_up), *warm_up, connection=connection)
+    runs: list[Throughput] = []
+    for index, work in enumerate(plan):
+        for target in _alternating(index):
+            topic = topic_for(*work)
+            run = produce_run(target, targets[target], topic, *work)
+            stored = topic if target == "direct" else namespace.fleet(topic)
+            runs.append(replace(run, stored_codec=stored_codec(broker.data_dir, stored)))
+            progress(runs[-1])
+    for index, work in enumerate(plan):
+        for target in _alternating(index):
+            connection = targets[target]
+            runs.append(
+                consume_run(
+                    broker.bootstrap, topic_for(*work), *work, connection=connection, target=target
+                )
+            )
+            progress(runs[-1])
+    return runs
+
+
+def _alternating(index: int) -> tuple[str, str]:
+    """Direct first for even workloads, the gateway first for odd ones: drift evens out."""
+    return ("direct", "gateway") if index % 2 == 0 else ("gateway", "direct")
+
+
+def latency_phase(
+    broker: BrokerProcess, gateway: GatewayProcess, key: Key, seconds: float
+) -> dict[str, Any]:
+    direct = latency_samples(
+        {"bootstrap.servers": broker.bootstrap}, "bench-latency", LATENCY_RATE_MB_S, seconds
+    )
+    through = latency_samples(sasl(gateway, key), "bench-latency", LATENCY_RATE_MB_S, seconds)
+    section = latency_section(direct, through, LATENCY_RATE_MB_S, seconds)
+    print(f"latency: added p99 {section['added_p99_ms']} ms", file=sys.stderr)
+    return section
+
+
+def noisy_phase(
+    gateway: GatewayProcess, tenants: Tenants, seconds: float, rounds: int
+) -> dict[str, Any]:
+    """Rounds of (quiet alone, quiet beside noisy): the machine's other load drifts, so the two
+    conditions alternate and their samples are pooled."""
+    quiet, noisy = sasl(gateway, tenants.quiet), sasl(gateway, tenants.noisy)
+    create_topics(gateway.bootstrap, ["quiet"], quiet)
+    create_topics(gateway.bootstrap, ["noisy"], noisy)
+    alone: list[list[float]] = []
+    beside: list[list[float]] = []
+    reports: list[NoisyReport] = []
+    for _ in range(rounds):
+        alone.append(quiet_latencies(quiet, "quiet", QUIET_RATE_MB_S, seconds))
+        with NoisyProducer(noisy, "noisy", NOISY_OFFERED_MB_S) as loud:
+            time.sleep(NOISY_HEAD_START_S)  # the schedule of the workload, not a wait for state
+            beside.append(quiet_latencies(quiet, "quiet", QUIET_RATE_MB_S, seconds))
+        assert loud.report is not None
+        reports.append(loud.report)
+    settings = {
+        "seconds_per_round": seconds,
+        "rounds": rounds,
+        "quiet_rate_mb_s": QUIET_RATE_MB_S,
+        "noisy_quota_mb_s": NOISY_QUOTA_BYTES_S / 1e6,
+        "noisy_offered_mb_s": NOISY_OFFERED_MB_S,
+    }
+    section = noisy_section(alone, beside, reports, settings)
+    print(f"noisy neighbour: quiet p99 {section['quiet_p99_change_pct']:+} %", file=sys.stderr)
+    return section
+
+
+def profiled(enabled: bool, gateway: GatewayProcess, svg: Path) -> AbstractContextManager[None]:
+    return py_spy_recording(gateway.pid, svg) if enabled else nullcontext()
+
+
+def run(
+    broker: BrokerProcess,
+    gateway: GatewayProcess,
+    tenants: Tenants,
+    args: argparse.Namespace,
+    plan: Mapping[str, float],
+) -> dict[str, Any]:
+    memory = memory_phase(gateway, broker, tenants.bench, int(plan["idle"]))
+    with profiled(args.profile, gateway, args.out / "gateway_logins_flamegraph.svg"):
+        logins = login_phase(gateway, tenants.scram)
+    with profiled(args.profile, gateway, args.out / "gateway_throughput_flamegraph.svg"):
+        runs = throughput_phase(broker, gateway, tenants.bench, int(plan["scale"]))
+    seconds = QUICK_LATENCY_SECONDS if args.quick else LATENCY_SECONDS
+    latency = latency_phase(broker, gateway, tenants.bench, seconds)
+    noisy = noisy_phase(gateway, tenants, plan["noisy_s"], int(plan["noisy_rounds"]))
+    settings = {
+        "scale": int(plan["scale"]),
+        "idle_connections": int(plan["idle"]),
+        "scram_keys": len(tenants.scram),
+        "login_concurrency": LOGIN_CONCURRENCY,
+        "gateway_properties": "defaults",
+    }
+    return document(settings, runs, latency, logins, memory, noisy, args.quick)
+
+
+@dataclass
+class _Processes:
+    broker: BrokerProcess | None = None
+    gateway: GatewayProcess | None = None
+
+    def stop(self) -> None:
+        for process in (self.gateway, self.broker):  # the gateway first: it flushes usage
+            if process is not None:
+                process.stop()
+
+
+@contextmanager
+def started(root: Path, db_url: str) -> Iterator[_Processes]:
+    """A broker and a gateway in front of it, both stopped on exit from the block."""
+    processes = _Processes()
+    try:
+        processes.broker = start_broker(root / "broker" / "data")
+        processes.gateway = start_gateway(
+            root / "gateway",
+            processes.broker.bootstrap,
+            db_url,
+            node_ids=[processes.broker.node_id],
+        )
+        yield processes
+    finally:
+        processes.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    plan = QUICK if args.quick else FULL
+    raise_fd_limit(int(plan["idle"]) * 3 + 1024)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        with tempfile.TemporaryDirectory(prefix="pier-bench-gateway-") as scratch:
+            root = Path(scratch)
+            db_url = f"sqlite:///{root / 'tenancy.db'}"
+            tenants = prepare_store(db_url, plan)
+            with started(root, db_url) as processes:
+                assert processes.broker is not None and processes.gateway is not None
+                doc = run(processes.broker, processes.gateway, tenants, args, plan)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(write_json(doc, args.out / "gateway.json"))
+    write_gateway_chart(doc, args.out / "gateway.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
