@@ -51,7 +51,8 @@ class JoinRequest:
 
     @property
     def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
+        """Each protocol name once, in preference order (Kafka keeps them as a set)."""
+        return list(dict.fromkeys(name for name, _ in self.protocols))
 
 
 def _fail(future: JoinFuture, member_id: str, error: GroupError) -> None:

@@ -48,7 +48,8 @@ class Member:
 
     @property
     def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
+        """Each protocol name once, in preference order (Kafka keeps them as a set)."""
+        return list(dict.fromkeys(name for name, _ in self.protocols))
 
     def matches(self, protocols: Protocols) -> bool:
         """Same protocols with the same metadata in the same order: a rejoin that changes nothing."""

@@ -138,6 +138,26 @@ def test_inconsistent_protocol_type_or_names_are_refused() -> None:
     asyncio.run(scenario())
 
 
+def test_a_protocol_named_twice_by_one_member_counts_once() -> None:
+    """Kafka keeps a member's protocols as a set: naming one twice must not make the vote fail
+    (it raised, and the JoinGroup of every member hung)."""
+
+    async def scenario() -> None:
+        d = await driver()
+        prefs = [("range", "range"), ("range", "roundrobin")]
+        ids = [await d.new_member() for _ in prefs]
+        tasks = [
+            await d.start_join(join_request(i, protos=protocols(*p)))
+            for i, p in zip(ids, prefs, strict=True)
+        ]
+        d.advance(0)
+        d.advance(0)
+        await settle()
+        assert [t.result().protocol_name for t in tasks] == ["range", "range"]
+
+    asyncio.run(scenario())
+
+
 def test_join_validation_errors() -> None:
     async def scenario() -> None:
         d = await driver(min_session_timeout_ms=6000, max_session_timeout_ms=60_000)
