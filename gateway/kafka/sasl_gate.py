@@ -107,6 +107,14 @@ class SaslGate:
         )
         return GateAnswer(answer, authenticated=identity)
 
+    def refusal(self, version: int, reason: str) -> Any:
+        """A SaslAuthenticate answer refusing a valid login for `reason` (a tenant limit, an
+        inactive tenant): the key is right, so saying why tells an attacker nothing."""
+        self._fail()
+        self.identity = None
+        module = response_module(SASL_AUTHENTICATE, version)
+        return _auth_response(module, ErrorCode.sasl_authentication_failed, f"Refused: {reason}")
+
     async def raw_token(self, token: bytes) -> GateAnswer:
         """A bare token after a v0 handshake; the answer is bare token bytes."""
         try:

@@ -293,13 +293,20 @@ class Session:
 
     async def _authenticate(self, exchange: Exchange, request: Any) -> None:
         answer = await self.gate.authenticate(exchange.version, request, self._lifetime)
-        if answer.authenticated is not None and not await self._logged_in(answer.authenticated):
-            return
+        if answer.authenticated is not None:
+            refused = await self._logged_in(answer.authenticated)
+            if self._closed:
+                return
+            if refused is not None:  # a valid key, but the tenant may not have this connection
+                answer = GateAnswer(self.gate.refusal(exchange.version, refused), close=True)
         self._gate_answer(exchange, answer)
 
     async def _raw_token(self, token: bytes) -> None:
         answer = await self.gate.raw_token(token)
-        if answer.authenticated is not None and not await self._logged_in(answer.authenticated):
+        if answer.authenticated is not None and await self._logged_in(answer.authenticated):
+            self.close("connection refused")  # bare tokens have no way to say why
+            return
+        if self._closed:
             return
         body = bytes(answer.response)
         self.channel.write([size_prefix(len(body)), body])
@@ -315,23 +322,24 @@ class Session:
         now = self.services.clock_ms()
         return session_lifetime_ms(now, self.services.max_reauth_ms, identity.key_expires_at_ms)
 
-    async def _logged_in(self, identity: Authenticated) -> bool:
-        """A first login or a re-authentication succeeded: admit, connect, arm the expiry."""
+    async def _logged_in(self, identity: Authenticated) -> str | None:
+        """A first login or a re-authentication succeeded: admit, connect, arm the expiry. The
+        reason when the tenant may not have this connection (the session is then still open, to
+        answer it); a session that cannot reach its broker is closed."""
         lifetime = self._lifetime(identity)
         self._arm_expiry(lifetime)
         if self.principal is not None:  # re-authentication: same principal, nothing else
-            return True
+            return None
         state = await self.services.directory.state(identity.principal.tenant_id)
         await self.services.throttling.load(state.tenant.id)
         self.principal = identity.principal
         refused = self.services.directory.admit(self, state)
         if refused is not None:
             log.info("event=connection_refused tenant=%s reason=%r", state.tenant.id, refused)
-            self.close(refused)
-            return False
+            return refused
         self.tenant = state
         if not await self._connect_upstream():
-            return False
+            return "broker unavailable"
         self.channel.set_frame_limit(self.services.max_request_bytes)
         self._usage_key = UsageKey(
             state.tenant.id, identity.principal.service_account_id, self.client_id, None
@@ -344,7 +352,7 @@ class Session:
             identity.principal.service_account_id,
             identity.mechanism,
         )
-        return True
+        return None
 
     async def _connect_upstream(self) -> bool:
         address = self.services.fleet.upstream_address(self.node_id)
