@@ -42,6 +42,10 @@ from tenancy.store import TenantStore
 log = logging.getLogger("pier.gateway")
 
 
+class GatewayStartError(Exception):
+    """The gateway cannot serve with what it was given; the message says what to do."""
+
+
 def clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -64,6 +68,10 @@ class Gateway:
         config = self.config
         ttl_s = config.setting("verification.cache.ttl.ms") / 1000
         self._store = store = TenantStore.open(config.db_url, verification_cache_ttl_s=ttl_s)
+        if await asyncio.to_thread(store.schema_revision) is None:
+            raise GatewayStartError(
+                f"the tenant store {store!r} has no schema: run `pier tenancy init --db URL`"
+            )
         self._cluster = cluster = Cluster(config.bootstrap, ClientConfig(client_id="pier-gateway"))
         self.fleet = fleet = FleetDirectory(
             cluster,

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(config: Any) -> int:
     from brokers.client.errors import ClientError
-    from gateway.app import Gateway
+    from gateway.app import Gateway, GatewayStartError
 
     gateway = Gateway(config)
     stop = asyncio.Event()
@@ -96,6 +96,10 @@ async def _serve(config: Any) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await gateway.start()
+    except GatewayStartError as exc:
+        print(f"pier: error: {exc}", file=sys.stderr)
+        await gateway.stop()
+        return EXIT_UNAVAILABLE
     except ClientError as exc:
         print(f"pier: error: no broker of {config.bootstrap} answers: {exc}", file=sys.stderr)
         await gateway.stop()
