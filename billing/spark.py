@@ -1,0 +1,42 @@
+"""Starting the Spark session the billing job runs in, on `local[N]` or a cluster master URL.
+
+Owns: the session settings the job relies on (few shuffle partitions: rollups are small; no UI;
+UTC session time zone so hours are UTC hours; the `pier-usage` source registered). PySpark needs
+`SPARK_LOCAL_IP` and `PYSPARK_PYTHON` (DESIGN.md "Running it"): unset ones default to 127.0.0.1
+(local masters only) and this interpreter. One session per process; call from the main thread.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+DEFAULT_MASTER = "local[2]"
+
+
+def spark_session(
+    master: str = DEFAULT_MASTER, *, app_name: str = "pier-billing", shuffle_partitions: int = 4
+) -> Any:
+    """A (possibly existing) SparkSession on `master` with the `pier-usage` source registered."""
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from billing.source import register
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.default.parallelism", str(shuffle_partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

@@ -1,0 +1,30 @@
+"""Billing test fixtures: one SparkSession for the whole session (local[2], few shuffle partitions:
+the machine is shared), a broker with `__usage`, and a migrated tenancy database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from infra.stack import BrokerProcess
+from tests.integration.billing.usage_gen import create_usage_topic
+from tests.tenancy_fixtures import *  # noqa: F403
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from billing.spark import spark_session
+
+    session = spark_session("local[2]", shuffle_partitions=2)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def usage_broker(broker: BrokerProcess) -> BrokerProcess:
+    create_usage_topic(broker.bootstrap)
+    return broker
