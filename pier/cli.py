@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pier import cluster_cli, groups_cli, tenancy_cli
+from pier import billing_cli, cluster_cli, groups_cli, tenancy_cli
 
 EXIT_USAGE = 2
 
@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     groups_cli.add_parser(commands)
     cluster_cli.add_parser(commands)
     tenancy_cli.add_parser(commands)
+    billing_cli.add_parser(commands)
     return parser
 
 
@@ -57,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return groups_cli.run(args)
     if args.command == "cluster":
         return cluster_cli.run(args)
+    if args.command == "billing":
+        return billing_cli.run(args)
     if args.command in tenancy_cli.COMMANDS:
         return tenancy_cli.run(args)
     return EXIT_USAGE

@@ -28,3 +28,14 @@ def spark() -> Iterator[Any]:
 def usage_broker(broker: BrokerProcess) -> BrokerProcess:
     create_usage_topic(broker.bootstrap)
     return broker
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Any) -> str:
+    """A SQLite tenancy database at Alembic head (most billing tests need one backend only)."""
+    from tenancy.store import TenantStore
+
+    url = f"sqlite:///{tmp_path / 'tenancy.db'}"
+    with TenantStore.open(url) as store:
+        store.upgrade()
+    return url

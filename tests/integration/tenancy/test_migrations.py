@@ -20,7 +20,7 @@ from tests.integration.tenancy.helpers import account, tenant
 from tests.tenancy_fixtures import TenancyClock
 
 pytestmark = pytest.mark.integration
-HEAD, PREVIOUS = "0002", "0001"
+HEAD, PREVIOUS = "0003", "0001"  # PREVIOUS: the data test needs a revision before 0002
 SECRET = "s3cretS3cretS3cretS3cretS3cretS3cretS3cret"
 
 
