@@ -155,8 +155,56 @@ def _first_line(exc: Exception) -> str:
 
 
 def _invoice(args: argparse.Namespace) -> int:
-    raise _Failure("invoice: not implemented yet")
+    grace = parse_duration("--grace", args.grace)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from billing.invoice.issue import issue
+    from billing.invoice.periods import PeriodError
+    from tenancy.errors import TenancyError, ValidationError
+    from tenancy.store import TenantStore
+
+    try:
+        store = TenantStore.open(args.db)
+    except ValidationError as exc:
+        raise _Failure(f"--db: {exc.message}", EXIT_USAGE) from None
+    try:
+        outcomes = issue(store, args.period, tenant=args.tenant, grace=grace)
+    except PeriodError as exc:
+        raise _Failure(f"--period: {exc}", EXIT_USAGE) from None
+    except TenancyError as exc:
+        raise _Failure(str(exc)) from None
+    except SQLAlchemyError as exc:
+        raise _store_error(exc) from None
+    finally:
+        store.close()
+    for outcome in outcomes:
+        print(json.dumps(outcome.__dict__, sort_keys=True))
+    return EXIT_OK
 
 
 def _usage(args: argparse.Namespace) -> int:
-    raise _Failure("usage: not implemented yet")
+    import csv
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from tenancy.billing_store import USAGE_COLUMNS, UsageFilter, public, usage_rows
+
+    wanted = UsageFilter(
+        args.tenant, parse_time_ms("--from", args.start), parse_time_ms("--to", args.end)
+    )
+    db = _database(args.db)
+    try:
+        with db.read() as session:
+            rows = [public(row) for row in usage_rows(session, wanted)]
+    except SQLAlchemyError as exc:
+        raise _store_error(exc) from None
+    finally:
+        db.dispose()
+    if args.csv:
+        writer = csv.DictWriter(sys.stdout, fieldnames=USAGE_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        for row in rows:
+            print(json.dumps(row))
+    return EXIT_OK

@@ -64,6 +64,11 @@ class TenantStore(
         return self._db.revision()
 
     @property
+    def database(self) -> Database:
+        """The store's engines, for the components whose tables live here too (billing)."""
+        return self._db
+
+    @property
     def dialect(self) -> str:
         """`sqlite` or `postgresql`."""
         return self._db.dialect

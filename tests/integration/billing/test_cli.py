@@ -48,3 +48,47 @@ def test_errors_are_one_line(usage_broker: BrokerProcess, tmp_path: Path) -> Non
     assert missing.stderr.splitlines()[-1].startswith("pier: error: the tenancy database has no")
     late = pier("billing", "run", "--db", empty, "--bootstrap", "x:1", "--until", "soon")
     assert late.returncode == 2 and "--until" in late.stderr
+
+
+def test_invoice_and_usage_commands(usage_broker: BrokerProcess, sqlite_url: str) -> None:
+    from decimal import Decimal
+
+    from tenancy.domain import Plan, PlanDimension, PlanTier
+    from tenancy.store import TenantStore
+
+    with TenantStore.open(sqlite_url) as store:
+        tiers = (PlanTier(None, Decimal("0.10")),)
+        store.put_plan(
+            Plan("p", "EUR", {"egress_gib": PlanDimension(Decimal(0), tiers)}), actor="t"
+        )
+        store.create_tenant(display_name="A", plan="p", tenant_id="acme", actor="t")
+    records = traffic(random.Random(22), ["acme"], 20)
+    write(usage_broker.bootstrap, records)
+    assert (
+        pier("billing", "run", "--db", sqlite_url, "--bootstrap", usage_broker.bootstrap).returncode
+        == 0
+    )
+    done = pier("billing", "invoice", "--db", sqlite_url, "--period", "2026-01", "--tenant", "acme")
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    egress = sum(r.bytes_out for r in records)
+    expected = (Decimal(egress) / 2**30 * Decimal("0.10")).quantize(Decimal("0.01"))
+    assert (outcome["status"], outcome["total"]) == ("final", str(expected))
+    usage = pier(
+        "billing", "usage", "--db", sqlite_url, "--tenant", "acme",
+        "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02",
+    )  # fmt: skip
+    assert usage.returncode == 0, usage.stderr
+    rows = [json.loads(line) for line in usage.stdout.splitlines()]
+    assert sum(r["bytes_out"] for r in rows) == egress
+    assert sum(r["records"] for r in rows) == 20 and rows[0]["hour"].endswith(":00:00Z")
+    csv_out = pier(
+        "billing", "usage", "--db", sqlite_url, "--tenant", "acme", "--csv",
+        "--from", "2026-01-01", "--to", "2026-01-02",
+    )  # fmt: skip
+    header, *lines = csv_out.stdout.splitlines()
+    assert header.startswith("hour,tenant,principal,client_id,topic,bytes_in") and len(
+        lines
+    ) == len(rows)
+    bad = pier("billing", "invoice", "--db", sqlite_url, "--period", "2026-13")
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("is not YYYY-MM")
