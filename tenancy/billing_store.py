@@ -20,7 +20,9 @@ from typing import Any, Final
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from tenancy.errors import NotFoundError, ValidationError
 from tenancy.models import InvoiceRow, UsageRollupRow
+from tenancy.store_base import StoreCore
 
 HOUR_MS: Final = 3_600_000
 DAY_MS: Final = 24 * HOUR_MS
@@ -138,10 +140,15 @@ def list_invoices(session: Session, tenant: str) -> list[dict[str, Any]]:
             "period": r.period,
             "status": r.status,
             "currency": r.currency,
-            "total": str(r.total),
+            "total": _money(r.total),
         }
         for r in rows
     ]
+
+
+def _money(value: Decimal) -> str:
+    """Two places, as the invoice document writes money (the column drops trailing zeros)."""
+    return format(Decimal(value).quantize(Decimal("0.01")), "f")
 
 
 def get_invoice(session: Session, tenant: str, invoice_id: str) -> dict[str, Any] | None:
@@ -149,3 +156,32 @@ def get_invoice(session: Session, tenant: str, invoice_id: str) -> dict[str, Any
     if row is None or row.tenant_id != tenant:
         return None
     return invoice_json(row)
+
+
+MAX_SPAN_MS: Final = 366 * DAY_MS
+
+
+class BillingReads(StoreCore):
+    """The store's billing reads (mixin of `TenantStore`): a tenant's usage and invoices."""
+
+    def usage(self, wanted: UsageFilter) -> list[dict[str, Any]]:
+        if not 0 < wanted.end_ms - wanted.start_ms <= MAX_SPAN_MS:
+            raise ValidationError("to", "must be after from, at most 366 days later")
+        if wanted.granularity not in ("hour", "day"):
+            raise ValidationError("granularity", "must be hour or day")
+        with self._db.read() as session:
+            self._tenant(session, wanted.tenant)
+            return [public(row) for row in usage_rows(session, wanted)]
+
+    def invoices(self, tenant: str) -> list[dict[str, Any]]:
+        with self._db.read() as session:
+            self._tenant(session, tenant)
+            return list_invoices(session, tenant)
+
+    def invoice(self, tenant: str, invoice_id: str) -> dict[str, Any]:
+        with self._db.read() as session:
+            self._tenant(session, tenant)
+            found = get_invoice(session, tenant, invoice_id)
+            if found is None:
+                raise NotFoundError(f"invoice {invoice_id!r} of tenant {tenant!r} not found")
+            return found
