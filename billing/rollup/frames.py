@@ -13,7 +13,6 @@ Byte-milliseconds are DECIMAL(38, 0), exact. Runs on the driver; the work runs o
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -122,6 +121,6 @@ def rejected_reasons(rows: DataFrame) -> dict[str, int]:
     return {r.rejected: int(r["count"]) for r in grouped.collect()}
 
 
-def hour_range(records: DataFrame) -> tuple[int, int] | None:
-    row: Any = records.agg(F.min("hour_ms").alias("low"), F.max("hour_ms").alias("high")).first()
-    return None if row is None or row.low is None else (int(row.low), int(row.high))
+def hours(records: DataFrame) -> list[int]:
+    """The distinct UTC hours the records belong to."""
+    return sorted(int(r.hour_ms) for r in records.select("hour_ms").distinct().collect())

@@ -118,8 +118,7 @@ def _roll_up(
     valid = rows.where(F.col("rejected").isNull())
     valid_count = valid.count()
     records = frames.with_hour(valid)
-    hours = frames.hour_range(records)
-    counted = ledger.counted_ids(db, *hours) if hours else []
+    counted = ledger.counted_ids(db, frames.hours(records))
     if counted:
         already = spark.createDataFrame([(i,) for i in counted], "id STRING")
         records = records.join(already, "id", "left_anti")

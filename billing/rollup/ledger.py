@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -52,16 +52,15 @@ def pending_samples(db: Database) -> list[PendingSample]:
         ]
 
 
-def counted_ids(db: Database, low_hour_ms: int, high_hour_ms: int) -> list[str]:
-    """Ids already counted for records of hours [low, high]."""
+def counted_ids(db: Database, hours: list[int]) -> list[str]:
+    """Ids already counted for records of the given UTC hours."""
+    found: list[str] = []
     with db.read() as session:
-        query = select(BillingRecordIdRow.id).where(
-            and_(
-                BillingRecordIdRow.hour_ms >= low_hour_ms,
-                BillingRecordIdRow.hour_ms <= high_hour_ms,
-            )
-        )
-        return list(session.scalars(query))
+        for start in range(0, len(hours), 500):
+            chunk = hours[start : start + 500]
+            query = select(BillingRecordIdRow.id).where(BillingRecordIdRow.hour_ms.in_(chunk))
+            found.extend(session.scalars(query))
+    return found
 
 
 def commit(db: Database, out: RunOutput, now: datetime | None = None) -> int:

@@ -7,6 +7,7 @@ import random
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from billing.rollup.ledger import FencedError
 from infra.stack import BrokerProcess
@@ -57,10 +58,14 @@ def test_rollups_equal_independent_totals_and_rerun_changes_nothing(
     records, samples = _usage(11)
     duplicates = records[:15]  # a retry or replay: the same ids again
     write(usage_broker.bootstrap, [*records, *samples, *duplicates, (b"x/y/1", b"\xff\xfe")])
+    reason = "value is not UTF-8 JSON: UnicodeDecodeError"
+    metric = ("pier_billing_rejected_records_total", {"reason": reason})
+    rejected_before = REGISTRY.get_sample_value(*metric) or 0
     report = run(spark, store_url, usage_broker.bootstrap, NOW)
     assert report.records == len(records) + len(samples)
     assert report.duplicates == len(duplicates)
-    assert report.rejected == {"value is not UTF-8 JSON: UnicodeDecodeError": 1}
+    assert report.rejected == {reason: 1}
+    assert REGISTRY.get_sample_value(*metric) == rejected_before + 1
     expected = _truth(records, samples)
     assert rollups(store_url) == expected
     # the last `events` sample is pending (its cap has not passed), so it is not billed yet
@@ -133,3 +138,48 @@ def test_late_usage_adds_to_its_hour_and_replays_count_once(
     report = run(spark, sqlite_url, usage_broker.bootstrap, NOW)
     assert (report.records, report.duplicates) == (len(late), len(replayed))
     assert rollups(sqlite_url) == merge(_truth(records, samples), traffic_totals(late))
+
+
+def test_late_usage_after_a_final_invoice_is_an_adjustment(
+    spark: Any, usage_broker: BrokerProcess, sqlite_url: str
+) -> None:
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from billing.invoice.issue import issue
+    from tenancy.domain import Plan, PlanDimension, PlanTier
+    from tenancy.models import InvoiceRow
+    from tenancy.store import TenantStore
+
+    records, samples = _usage(16)
+    write(usage_broker.bootstrap, [*records, *samples])
+    run(spark, sqlite_url, usage_broker.bootstrap, NOW)
+    late = traffic(random.Random(7), ["acme"], 25, gateway="gw3")  # January, after the invoice
+    with TenantStore.open(sqlite_url) as store:
+        tiers = (PlanTier(None, Decimal("0.08")),)
+        store.put_plan(
+            Plan("p", "EUR", {"ingress_gib": PlanDimension(Decimal(0), tiers)}), actor="t"
+        )
+        store.create_tenant(display_name="A", plan="p", tenant_id="acme", actor="t")
+        issue(store, "2026-01", tenant="acme", now=datetime(2026, 2, 5, tzinfo=UTC))
+        with store.database.read() as session:
+            final = session.get(InvoiceRow, "acme-2026-01")
+            assert final is not None and final.status == "final"
+            document = final.document
+        write(usage_broker.bootstrap, late)
+        run(spark, sqlite_url, usage_broker.bootstrap, NOW)
+        issue(store, "2026-01", tenant="acme", now=datetime(2026, 2, 6, tzinfo=UTC))
+        issue(store, "2026-02", tenant="acme", now=datetime(2026, 2, 6, tzinfo=UTC))
+        with store.database.read() as session:
+            again = session.get(InvoiceRow, "acme-2026-01")
+            assert again is not None and again.document == document
+            february = store.invoice("acme", "acme-2026-02")
+    [adjustment] = [line for line in february["lines"] if line["kind"] == "adjustment"]
+    late_bytes = sum(r.bytes_in for r in late if r.tenant == "acme")
+    assert adjustment["for_period"] == "2026-01" and adjustment["measure"] == str(late_bytes)
+    before = sum(r.bytes_in for r in records if r.tenant == "acme")
+    price = Decimal("0.08") / 2**30
+    expected = (price * (before + late_bytes)).quantize(Decimal("0.01")) - (
+        price * before
+    ).quantize(Decimal("0.01"))
+    assert Decimal(adjustment["amount"]) == expected
