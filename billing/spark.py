@@ -27,14 +27,15 @@ def spark_session(
 
     from billing.source import register
 
+    builder = SparkSession.builder.master(master)
+    if "SPARK_LOCAL_IP" in os.environ:  # else Spark picks this host's address (a real cluster)
+        builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
     spark = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", str(shuffle_partitions))
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -3,6 +3,7 @@ the machine is shared), a broker with `__usage`, and a migrated tenancy database
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,3 +40,16 @@ def sqlite_url(tmp_path: Any) -> str:
     with TenantStore.open(url) as store:
         store.upgrade()
     return url
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Spark standalone master and worker (from the pyspark package): its master URL."""
+    from infra.spark_cluster import start_spark_cluster
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver, in `pier billing run`
+    cluster = start_spark_cluster(tmp_path_factory.mktemp("spark-cluster"), cores=2, memory="1g")
+    try:
+        yield cluster.master_url
+    finally:
+        cluster.stop()
