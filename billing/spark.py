@@ -13,12 +13,14 @@ import sys
 from typing import Any
 
 DEFAULT_MASTER = "local[2]"
+EXISTING = "existing"  # keep the master spark-submit (or spark-defaults.conf) set
 
 
 def spark_session(
     master: str = DEFAULT_MASTER, *, app_name: str = "pier-billing", shuffle_partitions: int = 4
 ) -> Any:
-    """A (possibly existing) SparkSession on `master` with the `pier-usage` source registered."""
+    """A (possibly existing) SparkSession on `master` with the `pier-usage` source registered;
+    `master="existing"` leaves the master to spark-submit."""
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -27,7 +29,9 @@ def spark_session(
 
     from billing.source import register
 
-    builder = SparkSession.builder.master(master)
+    builder = SparkSession.builder
+    if master != EXISTING:
+        builder = builder.master(master)
     if "SPARK_LOCAL_IP" in os.environ:  # else Spark picks this host's address (a real cluster)
         builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
     spark = (

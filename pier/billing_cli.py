@@ -35,7 +35,9 @@ def add_parser(commands: Any) -> None:
     run = sub.add_parser("run", help="roll __usage up into hourly rollups (a Spark job)")
     _db(run)
     run.add_argument(
-        "--master", default="local[2]", help="Spark master URL (local[N], spark://...)"
+        "--master",
+        default="local[2]",
+        help="Spark master: local[N], spark://HOST:PORT, or `existing` (spark-submit's)",
     )
     run.add_argument("--bootstrap", default=os.environ.get("PIER_BOOTSTRAP"), help="brokers")
     run.add_argument("--topic", default="__usage", help="usage topic")

@@ -116,9 +116,15 @@ def _hourly(intervals: DataFrame) -> dict[RollupKey, Sums]:
     return out
 
 
-def rejected_reasons(rows: DataFrame) -> dict[str, int]:
-    grouped = rows.where(F.col("rejected").isNotNull()).groupBy("rejected").count()
-    return {r.rejected: int(r["count"]) for r in grouped.collect()}
+def census(rows: DataFrame) -> tuple[int, dict[str, int]]:
+    """(valid rows, rejected rows by reason) in one pass."""
+    valid, rejected = 0, {}
+    for row in rows.groupBy("rejected").count().collect():
+        if row.rejected is None:
+            valid = int(row["count"])
+        else:
+            rejected[row.rejected] = int(row["count"])
+    return valid, rejected
 
 
 def hours(records: DataFrame) -> list[int]:

@@ -68,6 +68,7 @@ class RunReport:
     rejected: dict[str, int] = field(default_factory=dict)
     late_samples: int = 0
     rollups: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # per phase
 
     def line(self) -> str:
         rejected = sum(self.rejected.values())
@@ -89,40 +90,68 @@ def run_rollup(
     now_ms: int | None = None,
 ) -> RunReport:
     until_ms = options.until_ms if options.until_ms is not None else now_ms or _now_ms()
+    clock = _Phases()
     cursor = ledger.read_cursor(db, options.topic)
     start, end = _range(options, cursor)
+    clock.lap("resolve")
     rows = _read(spark, options, start, end).persist()
     try:
         out = RunOutput(options.topic, cursor, start, end, until_ms)
-        reasons = frames.rejected_reasons(rows)
+        valid_count, reasons = frames.census(rows)
         out.rejected = sum(reasons.values())
-        _roll_up(spark, db, rows, out, options)
+        clock.lap("read")
+        _roll_up(spark, db, rows, valid_count, out, options)
+        clock.lap("roll_up")
     finally:
         rows.unpersist()
     if hooks.before_commit:
         hooks.before_commit()
     run_id = ledger.commit(db, out)
+    clock.lap("commit")
     if hooks.after_commit:
         hooks.after_commit()
     for reason, count in reasons.items():
         REJECTED.labels(reason=reason).inc(count)
     DUPLICATES.inc(out.duplicates)
     return RunReport(
-        run_id, start, end, out.records, out.duplicates, reasons, out.late_samples, len(out.rollups)
+        run_id,
+        start,
+        end,
+        out.records,
+        out.duplicates,
+        reasons,
+        out.late_samples,
+        len(out.rollups),
+        clock.seconds,
     )
 
 
+class _Phases:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self._last, 2)
+        self._last = now
+
+
 def _roll_up(
-    spark: SparkSession, db: Database, rows: DataFrame, out: RunOutput, options: RunOptions
+    spark: SparkSession,
+    db: Database,
+    rows: DataFrame,
+    valid_count: int,
+    out: RunOutput,
+    options: RunOptions,
 ) -> None:
-    valid = rows.where(F.col("rejected").isNull())
-    valid_count = valid.count()
-    records = frames.with_hour(valid)
+    records = frames.with_hour(rows.where(F.col("rejected").isNull())).persist()
     counted = ledger.counted_ids(db, frames.hours(records))
     if counted:
         already = spark.createDataFrame([(i,) for i in counted], "id STRING")
-        records = records.join(already, "id", "left_anti")
-    records = records.persist()
+        unique = records.join(already, "id", "left_anti").persist()
+        records.unpersist()
+        records = unique
     try:
         out.records = records.count()
         out.duplicates = valid_count - out.records
@@ -183,6 +212,7 @@ def describe(report: RunReport) -> dict[str, Any]:
         "duplicates": report.duplicates,
         "rejected": report.rejected,
         "late_samples": report.late_samples,
+        "seconds": report.seconds,
         "start_offsets": {str(p): o for p, o in sorted(report.start_offsets.items())},
         "end_offsets": {str(p): o for p, o in sorted(report.end_offsets.items())},
     }

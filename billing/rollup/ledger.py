@@ -18,7 +18,7 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from billing.rollup.sums import Cursor, PendingSample, RunOutput
+from billing.rollup.sums import Cursor, PendingSample, RollupKey, RunOutput, Sums
 from billing.source.offsets import offsets_from_json, offsets_to_json
 from tenancy.database import Database
 from tenancy.models import (
@@ -120,18 +120,14 @@ def _fenced_message(topic: str) -> str:
 
 
 def _add_rollups(session: Session, out: RunOutput, run_id: int) -> None:
-    hours: set[tuple[str, int]] = set()
+    """Adds to the rows that exist (late usage), inserts the others in bulk."""
+    existing = _existing_rollups(session, out)
+    fresh = []
     for key, sums in sorted(out.rollups.items()):
-        pk = (key.tenant, key.principal, key.client_id, key.topic, key.hour_ms)
-        row = session.get(UsageRollupRow, pk)
+        row = existing.get(key)
         if row is None:
-            row = UsageRollupRow(
-                tenant_id=key.tenant, principal=key.principal, client_id=key.client_id,
-                topic=key.topic, hour_ms=key.hour_ms, bytes_in=0, bytes_out=0, requests=0,
-                throttle_ms=0, connection_ms=0, partition_ms=0, storage_byte_ms=Decimal(0),
-                records=0, version=0, last_run=run_id,
-            )  # fmt: skip
-            session.add(row)
+            fresh.append(_new_row(key, sums, run_id))
+            continue
         for name in ("bytes_in", "bytes_out", "requests", "throttle_ms", "connection_ms"):
             setattr(row, name, getattr(row, name) + getattr(sums, name))
         row.partition_ms += sums.partition_ms
@@ -139,10 +135,40 @@ def _add_rollups(session: Session, out: RunOutput, run_id: int) -> None:
         row.records += sums.records
         row.version += 1
         row.last_run = run_id
-        hours.add((key.tenant, key.hour_ms))
-    session.add_all(
-        BillingRunHourRow(run_id=run_id, tenant_id=t, hour_ms=h) for t, h in sorted(hours)
-    )
+    for start in range(0, len(fresh), _ID_CHUNK):
+        session.execute(insert(UsageRollupRow), fresh[start : start + _ID_CHUNK])
+    hours = sorted({(key.tenant, key.hour_ms) for key in out.rollups})
+    for start in range(0, len(hours), _ID_CHUNK):
+        session.execute(
+            insert(BillingRunHourRow),
+            [
+                {"run_id": run_id, "tenant_id": t, "hour_ms": h}
+                for t, h in hours[start : start + _ID_CHUNK]
+            ],
+        )
+
+
+def _existing_rollups(session: Session, out: RunOutput) -> dict[RollupKey, UsageRollupRow]:
+    hours = sorted({key.hour_ms for key in out.rollups})
+    found: dict[RollupKey, UsageRollupRow] = {}
+    for start in range(0, len(hours), 500):
+        query = select(UsageRollupRow).where(UsageRollupRow.hour_ms.in_(hours[start : start + 500]))
+        for row in session.scalars(query):
+            key = RollupKey(row.tenant_id, row.principal, row.client_id, row.topic, row.hour_ms)
+            if key in out.rollups:
+                found[key] = row
+    return found
+
+
+def _new_row(key: RollupKey, sums: Sums, run_id: int) -> dict[str, object]:
+    return {
+        "tenant_id": key.tenant, "principal": key.principal, "client_id": key.client_id,
+        "topic": key.topic, "hour_ms": key.hour_ms, "bytes_in": sums.bytes_in,
+        "bytes_out": sums.bytes_out, "requests": sums.requests, "throttle_ms": sums.throttle_ms,
+        "connection_ms": sums.connection_ms, "partition_ms": sums.partition_ms,
+        "storage_byte_ms": sums.storage_byte_ms, "records": sums.records, "version": 1,
+        "last_run": run_id,
+    }  # fmt: skip
 
 
 def _remember_ids(session: Session, out: RunOutput) -> None:
