@@ -181,7 +181,10 @@ def _invoice(args: argparse.Namespace) -> int:
         store.close()
     for outcome in outcomes:
         print(json.dumps(outcome.__dict__, sort_keys=True))
-    return EXIT_OK
+    failed = [o for o in outcomes if o.error]
+    for outcome in failed:
+        print(f"pier: error: {outcome.invoice_id}: {outcome.error}", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def _usage(args: argparse.Namespace) -> int:

@@ -64,6 +64,7 @@ class Outcome:
     status: str
     total: str
     changed: bool
+    error: str | None = None  # why no invoice could be computed (e.g. the plan does not exist)
 
 
 def issue(
@@ -100,10 +101,13 @@ def _one(
     invoice_id = f"{tenant}-{period}"
     row = session.get(InvoiceRow, invoice_id)
     if row is not None and row.status == "final":
-        return Outcome(invoice_id, tenant, "final", str(row.total), False)
+        return Outcome(invoice_id, tenant, "final", pricing.money(row.total), False)
     tenant_row = session.get(TenantRow, tenant)
     assert tenant_row is not None
-    plan = plans.get_plan(tenant_row.plan)
+    try:
+        plan = plans.get_plan(tenant_row.plan)
+    except NotFoundError as exc:  # one tenant's missing plan must not stop the others
+        return Outcome(invoice_id, tenant, "none", "", False, str(exc))
     lines = _usage_lines(session, plan.dimensions, tenant, period)
     lines += _adjustments(session, plans, tenant, period, invoice_id)
     total = sum((line.amount for line in lines), Decimal(0))

@@ -154,3 +154,6 @@ def test_one_invoice_per_tenant_and_period(store: TenantStore) -> None:
     assert [o.changed for o in issue(store, "2026-01", now=now)] == [False, False]
     with store.database.read() as session:
         assert session.query(InvoiceRow).count() == 2
+    store.create_tenant(display_name="No plan", plan="gone", tenant_id="initech", actor="op")
+    outcomes = issue(store, "2026-01", now=now)
+    assert [o.error for o in outcomes] == [None, None, "plan 'gone' not found"]
