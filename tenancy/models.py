@@ -260,6 +260,7 @@ class BillingRunHourRow(Base):
     """Which runs added to which tenant-hours: an invoice's provenance."""
 
     __tablename__ = "billing_run_hours"
+    __table_args__ = (Index("ix_billing_run_hours_tenant", "tenant_id", "hour_ms"),)
     run_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     tenant_id: Mapped[str] = mapped_column(ID, primary_key=True)
     hour_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)

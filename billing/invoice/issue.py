@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from billing.invoice import periods, pricing
 from tenancy.billing_store import period_measures
+from tenancy.domain import Plan
 from tenancy.errors import NotFoundError
 from tenancy.models import (
     BillingRunHourRow,
@@ -77,7 +78,7 @@ def issue(
 ) -> list[Outcome]:
     """Invoices of `period` for `tenant` (or every tenant), oldest tenant first."""
     now = now or datetime.now(UTC)
-    db, plans = store.database, store
+    db, plans = store.database, _PlanCache(store)
     _, period_end = periods.bounds(period)
     final = now >= period_end + grace
     with db.read() as session:
@@ -96,7 +97,7 @@ def issue(
 
 
 def _one(
-    session: Session, plans: PlanCommands, tenant: str, period: str, final: bool, now: datetime
+    session: Session, plans: _PlanCache, tenant: str, period: str, final: bool, now: datetime
 ) -> Outcome:
     invoice_id = f"{tenant}-{period}"
     row = session.get(InvoiceRow, invoice_id)
@@ -162,7 +163,7 @@ def _usage_lines(session: Session, dimensions: Any, tenant: str, period: str) ->
 
 
 def _adjustments(
-    session: Session, plans: PlanCommands, tenant: str, period: str, invoice_id: str
+    session: Session, plans: _PlanCache, tenant: str, period: str, invoice_id: str
 ) -> list[Line]:
     earlier = session.scalars(
         select(InvoiceRow)
@@ -235,6 +236,25 @@ def _provenance(session: Session, tenant: str, period: str) -> dict[str, Any]:
             for run in sorted(runs, key=lambda r: r.id)
         ],
     }
+
+
+class _PlanCache:
+    """Plans read once per `issue` call (thousands of tenants share a few plans)."""
+
+    def __init__(self, store: PlanCommands) -> None:
+        self._store = store
+        self._plans: dict[str, Plan | NotFoundError] = {}
+
+    def get_plan(self, name: str) -> Plan:
+        if name not in self._plans:
+            try:
+                self._plans[name] = self._store.get_plan(name)
+            except NotFoundError as exc:
+                self._plans[name] = exc
+        found = self._plans[name]
+        if isinstance(found, NotFoundError):
+            raise found
+        return found
 
 
 def _iso(moment: datetime) -> str:

@@ -76,6 +76,7 @@ def upgrade() -> None:
         sa.Column("tenant_id", ID, primary_key=True),
         _big("hour_ms", primary_key=True, autoincrement=False),
     )
+    op.create_index("ix_billing_run_hours_tenant", "billing_run_hours", ["tenant_id", "hour_ms"])
     op.create_table(
         "billing_record_ids",
         sa.Column("id", sa.String(520), primary_key=True),
