@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 from billing.source import kafka
 from billing.source.offsets import LATEST, OffsetSpec, split_range
 from billing.source.options import SourceOptions, parse_options
-from billing.source.rows import SCHEMA, Row, to_row
+from billing.source.rows import SCHEMA, Row, arrow_batches, to_row
 from brokers.client import Cluster
 
 NAME = "pier-usage"
@@ -77,6 +77,11 @@ def plan_ranges(start: dict[int, int], end: dict[int, int], max_records: int) ->
     return ranges
 
 
+def read_output(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
+    rows = read_partition(options, partition)
+    return arrow_batches(rows) if options.arrow else rows
+
+
 def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[Row]:
     if not isinstance(partition, OffsetRange):
         return  # Spark reads one placeholder partition when a plan has none
@@ -95,8 +100,8 @@ class UsageBatchReader(DataSourceReader):
         start, end = resolve_offsets(self.options, self.options.starting, self.options.ending)
         return plan_ranges(start, end, self.options.max_records_per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[Row]:
-        return read_partition(self.options, partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_output(self.options, partition)
 
 
 class UsageStreamReader(DataSourceStreamReader):
@@ -120,8 +125,8 @@ class UsageStreamReader(DataSourceStreamReader):
         until = {int(p): int(o) for p, o in end.items()}
         return plan_ranges(begin, until, self.options.max_records_per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[Row]:
-        return read_partition(self.options, partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_output(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the stream's checkpoint holds the offsets (Kafka keeps the data)."""

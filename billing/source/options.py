@@ -7,6 +7,7 @@
 | `startingOffsets` | `earliest` | `earliest`, `latest` or JSON `{"<partition>": offset}` (-2 earliest, -1 latest) |
 | `endingOffsets` | `latest` | as above; batch reads only |
 | `maxRecordsPerPartition` | 200000 | an offset range longer than this is split into several input partitions |
+| `arrow` | `true` | hand rows to Spark as Arrow batches (`false`: one tuple per row, slower) |
 
 Option names are case-insensitive (Spark's). Pure; thread-safe.
 """
@@ -30,6 +31,7 @@ class SourceOptions:
     starting: OffsetSpec
     ending: OffsetSpec
     max_records_per_partition: int
+    arrow: bool = True
 
 
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
@@ -46,4 +48,5 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         starting=parse_spec("startingOffsets", lower.get("startingoffsets"), EARLIEST),
         ending=parse_spec("endingOffsets", lower.get("endingoffsets"), LATEST),
         max_records_per_partition=int(text),
+        arrow=str(lower.get("arrow", "true")).strip().lower() != "false",
     )

@@ -15,7 +15,7 @@ from billing.source.offsets import (
     split_range,
 )
 from billing.source.options import parse_options
-from billing.source.rows import COLUMNS, to_row
+from billing.source.rows import BATCH_ROWS, COLUMNS, arrow_batches, to_row
 from brokers.records.builder import build_batch
 from tenancy.usage import StorageSample, encode
 
@@ -39,6 +39,7 @@ def test_options() -> None:
         parse_options({})
     options = parse_options({"BOOTSTRAP": "h:1", "maxrecordsperpartition": "5"})
     assert (options.topic, options.max_records_per_partition) == ("__usage", 5)
+    assert options.arrow and not parse_options({"bootstrap": "h:1", "Arrow": "False"}).arrow
     with pytest.raises(SourceOptionError, match="maxRecordsPerPartition"):
         parse_options({"bootstrap": "h:1", "maxRecordsPerPartition": "0"})
 
@@ -56,6 +57,18 @@ def test_records_in_skips_before_start_stops_at_end_and_ignores_a_cut_batch() ->
     records, following = records_in(first + second, 11, 14)
     assert [r[0] for r in records] == [11, 12, 13] and following == 14
     assert records_in(b"", 4, 9) == ([], 4)
+
+
+def test_arrow_batches_keep_every_row_and_type() -> None:
+    sample = StorageSample("s/t/0/5", "acme", "t", 0, 100, 5)
+    rows = [to_row(1, i, *encode(sample)) for i in range(BATCH_ROWS + 3)]
+    batches = list(arrow_batches(iter(rows)))
+    assert [b.num_rows for b in batches] == [BATCH_ROWS, 3]
+    assert (
+        batches[1].to_pylist()[0]["bytes"] == 100
+        and str(batches[0].schema.field("kafka_partition").type) == "int32"
+    )
+    assert list(arrow_batches(iter([]))) == []
 
 
 def test_rows() -> None:
