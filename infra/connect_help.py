@@ -96,3 +96,121 @@ kcat -b {bootstrap} -L                          # metadata
 echo hello | kcat -b {bootstrap} -t {topic} -P     # produce
 kcat -b {bootstrap} -t {topic} -C -o beginning -e  # consume
 """
+
+
+def sasl_snippets(bootstrap: str, credentials_file: str, java_properties: str) -> str:
+    """How a tenant connects through the gateway with each client (SASL/PLAIN; SCRAM-SHA-256 and
+    -512 work the same way with `sasl.mechanism` changed). The secret is read from the
+    credentials file, never printed."""
+    load = (
+        "import json\n"
+        f'creds = json.load(open("{credentials_file}"))  # key_id = username, secret = password\n'
+    )
+    sections = [
+        ("confluent-kafka (SASL)", load + _confluent_sasl(bootstrap)),
+        ("kafka-python (SASL)", load + _kafka_python_sasl(bootstrap)),
+        ("aiokafka (SASL)", load + _aiokafka_sasl(bootstrap)),
+        ("kcat (SASL)", _kcat_sasl(bootstrap, credentials_file)),
+        ("Java client / Kafka tools", _java(bootstrap, java_properties)),
+    ]
+    return "\n".join(f"--- {name} ---\n{body}" for name, body in sections)
+
+
+def java_client_properties(bootstrap: str, credentials: dict[str, str]) -> str:
+    """A client.properties for the Java client and Kafka's command-line tools."""
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{credentials["key_id"]}" password="{credentials["secret"]}";'
+    )
+    return (
+        f"bootstrap.servers={bootstrap}\n"
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=PLAIN\n"
+        f"sasl.jaas.config={jaas}"
+    )
+
+
+def _confluent_sasl(bootstrap: str) -> str:
+    return f"""\
+from confluent_kafka import Consumer, Producer
+
+config = {{
+    "bootstrap.servers": "{bootstrap}",
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",  # or SCRAM-SHA-256 / SCRAM-SHA-512
+    "sasl.username": creds["key_id"],
+    "sasl.password": creds["secret"],
+}}
+producer = Producer(config)
+producer.produce("{DEMO_TOPIC}", b"hello")
+producer.flush()
+consumer = Consumer({{**config, "group.id": "demo", "auto.offset.reset": "earliest"}})
+consumer.subscribe(["{DEMO_TOPIC}"])
+print(consumer.poll(10).value())
+consumer.close()
+"""
+
+
+def _kafka_python_sasl(bootstrap: str) -> str:
+    return f"""\
+from kafka import KafkaConsumer, KafkaProducer
+
+sasl = dict(
+    bootstrap_servers="{bootstrap}",
+    security_protocol="SASL_PLAINTEXT",
+    sasl_mechanism="PLAIN",
+    sasl_plain_username=creds["key_id"],
+    sasl_plain_password=creds["secret"],
+)
+KafkaProducer(**sasl).send("{DEMO_TOPIC}", b"hello").get(timeout=10)
+for message in KafkaConsumer("{DEMO_TOPIC}", auto_offset_reset="earliest", consumer_timeout_ms=5000, **sasl):
+    print(message.value)
+"""
+
+
+def _aiokafka_sasl(bootstrap: str) -> str:
+    return f"""\
+import asyncio
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+sasl = dict(
+    bootstrap_servers="{bootstrap}",
+    security_protocol="SASL_PLAINTEXT",
+    sasl_mechanism="PLAIN",
+    sasl_plain_username=creds["key_id"],
+    sasl_plain_password=creds["secret"],
+)
+
+
+async def main() -> None:
+    producer = AIOKafkaProducer(**sasl)
+    await producer.start()
+    await producer.send_and_wait("{DEMO_TOPIC}", b"hello")
+    await producer.stop()
+    consumer = AIOKafkaConsumer("{DEMO_TOPIC}", auto_offset_reset="earliest", **sasl)
+    await consumer.start()
+    print((await consumer.getone()).value)
+    await consumer.stop()
+
+
+asyncio.run(main())
+"""
+
+
+def _kcat_sasl(bootstrap: str, credentials_file: str) -> str:
+    return f"""\
+KEY=$(python3 -c 'import json; print(json.load(open("{credentials_file}"))["key_id"])')
+SECRET=$(python3 -c 'import json; print(json.load(open("{credentials_file}"))["secret"])')
+SASL="-X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN -X sasl.username=$KEY -X sasl.password=$SECRET"
+kcat -b {bootstrap} $SASL -L                          # metadata: only the tenant's topics
+echo hello | kcat -b {bootstrap} $SASL -t {DEMO_TOPIC} -P     # produce
+kcat -b {bootstrap} $SASL -t {DEMO_TOPIC} -C -o beginning -e  # consume
+"""
+
+
+def _java(bootstrap: str, java_properties: str) -> str:
+    return f"""\
+# {java_properties} holds bootstrap.servers, SASL_PLAINTEXT, PLAIN and the JAAS line (mode 0600)
+kafka-topics.sh --bootstrap-server {bootstrap} --command-config {java_properties} --list
+kafka-console-producer.sh --bootstrap-server {bootstrap} --producer.config {java_properties} --topic {DEMO_TOPIC}
+"""

@@ -1,16 +1,17 @@
 """The local stack launcher: the one way `infra/up` and the test fixtures start Pier's processes.
 
-`Stack` starts what is asked (a ZooKeeper, brokers, the admin API; later the gateway) under one
+`Stack` starts what is asked (a ZooKeeper, brokers, the admin API, the gateway) under one
 root directory and, on exit from its `with` block (also on error, also when starting fails half
-way), stops every process it started by PID with SIGTERM so they shut down cleanly: the admin API,
-then brokers, newest first, then ZooKeeper. The building blocks (`start_broker`, `start_zookeeper`,
+way), stops every process it started by PID with SIGTERM so they shut down cleanly: the gateway,
+the admin API, then brokers, newest first, then ZooKeeper. The building blocks (`start_broker`, `start_zookeeper`,
 `start_admin_api`, `free_port`) are re-exported here so callers import from one place. Blocking; a
 `Stack` belongs to one thread.
 
 Layout under `root`: `zookeeper/` (zoo.cfg, snapshots, zookeeper.log), per broker N
 `broker-N/data/` (its log dir) beside `broker-N/broker-N.properties` and `broker-N/broker-N.log`,
 unless the caller names the data dir (as `infra/up --standalone` does for its broker), and
-`admin-api.log`. The admin API's tenant store is the caller's (`infra/up` keeps a SQLite file here).
+`admin-api.log`, and `gateway/` (`gateway.log`, `gateway.properties`). The tenant store is the
+caller's (`infra/up` keeps a SQLite file here).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from types import TracebackType
 from infra.admin_api import AdminApiProcess, init_tenant_store, start_admin_api
 from infra.broker import PIER_PROGRAM, BrokerProcess, start_broker
 from infra.errors import LaunchError, NotReadyError, ProcessExitedError
+from infra.gateway import GatewayProcess, start_gateway
 from infra.probes import free_port, http_ok, kafka_ready, port_in_use, zookeeper_ready
 from infra.zookeeper import ZooKeeperProcess, start_zookeeper
 
 __all__ = [
     "AdminApiProcess",
     "BrokerProcess",
+    "GatewayProcess",
     "LaunchError",
     "NotReadyError",
     "ProcessExitedError",
@@ -70,6 +73,7 @@ class Stack:
         self.zookeeper: ZooKeeperProcess | None = None
         self.brokers: list[BrokerProcess] = []
         self.admin_api: AdminApiProcess | None = None
+        self.gateway: GatewayProcess | None = None
         self._want_zookeeper = zookeeper
         self._want_brokers = brokers
         self._broker_config = dict(broker_config or {})
@@ -150,17 +154,50 @@ class Stack:
         )
         return self.admin_api
 
+    def start_gateway(
+        self,
+        db_url: str,
+        *,
+        port: int | None = None,
+        broker_port_base: int | None = None,
+        metrics_port: int | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> GatewayProcess:
+        """Start the tenant gateway in front of this stack's brokers."""
+        if self.gateway is not None:
+            raise LaunchError(f"this stack already runs a gateway on {self.gateway.bootstrap}")
+        if not self.brokers:
+            raise LaunchError("the gateway needs brokers: start them first")
+        self.gateway = start_gateway(
+            self.root / "gateway",
+            self.bootstrap,
+            db_url,
+            node_ids=[broker.node_id for broker in self.brokers],
+            port=port,
+            broker_port_base=broker_port_base,
+            host=self.host,
+            metrics_port=metrics_port,
+            properties=properties,
+            wait=self._wait,
+            program=self._admin_program,
+        )
+        return self.gateway
+
     def close(self) -> None:
         """Stop every process started here, by PID; safe to call more than once."""
-        # The admin API depends on no broker; it goes first so nothing still answers operators
+        # The gateway goes first: it flushes metered usage to the brokers, which must still run.
+        # The admin API depends on no broker; it goes next so nothing still answers operators
         # while the fleet is going away.
-        processes: list[AdminApiProcess | BrokerProcess | ZooKeeperProcess] = []
+        processes: list[GatewayProcess | AdminApiProcess | BrokerProcess | ZooKeeperProcess] = []
+        if self.gateway is not None:
+            processes.append(self.gateway)
         if self.admin_api is not None:
             processes.append(self.admin_api)
         processes += reversed(self.brokers)
         if self.zookeeper is not None:
             processes.append(self.zookeeper)
         self.admin_api = None
+        self.gateway = None
         self.brokers.clear()
         self.zookeeper = None
         failures: list[Exception] = []

@@ -1,21 +1,21 @@
 """`infra/up`: run the local Pier stack in the foreground until Ctrl-C.
 
 By default: a local ZooKeeper and three brokers in ZooKeeper mode (`infra.up_cluster`; ports
-9092-9094, state under `<repo>/.pier/`), and the operators' admin API (port 8080) on a SQLite
-tenant store, `<repo>/.pier/tenancy.db`. `--standalone` runs one standalone broker instead (data in
+9092-9094, state under `<repo>/.pier/`), the operators' admin API (port 8080) on a SQLite
+tenant store, `<repo>/.pier/tenancy.db`, and the tenant gateway in front of the brokers
+(`infra.up_gateway`; port 9192, with a demo tenant and API key). `--standalone` runs one standalone broker instead (data in
 `<repo>/.pier/data`), as before the cluster existed. The first run initialises the store and saves
 the first operator's token in `<repo>/.pier/operator-token` (mode 0600); later runs upgrade the
 schema and point at that file. The stack is described by a list of component starters
 (`components`), each starting its processes on the shared `Stack` and returning the text that
-tells the developer how to use them; the gateway is added by appending a starter. Runs on the main
-thread; SIGINT/SIGTERM only set an event, and the main thread stops every process through
-`Stack.close()` (admin API, brokers newest first with controlled shutdown, then ZooKeeper).
+tells the developer how to use them. Runs on the main thread; SIGINT/SIGTERM only set an event,
+and the main thread stops every process through `Stack.close()` (gateway, admin API, brokers
+newest first with controlled shutdown, then ZooKeeper).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import shutil
 import signal
@@ -28,9 +28,12 @@ from types import FrameType
 
 from infra.connect_help import admin_snippets, client_snippets
 from infra.errors import LaunchError
+from infra.files import save_secret, shown
 from infra.probes import port_in_use
 from infra.stack import Stack, init_tenant_store
 from infra.up_cluster import add_arguments, start_cluster_brokers, start_local_zookeeper
+from infra.up_gateway import add_arguments as add_gateway_arguments
+from infra.up_gateway import start_gateway
 
 # State lives in the repository's .pier/ (git-ignored), wherever infra/up is run from.
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".pier"
@@ -86,24 +89,6 @@ def operator_token_note(token: str | None, token_path: Path) -> str:
     )
 
 
-def save_secret(path: Path, text: str) -> None:
-    """Write `text` to `path`, readable and writable by its owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as secret:
-        # O_CREAT's mode applies to new files only; an old file may have been readable by others.
-        os.fchmod(descriptor, 0o600)
-        secret.write(text + "\n")
-
-
-def shown(path: Path) -> str:
-    """`path` relative to the working directory when inside it (shorter to copy), else absolute."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def pier_command() -> str:
     """`pier` when that is this virtualenv's script on PATH, else the script's path."""
     script = Path(sys.executable).with_name("pier")
@@ -115,12 +100,18 @@ def pier_command() -> str:
     return f"{shlex.quote(sys.executable)} -m pier"
 
 
-STANDALONE: list[Starter] = [start_standalone_broker, start_admin_api]
-CLUSTER: list[Starter] = [start_local_zookeeper, start_cluster_brokers, start_admin_api]
+STANDALONE: list[Starter] = [start_standalone_broker, start_admin_api, start_gateway]
+CLUSTER: list[Starter] = [
+    start_local_zookeeper,
+    start_cluster_brokers,
+    start_admin_api,
+    start_gateway,
+]
 
 
 def components(args: argparse.Namespace) -> list[Starter]:
-    return STANDALONE if args.standalone else CLUSTER
+    chosen = STANDALONE if args.standalone else CLUSTER
+    return [starter for starter in chosen if not (args.no_gateway and starter is start_gateway)]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -137,7 +128,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--standalone", action="store_true", help="one standalone broker, no ZooKeeper"
     )
     parser.add_argument("--data-dir", type=Path, help="standalone broker data (default ROOT/data)")
+    parser.add_argument("--no-gateway", action="store_true", help="run without the tenant gateway")
     add_arguments(parser)
+    add_gateway_arguments(parser)
     args = parser.parse_args(argv)
     args.root = args.root.resolve()
     args.data_dir = (args.data_dir or args.root / "data").resolve()
@@ -187,6 +180,8 @@ def watched(stack: Stack) -> list[tuple[str, subprocess.Popen[bytes], Path]]:
     ]
     if stack.admin_api is not None:
         found.append(("admin API", stack.admin_api.process, stack.admin_api.log_path))
+    if stack.gateway is not None:
+        found.append(("gateway", stack.gateway.process, stack.gateway.log_path))
     if stack.zookeeper is not None:
         found.append(("ZooKeeper", stack.zookeeper.process, stack.zookeeper.log_path))
     return found

@@ -30,6 +30,8 @@ QUOTA_NAMES = (
     "controller_mutation_rate",
 )
 LIMIT_FLAGS = ("max_partitions", "max_storage_bytes", "max_connections", "max_request_bytes")
+RATE_CAP_FLAGS = ("max_producer_byte_rate", "max_consumer_byte_rate")  # bytes/s; optional
+NO_CAP = "none"  # a rate-cap flag's value that sends null: no cap (update: remove the cap)
 
 
 class OperationError(Exception):
@@ -59,8 +61,13 @@ def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def _limits(args: argparse.Namespace) -> dict[str, int]:
-    return _drop_none({name: getattr(args, name) for name in LIMIT_FLAGS})
+def _limits(args: argparse.Namespace) -> dict[str, int | None]:
+    limits: dict[str, int | None] = _drop_none({name: getattr(args, name) for name in LIMIT_FLAGS})
+    for name in RATE_CAP_FLAGS:
+        value = getattr(args, name)
+        if value is not None:
+            limits[name] = None if value == NO_CAP else value
+    return limits
 
 
 def _page_query(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
@@ -73,8 +80,11 @@ def _tenant_call(args: argparse.Namespace) -> Call:
     if verb == "create":
         body = _drop_none({"id": args.id, "display_name": args.display_name, "plan": args.plan})
         limits = _limits(args)
-        if limits and len(limits) != len(LIMIT_FLAGS):
-            raise UsageError("tenants create: give all four --max-* limits or none")
+        if limits and not all(name in limits for name in LIMIT_FLAGS):
+            raise UsageError(
+                "tenants create: give all four --max-* limits or none "
+                "(the --max-*-byte-rate caps need them too)"
+            )
         if limits:
             body["limits"] = limits
         key = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}

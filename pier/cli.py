@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pier import billing_cli, cluster_cli, groups_cli, tenancy_cli
+from pier import billing_cli, cluster_cli, gateway_cli, groups_cli, tenancy_cli
 
 EXIT_USAGE = 2
 
@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     groups_cli.add_parser(commands)
     cluster_cli.add_parser(commands)
     tenancy_cli.add_parser(commands)
+    gateway_cli.add_parser(commands)
     billing_cli.add_parser(commands)
     return parser
 
@@ -62,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return billing_cli.run(args)
     if args.command in tenancy_cli.COMMANDS:
         return tenancy_cli.run(args)
+    if args.command in gateway_cli.COMMANDS:
+        return gateway_cli.run(args)
     return EXIT_USAGE
 
 

@@ -23,7 +23,9 @@ from typing import Any
 
 from pier.admin_client import (
     LIMIT_FLAGS,
+    NO_CAP,
     QUOTA_NAMES,
+    RATE_CAP_FLAGS,
     TOKEN_ENV,
     OperationError,
     UsageError,
@@ -95,9 +97,30 @@ def _paged(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cursor", default=None, help="next_cursor of the previous page")
 
 
+def _rate_cap(text: str) -> int | str:
+    if text.lower() in (NO_CAP, "null"):
+        return NO_CAP
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1 (or none)")
+    return value
+
+
 def _with_limits(parser: argparse.ArgumentParser) -> None:
     for name in LIMIT_FLAGS:
         parser.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=None)
+    for name in RATE_CAP_FLAGS:
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=_rate_cap,
+            default=None,
+            metavar="BYTES_PER_S",
+            help="tenant-wide cap over all its principals (none: no cap)",
+        )
 
 
 def _tenant_parsers(resources: Any) -> None:

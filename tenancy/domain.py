@@ -29,10 +29,15 @@ class Secret(str):
 
 @dataclass(frozen=True)
 class TenantLimits:
+    """What one tenant may use. The two rate caps (bytes/s, as Kafka's byte-rate quotas) bound the
+    tenant's produce and fetch traffic summed over all its principals; None = no cap."""
+
     max_partitions: int
     max_storage_bytes: int
     max_connections: int
     max_request_bytes: int
+    max_producer_byte_rate: int | None = None
+    max_consumer_byte_rate: int | None = None
 
 
 DEFAULT_LIMITS = TenantLimits(
@@ -40,6 +45,8 @@ DEFAULT_LIMITS = TenantLimits(
     max_storage_bytes=10 * 2**30,
     max_connections=100,
     max_request_bytes=2**20,  # Kafka's message.max.bytes is about 1 MiB
+    max_producer_byte_rate=None,  # no tenant-wide caps: only the client quotas apply
+    max_consumer_byte_rate=None,
 )
 
 

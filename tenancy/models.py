@@ -52,6 +52,8 @@ class TenantRow(Base):
     max_storage_bytes: Mapped[int] = mapped_column(BigInteger)
     max_connections: Mapped[int] = mapped_column(BigInteger)
     max_request_bytes: Mapped[int] = mapped_column(BigInteger)
+    max_producer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)  # revision 0003
+    max_consumer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)  # revision 0003
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
@@ -198,7 +200,7 @@ class ChangeCounterRow(Base):
     version: Mapped[int] = mapped_column(BigInteger)
 
 
-# --- billing (revision 0003): written by `billing/`, read by `tenancy.billing_store` ------------
+# --- billing (revision 0004): written by `billing/`, read by `tenancy.billing_store` ------------
 # Counters are BIGINT; storage byte-milliseconds can pass 2^63 for a large topic over an hour, so
 # they are exact decimals (`Money`: NUMERIC(38, 12) on PostgreSQL, decimal text on SQLite).
 MAX_RECORD_ID = 520  # tenancy.usage: ids are at most 2 × 255 characters

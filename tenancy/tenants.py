@@ -4,7 +4,8 @@ A tenant id is immutable (it prefixes every resource of the tenant in the fleet)
 active ⇄ suspended, and either → deleted, which is final: deletion is soft (rows stay for billing
 and audit) and a deleted tenant accepts no further changes. Setting the status a tenant already has
 changes nothing and journals nothing. The plan is a name checked for syntax only: billing resolves
-it when invoicing, and plans may be defined after the tenants that use them. Mixin of
+it when invoicing, and plans may be defined after the tenants that use them. Limits are positive
+integers; the tenant-wide byte-rate caps (Kafka's bytes/s units) may be None, for no cap. Mixin of
 `TenantStore`; thread-safe (one session per call).
 """
 
@@ -24,6 +25,7 @@ from tenancy.plan_rules import PLAN_NAME
 from tenancy.store_base import MAX_NAME, StoreCore, check_text
 
 STATUSES = ("active", "suspended", "deleted")
+RATE_CAPS = ("max_producer_byte_rate", "max_consumer_byte_rate")  # bytes/s, optional (None)
 MAX_REQUEST_BYTES = 100 * 2**20  # Kafka's socket.request.max.bytes: no request may be larger
 _ID_ATTEMPTS = 5
 
@@ -35,11 +37,15 @@ def check_plan_name(field: str, name: object) -> str:
 
 
 def check_limits(limits: object) -> TenantLimits:
+    """Every limit a positive integer below 2**63; the rate caps may also be None (no cap)."""
     if not isinstance(limits, TenantLimits):
         raise ValidationError("limits", "must be TenantLimits")
     for name, value in asdict(limits).items():
+        if value is None and name in RATE_CAPS:
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValidationError(f"limits.{name}", "must be a positive integer")
+            nullable = " or None" if name in RATE_CAPS else ""
+            raise ValidationError(f"limits.{name}", f"must be a positive integer{nullable}")
         if value >= 2**63:
             raise ValidationError(f"limits.{name}", "is too large")
     if limits.max_request_bytes > MAX_REQUEST_BYTES:
@@ -49,7 +55,12 @@ def check_limits(limits: object) -> TenantLimits:
 
 def tenant_from_row(row: TenantRow) -> Tenant:
     limits = TenantLimits(
-        row.max_partitions, row.max_storage_bytes, row.max_connections, row.max_request_bytes
+        row.max_partitions,
+        row.max_storage_bytes,
+        row.max_connections,
+        row.max_request_bytes,
+        row.max_producer_byte_rate,
+        row.max_consumer_byte_rate,
     )
     return Tenant(
         row.id, row.display_name, row.plan, row.status, limits, row.created_at, row.updated_at
@@ -61,6 +72,8 @@ def _apply_limits(row: TenantRow, limits: TenantLimits) -> None:
     row.max_storage_bytes = limits.max_storage_bytes
     row.max_connections = limits.max_connections
     row.max_request_bytes = limits.max_request_bytes
+    row.max_producer_byte_rate = limits.max_producer_byte_rate
+    row.max_consumer_byte_rate = limits.max_consumer_byte_rate
 
 
 class TenantCommands(StoreCore):

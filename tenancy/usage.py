@@ -15,8 +15,9 @@ Rules a reader can rely on (`decode` refuses anything else with `UsageRecordErro
 - `tenant` matches the tenant-id syntax; `topic` is a tenant topic name without the fleet prefix
   (null in a traffic record for work tied to no topic: connections, metadata, groups);
 - `id` is unique per record: `<gateway id>/<incarnation>/<sequence>` for traffic, and
-  `<sampler id>/<topic>/<partition>/<at_ms>` for storage, so a retried or replayed record has the
-  same id and counts once.
+  `<sampler id>/<tenant>/<topic>/<partition>/<at_ms>` for storage (the tenant is in it because
+  two tenants may both have a topic `orders`), so a retried or replayed record has the same id
+  and counts once.
 Pure; thread-safe.
 """
 
@@ -115,10 +116,11 @@ def traffic_id(gateway_id: str, incarnation: str, sequence: int) -> str:
     return f"{gateway_id}/{incarnation}/{sequence}"
 
 
-def storage_id(sampler_id: str, topic: str, partition: int, at_ms: int) -> str:
-    """`<sampler id>/<topic>/<partition>/<at_ms>`: samplers that align `at_ms` dedupe each other."""
+def storage_id(sampler_id: str, tenant: str, topic: str, partition: int, at_ms: int) -> str:
+    """`<sampler id>/<tenant>/<topic>/<partition>/<at_ms>`: samplers sharing an id and aligning
+    `at_ms` to their interval dedupe each other."""
     _check_writer_id("sampler_id", sampler_id)
-    return f"{sampler_id}/{topic}/{partition}/{at_ms}"
+    return f"{sampler_id}/{tenant}/{topic}/{partition}/{at_ms}"
 
 
 def partition_for(tenant: str, partitions: int = DEFAULT_PARTITIONS) -> int:
@@ -244,8 +246,11 @@ def _validate_storage(record: StorageSample) -> None:
     _check_topic(record.topic)
     for name in ("partition", "bytes", "at_ms"):
         _check_count(name, getattr(record, name))
-    if not record.id.endswith(f"/{record.topic}/{record.partition}/{record.at_ms}"):
-        raise UsageRecordError("storage id must be <sampler id>/<topic>/<partition>/<at_ms>")
+    suffix = f"/{record.tenant}/{record.topic}/{record.partition}/{record.at_ms}"
+    if not record.id.endswith(suffix) or record.id.count("/") != 4:
+        raise UsageRecordError(
+            "storage id must be <sampler id>/<tenant>/<topic>/<partition>/<at_ms>"
+        )
 
 
 def _check_tenant(tenant: object) -> None:

@@ -17,6 +17,7 @@ from brokers.client.errors import (
     ClientError,
     UnknownTopicError,
 )
+from brokers.client.idempotent_producer import IdempotentProducer
 from brokers.client.metadata import TopicPartition
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "ClientConfig",
     "ClientError",
     "Cluster",
+    "IdempotentProducer",
     "TopicPartition",
     "UnknownTopicError",
 ]

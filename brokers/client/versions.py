@@ -31,7 +31,9 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
@@ -57,7 +59,9 @@ CLIENT_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.DELETE_TOPICS: (1, 6),
+        ApiKey.INIT_PRODUCER_ID: (0, 5),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 4),  # v0 is gone from Kafka (and kio)
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),

@@ -27,6 +27,7 @@ def build_route_table(broker: Broker) -> RouteTable:
         describe_cluster,
         describe_configs,
         describe_groups,
+        describe_log_dirs,
         fetch,
         find_coordinator,
         heartbeat,
@@ -72,6 +73,7 @@ def build_route_table(broker: Broker) -> RouteTable:
         delete_groups,
         offset_delete,
         describe_cluster,
+        describe_log_dirs,
     ):
         table.add(module.route(broker))
     table.add(api_versions.route(table))

@@ -3,7 +3,9 @@
 Owns: the shape of every request and response body. `openapi.py` assembles them with the paths;
 `validation.py` validates request bodies against them and the tests check responses against
 them. Money and allowances are decimal strings, never JSON numbers (plans are billed with
-`Decimal`). Immutable module data; safe from any thread.
+`Decimal`). Tenant limits are integers; the tenant-wide byte-rate caps are integers or null (no
+cap), optional on create, and a PATCH sets one to null to remove it. Immutable module data; safe
+from any thread.
 """
 
 from __future__ import annotations
@@ -61,6 +63,14 @@ _COUNT: JsonSchema = {"type": "integer", "minimum": 0, "maximum": INT64_MAX}
 _DECIMAL: JsonSchema = {"type": "string", "pattern": DECIMAL_PATTERN}
 _ENTITY_NAME: JsonSchema = {"type": ["string", "null"], "minLength": 1, "maxLength": 255}
 _LIMIT_NAMES = ["max_partitions", "max_storage_bytes", "max_connections", "max_request_bytes"]
+_RATE_CAP_NAMES = ["max_producer_byte_rate", "max_consumer_byte_rate"]
+_RATE_CAP: JsonSchema = {
+    "type": ["integer", "null"],
+    "minimum": 1,
+    "maximum": INT64_MAX,
+    "description": "Tenant-wide cap in bytes/s over all the tenant's principals (Produce request "
+    "bytes, or Fetch record bytes), enforced with the client quotas; null = no cap",
+}
 
 
 def _page(item: str) -> JsonSchema:
@@ -72,10 +82,17 @@ def _page(item: str) -> JsonSchema:
 
 
 def _tenancy_schemas() -> dict[str, JsonSchema]:
-    limits = {name: _COUNT for name in _LIMIT_NAMES}
+    limits = {
+        **{name: _COUNT for name in _LIMIT_NAMES},
+        **{name: _RATE_CAP for name in _RATE_CAP_NAMES},
+    }
     return {
-        "TenantLimits": _obj(_LIMIT_NAMES, limits),
-        "TenantLimitsPatch": _obj([], limits),
+        "TenantLimits": _obj([*_LIMIT_NAMES, *_RATE_CAP_NAMES], limits),
+        # On create the rate caps may be left out (no cap); the other limits come together.
+        "TenantLimitsCreate": _obj(_LIMIT_NAMES, limits),
+        "TenantLimitsPatch": _obj(
+            [], limits, description="Only the limits given change; null removes a rate cap"
+        ),
         "Tenant": _obj(
             ["id", "display_name", "plan", "status", "limits", "created_at", "updated_at"],
             {
@@ -94,7 +111,7 @@ def _tenancy_schemas() -> dict[str, JsonSchema]:
                 "id": {"type": "string", "pattern": TENANT_ID_PATTERN},
                 "display_name": _text(200, 1),
                 "plan": _text(64, 1),
-                "limits": ref("TenantLimits"),
+                "limits": ref("TenantLimitsCreate"),
             },
         ),
         "TenantPatch": _obj(

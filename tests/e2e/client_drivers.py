@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
@@ -39,8 +39,13 @@ class ClientDriver(Protocol):
 
 
 class ConfluentDriver:
+    """`security`: extra librdkafka settings for every client (e.g. SASL for the gateway)."""
+
     name = "confluent-kafka"
     explicit_timestamps = True
+
+    def __init__(self, security: Mapping[str, Any] | None = None) -> None:
+        self.security = dict(security or {})
 
     def produce(self, bootstrap: str, topic: str, records: Sequence[Outgoing], codec: str) -> None:
         producer = Producer(
@@ -50,6 +55,7 @@ class ConfluentDriver:
                 "compression.type": codec,
                 "linger.ms": 5,
                 "message.timeout.ms": int(DELIVERY_TIMEOUT_S * 1000),
+                **self.security,
             }
         )
         failures: list[str] = []
@@ -78,12 +84,14 @@ class ConfluentDriver:
         assert delivered == len(records)
 
     def read(self, bootstrap: str, topic: str, partitions: int) -> list[StoredRecord]:
-        return read_partitions(bootstrap, topic, dict.fromkeys(range(partitions), 0))
+        return read_partitions(
+            bootstrap, topic, dict.fromkeys(range(partitions), 0), **self.security
+        )
 
     def offsets_for_times(
         self, bootstrap: str, topic: str, targets: Mapping[int, int]
     ) -> dict[int, int]:
-        consumer = Consumer(consumer_config(bootstrap))
+        consumer = Consumer(consumer_config(bootstrap, **self.security))
         try:
             query = [TopicPartition(topic, p, ts) for p, ts in targets.items()]
             found = consumer.offsets_for_times(query, timeout=10)

@@ -48,10 +48,16 @@ def wait_for(
 
 
 def create_topic(
-    bootstrap: str, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    bootstrap: str,
+    name: str,
+    partitions: int = 1,
+    config: Mapping[str, str] | None = None,
+    *,
+    security: Mapping[str, Any] | None = None,
 ) -> None:
-    """CreateTopics through the AdminClient, then wait until Metadata shows every leader."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    """CreateTopics through the AdminClient, then wait until Metadata shows every leader.
+    `security`: extra librdkafka settings (e.g. SASL for the gateway)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(security or {})})
     futures = admin.create_topics(
         [
             NewTopic(
@@ -83,9 +89,9 @@ def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+def watermarks(bootstrap: str, topic: str, partition: int, **extra: Any) -> tuple[int, int]:
     """(log start offset, high watermark) via ListOffsets earliest/latest."""
-    consumer = Consumer(consumer_config(bootstrap))
+    consumer = Consumer(consumer_config(bootstrap, **extra))
     try:
         low, high = consumer.get_watermark_offsets(
             TopicPartition(topic, partition), timeout=10, cached=False
@@ -108,7 +114,7 @@ def read_partitions(
     Stops when every partition has reported end-of-partition at or past its high watermark at
     the time of the call; fails on any consumer error.
     """
-    ends = {p: watermarks(bootstrap, topic, p)[1] for p in start}
+    ends = {p: watermarks(bootstrap, topic, p, **extra)[1] for p in start}
     consumer = Consumer(consumer_config(bootstrap, **extra))
     records: list[StoredRecord] = []
     position = dict(start)

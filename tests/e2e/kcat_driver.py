@@ -26,16 +26,24 @@ _QUERY_LINE = re.compile(r"^(?P<topic>\S+) \[(?P<partition>\d+)\] offset (?P<off
 _TIMEOUT_S = 120.0
 
 
-def _kcat(args: Sequence[str], bootstrap: str) -> str:
-    command = ["kcat", "-b", bootstrap, "-q", "-m", "30", *args]
+def run_kcat(args: Sequence[str], bootstrap: str, security: Mapping[str, str] | None = None) -> str:
+    settings = [
+        arg for name, value in (security or {}).items() for arg in ("-X", f"{name}={value}")
+    ]
+    command = ["kcat", "-b", bootstrap, "-q", "-m", "30", *settings, *args]
     done = subprocess.run(command, capture_output=True, timeout=_TIMEOUT_S, check=False)
     assert done.returncode == 0, f"{' '.join(command)} exited {done.returncode}: {done.stderr!r}"
     return done.stdout.decode()
 
 
 class KcatDriver:
+    """`security`: extra librdkafka settings (`-X name=value`, e.g. SASL for the gateway)."""
+
     name = "kcat"
     explicit_timestamps = False
+
+    def __init__(self, security: Mapping[str, str] | None = None) -> None:
+        self.security = dict(security or {})
 
     def produce(self, bootstrap: str, topic: str, records: Sequence[Outgoing], codec: str) -> None:
         headers = [
@@ -47,10 +55,12 @@ class KcatDriver:
             source.write_bytes(lines)
             args = ["-P", "-t", topic, "-K", "|", "-z", codec, *headers]
             args += ["-X", "acks=all", "-X", "linger.ms=5", "-l", str(source)]
-            _kcat(args, bootstrap)
+            run_kcat(args, bootstrap, self.security)
 
     def read(self, bootstrap: str, topic: str, partitions: int) -> list[StoredRecord]:
-        out = _kcat(["-C", "-t", topic, "-o", "beginning", "-e", "-f", _FORMAT], bootstrap)
+        out = run_kcat(
+            ["-C", "-t", topic, "-o", "beginning", "-e", "-f", _FORMAT], bootstrap, self.security
+        )
         return [_parse_line(line) for line in out.splitlines() if line]
 
     def offsets_for_times(
@@ -58,7 +68,7 @@ class KcatDriver:
     ) -> dict[int, int]:
         queries = [arg for p, ts in targets.items() for arg in ("-t", f"{topic}:{p}:{ts}")]
         found: dict[int, int] = {}
-        for line in _kcat(["-Q", *queries], bootstrap).splitlines():
+        for line in run_kcat(["-Q", *queries], bootstrap, self.security).splitlines():
             match = _QUERY_LINE.match(line.strip())
             assert match is not None, f"unexpected kcat -Q line {line!r}"
             offset = int(match["offset"])

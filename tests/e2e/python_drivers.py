@@ -42,12 +42,21 @@ def _codec(codec: str) -> str | None:
 
 
 class KafkaPythonDriver:
+    """`security`: extra keyword settings for every client (e.g. SASL for the gateway)."""
+
     name = "kafka-python"
     explicit_timestamps = True
 
+    def __init__(self, security: Mapping[str, Any] | None = None) -> None:
+        self.security = dict(security or {})
+
     def produce(self, bootstrap: str, topic: str, records: Sequence[Outgoing], codec: str) -> None:
         producer = KafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", compression_type=_codec(codec), linger_ms=5
+            bootstrap_servers=bootstrap,
+            acks="all",
+            compression_type=_codec(codec),
+            linger_ms=5,
+            **self.security,
         )
         try:
             futures = [
@@ -96,16 +105,24 @@ class KafkaPythonDriver:
             consumer.close()
         return {tp.partition: NOT_FOUND if hit is None else hit.offset for tp, hit in found.items()}
 
-    @staticmethod
-    def _consumer(bootstrap: str, **extra: Any) -> KafkaConsumer:
+    def _consumer(self, bootstrap: str, **extra: Any) -> KafkaConsumer:
         return KafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, **extra
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            **self.security,
+            **extra,
         )
 
 
 class AioKafkaDriver:
+    """`security`: extra keyword settings for every client (e.g. SASL for the gateway)."""
+
     name = "aiokafka"
     explicit_timestamps = True
+
+    def __init__(self, security: Mapping[str, Any] | None = None) -> None:
+        self.security = dict(security or {})
 
     def produce(self, bootstrap: str, topic: str, records: Sequence[Outgoing], codec: str) -> None:
         asyncio.run(self._produce(bootstrap, topic, records, codec))
@@ -118,10 +135,15 @@ class AioKafkaDriver:
     ) -> dict[int, int]:
         return asyncio.run(self._offsets_for_times(bootstrap, topic, targets))
 
-    @staticmethod
-    async def _produce(bootstrap: str, topic: str, records: Sequence[Outgoing], codec: str) -> None:
+    async def _produce(
+        self, bootstrap: str, topic: str, records: Sequence[Outgoing], codec: str
+    ) -> None:
         producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", compression_type=_codec(codec), linger_ms=5
+            bootstrap_servers=bootstrap,
+            acks="all",
+            compression_type=_codec(codec),
+            linger_ms=5,
+            **self.security,
         )
         await producer.start()
         try:
@@ -140,9 +162,10 @@ class AioKafkaDriver:
         finally:
             await producer.stop()
 
-    @staticmethod
-    async def _read(bootstrap: str, topic: str, partitions: int) -> list[StoredRecord]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    async def _read(self, bootstrap: str, topic: str, partitions: int) -> list[StoredRecord]:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, **self.security
+        )
         await consumer.start()
         try:
             assigned = [AioTopicPartition(topic, p) for p in range(partitions)]
@@ -161,11 +184,12 @@ class AioKafkaDriver:
         finally:
             await consumer.stop()
 
-    @staticmethod
     async def _offsets_for_times(
-        bootstrap: str, topic: str, targets: Mapping[int, int]
+        self, bootstrap: str, topic: str, targets: Mapping[int, int]
     ) -> dict[int, int]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, **self.security
+        )
         await consumer.start()
         try:
             query = {AioTopicPartition(topic, p): ts for p, ts in targets.items()}

@@ -240,7 +240,7 @@ def test_up_prints_client_snippets_and_stops_everything_on_ctrl_c(
 ) -> None:
     port, admin_port = free_port(), free_port()
     argv = ["--standalone", "--port", str(port), "--admin-port", str(admin_port)]
-    argv += ["--root", str(tmp_path / "state")]
+    argv += ["--root", str(tmp_path / "state"), "--no-gateway"]  # a stand-in broker: no gateway
     driver = textwrap.dedent(
         f"""
         import functools

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from infra.probes import port_in_use
 from infra.process import pid_running
 from infra.stack import free_port
 from tests.integration.test_launcher import children_of
@@ -67,6 +68,15 @@ class UpRun:
         return self.wait_exit()
 
 
+def gateway_ports() -> int:
+    """A gateway port P with P + 1 (standalone broker 0's gateway port) free too."""
+    for _ in range(50):
+        port = free_port()
+        if not port_in_use("127.0.0.1", port + 1):
+            return port
+    raise AssertionError("no pair of free ports found")
+
+
 @pytest.fixture
 def launch(tmp_path: Path) -> Iterator[Any]:
     """Start `infra/up` on free ports with its state in `tmp_path/state`; kill leftovers after."""
@@ -76,6 +86,7 @@ def launch(tmp_path: Path) -> Iterator[Any]:
         admin_port = admin_port or free_port()
         argv = [sys.executable, "-m", "infra.up_main", "--root", str(tmp_path / "state")]
         argv += ["--standalone", "--port", str(free_port()), "--admin-port", str(admin_port)]
+        argv += ["--gateway-port", str(gateway_ports()), "--gateway-metrics-port", "0"]
         output = tmp_path / f"up-{len(runs)}.out"
         with output.open("wb") as sink:
             process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)
@@ -105,6 +116,7 @@ def stack_children(run: UpRun) -> dict[str, int]:
     kinds = {}
     for pid, cmd in children_of(run.process.pid).items():
         kind = "admin-api" if " admin-api " in cmd else "broker" if " broker " in cmd else cmd
+        kind = "gateway" if " gateway " in cmd else kind
         kinds[kind] = pid
     return kinds
 
@@ -144,17 +156,17 @@ def test_up_runs_the_admin_api_reuses_its_store_and_stops_on_ctrl_c(
         first.text()
     )
 
-    assert http_get(f"{first.admin_url}/healthz") == (200, {"status": "ok", "version": 1})
+    status, health = http_get(f"{first.admin_url}/healthz")
+    assert (status, health["status"]) == (200, "ok")  # `version`: the demo tenant's changes
     assert http_get(f"{first.admin_url}/v1/tenants")[0] == 401
-    assert http_get(f"{first.admin_url}/v1/tenants", token) == (
-        200,
-        {"items": [], "next_cursor": None},
-    )
+    status, page = http_get(f"{first.admin_url}/v1/tenants", token)
+    assert status == 200
+    assert [item["id"] for item in page["items"]] == ["demo"]  # infra/up's demo tenant
     tenant = run_printed_admin_command(first.text(), "tenants create", token)
     assert tenant["display_name"] == "Acme"
 
     pids = stack_children(first)
-    assert sorted(pids) == ["admin-api", "broker"]
+    assert sorted(pids) == ["admin-api", "broker", "gateway"]
     assert first.ctrl_c() == 0
     assert not any(pid_running(pid) for pid in pids.values())
 
@@ -165,9 +177,9 @@ def test_up_runs_the_admin_api_reuses_its_store_and_stops_on_ctrl_c(
     assert token_file.read_text() == token + "\n"
     status, page = http_get(f"{second.admin_url}/v1/tenants", token)
     assert status == 200
-    assert [item["id"] for item in page["items"]] == [tenant["id"]]
+    assert [item["id"] for item in page["items"]] == ["demo", tenant["id"]]
     pids = stack_children(second)
-    assert sorted(pids) == ["admin-api", "broker"]
+    assert sorted(pids) == ["admin-api", "broker", "gateway"]
     assert second.ctrl_c() == 0
     assert not any(pid_running(pid) for pid in pids.values())
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -54,6 +55,8 @@ def kinds(pids: dict[int, str]) -> list[str]:
     def kind(cmd: str) -> str:
         if "ZooKeeperServerMain" in cmd:
             return "zookeeper"
+        if " gateway " in cmd:
+            return "gateway"
         return "admin-api" if " admin-api " in cmd else "broker" if " broker " in cmd else cmd
 
     return sorted(kind(cmd) for cmd in pids.values())
@@ -97,11 +100,44 @@ def round_trip(bootstrap: str) -> None:
     assert seen == {f"record-{i}".encode() for i in range(RECORDS)}
 
 
+def demo_round_trip(gateway: str, credentials_file: Path) -> None:
+    """The demo tenant's key (saved 0600, never printed) produces and reads through the gateway."""
+    assert stat.S_IMODE(credentials_file.stat().st_mode) == 0o600
+    creds = json.loads(credentials_file.read_text())
+    config = {
+        "bootstrap.servers": gateway,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": creds["key_id"],
+        "sasl.password": creds["secret"],
+    }
+    topic = f"demo-{uuid.uuid4().hex[:8]}"
+    producer = Producer({**config, "acks": "all"})
+    producer.produce(topic, b"through the gateway")
+    assert producer.flush(60) == 0
+    consumer = Consumer({**config, "group.id": topic, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                assert message.value() == b"through the gateway"
+                break
+            assert time.monotonic() < deadline, "the demo record never came back"
+    finally:
+        consumer.close()
+    topics = AdminClient(config).list_topics(timeout=30).topics
+    assert topic in topics and not any(name.startswith("demo_") for name in topics)
+
+
 def test_up_runs_zookeeper_and_three_brokers_and_stops_them_all(tmp_path: Path) -> None:
     port = consecutive_free_ports(3)
     argv = [sys.executable, "-m", "infra.up_main", "--root", str(tmp_path / "state")]
     argv += ["--port", str(port), "--zookeeper-port", str(free_port()), "--metrics-port", "0"]
     argv += ["--admin-port", str(free_port())]
+    gateway_port = consecutive_free_ports(5)
+    argv += ["--gateway-port", str(gateway_port), "--gateway-metrics-port", "0"]
     argv += ["--broker-config", "zookeeper.session.timeout.ms=6000"]
     output = tmp_path / "up.out"
     with output.open("wb") as sink:
@@ -118,9 +154,18 @@ def test_up_runs_zookeeper_and_three_brokers_and_stops_them_all(tmp_path: Path) 
         assert report["controller"] in (1, 2, 3)
         round_trip(bootstrap)
         assert run_printed_cluster_command(printed)["under_replicated"] == []
+        assert f"gateway: 127.0.0.1:{gateway_port}" in printed
+        demo_round_trip(f"127.0.0.1:{gateway_port}", tmp_path / "state" / "demo-credentials.json")
 
         children = children_of(up.pid)
-        assert kinds(children) == ["admin-api", "broker", "broker", "broker", "zookeeper"]
+        assert kinds(children) == [
+            "admin-api",
+            "broker",
+            "broker",
+            "broker",
+            "gateway",
+            "zookeeper",
+        ]
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=WAIT_S) == 0
     finally:

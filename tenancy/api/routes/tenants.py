@@ -3,8 +3,10 @@
 Owns: `/v1/tenants` and `/v1/tenants/{id}[/suspend|/resume]`, and the tenant's JSON form. A PATCH
 of `limits` may name only some limits; the others keep their current values (read first — a
 concurrent PATCH of other limits can be overwritten, the usual last-writer-wins of PATCH without
-ETags). DELETE is the store's soft delete (status `deleted`) and answers the tenant. Handlers run
-on the event loop; every store call goes through the store thread pool.
+ETags). The tenant-wide rate caps (`max_producer_byte_rate`, `max_consumer_byte_rate`) are
+optional on create (absent = no cap) and a PATCH sets one to null to remove it. DELETE is the
+store's soft delete (status `deleted`) and answers the tenant. Handlers run on the event loop;
+every store call goes through the store thread pool.
 """
 
 from __future__ import annotations

@@ -105,7 +105,9 @@ def storage(
     tenant: str, topic: str, partition: int, samples: Iterable[tuple[int, int]]
 ) -> list[StorageSample]:
     return [
-        StorageSample(storage_id("s1", topic, partition, at), tenant, topic, partition, size, at)
+        StorageSample(
+            storage_id("s1", tenant, topic, partition, at), tenant, topic, partition, size, at
+        )
         for at, size in samples
     ]
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from tenancy.domain import DEFAULT_LIMITS, TenantLimits
@@ -12,6 +15,7 @@ from tests.integration.tenancy.helpers import OPERATOR, tenant
 from tests.tenancy_fixtures import TenancyClock
 
 pytestmark = pytest.mark.integration
+FRACTION: Any = 1.5  # not an integer: Kafka's byte rates are whole bytes/s here
 
 
 def test_create_generates_an_id_and_defaults(
@@ -34,6 +38,24 @@ def test_chosen_id_and_limits_are_kept(store: TenantStore) -> None:
     assert store.get_tenant("acme").limits == limits
 
 
+def test_tenant_rate_caps_are_kept_changed_and_removed(store: TenantStore) -> None:
+    capped = TenantLimits(
+        10, 2**30, 5, 65536, max_producer_byte_rate=2**62, max_consumer_byte_rate=1
+    )
+    created = store.create_tenant(
+        display_name="Acme", plan="pro", limits=capped, tenant_id="acme", actor=OPERATOR
+    )
+    assert created.limits == store.get_tenant("acme").limits == capped
+    uncapped = replace(capped, max_producer_byte_rate=None)
+    assert store.update_tenant("acme", limits=uncapped, actor=OPERATOR).limits == uncapped
+    assert store.get_tenant("acme").limits == uncapped
+    assert store.list_tenants().items[0].limits == uncapped
+    entry = store.audit_log(tenant_id="acme").items[0]  # newest first
+    assert entry.action == "tenant.updated"
+    assert entry.details["limits"]["max_producer_byte_rate"] is None
+    assert entry.details["limits"]["max_consumer_byte_rate"] == 1
+
+
 def test_duplicate_id_conflicts(store: TenantStore) -> None:
     tenant(store, "acme")
     with pytest.raises(ConflictError):
@@ -53,6 +75,14 @@ def test_bad_tenant_ids_are_refused(store: TenantStore, bad: str) -> None:
         (TenantLimits(0, 1, 1, 1), "limits.max_partitions"),
         (TenantLimits(1, -5, 1, 1), "limits.max_storage_bytes"),
         (TenantLimits(1, 1, 1, 200 * 2**20), "limits.max_request_bytes"),
+        (TenantLimits(1, 1, 1, 1, max_producer_byte_rate=0), "limits.max_producer_byte_rate"),
+        (TenantLimits(1, 1, 1, 1, max_consumer_byte_rate=-1), "limits.max_consumer_byte_rate"),
+        (TenantLimits(1, 1, 1, 1, max_producer_byte_rate=2**63), "limits.max_producer_byte_rate"),
+        (
+            TenantLimits(1, 1, 1, 1, max_consumer_byte_rate=FRACTION),
+            "limits.max_consumer_byte_rate",
+        ),
+        (TenantLimits(1, 1, 1, 1, max_producer_byte_rate=True), "limits.max_producer_byte_rate"),
     ],
 )
 def test_bad_limits_are_refused(store: TenantStore, limits: TenantLimits, field: str) -> None:

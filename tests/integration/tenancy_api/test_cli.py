@@ -133,6 +133,10 @@ def test_admin_every_resource(admin_api: RunningApi, tmp_path: Path) -> None:
         ).returncode
         == 0
     )
+    capped = run("tenants", "update", "acme", "--max-producer-byte-rate", "1048576", "--json")
+    assert json.loads(capped.stdout)["limits"]["max_producer_byte_rate"] == 1048576
+    uncapped = run("tenants", "update", "acme", "--max-producer-byte-rate", "none")
+    assert re.search(r"^limits\.max_producer_byte_rate\s+-$", uncapped.stdout, re.M)
     account = json.loads(
         run("service-accounts", "create", "acme", "--name", "app", "--json").stdout
     )

@@ -60,7 +60,7 @@ def test_records_in_skips_before_start_stops_at_end_and_ignores_a_cut_batch() ->
 
 
 def test_arrow_batches_keep_every_row_and_type() -> None:
-    sample = StorageSample("s/t/0/5", "acme", "t", 0, 100, 5)
+    sample = StorageSample("s/acme/t/0/5", "acme", "t", 0, 100, 5)
     rows = [to_row(1, i, *encode(sample)) for i in range(BATCH_ROWS + 3)]
     batches = list(arrow_batches(iter(rows)))
     assert [b.num_rows for b in batches] == [BATCH_ROWS, 3]
@@ -72,10 +72,10 @@ def test_arrow_batches_keep_every_row_and_type() -> None:
 
 
 def test_rows() -> None:
-    sample = StorageSample("s/t/0/5", "acme", "t", 0, 100, 5)
+    sample = StorageSample("s/acme/t/0/5", "acme", "t", 0, 100, 5)
     row = to_row(2, 9, *encode(sample))
     assert len(row) == len(COLUMNS)
     assert dict(zip([c for c, _ in COLUMNS], row, strict=True))["bytes"] == 100
-    rejected = to_row(2, 10, b"s/t/0/6", encode(sample)[1])
-    assert rejected[2] == "s/t/0/6" and rejected[-1] == "key does not match the record id"
+    rejected = to_row(2, 10, b"s/acme/t/0/6", encode(sample)[1])
+    assert rejected[2] == "s/acme/t/0/6" and rejected[-1] == "key does not match the record id"
     assert to_row(0, 0, b"\xff", None)[2:] == (None,) * (len(COLUMNS) - 3) + ("value is null",)

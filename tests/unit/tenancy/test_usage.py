@@ -42,7 +42,7 @@ TRAFFIC_NO_TOPIC = TrafficRecord(
     connection_ms=5000,
 )
 STORAGE = StorageSample(
-    id="fleet/orders/3/1764072060000",
+    id="fleet/acme/orders/3/1764072060000",
     tenant="acme",
     topic="orders",
     partition=3,
@@ -75,7 +75,7 @@ def test_version_is_the_first_field() -> None:
 
 def test_ids() -> None:
     assert usage.traffic_id("gw-1", "9f3c2a", 42) == "gw-1/9f3c2a/42"
-    assert usage.storage_id("fleet", "orders", 3, 60000) == "fleet/orders/3/60000"
+    assert usage.storage_id("fleet", "acme", "orders", 3, 60000) == "fleet/acme/orders/3/60000"
     with pytest.raises(UsageRecordError):
         usage.traffic_id("gw/1", "x", 1)
     with pytest.raises(UsageRecordError):

@@ -70,6 +70,39 @@ def test_update_sends_only_what_changes() -> None:
     )
 
 
+def test_rate_caps_on_create_come_with_the_other_limits() -> None:
+    sizes = ["--max-partitions", "1", "--max-storage-bytes", "2"]
+    sizes += ["--max-connections", "3", "--max-request-bytes", "4"]
+    create = ["tenants", "create", "--display-name", "A", "--plan", "p"]
+    caps = ["--max-producer-byte-rate", "1048576", "--max-consumer-byte-rate", "none"]
+    made = call(*create, *sizes, *caps)
+    assert made.body["limits"] == {
+        "max_partitions": 1,
+        "max_storage_bytes": 2,
+        "max_connections": 3,
+        "max_request_bytes": 4,
+        "max_producer_byte_rate": 1048576,
+        "max_consumer_byte_rate": None,
+    }
+    with pytest.raises(admin_client.UsageError):
+        call(*create, "--max-producer-byte-rate", "5")  # caps alone: the API needs all four
+
+
+def test_update_sets_or_removes_a_rate_cap() -> None:
+    made = call("tenants", "update", "acme", "--max-consumer-byte-rate", "2048")
+    assert made.body == {"limits": {"max_consumer_byte_rate": 2048}}
+    removed = call("tenants", "update", "acme", "--max-producer-byte-rate", "none")
+    assert removed.body == {"limits": {"max_producer_byte_rate": None}}
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "1.5", "fast"])
+def test_bad_rate_cap_is_a_usage_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse("tenants", "update", "acme", "--max-producer-byte-rate", bad)
+    assert exited.value.code == 2
+    assert "--max-producer-byte-rate" in capsys.readouterr().err
+
+
 def test_path_segments_are_escaped() -> None:
     assert call("tenants", "get", "a/b").path == "/v1/tenants/a%2Fb"
 

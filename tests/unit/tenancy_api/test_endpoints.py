@@ -15,6 +15,7 @@ from tests.unit.tenancy_api.harness import Reply, ServedApi
 
 pytestmark = pytest.mark.unit
 PROBLEM = "application/problem+json"
+NO_CAPS = {"max_producer_byte_rate": None, "max_consumer_byte_rate": None}
 
 
 def problem(reply: Reply, status: int) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def test_tenant_lifecycle(api: ServedApi) -> None:
     }
     created = new_tenant(api, limits=limits)
     assert created["id"] == "acme" and created["status"] == "active"
-    assert created["limits"] == limits
+    assert created["limits"] == {**limits, **NO_CAPS}
     assert created["created_at"].endswith("Z")
     assert api.get("/v1/tenants/acme").json == created
     patched = api.patch(
@@ -58,12 +59,47 @@ def test_tenant_lifecycle(api: ServedApi) -> None:
     )
     assert patched.status == 200
     assert patched.json["display_name"] == "Acme Corp"
-    assert patched.json["limits"] == {**limits, "max_connections": 9}
+    assert patched.json["limits"] == {**limits, **NO_CAPS, "max_connections": 9}
     assert api.post("/v1/tenants/acme/suspend").json["status"] == "suspended"
     assert api.post("/v1/tenants/acme/resume").json["status"] == "active"
     deleted = api.delete("/v1/tenants/acme")
     assert deleted.status == 200 and deleted.json["status"] == "deleted"
     assert api.get("/v1/tenants/acme").json["status"] == "deleted"
+
+
+def test_tenant_rate_caps(api: ServedApi) -> None:
+    assert new_tenant(api, "aaa")["limits"]["max_producer_byte_rate"] is None  # default: no cap
+    limits = {
+        "max_partitions": 5,
+        "max_storage_bytes": 1000,
+        "max_connections": 7,
+        "max_request_bytes": 4096,
+        "max_producer_byte_rate": 1_048_576,
+    }
+    created = new_tenant(api, limits=limits)
+    assert created["limits"] == {**limits, "max_consumer_byte_rate": None}
+    patched = api.patch("/v1/tenants/acme", {"limits": {"max_consumer_byte_rate": 2048}})
+    assert patched.status == 200, patched.body
+    assert patched.json["limits"] == {**limits, "max_consumer_byte_rate": 2048}
+    removed = api.patch("/v1/tenants/acme", {"limits": {"max_producer_byte_rate": None}})
+    assert removed.json["limits"] == {
+        **limits,
+        "max_producer_byte_rate": None,
+        "max_consumer_byte_rate": 2048,
+    }
+    assert api.get("/v1/tenants/acme").json == removed.json
+    for bad in (0, -1, 1.5, "1000", 2**63):
+        reply = api.patch("/v1/tenants/acme", {"limits": {"max_producer_byte_rate": bad}})
+        assert problem(reply, 400)["errors"][0]["field"] == "body.limits.max_producer_byte_rate"
+    partial = problem(
+        api.post(
+            "/v1/tenants",
+            {"display_name": "x", "plan": "free", "limits": {"max_consumer_byte_rate": 1}},
+        ),
+        400,
+    )
+    assert partial["errors"][0]["field"].startswith("body.limits.max_")
+    assert api.get("/v1/tenants/acme").json == removed.json
 
 
 def test_generated_tenant_id(api: ServedApi) -> None:

@@ -1,8 +1,8 @@
 """Billing tables: hourly usage rollups, the `__usage` cursor and runs, counted record ids,
 pending storage samples, invoices and their lines (see `tenancy.models`, "billing").
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-11-25
 """
 
@@ -13,8 +13,8 @@ from alembic import op
 
 from tenancy.sqltypes import Money, UtcDateTime
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

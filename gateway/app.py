@@ -1,0 +1,185 @@
+"""The gateway process's composition root: builds every part in order, hands each what it uses,
+and stops them in reverse.
+
+Order: tenant store (with a verification cache) → the fleet view (a broker must answer) →
+quotas, directory, authenticator → usage meter, `__usage` writer, storage sampler → listeners
+(bootstrap plus one port per broker) → the change-feed follower → the metrics endpoint. `stop()`
+drains: listeners close (no new connections, live ones closed), the usage writer flushes what
+was metered, then the rest. Runs on one event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import ssl
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from brokers.client import ClientConfig, Cluster
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.metrics import AuthMetrics
+from gateway.config import GatewayConfig
+from gateway.directory import TenantDirectory
+from gateway.kafka.client_connection import ClientConnection
+from gateway.kafka.fleet import FleetDirectory
+from gateway.kafka.listener import Listeners
+from gateway.kafka.metrics import GatewayMetrics
+from gateway.kafka.namespace import tenant_of
+from gateway.kafka.services import SessionServices
+from gateway.kafka.session import Session
+from gateway.metering.meter import UsageMeter
+from gateway.metering.storage_sampler import StorageSampler
+from gateway.metering.writer import UsageWriter
+from gateway.quotas.quota_book import QuotaBook
+from gateway.throttling import GatewayThrottling
+from tenancy.store import TenantStore
+
+log = logging.getLogger("pier.gateway")
+
+
+def clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, *, registry: CollectorRegistry | None = None) -> None:
+        self.config = config
+        self.registry = registry or CollectorRegistry()
+        self.incarnation = secrets.token_hex(6)
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._store: TenantStore | None = None
+        self._cluster: Cluster | None = None
+        self.fleet: FleetDirectory | None = None
+        self.listeners: Listeners | None = None
+        self.writer: UsageWriter | None = None
+        self.sampler: StorageSampler | None = None
+        self._metrics_server: Any = None
+
+    async def start(self) -> None:
+        config = self.config
+        ttl_s = config.setting("verification.cache.ttl.ms") / 1000
+        self._store = store = TenantStore.open(config.db_url, verification_cache_ttl_s=ttl_s)
+        self._cluster = cluster = Cluster(config.bootstrap, ClientConfig(client_id="pier-gateway"))
+        self.fleet = fleet = FleetDirectory(
+            cluster,
+            advertised_host=config.public_host,
+            port_base=config.port_base,
+            default_partitions=config.setting("num.partitions"),
+            refresh_s=config.setting("fleet.refresh.interval.ms") / 1000,
+            on_brokers=self._brokers_changed,
+        )
+        await fleet.start()
+        quota_book = QuotaBook(store)
+        directory = TenantDirectory(store, on_quota_change=quota_book.refresh)
+        self._directory = directory
+        meter = UsageMeter(config.id, self.incarnation, clock_ms)
+        self.writer = UsageWriter(
+            cluster,
+            meter,
+            interval_s=config.setting("usage.flush.interval.ms") / 1000,
+            partitions=config.setting("usage.topic.partitions"),
+            replication_factor=config.usage_replication_factor,
+            clock_ms=clock_ms,
+            registry=self.registry,
+        )
+        await self.writer.start()
+        self.sampler = StorageSampler(
+            cluster,
+            self.writer,
+            tenant_topic=tenant_of,
+            interval_s=config.setting("storage.sample.interval.ms") / 1000,
+            sampler_id=config.sampler_id,
+            clock_ms=clock_ms,
+        )
+        await self.sampler.start()
+        services = SessionServices(
+            authenticator=Authenticator(
+                store,
+                failure_delay_s=config.setting("sasl.failure.delay.ms") / 1000,
+                metrics=AuthMetrics(self.registry),
+            ),
+            directory=directory,
+            throttling=GatewayThrottling(
+                quota_book,
+                samples=config.setting("quota.window.num"),
+                window_s=config.setting("quota.window.size.seconds"),
+                registry=self.registry,
+            ),
+            meter=meter,
+            fleet=fleet,
+            storage=self.sampler,
+            clock_ms=clock_ms,
+            max_reauth_ms=config.setting("connections.max.reauth.ms") or None,
+            max_request_bytes=config.setting("socket.request.max.bytes"),
+        )
+        metrics = GatewayMetrics(self.registry)
+
+        def make_session(connection: ClientConnection, peer: str, node_id: int | None) -> Session:
+            return Session(services, connection, peer_host=peer, node_id=node_id, metrics=metrics)
+
+        self.listeners = Listeners(
+            config.host, config.port, fleet.port_for, make_session, tls=self._tls()
+        )
+        await self.listeners.start(fleet.broker_ids())
+        self._tasks.append(asyncio.create_task(self._follow(store, directory), name="change-feed"))
+        if config.metrics_port is not None:
+            self._metrics_server = start_http_server(
+                config.metrics_port, addr=config.host, registry=self.registry
+            )
+
+    def _tls(self) -> ssl.SSLContext | None:
+        if self.config.tls_cert is None or self.config.tls_key is None:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.config.tls_cert, self.config.tls_key)
+        return context
+
+    def _brokers_changed(self, node_ids: set[int]) -> None:
+        if self.listeners is not None:
+            self._tasks.append(asyncio.create_task(self.listeners.ensure(node_ids)))
+
+    async def _follow(self, store: TenantStore, directory: TenantDirectory) -> None:
+        """Apply every tenancy change; a lost database connection is retried, never fatal."""
+        while True:
+            try:
+                async with store.watch(poll_interval_s=0.2) as feed:
+                    async for change in feed:
+                        if feed.resync_needed:
+                            feed.resync_needed = False
+                            await directory.resync()
+                        await directory.apply(change)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("event=change_feed_failed error=%r; retrying in 1 s", exc)
+                await asyncio.sleep(1.0)
+
+    @property
+    def bootstrap_port(self) -> int:
+        assert self.listeners is not None
+        return self.listeners.bootstrap_port
+
+    async def stop(self) -> None:
+        if self.listeners is not None:
+            await self.listeners.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.sampler is not None:
+            await self.sampler.stop()
+        if self.writer is not None:
+            await self.writer.stop()
+        if self.fleet is not None:
+            await self.fleet.stop()
+        if self._cluster is not None:
+            await self._cluster.close()
+        if self._metrics_server is not None:
+            with contextlib.suppress(Exception):
+                self._metrics_server[0].shutdown()
+        if self._store is not None:
+            self._store.close()

@@ -1,0 +1,126 @@
+"""The gateway's settings: immutable, validated when built, Kafka's names where Kafka has one.
+
+Owns: `GatewayConfig` (command-line values plus the properties of `--config FILE`) and its
+validation, which raises `GatewayConfigError` with one line naming the setting. Pure; thread-safe.
+
+Properties (Java-properties file, all optional):
+| name | default | meaning |
+|---|---|---|
+| `gateway.id` | `gw-<port>` | this gateway's id in usage-record ids (`[A-Za-z0-9._-]`, ≤ 64) |
+| `connections.max.reauth.ms` | 3600000 | KIP-368 session lifetime bound (0 = only key expiry) |
+| `sasl.failure.delay.ms` | 1000 | the pause before a failed login is answered |
+| `quota.window.num` | 11 | quota samples (Kafka's) |
+| `quota.window.size.seconds` | 1 | quota sample length (Kafka's) |
+| `usage.flush.interval.ms` | 5000 | how often usage windows go to `__usage` |
+| `usage.topic.partitions` | 12 | partitions of `__usage` when the gateway creates it |
+| `usage.topic.replication.factor` | min(3, brokers) | its replication factor |
+| `storage.sample.interval.ms` | 60000 | how often partition sizes are sampled |
+| `storage.sampler.id` | `fleet` | the sampler id in storage-sample ids (same on every gateway: samples dedupe) |
+| `num.partitions` | 1 | what the brokers give an auto-created topic (counts against tenant limits) |
+| `socket.request.max.bytes` | 104857600 | the largest frame after login (a tenant's own limit applies to Produce) |
+| `verification.cache.ttl.ms` | 60000 | how long a successful credential check is cached |
+| `fleet.refresh.interval.ms` | 10000 | how often broker addresses are re-read |
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
+    # name: (default, minimum, maximum)
+    "connections.max.reauth.ms": (3_600_000, 0, None),
+    "sasl.failure.delay.ms": (1000, 0, 60_000),
+    "quota.window.num": (11, 2, 1000),
+    "quota.window.size.seconds": (1, 1, 3600),
+    "usage.flush.interval.ms": (5000, 100, 3_600_000),
+    "usage.topic.partitions": (12, 1, 1000),
+    "storage.sample.interval.ms": (60_000, 1000, 3_600_000),
+    "num.partitions": (1, 1, 100_000),
+    "socket.request.max.bytes": (100 * 1024 * 1024, 1024, 2**31 - 1),
+    "verification.cache.ttl.ms": (60_000, 0, 3_600_000),
+    "fleet.refresh.interval.ms": (10_000, 100, 3_600_000),
+}
+_KNOWN = {*_INT_SETTINGS, "gateway.id", "storage.sampler.id", "usage.topic.replication.factor"}
+
+
+class GatewayConfigError(ValueError):
+    """A setting that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    bootstrap: str
+    db_url: str
+    port: int
+    host: str = "127.0.0.1"
+    advertised_host: str | None = None
+    broker_port_base: int | None = None  # default: port + 1 (broker N listens on base + N)
+    metrics_port: int | None = None
+    gateway_id: str | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.properties) - _KNOWN)
+        if unknown:
+            raise GatewayConfigError(f"unknown gateway setting {unknown[0]!r}")
+        for name in _INT_SETTINGS:
+            self.setting(name)
+        if not 0 <= self.port < 65536:
+            raise GatewayConfigError(f"--port {self.port} is not a port")
+        if self.port == 0 and self.broker_port_base is None:
+            raise GatewayConfigError("--port 0 needs --broker-port-base (brokers' ports follow it)")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise GatewayConfigError("--tls-cert and --tls-key go together")
+        for name, value in (("gateway.id", self.id), ("storage.sampler.id", self.sampler_id)):
+            if _ID.fullmatch(value) is None:
+                raise GatewayConfigError(f"{name} {value!r} must be 1-64 of [A-Za-z0-9._-]")
+        if self.usage_replication_factor is not None and self.usage_replication_factor < 1:
+            raise GatewayConfigError("usage.topic.replication.factor must be at least 1")
+
+    def setting(self, name: str) -> int:
+        default, low, high = _INT_SETTINGS[name]
+        raw = self.properties.get(name)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise GatewayConfigError(f"{name}={raw!r} is not an integer") from None
+        if value < low or (high is not None and value > high):
+            bound = f"{low}..{high}" if high is not None else f">= {low}"
+            raise GatewayConfigError(f"{name}={value} is out of range ({bound})")
+        return value
+
+    @property
+    def id(self) -> str:
+        return self.gateway_id or self.properties.get("gateway.id") or f"gw-{self.port}"
+
+    @property
+    def sampler_id(self) -> str:
+        return self.properties.get("storage.sampler.id", "fleet")
+
+    @property
+    def usage_replication_factor(self) -> int | None:
+        raw = self.properties.get("usage.topic.replication.factor")
+        if raw is None:
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            raise GatewayConfigError(
+                f"usage.topic.replication.factor={raw!r} is not an integer"
+            ) from None
+
+    @property
+    def public_host(self) -> str:
+        return self.advertised_host or self.host
+
+    @property
+    def port_base(self) -> int:
+        return self.broker_port_base if self.broker_port_base is not None else self.port + 1

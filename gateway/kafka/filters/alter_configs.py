@@ -1,0 +1,39 @@
+"""AlterConfigs (key 33, v0–2): replace the config overrides of the tenant's topics (and groups);
+names RW.
+
+ACL: ALTER_CONFIGS on the TOPIC or GROUP (`config_resources`); BROKER, BROKER_LOGGER and other
+resource types are answered here with CLUSTER_AUTHORIZATION_FAILED and never forwarded. Every
+config set must pass the tenant config allowlist (`topic_configs`: POLICY_VIOLATION or
+INVALID_CONFIG for the resource). `validate_only` passes through. Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brokers.wire.errors import ErrorCode
+from gateway.kafka.filter import FilterContext, Outcome
+from gateway.kafka.filters.common import entity
+from gateway.kafka.filters.config_resources import config_outcome, split_resources
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: FilterContext, request: Any) -> Outcome:
+    def refused(resource: Any, error: ErrorCode, message: str | None) -> Any:
+        return entity(
+            ctx,
+            "AlterConfigsResourceResponse",
+            error_code=error,
+            error_message=message,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+
+    def configs(resource: Any) -> list[tuple[str, str | None]]:
+        return [(c.name, c.value) for c in resource.configs]
+
+    split = split_resources(ctx, request.resources, "ALTER_CONFIGS", refused, configs)
+    return config_outcome(ctx, request, split, "AlterConfigsResponse", "responses")

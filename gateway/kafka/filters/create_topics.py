@@ -1,0 +1,110 @@
+"""CreateTopics (key 19, v2–7): create topics in the tenant's namespace, within its limits.
+
+Per topic, in order: CREATE on the cluster or the topic (Kafka's KafkaApis/ControllerApis,
+else TOPIC_AUTHORIZATION_FAILED); the name fits the tenant's `max_topic_length`
+(INVALID_TOPIC_EXCEPTION naming the limit); no manual assignment (INVALID_REQUEST: placement is
+the fleet's); configs within the allowlist (`topic_configs`); the strict controller mutation
+quota from v6 (KIP-599: THROTTLING_QUOTA_EXCEEDED); the tenant's partition limit, counting the
+broker default for -1 (POLICY_VIOLATION). Forwarded topics are charged to the mutation budget
+unless `validate_only`. Response: names stripped, the broker's collision message (it names the
+other topic) replaced, broker-level config sources shown as defaults (v5+), topic ids (v7) of
+the tenant's own topics kept. Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from brokers.wire.errors import ErrorCode
+from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
+from gateway.kafka.filters.cluster_view import CLUSTER_NAME
+from gateway.kafka.filters.common import entity, response
+from gateway.kafka.filters.topic_configs import refusal, shown_source
+from gateway.kafka.filters.topics_common import Batch, over_limit, stripped
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+FIRST_STRICT_VERSION = 6
+COLLISION = "Topic '{}' collides with an existing topic ('.' and '_' collide in topic names)."
+
+
+def _static_refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | None] | None:
+    if not (
+        ctx.allowed("CREATE", "CLUSTER", CLUSTER_NAME) or ctx.allowed("CREATE", "TOPIC", topic.name)
+    ):
+        return ErrorCode.topic_authorization_failed, None
+    limit = ctx.namespace.max_topic_length
+    if len(topic.name) > limit:
+        return ErrorCode.invalid_topic_exception, (
+            f"Topic name '{topic.name}' is illegal: topic names of tenant "
+            f"{ctx.namespace.tenant_id} can be at most {limit} characters long"
+        )
+    if topic.assignments:
+        return ErrorCode.invalid_request, "Manual partition assignments are not supported."
+    return refusal(((c.name, c.value) for c in topic.configs), ctx.limits)
+
+
+async def handle(ctx: FilterContext, request: Any) -> Outcome:
+    batch, sent, charges = Batch(), [], 0
+    in_use: int | None = None
+    for topic in request.topics:
+        refused = _static_refusal(ctx, topic)
+        if refused is None and ctx.api_version >= FIRST_STRICT_VERSION and ctx.mutations.exceeded():
+            refused = (
+                ErrorCode.throttling_quota_exceeded,
+                "The controller mutation quota is exceeded.",
+            )
+        if refused is None:
+            in_use = await ctx.fleet.tenant_partitions(ctx.namespace) if in_use is None else in_use
+            wanted = (
+                topic.num_partitions if topic.num_partitions > 0 else ctx.fleet.default_partitions
+            )
+            message = over_limit(ctx, in_use + charges, wanted)
+            refused = None if message is None else (ErrorCode.policy_violation, message)
+        if refused is not None:
+            batch.refuse(topic.name, _result(ctx, topic.name, *refused))
+            continue
+        batch.forward(topic.name)
+        sent.append(dataclasses.replace(topic, name=ctx.namespace.fleet(topic.name)))
+        charges += wanted
+    if not batch.forwarded:
+        return Reply(response(ctx, "CreateTopicsResponse", topics=batch.merge(())))
+    if not request.validate_only:
+        ctx.mutations.record(charges)
+
+    def on_response(answer: Any) -> Any:
+        shown = ((name, _shown(ctx, topic)) for name, topic in stripped(ctx, answer.topics))
+        return dataclasses.replace(answer, topics=batch.merge(shown))
+
+    return Forward(dataclasses.replace(request, topics=tuple(sent)), on_response)
+
+
+def _shown(ctx: FilterContext, topic: Any) -> Any:
+    changes: dict[str, Any] = {}
+    if topic.error_code == ErrorCode.invalid_topic_exception and "collides" in (
+        topic.error_message or ""
+    ):
+        changes["error_message"] = COLLISION.format(topic.name)
+    if getattr(topic, "configs", None):
+        changes["configs"] = tuple(
+            dataclasses.replace(c, config_source=shown_source(c.config_source))
+            for c in topic.configs
+        )
+    return dataclasses.replace(topic, **changes)
+
+
+def _result(ctx: FilterContext, name: str, error: ErrorCode, message: str | None) -> Any:
+    return entity(
+        ctx,
+        "CreatableTopicResult",
+        name=name,
+        topic_id=None,
+        error_code=error,
+        error_message=message,
+        topic_config_error_code=0,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=(),
+    )

@@ -1,0 +1,163 @@
+"""What the group and transaction filters share: renaming named entries in and out (dropping
+every entry that is not the tenant's: fail closed), splitting entries by ACL, putting forwarded
+and locally refused entries back in request order, per-partition error entries, error messages
+safe to show, and the consumer-protocol bytes of `consumer`-type groups in both directions.
+
+Embedded bytes: a request's bytes that must be consumer protocol and do not parse raise
+`MalformedConsumerProtocol` (the filter refuses the request); a response's copy that does not
+parse is blanked (the broker only holds what this gateway forwarded, so anything else is not to
+be trusted). When the protocol type is unknown (SyncGroup before v5), bytes that parse are
+renamed and others pass unchanged. Empty bytes (no metadata / no assignment) pass as they are.
+Pure; thread-safe; runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from brokers.wire.errors import ErrorCode
+from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
+from gateway.kafka.filters.common import entity, response
+from gateway.kafka.filters.consumer_protocol import (
+    MalformedConsumerProtocol,
+    rename_assignment,
+    rename_subscription,
+)
+
+CONSUMER = "consumer"
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def prefixed(ctx: FilterContext, entries: Iterable[Any], field: str = "name") -> tuple[Any, ...]:
+    fleet = ctx.namespace.fleet
+    return tuple(replace(e, **{field: fleet(getattr(e, field))}) for e in entries)
+
+
+def stripped(ctx: FilterContext, entries: Iterable[Any], field: str = "name") -> list[Any]:
+    """The entries that are the tenant's, with the prefix removed; the others are dropped."""
+    kept = []
+    for e in entries:
+        local = ctx.namespace.local(getattr(e, field))
+        if local is not None:
+            kept.append(replace(e, **{field: local}))
+    return kept
+
+
+def split_by_acl(
+    ctx: FilterContext, entries: Iterable[Any], operation: str, kind: str, field: str = "name"
+) -> tuple[list[Any], list[Any]]:
+    """(allowed, refused) entries by the caller's `operation` on each entry's `kind` resource."""
+    allowed: list[Any] = []
+    refused: list[Any] = []
+    for e in entries:
+        (allowed if ctx.allowed(operation, kind, getattr(e, field)) else refused).append(e)
+    return allowed, refused
+
+
+def in_request_order(
+    entries: Iterable[Any], order: Sequence[str], field: str = "name"
+) -> tuple[Any, ...]:
+    rank: dict[str, int] = {}
+    for i, name in enumerate(order):
+        rank.setdefault(name, i)
+    return tuple(sorted(entries, key=lambda e: rank.get(getattr(e, field), len(order))))
+
+
+def partition_errors(
+    ctx: FilterContext,
+    names: tuple[str, str],
+    topic: str,
+    partitions: Iterable[int],
+    code: int,
+    **extra: Any,
+) -> Any:
+    """A response topic entry (`names` = topic and partition entity names) with `code` for each
+    partition; `extra` fills the partition entries' other fields."""
+    topic_entity, partition_entity = names
+    results = tuple(
+        entity(ctx, partition_entity, partition_index=p, error_code=code, **extra)
+        for p in partitions
+    )
+    return entity(ctx, topic_entity, name=topic, partitions=results)
+
+
+def message(ctx: FilterContext, text: str | None) -> str | None:
+    """An error message fit for the tenant: prefix stripped, or None if it names anything that
+    could be another tenant's (any `<id>_…` word not the tenant's) or an internal topic."""
+    return ctx.namespace.scrub(text)
+
+
+def subscription_in(ctx: FilterContext, metadata: bytes) -> bytes:
+    return rename_subscription(metadata, ctx.namespace.fleet) if metadata else metadata
+
+
+def subscription_out(ctx: FilterContext, metadata: bytes) -> bytes:
+    try:
+        return rename_subscription(metadata, ctx.namespace.local) if metadata else metadata
+    except MalformedConsumerProtocol:
+        return b""
+
+
+def assignment_in(ctx: FilterContext, data: bytes, protocol_type: str | None) -> bytes:
+    if not data or (protocol_type is not None and protocol_type != CONSUMER):
+        return data
+    try:
+        return rename_assignment(data, ctx.namespace.fleet)
+    except MalformedConsumerProtocol:
+        if protocol_type == CONSUMER:
+            raise
+        return data
+
+
+def assignment_out(ctx: FilterContext, data: bytes, protocol_type: str | None) -> bytes:
+    if not data or (protocol_type is not None and protocol_type != CONSUMER):
+        return data
+    try:
+        return rename_assignment(data, ctx.namespace.local)
+    except MalformedConsumerProtocol:
+        return b"" if protocol_type == CONSUMER else data
+
+
+def group_operations(ctx: FilterContext, group: str) -> int:
+    """KIP-430 authorized operations of a group, from the tenant's ACLs (Kafka's AclOperation
+    codes of the operations a GROUP supports)."""
+    codes = {"READ": 3, "DELETE": 6, "DESCRIBE": 8, "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11}
+    return sum(1 << code for op, code in codes.items() if ctx.allowed(op, "GROUP", group))
+
+
+def commit_outcome(
+    ctx: FilterContext,
+    request: Any,
+    response_name: str,
+    refusal: ErrorCode | None,
+    **fleet_ids: str,
+) -> Outcome:
+    """OffsetCommit and TxnOffsetCommit: `refusal` (a group or transactional id refused) fails
+    every partition; otherwise topics the caller may not READ get TOPIC_AUTHORIZATION_FAILED per
+    partition and the rest goes upstream with `fleet_ids` and the topics prefixed."""
+    names = (response_name + "Topic", response_name + "Partition")
+    order = [t.name for t in request.topics]
+
+    def errors(topics: Iterable[Any], code: ErrorCode) -> list[Any]:
+        return [
+            partition_errors(ctx, names, t.name, (p.partition_index for p in t.partitions), code)
+            for t in topics
+        ]
+
+    if refusal is not None:
+        topics = tuple(errors(request.topics, refusal))
+        return Reply(response(ctx, response_name, error_code=ErrorCode.none, topics=topics))
+    allowed, refused = split_by_acl(ctx, request.topics, "READ", "TOPIC")
+    local = errors(refused, ErrorCode.topic_authorization_failed)
+    if not allowed:
+        topics = in_request_order(local, order)
+        return Reply(response(ctx, response_name, error_code=ErrorCode.none, topics=topics))
+
+    def on_response(answer: Any) -> Any:
+        topics = in_request_order(stripped(ctx, answer.topics) + local, order)
+        return replace(answer, topics=topics)
+
+    forwarded = replace(request, topics=prefixed(ctx, allowed), **fleet_ids)
+    return Forward(forwarded, on_response)

@@ -1,0 +1,71 @@
+"""JoinGroup (key 11), versions 0-9 (Pier's brokers serve 0-9): the group id is the tenant's (RW);
+READ on the group (Kafka's ACL, GROUP_AUTHORIZATION_FAILED). When `protocol_type` is `consumer`,
+each protocol's metadata is a ConsumerProtocolSubscription whose topics (and owned partitions'
+topics) are prefixed on the way in, since the brokers read them (offset expiry, OffsetDelete's
+GROUP_SUBSCRIBED_TO_TOPIC); metadata that does not parse is refused with
+INCONSISTENT_GROUP_PROTOCOL, never forwarded. The members' metadata in the answer (sent to the
+leader) is stripped, topics not the tenant's dropped. Other protocol types (e.g. `connect`) pass
+their bytes unchanged. An empty group id is INVALID_GROUP_ID, as Kafka's coordinator answers.
+Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from brokers.wire.errors import ErrorCode
+from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
+from gateway.kafka.filters.common import response
+from gateway.kafka.filters.consumer_protocol import MalformedConsumerProtocol
+from gateway.kafka.filters.groups_common import CONSUMER, subscription_in, subscription_out
+
+API_KEY = 11
+MIN_VERSION = 0
+MAX_VERSION = 9
+FIRST_NULLABLE_PROTOCOL_NAME = 7
+
+
+async def handle(ctx: FilterContext, request: Any) -> Outcome:
+    if not ctx.allowed("READ", "GROUP", request.group_id):
+        return Reply(_error(ctx, ErrorCode.group_authorization_failed))
+    if not request.group_id:  # Kafka's coordinator refuses it; prefixed, the brokers would not
+        return Reply(_error(ctx, ErrorCode.invalid_group_id))
+    consumer = request.protocol_type == CONSUMER
+    protocols = request.protocols
+    if consumer:
+        try:
+            protocols = tuple(
+                replace(p, metadata=subscription_in(ctx, p.metadata)) for p in protocols
+            )
+        except MalformedConsumerProtocol:
+            return Reply(_error(ctx, ErrorCode.inconsistent_group_protocol))
+    group = ctx.namespace.fleet(request.group_id)
+    forwarded = replace(request, group_id=group, protocols=protocols)
+
+    def on_response(answer: Any) -> Any:
+        if not consumer:
+            return answer
+        members = tuple(
+            replace(m, metadata=subscription_out(ctx, m.metadata)) for m in answer.members
+        )
+        return replace(answer, members=members)
+
+    return Forward(forwarded, on_response)
+
+
+def _error(ctx: FilterContext, code: ErrorCode) -> Any:
+    """Kafka's JoinGroupRequest.getErrorResponse: no generation, leader or member."""
+    nullable = ctx.api_version >= FIRST_NULLABLE_PROTOCOL_NAME
+    return response(
+        ctx,
+        "JoinGroupResponse",
+        error_code=code,
+        generation_id=-1,
+        protocol_type=None,
+        protocol_name=None if nullable else "",
+        leader="",
+        skip_assignment=False,
+        member_id="",
+        members=(),
+    )

@@ -1,0 +1,136 @@
+"""Metadata (key 3, v0–12): topic names RW, every answer filtered to the tenant's topics (internal
+topics never shown), brokers and cluster id rewritten (EP), auto-creation within the tenant's
+ACLs and partition limit.
+
+ACL (Kafka's KafkaApis.handleTopicMetadataRequest): DESCRIBE on each topic; a topic named in the
+request without it is TOPIC_AUTHORIZATION_FAILED, one from an all-topics answer is left out.
+Auto-creation is forwarded only when the caller may CREATE (on the cluster, or on every topic
+named) and the tenant stays within `max_partitions` counting `default_partitions` for each topic
+named (which ones are missing is not known here, so every one counts). v0–3 cannot turn
+auto-creation off, so there the gateway asks for all topics instead and answers missing ones
+with UNKNOWN_TOPIC_OR_PARTITION. Topic ids (v10+): Pier's brokers assign real ids; a tenant's own
+topics show theirs, a look-up by id is UNKNOWN_TOPIC_ID (the gateway keeps no id map).
+Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable
+from typing import Any
+
+from brokers.wire.errors import ErrorCode
+from gateway.kafka.filter import FilterContext, Forward, Outcome
+from gateway.kafka.filters.cluster_view import (
+    CLUSTER_NAME,
+    OPERATIONS_OMITTED,
+    TOPIC_OPERATIONS,
+    authorized_operations,
+    brokers,
+    cluster_operations,
+)
+from gateway.kafka.filters.common import entity
+from gateway.kafka.filters.topics_common import Batch, stripped
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+FIRST_WITH_AUTO_CREATE_FLAG = 4
+FIRST_NULLABLE_NAME_VERSION = 12
+
+
+async def handle(ctx: FilterContext, request: Any) -> Outcome:
+    explicit = request.topics is not None and (ctx.api_version > 0 or bool(request.topics))
+    if not explicit:
+        return Forward(request, lambda answer: _answer(ctx, request, answer, None))
+    batch, names = Batch(), []
+    for topic in request.topics:
+        if topic.name is None:
+            batch.refuse(
+                ("id", topic.topic_id), _topic(ctx, None, ErrorCode.unknown_topic_id, topic)
+            )
+        elif not ctx.allowed("DESCRIBE", "TOPIC", topic.name):
+            batch.refuse(topic.name, _topic(ctx, topic.name, ErrorCode.topic_authorization_failed))
+        else:
+            batch.forward(topic.name)
+            names.append(topic.name)
+    create = await _may_create(ctx, request, names)
+    sent = tuple(
+        dataclasses.replace(t, name=ctx.namespace.fleet(t.name))
+        for t in request.topics
+        if t.name in names
+    )
+    if ctx.api_version < FIRST_WITH_AUTO_CREATE_FLAG and not create:
+        sent_all: Any = () if ctx.api_version == 0 else None
+        upstream = dataclasses.replace(request, topics=sent_all)  # all topics: creates nothing
+    else:
+        upstream = dataclasses.replace(request, topics=sent)
+        if ctx.api_version >= FIRST_WITH_AUTO_CREATE_FLAG:
+            upstream = dataclasses.replace(upstream, allow_auto_topic_creation=create)
+    return Forward(upstream, lambda answer: _answer(ctx, request, answer, batch))
+
+
+async def _may_create(ctx: FilterContext, request: Any, names: list[str]) -> bool:
+    if not names or not getattr(request, "allow_auto_topic_creation", True):
+        return False
+    if not ctx.allowed("CREATE", "CLUSTER", CLUSTER_NAME) and not all(
+        ctx.allowed("CREATE", "TOPIC", name) for name in names
+    ):
+        return False
+    in_use = await ctx.fleet.tenant_partitions(ctx.namespace)
+    return in_use + len(names) * ctx.fleet.default_partitions <= ctx.limits.max_partitions
+
+
+def _answer(ctx: FilterContext, request: Any, answer: Any, batch: Batch | None) -> Any:
+    wants_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+    shown = [
+        (name, _shown(ctx, topic, wants_ops))
+        for name, topic in stripped(ctx, answer.topics)
+        if ctx.allowed("DESCRIBE", "TOPIC", str(name))
+    ]
+    if batch is None:
+        topics = tuple(topic for _, topic in shown)
+    else:
+        topics = batch.merge(shown, lambda key: _missing(ctx, key))
+    changes: dict[str, Any] = {"topics": topics, "brokers": brokers(ctx, answer.brokers)}
+    names = {f.name for f in dataclasses.fields(answer)}
+    if "cluster_id" in names:
+        changes["cluster_id"] = ctx.fleet.cluster_id(ctx.namespace.tenant_id)
+    if "cluster_authorized_operations" in names:
+        wanted = bool(getattr(request, "include_cluster_authorized_operations", False))
+        changes["cluster_authorized_operations"] = cluster_operations(ctx, wanted)
+    return dataclasses.replace(answer, **changes)
+
+
+def _shown(ctx: FilterContext, topic: Any, wants_ops: bool) -> Any:
+    changes: dict[str, Any] = {}
+    names = {f.name for f in dataclasses.fields(topic)}
+    if "is_internal" in names:
+        changes["is_internal"] = False
+    if "topic_authorized_operations" in names:
+        changes["topic_authorized_operations"] = (
+            authorized_operations(ctx, "TOPIC", topic.name, TOPIC_OPERATIONS)
+            if wants_ops
+            else OPERATIONS_OMITTED
+        )
+    return dataclasses.replace(topic, **changes)
+
+
+def _missing(ctx: FilterContext, key: Hashable) -> Any:
+    # Only the v0–3 all-topics substitute leaves a requested name unanswered: it does not exist.
+    return _topic(ctx, key, ErrorCode.unknown_topic_or_partition) if isinstance(key, str) else None
+
+
+def _topic(ctx: FilterContext, name: str | None, error: ErrorCode, wanted: Any = None) -> Any:
+    if name is None and ctx.api_version < FIRST_NULLABLE_NAME_VERSION:
+        name = ""  # v10-11 look up by id but cannot answer a null name
+    return entity(
+        ctx,
+        "MetadataResponseTopic",
+        error_code=error,
+        name=name,
+        topic_id=getattr(wanted, "topic_id", None),
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=OPERATIONS_OMITTED,
+    )

@@ -1,0 +1,133 @@
+"""The gateway's view of the fleet behind it: brokers, their API versions, and the gateway
+endpoints standing for them.
+
+Owns: the brokers' addresses (from Metadata, refreshed every `refresh_s` and on demand), the
+brokers' API version ranges (a broker's ApiVersions answer, so the gateway advertises only what
+the fleet serves), the port that stands for each broker (`port_base + node id`), the virtual
+cluster id each tenant sees (a digest of the fleet's id and the tenant id: stable, and telling a
+tenant nothing about the fleet), and a tenant's current partition count for its limits. Talks to
+the brokers through the project's client. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+from brokers.client import Cluster
+from brokers.client.errors import ClientError
+from brokers.client.metadata import ClusterMetadata
+from brokers.wire.entities import make, request_module
+from gateway.kafka.api_table import ApiRange, advertised
+from gateway.kafka.namespace import TenantNamespace
+
+log = logging.getLogger("pier.gateway.fleet")
+API_VERSIONS = 18
+
+
+class FleetDirectory:
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        advertised_host: str,
+        port_base: int,
+        default_partitions: int = 1,
+        refresh_s: float = 10.0,
+        on_brokers: Callable[[set[int]], None] | None = None,
+    ) -> None:
+        self._cluster = cluster
+        self._host = advertised_host
+        self._port_base = port_base
+        self.default_partitions = default_partitions
+        self._refresh_s = refresh_s
+        self._on_brokers = on_brokers
+        self._metadata: ClusterMetadata | None = None
+        self._table: dict[int, ApiRange] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Learn the fleet once (raises ClientError when no broker answers), then keep current."""
+        await self.refresh()
+        self._task = asyncio.create_task(self._keep_current(), name="fleet-refresh")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def refresh(self) -> ClusterMetadata:
+        metadata = await self._cluster.metadata(refresh=True)
+        known = set(self._metadata.brokers) if self._metadata else set()
+        self._metadata = metadata
+        if not self._table:
+            self._table = advertised(await self._broker_ranges())
+        if self._on_brokers is not None and set(metadata.brokers) != known:
+            self._on_brokers(set(metadata.brokers))
+        return metadata
+
+    async def _keep_current(self) -> None:
+        while True:
+            await asyncio.sleep(self._refresh_s)
+            try:
+                await self.refresh()
+            except ClientError as exc:
+                log.warning("event=fleet_refresh_failed error=%r", str(exc))
+
+    async def _broker_ranges(self) -> dict[int, tuple[int, int]]:
+        connection = await self._cluster.any_connection()
+        request = make(
+            request_module(API_VERSIONS, 3),
+            "ApiVersionsRequest",
+            client_software_name="pier-gateway",
+            client_software_version="0.1.0",
+        )
+        response: Any = await connection.send(request)
+        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+
+    # -- what sessions and filters ask ---------------------------------------------------------
+    def api_table(self) -> dict[int, ApiRange]:
+        return self._table
+
+    def port_for(self, node_id: int) -> int:
+        return self._port_base + node_id
+
+    def endpoint(self, node_id: int) -> tuple[str, int] | None:
+        if self._metadata is None or node_id not in self._metadata.brokers:
+            return None
+        return self._host, self.port_for(node_id)
+
+    def upstream_address(self, node_id: int | None) -> tuple[str, int] | None:
+        if self._metadata is None or not self._metadata.brokers:
+            return None
+        if node_id is None:
+            broker = random.choice(list(self._metadata.brokers.values()))
+        else:
+            found = self._metadata.brokers.get(node_id)
+            if found is None:
+                return None
+            broker = found
+        return broker.host, broker.port
+
+    def cluster_id(self, tenant_id: str) -> str:
+        fleet_id = (self._metadata.cluster_id if self._metadata else None) or "pier"
+        digest = hashlib.sha256(f"{fleet_id}/{tenant_id}".encode()).digest()[:16]
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+    async def tenant_partitions(self, namespace: TenantNamespace) -> int:
+        metadata = await self.refresh()
+        return sum(
+            len(topic.partitions) for name, topic in metadata.topics.items() if namespace.owns(name)
+        )
+
+    async def topic_partitions(self, fleet_topic: str) -> int | None:
+        topic = (await self.refresh()).topics.get(fleet_topic)
+        return None if topic is None or not topic.partitions else len(topic.partitions)
+
+    def broker_ids(self) -> set[int]:
+        return set(self._metadata.brokers) if self._metadata else set()

@@ -1,0 +1,194 @@
+"""Produce (key 0, v3–11) through the gateway, on raw bytes: the hot path in.
+
+Owns: the checks a Produce must pass before its batches go upstream, and the answer. The request
+is parsed into a view of spans (`gateway.kafka.raw.produce_request`); topic names and the
+transactional id are prefixed while the record batches go out as the very bytes the client sent.
+Partitions refused locally get Kafka's error codes, merged into the broker's answer in request
+order: the request over the tenant's `max_request_bytes` → MESSAGE_TOO_LARGE; the tenant over its
+storage cap → POLICY_VIOLATION; no WRITE on the topic → TOPIC_AUTHORIZATION_FAILED; no WRITE on
+the transactional id → TRANSACTIONAL_ID_AUTHORIZATION_FAILED. The request size is charged to the
+producer byte-rate quota (as Kafka charges it); acks=0 is exempt from the request-time quota and
+gets no answer (a throttle then only mutes). Metering counts each topic's record-batch bytes as
+sent. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from brokers.client.messages import decode_response
+from brokers.wire.entities import make, response_module
+from brokers.wire.errors import ErrorCode
+from brokers.wire.messages import encode_entity
+from gateway.kafka.exchange import Exchange
+from gateway.kafka.raw.produce_request import (
+    ProduceRequestView,
+    ProduceTopic,
+    build_produce_request,
+    parse_produce_request,
+)
+from gateway.kafka.response_frames import body_offset, with_throttle
+
+if TYPE_CHECKING:
+    from gateway.kafka.session import Session
+
+API_KEY = 0
+Refusals = dict[str, tuple[ErrorCode, str | None]]  # tenant topic → (error, message)
+
+
+def handle(session: Session, exchange: Exchange, body: memoryview) -> None:
+    assert session.tenant is not None and exchange.subject is not None
+    view = parse_produce_request(body, exchange.version)
+    refusals = _refusals(session, view, len(body))
+    namespace = session.tenant.namespace
+    forwarded = [topic for topic in view.topics if topic.name not in refusals]
+    now = session.services.clock_ms()
+    throttle = session.services.throttling.produce(exchange.subject, len(body), now)
+    session.throttled(throttle)  # no request is taken behind a throttled one (Kafka's mute)
+    for topic in forwarded:
+        size = sum(len(p.records) for p in topic.partitions if p.records is not None)
+        session.meter(topic.name, bytes_in=size)
+        session.metrics.bytes_in(namespace.tenant_id, size)
+    session.meter(_single_topic(view.topics), requests=1)
+    if not forwarded:
+        session.finish(exchange, _local_answer(exchange, view, refusals, throttle), throttle)
+        return
+    parts = build_produce_request(
+        view,
+        topics=forwarded,
+        rename=namespace.fleet,
+        transactional_id=namespace.fleet_or_none(view.transactional_id),
+    )
+    size = sum(len(part) for part in parts)
+    if view.acks == 0:
+        session.forward(exchange, parts, size, None)
+        session.finish(exchange, None, throttle)
+        return
+
+    subject = exchange.subject
+
+    def on_response(frame: memoryview | None) -> None:
+        if frame is None:
+            return
+        response = decode_response(API_KEY, exchange.version, frame, body_offset(exchange, frame))
+        answer = _client_answer(session, exchange, view, response, refusals)
+        time_throttle = 0
+        if view.acks == 1:  # acks=all waits on replication: broker time, not request work
+            elapsed = (time.perf_counter() - exchange.started) * 1000
+            time_throttle = session.services.throttling.request_time(
+                subject, elapsed, session.services.clock_ms()
+            )
+        total = max(throttle, time_throttle)
+        encoded = encode_entity(with_throttle(answer, total))
+        session.finish(exchange, exchange.framed([encoded], len(encoded)), total)
+
+    session.forward(exchange, parts, size, on_response)
+
+
+def _refusals(session: Session, view: ProduceRequestView, request_bytes: int) -> Refusals:
+    assert session.tenant is not None
+    tenant = session.tenant.tenant
+    if request_bytes > tenant.limits.max_request_bytes:
+        message = f"request of {request_bytes} bytes over the tenant's limit of {tenant.limits.max_request_bytes}"
+        return dict.fromkeys((t.name for t in view.topics), (ErrorCode.message_too_large, message))
+    stored = session.services.storage.stored_bytes(tenant.id)
+    if stored >= tenant.limits.max_storage_bytes:
+        message = (
+            f"storage limit reached: {stored} of {tenant.limits.max_storage_bytes} bytes stored"
+        )
+        return dict.fromkeys((t.name for t in view.topics), (ErrorCode.policy_violation, message))
+    tid = view.transactional_id
+    if tid is not None and not _allowed(session, "WRITE", "TRANSACTIONAL_ID", tid):
+        error = (ErrorCode.transactional_id_authorization_failed, None)
+        return dict.fromkeys((t.name for t in view.topics), error)
+    return {
+        topic.name: (ErrorCode.topic_authorization_failed, None)
+        for topic in view.topics
+        if not _allowed(session, "WRITE", "TOPIC", topic.name)
+    }
+
+
+def _allowed(session: Session, operation: str, resource_type: str, name: str) -> bool:
+    assert session.tenant is not None and session.principal is not None
+    principal = f"User:{session.principal.service_account_id}"
+    return session.tenant.access.allowed(
+        principal, session.peer_host, operation, resource_type, name
+    )
+
+
+def _single_topic(topics: Iterable[ProduceTopic]) -> str | None:
+    names = {topic.name for topic in topics}
+    return names.pop() if len(names) == 1 else None
+
+
+def _local_answer(
+    exchange: Exchange, view: ProduceRequestView, refusals: Refusals, throttle: int
+) -> list[Any]:
+    module = response_module(API_KEY, exchange.version)
+    topics = tuple(_refused_topic(module, topic, refusals[topic.name]) for topic in view.topics)
+    response = make(module, "ProduceResponse", responses=topics)
+    encoded = encode_entity(with_throttle(response, throttle))
+    return exchange.framed([encoded], len(encoded))
+
+
+def _refused_topic(module: Any, topic: ProduceTopic, refusal: tuple[ErrorCode, str | None]) -> Any:
+    error, message = refusal
+    partitions = tuple(
+        make(
+            module,
+            "PartitionProduceResponse",
+            index=p.index,
+            error_code=error,
+            base_offset=-1,
+            log_append_time=None,
+            log_start_offset=-1,
+            record_errors=(),
+            error_message=message,
+        )
+        for p in topic.partitions
+    )
+    return make(module, "TopicProduceResponse", name=topic.name, partition_responses=partitions)
+
+
+def _client_answer(
+    session: Session,
+    exchange: Exchange,
+    view: ProduceRequestView,
+    response: Any,
+    refusals: Refusals,
+) -> Any:
+    """The broker's answer renamed for the tenant, with local refusals merged in request order."""
+    assert session.tenant is not None
+    namespace = session.tenant.namespace
+    module = response_module(API_KEY, exchange.version)
+    answered: dict[str, Any] = {}
+    for topic in response.responses:
+        name = namespace.local(topic.name)
+        if name is not None:
+            answered[name] = topic
+    topics = []
+    for topic in view.topics:
+        if topic.name in refusals:
+            topics.append(_refused_topic(module, topic, refusals[topic.name]))
+        elif topic.name in answered:
+            upstream = answered.pop(topic.name)
+            partitions = tuple(_scrubbed(p, namespace.scrub) for p in upstream.partition_responses)
+            topics.append(
+                make(
+                    module, "TopicProduceResponse", name=topic.name, partition_responses=partitions
+                )
+            )
+    return make(
+        module, "ProduceResponse", responses=tuple(topics), throttle_time=response.throttle_time
+    )
+
+
+def _scrubbed(partition: Any, scrub: Any) -> Any:
+    message = getattr(partition, "error_message", None)
+    if message is None:
+        return partition
+    import dataclasses
+
+    return dataclasses.replace(partition, error_message=scrub(message))

@@ -1,0 +1,109 @@
+"""What a client session is handed by the gateway's composition root: narrow interfaces onto the
+gateway's shared parts (tenant directory, throttling, metering, the fleet view, storage use),
+so a session can be tested with fakes and never reaches the root.
+
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway.auth.authenticator import Authenticator
+from gateway.kafka.api_table import ApiRange
+from gateway.kafka.filter import Access, Fleet, MutationBudget
+from gateway.kafka.namespace import TenantNamespace
+from gateway.metering.meter import UsageMeter
+from tenancy.domain import Principal, Tenant
+
+
+@dataclass(frozen=True, slots=True)
+class TenantState:
+    """What the gateway holds of one tenant: its record, namespace and ACLs."""
+
+    tenant: Tenant
+    namespace: TenantNamespace
+    access: Access
+
+
+class Closable(Protocol):
+    principal: Principal | None
+
+    def close(self, reason: str) -> None: ...
+
+
+class Directory(Protocol):
+    async def state(self, tenant_id: str) -> TenantState: ...
+
+    def admit(self, session: Closable, state: TenantState) -> str | None:
+        """Register an authenticated session; a reason string if the tenant is at its limit."""
+        ...
+
+    def release(self, session: Closable) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaSubject:
+    """Who a request is charged to: Kafka's (user, client-id) within a tenant."""
+
+    tenant: str
+    user: str
+    client_id: str
+
+
+class Throttling(Protocol):
+    async def load(self, tenant_id: str) -> None:
+        """Make a tenant's quotas available (at login)."""
+        ...
+
+    def produce(self, subject: QuotaSubject, request_bytes: int, now_ms: int) -> int:
+        """Record a Produce request's size; the throttle time it earns (ms)."""
+        ...
+
+    def fetch(self, subject: QuotaSubject, response_bytes: int, now_ms: int) -> int:
+        """Record a Fetch response's record bytes; when the result is > 0 the fetch is throttled
+        and its bytes are taken back (Kafka returns a throttled fetch with no data)."""
+        ...
+
+    def fetch_max_bytes(self, subject: QuotaSubject) -> int | None:
+        """A fetch's max bytes cap: quota × (samples − 1) × window; None without a quota."""
+        ...
+
+    def request_time(self, subject: QuotaSubject, elapsed_ms: float, now_ms: int) -> int:
+        """Record time spent on a request (request_percentage); the throttle time it earns."""
+        ...
+
+    def mutations(self, subject: QuotaSubject, strict: bool, now_ms: int) -> MutationBudget:
+        """The controller mutation budget for one CreateTopics/DeleteTopics/CreatePartitions."""
+        ...
+
+    def mutation_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int:
+        """After the mutations of a request were charged: its throttle time."""
+        ...
+
+
+class StorageUse(Protocol):
+    def stored_bytes(self, tenant_id: str) -> int: ...
+
+
+class FleetView(Fleet, Protocol):
+    def api_table(self) -> dict[int, ApiRange]: ...
+
+    def upstream_address(self, node_id: int | None) -> tuple[str, int] | None:
+        """Where the broker behind a gateway port is (None: any live broker, for bootstrap)."""
+        ...
+
+
+@dataclass(slots=True)
+class SessionServices:
+    authenticator: Authenticator
+    directory: Directory
+    throttling: Throttling
+    meter: UsageMeter
+    fleet: FleetView
+    storage: StorageUse
+    clock_ms: Callable[[], int]
+    max_reauth_ms: int | None = None
+    max_request_bytes: int = 100 * 1024 * 1024

@@ -1,0 +1,131 @@
+"""The gateway's connection to one broker on behalf of one client connection: raw frames out,
+raw response frames back, in order.
+
+Owns: the socket to the broker, the FIFO of requests in flight, and failure. Each forwarded
+request is written whole (a list of buffer parts) with a `ResponseHandler` that receives the
+response frame (correlation id, header and body; its own bytes, which the handler may keep views
+of) synchronously when it arrives. Kafka answers a
+connection's requests in order, so the oldest handler takes the next frame; a frame whose
+correlation id does not match is a protocol violation and ends the connection. acks=0 Produce gets
+no answer: it is written with `expect_response=False`. On any failure every waiting handler gets
+`None` once and `on_lost` is called (the session then closes the client connection, as a broker
+restart would). Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from gateway.kafka.frames import FrameReader
+
+log = logging.getLogger("pier.gateway.upstream")
+_INT32 = struct.Struct(">i")
+Buffer = bytes | bytearray | memoryview
+MAX_RESPONSE_BYTES = 200 * 1024 * 1024
+
+
+# Gets the response frame after the size prefix, or None when the connection failed.
+ResponseHandler = Callable[[memoryview | None], None]
+
+
+class Upstream(asyncio.Protocol):
+    def __init__(self, address: str, on_lost: Callable[[str], None]) -> None:
+        self.address = address
+        self._on_lost = on_lost
+        self._transport: asyncio.Transport | None = None
+        self._waiting: deque[tuple[int, ResponseHandler]] = deque()
+        self._frames = FrameReader(MAX_RESPONSE_BYTES)
+        self._closed: str | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    @classmethod
+    async def connect(
+        cls, host: str, port: int, on_lost: Callable[[str], None], *, timeout_s: float = 10.0
+    ) -> Upstream:
+        upstream = cls(f"{host}:{port}", on_lost)
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(timeout_s):
+            await loop.create_connection(lambda: upstream, host, port)
+        return upstream
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    def send(
+        self,
+        correlation_id: int,
+        parts: Sequence[Buffer],
+        handler: ResponseHandler | None,
+    ) -> None:
+        """Write one request frame (size prefix included in `parts`); `handler` None = no answer."""
+        if self._closed is not None or self._transport is None:
+            if handler is not None:
+                handler(None)
+            return
+        if handler is not None:
+            self._waiting.append((correlation_id, handler))
+        self._transport.writelines(parts)
+
+    async def drained(self) -> None:
+        """Wait while the broker is not reading as fast as we write."""
+        await self._writable.wait()
+
+    def close(self) -> None:
+        self._fail("closed by the gateway", notify=False)
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for frame in self._frames.feed(data):
+                self._answer(frame)
+        except ConnectionError as exc:
+            self._fail(str(exc))
+        except Exception as exc:  # an answer the gateway cannot read: this connection is done
+            log.warning("event=bad_upstream_response broker=%s error=%r", self.address, exc)
+            self._fail(f"unreadable response: {exc.__class__.__name__}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail("connection closed by the broker")
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # -- internals -----------------------------------------------------------------------------
+    def _answer(self, frame: memoryview) -> None:
+        if not self._waiting:
+            raise ConnectionError("a response with no request in flight")
+        expected, handler = self._waiting.popleft()
+        (correlation_id,) = _INT32.unpack_from(frame, 0)
+        if correlation_id != expected:
+            raise ConnectionError(f"response {correlation_id} out of order, expected {expected}")
+        handler(frame)
+
+    def _fail(self, reason: str, *, notify: bool = True) -> None:
+        if self._closed is not None:
+            return
+        self._closed = reason
+        self._writable.set()
+        waiting, self._waiting = self._waiting, deque()
+        for _correlation, handler in waiting:
+            handler(None)
+        if self._transport is not None:
+            self._transport.close()
+        if notify:
+            self._on_lost(reason)

@@ -1,0 +1,180 @@
+"""Rate sensors of one quota type and the throttle times they earn (Kafka's `ClientQuotaManager`).
+
+One `ClientQuotaManager` per quota: `producer_byte_rate`, `consumer_byte_rate` or
+`request_percentage`. A sensor is a `SampledRate` keyed as Kafka keys it: by the user and
+client-id parts of the *matched* quota entity, filled with the connection's own names (so a
+`/config/users/<default>` quota gives each user a sensor, `/config/clients/<default>` each client
+id), within one tenant. A record is kept even when it violates the quota, and the throttle time is
+the time the rate needs to fall back under it; `request_percentage` throttles are capped at one
+window (`ClientRequestQuotaManager`). A `TenantAggregate` measures all of a tenant's principals
+against a tenant-wide cap with the same math; the larger throttle wins. Sensors idle for an hour
+are dropped (Kafka's `INACTIVE_SENSOR_EXPIRATION_TIME_SECONDS`), so memory stays bounded.
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from gateway.quotas.rate import SampledRate
+from gateway.quotas.throttle import INT32_MAX, max_value_in_window, throttle_time_ms
+
+K = TypeVar("K", bound=Hashable)
+S = TypeVar("S")
+
+RATE_QUOTAS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+INACTIVE_SENSOR_EXPIRY_MS = 3_600_000
+EXPIRY_SWEEP_MS = 30_000  # how often Kafka's ExpireSensorTask looks for idle sensors
+
+
+@dataclass(frozen=True, slots=True)
+class SensorKey:
+    """Kafka's quota metric tags within a tenant: "" where the matched entity has no such part."""
+
+    tenant_id: str
+    user: str
+    client_id: str
+
+
+class IdleSensors(Generic[K, S]):
+    """Sensors by key, each dropped once it goes `expire_after_ms` without a record."""
+
+    def __init__(self, factory: Callable[[], S], expire_after_ms: int) -> None:
+        self._factory = factory
+        self._expire_after_ms = expire_after_ms
+        self._sensors: dict[K, S] = {}
+        self._last_ms: dict[K, int] = {}
+        self._swept_ms: int | None = None
+
+    def __len__(self) -> int:
+        return len(self._sensors)
+
+    def get(self, key: K) -> S | None:
+        return self._sensors.get(key)
+
+    def touch(self, key: K, now_ms: int) -> S:
+        """The sensor of `key` (created if new), marked as recorded at `now_ms`."""
+        if self._swept_ms is None or now_ms - self._swept_ms >= EXPIRY_SWEEP_MS:
+            self.expire(now_ms)
+        sensor = self._sensors.get(key)
+        if sensor is None:
+            sensor = self._sensors[key] = self._factory()
+        self._last_ms[key] = now_ms
+        return sensor
+
+    def expire(self, now_ms: int) -> int:
+        """Drop sensors idle for longer than the expiry; how many were dropped."""
+        self._swept_ms = now_ms
+        idle = [k for k, last in self._last_ms.items() if now_ms - last > self._expire_after_ms]
+        for key in idle:
+            del self._sensors[key], self._last_ms[key]
+        return len(idle)
+
+
+class RateSensors(Generic[K]):
+    """Rates by key measured against a quota given with each record."""
+
+    def __init__(
+        self,
+        *,
+        samples: int = 11,
+        window_s: int = 1,
+        max_throttle_ms: int = INT32_MAX,
+        expire_after_ms: int = INACTIVE_SENSOR_EXPIRY_MS,
+    ) -> None:
+        self.samples = samples
+        self.window_s = window_s
+        self.max_throttle_ms = max_throttle_ms
+        self.sensors: IdleSensors[K, SampledRate] = IdleSensors(
+            lambda: SampledRate(samples=samples, window_ms=window_s * 1000), expire_after_ms
+        )
+
+    def record_and_throttle_ms(self, key: K, value: float, quota: float | None, now_ms: int) -> int:
+        """Record `value`; the throttle time when the rate is now over `quota` (else 0). Without
+        a quota nothing is recorded (Kafka records only while quotas are enabled)."""
+        if quota is None:
+            return 0
+        rate = self.sensors.touch(key, now_ms)
+        rate.record(value, now_ms)
+        observed = rate.measure(now_ms)
+        if observed <= quota:
+            return 0
+        throttle = throttle_time_ms(observed, quota, rate.window_ms(now_ms))
+        return min(throttle, self.max_throttle_ms)
+
+    def record_no_throttle(self, key: K, value: float, now_ms: int) -> None:
+        """Record without checking; the next checked record pays for it (`recordNoThrottle`)."""
+        self.sensors.touch(key, now_ms).record(value, now_ms)
+
+    def unrecord(self, key: K, value: float, now_ms: int) -> None:
+        """Take back `value` (a throttled fetch returns no data, so its bytes do not count)."""
+        if self.sensors.get(key) is not None:
+            self.sensors.touch(key, now_ms).unrecord(value, now_ms)
+
+    def rate(self, key: K, now_ms: int) -> float:
+        """The measured rate of `key` (0 when it has no sensor)."""
+        sensor = self.sensors.get(key)
+        return 0.0 if sensor is None else sensor.measure(now_ms)
+
+
+class TenantAggregate(RateSensors[str]):
+    """One rate per tenant over all of its principals, for a tenant-wide cap."""
+
+
+class ClientQuotaManager(RateSensors[SensorKey]):
+    """The sensors of one quota type, plus the tenant-wide aggregate of the same quantity."""
+
+    def __init__(
+        self,
+        quota_name: str,
+        *,
+        samples: int = 11,
+        window_s: int = 1,
+        expire_after_ms: int = INACTIVE_SENSOR_EXPIRY_MS,
+    ) -> None:
+        if quota_name not in RATE_QUOTAS:
+            raise ValueError(f"{quota_name!r} is not one of {', '.join(RATE_QUOTAS)}")
+        # Request time is capped at one window: a single slow request must not mute a client
+        # for longer than the window it is measured over (ClientRequestQuotaManager).
+        cap = window_s * 1000 if quota_name == "request_percentage" else INT32_MAX
+        super().__init__(
+            samples=samples, window_s=window_s, max_throttle_ms=cap, expire_after_ms=expire_after_ms
+        )
+        self.quota_name = quota_name
+        self.tenants = TenantAggregate(
+            samples=samples, window_s=window_s, max_throttle_ms=cap, expire_after_ms=expire_after_ms
+        )
+
+    def record_and_throttle_ms(
+        self,
+        key: SensorKey,
+        value: float,
+        quota: float | None,
+        now_ms: int,
+        *,
+        tenant_cap: float | None = None,
+    ) -> int:
+        """Record in the client's sensor and, with a `tenant_cap`, in the tenant's aggregate;
+        the larger of the two throttle times."""
+        throttle = super().record_and_throttle_ms(key, value, quota, now_ms)
+        aggregate = self.tenants.record_and_throttle_ms(key.tenant_id, value, tenant_cap, now_ms)
+        return max(throttle, aggregate)
+
+    def record_no_throttle(self, key: SensorKey, value: float, now_ms: int) -> None:
+        super().record_no_throttle(key, value, now_ms)
+        if self.tenants.sensors.get(key.tenant_id) is not None:
+            self.tenants.record_no_throttle(key.tenant_id, value, now_ms)
+
+    def unrecord(self, key: SensorKey, value: float, now_ms: int) -> None:
+        super().unrecord(key, value, now_ms)
+        self.tenants.unrecord(key.tenant_id, value, now_ms)
+
+    def max_value_in_window(self, quota: float | None) -> int:
+        """A fetch's max bytes cap: quota × (samples − 1) × window (`maxValueInQuotaWindow`)."""
+        return max_value_in_window(quota, self.samples, self.window_s)
+
+    def expire(self, now_ms: int) -> int:
+        """Drop idle client and tenant sensors now (they are also swept as records arrive)."""
+        return self.sensors.expire(now_ms) + self.tenants.sensors.expire(now_ms)

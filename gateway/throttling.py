@@ -1,0 +1,97 @@
+"""The gateway's quota enforcement for one process: each connection's requests charged to Kafka's
+client quotas, and the throttle time they earn.
+
+Owns: `GatewayThrottling`, the facade sessions call (`gateway.kafka.services.Throttling`): one
+`ClientQuotaManager` per rate quota (producer bytes, consumer bytes, request percentage) and the
+controller-mutation token buckets, fed with the quotas `QuotaBook` resolves for (tenant, user,
+client-id) through Kafka's 8-level chain, plus the tenant's own caps over all its principals
+(`max_producer_byte_rate` / `max_consumer_byte_rate` of its limits; the larger throttle wins). Quotas are enforced per gateway process, as Kafka
+enforces them per broker (DESIGN.md "Process model"). A throttled fetch's bytes are taken back
+(Kafka's `unrecordQuotaSensor`). Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from gateway.kafka.services import QuotaSubject
+from gateway.quotas.client_quotas import ClientQuotaManager
+from gateway.quotas.metrics import QuotaMetrics
+from gateway.quotas.mutation_quota import ControllerMutationQuota, MutationBudget
+from gateway.quotas.quota_book import ClientQuotas, QuotaBook
+from gateway.quotas.throttle import request_percentage
+
+
+class GatewayThrottling:
+    def __init__(
+        self, book: QuotaBook, *, samples: int, window_s: int, registry: CollectorRegistry
+    ) -> None:
+        self._book = book
+        self._produce = ClientQuotaManager("producer_byte_rate", samples=samples, window_s=window_s)
+        self._fetch = ClientQuotaManager("consumer_byte_rate", samples=samples, window_s=window_s)
+        self._request = ClientQuotaManager("request_percentage", samples=samples, window_s=window_s)
+        self._mutations = ControllerMutationQuota(samples=samples, window_s=window_s)
+        self._metrics = QuotaMetrics(registry)
+
+    async def load(self, tenant_id: str) -> None:
+        """Make the tenant's quotas available (at login; later changes come by `refresh`)."""
+        await self._book.load(tenant_id)
+
+    def _quotas(self, subject: QuotaSubject) -> ClientQuotas:
+        return self._book.quotas_for(subject.tenant, subject.user, subject.client_id)
+
+    def produce(self, subject: QuotaSubject, request_bytes: int, now_ms: int) -> int:
+        quotas = self._quotas(subject)
+        throttle = self._produce.record_and_throttle_ms(
+            quotas.producer_key,
+            request_bytes,
+            quotas.producer_byte_rate,
+            now_ms,
+            tenant_cap=quotas.tenant_producer_byte_rate,
+        )
+        return self._noted(subject, "producer_byte_rate", throttle)
+
+    def fetch(self, subject: QuotaSubject, response_bytes: int, now_ms: int) -> int:
+        quotas = self._quotas(subject)
+        key = quotas.consumer_key
+        throttle = self._fetch.record_and_throttle_ms(
+            key,
+            response_bytes,
+            quotas.consumer_byte_rate,
+            now_ms,
+            tenant_cap=quotas.tenant_consumer_byte_rate,
+        )
+        if throttle > 0:  # the client gets no data: do not charge it for data it never saw
+            self._fetch.unrecord(key, response_bytes, now_ms)
+        return self._noted(subject, "consumer_byte_rate", throttle)
+
+    def fetch_max_bytes(self, subject: QuotaSubject) -> int | None:
+        rate = self._quotas(subject).consumer_byte_rate
+        return None if rate is None else self._fetch.max_value_in_window(rate)
+
+    def request_time(self, subject: QuotaSubject, elapsed_ms: float, now_ms: int) -> int:
+        quotas = self._quotas(subject)
+        if quotas.request_percentage is None:
+            return 0
+        throttle = self._request.record_and_throttle_ms(
+            quotas.request_key, request_percentage(elapsed_ms), quotas.request_percentage, now_ms
+        )
+        return self._noted(subject, "request_percentage", throttle)
+
+    def mutations(self, subject: QuotaSubject, strict: bool, now_ms: int) -> MutationBudget:
+        quotas = self._quotas(subject)
+        return self._mutations.budget(
+            quotas.mutation_key, quotas.controller_mutation_rate, strict=strict, now_ms=now_ms
+        )
+
+    def mutation_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int:
+        quotas = self._quotas(subject)
+        throttle = self._mutations.throttle_time_ms(
+            quotas.mutation_key, quotas.controller_mutation_rate, now_ms
+        )
+        return self._noted(subject, "controller_mutation_rate", throttle)
+
+    def _noted(self, subject: QuotaSubject, quota: str, throttle_ms: int) -> int:
+        if throttle_ms > 0:
+            self._metrics.throttled(subject.tenant, quota, throttle_ms)
+        return throttle_ms

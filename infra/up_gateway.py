@@ -1,0 +1,115 @@
+"""`infra/up`'s tenant door: the gateway in front of the brokers, and a demo tenant to try it.
+
+Owns the gateway's component starter and its demo credentials. The first run creates, in the
+tenant store the admin API uses, a tenant `demo` with a service account `demo-app`, an API key
+and a quota (`<default>` user of the tenant: 10 MiB/s produce, 20 MiB/s fetch), and saves the
+key in `<root>/demo-credentials.json` (mode 0600: the secret is shown once by the store, so this
+file is the only copy; it is never printed); later runs reuse that file while the key still
+works. `<root>/demo-client.properties` (0600) is a Java client / Kafka tools config for it. The gateway listens
+on `--gateway-port` (9192) for bootstrap and on `--gateway-port + 1 + N` for broker N, and its
+metrics on `--gateway-metrics-port`. The text returned tells a developer how to connect each
+Kafka client through it with SASL. Blocking; runs on the launcher's main thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from infra.connect_help import java_client_properties, sasl_snippets
+from infra.errors import LaunchError
+from infra.files import save_secret, shown
+from infra.probes import port_in_use
+from infra.stack import Stack
+from tenancy.domain import QuotaEntity
+from tenancy.store import TenantStore
+
+DEFAULT_GATEWAY_PORT = 9192
+DEFAULT_GATEWAY_METRICS_PORT = 7170
+DEMO_TENANT = "demo"
+DEMO_ACCOUNT = "demo-app"
+DEMO_QUOTAS = {"producer_byte_rate": 10 * 2**20, "consumer_byte_rate": 20 * 2**20}
+CREDENTIALS_FILE = "demo-credentials.json"
+JAVA_PROPERTIES = "demo-client.properties"
+OPERATOR = "infra-up"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gateway-port",
+        type=int,
+        default=DEFAULT_GATEWAY_PORT,
+        help="gateway bootstrap port; broker N is served on this + 1 + N (%(default)s)",
+    )
+    parser.add_argument(
+        "--gateway-metrics-port",
+        type=int,
+        default=DEFAULT_GATEWAY_METRICS_PORT,
+        help="gateway Prometheus port (%(default)s; 0: off)",
+    )
+
+
+def start_gateway(stack: Stack, args: argparse.Namespace) -> str:
+    """Create (or reuse) the demo tenant, then run the gateway in front of the brokers."""
+    base = args.gateway_port + 1
+    wanted = [("--gateway-port", args.gateway_port)]
+    wanted += [("--gateway-port", base + broker.node_id) for broker in stack.brokers]
+    if args.gateway_metrics_port:
+        wanted.append(("--gateway-metrics-port", args.gateway_metrics_port))
+    for option, port in wanted:
+        if port_in_use(args.host, port):
+            raise LaunchError(f"port {port} on {args.host} is in use; pick another with {option}")
+    db_url = f"sqlite:///{args.root / 'tenancy.db'}"
+    credentials = demo_credentials(db_url, args.root / CREDENTIALS_FILE)
+    gateway = stack.start_gateway(
+        db_url,
+        port=args.gateway_port,
+        broker_port_base=base,
+        metrics_port=args.gateway_metrics_port or None,
+    )
+    metrics = (
+        f", metrics http://{args.host}:{args.gateway_metrics_port}/metrics"
+        if args.gateway_metrics_port
+        else ""
+    )
+    properties = args.root / JAVA_PROPERTIES
+    save_secret(properties, java_client_properties(gateway.bootstrap, credentials))
+    return (
+        f"gateway: {gateway.bootstrap}  (log {gateway.log_path}{metrics})\n"
+        f"demo tenant {credentials['tenant']}: API key {credentials['key_id']},"
+        f" secret in {shown(args.root / CREDENTIALS_FILE)} (mode 0600)\n\n"
+        + sasl_snippets(gateway.bootstrap, shown(args.root / CREDENTIALS_FILE), shown(properties))
+    )
+
+
+def demo_credentials(db_url: str, path: Path) -> dict[str, str]:
+    """The saved demo key if it still authenticates; otherwise a new one (tenant made if needed)."""
+    with TenantStore.open(db_url) as store:
+        saved = _read(path)
+        if saved is not None and store.verify_api_key(saved["key_id"], saved["secret"]) is not None:
+            return saved
+        if not any(t.id == DEMO_TENANT for t in store.list_tenants(limit=100).items):
+            store.create_tenant(
+                display_name="Demo", plan="free", tenant_id=DEMO_TENANT, actor=OPERATOR
+            )
+            store.set_quotas(
+                DEMO_TENANT, QuotaEntity("<default>", None), DEMO_QUOTAS, actor=OPERATOR
+            )
+        account = store.create_service_account(DEMO_TENANT, name=DEMO_ACCOUNT, actor=OPERATOR)
+        key, secret = store.create_api_key(
+            DEMO_TENANT, service_account_id=account.id, description="infra/up demo", actor=OPERATOR
+        )
+    credentials = {"tenant": DEMO_TENANT, "key_id": key.key_id, "secret": str(secret)}
+    save_secret(path, json.dumps(credentials))
+    return credentials
+
+
+def _read(path: Path) -> dict[str, str] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not {"tenant", "key_id", "secret"} <= set(data):
+        return None
+    return {k: str(data[k]) for k in ("tenant", "key_id", "secret")}

@@ -1,0 +1,125 @@
+"""`pier gateway`: run the tenant-facing Kafka gateway in front of a fleet.
+
+Owns: the gateway's arguments, logging set-up and process lifecycle: SIGTERM/SIGINT drain and
+stop (listeners closed, metered usage flushed), a bad argument or an unusable setting prints one
+line and exits 2, a fleet or database that cannot be reached at start exits 1 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 1
+COMMANDS = ("gateway",)
+
+
+def add_parser(commands: Any) -> None:
+    gateway = commands.add_parser(
+        "gateway",
+        help="run the tenant gateway (SASL, isolation, quotas, metering) in front of brokers",
+        description=(
+            "Serve tenants over the Kafka protocol: SASL PLAIN/SCRAM with API keys, every name "
+            "in the tenant's namespace, ACLs, quotas and usage metering. Listens on --port "
+            "(bootstrap) and on --broker-port-base + N for broker N."
+        ),
+    )
+    gateway.add_argument("--bootstrap", required=True, help="HOST:PORT[,...] of the brokers")
+    gateway.add_argument(
+        "--db", required=True, help="tenant store URL (sqlite:///… or postgresql+psycopg://…)"
+    )
+    gateway.add_argument("--port", required=True, type=int, help="bootstrap listener port")
+    gateway.add_argument("--host", default="127.0.0.1", help="listener address")
+    gateway.add_argument("--advertised-host", default=None, help="host clients are told to use")
+    gateway.add_argument(
+        "--broker-port-base",
+        type=int,
+        default=None,
+        help="broker N is served on this + N (default: --port + 1)",
+    )
+    gateway.add_argument("--metrics-port", type=int, default=None, help="Prometheus endpoint port")
+    gateway.add_argument(
+        "--gateway-id", default=None, help="id in usage-record ids (default gw-PORT)"
+    )
+    gateway.add_argument("--config", type=Path, default=None, help="gateway properties file")
+    gateway.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate (SASL_SSL)")
+    gateway.add_argument("--tls-key", type=Path, default=None, help="PEM private key (SASL_SSL)")
+    gateway.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from brokers.config import BrokerConfigError, read_properties
+    from gateway.config import GatewayConfig, GatewayConfigError
+
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+    )
+    try:
+        properties = read_properties(args.config) if args.config else {}
+        config = GatewayConfig(
+            bootstrap=args.bootstrap,
+            db_url=args.db,
+            port=args.port,
+            host=args.host,
+            advertised_host=args.advertised_host,
+            broker_port_base=args.broker_port_base,
+            metrics_port=args.metrics_port,
+            gateway_id=args.gateway_id,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            properties=properties,
+        )
+    except (BrokerConfigError, GatewayConfigError) as exc:
+        print(f"pier: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return asyncio.run(_serve(config))
+
+
+async def _serve(config: Any) -> int:
+    from brokers.client.errors import ClientError
+    from gateway.app import Gateway
+
+    gateway = Gateway(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await gateway.start()
+    except ClientError as exc:
+        print(f"pier: error: no broker of {config.bootstrap} answers: {exc}", file=sys.stderr)
+        await gateway.stop()
+        return EXIT_UNAVAILABLE
+    except OSError as exc:
+        print(
+            f"pier: error: cannot listen on {config.host}:{config.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        await gateway.stop()
+        return EXIT_UNAVAILABLE
+    except Exception as exc:  # the tenant store (SQLAlchemy) or TLS files
+        print(
+            f"pier: error: gateway cannot start: {exc.__class__.__name__}: {exc}", file=sys.stderr
+        )
+        await gateway.stop()
+        return EXIT_UNAVAILABLE
+    print(
+        f"pier gateway ready bootstrap={config.public_host}:{gateway.bootstrap_port}"
+        f" brokers={sorted(gateway.fleet.broker_ids()) if gateway.fleet else []}",
+        file=sys.stderr,
+        flush=True,
+    )
+    await stop.wait()
+    await gateway.stop()
+    logging.getLogger("pier.gateway").info("event=shutdown clean=true")
+    return 0

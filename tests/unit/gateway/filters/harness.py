@@ -1,0 +1,120 @@
+"""A `FilterContext` for filter unit tests, with fakes for the ACLs, the fleet and the mutation
+budget, and helpers to run a filter end to end on kio entities (request in → what goes upstream;
+upstream response in → what the client gets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from brokers.wire.entities import make, request_module, response_module
+from gateway.kafka.filter import Caller, FilterContext, FilterModule, Forward, Outcome, Reply
+from gateway.kafka.namespace import TenantNamespace
+from tenancy.domain import DEFAULT_LIMITS, Principal, TenantLimits
+
+TENANT = "acme"
+OTHER = "bolt"
+
+
+@dataclass
+class FakeAccess:
+    """Allows everything except the (operation, resource type, name) triples in `denied`."""
+
+    denied: set[tuple[str, str, str]] = field(default_factory=set)
+    denied_any: set[tuple[str, str]] = field(default_factory=set)
+
+    def allowed(
+        self, principal: str, host: str, operation: str, resource_type: str, name: str
+    ) -> bool:
+        return (operation, resource_type, name) not in self.denied
+
+    def allowed_any(self, principal: str, host: str, operation: str, resource_type: str) -> bool:
+        return (operation, resource_type) not in self.denied_any
+
+
+@dataclass
+class FakeFleet:
+    partitions: int = 0
+    default_partitions: int = 1
+    endpoints: dict[int, tuple[str, int]] = field(
+        default_factory=lambda: {1: ("gw.example", 9101), 2: ("gw.example", 9102)}
+    )
+    topic_counts: dict[str, int] = field(default_factory=dict)  # fleet topic -> partitions
+
+    def cluster_id(self, tenant_id: str) -> str:
+        return f"virtual-{tenant_id}"
+
+    def endpoint(self, node_id: int) -> tuple[str, int] | None:
+        return self.endpoints.get(node_id)
+
+    async def tenant_partitions(self, namespace: TenantNamespace) -> int:
+        return self.partitions
+
+    async def topic_partitions(self, fleet_topic: str) -> int | None:
+        """Proposed `Fleet` method: one fleet topic's partition count, None if unknown."""
+        return self.topic_counts.get(fleet_topic)
+
+
+@dataclass
+class FakeBudget:
+    over: bool = False
+    charged: int = 0
+
+    def exceeded(self) -> bool:
+        return self.over
+
+    def record(self, partitions: int) -> None:
+        self.charged += partitions
+
+
+def context(
+    module: FilterModule,
+    version: int,
+    *,
+    tenant: str = TENANT,
+    access: FakeAccess | None = None,
+    fleet: FakeFleet | None = None,
+    limits: TenantLimits = DEFAULT_LIMITS,
+    budget: FakeBudget | None = None,
+) -> FilterContext:
+    return FilterContext(
+        api_key=module.API_KEY,
+        api_version=version,
+        caller=Caller(Principal(tenant, "sa-0000000001", "KEY0000000000001"), "127.0.0.1", "app"),
+        namespace=TenantNamespace(tenant),
+        access=access or FakeAccess(),
+        limits=limits,
+        fleet=fleet or FakeFleet(),
+        mutations=budget or FakeBudget(),
+    )
+
+
+def request(module: FilterModule, version: int, name: str, /, **fields: Any) -> Any:
+    return make(request_module(module.API_KEY, version), name, **fields)
+
+
+def response(module: FilterModule, version: int, name: str, /, **fields: Any) -> Any:
+    """A response entity as the broker would send it (`throttle_time` defaults to zero)."""
+    fields.setdefault("throttle_time", timedelta(0))
+    return make(response_module(module.API_KEY, version), name, **fields)
+
+
+def versions(module: FilterModule) -> Iterable[int]:
+    return range(module.MIN_VERSION, module.MAX_VERSION + 1)
+
+
+async def run(module: FilterModule, ctx: FilterContext, req: Any) -> Outcome:
+    return await module.handle(ctx, req)
+
+
+def forwarded(outcome: Outcome) -> Forward:
+    assert isinstance(outcome, Forward), f"expected the request to be forwarded, got {outcome!r}"
+    return outcome
+
+
+def replied(outcome: Outcome) -> Any:
+    assert isinstance(outcome, Reply), f"expected a local answer, got {outcome!r}"
+    return outcome.response

@@ -1,0 +1,302 @@
+"""CreateTopics, DeleteTopics and CreatePartitions through the gateway: names both ways, ACL,
+name-length, assignment, config and partition-limit refusals, the strict mutation quota and its
+charges, collision messages replaced."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from brokers.wire.errors import ErrorCode
+from gateway.kafka.filters import create_partitions, create_topics, delete_topics
+from tests.unit.gateway.filters.harness import (
+    FakeAccess,
+    FakeBudget,
+    FakeFleet,
+    context,
+    forwarded,
+    replied,
+    request,
+    response,
+    run,
+    versions,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _topic(version: int, name: str, partitions: int = 2, **fields: Any) -> Any:
+    fields.setdefault("assignments", ())
+    fields.setdefault("configs", ())
+    return request(
+        create_topics,
+        version,
+        "CreatableTopic",
+        name=name,
+        num_partitions=partitions,
+        replication_factor=-1,
+        **fields,
+    )
+
+
+def _create(version: int, *topics: Any, validate_only: bool = False) -> Any:
+    return request(
+        create_topics,
+        version,
+        "CreateTopicsRequest",
+        topics=topics,
+        timeout=0,
+        validate_only=validate_only,
+    )
+
+
+def _created(
+    version: int, name: str, code: ErrorCode = ErrorCode.none, message: str | None = None
+) -> Any:
+    configs: tuple[Any, ...] = ()
+    if version >= 5:
+        configs = (
+            response(
+                create_topics,
+                version,
+                "CreatableTopicConfigs",
+                name="retention.ms",
+                value="1",
+                read_only=False,
+                config_source=4,
+                is_sensitive=False,
+            ),
+        )
+    return response(
+        create_topics,
+        version,
+        "CreatableTopicResult",
+        name=name,
+        topic_id=None,
+        error_code=code,
+        error_message=message,
+        topic_config_error_code=0,
+        num_partitions=2,
+        replication_factor=1,
+        configs=configs,
+    )
+
+
+@pytest.mark.parametrize("version", list(versions(create_topics)))
+def test_create_topics_refusals_merge_in_order(version: int) -> None:
+    budget = FakeBudget()
+    ctx = context(
+        create_topics,
+        version,
+        budget=budget,
+        fleet=FakeFleet(partitions=90),
+        access=FakeAccess(
+            denied={("CREATE", "CLUSTER", "kafka-cluster"), ("CREATE", "TOPIC", "no")}
+        ),
+    )
+    cfg = request(create_topics, version, "CreatableTopicConfig", name="log.dirs", value="/x")
+    assign = request(
+        create_topics, version, "CreatableReplicaAssignment", partition_index=0, broker_ids=(1,)
+    )
+    req = _create(
+        version,
+        _topic(version, "a"),
+        _topic(version, "no"),
+        _topic(version, "x" * 245),
+        _topic(version, "m", assignments=(assign,)),
+        _topic(version, "c", configs=(cfg,)),
+        _topic(version, "big", 9),
+        _topic(version, "b", -1),
+    )
+    outcome = forwarded(asyncio.run(run(create_topics, ctx, req)))
+    assert [t.name for t in outcome.request.topics] == ["acme_a", "acme_b"]
+    assert budget.charged == 3  # 2 + the default 1
+    answer = response(
+        create_topics,
+        version,
+        "CreateTopicsResponse",
+        topics=(
+            _created(
+                version,
+                "acme_b",
+                ErrorCode.invalid_topic_exception,
+                "Topic 'acme_b' collides with existing topic: acme_b_",
+            ),
+            _created(version, "bolt_z"),
+            _created(version, "acme_a"),
+        ),
+    )
+    shown = outcome.on_response(answer).topics
+    assert [(t.name, t.error_code) for t in shown] == [
+        ("a", ErrorCode.none),
+        ("no", ErrorCode.topic_authorization_failed),
+        ("x" * 245, ErrorCode.invalid_topic_exception),
+        ("m", ErrorCode.invalid_request),
+        ("c", ErrorCode.policy_violation),
+        ("big", ErrorCode.policy_violation),
+        ("b", ErrorCode.invalid_topic_exception),
+    ]
+    assert "at most 244 characters" in (shown[2].error_message or "")
+    assert shown[5].error_message == "tenant partition limit 100 reached: 92 in use, 9 requested"
+    assert "acme" not in (shown[6].error_message or "") and "collides" in (
+        shown[6].error_message or ""
+    )
+    if version >= 5:
+        assert shown[0].configs[0].config_source == 5  # a broker setting shown as a default
+
+
+@pytest.mark.parametrize("version", list(versions(create_topics)))
+def test_create_topics_quota_is_strict_from_v6_and_validate_only_is_free(version: int) -> None:
+    budget = FakeBudget(over=True)
+    ctx = context(create_topics, version, budget=budget)
+    outcome = asyncio.run(
+        run(create_topics, ctx, _create(version, _topic(version, "a"), validate_only=True))
+    )
+    if version >= 6:
+        assert replied(outcome).topics[0].error_code == ErrorCode.throttling_quota_exceeded
+    else:
+        forwarded(outcome)
+    assert budget.charged == 0
+
+
+def test_create_topics_config_bounds() -> None:
+    ctx = context(create_topics, 7)
+    big = request(
+        create_topics, 7, "CreatableTopicConfig", name="max.message.bytes", value=str(2**21)
+    )
+    small = request(create_topics, 7, "CreatableTopicConfig", name="retention.ms", value="60000")
+    answer = replied(
+        asyncio.run(run(create_topics, ctx, _create(7, _topic(7, "a", configs=(small, big)))))
+    )
+    assert answer.topics[0].error_code == ErrorCode.invalid_config
+
+
+@pytest.mark.parametrize("version", list(versions(delete_topics)))
+def test_delete_topics(version: int) -> None:
+    budget = FakeBudget()
+    fleet = FakeFleet(topic_counts={"acme_a": 4})
+    ctx = context(
+        delete_topics,
+        version,
+        budget=budget,
+        fleet=fleet,
+        access=FakeAccess(denied={("DELETE", "TOPIC", "no")}),
+    )
+    req = request(
+        delete_topics, version, "DeleteTopicsRequest", topic_names=("a", "no", "b"), timeout=0
+    )
+    outcome = forwarded(asyncio.run(run(delete_topics, ctx, req)))
+    assert outcome.request.topic_names == ("acme_a", "acme_b")
+    assert budget.charged == 5  # 4 + 1 for the topic the fleet cannot count
+    done = [
+        response(
+            delete_topics,
+            version,
+            "DeletableTopicResult",
+            name=n,
+            error_code=ErrorCode.none,
+            error_message=None,
+        )
+        for n in ("acme_b", "bolt_a", "acme_a")
+    ]
+    shown = outcome.on_response(
+        response(delete_topics, version, "DeleteTopicsResponse", responses=tuple(done))
+    )
+    assert [(t.name, t.error_code) for t in shown.responses] == [
+        ("a", ErrorCode.none),
+        ("no", ErrorCode.topic_authorization_failed),
+        ("b", ErrorCode.none),
+    ]
+    over = context(delete_topics, version, budget=FakeBudget(over=True))
+    outcome_over = asyncio.run(run(delete_topics, over, req))
+    if version >= 5:
+        assert replied(outcome_over).responses[0].error_code == ErrorCode.throttling_quota_exceeded
+
+
+@pytest.mark.parametrize("version", list(versions(create_partitions)))
+def test_create_partitions(version: int) -> None:
+    budget = FakeBudget()
+    fleet = FakeFleet(partitions=95, topic_counts={"acme_a": 2, "acme_big": 1})
+    ctx = context(
+        create_partitions,
+        version,
+        budget=budget,
+        fleet=fleet,
+        access=FakeAccess(denied={("ALTER", "TOPIC", "no")}),
+    )
+    assign = request(create_partitions, version, "CreatePartitionsAssignment", broker_ids=(1,))
+    topics = (
+        request(
+            create_partitions, version, "CreatePartitionsTopic", name="a", count=5, assignments=None
+        ),
+        request(
+            create_partitions,
+            version,
+            "CreatePartitionsTopic",
+            name="no",
+            count=5,
+            assignments=None,
+        ),
+        request(
+            create_partitions,
+            version,
+            "CreatePartitionsTopic",
+            name="m",
+            count=5,
+            assignments=(assign,),
+        ),
+        request(
+            create_partitions,
+            version,
+            "CreatePartitionsTopic",
+            name="big",
+            count=4,
+            assignments=None,
+        ),
+    )
+    req = request(
+        create_partitions,
+        version,
+        "CreatePartitionsRequest",
+        topics=topics,
+        timeout=0,
+        validate_only=False,
+    )
+    outcome = forwarded(asyncio.run(run(create_partitions, ctx, req)))
+    assert [t.name for t in outcome.request.topics] == ["acme_a"]
+    assert budget.charged == 3
+    results = tuple(
+        response(
+            create_partitions,
+            version,
+            "CreatePartitionsTopicResult",
+            name=n,
+            error_code=ErrorCode.none,
+            error_message=None,
+        )
+        for n in ("bolt_a", "acme_a")
+    )
+    shown = outcome.on_response(
+        response(create_partitions, version, "CreatePartitionsResponse", results=results)
+    )
+    assert [(t.name, t.error_code) for t in shown.results] == [
+        ("a", ErrorCode.none),
+        ("no", ErrorCode.topic_authorization_failed),
+        ("m", ErrorCode.invalid_request),
+        ("big", ErrorCode.policy_violation),
+    ]
+    assert (
+        shown.results[3].error_message
+        == "tenant partition limit 100 reached: 98 in use, 3 requested"
+    )
+    strict = asyncio.run(
+        run(
+            create_partitions,
+            context(create_partitions, version, budget=FakeBudget(over=True)),
+            req,
+        )
+    )
+    if version >= 3:
+        assert replied(strict).results[0].error_code == ErrorCode.throttling_quota_exceeded
