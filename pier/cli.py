@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pier import cluster_cli, gateway_cli, groups_cli, tenancy_cli
+from pier import billing_cli, cluster_cli, gateway_cli, groups_cli, tenancy_cli
 
 EXIT_USAGE = 2
 
@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     cluster_cli.add_parser(commands)
     tenancy_cli.add_parser(commands)
     gateway_cli.add_parser(commands)
+    billing_cli.add_parser(commands)
     return parser
 
 
@@ -58,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return groups_cli.run(args)
     if args.command == "cluster":
         return cluster_cli.run(args)
+    if args.command == "billing":
+        return billing_cli.run(args)
     if args.command in tenancy_cli.COMMANDS:
         return tenancy_cli.run(args)
     if args.command in gateway_cli.COMMANDS:

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Float,
     ForeignKey,
     ForeignKeyConstraint,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -196,3 +198,126 @@ class ChangeCounterRow(Base):
     __tablename__ = "change_counter"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     version: Mapped[int] = mapped_column(BigInteger)
+
+
+# --- billing (revision 0004): written by `billing/`, read by `tenancy.billing_store` ------------
+# Counters are BIGINT; storage byte-milliseconds can pass 2^63 for a large topic over an hour, so
+# they are exact decimals (`Money`: NUMERIC(38, 12) on PostgreSQL, decimal text on SQLite).
+MAX_RECORD_ID = 520  # tenancy.usage: ids are at most 2 × 255 characters
+
+
+class UsageRollupRow(Base):
+    """One (tenant, principal, client-id, topic, UTC hour) of usage: sums, never overwritten.
+    Storage rows have principal and client_id ""; topic "" means work tied to no topic."""
+
+    __tablename__ = "billing_usage_hourly"
+    __table_args__ = (Index("ix_billing_usage_hourly_tenant", "tenant_id", "hour_ms"),)
+    tenant_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    principal: Mapped[str] = mapped_column(String(255), primary_key=True)
+    client_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    topic: Mapped[str] = mapped_column(String(255), primary_key=True)
+    hour_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    bytes_in: Mapped[int] = mapped_column(BigInteger)
+    bytes_out: Mapped[int] = mapped_column(BigInteger)
+    requests: Mapped[int] = mapped_column(BigInteger)
+    throttle_ms: Mapped[int] = mapped_column(BigInteger)
+    connection_ms: Mapped[int] = mapped_column(BigInteger)
+    partition_ms: Mapped[int] = mapped_column(BigInteger)
+    storage_byte_ms: Mapped[Decimal] = mapped_column(Money)
+    records: Mapped[int] = mapped_column(BigInteger)
+    version: Mapped[int] = mapped_column(Integer)  # how many runs added to this row
+    last_run: Mapped[int] = mapped_column(BigInteger)
+
+
+class BillingCursorRow(Base):
+    """The `__usage` offsets the rollups cover; runs are fenced on (generation, offsets)."""
+
+    __tablename__ = "billing_cursor"
+    topic: Mapped[str] = mapped_column(String(255), primary_key=True)
+    generation: Mapped[int] = mapped_column(BigInteger)
+    offsets: Mapped[str] = mapped_column(Text)  # {"<partition>": next offset}
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class BillingRunRow(Base):
+    """One committed rollup run: the offset range it read and what it found there."""
+
+    __tablename__ = "billing_runs"
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    topic: Mapped[str] = mapped_column(String(255))
+    generation: Mapped[int] = mapped_column(BigInteger)
+    start_offsets: Mapped[str] = mapped_column(Text)
+    end_offsets: Mapped[str] = mapped_column(Text)
+    until_ms: Mapped[int] = mapped_column(BigInteger)
+    records: Mapped[int] = mapped_column(BigInteger)
+    duplicates: Mapped[int] = mapped_column(BigInteger)
+    rejected: Mapped[int] = mapped_column(BigInteger)
+    late_samples: Mapped[int] = mapped_column(BigInteger)
+    committed_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class BillingRunHourRow(Base):
+    """Which runs added to which tenant-hours: an invoice's provenance."""
+
+    __tablename__ = "billing_run_hours"
+    __table_args__ = (Index("ix_billing_run_hours_tenant", "tenant_id", "hour_ms"),)
+    run_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    tenant_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    hour_ms: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+
+
+class BillingRecordIdRow(Base):
+    """Ids of counted usage records, kept for the `__usage` retention: a replay counts once."""
+
+    __tablename__ = "billing_record_ids"
+    __table_args__ = (Index("ix_billing_record_ids_hour", "hour_ms"),)
+    id: Mapped[str] = mapped_column(String(MAX_RECORD_ID), primary_key=True)
+    hour_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class StoragePendingRow(Base):
+    """The newest storage sample of each partition. Unsettled: its duration waits for the next
+    sample (or for its cap to pass); settled: already credited for the full cap."""
+
+    __tablename__ = "billing_storage_pending"
+    tenant_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    topic: Mapped[str] = mapped_column(String(255), primary_key=True)
+    partition: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    at_ms: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    settled: Mapped[bool] = mapped_column(Boolean)
+
+
+class InvoiceRow(Base):
+    """One invoice per (tenant, period); `document` is the canonical JSON once final."""
+
+    __tablename__ = "billing_invoices"
+    __table_args__ = (UniqueConstraint("tenant_id", "period", name="uq_billing_invoices_period"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ID)
+    period: Mapped[str] = mapped_column(String(7))  # YYYY-MM, UTC
+    status: Mapped[str] = mapped_column(String(8))  # draft | final
+    plan: Mapped[str] = mapped_column(String(64))
+    currency: Mapped[str] = mapped_column(String(3))
+    total: Mapped[Decimal] = mapped_column(Money)
+    provenance: Mapped[str] = mapped_column(Text)  # JSON
+    document: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finalized_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class InvoiceLineRow(Base):
+    __tablename__ = "billing_invoice_lines"
+    invoice_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("billing_invoices.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(16))  # usage | adjustment
+    for_period: Mapped[str] = mapped_column(String(7))
+    dimension: Mapped[str] = mapped_column(String(64))
+    measure: Mapped[Decimal] = mapped_column(Money)  # raw units: bytes, byte-ms, ms, requests
+    quantity: Mapped[Decimal] = mapped_column(Money)  # billing units, 12 places (display)
+    amount: Mapped[Decimal] = mapped_column(Money)

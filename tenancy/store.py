@@ -1,9 +1,9 @@
 """`TenantStore`: the tenant store's one entry point, on SQLite (embedded) or PostgreSQL (production).
 
 Assembles the command groups (tenants, service accounts, API keys, authentication, quotas, ACLs,
-plans, operators; each a mixin over `tenancy.store_base.StoreCore`) and owns what spans them: opening
-and migrating the database, the audit log, the change versions and the change feed, and the
-verification cache. Every mutation journals an audit entry and a change in its own transaction.
+plans, operators, billing reads; each a mixin over `tenancy.store_base.StoreCore`) and owns what
+spans them: opening and migrating the database, the audit log, the change versions and the change
+feed, and the verification cache. Every mutation journals an audit entry and a change in its own transaction.
 
 Synchronous SQLAlchemy: call it from threads (the admin API uses a thread pool) or directly; every
 method is thread-safe. `watch()` is the asynchronous part. Nothing here logs a secret; `repr()` hides
@@ -18,6 +18,7 @@ from tenancy import journal
 from tenancy.acls import AclCommands
 from tenancy.api_keys import ApiKeyCommands
 from tenancy.authentication import Authentication
+from tenancy.billing_store import BillingReads
 from tenancy.change_feed import ChangeFeed
 from tenancy.database import Database
 from tenancy.domain import AuditEntry, Change, Page
@@ -42,6 +43,7 @@ class TenantStore(
     AclCommands,
     PlanCommands,
     OperatorCommands,
+    BillingReads,
 ):
     @classmethod
     def open(
@@ -62,6 +64,11 @@ class TenantStore(
     def schema_revision(self) -> str | None:
         """The database's Alembic revision; None before the first `upgrade`."""
         return self._db.revision()
+
+    @property
+    def database(self) -> Database:
+        """The store's engines, for the components whose tables live here too (billing)."""
+        return self._db
 
     @property
     def dialect(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from tenancy.api import openapi_billing
 from tenancy.api.openapi_schemas import RESOURCE_TYPES, JsonSchema, component_schemas, ref
 
 TITLE = "Pier admin API"
@@ -333,13 +334,14 @@ def document() -> dict[str, Any]:
             **_quota_paths(),
             **_acl_paths(),
             **_plan_paths(),
+            **openapi_billing.paths(_op, _p),
             **_service_paths(),
         },
         "components": {
             "securitySchemes": {"operatorToken": {"type": "http", "scheme": "bearer"}},
-            "parameters": _PARAMETERS,
+            "parameters": {**_PARAMETERS, **openapi_billing.parameters()},
             "responses": _problem_responses(),
-            "schemas": component_schemas(),
+            "schemas": {**component_schemas(), **openapi_billing.schemas()},
         },
     }
 

@@ -1,0 +1,132 @@
+"""The rollup run's DataFrame steps (Spark), each a function of DataFrames and plain values.
+
+Owns: de-duplication by record id, traffic sums per tenant/principal/client-id/topic/UTC hour,
+and storage byte-hours. Storage: each sample of a partition holds its size from `at_ms` until the
+next sample of that partition, at most `cap_ms` (2 × the sampling interval); a held interval is
+split at UTC hour boundaries. The newest sample of a partition has no successor yet: it stays
+pending (carried to the next run) until a successor arrives or `until_ms` passes its cap, when it
+is credited the full cap and marked settled. A sample not newer than the partition's pending one
+arrived out of order after its time was credited: it is counted as late and not credited.
+Byte-milliseconds are DECIMAL(38, 0), exact. Runs on the driver; the work runs on executors.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from billing.rollup.sums import TRAFFIC_MEASURES, PendingSample, RollupKey, Sums
+from tenancy.usage import HOUR_MS
+
+PENDING_SCHEMA = (
+    "tenant STRING, topic STRING, partition INT, p_at BIGINT, p_bytes BIGINT, p_settled BOOLEAN"
+)
+
+
+def with_hour(valid: DataFrame) -> DataFrame:
+    """Valid rows, one per record id, with the UTC hour the record belongs to."""
+    moment = F.when(F.col("kind") == "traffic", F.col("start_ms")).otherwise(F.col("at_ms"))
+    return valid.dropDuplicates(["id"]).withColumn("hour_ms", moment - moment % F.lit(HOUR_MS))
+
+
+def traffic_sums(records: DataFrame) -> dict[RollupKey, Sums]:
+    grouped = (
+        records.where(F.col("kind") == "traffic")
+        .withColumn("topic_key", F.coalesce(F.col("topic"), F.lit("")))
+        .groupBy("tenant", "principal", "client_id", "topic_key", "hour_ms")
+        .agg(*(F.sum(m).alias(m) for m in TRAFFIC_MEASURES), F.count("*").alias("records"))
+    )
+    out: dict[RollupKey, Sums] = {}
+    for row in grouped.toLocalIterator():
+        key = RollupKey(row.tenant, row.principal, row.client_id, row.topic_key, row.hour_ms)
+        sums = Sums(records=int(row.records))
+        for measure in TRAFFIC_MEASURES:
+            setattr(sums, measure, int(row[measure]))
+        out[key] = sums
+    return out
+
+
+def storage_sums(
+    spark: SparkSession,
+    records: DataFrame,
+    pending: list[PendingSample],
+    until_ms: int,
+    cap_ms: int,
+) -> tuple[dict[RollupKey, Sums], list[PendingSample], int]:
+    """(sums per tenant/topic/hour, the new pending sample per partition, late samples)."""
+    keys = ["tenant", "topic", "partition"]
+    carried = spark.createDataFrame(
+        [(p.tenant, p.topic, p.partition, p.at_ms, p.bytes, p.settled) for p in pending],
+        PENDING_SCHEMA,
+    )
+    samples = records.where(F.col("kind") == "storage").select(*keys, "at_ms", "bytes")
+    joined = samples.join(carried, keys, "left")
+    is_late = F.col("p_at").isNotNull() & (F.col("at_ms") <= F.col("p_at"))
+    late = joined.where(is_late).count()
+    fresh = joined.where(~is_late).select(*keys, "at_ms", "bytes")
+    unsettled = carried.where(~F.col("p_settled")).select(
+        *keys, F.col("p_at").alias("at_ms"), F.col("p_bytes").alias("bytes")
+    )
+    intervals = _held(fresh.unionByName(unsettled), until_ms, cap_ms).persist()
+    try:
+        newest = [
+            PendingSample(r.tenant, r.topic, r.partition, r.at_ms, r.bytes, r.held > 0)
+            for r in intervals.where(F.col("following").isNull()).toLocalIterator()
+        ]
+        sums = _hourly(intervals.where(F.col("held") > 0))
+    finally:
+        intervals.unpersist()
+    return sums, newest, late
+
+
+def _held(samples: DataFrame, until_ms: int, cap_ms: int) -> DataFrame:
+    order = Window.partitionBy("tenant", "topic", "partition").orderBy("at_ms")
+    following = F.lead("at_ms").over(order)
+    cap = F.lit(cap_ms).cast("bigint")
+    held = (
+        F.when(F.col("following").isNotNull(), F.least(F.col("following") - F.col("at_ms"), cap))
+        .when(F.lit(until_ms) - F.col("at_ms") >= cap, cap)
+        .otherwise(F.lit(0).cast("bigint"))
+    )
+    return samples.withColumn("following", following).withColumn("held", held)
+
+
+def _hourly(intervals: DataFrame) -> dict[RollupKey, Sums]:
+    hour = F.lit(HOUR_MS).cast("bigint")
+    end = F.col("at_ms") + F.col("held")
+    pieces = intervals.withColumn(
+        "hour_ms",
+        F.explode(
+            F.sequence(F.col("at_ms") - F.col("at_ms") % hour, (end - 1) - (end - 1) % hour, hour)
+        ),
+    ).withColumn(
+        "piece",
+        F.least(end, F.col("hour_ms") + hour) - F.greatest(F.col("at_ms"), F.col("hour_ms")),
+    )
+    byte_ms = F.col("bytes").cast("decimal(20,0)") * F.col("piece").cast("decimal(17,0)")
+    grouped = pieces.groupBy("tenant", "topic", "hour_ms").agg(
+        F.sum(byte_ms.cast("decimal(38,0)")).alias("byte_ms"), F.sum("piece").alias("partition_ms")
+    )
+    out: dict[RollupKey, Sums] = {}
+    for row in grouped.toLocalIterator():
+        key = RollupKey(row.tenant, "", "", row.topic, row.hour_ms)
+        out[key] = Sums(partition_ms=int(row.partition_ms), storage_byte_ms=Decimal(row.byte_ms))
+    return out
+
+
+def census(rows: DataFrame) -> tuple[int, dict[str, int]]:
+    """(valid rows, rejected rows by reason) in one pass."""
+    valid, rejected = 0, {}
+    for row in rows.groupBy("rejected").count().collect():
+        if row.rejected is None:
+            valid = int(row["count"])
+        else:
+            rejected[row.rejected] = int(row["count"])
+    return valid, rejected
+
+
+def hours(records: DataFrame) -> list[int]:
+    """The distinct UTC hours the records belong to."""
+    return sorted(int(r.hour_ms) for r in records.select("hour_ms").distinct().collect())

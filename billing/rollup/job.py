@@ -1,0 +1,218 @@
+"""One rollup run (`pier billing run`): `__usage` from the stored offsets to end offsets resolved
+before reading → hourly rollups, committed with the next offsets in one fenced transaction.
+
+Exactly once: the range read is [stored offsets, end offsets), and the end offsets are stored in
+the same transaction as the sums, so a run that dies before its commit leaves nothing and the next
+run reads the same range again; one that dies after it leaves a complete run, and the next starts
+where it ended. Within a run each record id counts once; ids counted by earlier runs are skipped
+(`ledger.counted_ids`), so a record replayed at a later offset still counts once. Malformed
+records are never dropped silently: they are counted by reason in the report, in the run's row
+and in the `pier_billing_rejected_records_total` metric. `--until` ends the range at the first
+offset appended at or after that time (default: the latest offsets) and is the time up to which
+storage samples without a successor are settled. Driver side; one run per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from prometheus_client import Counter
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from billing.rollup import frames, ledger
+from billing.rollup.sums import Cursor, RunOutput
+from billing.source import kafka
+from billing.source.offsets import EARLIEST, LATEST, OffsetSpec, offsets_to_json
+from billing.source.options import DEFAULT_MAX_RECORDS
+from brokers.client import Cluster
+from tenancy.database import Database
+from tenancy.usage import USAGE_TOPIC
+
+DEFAULT_SAMPLE_INTERVAL_MS: Final = 60_000
+REJECTED = Counter(
+    "pier_billing_rejected_records", "usage records refused by the contract", ["reason"]
+)
+DUPLICATES = Counter("pier_billing_duplicate_records", "usage records whose id was already counted")
+Hook = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    bootstrap: str
+    topic: str = USAGE_TOPIC
+    until_ms: int | None = None
+    sample_interval_ms: int = DEFAULT_SAMPLE_INTERVAL_MS  # storage samples hold ≤ 2 × this
+    max_records_per_partition: int = DEFAULT_MAX_RECORDS
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """Test seams: called right before and right after the commit (e.g. to kill the run)."""
+
+    before_commit: Hook | None = None
+    after_commit: Hook | None = None
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run_id: int
+    start_offsets: dict[int, int]
+    end_offsets: dict[int, int]
+    records: int
+    duplicates: int
+    rejected: dict[str, int] = field(default_factory=dict)
+    late_samples: int = 0
+    rollups: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # per phase
+
+    def line(self) -> str:
+        rejected = sum(self.rejected.values())
+        reasons = "; ".join(f"{n}× {r}" for r, n in sorted(self.rejected.items()))
+        return (
+            f"run {self.run_id}: {self.records} records, {self.duplicates} duplicates, "
+            f"{rejected} rejected{' (' + reasons + ')' if reasons else ''}, "
+            f"{self.late_samples} late storage samples, {self.rollups} rollup rows; "
+            f"offsets {offsets_to_json(self.start_offsets)} → {offsets_to_json(self.end_offsets)}"
+        )
+
+
+def run_rollup(
+    spark: SparkSession,
+    db: Database,
+    options: RunOptions,
+    *,
+    hooks: RunHooks = RunHooks(),
+    now_ms: int | None = None,
+) -> RunReport:
+    until_ms = options.until_ms if options.until_ms is not None else now_ms or _now_ms()
+    clock = _Phases()
+    cursor = ledger.read_cursor(db, options.topic)
+    start, end = _range(options, cursor)
+    clock.lap("resolve")
+    rows = _read(spark, options, start, end).persist()
+    try:
+        out = RunOutput(options.topic, cursor, start, end, until_ms)
+        valid_count, reasons = frames.census(rows)
+        out.rejected = sum(reasons.values())
+        clock.lap("read")
+        _roll_up(spark, db, rows, valid_count, out, options)
+        clock.lap("roll_up")
+    finally:
+        rows.unpersist()
+    if hooks.before_commit:
+        hooks.before_commit()
+    run_id = ledger.commit(db, out)
+    clock.lap("commit")
+    if hooks.after_commit:
+        hooks.after_commit()
+    for reason, count in reasons.items():
+        REJECTED.labels(reason=reason).inc(count)
+    DUPLICATES.inc(out.duplicates)
+    return RunReport(
+        run_id,
+        start,
+        end,
+        out.records,
+        out.duplicates,
+        reasons,
+        out.late_samples,
+        len(out.rollups),
+        clock.seconds,
+    )
+
+
+class _Phases:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self._last, 2)
+        self._last = now
+
+
+def _roll_up(
+    spark: SparkSession,
+    db: Database,
+    rows: DataFrame,
+    valid_count: int,
+    out: RunOutput,
+    options: RunOptions,
+) -> None:
+    records = frames.with_hour(rows.where(F.col("rejected").isNull())).persist()
+    counted = ledger.counted_ids(db, frames.hours(records))
+    if counted:
+        already = spark.createDataFrame([(i,) for i in counted], "id STRING")
+        unique = records.join(already, "id", "left_anti").persist()
+        records.unpersist()
+        records = unique
+    try:
+        out.records = records.count()
+        out.duplicates = valid_count - out.records
+        out.rollups = frames.traffic_sums(records)
+        storage, out.pending, out.late_samples = frames.storage_sums(
+            spark, records, ledger.pending_samples(db), out.until_ms, 2 * options.sample_interval_ms
+        )
+        for key, sums in storage.items():
+            out.rollups.setdefault(key, type(sums)()).add(sums)
+        out.record_ids = [
+            (r.id, r.hour_ms) for r in records.select("id", "hour_ms").toLocalIterator()
+        ]
+    finally:
+        records.unpersist()
+
+
+def _range(options: RunOptions, cursor: Cursor | None) -> tuple[dict[int, int], dict[int, int]]:
+    """Start: the stored offsets (earliest for partitions they lack); end: resolved now."""
+
+    async def resolve() -> tuple[dict[int, int], dict[int, int]]:
+        async with Cluster(options.bootstrap) as cluster:
+            partitions = await kafka.partitions_of(cluster, options.topic)
+            stored = tuple(sorted(cursor.offsets.items())) if cursor else ()
+            start = await kafka.resolve(
+                cluster, options.topic, OffsetSpec(EARLIEST, stored), partitions
+            )
+            if options.until_ms is None:
+                end = await kafka.resolve(cluster, options.topic, OffsetSpec(LATEST), partitions)
+            else:
+                end = await kafka.offsets_at(cluster, options.topic, partitions, options.until_ms)
+            return start, {p: max(end[p], start[p]) for p in partitions}
+
+    return asyncio.run(resolve())
+
+
+def _read(
+    spark: SparkSession, options: RunOptions, start: dict[int, int], end: dict[int, int]
+) -> DataFrame:
+    return (
+        spark.read.format("pier-usage")
+        .option("bootstrap", options.bootstrap)
+        .option("topic", options.topic)
+        .option("startingOffsets", offsets_to_json(start))
+        .option("endingOffsets", offsets_to_json(end))
+        .option("maxRecordsPerPartition", str(options.max_records_per_partition))
+        .load()
+    )
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def describe(report: RunReport) -> dict[str, Any]:
+    return {
+        "run": report.run_id,
+        "records": report.records,
+        "duplicates": report.duplicates,
+        "rejected": report.rejected,
+        "late_samples": report.late_samples,
+        "seconds": report.seconds,
+        "start_offsets": {str(p): o for p, o in sorted(report.start_offsets.items())},
+        "end_offsets": {str(p): o for p, o in sorted(report.end_offsets.items())},
+    }

@@ -1,0 +1,194 @@
+"""The billing ledger: rollups, counted ids, storage state and the next `__usage` offsets, written
+in ONE transaction of the tenancy database, fenced on the offsets the run started from.
+
+The fence is a conditional update of `billing_cursor` (`WHERE generation = g AND offsets = start`;
+the first run inserts the row, and the primary key refuses a second insert): of two runs that
+started from the same offsets, exactly one commits; the other gets `FencedError` and writes
+nothing. Rollups are sums: a run adds to existing rows (late usage lands in its hour), never
+overwrites. Ids of counted records are kept for `__usage`'s retention, so a record replayed at a
+later offset counts once. Thread-safe (each call opens its own session).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from billing.rollup.sums import Cursor, PendingSample, RollupKey, RunOutput, Sums
+from billing.source.offsets import offsets_from_json, offsets_to_json
+from tenancy.database import Database
+from tenancy.models import (
+    BillingCursorRow,
+    BillingRecordIdRow,
+    BillingRunHourRow,
+    BillingRunRow,
+    StoragePendingRow,
+    UsageRollupRow,
+)
+from tenancy.usage import RETENTION_MS
+
+_ID_CHUNK = 5000
+
+
+class FencedError(Exception):
+    """Another run committed from the same starting offsets first; this one wrote nothing."""
+
+
+def read_cursor(db: Database, topic: str) -> Cursor | None:
+    with db.read() as session:
+        row = session.get(BillingCursorRow, topic)
+        return None if row is None else Cursor(row.generation, offsets_from_json(row.offsets))
+
+
+def pending_samples(db: Database) -> list[PendingSample]:
+    with db.read() as session:
+        return [
+            PendingSample(r.tenant_id, r.topic, r.partition, r.at_ms, r.bytes, r.settled)
+            for r in session.scalars(select(StoragePendingRow))
+        ]
+
+
+def counted_ids(db: Database, hours: list[int]) -> list[str]:
+    """Ids already counted for records of the given UTC hours."""
+    found: list[str] = []
+    with db.read() as session:
+        for start in range(0, len(hours), 500):
+            chunk = hours[start : start + 500]
+            query = select(BillingRecordIdRow.id).where(BillingRecordIdRow.hour_ms.in_(chunk))
+            found.extend(session.scalars(query))
+    return found
+
+
+def commit(db: Database, out: RunOutput, now: datetime | None = None) -> int:
+    """Write the run; returns its id. FencedError if another run moved the cursor first."""
+    now = now or datetime.now(UTC)
+    with db.write() as session:
+        generation = _advance(session, out, now)
+        run = BillingRunRow(
+            topic=out.topic,
+            generation=generation,
+            start_offsets=offsets_to_json(out.start_offsets),
+            end_offsets=offsets_to_json(out.end_offsets),
+            until_ms=out.until_ms,
+            records=out.records,
+            duplicates=out.duplicates,
+            rejected=out.rejected,
+            late_samples=out.late_samples,
+            committed_at=now,
+        )
+        session.add(run)
+        session.flush()
+        _add_rollups(session, out, run.id)
+        _remember_ids(session, out)
+        _store_pending(session, out.pending)
+        return run.id
+
+
+def _advance(session: Session, out: RunOutput, now: datetime) -> int:
+    end = offsets_to_json(out.end_offsets)
+    if out.start is None:
+        session.add(BillingCursorRow(topic=out.topic, generation=1, offsets=end, updated_at=now))
+        try:
+            session.flush()
+        except IntegrityError:
+            raise FencedError(_fenced_message(out.topic)) from None
+        return 1
+    start = out.start
+    result = session.execute(
+        update(BillingCursorRow)
+        .where(
+            BillingCursorRow.topic == out.topic,
+            BillingCursorRow.generation == start.generation,
+            BillingCursorRow.offsets == offsets_to_json(start.offsets),
+        )
+        .values(generation=start.generation + 1, offsets=end, updated_at=now)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise FencedError(_fenced_message(out.topic))
+    return start.generation + 1
+
+
+def _fenced_message(topic: str) -> str:
+    return (
+        f"another billing run committed {topic} offsets first; nothing was written "
+        "(run again to continue from its offsets)"
+    )
+
+
+def _add_rollups(session: Session, out: RunOutput, run_id: int) -> None:
+    """Adds to the rows that exist (late usage), inserts the others in bulk."""
+    existing = _existing_rollups(session, out)
+    fresh = []
+    for key, sums in sorted(out.rollups.items()):
+        row = existing.get(key)
+        if row is None:
+            fresh.append(_new_row(key, sums, run_id))
+            continue
+        for name in ("bytes_in", "bytes_out", "requests", "throttle_ms", "connection_ms"):
+            setattr(row, name, getattr(row, name) + getattr(sums, name))
+        row.partition_ms += sums.partition_ms
+        row.storage_byte_ms = Decimal(row.storage_byte_ms) + sums.storage_byte_ms
+        row.records += sums.records
+        row.version += 1
+        row.last_run = run_id
+    for start in range(0, len(fresh), _ID_CHUNK):
+        session.execute(insert(UsageRollupRow), fresh[start : start + _ID_CHUNK])
+    hours = sorted({(key.tenant, key.hour_ms) for key in out.rollups})
+    for start in range(0, len(hours), _ID_CHUNK):
+        session.execute(
+            insert(BillingRunHourRow),
+            [
+                {"run_id": run_id, "tenant_id": t, "hour_ms": h}
+                for t, h in hours[start : start + _ID_CHUNK]
+            ],
+        )
+
+
+def _existing_rollups(session: Session, out: RunOutput) -> dict[RollupKey, UsageRollupRow]:
+    hours = sorted({key.hour_ms for key in out.rollups})
+    found: dict[RollupKey, UsageRollupRow] = {}
+    for start in range(0, len(hours), 500):
+        query = select(UsageRollupRow).where(UsageRollupRow.hour_ms.in_(hours[start : start + 500]))
+        for row in session.scalars(query):
+            key = RollupKey(row.tenant_id, row.principal, row.client_id, row.topic, row.hour_ms)
+            if key in out.rollups:
+                found[key] = row
+    return found
+
+
+def _new_row(key: RollupKey, sums: Sums, run_id: int) -> dict[str, object]:
+    return {
+        "tenant_id": key.tenant, "principal": key.principal, "client_id": key.client_id,
+        "topic": key.topic, "hour_ms": key.hour_ms, "bytes_in": sums.bytes_in,
+        "bytes_out": sums.bytes_out, "requests": sums.requests, "throttle_ms": sums.throttle_ms,
+        "connection_ms": sums.connection_ms, "partition_ms": sums.partition_ms,
+        "storage_byte_ms": sums.storage_byte_ms, "records": sums.records, "version": 1,
+        "last_run": run_id,
+    }  # fmt: skip
+
+
+def _remember_ids(session: Session, out: RunOutput) -> None:
+    ids = out.record_ids
+    for start in range(0, len(ids), _ID_CHUNK):
+        chunk = ids[start : start + _ID_CHUNK]
+        session.execute(insert(BillingRecordIdRow), [{"id": i, "hour_ms": h} for i, h in chunk])
+    horizon = out.until_ms - RETENTION_MS
+    session.execute(delete(BillingRecordIdRow).where(BillingRecordIdRow.hour_ms < horizon))
+
+
+def _store_pending(session: Session, pending: list[PendingSample]) -> None:
+    for sample in pending:
+        row = session.get(StoragePendingRow, (sample.tenant, sample.topic, sample.partition))
+        if row is None:
+            session.add(
+                StoragePendingRow(
+                    tenant_id=sample.tenant, topic=sample.topic, partition=sample.partition,
+                    at_ms=sample.at_ms, bytes=sample.bytes, settled=sample.settled,
+                )
+            )  # fmt: skip
+        else:
+            row.at_ms, row.bytes, row.settled = sample.at_ms, sample.bytes, sample.settled

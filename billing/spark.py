@@ -1,0 +1,47 @@
+"""Starting the Spark session the billing job runs in, on `local[N]` or a cluster master URL.
+
+Owns: the session settings the job relies on (few shuffle partitions: rollups are small; no UI;
+UTC session time zone so hours are UTC hours; the `pier-usage` source registered). PySpark needs
+`SPARK_LOCAL_IP` and `PYSPARK_PYTHON` (DESIGN.md "Running it"): unset ones default to 127.0.0.1
+(local masters only) and this interpreter. One session per process; call from the main thread.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+DEFAULT_MASTER = "local[2]"
+EXISTING = "existing"  # keep the master spark-submit (or spark-defaults.conf) set
+
+
+def spark_session(
+    master: str = DEFAULT_MASTER, *, app_name: str = "pier-billing", shuffle_partitions: int = 4
+) -> Any:
+    """A (possibly existing) SparkSession on `master` with the `pier-usage` source registered;
+    `master="existing"` leaves the master to spark-submit."""
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from billing.source import register
+
+    builder = SparkSession.builder
+    if master != EXISTING:
+        builder = builder.master(master)
+    if "SPARK_LOCAL_IP" in os.environ:  # else Spark picks this host's address (a real cluster)
+        builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
+    spark = (
+        builder.appName(app_name)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.default.parallelism", str(shuffle_partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

@@ -1,0 +1,215 @@
+"""`pier billing run|invoice|usage`: the billing commands of the `pier` CLI.
+
+Owns: argument parsing and the one-line errors of the billing job. `run` rolls `__usage` up into
+hourly rollups (a Spark job on `--master`, default local[2]); `invoice` computes one period's
+invoices; `usage` prints a tenant's hourly rollups. `--db` defaults to `$PIER_DB`, `--bootstrap` to
+`$PIER_BOOTSTRAP`. Errors are one line `pier: error: ...` on stderr: exit 2 for bad arguments, 1 for
+a failed run (another run committed first, brokers unreachable, a database without the billing
+tables); never a traceback. The database URL is never printed (it may hold a password).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+_DURATION = re.compile(r"(\d+)([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class _Failure(Exception):
+    def __init__(self, message: str, status: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def add_parser(commands: Any) -> None:
+    billing = commands.add_parser("billing", help="usage rollups and invoices")
+    sub = billing.add_subparsers(dest="billing_command", required=True)
+    run = sub.add_parser("run", help="roll __usage up into hourly rollups (a Spark job)")
+    _db(run)
+    run.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master: local[N], spark://HOST:PORT, or `existing` (spark-submit's)",
+    )
+    run.add_argument("--bootstrap", default=os.environ.get("PIER_BOOTSTRAP"), help="brokers")
+    run.add_argument("--topic", default="__usage", help="usage topic")
+    run.add_argument("--until", default=None, help="ISO time or epoch ms: read records before it")
+    run.add_argument(
+        "--sample-interval", default="60s", help="storage sampling interval (a sample holds ≤ 2×)"
+    )
+    invoice = sub.add_parser("invoice", help="compute the invoices of a month")
+    _db(invoice)
+    invoice.add_argument("--period", required=True, help="YYYY-MM (UTC)")
+    invoice.add_argument("--tenant", default=None, help="one tenant (default: all)")
+    invoice.add_argument("--grace", default="72h", help="drafts until period end + grace")
+    usage = sub.add_parser("usage", help="print a tenant's hourly usage")
+    _db(usage)
+    usage.add_argument("--tenant", required=True)
+    usage.add_argument("--from", dest="start", required=True, help="ISO time (UTC if no zone)")
+    usage.add_argument("--to", dest="end", required=True, help="ISO time, exclusive")
+    form = usage.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="JSON lines (the default)")
+    form.add_argument("--csv", action="store_true", help="CSV with a header row")
+
+
+def _db(parser: Any) -> None:
+    parser.add_argument("--db", default=os.environ.get("PIER_DB"), help="tenancy database URL")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if not args.db:
+            raise _Failure("--db (or PIER_DB) is required", EXIT_USAGE)
+        if args.billing_command == "run":
+            return _run(args)
+        if args.billing_command == "invoice":
+            return _invoice(args)
+        return _usage(args)
+    except _Failure as exc:
+        print(f"pier: error: {exc}", file=sys.stderr)
+        return exc.status
+
+
+def parse_time_ms(name: str, text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise _Failure(
+            f"{name}: {text!r} is not an ISO time or epoch milliseconds", EXIT_USAGE
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def parse_duration(name: str, text: str) -> timedelta:
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise _Failure(f"{name}: {text!r} is not a duration like 72h, 30m, 3d", EXIT_USAGE)
+    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+
+
+def _database(url: str) -> Any:
+    from tenancy.database import Database
+    from tenancy.errors import ValidationError
+
+    try:
+        return Database(url)
+    except ValidationError as exc:
+        raise _Failure(f"--db: {exc.message}", EXIT_USAGE) from None
+
+
+def _store_error(exc: Exception) -> _Failure:
+    first = (str(exc).splitlines() or [""])[0]
+    if "no such table" in first or "does not exist" in first:
+        return _Failure(
+            "the tenancy database has no billing tables: run `pier tenancy init --db URL` first"
+        )
+    return _Failure(f"tenancy database: {type(exc).__name__}: {first}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    if not args.bootstrap:
+        raise _Failure("--bootstrap (or PIER_BOOTSTRAP) is required", EXIT_USAGE)
+    until = parse_time_ms("--until", args.until) if args.until else None
+    interval = parse_duration("--sample-interval", args.sample_interval)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from billing.rollup.job import RunOptions, describe, run_rollup
+    from billing.rollup.ledger import FencedError
+    from billing.spark import spark_session
+    from brokers.client.errors import ClientError
+
+    db = _database(args.db)
+    options = RunOptions(
+        args.bootstrap, args.topic, until, sample_interval_ms=int(interval.total_seconds() * 1000)
+    )
+    try:
+        spark = spark_session(args.master)
+        report = run_rollup(spark, db, options)
+    except FencedError as exc:
+        raise _Failure(str(exc)) from None
+    except ClientError as exc:
+        raise _Failure(f"reading {args.topic}: {type(exc).__name__}: {exc}") from None
+    except SQLAlchemyError as exc:
+        raise _store_error(exc) from None
+    except Exception as exc:  # Spark (Py4J) failures: one line, not a JVM stack trace
+        raise _Failure(f"billing run failed: {type(exc).__name__}: {_first_line(exc)}") from None
+    finally:
+        db.dispose()
+    print(json.dumps(describe(report), sort_keys=True))
+    print(f"pier: {report.line()}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _first_line(exc: Exception) -> str:
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+
+
+def _invoice(args: argparse.Namespace) -> int:
+    grace = parse_duration("--grace", args.grace)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from billing.invoice.issue import issue
+    from billing.invoice.periods import PeriodError
+    from tenancy.errors import TenancyError, ValidationError
+    from tenancy.store import TenantStore
+
+    try:
+        store = TenantStore.open(args.db)
+    except ValidationError as exc:
+        raise _Failure(f"--db: {exc.message}", EXIT_USAGE) from None
+    try:
+        outcomes = issue(store, args.period, tenant=args.tenant, grace=grace)
+    except PeriodError as exc:
+        raise _Failure(f"--period: {exc}", EXIT_USAGE) from None
+    except TenancyError as exc:
+        raise _Failure(str(exc)) from None
+    except SQLAlchemyError as exc:
+        raise _store_error(exc) from None
+    finally:
+        store.close()
+    for outcome in outcomes:
+        print(json.dumps(outcome.__dict__, sort_keys=True))
+    failed = [o for o in outcomes if o.error]
+    for outcome in failed:
+        print(f"pier: error: {outcome.invoice_id}: {outcome.error}", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _usage(args: argparse.Namespace) -> int:
+    import csv
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from tenancy.billing_store import USAGE_COLUMNS, UsageFilter, public, usage_rows
+
+    wanted = UsageFilter(
+        args.tenant, parse_time_ms("--from", args.start), parse_time_ms("--to", args.end)
+    )
+    db = _database(args.db)
+    try:
+        with db.read() as session:
+            rows = [public(row) for row in usage_rows(session, wanted)]
+    except SQLAlchemyError as exc:
+        raise _store_error(exc) from None
+    finally:
+        db.dispose()
+    if args.csv:
+        writer = csv.DictWriter(sys.stdout, fieldnames=USAGE_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        for row in rows:
+            print(json.dumps(row))
+    return EXIT_OK
