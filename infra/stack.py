@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 from infra.admin_api import AdminApiProcess, init_tenant_store, start_admin_api
+from infra.billing_loop import BillingLoopProcess, start_billing_loop
 from infra.broker import PIER_PROGRAM, BrokerProcess, start_broker
 from infra.errors import LaunchError, NotReadyError, ProcessExitedError
 from infra.gateway import GatewayProcess, start_gateway
@@ -74,6 +75,7 @@ class Stack:
         self.brokers: list[BrokerProcess] = []
         self.admin_api: AdminApiProcess | None = None
         self.gateway: GatewayProcess | None = None
+        self.billing: BillingLoopProcess | None = None
         self._want_zookeeper = zookeeper
         self._want_brokers = brokers
         self._broker_config = dict(broker_config or {})
@@ -183,12 +185,29 @@ class Stack:
         )
         return self.gateway
 
+    def start_billing_loop(self, db_url: str, *, every: str = "60s") -> BillingLoopProcess:
+        """Roll `__usage` up every `every` into the tenant store (`pier billing run --every`)."""
+        if self.billing is not None:
+            raise LaunchError("this stack already runs the billing rollup")
+        self.billing = start_billing_loop(
+            self.root / "billing.log",
+            db_url,
+            self.bootstrap,
+            every=every,
+            program=self._admin_program,
+        )
+        return self.billing
+
     def close(self) -> None:
         """Stop every process started here, by PID; safe to call more than once."""
         # The gateway goes first: it flushes metered usage to the brokers, which must still run.
         # The admin API depends on no broker; it goes next so nothing still answers operators
         # while the fleet is going away.
-        processes: list[GatewayProcess | AdminApiProcess | BrokerProcess | ZooKeeperProcess] = []
+        processes: list[
+            BillingLoopProcess | GatewayProcess | AdminApiProcess | BrokerProcess | ZooKeeperProcess
+        ] = []
+        if self.billing is not None:  # reads the brokers and writes the store: first to go
+            processes.append(self.billing)
         if self.gateway is not None:
             processes.append(self.gateway)
         if self.admin_api is not None:
@@ -198,6 +217,7 @@ class Stack:
             processes.append(self.zookeeper)
         self.admin_api = None
         self.gateway = None
+        self.billing = None
         self.brokers.clear()
         self.zookeeper = None
         failures: list[Exception] = []

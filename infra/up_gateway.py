@@ -33,6 +33,7 @@ DEMO_QUOTAS = {"producer_byte_rate": 10 * 2**20, "consumer_byte_rate": 20 * 2**2
 CREDENTIALS_FILE = "demo-credentials.json"
 JAVA_PROPERTIES = "demo-client.properties"
 OPERATOR = "infra-up"
+BILLING_EVERY = "60s"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,10 +44,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="gateway bootstrap port; broker N is served on this + 1 + N (%(default)s)",
     )
     parser.add_argument(
+        "--no-billing", action="store_true", help="run without the minutely billing rollup"
+    )
+    parser.add_argument(
+        "--billing-every", default=BILLING_EVERY, help="rollup interval (%(default)s)"
+    )
+    parser.add_argument(
         "--gateway-metrics-port",
         type=int,
         default=DEFAULT_GATEWAY_METRICS_PORT,
         help="gateway Prometheus port (%(default)s; 0: off)",
+    )
+
+
+def start_billing(stack: Stack, args: argparse.Namespace) -> str:
+    """The rollup every minute, so the demo tenant's usage appears without extra steps."""
+    db_url = f"sqlite:///{args.root / 'tenancy.db'}"
+    loop = stack.start_billing_loop(db_url, every=args.billing_every)
+    return (
+        f"billing: `pier billing run` every {args.billing_every} (log {loop.log_path})\n"
+        f"{args.pier} billing usage --db {db_url} --tenant {DEMO_TENANT} --from YYYY-MM-DD"
+        " --to YYYY-MM-DD [--csv] [--chart usage.png]\n"
     )
 
 

@@ -33,7 +33,7 @@ from infra.probes import port_in_use
 from infra.stack import Stack, init_tenant_store
 from infra.up_cluster import add_arguments, start_cluster_brokers, start_local_zookeeper
 from infra.up_gateway import add_arguments as add_gateway_arguments
-from infra.up_gateway import start_gateway
+from infra.up_gateway import start_billing, start_gateway
 
 # State lives in the repository's .pier/ (git-ignored), wherever infra/up is run from.
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".pier"
@@ -100,18 +100,22 @@ def pier_command() -> str:
     return f"{shlex.quote(sys.executable)} -m pier"
 
 
-STANDALONE: list[Starter] = [start_standalone_broker, start_admin_api, start_gateway]
+STANDALONE: list[Starter] = [start_standalone_broker, start_admin_api, start_gateway, start_billing]
 CLUSTER: list[Starter] = [
     start_local_zookeeper,
     start_cluster_brokers,
     start_admin_api,
     start_gateway,
+    start_billing,
 ]
 
 
 def components(args: argparse.Namespace) -> list[Starter]:
     chosen = STANDALONE if args.standalone else CLUSTER
-    return [starter for starter in chosen if not (args.no_gateway and starter is start_gateway)]
+    left_out = {start_gateway} if args.no_gateway else set()
+    if args.no_billing or args.no_gateway:  # no gateway: no usage to roll up
+        left_out.add(start_billing)
+    return [starter for starter in chosen if starter not in left_out]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -182,6 +186,8 @@ def watched(stack: Stack) -> list[tuple[str, subprocess.Popen[bytes], Path]]:
         found.append(("admin API", stack.admin_api.process, stack.admin_api.log_path))
     if stack.gateway is not None:
         found.append(("gateway", stack.gateway.process, stack.gateway.log_path))
+    if stack.billing is not None:
+        found.append(("billing rollup", stack.billing.process, stack.billing.log_path))
     if stack.zookeeper is not None:
         found.append(("ZooKeeper", stack.zookeeper.process, stack.zookeeper.log_path))
     return found

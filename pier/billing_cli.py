@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -45,6 +46,12 @@ def add_parser(commands: Any) -> None:
     run.add_argument(
         "--sample-interval", default="60s", help="storage sampling interval (a sample holds ≤ 2×)"
     )
+    run.add_argument(
+        "--every",
+        default=None,
+        help="repeat every DURATION (e.g. 60s) on one Spark session until SIGTERM; a failed run"
+        " is reported and the next one tries again",
+    )
     invoice = sub.add_parser("invoice", help="compute the invoices of a month")
     _db(invoice)
     invoice.add_argument("--period", required=True, help="YYYY-MM (UTC)")
@@ -58,6 +65,9 @@ def add_parser(commands: Any) -> None:
     form = usage.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="JSON lines (the default)")
     form.add_argument("--csv", action="store_true", help="CSV with a header row")
+    usage.add_argument(
+        "--chart", type=Path, default=None, metavar="FILE.png", help="also draw the hours to a PNG"
+    )
 
 
 def _db(parser: Any) -> None:
@@ -134,6 +144,9 @@ def _run(args: argparse.Namespace) -> int:
     options = RunOptions(
         args.bootstrap, args.topic, until, sample_interval_ms=int(interval.total_seconds() * 1000)
     )
+    if args.every is not None:
+        every = parse_duration("--every", args.every).total_seconds()
+        return _run_every(lambda: run_rollup(spark_session(args.master), db, options), every)
     try:
         spark = spark_session(args.master)
         report = run_rollup(spark, db, options)
@@ -150,6 +163,32 @@ def _run(args: argparse.Namespace) -> int:
     print(json.dumps(describe(report), sort_keys=True))
     print(f"pier: {report.line()}", file=sys.stderr)
     return EXIT_OK
+
+
+def _run_every(once: Any, every_s: float) -> int:
+    """`infra/up`'s rollup: run, report, wait, until SIGTERM/SIGINT. The Spark session is made
+    once (`spark_session` returns the active one), so each round costs no JVM start."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda _signum, _frame: stop.set())
+    while not stop.is_set():
+        try:
+            report = once()
+            print(json.dumps(describe_report(report), sort_keys=True), flush=True)
+        except Exception as exc:  # the next round tries again; one line each
+            print(f"pier: billing run failed: {type(exc).__name__}: {_first_line(exc)}", flush=True)
+        stop.wait(every_s)
+    return EXIT_OK
+
+
+def describe_report(report: Any) -> dict[str, Any]:
+    from billing.rollup.job import describe
+
+    result: dict[str, Any] = describe(report)
+    return result
 
 
 def _first_line(exc: Exception) -> str:
@@ -205,6 +244,8 @@ def _usage(args: argparse.Namespace) -> int:
         raise _store_error(exc) from None
     finally:
         db.dispose()
+    if args.chart is not None:
+        _chart(rows, args.tenant, args.chart)
     if args.csv:
         writer = csv.DictWriter(sys.stdout, fieldnames=USAGE_COLUMNS, lineterminator="\n")
         writer.writeheader()
@@ -213,3 +254,14 @@ def _usage(args: argparse.Namespace) -> int:
         for row in rows:
             print(json.dumps(row))
     return EXIT_OK
+
+
+def _chart(rows: list[dict[str, Any]], tenant: str, path: Path) -> None:
+    try:
+        from pier.usage_chart import draw
+    except ImportError:
+        raise _Failure("--chart needs matplotlib: pip install 'pier[bench]'", EXIT_USAGE) from None
+    try:
+        draw(rows, tenant, path)
+    except OSError as exc:
+        raise _Failure(f"cannot write {path}: {exc.strerror}", EXIT_USAGE) from None

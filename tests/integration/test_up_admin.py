@@ -87,6 +87,7 @@ def launch(tmp_path: Path) -> Iterator[Any]:
         argv = [sys.executable, "-m", "infra.up_main", "--root", str(tmp_path / "state")]
         argv += ["--standalone", "--port", str(free_port()), "--admin-port", str(admin_port)]
         argv += ["--gateway-port", str(gateway_ports()), "--gateway-metrics-port", "0"]
+        argv += ["--no-billing"]  # the cluster test covers the rollup
         output = tmp_path / f"up-{len(runs)}.out"
         with output.open("wb") as sink:
             process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=REPO)

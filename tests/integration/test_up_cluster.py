@@ -57,6 +57,8 @@ def kinds(pids: dict[int, str]) -> list[str]:
             return "zookeeper"
         if " gateway " in cmd:
             return "gateway"
+        if " billing run " in cmd:
+            return "billing"
         return "admin-api" if " admin-api " in cmd else "broker" if " broker " in cmd else cmd
 
     return sorted(kind(cmd) for cmd in pids.values())
@@ -131,6 +133,30 @@ def demo_round_trip(gateway: str, credentials_file: Path) -> None:
     assert topic in topics and not any(name.startswith("demo_") for name in topics)
 
 
+def demo_usage_rolled_up(state: Path) -> None:
+    """infra/up's rollup turns the demo traffic into usage without any command being run."""
+    argv = [
+        sys.executable,
+        "-m",
+        "pier",
+        "billing",
+        "usage",
+        "--db",
+        f"sqlite:///{state / 'tenancy.db'}",
+    ]
+    argv += ["--tenant", "demo", "--from", "2000-01-01", "--to", "2100-01-01"]
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        rows = [json.loads(line) for line in done.stdout.splitlines()]
+        if sum(int(row["bytes_in"]) for row in rows) > 0:
+            return
+        log = (state / "billing.log").read_text() if (state / "billing.log").exists() else ""
+        assert time.monotonic() < deadline, f"no demo usage rolled up; billing.log:\n{log[-3000:]}"
+        time.sleep(1.0)
+
+
 def test_up_runs_zookeeper_and_three_brokers_and_stops_them_all(tmp_path: Path) -> None:
     port = consecutive_free_ports(3)
     argv = [sys.executable, "-m", "infra.up_main", "--root", str(tmp_path / "state")]
@@ -138,6 +164,7 @@ def test_up_runs_zookeeper_and_three_brokers_and_stops_them_all(tmp_path: Path) 
     argv += ["--admin-port", str(free_port())]
     gateway_port = consecutive_free_ports(5)
     argv += ["--gateway-port", str(gateway_port), "--gateway-metrics-port", "0"]
+    argv += ["--billing-every", "5s"]
     argv += ["--broker-config", "zookeeper.session.timeout.ms=6000"]
     output = tmp_path / "up.out"
     with output.open("wb") as sink:
@@ -156,10 +183,12 @@ def test_up_runs_zookeeper_and_three_brokers_and_stops_them_all(tmp_path: Path) 
         assert run_printed_cluster_command(printed)["under_replicated"] == []
         assert f"gateway: 127.0.0.1:{gateway_port}" in printed
         demo_round_trip(f"127.0.0.1:{gateway_port}", tmp_path / "state" / "demo-credentials.json")
+        demo_usage_rolled_up(tmp_path / "state")
 
         children = children_of(up.pid)
         assert kinds(children) == [
             "admin-api",
+            "billing",
             "broker",
             "broker",
             "broker",
