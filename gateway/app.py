@@ -131,7 +131,12 @@ class Gateway:
             return Session(services, connection, peer_host=peer, node_id=node_id, metrics=metrics)
 
         self.listeners = Listeners(
-            config.host, config.port, fleet.port_for, make_session, tls=self._tls()
+            config.host,
+            config.port,
+            fleet.port_for,
+            make_session,
+            tls=self._tls(),
+            reuse_port=config.reuse_port,
         )
         await self.listeners.start(fleet.broker_ids())
         self._tasks.append(asyncio.create_task(self._follow(store, directory), name="change-feed"))

@@ -20,6 +20,7 @@ Properties (Java-properties file, all optional):
 | `socket.request.max.bytes` | 104857600 | the largest frame after login (a tenant's own limit applies to Produce) |
 | `verification.cache.ttl.ms` | 60000 | how long a successful credential check is cached |
 | `fleet.refresh.interval.ms` | 10000 | how often broker addresses are re-read |
+| `listeners.reuse.port` | false | open the ports with `SO_REUSEPORT`: several gateway processes on one host share them (the kernel spreads connections); off, a port in use is an error |
 """
 
 from __future__ import annotations
@@ -44,7 +45,13 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     "verification.cache.ttl.ms": (60_000, 0, 3_600_000),
     "fleet.refresh.interval.ms": (10_000, 100, 3_600_000),
 }
-_KNOWN = {*_INT_SETTINGS, "gateway.id", "storage.sampler.id", "usage.topic.replication.factor"}
+_KNOWN = {
+    *_INT_SETTINGS,
+    "gateway.id",
+    "storage.sampler.id",
+    "usage.topic.replication.factor",
+    "listeners.reuse.port",
+}
 
 
 class GatewayConfigError(ValueError):
@@ -80,6 +87,8 @@ class GatewayConfig:
         for name, value in (("gateway.id", self.id), ("storage.sampler.id", self.sampler_id)):
             if _ID.fullmatch(value) is None:
                 raise GatewayConfigError(f"{name} {value!r} must be 1-64 of [A-Za-z0-9._-]")
+        if self.properties.get("listeners.reuse.port", "false") not in ("true", "false"):
+            raise GatewayConfigError("listeners.reuse.port must be true or false")
         if self.usage_replication_factor is not None and self.usage_replication_factor < 1:
             raise GatewayConfigError("usage.topic.replication.factor must be at least 1")
 
@@ -116,6 +125,10 @@ class GatewayConfig:
             raise GatewayConfigError(
                 f"usage.topic.replication.factor={raw!r} is not an integer"
             ) from None
+
+    @property
+    def reuse_port(self) -> bool:
+        return self.properties.get("listeners.reuse.port", "false") == "true"
 
     @property
     def public_host(self) -> str:

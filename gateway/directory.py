@@ -51,23 +51,39 @@ class TenantDirectory:
         self._on_quota_change = on_quota_change
         self._states: dict[str, TenantState] = {}
         self._loading: dict[str, asyncio.Future[TenantState]] = {}
+        self._generations: dict[str, int] = {}
         self._by_tenant: dict[str, set[Closable]] = defaultdict(set)
 
     async def state(self, tenant_id: str) -> TenantState:
         state = self._states.get(tenant_id)
         if state is not None:
             return state
-        pending = self._loading.get(tenant_id)
+        return await self._fresh(tenant_id, share=True)
+
+    def current(self, tenant_id: str) -> TenantState | None:
+        return self._states.get(tenant_id)
+
+    async def _fresh(self, tenant_id: str, *, share: bool) -> TenantState:
+        """Load the tenant. `share`: join a load already under way (a login); a change must not
+        (that load may have read the store before the change was committed)."""
+        pending = self._loading.get(tenant_id) if share else None
         if pending is None:
-            pending = asyncio.ensure_future(self._load(tenant_id))
+            generation = self._generations.get(tenant_id, 0) + 1
+            self._generations[tenant_id] = generation
+            pending = asyncio.ensure_future(self._load(tenant_id, generation))
             self._loading[tenant_id] = pending
-            pending.add_done_callback(lambda _f: self._loading.pop(tenant_id, None))
+            pending.add_done_callback(lambda done: self._loaded(tenant_id, done))
         return await asyncio.shield(pending)
 
-    async def _load(self, tenant_id: str) -> TenantState:
+    def _loaded(self, tenant_id: str, done: asyncio.Future[TenantState]) -> None:
+        if self._loading.get(tenant_id) is done:
+            del self._loading[tenant_id]
+
+    async def _load(self, tenant_id: str, generation: int) -> TenantState:
         tenant, acls = await asyncio.to_thread(self._read, tenant_id)
         state = TenantState(tenant, TenantNamespace(tenant.id), Authorizer(acls))
-        self._states[tenant_id] = state
+        if self._generations.get(tenant_id) == generation:  # no newer load started meanwhile
+            self._states[tenant_id] = state
         return state
 
     def _read(self, tenant_id: str) -> tuple[Tenant, list[Acl]]:
@@ -110,12 +126,10 @@ class TenantDirectory:
         if tenant_id is None:
             return
         if kind.startswith("tenant."):
-            self._states.pop(tenant_id, None)
             state = await self._reload(tenant_id)
             if state is None or state.tenant.status != "active":
                 self._close_tenant(tenant_id, "tenant is no longer active")
         elif kind.startswith("acl."):
-            self._states.pop(tenant_id, None)
             await self._reload(tenant_id)
         if kind.startswith(("quota.", "tenant.")) and self._on_quota_change is not None:
             await self._on_quota_change(tenant_id)
@@ -129,9 +143,10 @@ class TenantDirectory:
 
     async def _reload(self, tenant_id: str) -> TenantState | None:
         try:
-            return await self.state(tenant_id)
+            return await self._fresh(tenant_id, share=False)
         except Exception as exc:  # a deleted tenant's row may be gone; fail closed
             log.warning("event=tenant_reload_failed tenant=%s error=%r", tenant_id, exc)
+            self._states.pop(tenant_id, None)
             return None
 
     def _close_tenant(self, tenant_id: str, reason: str) -> None:

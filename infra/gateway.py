@@ -60,11 +60,12 @@ class GatewayProcess:
         )
 
 
-def free_port_block(host: str, node_ids: Sequence[int]) -> int:
-    """A base B such that B + id is free for every id (tried from a few random free ports)."""
+def free_port_block(host: str, node_ids: Sequence[int], avoid: int | None = None) -> int:
+    """A base B such that B + id is free for every id and none is `avoid` (the bootstrap port)."""
     for _ in range(50):
         base = free_port(host) - min(node_ids, default=0)
-        if base > 1024 and all(not port_in_use(host, base + i) for i in node_ids):
+        ports = [base + i for i in node_ids]
+        if base > 1024 and avoid not in ports and not any(port_in_use(host, p) for p in ports):
             return base
     raise RuntimeError("no free block of ports for the gateway's broker listeners")
 
@@ -87,7 +88,9 @@ def start_gateway(
     """Start a gateway in front of `bootstrap` and wait up to `wait` s until it answers."""
     root.mkdir(parents=True, exist_ok=True)
     port = port if port is not None else free_port(host)
-    base = broker_port_base if broker_port_base is not None else free_port_block(host, node_ids)
+    base = broker_port_base
+    if base is None:
+        base = free_port_block(host, node_ids, avoid=port)
     argv = [
         *program,
         "gateway",

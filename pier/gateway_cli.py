@@ -85,6 +85,20 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(config))
 
 
+def _dump_tasks(gateway: Any) -> None:
+    """SIGUSR1: log every connection's state and where every task waits (for a stuck request)."""
+    import io
+
+    log = logging.getLogger("pier.gateway")
+    if gateway.listeners is not None:
+        for line in gateway.listeners.describe():
+            log.warning("event=connection_dump %s", line)
+    for task in asyncio.all_tasks():
+        out = io.StringIO()
+        task.print_stack(limit=12, file=out)
+        log.warning("event=task_dump task=%s\n%s", task.get_name(), out.getvalue())
+
+
 async def _serve(config: Any) -> int:
     from brokers.client.errors import ClientError
     from gateway.app import Gateway, GatewayStartError
@@ -94,6 +108,7 @@ async def _serve(config: Any) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, _dump_tasks, gateway)
     try:
         await gateway.start()
     except GatewayStartError as exc:

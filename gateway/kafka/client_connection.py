@@ -90,6 +90,14 @@ class ClientConnection(asyncio.Protocol, Channel):
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
 
+    def describe(self) -> str:
+        reading = self._transport.is_reading() if self._transport is not None else None
+        session = self._session.describe() if self._session is not None else "-"
+        return (
+            f"reading={reading} paused={self._paused} write_blocked={self._write_blocked}"
+            f" buffered={self._frames.buffered} {session}"
+        )
+
     @property
     def idle(self) -> bool:
         """No request of this connection is waiting for its answer."""

@@ -1,7 +1,7 @@
 """The gateway's Kafka listeners: the bootstrap port, and one port per broker of the fleet.
 
-Owns: the asyncio servers (plain or TLS, `SO_REUSEPORT` so several gateway processes can share a
-host's ports), opening a port when a broker appears, and draining on stop: stop accepting, stop reading,
+Owns: the asyncio servers (plain or TLS; `SO_REUSEPORT` only when asked, so that several gateway
+processes of one host share its ports on purpose and never by accident), opening a port when a broker appears, and draining on stop: stop accepting, stop reading,
 let the requests already read be answered (bounded), then close every connection. A client that
 dials the bootstrap port is paired with any live broker; one that dials a broker's port with
 that broker. Runs on the event loop; not thread-safe.
@@ -30,12 +30,14 @@ class Listeners:
         make_session: SessionFactory,
         *,
         tls: ssl.SSLContext | None = None,
+        reuse_port: bool = False,
     ) -> None:
         self._host = host
         self._bootstrap_port = bootstrap_port
         self._port_for = port_for
         self._make_session = make_session
         self._tls = tls
+        self._reuse_port = reuse_port
         self._servers: dict[int | None, asyncio.Server] = {}
         self._connections: set[ClientConnection] = set()
 
@@ -67,7 +69,12 @@ class Listeners:
 
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            protocol, self._host, port, ssl=self._tls, reuse_address=True, reuse_port=True
+            protocol,
+            self._host,
+            port,
+            ssl=self._tls,
+            reuse_address=True,
+            reuse_port=self._reuse_port,
         )
         self._servers[node_id] = server
         log.info("event=listening host=%s port=%s broker=%s", self._host, port, node_id)
@@ -88,6 +95,10 @@ class Listeners:
         for server in self._servers.values():
             await server.wait_closed()
         self._servers.clear()
+
+    def describe(self) -> list[str]:
+        """One line per live connection (for a SIGUSR1 dump)."""
+        return [connection.describe() for connection in self._connections]
 
     def connection_count(self) -> int:
         return len(self._connections)

@@ -37,6 +37,10 @@ class Closable(Protocol):
 class Directory(Protocol):
     async def state(self, tenant_id: str) -> TenantState: ...
 
+    def current(self, tenant_id: str) -> TenantState | None:
+        """The latest loaded state of a tenant (None while it is being reloaded)."""
+        ...
+
     def admit(self, session: Closable, state: TenantState) -> str | None:
         """Register an authenticated session; a reason string if the tenant is at its limit."""
         ...

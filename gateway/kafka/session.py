@@ -99,7 +99,7 @@ class Session:
         self.metrics = metrics
         self.gate = SaslGate(services.authenticator)
         self.principal: Principal | None = None
-        self.tenant: TenantState | None = None
+        self._tenant: TenantState | None = None  # as at login; `tenant` gives the current one
         self.client_id = ""
         self.upstream: Upstream | None = None
         self.answers = ResponseQueue(channel.write, self._mute)
@@ -110,6 +110,14 @@ class Session:
         self._expiry: asyncio.TimerHandle | None = None
         self._closed = False
         self._usage_key: UsageKey | None = None
+
+    @property
+    def tenant(self) -> TenantState | None:
+        """The tenant's current state (limits and ACLs follow the store's changes at once, for
+        connections already open too); None before login."""
+        if self._tenant is None:
+            return None
+        return self.services.directory.current(self._tenant.tenant.id) or self._tenant
 
     # -- the request pump ----------------------------------------------------------------------
     def on_frame(self, frame: memoryview) -> None:
@@ -145,6 +153,15 @@ class Session:
             self.channel.pause()
         else:
             self.channel.resume()
+
+    def describe(self) -> str:
+        in_flight = self.upstream.in_flight if self.upstream is not None else None
+        muted = max(0.0, self._muted_until - time.monotonic())
+        return (
+            f"tenant={self._tenant_id} auth={self.gate.state.value} queued={len(self._frames)}"
+            f" busy={self._busy} muted_s={muted:.3f} answers={len(self.answers)}"
+            f" upstream_in_flight={in_flight} closed={self._closed}"
+        )
 
     @property
     def idle(self) -> bool:
@@ -337,7 +354,7 @@ class Session:
         if refused is not None:
             log.info("event=connection_refused tenant=%s reason=%r", state.tenant.id, refused)
             return refused
-        self.tenant = state
+        self._tenant = state
         if not await self._connect_upstream():
             return "broker unavailable"
         self.channel.set_frame_limit(self.services.max_request_bytes)
@@ -449,9 +466,9 @@ class Session:
                 timer.cancel()
         if self.upstream is not None:
             self.upstream.close()
-        if self.tenant is not None:
+        if self._tenant is not None:
             self.services.directory.release(self)
-            self.metrics.connected(self.tenant.tenant.id, -1)
+            self.metrics.connected(self._tenant.tenant.id, -1)
         if self._usage_key is not None:
             self.services.meter.connection_closed(self._usage_key)
         self._frames.clear()

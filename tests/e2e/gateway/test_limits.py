@@ -113,7 +113,8 @@ def test_partition_limit_answers_policy_violation_with_a_message(
 
     def refused() -> bool:
         probe = f"{topic_name}-probe-{time.monotonic_ns()}"
-        future = admin.create_topics([NewTopic(probe, num_partitions=5)])[probe]
+        # validate_only: a probe sent before the new limit arrives creates nothing
+        future = admin.create_topics([NewTopic(probe, num_partitions=5)], validate_only=True)[probe]
         try:
             future.result(30)
         except KafkaException as exc:
@@ -121,7 +122,7 @@ def test_partition_limit_answers_policy_violation_with_a_message(
             assert error.code() == POLICY_VIOLATION, error
             assert "partition limit 4" in error.str(), error.str()
             return True
-        raise AssertionError(f"{probe} with 5 partitions was created past a limit of 4")
+        raise AssertionError(f"{probe} with 5 partitions was accepted past a limit of 4")
 
     eventually(refused, "the partition limit")
     admin.create_topics([NewTopic(topic_name, num_partitions=3)])[topic_name].result(30)
@@ -152,7 +153,7 @@ def deliver(stack: GatewayStack, topic: str, value: bytes) -> str | None:
 
 
 def test_request_size_limit_answers_message_too_large(stack: GatewayStack, topic_name: str) -> None:
-    assert deliver(stack, topic_name, b"x" * 1000) is None
+    eventually(lambda: deliver(stack, topic_name, b"x" * 1000) is None, "the default limits")
     set_limits(stack, "acme", max_request_bytes=100_000)
     eventually(
         lambda: deliver(stack, topic_name, b"y" * 200_000) == "MSG_SIZE_TOO_LARGE",
@@ -164,9 +165,39 @@ def test_request_size_limit_answers_message_too_large(stack: GatewayStack, topic
 def test_storage_cap_refuses_produce_once_the_sampled_bytes_reach_it(
     stack: GatewayStack, topic_name: str
 ) -> None:
-    assert deliver(stack, topic_name, b"s" * 50_000) is None
+    eventually(lambda: deliver(stack, topic_name, b"s" * 50_000) is None, "the default limits")
     set_limits(stack, "acme", max_storage_bytes=10_000)  # the sampler runs every second here
     eventually(
         lambda: deliver(stack, topic_name, b"t" * 100) == "POLICY_VIOLATION",
         "POLICY_VIOLATION once the tenant's stored bytes exceed its cap",
     )
+
+
+def test_a_limit_change_reaches_connections_already_open(
+    stack: GatewayStack, topic_name: str
+) -> None:
+    """The same producer (its connections stay open) is refused once the tenant's request limit
+    drops: sessions read the tenant's current limits, not the ones of their login."""
+    producer = Producer(
+        stack.client_config(
+            "acme", "PLAIN", **{"message.timeout.ms": 20000, "message.max.bytes": 4_000_000}
+        )
+    )
+
+    def send(value: bytes) -> str | None:
+        outcome: list[str | None] = []
+        producer.produce(
+            topic_name,
+            value,
+            on_delivery=lambda err, _m: outcome.append(None if err is None else err.name()),
+        )
+        producer.flush(30)
+        assert outcome, "no delivery report"
+        return outcome[0]
+
+    eventually(lambda: send(b"a" * 200_000) is None, "the default limits back")
+    set_limits(stack, "acme", max_request_bytes=100_000)
+    eventually(
+        lambda: send(b"b" * 200_000) == "MSG_SIZE_TOO_LARGE", "the new limit on open connections"
+    )
+    assert send(b"c" * 1000) is None
