@@ -68,11 +68,13 @@ class UpRun:
         return self.wait_exit()
 
 
-def gateway_ports() -> int:
-    """A gateway port P with P + 1 (standalone broker 0's gateway port) free too."""
+def gateway_ports(taken: set[int]) -> int:
+    """A gateway port P with P + 1 (standalone broker 0's gateway port) free too, neither of
+    them among the ports already chosen for the stack's other listeners (not yet bound)."""
     for _ in range(50):
         port = free_port()
-        if not port_in_use("127.0.0.1", port + 1):
+        pair = {port, port + 1}
+        if not pair & taken and not port_in_use("127.0.0.1", port + 1):
             return port
     raise AssertionError("no pair of free ports found")
 
@@ -84,9 +86,11 @@ def launch(tmp_path: Path) -> Iterator[Any]:
 
     def start(admin_port: int | None = None) -> UpRun:
         admin_port = admin_port or free_port()
+        broker_port = free_port()
+        gateway_port = gateway_ports({admin_port, broker_port})
         argv = [sys.executable, "-m", "infra.up_main", "--root", str(tmp_path / "state")]
-        argv += ["--standalone", "--port", str(free_port()), "--admin-port", str(admin_port)]
-        argv += ["--gateway-port", str(gateway_ports()), "--gateway-metrics-port", "0"]
+        argv += ["--standalone", "--port", str(broker_port), "--admin-port", str(admin_port)]
+        argv += ["--gateway-port", str(gateway_port), "--gateway-metrics-port", "0"]
         argv += ["--no-billing"]  # the cluster test covers the rollup
         output = tmp_path / f"up-{len(runs)}.out"
         with output.open("wb") as sink:

@@ -159,10 +159,14 @@ def demo_usage_rolled_up(state: Path) -> None:
 
 def test_up_runs_zookeeper_and_three_brokers_and_stops_them_all(tmp_path: Path) -> None:
     port = consecutive_free_ports(3)
-    argv = [sys.executable, "-m", "infra.up_main", "--root", str(tmp_path / "state")]
-    argv += ["--port", str(port), "--zookeeper-port", str(free_port()), "--metrics-port", "0"]
-    argv += ["--admin-port", str(free_port())]
+    zookeeper_port, admin_port = free_port(), free_port()
+    taken = {port, port + 1, port + 2, zookeeper_port, admin_port}
     gateway_port = consecutive_free_ports(5)
+    while taken & set(range(gateway_port, gateway_port + 5)):  # not yet bound: keep apart
+        gateway_port = consecutive_free_ports(5)
+    argv = [sys.executable, "-m", "infra.up_main", "--root", str(tmp_path / "state")]
+    argv += ["--port", str(port), "--zookeeper-port", str(zookeeper_port), "--metrics-port", "0"]
+    argv += ["--admin-port", str(admin_port)]
     argv += ["--gateway-port", str(gateway_port), "--gateway-metrics-port", "0"]
     argv += ["--billing-every", "5s"]
     argv += ["--broker-config", "zookeeper.session.timeout.ms=6000"]
