@@ -13,7 +13,7 @@ from gateway.kafka.services import QuotaSubject
 from gateway.quotas.quota_book import QuotaBook
 from gateway.throttling import GatewayThrottling
 from tenancy.domain import DEFAULT_LIMITS, QuotaEntity
-from tests.unit.gateway.quotas.test_quota_book import FakeSource
+from tests.unit.gateway.quotas.fakes import FakeSource
 
 pytestmark = pytest.mark.unit
 
