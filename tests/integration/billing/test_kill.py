@@ -21,7 +21,7 @@ from tests.integration.billing.usage_gen import (
     write,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration  # in CI: the issue asks for it there (~80 s)
 
 
 def test_killed_runs_then_a_clean_one_count_everything_once(
