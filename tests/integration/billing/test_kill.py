@@ -1,12 +1,16 @@
 """`pier billing run` SIGKILLed at several points (Spark starting, reading, rolling up, around the
-commit), then run to the end: the totals are those of one clean run."""
+commit), and one of its Spark executors' Python workers killed mid-run, then run to the end: the
+totals are those of one clean run."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +49,55 @@ def test_killed_runs_then_a_clean_one_count_everything_once(
     assert done.returncode == 0, done.stderr[-2000:]
     expected = merge(traffic_totals(records), storage_totals(samples, 60_000, 1_767_265_200_000))
     assert rollups(sqlite_url) == expected, outcomes
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """pid → command line of every live descendant of `pid` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    commands: dict[int, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            child = int(stat.parent.name)
+            children.setdefault(int(fields[1]), []).append(child)
+            commands[child] = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+    found: dict[int, str] = {}
+    pending = [pid]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found[child] = commands.get(child, "")
+            pending.append(child)
+    return found
+
+
+def test_an_executor_killed_mid_run_then_a_clean_run_count_everything_once(
+    usage_broker: BrokerProcess, sqlite_url: str
+) -> None:
+    """SIGKILL of a Spark Python worker (the executor side of `pier-usage` and the roll-up) while
+    a run reads: that run fails or recovers, and after a clean run every record counts once."""
+    rng = random.Random(43)
+    records = traffic(rng, ["acme", "globex"], 3000)
+    write(usage_broker.bootstrap, records)
+    argv = [sys.executable, "-m", "pier", "billing", "run", "--db", sqlite_url,
+            "--bootstrap", usage_broker.bootstrap]  # fmt: skip
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and process.poll() is None and time.monotonic() < deadline:
+        workers = [
+            p
+            for p, cmd in _descendants(process.pid).items()
+            if "pyspark" in cmd and "daemon" in cmd
+        ]
+        if workers:
+            killed = max(workers)  # the newest: a forked worker rather than the daemon, if any
+            os.kill(killed, signal.SIGKILL)
+        else:
+            time.sleep(0.05)
+    outcome = process.wait(timeout=300)
+    assert killed is not None, f"no Spark Python worker seen (run exited {outcome})"
+    done = pier(*argv[3:])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert rollups(sqlite_url) == traffic_totals(records), outcome
