@@ -76,12 +76,9 @@ def _fail(message: str) -> int:
 def _run_broker(args: argparse.Namespace) -> int:
     from brokers.config import BrokerConfig, BrokerConfigError, read_properties
     from brokers.log.errors import LogDirError
+    from pier.logs import configure
 
-    logging.basicConfig(
-        level=args.log_level,
-        stream=sys.stderr,
-        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-    )
+    configure(args.log_level)
     try:
         properties = read_properties(args.config) if args.config else {}
         config = BrokerConfig(

@@ -58,12 +58,9 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from brokers.config import BrokerConfigError, read_properties
     from gateway.config import GatewayConfig, GatewayConfigError
+    from pier.logs import configure
 
-    logging.basicConfig(
-        level=args.log_level,
-        stream=sys.stderr,
-        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-    )
+    configure(args.log_level)
     try:
         properties = read_properties(args.config) if args.config else {}
         config = GatewayConfig(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import signal
 import sys
@@ -311,11 +310,9 @@ def _init(url: str, operator: str) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
-    logging.basicConfig(
-        level=args.log_level,
-        stream=sys.stderr,
-        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-    )
+    from pier.logs import configure
+
+    configure(args.log_level)
     store = _open_store(args.db)
     try:
         store.current_version()  # fail fast, with one line, on an unreachable or empty database
