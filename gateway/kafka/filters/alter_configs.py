@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Outcome
-from gateway.kafka.filters.common import entity
-from gateway.kafka.filters.config_resources import config_outcome, split_resources
+from gateway.kafka.filters.config_resources import (
+    alter_refusal,
+    config_outcome,
+    split_resources,
+)
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -22,18 +24,8 @@ MAX_VERSION = 2
 
 
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
-    def refused(resource: Any, error: ErrorCode, message: str | None) -> Any:
-        return entity(
-            ctx,
-            "AlterConfigsResourceResponse",
-            error_code=error,
-            error_message=message,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-        )
-
     def configs(resource: Any) -> list[tuple[str, str | None]]:
         return [(c.name, c.value) for c in resource.configs]
 
-    split = split_resources(ctx, request.resources, "ALTER_CONFIGS", refused, configs)
+    split = split_resources(ctx, request.resources, "ALTER_CONFIGS", alter_refusal(ctx), configs)
     return config_outcome(ctx, request, split, "AlterConfigsResponse", "responses")

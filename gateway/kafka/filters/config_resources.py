@@ -17,7 +17,7 @@ from typing import Any
 
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
-from gateway.kafka.filters.common import response
+from gateway.kafka.filters.common import entity, response
 from gateway.kafka.filters.topic_configs import refusal
 from gateway.kafka.filters.topics_common import Batch, strip
 
@@ -90,3 +90,19 @@ def config_outcome(
         return dataclasses.replace(answer, **{field_name: merged})
 
     return Forward(dataclasses.replace(request, resources=sent), on_response)
+
+
+def alter_refusal(ctx: FilterContext) -> Callable[[Any, ErrorCode, str | None], Any]:
+    """The per-resource refusal of AlterConfigs and IncrementalAlterConfigs (same entity)."""
+
+    def refused(resource: Any, error: ErrorCode, message: str | None) -> Any:
+        return entity(
+            ctx,
+            "AlterConfigsResourceResponse",
+            error_code=error,
+            error_message=message,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+
+    return refused
