@@ -74,7 +74,7 @@ def _fail(message: str) -> int:
 
 
 def _run_broker(args: argparse.Namespace) -> int:
-    from brokers.config import BrokerConfig, BrokerConfigError, read_properties
+    from brokers.common.config import BrokerConfig, BrokerConfigError, read_properties
     from brokers.log.errors import LogDirError
     from pier.logs import configure
 
@@ -123,8 +123,8 @@ def _check_data_dir(path: Path) -> None:
 
 
 async def _serve(config: object) -> int:
-    from brokers.broker import Broker
-    from brokers.config import BrokerConfig
+    from brokers.app.standalone import Broker
+    from brokers.common.config import BrokerConfig
 
     assert isinstance(config, BrokerConfig)
     broker = Broker(config)

@@ -56,7 +56,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from brokers.config import BrokerConfigError, read_properties
+    from brokers.common.config import BrokerConfigError, read_properties
     from gateway.config import GatewayConfig, GatewayConfigError
     from pier.logs import configure
 

@@ -27,7 +27,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.controller import zk_paths
 from brokers.controller.errors import (
     ControllerError,

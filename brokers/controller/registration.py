@@ -16,7 +16,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.controller import zk_paths
 from brokers.controller.errors import ControllerError, DuplicateBrokerIdError, ZNodeExistsError
 from brokers.controller.zk_client import SessionEvent, ZkClient

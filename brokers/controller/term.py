@@ -39,7 +39,7 @@ from brokers.controller.zk_client import ZkClient
 log = logging.getLogger(__name__)
 Event = Callable[[], Awaitable[None]]
 DecisionListener = Callable[[Decision], None]
-# Metrics hook (brokers/controller_metrics.py): the running event's name, None when idle.
+# Metrics hook (brokers/controller/metrics.py): the running event's name, None when idle.
 EventObserver = Callable[[str | None], None]
 
 MAX_DECISION_ATTEMPTS = 5

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from brokers.config import int_setting
+from brokers.common.config import int_setting
 from brokers.coordinator.errors import GroupConfigError
 
 INT32_MAX = 2**31 - 1

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.errors import (
     CoordinatorLoadInProgressError,

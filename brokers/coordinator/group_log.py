@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.coordinator.group_records import (
     GroupMetadataRecord,
     OffsetAndMetadata,

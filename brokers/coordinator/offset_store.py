@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from brokers.coordinator.errors import (

@@ -1,6 +1,6 @@
 """How the coordinator reaches `__consumer_offsets`, and which partition holds a group.
 
-Owns: the `OffsetsTopic` protocol (implemented by `brokers.group_wiring` over the broker's
+Owns: the `OffsetsTopic` protocol (implemented by `brokers.app.groups` over the broker's
 partitions, so this package never imports replication) and `partition_for`, Kafka's placement:
 `Utils.abs(groupId.hashCode()) % partitions` with Java's String.hashCode over UTF-16 code units.
 Pure; thread-safe.

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.errors import GroupError, RebalanceInProgressError, UnknownMemberIdError
 from brokers.coordinator.group import Group, GroupState

@@ -2,7 +2,7 @@
 
 `build_route_table(broker)` is the single place a client-facing API is wired; ApiVersions is
 derived from the table. (ZooKeeper mode adds the controller's inter-broker routes on top, see
-`brokers.cluster_mode`.) Handlers run on the event loop.
+`brokers.app.zk_mode`.) Handlers run on the event loop.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from brokers.server.routes import RouteTable
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 
 def build_route_table(broker: Broker) -> RouteTable:

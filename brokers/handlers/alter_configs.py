@@ -26,7 +26,7 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 API_KEY = 33
 MAX_ITEMS = 10_000  # resources per request, and configs per resource

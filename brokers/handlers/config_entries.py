@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from brokers.config import BrokerConfig
+from brokers.common.config import BrokerConfig
 from brokers.handlers.errors import InvalidRequestError
 from brokers.log.config import BROKER_SYNONYMS, TOPIC_CONFIGS, broker_default_value
 

@@ -35,10 +35,10 @@ from brokers.replication.topic_names import validate_topic_name
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-from brokers.zk_topics import ZkTopicAdmin
+from brokers.zk.topics import ZkTopicAdmin
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 API_KEY = 32
 MAX_RESOURCES = 10_000

@@ -21,7 +21,7 @@ from brokers.wire.errors import ErrorCode
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
     from brokers.coordinator.results import GroupSummary
 
 API_KEY = 15

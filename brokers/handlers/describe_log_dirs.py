@@ -23,7 +23,7 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
     from brokers.log.log import Log
 
 API_KEY = 35

@@ -24,7 +24,7 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 API_KEY = 1
 MIN_VERSION = 4  # librdkafka falls back to the legacy message format below v4 (DESIGN.md)

@@ -25,7 +25,7 @@ from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 API_KEY = 44
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

@@ -11,15 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from brokers.coordinator.joining import JoinRequest
-from brokers.group_wiring import client_host, millis
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.group_conversions import client_host, millis
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 API_KEY = 11
 FIRST_NULLABLE_PROTOCOL = 7  # protocol_type/protocol_name became nullable

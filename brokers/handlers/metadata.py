@@ -18,7 +18,7 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 API_KEY = 3
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)

@@ -12,16 +12,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from brokers.coordinator.offset_store import RETENTION_DEFAULT, CommitRequest, OffsetCommit
-from brokers.group_wiring import millis
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.group_conversions import millis
 from brokers.replication.errors import UnknownTopicOrPartitionError
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 API_KEY = 8
 

@@ -24,7 +24,7 @@ from brokers.wire.errors import ErrorCode
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 API_KEY = 9
 FIRST_MULTI_GROUP_VERSION = 8

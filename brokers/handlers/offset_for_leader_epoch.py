@@ -16,7 +16,7 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 API_KEY = 23
 

@@ -32,7 +32,7 @@ from brokers.wire.errors import ErrorCode
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 API_KEY = 0
 FIRST_SERVED_VERSION = 3

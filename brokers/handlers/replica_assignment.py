@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from brokers.replication.errors import InvalidReplicaAssignmentError
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 
 def manual_assignment(broker: Broker, assignments: Sequence[Any]) -> dict[int, list[int]]:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from typing_extensions import Buffer
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.log.config import LogConfig
 from brokers.log.errors import LogClosedError, LogDirError, OffsetOutOfRangeError
 from brokers.log.file_records import FileRegion
@@ -35,7 +35,7 @@ from brokers.log.leader_epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
 from brokers.log.log_loader import create_segment, load_log
 from brokers.log.log_segments import LogSegments
 from brokers.log.offset_assignment import AssignedBatches, assign_offsets, check_follower_batches
-from brokers.log.producer_state import ProducerStateManager
+from brokers.log.producer_state.manager import ProducerStateManager
 from brokers.log.retention import deletable_segment_count
 from brokers.log.segment import LogSegment
 from brokers.records.batch import BatchHeader

@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.log.config import LogConfig
 from brokers.log.recovery import remove_leftover_files, segment_base_offsets
 from brokers.log.segment import LogSegment

@@ -29,18 +29,18 @@ import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     read_offsets,
     write_offsets,
 )
-from brokers.log.cleaner_config import CleanerConfig
+from brokers.log.cleaner.config import CleanerConfig
+from brokers.log.cleaner.log_cleaner import LogCleaner
 from brokers.log.config import LogConfig
 from brokers.log.errors import CorruptCheckpointError, LogDirError
 from brokers.log.log import Log, parse_topic_partition
-from brokers.log.log_cleaner import LogCleaner
 
 log = logging.getLogger(__name__)
 

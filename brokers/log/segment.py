@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from typing_extensions import Buffer
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.log.errors import CorruptIndexError, CorruptLogError
 from brokers.log.file_records import FileRecords, FileRegion
 from brokers.log.offset_index import OffsetIndex

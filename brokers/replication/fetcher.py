@@ -36,7 +36,7 @@ from typing import Protocol
 from brokers.client.consumer import FetchPosition
 from brokers.client.errors import ClientError
 from brokers.client.metadata import TopicPartition
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.log.errors import LogError
 from brokers.log.log import Log
 from brokers.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header, verify_crc

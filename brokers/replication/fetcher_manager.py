@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from brokers.client.config import ClientConfig
 from brokers.client.consumer import FetchPosition
 from brokers.client.metadata import TopicPartition
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.log.log import Log
 from brokers.replication.fetch_answer import ReplicaFetched
 from brokers.replication.fetcher import EpochAnswer, EpochQuery, ReplicaFetcher

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.log.log import AppendResult, Log, ReadResult
 from brokers.records.batch import BatchHeader, iter_headers
 from brokers.records.builder import recompress

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from brokers.client.config import ClientConfig
 from brokers.client.metadata import TopicPartition as FetchedTopicPartition
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.log.checkpoints import read_offsets, write_offsets
 from brokers.log.config import LogConfig
 from brokers.log.log import Log
@@ -92,7 +92,7 @@ class ReplicaManager:
         # ZooKeeper mode: a new log's topic overrides, read from ZooKeeper as Kafka's
         # Partition.createLog does (the request's copy may predate this broker's metadata).
         self.new_log_overrides: Callable[[str, uuid.UUID], Mapping[str, str] | None] | None = None
-        # Metrics hook (brokers/replication_metrics.py): (old ISR, new ISR, written?) per ISR write.
+        # Metrics hook (brokers/replication/metrics.py): (old ISR, new ISR, written?) per ISR write.
         self.isr_update_observer: Callable[[list[int], list[int], bool], None] | None = None
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._broker_properties = dict(broker_properties or {})

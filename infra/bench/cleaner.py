@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brokers.clock import SYSTEM_CLOCK
-from brokers.log.cleaner_config import CleanerConfig
+from brokers.common.clock import SYSTEM_CLOCK
+from brokers.log.cleaner.config import CleanerConfig
+from brokers.log.cleaner.log_cleaner import LogCleaner
 from brokers.log.config import LogConfig
 from brokers.log.log import Log
-from brokers.log.log_cleaner import LogCleaner
 from brokers.records.batch import iter_headers
 from brokers.records.builder import build_batch
 from brokers.records.compression import CODEC_NAMES

@@ -16,8 +16,8 @@ from typing import Any
 
 from kio.serial import entity_reader
 
-from brokers.broker import Broker
-from brokers.config import BrokerConfig
+from brokers.app.standalone import Broker
+from brokers.common.config import BrokerConfig
 from brokers.wire.messages import (
     encode_entity,
     is_flexible_request,

@@ -9,7 +9,7 @@
 Table semantics (documented choices):
 - "may import" is transitive: a component may use what the components it may import may use
   (replication may import `records`, which `log` imports), mirroring a layered architecture.
-- Modules directly under `brokers/` (`brokers.clock`, the assembling `brokers.broker`, …) are shared
+- Modules directly under `brokers/` (`brokers.common.clock`, the assembling `brokers.app.standalone`, …) are shared
   by every `brokers` component except the pure `wire` codec.
 - `handlers` may import all of `brokers` except controller internals: only the package
   `brokers.controller` itself (its public surface), not its submodules.
@@ -155,7 +155,7 @@ def test_our_sources_follow_the_layout_table() -> None:
     ("module", "source"),
     [
         ("brokers.wire.framing", "from brokers.records.batch import BatchHeader"),
-        ("brokers.wire.framing", "from brokers.clock import Clock"),
+        ("brokers.wire.framing", "from brokers.common.clock import Clock"),
         ("brokers.records.batch", "from ..log import segment"),
         ("brokers.log.segment", "import brokers.server.listener"),
         ("brokers.server.listener", "from brokers.handlers import produce"),
@@ -163,7 +163,7 @@ def test_our_sources_follow_the_layout_table() -> None:
         ("brokers.replication.fetcher", "def f():\n    from brokers.controller import x"),
         ("brokers.client.connection", "from brokers.log.log import Log"),
         ("brokers.coordinator.group", "from brokers.client import KafkaClient"),
-        ("brokers.config", "from gateway.kafka import listener"),
+        ("brokers.common.config", "from gateway.kafka import listener"),
         (
             "brokers.log.log",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import gateway",
@@ -186,12 +186,12 @@ def test_forbidden_import_is_detected(module: str, source: str) -> None:
         ("brokers.records.batch", "from brokers.wire.messages import read_uvarint"),
         (
             "brokers.log.segment",
-            "from brokers.records import batch\nfrom brokers.clock import Clock",
+            "from brokers.records import batch\nfrom brokers.common.clock import Clock",
         ),
         ("brokers.replication.partition", "from brokers.records.validate import validate"),
         ("brokers.handlers.produce", "from brokers.replication import ReplicaManager"),
         ("brokers.handlers.metadata", "from brokers.controller import ControllerView"),
-        ("brokers.handlers.metadata", "from brokers.broker import Broker"),
+        ("brokers.handlers.metadata", "from brokers.app.standalone import Broker"),
         (
             "gateway.kafka.pairing",
             "from brokers.client import KafkaClient\nfrom gateway.auth import x",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from brokers.config import BrokerConfig, BrokerConfigError
+from brokers.common.config import BrokerConfig, BrokerConfigError
 from brokers.controller import requests as rq
 from brokers.controller import zk_paths
 from brokers.controller.context import ControllerContext

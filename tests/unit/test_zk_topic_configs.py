@@ -12,7 +12,7 @@ from brokers.controller import zk_paths
 from brokers.controller.errors import ZooKeeperUnavailableError
 from brokers.controller.zk_client import Versioned
 from brokers.replication.metadata_cache import MetadataCache, TopicMetadata
-from brokers.zk_topic_configs import TopicConfigs
+from brokers.zk.topic_configs import TopicConfigs
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from brokers.controller import zk_paths
-from brokers.meta_properties import read_cluster_id, write_cluster_id
+from brokers.log.meta_properties import read_cluster_id, write_cluster_id
 from tests.cluster_probes import eventually, metadata_of, zk_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.controller import requests as rq
 from brokers.controller import zk_paths
 from brokers.controller.channel import ControllerChannel, OnResponse

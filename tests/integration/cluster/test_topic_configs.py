@@ -30,10 +30,10 @@ from kio.schema.incremental_alter_configs.v1.request import (
 from kio.static.primitive import i8
 
 from brokers.client import TopicPartition
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.controller.zk_client import ZkClient
 from brokers.wire.errors import ErrorCode
-from brokers.zk_config_changes import (
+from brokers.zk.config_changes import (
     CHANGE_PREFIX,
     CONFIG_CHANGES,
     ConfigChangeListener,

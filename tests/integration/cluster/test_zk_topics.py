@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.controller import zk_paths
 from brokers.controller.zk_client import ZkClient
 from brokers.log.config import LogConfig
@@ -21,8 +21,8 @@ from brokers.replication.errors import (
 )
 from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
 from brokers.replication.replica_manager import ReplicaManager
-from brokers.zk_config_changes import CONFIG_CHANGES
-from brokers.zk_topics import ZkTopicAdmin
+from brokers.zk.config_changes import CONFIG_CHANGES
+from brokers.zk.topics import ZkTopicAdmin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

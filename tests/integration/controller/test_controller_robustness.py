@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.controller import zk_paths
 from brokers.controller.context import ControllerContext
 from brokers.controller.controller import Controller
@@ -30,7 +30,7 @@ from brokers.replication.metadata_cache import (
     TopicMetadata,
 )
 from brokers.replication.replica_manager import ReplicaManager
-from brokers.zk_topics import ZkTopicAdmin
+from brokers.zk.topics import ZkTopicAdmin
 from tests.integration.cluster.test_controller import RecordingChannel, register
 from tests.integration.controller.test_zookeeper_controller import (
     expire_session,

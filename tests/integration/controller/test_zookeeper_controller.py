@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.controller import zk_paths
 from brokers.controller.election import ControllerElection
 from brokers.controller.errors import (

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from brokers.broker import Broker
+from brokers.app.standalone import Broker
 from brokers.client import ClientConfig, TopicPartition
 from brokers.client.connection import BrokerConnection
 from brokers.client.consumer import FetchedPartition, FetchPosition, fetch_from
 from brokers.client.messages import make, millis, request_module
 from brokers.client.versions import ApiKey
-from brokers.config import BrokerConfig
+from brokers.common.config import BrokerConfig
 
 T = TypeVar("T")
 START_TIMEOUT_S = 30.0

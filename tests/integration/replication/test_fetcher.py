@@ -15,7 +15,7 @@ from brokers.client.connection import BrokerConnection
 from brokers.client.consumer import FetchPosition, fetch_from
 from brokers.client.producer import produce
 from brokers.client.topics import NewTopic
-from brokers.clock import SYSTEM_CLOCK
+from brokers.common.clock import SYSTEM_CLOCK
 from brokers.log.config import LogConfig
 from brokers.log.log import Log
 from brokers.replication.fetcher import EpochAnswer, EpochQuery, Phase, ReplicaFetcher

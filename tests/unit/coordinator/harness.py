@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_protocol import encode_subscription
 from brokers.coordinator.errors import GroupError

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader
 
-from brokers.broker import Broker
-from brokers.clock import ManualClock
-from brokers.config import BrokerConfig
+from brokers.app.standalone import Broker
+from brokers.common.clock import ManualClock
+from brokers.common.config import BrokerConfig
 from brokers.coordinator.consumer_protocol import encode_subscription
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
 from brokers.handlers import build_route_table

@@ -5,8 +5,8 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
+from brokers.coordinator.metrics import GroupMetricsCollector
 from brokers.coordinator.offset_store import CommitRequest, OffsetCommit
-from brokers.coordinator_metrics import GroupMetricsCollector
 from tests.unit.coordinator.harness import driver
 
 pytestmark = pytest.mark.unit

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from brokers.broker import Broker
-from brokers.clock import ManualClock
-from brokers.config import BrokerConfig
+from brokers.app.standalone import Broker
+from brokers.common.clock import ManualClock
+from brokers.common.config import BrokerConfig
 from brokers.coordinator import errors
 from brokers.coordinator.group_coordinator import GroupCoordinator
 from brokers.coordinator.group_records import (

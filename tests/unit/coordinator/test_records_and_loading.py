@@ -130,7 +130,7 @@ def test_deadline_queue_pops_each_due_group_once() -> None:
 
 def test_ownership_and_loading_errors() -> None:
     async def scenario() -> None:
-        from brokers.clock import ManualClock
+        from brokers.common.clock import ManualClock
         from brokers.coordinator.group_coordinator import GroupCoordinator
         from brokers.records.builder import build_batch
         from tests.unit.coordinator.harness import config
@@ -225,7 +225,7 @@ def test_unreadable_records_are_skipped_not_fatal() -> None:
 
 def test_a_partition_that_cannot_be_read_is_left_unowned() -> None:
     async def scenario() -> None:
-        from brokers.clock import ManualClock
+        from brokers.common.clock import ManualClock
         from brokers.coordinator.group_coordinator import GroupCoordinator
         from brokers.records.errors import CorruptRecordError
         from tests.unit.coordinator.harness import config

@@ -15,8 +15,8 @@ from kio.index import load_payload_module
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
 
-from brokers.broker import Broker
-from brokers.config import BrokerConfig
+from brokers.app.standalone import Broker
+from brokers.common.config import BrokerConfig
 from brokers.records.builder import simple_batch
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route

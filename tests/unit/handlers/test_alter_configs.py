@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from brokers.broker import Broker
+from brokers.app.standalone import Broker
 from brokers.handlers import alter_configs
 from brokers.wire.errors import ErrorCode
 from tests.unit.handlers.admin_harness import call, entity, standalone_broker

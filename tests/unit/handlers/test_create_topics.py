@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from brokers.broker import Broker
+from brokers.app.standalone import Broker
 from brokers.handlers import create_topics
 from brokers.log.config import TOPIC_CONFIGS
 from brokers.wire.errors import ErrorCode

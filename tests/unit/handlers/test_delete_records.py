@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from brokers.broker import Broker
+from brokers.app.standalone import Broker
 from brokers.handlers import delete_records
 from brokers.wire.errors import ErrorCode
 from tests.unit.handlers.admin_harness import call, entity, produce, standalone_broker

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from brokers.broker import Broker
+from brokers.app.standalone import Broker
 from brokers.handlers import delete_topics
 from brokers.wire.errors import ErrorCode
 from tests.unit.handlers.admin_harness import call, entity, standalone_broker

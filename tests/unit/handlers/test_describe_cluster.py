@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from brokers.broker import Broker
+from brokers.app.standalone import Broker
 from brokers.handlers import describe_cluster
 from brokers.replication.metadata_cache import BrokerEndpoint
 from brokers.wire.errors import ErrorCode

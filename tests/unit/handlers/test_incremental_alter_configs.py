@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers.broker import Broker
+from brokers.app.standalone import Broker
 from brokers.handlers import incremental_alter_configs as iac
 from brokers.log.errors import InvalidConfigError
 from brokers.wire.errors import ErrorCode

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brokers.clock import ManualClock
-from brokers.log.cleaner_config import CleanerConfig
+from brokers.common.clock import ManualClock
+from brokers.log.cleaner.config import CleanerConfig
+from brokers.log.cleaner.log_cleaner import LogCleaner
 from brokers.log.config import LogConfig
 from brokers.log.log import AppendResult, Log
-from brokers.log.log_cleaner import LogCleaner
 from brokers.records.batch import DELETE_HORIZON_MASK, BatchHeader, iter_headers
 from brokers.records.builder import build_batch, read_batch
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.log.config import LogConfig
 from brokers.log.log import AppendResult, Log
 from brokers.records.batch import BatchHeader, iter_headers

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.log.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offsets
-from brokers.log.cleaner_config import CleanerConfig
+from brokers.log.cleaner.config import CleanerConfig
+from brokers.log.cleaner.log_cleaner import LogCleaner
 from brokers.log.log import Log
-from brokers.log.log_cleaner import LogCleaner
 from brokers.log.log_manager import LogManager
 from brokers.records.batch import iter_headers
 from tests.unit.log.cleaner_helpers import (
@@ -383,7 +383,7 @@ def test_the_io_throttle_paces_a_round(tmp_path: Path) -> None:
 
 
 def test_bad_records_raise_the_records_error_not_a_crash() -> None:
-    from brokers.log.batch_filter import record_keys
+    from brokers.log.cleaner.batch_filter import record_keys
     from brokers.records.errors import InvalidRecordError
 
     for payload in (b"\x0a\x00", b"\x02\x00\x00\x00\x02\x61\x01\x00\xff", b"\x80"):

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from brokers.clock import ManualClock
-from brokers.log.batch_filter import FilterContext, batch_payload, filter_batch, record_keys
-from brokers.log.cleaner import SourceSegment
-from brokers.log.cleaner_config import CleanerConfig
-from brokers.log.cleaning_pass import group_segments
+from brokers.common.clock import ManualClock
+from brokers.log.cleaner.batch_filter import FilterContext, batch_payload, filter_batch, record_keys
+from brokers.log.cleaner.cleaner import SourceSegment
+from brokers.log.cleaner.cleaning_pass import group_segments
+from brokers.log.cleaner.config import CleanerConfig
+from brokers.log.cleaner.offset_map import ENTRY_BYTES, OffsetMap, OffsetMapFullError
+from brokers.log.cleaner.throttler import Throttler
 from brokers.log.errors import InvalidConfigError
-from brokers.log.offset_map import ENTRY_BYTES, OffsetMap, OffsetMapFullError
-from brokers.log.throttler import Throttler
 from brokers.records.batch import DELETE_HORIZON_MASK, parse_header, verify_crc
 from brokers.records.builder import build_batch, read_batch
 from brokers.records.record import Record, decode_records

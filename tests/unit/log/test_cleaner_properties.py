@@ -22,11 +22,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from brokers.clock import ManualClock
-from brokers.log.cleaner_config import CleanerConfig
+from brokers.common.clock import ManualClock
+from brokers.log.cleaner.config import CleanerConfig
+from brokers.log.cleaner.log_cleaner import LogCleaner
 from brokers.log.config import LogConfig
 from brokers.log.log import Log
-from brokers.log.log_cleaner import LogCleaner
 from tests.unit.log.cleaner_helpers import (
     StoredRecord,
     append,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from brokers.clock import ManualClock
-from brokers.log.cleaner import CleanerStats, CleaningAbortedError, CleaningPlan
-from brokers.log.cleaner_config import CleanerConfig
-from brokers.log.cleaning_pass import CleaningPass
+from brokers.common.clock import ManualClock
+from brokers.log.cleaner.cleaner import CleanerStats, CleaningAbortedError, CleaningPlan
+from brokers.log.cleaner.cleaning_pass import CleaningPass
+from brokers.log.cleaner.config import CleanerConfig
+from brokers.log.cleaner.log_cleaner import LogCleaner
 from brokers.log.log import Log
-from brokers.log.log_cleaner import LogCleaner
 from tests.unit.log.cleaner_helpers import (
     StoredRecord,
     append_records,

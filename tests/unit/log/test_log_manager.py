@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.log.checkpoints import read_offsets
 from brokers.log.config import LogConfig
 from brokers.log.errors import LogDirError

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.log.config import LogConfig
 from brokers.log.log import Log
 from brokers.records.batch import iter_headers

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.log.config import LogConfig
 from brokers.log.log import Log
 from brokers.log.segment import LogSegment

@@ -10,22 +10,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.log.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     LogError,
     OutOfOrderSequenceError,
 )
-from brokers.log.producer_state import (
+from brokers.log.producer_state.entry import (
     INT32_MAX,
     BatchMetadata,
     DuplicateBatch,
     ProducerStateEntry,
-    ProducerStateManager,
-    decode_snapshot,
-    encode_snapshot,
 )
+from brokers.log.producer_state.manager import ProducerStateManager
+from brokers.log.producer_state.snapshot import decode_snapshot, encode_snapshot
 from brokers.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
 from brokers.records.crc import crc32c
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.log.file_records import FileRecords
 from brokers.log.offset_assignment import assign_offsets
 from brokers.log.segment import LogSegment

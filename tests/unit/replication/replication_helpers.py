@@ -9,7 +9,7 @@ from pathlib import Path
 
 from brokers.client.consumer import FetchedPartition, FetchPosition
 from brokers.client.metadata import TopicPartition
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.log.config import LogConfig
 from brokers.log.log import Log
 from brokers.records.batch import iter_headers

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from brokers.clock import ManualClock
+from brokers.common.clock import ManualClock
 from brokers.records.errors import CorruptRecordError
 from brokers.replication.fetcher import Phase, ReplicaFetcher, complete_batches
 from tests.unit.log.partition_helpers import make_batch

@@ -31,13 +31,14 @@ from pathlib import Path
 
 from typing_extensions import Buffer
 
-from brokers.clock import Clock
-from brokers.log.batch_filter import FilterContext, batch_payload, filter_batch, record_keys
+from brokers.common.clock import Clock
+from brokers.log.cleaner.batch_filter import FilterContext, batch_payload, filter_batch, record_keys
+from brokers.log.cleaner.offset_map import OffsetMap
+from brokers.log.cleaner.throttler import Throttler
 from brokers.log.config import LogConfig
 from brokers.log.errors import CorruptLogError, LogError
 from brokers.log.file_records import FileRecords
 from brokers.log.offset_index import OffsetIndex
-from brokers.log.offset_map import OffsetMap
 from brokers.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -45,7 +46,6 @@ from brokers.log.segment import (
     LogSegment,
     segment_path,
 )
-from brokers.log.throttler import Throttler
 from brokers.log.time_index import TimeIndex
 from brokers.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from brokers.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 
 CHECK_INTERVAL_MS = 300
 

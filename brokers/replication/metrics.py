@@ -7,7 +7,7 @@ Pier has one log dir and stops on its failure, so a live broker has no offline r
 `IsrChangeCounters`, the replica manager's `isr_update_observer`, counting IsrShrinks, IsrExpands
 and FailedIsrUpdates when the leader's ISR write to ZooKeeper completes (Kafka marks them there,
 not when the change is decided). ISR changes the controller makes (a dead broker dropped from the
-ISRs) are not leader shrinks, in Kafka as here. Controller metrics: `brokers/controller_metrics.py`.
+ISRs) are not leader shrinks, in Kafka as here. Controller metrics: `brokers/controller/metrics.py`.
 
 Concurrency: counters are prometheus-client objects (thread-safe). The collector runs on the
 metrics HTTP thread and only reads the event loop's state (`ReplicaManager.partitions()` copies

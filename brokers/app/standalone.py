@@ -17,19 +17,21 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from brokers.clock import SYSTEM_CLOCK, Clock
-from brokers.config import BrokerConfig
+from brokers.app.groups import TICK_INTERVAL_MS, GroupWiring
+from brokers.common.clock import SYSTEM_CLOCK, Clock
+from brokers.common.config import BrokerConfig
 from brokers.coordinator.producer_ids import FileBlockStore, ProducerIdManager
-from brokers.group_wiring import TICK_INTERVAL_MS, GroupWiring
-from brokers.log.cleaner_config import CleanerConfig
+from brokers.handlers.topic_metrics import BrokerTopicMetrics
+from brokers.log.cleaner.config import CleanerConfig
+from brokers.log.cleaner.metrics import CleanerCollector
 from brokers.log.config import LogConfig
 from brokers.log.log_manager import LogManager
-from brokers.meta_properties import read_cluster_id, write_cluster_id
-from brokers.metrics import BrokerTopicMetrics, CleanerCollector, LogSizeCollector
+from brokers.log.meta_properties import read_cluster_id, write_cluster_id
+from brokers.log.metrics import LogSizeCollector
 from brokers.replication.local_topics import LocalTopicRegistry
 from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
+from brokers.replication.metrics import IsrChangeCounters, ReplicaManagerCollector
 from brokers.replication.replica_manager import ReplicaManager
-from brokers.replication_metrics import IsrChangeCounters, ReplicaManagerCollector
 from brokers.server.dispatcher import Dispatcher
 from brokers.server.listener import Listener
 from brokers.server.metrics import ServerMetrics
@@ -37,8 +39,8 @@ from brokers.server.purgatory import Purgatory
 from brokers.wire.framing import FrameLimits
 
 if TYPE_CHECKING:
-    from brokers.cluster_mode import ClusterMode
-    from brokers.zk_topics import ZkTopicAdmin
+    from brokers.app.zk_mode import ClusterMode
+    from brokers.zk.topics import ZkTopicAdmin
 
 log = logging.getLogger("pier.broker")
 
@@ -92,7 +94,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(FileBlockStore(data_dir / "pier-producer-id-block"))
         self.cluster: ClusterMode | None = None
         if config.zookeeper_connect is not None:  # ZooKeeper mode replaces topics and producer ids
-            from brokers.cluster_mode import ClusterMode
+            from brokers.app.zk_mode import ClusterMode
 
             self.cluster = ClusterMode(self, config.zookeeper_connect)
         self.registry.register(LogSizeCollector(self._log_sizes))

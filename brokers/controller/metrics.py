@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.controller.context import ControllerContext
 
 # Kafka's ControllerState values (kafka.controller.ControllerState), exported as the gauge value.

@@ -36,15 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from brokers.clock import Clock
-from brokers.log.cleaner import Cleaner, CleanerStats, CleaningAbortedError
-from brokers.log.cleaner_config import CleanerConfig
-from brokers.log.cleaner_manager import CleanerManager, LogToClean
-from brokers.log.cleaning_pass import CleaningPass, Fault
+from brokers.common.clock import Clock
+from brokers.log.cleaner.cleaner import Cleaner, CleanerStats, CleaningAbortedError
+from brokers.log.cleaner.cleaning_pass import CleaningPass, Fault
+from brokers.log.cleaner.config import CleanerConfig
+from brokers.log.cleaner.manager import CleanerManager, LogToClean
+from brokers.log.cleaner.offset_map import OffsetMap
+from brokers.log.cleaner.throttler import Throttler
 from brokers.log.log import Log
-from brokers.log.offset_map import OffsetMap
 from brokers.log.segment import LogSegment
-from brokers.log.throttler import Throttler
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

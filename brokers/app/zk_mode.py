@@ -39,26 +39,26 @@ from brokers.controller.errors import (
     ControllerMovedError,
     InconsistentClusterIdError,
 )
+from brokers.controller.metrics import ControllerCollector, ControllerStats
 from brokers.controller.producer_id_block import ZkBlockStore
 from brokers.controller.registration import BrokerRegistrar
 from brokers.controller.state import BrokerEndpoint
 from brokers.controller.zk_client import ZkClient
 from brokers.controller.zk_isr_writer import ZkIsrWriter
-from brokers.controller_metrics import ControllerCollector, ControllerStats
 from brokers.coordinator.producer_ids import ProducerIdManager
 from brokers.handlers.control_fence import BrokerFence
-from brokers.meta_properties import read_cluster_id, write_cluster_id
+from brokers.log.meta_properties import read_cluster_id, write_cluster_id
 from brokers.server.routes import Route
-from brokers.zk_config_changes import (
+from brokers.zk.config_changes import (
     DEFAULT_EXPIRATION_MS,
     EXPIRATION_PROPERTY,
     ConfigChangeListener,
 )
-from brokers.zk_topic_configs import TopicConfigs
-from brokers.zk_topics import ZkTopicAdmin
+from brokers.zk.topic_configs import TopicConfigs
+from brokers.zk.topics import ZkTopicAdmin
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
+    from brokers.app.standalone import Broker
 
 log = logging.getLogger("pier.cluster")
 SHUTDOWN_REQUEST_TIMEOUT_S = 10.0

@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 
-from brokers.clock import Clock
+from brokers.common.clock import Clock
 from brokers.controller import zk_paths
 from brokers.controller.errors import ControllerError, ZNodeFormatError, ZNodeMissingError
 from brokers.controller.zk_client import SessionEvent, ZkClient

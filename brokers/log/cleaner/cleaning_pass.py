@@ -31,8 +31,13 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from brokers.clock import Clock
-from brokers.log.cleaner import CLEANED_SUFFIX, CleaningAbortedError, CleaningPlan, SourceSegment
+from brokers.common.clock import Clock
+from brokers.log.cleaner.cleaner import (
+    CLEANED_SUFFIX,
+    CleaningAbortedError,
+    CleaningPlan,
+    SourceSegment,
+)
 from brokers.log.log import Log
 from brokers.log.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from brokers.log.segment import LogSegment

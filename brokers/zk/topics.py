@@ -57,8 +57,8 @@ from brokers.replication.local_topics import TopicLimits
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
 from brokers.replication.replica_manager import ReplicaManager
 from brokers.replication.topic_names import check_partition_growth, new_topic_shape
-from brokers.zk_config_changes import notify_topic_change_blocking
-from brokers.zk_topic_configs import TopicConfigs
+from brokers.zk.config_changes import notify_topic_change_blocking
+from brokers.zk.topic_configs import TopicConfigs
 
 log = logging.getLogger("pier.zk_topics")
 

@@ -6,7 +6,7 @@ appends as leader and waits for the high watermark to pass the batch, maps parti
 coordinator errors, and reads a partition back batch by batch up to the log end seen when the
 read starts); `GroupWiring` (builds the coordinator from broker properties, makes it follow the
 offsets partitions this broker leads, drives `tick` and offset retention, registers the group
-metrics); and small conversions shared by the group handlers.
+metrics).
 
 Standalone, this broker leads every offsets partition: all are loaded at start-up and the
 replication factor is min(`offsets.topic.replication.factor`, 1). In ZooKeeper mode, as Kafka:
@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from brokers.config import BrokerConfigError
+from brokers.common.config import BrokerConfigError
 from brokers.controller.errors import ControllerError
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.errors import (
@@ -40,8 +39,8 @@ from brokers.coordinator.errors import (
     NotCoordinatorError,
 )
 from brokers.coordinator.group_coordinator import GroupCoordinator
+from brokers.coordinator.metrics import GroupMetricsCollector
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
-from brokers.coordinator_metrics import GroupMetricsCollector
 from brokers.log.errors import LogError
 from brokers.records.batch import iter_headers
 from brokers.records.errors import RecordTooLargeError
@@ -49,8 +48,7 @@ from brokers.replication import errors as replication_errors
 from brokers.replication.partition import Partition
 
 if TYPE_CHECKING:
-    from brokers.broker import Broker
-    from brokers.server.context import RequestContext
+    from brokers.app.standalone import Broker
 
 log = logging.getLogger("pier.coordinator")
 TICK_INTERVAL_MS = 100
@@ -214,13 +212,3 @@ class GroupWiring:
     def _high_watermark(self, topic: str, partition: int) -> int | None:
         replica = self._broker.replicas.find(topic, partition)
         return None if replica is None else replica.high_watermark
-
-
-# ---- conversions shared by the group handlers --------------------------------------------
-def millis(value: datetime.timedelta) -> int:
-    return int(value / datetime.timedelta(milliseconds=1))
-
-
-def client_host(ctx: RequestContext) -> str:
-    """Kafka reports a member's host as its InetAddress string, e.g. "/127.0.0.1"."""
-    return f"/{ctx.client_host}"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from typing_extensions import Buffer
 
-from brokers.log.offset_map import OffsetMap
+from brokers.log.cleaner.offset_map import OffsetMap
 from brokers.records.batch import (
     COMPRESSION_MASK,
     CONTROL_MASK,

@@ -1,0 +1,168 @@
+"""The producer table of one partition and its snapshot files (Kafka's `ProducerStateManager`).
+
+Owns: per producer id the entry (`entry.py`), the checks before an append (`append_check.py`),
+expiry after `producer.id.expiration.ms`, and taking / loading / truncating the `.snapshot` files
+(`snapshot.py`) that let recovery replay only the tail. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+
+from brokers.common.clock import Clock
+from brokers.log.errors import CorruptSnapshotError
+from brokers.log.producer_state.append_check import apply_batch, check_batch
+from brokers.log.producer_state.entry import DuplicateBatch, ProducerStateEntry
+from brokers.log.producer_state.snapshot import (
+    SNAPSHOT_NAME,
+    SNAPSHOT_SUFFIX,
+    decode_snapshot,
+    encode_snapshot,
+    write_atomically,
+)
+from brokers.records.batch import BatchHeader
+
+log = logging.getLogger(__name__)
+
+
+class ProducerStateManager:
+    """The producer table of one partition plus its snapshot files in `directory`."""
+
+    def __init__(
+        self, directory: Path, *, clock: Clock, producer_id_expiration_ms: int = 86400000
+    ) -> None:
+        self.directory = directory
+        self._clock = clock
+        self._expiration_ms = producer_id_expiration_ms
+        self._producers: dict[int, ProducerStateEntry] = {}
+        # The offset after the last producer batch (or snapshot) folded in: truncating the log
+        # below it must forget state; batches without a producer id never move it.
+        self.map_end_offset = 0
+        for leftover in directory.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):
+            leftover.unlink(missing_ok=True)  # a crash mid-write; the rename never happened
+
+    # -- the append path ------------------------------------------------------------------
+
+    def check(self, header: BatchHeader) -> DuplicateBatch | None:
+        """Validate a client batch before it is written; a duplicate returns its original offsets."""
+        if header.producer_id < 0:
+            return None
+        return check_batch(self._producers.get(header.producer_id), header)
+
+    def check_all(self, headers: Sequence[BatchHeader]) -> list[DuplicateBatch | None]:
+        """`check` for several batches of one request: later batches see the earlier ones."""
+        pending: dict[int, ProducerStateEntry] = {}
+        results: list[DuplicateBatch | None] = []
+        for header in headers:
+            pid = header.producer_id
+            entry = pending.get(pid) or self._producers.get(pid)
+            duplicate = None if pid < 0 else check_batch(entry, header)
+            if pid >= 0 and duplicate is None:
+                pending[pid] = entry.copy() if entry else ProducerStateEntry(pid)
+                apply_batch(pending[pid], header, None)
+            results.append(duplicate)
+        return results
+
+    def update(self, header: BatchHeader, *, coordinator_epoch: int | None = None) -> None:
+        """Record a written batch; `header.base_offset` is the offset it was assigned."""
+        if header.producer_id < 0:
+            return
+        self.map_end_offset = max(self.map_end_offset, header.next_offset)
+        entry = self._producers.get(header.producer_id)
+        if entry is None:
+            entry = self._producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+        apply_batch(entry, header, coordinator_epoch)
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    def producer_ids(self) -> list[int]:
+        return sorted(self._producers)
+
+    def active_producers(self) -> Mapping[int, ProducerStateEntry]:
+        """Read-only view for DescribeProducers."""
+        return MappingProxyType(self._producers)
+
+    def remove_expired(self, now_ms: int) -> None:
+        """Forget producers idle for producer.id.expiration.ms; never one with an open transaction."""
+        expired = [pid for pid, e in self._producers.items() if self._is_expired(e, now_ms)]
+        for pid in expired:
+            del self._producers[pid]
+
+    def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        if entry.current_txn_first_offset is not None:
+            return False
+        return now_ms - entry.last_timestamp >= self._expiration_ms
+
+    # -- snapshots, recovery and truncation -------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        if not self.directory.is_dir():
+            return []
+        names = (SNAPSHOT_NAME.fullmatch(p.name) for p in self.directory.iterdir())
+        return sorted(int(m.group(1)) for m in names if m)
+
+    def latest_snapshot_offset(self) -> int | None:
+        offsets = self.snapshot_offsets()
+        return offsets[-1] if offsets else None
+
+    def snapshot_path(self, offset: int) -> Path:
+        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def take_snapshot(self, next_offset: int) -> None:
+        """Write the whole table as `<next_offset:020d>.snapshot` (atomically, fsynced)."""
+        write_atomically(self.snapshot_path(next_offset), encode_snapshot(self._producers.values()))
+
+    def load(self, log_start_offset: int, up_to_offset: int) -> int:
+        """Reset to the newest readable snapshot in [log_start, up_to]; corrupt ones are deleted.
+
+        Returns the offset the caller replays batch headers from (through `update`): the
+        snapshot's offset, or `log_start_offset` when none is usable.
+        """
+        self._producers.clear()
+        candidates = [o for o in self.snapshot_offsets() if log_start_offset <= o <= up_to_offset]
+        now_ms = self._clock.time_ms()
+        for offset in reversed(candidates):
+            path = self.snapshot_path(offset)
+            try:
+                entries = decode_snapshot(path.read_bytes())
+            except (CorruptSnapshotError, OSError) as exc:
+                log.warning("ignoring producer snapshot %s: %s", path, exc)
+                path.unlink(missing_ok=True)
+                continue
+            for entry in entries:
+                if not self._is_expired(entry, now_ms):
+                    self._producers[entry.producer_id] = entry
+            self.map_end_offset = offset
+            return offset
+        self.map_end_offset = log_start_offset
+        return log_start_offset
+
+    def truncate(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Drop snapshots outside [log_start, log_end] and forget state from offsets >= log_end.
+
+        Returns the offset the caller must replay batch headers from up to `log_end_offset`;
+        it equals `log_end_offset` when nothing was forgotten (no replay needed).
+        """
+        for offset in self.snapshot_offsets():
+            if offset > log_end_offset or offset < log_start_offset:
+                self.snapshot_path(offset).unlink(missing_ok=True)
+        if log_end_offset < self.map_end_offset:
+            return self.load(log_start_offset, log_end_offset)
+        return log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget everything (the log was emptied and restarts at `offset`)."""
+        self._producers.clear()
+        self.delete_snapshots_below(2**63 - 1)
+        self.map_end_offset = offset
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        for snapshot in self.snapshot_offsets():
+            if snapshot < offset:
+                self.snapshot_path(snapshot).unlink(missing_ok=True)
