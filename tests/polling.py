@@ -31,7 +31,7 @@ def wait_until(
 ) -> T:
     """Poll `check` until it returns a truthy value; return it."""
     deadline = time.monotonic() + timeout
-    last: object = None
+    last: T | None = None
     error: BaseException | None = None
     while True:
         try:
@@ -41,7 +41,7 @@ def wait_until(
             error = exc
         else:
             if last:
-                return last  # type: ignore[return-value]
+                return last
         if time.monotonic() >= deadline:
             raise AssertionError(_timeout_message(what, timeout, last, error)) from error
         time.sleep(interval)
@@ -57,7 +57,7 @@ async def wait_until_async(
 ) -> T:
     """The event-loop twin of `wait_until`: `check` is a coroutine function."""
     deadline = time.monotonic() + timeout
-    last: object = None
+    last: T | None = None
     error: BaseException | None = None
     while True:
         try:
@@ -67,7 +67,7 @@ async def wait_until_async(
             error = exc
         else:
             if last:
-                return last  # type: ignore[return-value]
+                return last
         if time.monotonic() >= deadline:
             raise AssertionError(_timeout_message(what, timeout, last, error)) from error
         await asyncio.sleep(interval)

@@ -13,8 +13,9 @@ pytestmark = pytest.mark.unit
 
 
 def test_returns_first_truthy_value() -> None:
-    values = iter([0, None, [], 7])
-    assert wait_until(lambda: next(values), interval=0) == 7
+    values: list[int | None] = [0, None, 0, 7]
+    feed = iter(values)
+    assert wait_until(lambda: next(feed), interval=0) == 7
 
 
 def test_unlisted_exception_fails_at_once() -> None:
@@ -44,9 +45,10 @@ def test_timeout_names_last_value() -> None:
 
 
 def test_async_twin() -> None:
-    seen = iter([False, False, "done"])
+    seen: list[str | bool] = [False, False, "done"]
+    feed = iter(seen)
 
     async def check() -> str | bool:
-        return next(seen)
+        return next(feed)
 
     assert asyncio.run(wait_until_async(check, interval=0)) == "done"
