@@ -123,11 +123,11 @@ def _check_data_dir(path: Path) -> None:
 
 
 async def _serve(config: object) -> int:
-    from brokers.app.standalone import Broker
+    from brokers.app.build import build_broker
     from brokers.common.config import BrokerConfig
 
     assert isinstance(config, BrokerConfig)
-    broker = Broker(config)
+    broker = build_broker(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

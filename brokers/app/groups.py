@@ -26,9 +26,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
 
+from prometheus_client import CollectorRegistry
+
+from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfigError
 from brokers.controller.errors import ControllerError
 from brokers.coordinator.config import GroupConfig
@@ -41,14 +43,14 @@ from brokers.coordinator.errors import (
 from brokers.coordinator.group_coordinator import GroupCoordinator
 from brokers.coordinator.metrics import GroupMetricsCollector
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
+from brokers.handlers.services import MetadataView, TopicAdmin
 from brokers.log.errors import LogError
 from brokers.records.batch import iter_headers
 from brokers.records.errors import RecordTooLargeError
 from brokers.replication import errors as replication_errors
 from brokers.replication.partition import Partition
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
+from brokers.replication.replica_manager import ReplicaManager
+from brokers.server.purgatory import Purgatory
 
 log = logging.getLogger("pier.coordinator")
 TICK_INTERVAL_MS = 100
@@ -57,16 +59,31 @@ READ_CHUNK_BYTES = 1 << 20
 
 
 class BrokerOffsetsTopic:
-    def __init__(self, broker: Broker, config: GroupConfig) -> None:
-        self._broker = broker
+    def __init__(
+        self,
+        config: GroupConfig,
+        *,
+        metadata: MetadataView,
+        topics: TopicAdmin,
+        replicas: ReplicaManager,
+        purgatory: Purgatory,
+        clock: Clock,
+        zookeeper_mode: bool,
+    ) -> None:
         self._config = config
+        self._metadata = metadata
+        self._topics = topics
+        self._replicas = replicas
+        self._purgatory = purgatory
+        self._clock = clock
+        self._zookeeper_mode = zookeeper_mode
 
     def partition_count(self) -> int:
-        topic = self._broker.metadata.topic(OFFSETS_TOPIC)
+        topic = self._metadata.topic(OFFSETS_TOPIC)
         return len(topic.partitions) if topic is not None else self._config.offsets_topic_partitions
 
     def ensure_created(self) -> None:
-        if self._broker.metadata.topic(OFFSETS_TOPIC) is not None:
+        if self._metadata.topic(OFFSETS_TOPIC) is not None:
             return
         replication = self._replication_factor()
         configs: dict[str, str | None] = {
@@ -76,7 +93,7 @@ class BrokerOffsetsTopic:
         }
         with contextlib.suppress(replication_errors.TopicExistsError):
             try:
-                self._broker.topics.create_topic(
+                self._topics.create_topic(
                     OFFSETS_TOPIC, self._config.offsets_topic_partitions, replication, configs
                 )
             except ControllerError as exc:  # ZooKeeper unreachable: FindCoordinator retries
@@ -89,8 +106,8 @@ class BrokerOffsetsTopic:
 
     def _replication_factor(self) -> int:
         wanted = self._config.offsets_topic_replication_factor
-        alive = len(self._broker.metadata.brokers)
-        if self._broker.cluster is None:
+        alive = len(self._metadata.brokers)
+        if not self._zookeeper_mode:
             return min(wanted, alive)
         if alive < wanted:  # Kafka's createInternalTopic refuses rather than under-replicate
             raise CoordinatorNotAvailableError(
@@ -102,7 +119,7 @@ class BrokerOffsetsTopic:
     async def append(self, partition: int, batch: bytes) -> int:
         try:
             self.ensure_created()
-            replica = self._broker.replicas.get(OFFSETS_TOPIC, partition)
+            replica = self._replicas.get(OFFSETS_TOPIC, partition)
             term = replica.leadership_term
             last_offset = replica.append_as_leader(batch).last_offset
         except (replication_errors.NotLeaderOrFollowerError, LogError) as exc:
@@ -118,7 +135,7 @@ class BrokerOffsetsTopic:
         """acks=all for coordinator writes: answer only once the ISR has the batch. Leadership
         lost meanwhile (even if regained) fails it; an epoch bump while leading (an ISR change)
         does not, as Kafka's delayed produce."""
-        clock = self._broker.clock
+        clock = self._clock
         deadline = clock.monotonic() + COMMIT_TIMEOUT_S
         key = (replica.topic, replica.index)
         while replica.high_watermark <= last_offset:
@@ -127,10 +144,10 @@ class BrokerOffsetsTopic:
             remaining = deadline - clock.monotonic()
             if remaining <= 0:
                 raise CoordinatorNotAvailableError(f"{OFFSETS_TOPIC}-{replica.index} not committed")
-            await self._broker.purgatory.wait([key], remaining)
+            await self._purgatory.wait([key], remaining)
 
     def read_batches(self, partition: int, from_offset: int) -> Iterator[bytes]:
-        replica = self._broker.replicas.find(OFFSETS_TOPIC, partition)
+        replica = self._replicas.find(OFFSETS_TOPIC, partition)
         if replica is None:
             return
         log_ = replica.log
@@ -146,28 +163,48 @@ class BrokerOffsetsTopic:
             offset = read.next_offset
 
     def high_watermark(self, partition: int) -> int:
-        replica = self._broker.replicas.find(OFFSETS_TOPIC, partition)
+        replica = self._replicas.find(OFFSETS_TOPIC, partition)
         return -1 if replica is None else replica.high_watermark
 
 
 class GroupWiring:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(
+        self,
+        properties: Mapping[str, str],
+        *,
+        metadata: MetadataView,
+        topics: TopicAdmin,
+        replicas: ReplicaManager,
+        purgatory: Purgatory,
+        clock: Clock,
+        registry: CollectorRegistry,
+        zookeeper_mode: bool,
+    ) -> None:
         try:
-            self.config = GroupConfig.from_properties(broker.config.properties)
+            self.config = GroupConfig.from_properties(properties)
         except GroupConfigError as exc:
             raise BrokerConfigError(str(exc)) from None
-        self._broker = broker
-        self.topic = BrokerOffsetsTopic(broker, self.config)
-        self.coordinator = GroupCoordinator(self.config, self.topic, broker.clock)
+        self._replicas = replicas
+        self._zookeeper_mode = zookeeper_mode
+        self.topic = BrokerOffsetsTopic(
+            self.config,
+            metadata=metadata,
+            topics=topics,
+            replicas=replicas,
+            purgatory=purgatory,
+            clock=clock,
+            zookeeper_mode=zookeeper_mode,
+        )
+        self.coordinator = GroupCoordinator(self.config, self.topic, clock)
         self.metrics = GroupMetricsCollector(self.coordinator, self._high_watermark)
-        broker.registry.register(self.metrics)
+        registry.register(self.metrics)
         self._loading: asyncio.Task[None] | None = None
-        broker.replicas.on_leadership_change(self._on_leadership_change)
+        replicas.on_leadership_change(self._on_leadership_change)
 
     def start(self) -> None:
         """Standalone: read back every offsets partition (this broker leads them all). In
         ZooKeeper mode nothing is ours until a LeaderAndIsr says so."""
-        if self._broker.cluster is not None:
+        if self._zookeeper_mode:
             return
         partitions = range(self.topic.partition_count())
         self._loading = asyncio.ensure_future(self.coordinator.load_partitions(partitions))
@@ -210,5 +247,5 @@ class GroupWiring:
             log.info("event=groups_expired count=%d", removed)
 
     def _high_watermark(self, topic: str, partition: int) -> int | None:
-        replica = self._broker.replicas.find(topic, partition)
+        replica = self._replicas.find(topic, partition)
         return None if replica is None else replica.high_watermark

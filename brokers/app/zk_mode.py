@@ -26,8 +26,19 @@ import contextlib
 import logging
 import struct
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from prometheus_client import CollectorRegistry
+
+from brokers.app.groups import GroupWiring
+from brokers.app.runtime import (
+    Broker,
+    log_manager_for,
+    metadata_cache_for,
+    register_storage_metrics,
+)
+from brokers.common.clock import SYSTEM_CLOCK, Clock
+from brokers.common.config import BrokerConfig, BrokerConfigError
 from brokers.controller import requests as rq
 from brokers.controller import zk_paths
 from brokers.controller.channel import ControllerChannel, frame_request, read_response
@@ -46,8 +57,25 @@ from brokers.controller.state import BrokerEndpoint
 from brokers.controller.zk_client import ZkClient
 from brokers.controller.zk_isr_writer import ZkIsrWriter
 from brokers.coordinator.producer_ids import ProducerIdManager
+from brokers.handlers import (
+    alter_partition_reassignments,
+    build_route_table,
+    controlled_shutdown,
+    elect_leaders,
+    leader_and_isr,
+    list_partition_reassignments,
+    stop_replica,
+    update_metadata,
+)
 from brokers.handlers.control_fence import BrokerFence
+from brokers.handlers.services import HandlerServices
+from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.meta_properties import read_cluster_id, write_cluster_id
+from brokers.replication.metadata_cache import MetadataCache
+from brokers.replication.metrics import IsrChangeCounters
+from brokers.replication.replica_manager import ReplicaManager
+from brokers.server.metrics import ServerMetrics
+from brokers.server.purgatory import Purgatory
 from brokers.server.routes import Route
 from brokers.zk.config_changes import (
     DEFAULT_EXPIRATION_MS,
@@ -57,9 +85,6 @@ from brokers.zk.config_changes import (
 from brokers.zk.topic_configs import TopicConfigs
 from brokers.zk.topics import ZkTopicAdmin
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 log = logging.getLogger("pier.cluster")
 SHUTDOWN_REQUEST_TIMEOUT_S = 10.0
 
@@ -68,91 +93,189 @@ def _flag(properties: Mapping[str, str], key: str, default: bool) -> bool:
     return properties.get(key, str(default)).strip().lower() == "true"
 
 
-class ClusterMode:
-    def __init__(self, broker: Broker, connect: str) -> None:
-        config = broker.config
-        properties = dict(config.properties)
-        self._broker = broker
-        session_ms = int(properties.get("zookeeper.session.timeout.ms", "18000"))
-        self.zk = ZkClient(connect, session_timeout_s=session_ms / 1000)
-        self.fence = BrokerFence()
-        self.channel = ControllerChannel(client_id=f"pier-controller-{config.node_id}")
-        self.election = ControllerElection(self.zk, config.node_id, broker.clock)
-        self.controller = Controller(
-            self.zk,
-            self.election,
-            self.channel,
-            unclean_default=_flag(properties, "unclean.leader.election.enable", False),
-            auto_rebalance=_flag(properties, "auto.leader.rebalance.enable", True),
-            rebalance_interval_s=int(
-                properties.get("leader.imbalance.check.interval.seconds", "300")
-            ),
-            imbalance_percentage=int(
-                properties.get("leader.imbalance.per.broker.percentage", "10")
-            ),
-        )
-        stats = ControllerStats(broker.registry, broker.clock)
-        self.controller.observe_events(stats)
-        broker.registry.register(ControllerCollector(self.controller, stats))
-        self.election._on_elected = self.controller.on_elected  # wired after both exist
-        self.election._on_resigned = self.controller.on_resigned
-        self.registrar: BrokerRegistrar | None = None
-        self.isr_writer = ZkIsrWriter(self.zk, config.node_id)
-        broker.replicas.isr_writer = self.isr_writer
-        broker.producer_ids = ProducerIdManager(ZkBlockStore(self.zk, config.node_id))
-        self.topic_configs = TopicConfigs(
-            self.zk, broker.metadata, broker.replicas, broker_defaults=config.properties
-        )
-        self.topic_configs.listeners.append(self.controller.topic_config_changed)
-        broker.replicas.new_log_overrides = self.topic_configs.for_new_log
-        self.config_changes = ConfigChangeListener(
-            self.zk,
-            broker.clock,
-            self.topic_configs.refresh,
+def build_zk_broker(
+    config: BrokerConfig,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    registry: CollectorRegistry | None = None,
+) -> Broker:
+    """A ZooKeeper-mode broker: the standalone parts where they are the same, ZooKeeper's where
+    they differ (ISR writes, topic admin, topic configs, producer-id blocks), the controller and
+    its election, and the control/controller routes on top of the client routes."""
+    config.validate()
+    if config.zookeeper_connect is None:
+        raise BrokerConfigError("a ZooKeeper-mode broker needs zookeeper.connect")
+    properties = dict(config.properties)
+    registry = registry or CollectorRegistry()
+    purgatory = Purgatory()
+    topic_metrics = BrokerTopicMetrics(registry)
+    server_metrics = ServerMetrics(registry)
+    log_manager = log_manager_for(config, clock)
+    # The cluster id comes from `/cluster/id` on joining; until then the stored one, or none.
+    metadata = metadata_cache_for(config, read_cluster_id(config.data_dir) or "")
+    session_ms = int(properties.get("zookeeper.session.timeout.ms", "18000"))
+    zk = ZkClient(config.zookeeper_connect, session_timeout_s=session_ms / 1000)
+    topic_configs = TopicConfigs(zk, metadata, log_manager, broker_defaults=config.properties)
+    isr_writer = ZkIsrWriter(zk, config.node_id)
+    replicas = ReplicaManager(
+        log_manager,
+        config.data_dir,
+        node_id=config.node_id,
+        clock=clock,
+        on_append=purgatory.notify,
+        isr_writer=isr_writer,
+        new_log_overrides=topic_configs.for_new_log,
+        isr_update_observer=IsrChangeCounters(registry).record,
+        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        broker_properties=config.properties,  # broker defaults of logs LeaderAndIsr creates
+    )
+    register_storage_metrics(registry, log_manager, replicas)
+    topics = ZkTopicAdmin(
+        zk, metadata, log_manager, broker_defaults=config.properties, configs=topic_configs
+    )
+    producer_ids = ProducerIdManager(ZkBlockStore(zk, config.node_id))
+    election, controller = _controller(config, clock, registry, zk)
+    topic_configs.listeners.append(controller.topic_config_changed)
+    fence = BrokerFence()
+    groups = GroupWiring(
+        config.properties,
+        metadata=metadata,
+        topics=topics,
+        replicas=replicas,
+        purgatory=purgatory,
+        clock=clock,
+        registry=registry,
+        zookeeper_mode=True,
+    )
+    services = HandlerServices(
+        config=config,
+        clock=clock,
+        metadata=metadata,
+        replicas=replicas,
+        purgatory=purgatory,
+        topics=topics,
+        groups=groups,
+        producer_ids=producer_ids,
+        log_dirs=log_manager,
+        topic_metrics=topic_metrics,
+        zookeeper_mode=True,
+    )
+    cluster = ClusterMode(
+        config,
+        clock=clock,
+        metadata=metadata,
+        zk=zk,
+        fence=fence,
+        election=election,
+        controller=controller,
+        isr_writer=isr_writer,
+        topic_configs=topic_configs,
+        config_changes=ConfigChangeListener(
+            zk,
+            clock,
+            topic_configs.refresh,
             expiration_ms=int(properties.get(EXPIRATION_PROPERTY, DEFAULT_EXPIRATION_MS)),
-        )
-        broker.topics = ZkTopicAdmin(
-            self.zk,
-            broker.metadata,
-            broker.replicas,
-            broker_defaults=config.properties,
-            configs=self.topic_configs,
-        )
+        ),
+    )
+    return Broker(
+        config,
+        clock=clock,
+        registry=registry,
+        purgatory=purgatory,
+        server_metrics=server_metrics,
+        topic_metrics=topic_metrics,
+        log_manager=log_manager,
+        metadata=metadata,
+        replicas=replicas,
+        topics=topics,
+        producer_ids=producer_ids,
+        groups=groups,
+        routes=build_route_table(services, _control_routes(fence, metadata, replicas, controller)),
+        cluster=cluster,
+    )
 
-    def routes(self) -> list[Route]:
-        from brokers.handlers import (
-            alter_partition_reassignments,
-            controlled_shutdown,
-            elect_leaders,
-            leader_and_isr,
-            list_partition_reassignments,
-            stop_replica,
-            update_metadata,
-        )
 
-        broker = self._broker
-        return [
-            leader_and_isr.route(self.fence, broker.metadata, broker.replicas),
-            stop_replica.route(self.fence, broker.replicas),
-            update_metadata.route(self.fence, broker.metadata),
-            controlled_shutdown.route(self.controller),
-            elect_leaders.route(self.controller),
-            alter_partition_reassignments.route(self.controller),
-            list_partition_reassignments.route(self.controller),
-        ]
+def _controller(
+    config: BrokerConfig, clock: Clock, registry: CollectorRegistry, zk: ZkClient
+) -> tuple[ControllerElection, Controller]:
+    """The controller this broker runs while it holds `/controller`, the election that starts
+    and ends its terms, its channel to the brokers, and its metrics."""
+    properties = config.properties
+    election = ControllerElection(zk, config.node_id, clock)
+    channel = ControllerChannel(client_id=f"pier-controller-{config.node_id}")
+    controller = Controller(
+        zk,
+        election,
+        channel,
+        unclean_default=_flag(properties, "unclean.leader.election.enable", False),
+        auto_rebalance=_flag(properties, "auto.leader.rebalance.enable", True),
+        rebalance_interval_s=int(properties.get("leader.imbalance.check.interval.seconds", "300")),
+        imbalance_percentage=int(properties.get("leader.imbalance.per.broker.percentage", "10")),
+    )
+    election.follow(controller.on_elected, controller.on_resigned)
+    stats = ControllerStats(registry, clock)
+    controller.observe_events(stats)
+    registry.register(ControllerCollector(controller, stats))
+    return election, controller
+
+
+def _control_routes(
+    fence: BrokerFence, metadata: MetadataCache, replicas: ReplicaManager, controller: Controller
+) -> list[Route]:
+    """The four controller→broker APIs and the controller's admin APIs (ElectLeaders,
+    Alter/List partition reassignments; NOT_CONTROLLER on the other brokers)."""
+    return [
+        leader_and_isr.route(fence, metadata, replicas),
+        stop_replica.route(fence, replicas),
+        update_metadata.route(fence, metadata),
+        controlled_shutdown.route(controller),
+        elect_leaders.route(controller),
+        alter_partition_reassignments.route(controller),
+        list_partition_reassignments.route(controller),
+    ]
+
+
+class ClusterMode:
+    """ZooKeeper mode's part of the broker's lifecycle: joining, controlled shutdown, leaving."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock,
+        metadata: MetadataCache,
+        zk: ZkClient,
+        fence: BrokerFence,
+        election: ControllerElection,
+        controller: Controller,
+        isr_writer: ZkIsrWriter,
+        topic_configs: TopicConfigs,
+        config_changes: ConfigChangeListener,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._metadata = metadata
+        self.zk = zk
+        self.fence = fence
+        self.election = election
+        self.controller = controller
+        self.isr_writer = isr_writer
+        self.topic_configs = topic_configs
+        self.config_changes = config_changes
+        self.registrar: BrokerRegistrar | None = None
 
     async def start(self) -> None:
         """Join the cluster; raises `DuplicateBrokerIdError` / `ZooKeeperUnavailableError`."""
-        broker, config = self._broker, self._broker.config
+        config = self._config
         await self.zk.start()
-        broker.metadata.cluster_id = await self._join_cluster_id()
+        self._metadata.cluster_id = await self._join_cluster_id()
         await self.config_changes.start()
         await self.topic_configs.load_local()  # logs on disk opened with the broker defaults
         registration = zk_paths.BrokerRegistration(
-            config.node_id, self._endpoints(), config.rack, broker.clock.time_ms()
+            config.node_id, self._endpoints(), config.rack, self._clock.time_ms()
         )
         self.registrar = BrokerRegistrar(
-            self.zk, registration, broker.clock, on_registered=self.fence.on_registered
+            self.zk, registration, self._clock, on_registered=self.fence.on_registered
         )
         epoch = await self.registrar.register()
         await self.election.start()
@@ -166,8 +289,8 @@ class ClusterMode:
     def _endpoints(self) -> tuple[BrokerEndpoint, ...]:
         """PLAINTEXT for clients, plus REPLICATION when `inter.broker.advertised.address` is set
         (Kafka's split listeners; the controller and followers use the second)."""
-        config = self._broker.config
-        client = self._broker.metadata.brokers[config.node_id]
+        config = self._config
+        client = self._metadata.brokers[config.node_id]
         endpoints = [BrokerEndpoint(zk_paths.CLIENT_LISTENER, client.host, client.port)]
         inter_broker = config.inter_broker_address
         if inter_broker is not None:
@@ -179,7 +302,7 @@ class ClusterMode:
         """`/cluster/id` (created by the first broker), checked against meta.properties as Kafka
         does: a data dir of another cluster refuses to join rather than mix their logs."""
         cluster_id = await ControllerStore(self.zk).create_top_level_paths()
-        data_dir = self._broker.config.data_dir
+        data_dir = self._config.data_dir
         stored = read_cluster_id(data_dir)
         if stored is not None and stored != cluster_id:
             raise InconsistentClusterIdError(
@@ -194,13 +317,13 @@ class ClusterMode:
         leadership away, repeating until it reports none left; False if it never did. The time
         allowed is Kafka's `controlled.shutdown.max.retries` × `controlled.shutdown.retry.
         backoff.ms` (3 × 5 s), polled every `poll_s` so a quick move ends the wait at once."""
-        properties = self._broker.config.properties
+        properties = self._config.properties
         if not _flag(properties, "controlled.shutdown.enable", True):
             return False
         retries = int(properties.get("controlled.shutdown.max.retries", "3"))
         backoff_ms = int(properties.get("controlled.shutdown.retry.backoff.ms", "5000"))
         deadline = asyncio.get_running_loop().time() + retries * backoff_ms / 1000
-        node_id, epoch = self._broker.config.node_id, self.fence.broker_epoch
+        node_id, epoch = self._config.node_id, self.fence.broker_epoch
         request = rq.ControlledShutdownRequest(broker_id=node_id, broker_epoch=epoch)
         while asyncio.get_running_loop().time() < deadline:
             with contextlib.suppress(OSError, TimeoutError, ControllerError):
@@ -217,7 +340,7 @@ class ClusterMode:
 
     async def _ask_controller(self, request: rq.ControlledShutdownRequest) -> Any:
         # Broker-to-controller traffic uses the inter-broker listener, as Kafka's does.
-        controller = self._broker.metadata.inter_broker_endpoint(self.election.active_controller)
+        controller = self._metadata.inter_broker_endpoint(self.election.active_controller)
         if controller is None:
             raise ControllerMovedError("no known controller")
         async with asyncio.timeout(SHUTDOWN_REQUEST_TIMEOUT_S):

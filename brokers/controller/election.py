@@ -75,6 +75,12 @@ class ControllerElection:
         self._release: asyncio.Task[None] | None = None
         zk.add_session_listener(self._on_session)
 
+    def follow(self, on_elected: Callable[[int], None], on_resigned: Callable[[], None]) -> None:
+        """Who hears of this broker's role changes: the `Controller` this election drives, which
+        is built from the election and so is wired after it (before `start`)."""
+        self._on_elected = on_elected
+        self._on_resigned = on_resigned
+
     @property
     def is_controller(self) -> bool:
         return self.active_controller == self.broker_id and self.epoch >= 0

@@ -14,19 +14,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from brokers.common.config import BrokerConfig
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.config_entries import BROKER, BROKER_LOGGER, TOPIC, check_own_broker
 from brokers.handlers.errors import InvalidRequestError, error_code_for, error_message_for
+from brokers.handlers.services import MetadataView, TopicAdmin
 from brokers.replication.errors import UnknownTopicOrPartitionError
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 33
 MAX_ITEMS = 10_000  # resources per request, and configs per resource
@@ -35,7 +35,31 @@ MAX_ITEMS = 10_000  # resources per request, and configs per resource
 ResourceChange = Callable[[Any, bool], None]
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    config: BrokerConfig
+    metadata: MetadataView
+    topics: TopicAdmin
+
+
+class ConfigTarget(Protocol):
+    """What `alter_resources` reads (shared with IncrementalAlterConfigs)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def metadata(self) -> MetadataView: ...
+
+    @property
+    def topics(self) -> TopicAdmin: ...
+
+
+def route(config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin) -> Route:
+    broker = _Services(config, metadata, topics)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         responses = alter_resources(module, broker, request, _replacement(broker))
@@ -46,7 +70,7 @@ def route(broker: Broker) -> Route:
 
 def alter_resources(
     module: ModuleType,
-    broker: Broker,
+    broker: ConfigTarget,
     request: Any,
     change: ResourceChange,
     *,
@@ -84,7 +108,9 @@ def check_configs(
         raise InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")
 
 
-def _apply(broker: Broker, resource: Any, validate_only: bool, change: ResourceChange) -> None:
+def _apply(
+    broker: ConfigTarget, resource: Any, validate_only: bool, change: ResourceChange
+) -> None:
     if resource.resource_type == TOPIC:
         if not resource.resource_name:
             raise InvalidRequestError("Default topic resources are not allowed.")
@@ -108,7 +134,7 @@ def _apply(broker: Broker, resource: Any, validate_only: bool, change: ResourceC
         raise InvalidRequestError(f"Unknown resource type {resource.resource_type}")
 
 
-def _replacement(broker: Broker) -> ResourceChange:
+def _replacement(broker: _Services) -> ResourceChange:
     def replace(resource: Any, validate_only: bool) -> None:
         configs = {config.name: config.value for config in resource.configs}
         broker.topics.set_topic_configs(

@@ -10,12 +10,15 @@ replica). `validate_only` checks without creating. Runs on the event loop.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from brokers.common.config import BrokerConfig
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import InvalidRequestError, error_code_for, error_message_for
 from brokers.handlers.replica_assignment import check_replicas
+from brokers.handlers.services import MetadataView, TopicAdmin
 from brokers.replication.errors import (
     InvalidReplicaAssignmentError,
     UnknownTopicOrPartitionError,
@@ -24,14 +27,25 @@ from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 API_KEY = 37
 MAX_ITEMS = 10_000  # topics per request, and assignments per topic
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    config: BrokerConfig
+    metadata: MetadataView
+    topics: TopicAdmin
+    zookeeper_mode: bool
+
+
+def route(
+    config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin, zookeeper_mode: bool
+) -> Route:
+    broker = _Services(config, metadata, topics, zookeeper_mode)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         with broker.topics.batch():  # one registry write per request
             module = response_module(API_KEY, ctx.api_version)
@@ -55,7 +69,7 @@ def route(broker: Broker) -> Route:
     return Route(API_KEY, 0, 3, handle, name="CreatePartitions")
 
 
-def _grow(broker: Broker, topic: Any, validate_only: bool) -> None:
+def _grow(broker: _Services, topic: Any, validate_only: bool) -> None:
     meta = broker.metadata.topic(topic.name)
     if meta is None:
         raise UnknownTopicOrPartitionError(f"Topic '{topic.name}' does not exist.")
@@ -71,7 +85,7 @@ def _grow(broker: Broker, topic: Any, validate_only: bool) -> None:
         broker.topics.create_partitions(topic.name, topic.count, assignment=manual)
 
 
-def _check_assignments(broker: Broker, assignments: Any, additional: int, factor: int) -> None:
+def _check_assignments(broker: _Services, assignments: Any, additional: int, factor: int) -> None:
     if len(assignments) > MAX_ITEMS:
         raise InvalidRequestError(f"More than {MAX_ITEMS} partition assignments for one topic")
     if len(assignments) != additional:

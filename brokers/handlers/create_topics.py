@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from brokers.common.config import BrokerConfig
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.config_entries import topic_config_entries
 from brokers.handlers.errors import InvalidRequestError, error_code_for, error_message_for
 from brokers.handlers.replica_assignment import manual_assignment
+from brokers.handlers.services import MetadataView, TopicAdmin
 from brokers.log.config import validate_topic_overrides
 from brokers.log.errors import InvalidConfigError
 from brokers.replication.errors import (
@@ -33,14 +36,25 @@ from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 API_KEY = 19
 MAX_ITEMS = 10_000  # topics per request, and assignments or configs per topic
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    config: BrokerConfig
+    metadata: MetadataView
+    topics: TopicAdmin
+    zookeeper_mode: bool
+
+
+def route(
+    config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin, zookeeper_mode: bool
+) -> Route:
+    broker = _Services(config, metadata, topics, zookeeper_mode)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         with broker.topics.batch():  # one registry write per request
             module = response_module(API_KEY, ctx.api_version)
@@ -71,7 +85,7 @@ def route(broker: Broker) -> Route:
 
 
 def _create(
-    module: ModuleType, broker: Broker, topic: Any, validate_only: bool, unified: dict[str, str]
+    module: ModuleType, broker: _Services, topic: Any, validate_only: bool, unified: dict[str, str]
 ) -> Any:
     properties = broker.config.properties
     try:
@@ -124,7 +138,7 @@ def _config_entries(
     )
 
 
-def _check_name(broker: Broker, name: str, unified: Mapping[str, str]) -> None:
+def _check_name(broker: _Services, name: str, unified: Mapping[str, str]) -> None:
     validate_topic_name(name)
     if broker.metadata.topic(name) is not None:
         raise TopicExistsError(f"Topic '{name}' already exists.")
@@ -152,7 +166,9 @@ def _null_configs(names: Iterable[str]) -> InvalidConfigError:
     return InvalidConfigError(joined, f"Null value not supported for topic configs: {joined}")
 
 
-def _placement(broker: Broker, topic: Any, manual: dict[int, list[int]] | None) -> tuple[int, int]:
+def _placement(
+    broker: _Services, topic: Any, manual: dict[int, list[int]] | None
+) -> tuple[int, int]:
     """(partitions, replication factor) with -1 resolved to the broker defaults."""
     if manual is not None:
         return len(manual), len(manual[0])
@@ -174,7 +190,7 @@ def _placement(broker: Broker, topic: Any, manual: dict[int, list[int]] | None) 
     return partitions, factor
 
 
-def _manual_placement(broker: Broker, topic: Any) -> dict[int, list[int]]:
+def _manual_placement(broker: _Services, topic: Any) -> dict[int, list[int]]:
     if topic.replication_factor != -1:
         raise InvalidRequestError(
             "A manual partition assignment was specified, but replication factor was not set to -1."

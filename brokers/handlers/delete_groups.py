@@ -6,25 +6,23 @@ offsets and the group metadata are written before the answer. Runs on the event 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.coordinator.group_admin import delete_groups
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import GroupService
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 API_KEY = 42
 
 
-def route(broker: Broker) -> Route:
+def route(groups: GroupService) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
-        outcome = await delete_groups(broker.groups.coordinator, list(request.groups_names))
+        outcome = await delete_groups(groups.coordinator, list(request.groups_names))
         results = tuple(
             make(
                 module,

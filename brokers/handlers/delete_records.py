@@ -12,11 +12,13 @@ loop.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import InvalidRequestError, error_code_for
+from brokers.handlers.services import MetadataView, Replicas
 from brokers.log.errors import OffsetOutOfRangeError
 from brokers.replication.errors import (
     InvalidTopicError,
@@ -28,16 +30,23 @@ from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 API_KEY = 21
 MAX_ITEMS = 10_000  # partitions per request
 HIGH_WATERMARK = -1
 INVALID_LOW_WATERMARK = -1
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    metadata: MetadataView
+    replicas: Replicas
+
+
+def route(metadata: MetadataView, replicas: Replicas) -> Route:
+    broker = _Services(metadata, replicas)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         wanted: dict[str, dict[int, int]] = {}
@@ -64,7 +73,7 @@ def route(broker: Broker) -> Route:
 
 
 def _partition(
-    module: ModuleType, broker: Broker, topic: str, index: int, offset: int, too_many: bool
+    module: ModuleType, broker: _Services, topic: str, index: int, offset: int, too_many: bool
 ) -> Any:
     try:
         if too_many:
@@ -75,7 +84,7 @@ def _partition(
     return _result(module, index, low_watermark, ErrorCode.none)
 
 
-def _delete_before(broker: Broker, topic: str, index: int, offset: int) -> int:
+def _delete_before(broker: _Services, topic: str, index: int, offset: int) -> int:
     meta = broker.metadata.topic(topic)
     if meta is not None and meta.is_internal:
         raise InvalidTopicError(f"Cannot delete records of internal topic {topic}")

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from brokers.common.config import BrokerConfig
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import (
     InvalidRequestError,
@@ -29,13 +31,11 @@ from brokers.handlers.errors import (
     error_code_for,
     error_message_for,
 )
+from brokers.handlers.services import MetadataView, TopicAdmin
 from brokers.replication.errors import UnknownTopicOrPartitionError
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 20
 MAX_ITEMS = 10_000
@@ -44,7 +44,18 @@ FIRST_VERSION_WITH_DELETION_DISABLED = 3
 Wanted = tuple[str | None, uuid.UUID | None]
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    config: BrokerConfig
+    metadata: MetadataView
+    topics: TopicAdmin
+
+
+def route(config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin) -> Route:
+    broker = _Services(config, metadata, topics)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         with broker.topics.batch():  # one registry write per request
             module = response_module(API_KEY, ctx.api_version)
@@ -69,7 +80,7 @@ def _wanted(request: Any) -> list[Wanted]:
 
 def _outcome(
     module: ModuleType,
-    broker: Broker,
+    broker: _Services,
     item: Wanted,
     names: Counter[str | None],
     ids: Counter[uuid.UUID | None],
@@ -86,7 +97,7 @@ def _outcome(
     return _result(module, deleted_name, deleted_id, None)
 
 
-def _request_refusal(broker: Broker, version: int, count: int) -> Exception | None:
+def _request_refusal(broker: _Services, version: int, count: int) -> Exception | None:
     if count > MAX_ITEMS:
         return InvalidRequestError(f"More than {MAX_ITEMS} topics in one request")
     enabled = broker.config.properties.get("delete.topic.enable", "true").strip().lower()
@@ -113,7 +124,7 @@ def _check(
         raise InvalidRequestError("Duplicate topic id.")
 
 
-def _delete(broker: Broker, name: str | None, topic_id: uuid.UUID | None) -> Wanted:
+def _delete(broker: _Services, name: str | None, topic_id: uuid.UUID | None) -> Wanted:
     """Delete one topic; returns its name and id (the one not given is resolved)."""
     if topic_id is not None:
         topic = broker.metadata.topic_by_id(topic_id)

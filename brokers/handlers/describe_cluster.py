@@ -11,15 +11,13 @@ Kafka defines for the cluster resource. Runs on the event loop.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.services import MetadataView
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 60
 BROKERS, CONTROLLERS = 1, 2
@@ -29,13 +27,12 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-def route(broker: Broker) -> Route:
+def route(metadata: MetadataView) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         endpoint_type = getattr(request, "endpoint_type", BROKERS)
         if endpoint_type != BROKERS:
             return _refused(module, ctx.api_version, endpoint_type)
-        metadata = broker.metadata
         brokers = tuple(
             make(
                 module,

@@ -15,9 +15,11 @@ ZkConfigRepository; `current_overrides`), so every broker answers the same. Runs
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from brokers.common.config import BrokerConfig
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.config_entries import (
     BROKER,
@@ -29,6 +31,7 @@ from brokers.handlers.config_entries import (
     topic_config_entries,
 )
 from brokers.handlers.errors import InvalidRequestError, error_code_for, error_message_for
+from brokers.handlers.services import MetadataView, TopicAdmin
 from brokers.replication.errors import UnknownTopicOrPartitionError
 from brokers.replication.metadata_cache import TopicMetadata
 from brokers.replication.topic_names import validate_topic_name
@@ -37,14 +40,22 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 from brokers.zk.topics import ZkTopicAdmin
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 API_KEY = 32
 MAX_RESOURCES = 10_000
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    config: BrokerConfig
+    metadata: MetadataView
+    topics: TopicAdmin
+
+
+def route(config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin) -> Route:
+    broker = _Services(config, metadata, topics)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         too_many = len(request.resources) > MAX_RESOURCES
@@ -56,7 +67,9 @@ def route(broker: Broker) -> Route:
     return Route(API_KEY, 1, 4, handle, name="DescribeConfigs")
 
 
-def _result(module: ModuleType, broker: Broker, request: Any, resource: Any, too_many: bool) -> Any:
+def _result(
+    module: ModuleType, broker: _Services, request: Any, resource: Any, too_many: bool
+) -> Any:
     try:
         if too_many:
             raise InvalidRequestError(f"More than {MAX_RESOURCES} resources in one request")
@@ -70,13 +83,15 @@ def _result(module: ModuleType, broker: Broker, request: Any, resource: Any, too
     return _described(module, resource, ErrorCode.none, None, configs)
 
 
-def _entries(broker: Broker, resource_type: int, name: str) -> list[ConfigEntry]:
+def _entries(broker: _Services, resource_type: int, name: str) -> list[ConfigEntry]:
     if resource_type == TOPIC:
         validate_topic_name(name)
         topic = broker.metadata.topic(name)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-        return topic_config_entries(current_overrides(broker, topic), broker.config.properties)
+        return topic_config_entries(
+            current_overrides(broker.topics, topic), broker.config.properties
+        )
     if resource_type == BROKER:
         if not name:  # cluster-wide dynamic defaults: Pier has none
             return []
@@ -90,10 +105,10 @@ def _entries(broker: Broker, resource_type: int, name: str) -> list[ConfigEntry]
     raise InvalidRequestError(f"Unsupported resource type: {resource_type}")
 
 
-def current_overrides(broker: Broker, topic: TopicMetadata) -> dict[str, str]:
+def current_overrides(topics: TopicAdmin, topic: TopicMetadata) -> dict[str, str]:
     """The topic's overrides: ZooKeeper's in cluster mode, else the standalone registry's."""
-    if isinstance(broker.topics, ZkTopicAdmin):
-        return broker.topics.topic_overrides(topic.name)
+    if isinstance(topics, ZkTopicAdmin):
+        return topics.topic_overrides(topic.name)
     return dict(topic.configs)
 
 

@@ -14,6 +14,7 @@ from brokers.coordinator.errors import GroupIdNotFoundError
 from brokers.coordinator.group_admin import describe_group
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import GroupService
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
@@ -21,7 +22,6 @@ from brokers.wire.errors import ErrorCode
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from brokers.app.standalone import Broker
     from brokers.coordinator.results import GroupSummary
 
 API_KEY = 15
@@ -30,14 +30,12 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # Read, Delete, Describe (AclOperation bits)
 
 
-def route(broker: Broker) -> Route:
+def route(group_service: GroupService) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         wants_ops = bool(getattr(request, "include_authorized_operations", False))
         groups = tuple(
-            _described(
-                module, ctx.api_version, describe_group(broker.groups.coordinator, g), wants_ops
-            )
+            _described(module, ctx.api_version, describe_group(group_service.coordinator, g), wants_ops)
             for g in request.groups
         )
         return make(module, "DescribeGroupsResponse", throttle_time=throttle(), groups=groups)

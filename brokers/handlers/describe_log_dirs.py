@@ -18,28 +18,26 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.services import LogDirs
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
     from brokers.log.log import Log
 
 API_KEY = 35
 UNKNOWN_BYTES = -1
 
 
-def route(broker: Broker) -> Route:
+def route(log_dirs: LogDirs) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         wanted = _wanted(request.topics)
         logs = [
-            log
-            for log in broker.log_manager.logs()
-            if wanted is None or (log.topic, log.partition) in wanted
+            log for log in log_dirs.logs() if wanted is None or (log.topic, log.partition) in wanted
         ]
-        result = _result(module, os.path.abspath(broker.log_manager.log_dir), logs)
+        result = _result(module, os.path.abspath(log_dirs.log_dir), logs)
         return make(
             module,
             "DescribeLogDirsResponse",

@@ -12,19 +12,20 @@ watermark, waking acks=all produces). Runs on the event loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from brokers.common.clock import Clock
+from brokers.common.config import BrokerConfig
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.fetch_response import PartitionData, TopicData, encode_fetch_response
+from brokers.handlers.services import AppendWaiter, Replicas
+from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.errors import OffsetOutOfRangeError
 from brokers.replication.errors import NotLeaderOrFollowerError
 from brokers.server.context import RequestContext
 from brokers.server.response import RawResponse
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 1
 MIN_VERSION = 4  # librdkafka falls back to the legacy message format below v4 (DESIGN.md)
@@ -38,7 +39,26 @@ class _Budget:
     first_with_data: bool = True
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    replicas: Replicas
+    purgatory: AppendWaiter
+    clock: Clock
+    topic_metrics: BrokerTopicMetrics
+    config: BrokerConfig
+
+
+def route(
+    replicas: Replicas,
+    purgatory: AppendWaiter,
+    clock: Clock,
+    topic_metrics: BrokerTopicMetrics,
+    config: BrokerConfig,
+) -> Route:
+    broker = _Services(replicas, purgatory, clock, topic_metrics, config)
+
     async def handle(ctx: RequestContext, request: Any) -> RawResponse:
         version = ctx.api_version
         read_committed = getattr(request, "isolation_level", 0) == 1
@@ -61,7 +81,9 @@ def route(broker: Broker) -> Route:
     return Route(API_KEY, MIN_VERSION, MAX_VERSION, handle, name="Fetch")
 
 
-def _read_all(broker: Broker, request: Any, replica_id: int) -> tuple[list[TopicData], int, bool]:
+def _read_all(
+    broker: _Services, request: Any, replica_id: int
+) -> tuple[list[TopicData], int, bool]:
     budget = _Budget(remaining=min(request.max_bytes, broker.config.fetch_max_bytes))
     topics: list[TopicData] = []
     total = 0
@@ -78,7 +100,7 @@ def _read_all(broker: Broker, request: Any, replica_id: int) -> tuple[list[Topic
 
 
 def _read_partition(
-    broker: Broker, topic: str, wanted: Any, budget: _Budget, replica_id: int
+    broker: _Services, topic: str, wanted: Any, budget: _Budget, replica_id: int
 ) -> PartitionData:
     index = wanted.partition
     is_replica = replica_id >= 0
@@ -127,7 +149,7 @@ def _read_partition(
     )
 
 
-def _count_bytes_out(broker: Broker, topics: list[TopicData]) -> None:
+def _count_bytes_out(broker: _Services, topics: list[TopicData]) -> None:
     for topic in topics:
         size = sum(p.records_size for p in topic.partitions)
         if size:

@@ -13,19 +13,17 @@ types are INVALID_REQUEST. Runs on the event loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.coordinator.errors import GroupError
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
 from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.services import GroupService, MetadataView
 from brokers.log.errors import LogError
 from brokers.replication.errors import ReplicationError
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 10
 FIRST_BATCHED_VERSION = 4
@@ -46,7 +44,17 @@ class _Found:
     port: int = -1
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    groups: GroupService
+    metadata: MetadataView
+
+
+def route(groups: GroupService, metadata: MetadataView) -> Route:
+    broker = _Services(groups, metadata)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
@@ -82,7 +90,7 @@ def route(broker: Broker) -> Route:
     return Route(API_KEY, 0, 6, handle, name="FindCoordinator")
 
 
-def _find(broker: Broker, key_type: int, key: str) -> _Found:
+def _find(broker: _Services, key_type: int, key: str) -> _Found:
     if key_type == TRANSACTION_KEY_TYPE:
         return _Found(key, ErrorCode.coordinator_not_available)
     if key_type != GROUP_KEY_TYPE:

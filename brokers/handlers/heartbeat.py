@@ -5,23 +5,21 @@ Runs on the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import GroupService
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 API_KEY = 12
 
 
-def route(broker: Broker) -> Route:
+def route(groups: GroupService) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
-        error = broker.groups.coordinator.heartbeat(
+        error = groups.coordinator.heartbeat(
             request.group_id,
             request.member_id,
             getattr(request, "group_instance_id", None),

@@ -13,26 +13,37 @@ broker that did not create the topic merges with what is really set. Runs on the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
+from brokers.common.config import BrokerConfig
 from brokers.handlers.alter_configs import ResourceChange, alter_resources
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.describe_configs import current_overrides
 from brokers.handlers.errors import InvalidRequestError
+from brokers.handlers.services import MetadataView, TopicAdmin
 from brokers.log.config import TOPIC_CONFIGS
 from brokers.log.errors import InvalidConfigError
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 44
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    config: BrokerConfig
+    metadata: MetadataView
+    topics: TopicAdmin
+
+
+def route(config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin) -> Route:
+    broker = _Services(config, metadata, topics)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         responses = alter_resources(
@@ -52,10 +63,10 @@ def _is_delete(operation: Any) -> bool:
     return bool(operation.config_operation == DELETE)
 
 
-def _incremental(broker: Broker) -> ResourceChange:
+def _incremental(broker: _Services) -> ResourceChange:
     def change(resource: Any, validate_only: bool) -> None:
         topic = broker.metadata.topic(resource.resource_name)
-        current = current_overrides(broker, topic) if topic is not None else {}
+        current = current_overrides(broker.topics, topic) if topic is not None else {}
         merged = apply_operations(current, resource.configs)
         broker.topics.set_topic_configs(resource.resource_name, merged, validate_only=validate_only)
 

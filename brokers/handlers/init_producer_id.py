@@ -8,20 +8,18 @@ is no transactional id. Runs on the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.handlers.build import make, response_module, throttle
+from brokers.handlers.services import ProducerIdSource
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 API_KEY = 22
 
 
-def route(broker: Broker) -> Route:
+def route(producer_ids: ProducerIdSource) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         if request.transactional_id is not None:
@@ -38,7 +36,7 @@ def route(broker: Broker) -> Route:
             "InitProducerIdResponse",
             throttle_time=throttle(),
             error_code=ErrorCode.none,
-            producer_id=broker.producer_ids.next_producer_id(),
+            producer_id=producer_ids.next_producer_id(),
             producer_epoch=0,
         )
 

@@ -8,24 +8,22 @@ restarted static leader skip the assignment. Runs on the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.coordinator.joining import JoinRequest
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.group_conversions import client_host, millis
+from brokers.handlers.services import GroupService
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 11
 FIRST_NULLABLE_PROTOCOL = 7  # protocol_type/protocol_name became nullable
 
 
-def route(broker: Broker) -> Route:
+def route(groups: GroupService) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
         module = response_module(API_KEY, version)
@@ -45,7 +43,7 @@ def route(broker: Broker) -> Route:
             supports_skip_assignment=version >= 9,
             reason=getattr(request, "reason", None),
         )
-        result = await broker.groups.coordinator.join_group(join)
+        result = await groups.coordinator.join_group(join)
         blank = "" if version < FIRST_NULLABLE_PROTOCOL else None
         members = tuple(
             make(

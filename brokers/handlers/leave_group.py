@@ -6,17 +6,15 @@ may be removed by group instance id alone. Runs on the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.coordinator.results import LeavingMember
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import GroupService
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 13
 FIRST_BATCHED_VERSION = 3
@@ -26,7 +24,7 @@ def _code(error: Exception | None) -> ErrorCode:
     return ErrorCode.none if error is None else error_code_for(error)
 
 
-def route(broker: Broker) -> Route:
+def route(groups: GroupService) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         batched = ctx.api_version >= FIRST_BATCHED_VERSION
@@ -37,7 +35,7 @@ def route(broker: Broker) -> Route:
             ]
         else:
             leaving = [LeavingMember(request.member_id)]
-        error, results = broker.groups.coordinator.leave_group(request.group_id, leaving)
+        error, results = groups.coordinator.leave_group(request.group_id, leaving)
         if not batched:
             single = error if error is not None else (results[0].error if results else None)
             return make(

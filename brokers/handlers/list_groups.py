@@ -6,28 +6,26 @@ classic group. Runs on the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.coordinator.group_admin import list_groups
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import GroupService
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 16
 CLASSIC = "classic"
 
 
-def route(broker: Broker) -> Route:
+def route(group_service: GroupService) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         states = getattr(request, "states_filter", ())
         types = {t.strip().lower() for t in getattr(request, "types_filter", ())}
-        error, listed = list_groups(broker.groups.coordinator, states)
+        error, listed = list_groups(group_service.coordinator, states)
         if types and CLASSIC not in types:
             listed = []
         groups = tuple(

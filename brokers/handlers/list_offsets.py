@@ -8,25 +8,33 @@ this module decodes only that batch to find the record (off the hot path). Runs 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import Replicas
 from brokers.records.builder import read_batch
 from brokers.replication.partition import Partition
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    replicas: Replicas
+
+
+def route(replicas: Replicas) -> Route:
+    broker = _Services(replicas)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         topics = tuple(
@@ -43,7 +51,7 @@ def route(broker: Broker) -> Route:
     return Route(API_KEY, 1, 9, handle, name="ListOffsets")
 
 
-def _lookup(module: ModuleType, broker: Broker, topic: str, wanted: Any) -> Any:
+def _lookup(module: ModuleType, broker: _Services, topic: str, wanted: Any) -> Any:
     index = wanted.partition_index
     try:
         partition = broker.replicas.get(topic, index)

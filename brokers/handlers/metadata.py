@@ -6,19 +6,19 @@ as Kafka does. Runs on the event loop.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from brokers.common.config import BrokerConfig
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import MetadataView, TopicAdmin
 from brokers.replication.metadata_cache import TopicMetadata
 from brokers.replication.topic_names import validate_topic_name
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 3
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -26,7 +26,18 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    config: BrokerConfig
+    metadata: MetadataView
+    topics: TopicAdmin
+
+
+def route(config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin) -> Route:
+    broker = _Services(config, metadata, topics)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         wants_ops = bool(getattr(request, "include_topic_authorized_operations", False))
@@ -60,7 +71,7 @@ def route(broker: Broker) -> Route:
 
 
 def _requested(
-    broker: Broker, ctx: RequestContext, request: Any
+    broker: _Services, ctx: RequestContext, request: Any
 ) -> list[tuple[str | None, TopicMetadata | None, ErrorCode]]:
     cache = broker.metadata
     wanted = request.topics
@@ -80,7 +91,7 @@ def _requested(
 
 
 def _by_name(
-    broker: Broker, name: str, allow_create: bool
+    broker: _Services, name: str, allow_create: bool
 ) -> tuple[str | None, TopicMetadata | None, ErrorCode]:
     meta = broker.metadata.topic(name)
     if meta is not None:
@@ -100,7 +111,7 @@ def _by_name(
 
 def _topic(
     module: ModuleType,
-    broker: Broker,
+    broker: _Services,
     name: str | None,
     meta: TopicMetadata | None,
     error: ErrorCode,

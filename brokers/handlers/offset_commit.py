@@ -9,33 +9,31 @@ Runs on the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.coordinator.offset_store import RETENTION_DEFAULT, CommitRequest, OffsetCommit
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.group_conversions import millis
+from brokers.handlers.services import GroupService, MetadataView
 from brokers.replication.errors import UnknownTopicOrPartitionError
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 8
 
 Outcome = dict[tuple[str, int], Exception | None]
 
 
-def route(broker: Broker) -> Route:
+def route(groups: GroupService, metadata: MetadataView) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         outcome: Outcome = {}
         known: list[OffsetCommit] = []
         for topic in request.topics:
             for p in topic.partitions:
-                if broker.metadata.partition(topic.name, p.partition_index) is None:
+                if metadata.partition(topic.name, p.partition_index) is None:
                     outcome[(topic.name, p.partition_index)] = UnknownTopicOrPartitionError()
                     continue
                 known.append(
@@ -57,7 +55,7 @@ def route(broker: Broker) -> Route:
             retention_ms=RETENTION_DEFAULT if retention is None else millis(retention),
         )
         if known:
-            coordinator = broker.groups.coordinator
+            coordinator = groups.coordinator
             results = await coordinator.commit_offsets(commit, api_version=ctx.api_version)
             outcome.update({(c.topic, c.partition): error for c, error in results})
         return make(

@@ -8,17 +8,15 @@ Runs on the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import GroupService, MetadataView
 from brokers.replication.errors import UnknownTopicOrPartitionError
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
 
 API_KEY = 47
 
@@ -27,18 +25,18 @@ def _code(error: Exception | None) -> ErrorCode:
     return ErrorCode.none if error is None else error_code_for(error)
 
 
-def route(broker: Broker) -> Route:
+def route(groups: GroupService, metadata: MetadataView) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         outcome: dict[tuple[str, int], Exception | None] = {}
         known: list[tuple[str, list[int]]] = []
         for topic in request.topics:
             indexes = [p.partition_index for p in topic.partitions]
-            if broker.metadata.topic(topic.name) is None:
+            if metadata.topic(topic.name) is None:
                 outcome.update({(topic.name, i): UnknownTopicOrPartitionError() for i in indexes})
             else:
                 known.append((topic.name, indexes))
-        error, results = await broker.groups.coordinator.delete_offsets(request.group_id, known)
+        error, results = await groups.coordinator.delete_offsets(request.group_id, known)
         outcome.update({(t, p): e for t, p, e in results})
         topics = ()
         if error is None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from brokers.coordinator.offset_store import FetchedOffset
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import GroupService
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
@@ -24,14 +26,22 @@ from brokers.wire.errors import ErrorCode
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from brokers.app.standalone import Broker
 
 API_KEY = 9
 FIRST_MULTI_GROUP_VERSION = 8
 FIRST_TOP_LEVEL_ERROR_VERSION = 2
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    groups: GroupService
+
+
+def route(groups: GroupService) -> Route:
+    broker = _Services(groups)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
         module = response_module(API_KEY, version)
@@ -53,7 +63,7 @@ def route(broker: Broker) -> Route:
     return Route(API_KEY, 1, 9, handle, name="OffsetFetch")
 
 
-def _group(module: ModuleType, broker: Broker, group_id: str, wanted: Any, stable: bool) -> Any:
+def _group(module: ModuleType, broker: _Services, group_id: str, wanted: Any, stable: bool) -> Any:
     error, topics = _fetch(module, broker, group_id, wanted, stable, FIRST_MULTI_GROUP_VERSION)
     return make(
         module, "OffsetFetchResponseGroup", group_id=group_id, topics=topics, error_code=error
@@ -61,7 +71,7 @@ def _group(module: ModuleType, broker: Broker, group_id: str, wanted: Any, stabl
 
 
 def _fetch(
-    module: ModuleType, broker: Broker, group_id: str, wanted: Any, stable: bool, version: int
+    module: ModuleType, broker: _Services, group_id: str, wanted: Any, stable: bool, version: int
 ) -> tuple[ErrorCode, tuple[Any, ...]]:
     requested = None if wanted is None else [(t.name, t.partition_indexes) for t in wanted]
     coordinator = broker.groups.coordinator

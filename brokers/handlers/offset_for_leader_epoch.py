@@ -6,22 +6,30 @@ the partition's leader-epoch cache. Runs on the event loop.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import Replicas
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 API_KEY = 23
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    replicas: Replicas
+
+
+def route(replicas: Replicas) -> Route:
+    broker = _Services(replicas)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         topics = tuple(
@@ -40,7 +48,7 @@ def route(broker: Broker) -> Route:
     return Route(API_KEY, 2, 4, handle, name="OffsetForLeaderEpoch")
 
 
-def _end_offset(module: ModuleType, broker: Broker, topic: str, wanted: Any) -> Any:
+def _end_offset(module: ModuleType, broker: _Services, topic: str, wanted: Any) -> Any:
     try:
         partition = broker.replicas.get(topic, wanted.partition)
         partition.check_epoch(getattr(wanted, "current_leader_epoch", -1))

@@ -20,8 +20,11 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from brokers.common.clock import Clock
 from brokers.handlers.build import make, response_module, throttle, timestamp_or_none
 from brokers.handlers.errors import error_code_for, error_message_for
+from brokers.handlers.services import AppendWaiter, Replicas
+from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.replication.isr import AckOutcome
 from brokers.replication.partition import Partition
 from brokers.server.context import RequestContext
@@ -32,14 +35,27 @@ from brokers.wire.errors import ErrorCode
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from brokers.app.standalone import Broker
 
 API_KEY = 0
 FIRST_SERVED_VERSION = 3
 VALID_ACKS = (-1, 0, 1)
 
 
-def route(broker: Broker) -> Route:
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """What this handler uses."""
+
+    replicas: Replicas
+    purgatory: AppendWaiter
+    clock: Clock
+    topic_metrics: BrokerTopicMetrics
+
+
+def route(
+    replicas: Replicas, purgatory: AppendWaiter, clock: Clock, topic_metrics: BrokerTopicMetrics
+) -> Route:
+    broker = _Services(replicas, purgatory, clock, topic_metrics)
+
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         acks = request.acks
@@ -81,7 +97,7 @@ def route(broker: Broker) -> Route:
 
 
 def _append(
-    module: ModuleType, broker: Broker, topic: str, index: int, records: bytes | None, acks: int
+    module: ModuleType, broker: _Services, topic: str, index: int, records: bytes | None, acks: int
 ) -> tuple[Any, tuple[Partition, int] | None]:
     """The partition's answer, and (partition, required offset) when the append happened."""
     metrics = broker.topic_metrics
@@ -120,7 +136,7 @@ class _Waiting:
     partition: Partition
     required_offset: int
 
-    def outcome(self, broker: Broker) -> ErrorCode | None:
+    def outcome(self, broker: _Services) -> ErrorCode | None:
         """None while pending; else the final error code (none: acknowledged)."""
         p = self.partition
         if not p.is_leader or broker.replicas.find(p.topic, p.index) is not p:
@@ -134,7 +150,7 @@ class _Waiting:
 
 
 async def _await_replication(
-    module: ModuleType, broker: Broker, waiting: list[_Waiting], timeout_s: float
+    module: ModuleType, broker: _Services, waiting: list[_Waiting], timeout_s: float
 ) -> None:
     deadline = broker.clock.monotonic() + timeout_s
     while True:
@@ -155,7 +171,7 @@ async def _await_replication(
         _fail(module, broker, entry, ErrorCode.request_timed_out)
 
 
-def _fail(module: ModuleType, broker: Broker, entry: _Waiting, code: ErrorCode) -> None:
+def _fail(module: ModuleType, broker: _Services, entry: _Waiting, code: ErrorCode) -> None:
     broker.topic_metrics.failed_produce.labels(entry.partition.topic).inc()
     entry.answers[entry.slot] = _partition(module, entry.partition.index, code)
 

@@ -11,15 +11,27 @@ event loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from brokers.common.config import BrokerConfig
+from brokers.handlers.services import MetadataView
 from brokers.replication.errors import InvalidReplicaAssignmentError
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
+
+class Placement(Protocol):
+    """What the checks read: the live brokers, this broker's id, and the mode."""
+
+    @property
+    def metadata(self) -> MetadataView: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def zookeeper_mode(self) -> bool: ...
 
 
-def manual_assignment(broker: Broker, assignments: Sequence[Any]) -> dict[int, list[int]]:
+def manual_assignment(broker: Placement, assignments: Sequence[Any]) -> dict[int, list[int]]:
     """A CreateTopics manual assignment, checked: partition index → replicas."""
     seen: dict[int, list[int]] = {}
     factor: int | None = None
@@ -39,7 +51,7 @@ def manual_assignment(broker: Broker, assignments: Sequence[Any]) -> dict[int, l
     return seen
 
 
-def check_replicas(broker: Broker, replicas: Sequence[int], factor: int | None) -> None:
+def check_replicas(broker: Placement, replicas: Sequence[int], factor: int | None) -> None:
     """One partition's manual assignment, as Kafka's validateManualPartitionAssignment, plus
     Pier's standalone rule: without ZooKeeper the only broker that can hold a replica is this one."""
     if not replicas:
@@ -64,7 +76,7 @@ def check_replicas(broker: Broker, replicas: Sequence[int], factor: int | None) 
             "replica(s), but this is not consistent with previous partitions, which have "
             f"{factor} replica(s)."
         )
-    if broker.cluster is None and list(replicas) != [broker.config.node_id]:
+    if not broker.zookeeper_mode and list(replicas) != [broker.config.node_id]:
         raise InvalidReplicaAssignmentError(
             f"This broker places every replica on itself: the assignment must be "
             f"[{broker.config.node_id}]."

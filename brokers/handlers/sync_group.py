@@ -7,22 +7,20 @@ Runs on the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.coordinator.group_coordinator import SyncRequest
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
+from brokers.handlers.services import GroupService
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from brokers.app.standalone import Broker
-
 API_KEY = 14
 
 
-def route(broker: Broker) -> Route:
+def route(groups: GroupService) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         sync = SyncRequest(
@@ -34,7 +32,7 @@ def route(broker: Broker) -> Route:
             protocol_name=getattr(request, "protocol_name", None),
             assignments={a.member_id: a.assignment for a in request.assignments},
         )
-        result = await broker.groups.coordinator.sync_group(sync)
+        result = await groups.coordinator.sync_group(sync)
         return make(
             module,
             "SyncGroupResponse",

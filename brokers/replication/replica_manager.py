@@ -50,6 +50,10 @@ TopicPartition = tuple[str, int]
 # (topic, partition, is_leader, leader_epoch) after a leadership change: Kafka's
 # onLeadershipChange callback, through which the group coordinator follows `__consumer_offsets`.
 LeadershipListener = Callable[[str, int, bool, int], None]
+# (topic, topic id) → the overrides a new log starts with; None: keep the request's copy.
+NewLogOverrides = Callable[[str, uuid.UUID], Mapping[str, str] | None]
+# (old ISR, new ISR, written?) per ISR write.
+IsrUpdateObserver = Callable[[list[int], list[int], bool], None]
 log = logging.getLogger(__name__)
 
 
@@ -78,6 +82,8 @@ class ReplicaManager:
         clock: Clock,
         on_append: Callable[[TopicPartition], None],
         isr_writer: IsrWriter | None = None,
+        new_log_overrides: NewLogOverrides | None = None,
+        isr_update_observer: IsrUpdateObserver | None = None,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         broker_properties: Mapping[str, str] | None = None,
         client_config: ClientConfig | None = None,
@@ -88,12 +94,12 @@ class ReplicaManager:
         self._node_id = node_id
         self._clock = clock
         self._on_append = on_append
-        self.isr_writer = isr_writer  # settable until the first LeaderAndIsr
+        self.isr_writer = isr_writer
         # ZooKeeper mode: a new log's topic overrides, read from ZooKeeper as Kafka's
         # Partition.createLog does (the request's copy may predate this broker's metadata).
-        self.new_log_overrides: Callable[[str, uuid.UUID], Mapping[str, str] | None] | None = None
+        self.new_log_overrides = new_log_overrides
         # Metrics hook (brokers/replication/metrics.py): (old ISR, new ISR, written?) per ISR write.
-        self.isr_update_observer: Callable[[list[int], list[int], bool], None] | None = None
+        self.isr_update_observer = isr_update_observer
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._broker_properties = dict(broker_properties or {})
         self.controller_epoch = -1

@@ -31,8 +31,8 @@ from brokers.controller.errors import (
 from brokers.controller.zk_client import ZkClient
 from brokers.log.config import LogConfig
 from brokers.log.errors import InvalidConfigError
+from brokers.log.log_manager import LogManager
 from brokers.replication.metadata_cache import MetadataCache
-from brokers.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("pier.topic_configs")
 ConfigListener = Callable[[str, Mapping[str, str]], None]
@@ -43,13 +43,13 @@ class TopicConfigs:
         self,
         zk: ZkClient,
         metadata: MetadataCache,
-        replicas: ReplicaManager,
+        logs: LogManager,
         *,
         broker_defaults: Mapping[str, str],
     ) -> None:
         self._zk = zk
         self._metadata = metadata
-        self._replicas = replicas
+        self._logs = logs
         self._broker_defaults = dict(broker_defaults)
         self._for_new_logs: dict[str, tuple[uuid.UUID, dict[str, str]]] = {}
         self.listeners: list[ConfigListener] = []
@@ -116,9 +116,9 @@ class TopicConfigs:
         known = self._for_new_logs.get(topic)
         if known is not None:
             self._for_new_logs[topic] = (known[0], dict(overrides))
-        for partition in self._replicas.partitions():
-            if partition.topic == topic:
-                partition.log.update_config(config)
+        for log_ in self._logs.logs():  # Kafka's LogManager.updateTopicConfig
+            if log_.topic == topic:
+                log_.update_config(config)
         for listener in self.listeners:
             try:
                 listener(topic, dict(overrides))
@@ -128,5 +128,5 @@ class TopicConfigs:
 
     async def load_local(self) -> None:
         """Apply ZooKeeper's overrides to every topic with a log on this broker."""
-        for topic in sorted({partition.topic for partition in self._replicas.partitions()}):
+        for topic in sorted({log_.topic for log_ in self._logs.logs()}):
             await self.refresh(topic)

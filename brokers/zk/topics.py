@@ -44,6 +44,7 @@ from brokers.controller.errors import InvalidReplicationFactorError as AssignFac
 from brokers.controller.state import ReplicaAssignment
 from brokers.controller.zk_client import ZkClient
 from brokers.log.config import LogConfig, validate_topic_overrides
+from brokers.log.log_manager import LogManager
 from brokers.replication.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -55,7 +56,6 @@ from brokers.replication.errors import (
 )
 from brokers.replication.local_topics import TopicLimits
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
-from brokers.replication.replica_manager import ReplicaManager
 from brokers.replication.topic_names import check_partition_growth, new_topic_shape
 from brokers.zk.config_changes import notify_topic_change_blocking
 from brokers.zk.topic_configs import TopicConfigs
@@ -68,7 +68,7 @@ class ZkTopicAdmin:
         self,
         zk: ZkClient,
         metadata: MetadataCache,
-        replicas: ReplicaManager,
+        logs: LogManager,
         *,
         broker_defaults: Mapping[str, str],
         configs: TopicConfigs | None = None,
@@ -77,11 +77,8 @@ class ZkTopicAdmin:
         self._zk = zk
         self._limits = limits or TopicLimits()
         self._metadata = metadata
-        self._replicas = replicas
         self._broker_defaults = dict(broker_defaults)
-        self.configs = configs or TopicConfigs(
-            zk, metadata, replicas, broker_defaults=broker_defaults
-        )
+        self.configs = configs or TopicConfigs(zk, metadata, logs, broker_defaults=broker_defaults)
 
     def load(self) -> None:
         """Nothing to load: the controller's UpdateMetadata fills the metadata cache."""

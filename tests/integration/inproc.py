@@ -16,7 +16,8 @@ from typing import Any
 
 from kio.serial import entity_reader
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
+from brokers.app.standalone import build_standalone
 from brokers.common.config import BrokerConfig
 from brokers.wire.messages import (
     encode_entity,
@@ -38,7 +39,7 @@ def running_broker(tmp_path: Path, properties: Mapping[str, str] | None = None) 
 @contextmanager
 def broker_thread(tmp_path: Path, properties: Mapping[str, str] | None = None) -> Iterator[Broker]:
     config = BrokerConfig(data_dir=tmp_path / "data", port=0, properties=dict(properties or {}))
-    broker = Broker(config)
+    broker = build_standalone(config)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="pier-broker", daemon=True)
     thread.start()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
 from tests.integration.inproc import broker_thread
 from tests.integration.test_groups_clients import (
     PROPERTIES,

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kafka import KafkaConsumer
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
 from tests.integration.inproc import broker_thread
 
 pytestmark = pytest.mark.integration

@@ -95,7 +95,7 @@ async def elected_controller(
     channel = RecordingChannel()
     election = ControllerElection(zk, 1, CLOCK)
     controller = Controller(zk, election, channel, auto_rebalance=False)
-    election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
+    election.follow(controller.on_elected, controller.on_resigned)
     assert await election.start()
     return controller, election, channel
 

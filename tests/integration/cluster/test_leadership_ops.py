@@ -390,7 +390,7 @@ def test_a_new_controller_resumes_in_flight_reassignments(chroot: str) -> None:
         channel = RecordingChannel()
         election = ControllerElection(zk, 1, CLOCK)
         controller = Controller(zk, election, channel, auto_rebalance=False)
-        election._on_elected, election._on_resigned = controller.on_elected, controller.on_resigned
+        election.follow(controller.on_elected, controller.on_resigned)
         assert await election.start()
 
         def settled(tp: TP) -> bool:

@@ -20,7 +20,6 @@ from brokers.replication.errors import (
     UnknownTopicOrPartitionError,
 )
 from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
-from brokers.replication.replica_manager import ReplicaManager
 from brokers.zk.config_changes import CONFIG_CHANGES
 from brokers.zk.topics import ZkTopicAdmin
 
@@ -38,8 +37,7 @@ def test_topic_admin_writes_kafka_znodes(chroot: str, tmp_path: Path) -> None:
         logs = LogManager(
             data, clock=ManualClock(), default_config=LogConfig.from_properties({}, {})
         )
-        replicas = ReplicaManager(logs, data, node_id=1, clock=ManualClock(), on_append=print)
-        admin = ZkTopicAdmin(zk, metadata, replicas, broker_defaults={"num.partitions": "2"})
+        admin = ZkTopicAdmin(zk, metadata, logs, broker_defaults={"num.partitions": "2"})
 
         created = admin.create_topic("orders", -1, 3, {"retention.ms": "1000"})
         assert created is not None and sorted(created.partitions) == [0, 1]
@@ -94,8 +92,7 @@ def test_manual_assignments_are_written_as_given(chroot: str, tmp_path: Path) ->
         logs = LogManager(
             data, clock=ManualClock(), default_config=LogConfig.from_properties({}, {})
         )
-        replicas = ReplicaManager(logs, data, node_id=1, clock=ManualClock(), on_append=print)
-        admin = ZkTopicAdmin(zk, metadata, replicas, broker_defaults={})
+        admin = ZkTopicAdmin(zk, metadata, logs, broker_defaults={})
         admin.create_topic("placed", 2, 2, {}, assignment={0: [3, 1], 1: [2, 3]})
         admin.create_partitions("placed", 3, assignment={2: [1, 2]})
         topic = zk_paths.decode_topic((await zk.get(zk_paths.topic_path("placed"))).data)
@@ -119,8 +116,7 @@ def test_a_config_change_is_announced_before_the_call_returns(chroot: str, tmp_p
         logs = LogManager(
             data, clock=ManualClock(), default_config=LogConfig.from_properties({}, {})
         )
-        replicas = ReplicaManager(logs, data, node_id=1, clock=ManualClock(), on_append=print)
-        admin = ZkTopicAdmin(zk, metadata, replicas, broker_defaults={})
+        admin = ZkTopicAdmin(zk, metadata, logs, broker_defaults={})
         admin.create_topic("tuned", 1, 1, {})
         admin.set_topic_configs("tuned", {"retention.ms": "60000"})
         observer = KazooClient(hosts=chroot)  # read before this coroutine yields to the loop

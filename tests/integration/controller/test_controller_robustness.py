@@ -29,7 +29,6 @@ from brokers.replication.metadata_cache import (
     PartitionMetadata,
     TopicMetadata,
 )
-from brokers.replication.replica_manager import ReplicaManager
 from brokers.zk.topics import ZkTopicAdmin
 from tests.integration.cluster.test_controller import RecordingChannel, register
 from tests.integration.controller.test_zookeeper_controller import (
@@ -134,7 +133,7 @@ def test_a_failed_failover_moves_the_controller_and_the_election_runs_again(chro
             epochs.append(epoch)
             controller.on_elected(epoch)
 
-        election._on_elected, election._on_resigned = on_elected, controller.on_resigned
+        election.follow(on_elected, controller.on_resigned)
         zk.fail_path = zk_paths.BROKER_TOPICS  # the first failover loses ZooKeeper mid-load
         try:
             assert await election.start()
@@ -300,8 +299,7 @@ def topic_admin(zk: ZkClient, tmp_path: Path, limits: TopicLimits | None) -> ZkT
     metadata.topics["busy"] = TopicMetadata("busy", uuid.uuid4(), busy)
     data = tmp_path / "data"
     logs = LogManager(data, clock=CLOCK, default_config=LogConfig.from_properties({}, {}))
-    replicas = ReplicaManager(logs, data, node_id=1, clock=CLOCK, on_append=print)
-    return ZkTopicAdmin(zk, metadata, replicas, broker_defaults={}, limits=limits)
+    return ZkTopicAdmin(zk, metadata, logs, broker_defaults={}, limits=limits)
 
 
 def test_zookeeper_mode_caps_partitions_per_topic_and_per_broker(

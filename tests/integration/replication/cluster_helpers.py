@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
+from brokers.app.standalone import build_standalone
 from brokers.client import ClientConfig, TopicPartition
 from brokers.client.connection import BrokerConnection
 from brokers.client.consumer import FetchedPartition, FetchPosition, fetch_from
@@ -69,10 +70,11 @@ class FakeIsrWriter:
 def node(
     root: Path, node_id: int, *, isr_writer: FakeIsrWriter | None = None, lag_ms: int = 30_000
 ) -> Iterator[Node]:
-    config = BrokerConfig(data_dir=root / f"node{node_id}", node_id=node_id, port=0)
-    broker = Broker(config)
-    broker.replicas.isr_writer = isr_writer
-    broker.replicas.replica_lag_time_max_ms = lag_ms
+    properties = {"replica.lag.time.max.ms": str(lag_ms)}
+    config = BrokerConfig(
+        data_dir=root / f"node{node_id}", node_id=node_id, port=0, properties=properties
+    )
+    broker = build_standalone(config, isr_writer=isr_writer)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name=f"pier-node{node_id}", daemon=True)
     thread.start()

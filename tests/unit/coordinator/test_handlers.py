@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
+from brokers.app.standalone import build_standalone
 from brokers.common.clock import ManualClock
 from brokers.common.config import BrokerConfig
 from brokers.coordinator.consumer_protocol import encode_subscription
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
-from brokers.handlers import build_route_table
 from brokers.server.context import RequestContext
 from brokers.server.routes import RouteTable
 from brokers.wire.errors import ErrorCode
@@ -59,7 +59,7 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     clock = ManualClock(time_ms=1_700_000_000_000)
     properties = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
     config = BrokerConfig(data_dir=tmp_path / "data", port=0, properties=properties)
-    broker = Broker(config, clock=clock)
+    broker = build_standalone(config, clock=clock)
     broker.log_manager.startup()
     broker.replicas.startup()
     broker.topics.load()
@@ -67,7 +67,7 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     broker.groups.start()
     await broker.groups.loaded()
     try:
-        yield Api(broker, build_route_table(broker), clock)
+        yield Api(broker, broker.routes, clock)
     finally:
         await broker.groups.stop()
         broker.log_manager.shutdown()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
+from brokers.app.standalone import build_standalone
 from brokers.common.clock import ManualClock
 from brokers.common.config import BrokerConfig
 from brokers.coordinator import errors
@@ -160,7 +161,7 @@ def test_parked_members_get_not_coordinator_on_resignation() -> None:
 async def broker_of(tmp_path: Path) -> AsyncIterator[Broker]:
     properties = {"offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0"}
     config_ = BrokerConfig(data_dir=tmp_path / "data", port=0, node_id=NODE, properties=properties)
-    broker = Broker(config_, clock=ManualClock(time_ms=1_700_000_000_000))
+    broker = build_standalone(config_, clock=ManualClock(time_ms=1_700_000_000_000))
     broker.log_manager.startup()
     broker.replicas.startup()
     broker.topics.load()

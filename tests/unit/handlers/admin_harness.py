@@ -15,7 +15,8 @@ from kio.index import load_payload_module
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
+from brokers.app.standalone import build_standalone
 from brokers.common.config import BrokerConfig
 from brokers.records.builder import simple_batch
 from brokers.server.context import RequestContext
@@ -28,7 +29,9 @@ from brokers.wire.messages import encode_entity
 def standalone_broker(
     tmp_path: Path, properties: Mapping[str, str] | None = None
 ) -> Iterator[Broker]:
-    broker = Broker(BrokerConfig(data_dir=tmp_path / "data", port=0, properties=properties or {}))
+    broker = build_standalone(
+        BrokerConfig(data_dir=tmp_path / "data", port=0, properties=properties or {})
+    )
     broker.log_manager.startup()
     broker.replicas.startup()
     broker.topics.load()
@@ -36,6 +39,13 @@ def standalone_broker(
         yield broker
     finally:
         broker.log_manager.shutdown()
+
+
+def routed(broker: Broker, api_key: int) -> Route:
+    """The broker's route for `api_key`, wired by its composition root as the listener serves it."""
+    route = broker.routes.get(api_key)
+    assert route is not None, f"api key {api_key} is not routed"
+    return route
 
 
 def entity(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any:

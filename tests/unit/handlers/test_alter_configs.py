@@ -4,10 +4,10 @@ from typing import Any
 
 import pytest
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
 from brokers.handlers import alter_configs
 from brokers.wire.errors import ErrorCode
-from tests.unit.handlers.admin_harness import call, entity, standalone_broker
+from tests.unit.handlers.admin_harness import call, entity, routed, standalone_broker
 
 pytestmark = pytest.mark.unit
 KEY = 33
@@ -37,7 +37,7 @@ def _alter(broker: Broker, *resources: Any, version: int = 2, validate_only: boo
     request = entity(
         KEY, version, "AlterConfigsRequest", resources=resources, validate_only=validate_only
     )
-    return call(alter_configs.route(broker), version, request).responses
+    return call(routed(broker, alter_configs.API_KEY), version, request).responses
 
 
 @pytest.mark.parametrize("version", range(3))

@@ -5,10 +5,10 @@ from typing import Any
 
 import pytest
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
 from brokers.handlers import create_partitions
 from brokers.wire.errors import ErrorCode
-from tests.unit.handlers.admin_harness import call, entity, standalone_broker
+from tests.unit.handlers.admin_harness import call, entity, routed, standalone_broker
 
 pytestmark = pytest.mark.unit
 KEY = 37
@@ -40,7 +40,7 @@ def _grow(broker: Broker, *topics: Any, version: int = 3, validate_only: bool = 
         timeout=datetime.timedelta(seconds=5),
         validate_only=validate_only,
     )
-    return call(create_partitions.route(broker), version, request).results
+    return call(routed(broker, create_partitions.API_KEY), version, request).results
 
 
 @pytest.mark.parametrize("version", range(4))

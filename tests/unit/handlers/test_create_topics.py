@@ -4,11 +4,11 @@ from typing import Any
 
 import pytest
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
 from brokers.handlers import create_topics
 from brokers.log.config import TOPIC_CONFIGS
 from brokers.wire.errors import ErrorCode
-from tests.unit.handlers.admin_harness import call, entity, standalone_broker
+from tests.unit.handlers.admin_harness import call, entity, routed, standalone_broker
 
 pytestmark = pytest.mark.unit
 KEY = 19
@@ -45,7 +45,7 @@ def _create(broker: Broker, *topics: Any, version: int = 7, validate_only: bool 
     request = entity(
         KEY, version, "CreateTopicsRequest", topics=topics, validate_only=validate_only
     )
-    return call(create_topics.route(broker), version, request).topics
+    return call(routed(broker, create_topics.API_KEY), version, request).topics
 
 
 @pytest.mark.parametrize("version", range(2, 8))

@@ -5,10 +5,10 @@ from typing import Any
 
 import pytest
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
 from brokers.handlers import delete_records
 from brokers.wire.errors import ErrorCode
-from tests.unit.handlers.admin_harness import call, entity, produce, standalone_broker
+from tests.unit.handlers.admin_harness import call, entity, produce, routed, standalone_broker
 
 pytestmark = pytest.mark.unit
 KEY = 21
@@ -42,7 +42,7 @@ def _delete(broker: Broker, wanted: dict[str, list[tuple[int, int]]], version: i
     request = entity(
         KEY, version, "DeleteRecordsRequest", topics=topics, timeout=datetime.timedelta(seconds=5)
     )
-    response = call(delete_records.route(broker), version, request)
+    response = call(routed(broker, delete_records.API_KEY), version, request)
     return {
         (t.name, p.partition_index): (p.error_code, p.low_watermark)
         for t in response.topics

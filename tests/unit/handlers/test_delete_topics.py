@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
 from brokers.handlers import delete_topics
 from brokers.wire.errors import ErrorCode
-from tests.unit.handlers.admin_harness import call, entity, standalone_broker
+from tests.unit.handlers.admin_harness import call, entity, routed, standalone_broker
 
 pytestmark = pytest.mark.unit
 KEY = 20
@@ -30,13 +30,13 @@ def _by_name(broker: Broker, version: int, *names: str) -> Any:
         request = entity(KEY, 6, "DeleteTopicsRequest", topics=topics, timeout=TIMEOUT)
     else:
         request = entity(KEY, version, "DeleteTopicsRequest", topic_names=names, timeout=TIMEOUT)
-    return call(delete_topics.route(broker), version, request).responses
+    return call(routed(broker, delete_topics.API_KEY), version, request).responses
 
 
 def _by_state(broker: Broker, *states: tuple[str | None, uuid.UUID | None]) -> Any:
     topics = tuple(entity(KEY, 6, "DeleteTopicState", name=n, topic_id=i) for n, i in states)
     request = entity(KEY, 6, "DeleteTopicsRequest", topics=topics, timeout=TIMEOUT)
-    return call(delete_topics.route(broker), 6, request).responses
+    return call(routed(broker, delete_topics.API_KEY), 6, request).responses
 
 
 @pytest.mark.parametrize("version", range(1, 7))

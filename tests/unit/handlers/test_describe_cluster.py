@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
 from brokers.handlers import describe_cluster
 from brokers.replication.metadata_cache import BrokerEndpoint
 from brokers.wire.errors import ErrorCode
-from tests.unit.handlers.admin_harness import call, entity, standalone_broker
+from tests.unit.handlers.admin_harness import call, entity, routed, standalone_broker
 
 pytestmark = pytest.mark.unit
 KEY = 60
@@ -25,7 +25,7 @@ def test_every_version_lists_brokers_and_the_cluster(broker: Broker, version: in
     request = entity(
         KEY, version, "DescribeClusterRequest", include_cluster_authorized_operations=False
     )
-    response = call(describe_cluster.route(broker), version, request)
+    response = call(routed(broker, describe_cluster.API_KEY), version, request)
     assert response.error_code == ErrorCode.none
     assert response.cluster_id == broker.metadata.cluster_id and len(response.cluster_id) > 0
     assert response.controller_id == 0
@@ -38,7 +38,7 @@ def test_every_version_lists_brokers_and_the_cluster(broker: Broker, version: in
 
 def test_authorized_operations_when_asked(broker: Broker) -> None:
     request = entity(KEY, 1, "DescribeClusterRequest", include_cluster_authorized_operations=True)
-    response = call(describe_cluster.route(broker), 1, request)
+    response = call(routed(broker, describe_cluster.API_KEY), 1, request)
     operations = {bit for bit in range(32) if response.cluster_authorized_operations >> bit & 1}
     assert operations == {5, 7, 8, 9, 10, 11, 12}
 
@@ -46,7 +46,7 @@ def test_authorized_operations_when_asked(broker: Broker) -> None:
 def test_unknown_controller_is_reported_as_minus_one(broker: Broker) -> None:
     broker.metadata.controller_id = 42
     request = entity(KEY, 1, "DescribeClusterRequest", include_cluster_authorized_operations=False)
-    assert call(describe_cluster.route(broker), 1, request).controller_id == -1
+    assert call(routed(broker, describe_cluster.API_KEY), 1, request).controller_id == -1
 
 
 @pytest.mark.parametrize(
@@ -63,6 +63,6 @@ def test_endpoint_types_other_than_brokers(
         include_cluster_authorized_operations=False,
         endpoint_type=endpoint_type,
     )
-    response = call(describe_cluster.route(broker), 1, request)
+    response = call(routed(broker, describe_cluster.API_KEY), 1, request)
     assert (response.error_code, response.brokers) == (code, ())
     assert response.error_message

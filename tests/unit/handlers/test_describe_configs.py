@@ -4,11 +4,11 @@ from typing import Any
 
 import pytest
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
 from brokers.handlers import describe_configs
 from brokers.log.config import TOPIC_CONFIGS
 from brokers.wire.errors import ErrorCode
-from tests.unit.handlers.admin_harness import call, entity, standalone_broker
+from tests.unit.handlers.admin_harness import call, entity, routed, standalone_broker
 
 pytestmark = pytest.mark.unit
 KEY = 32
@@ -43,7 +43,7 @@ def _describe(
         for t, n, k in resources
     )
     request = entity(KEY, version, "DescribeConfigsRequest", resources=wanted, **flags)
-    return call(describe_configs.route(broker), version, request).results
+    return call(routed(broker, describe_configs.API_KEY), version, request).results
 
 
 def _configs(result: Any) -> dict[str, Any]:

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers.app.standalone import Broker
+from brokers.app.runtime import Broker
 from brokers.handlers import incremental_alter_configs as iac
 from brokers.log.errors import InvalidConfigError
 from brokers.wire.errors import ErrorCode
-from tests.unit.handlers.admin_harness import call, entity, standalone_broker
+from tests.unit.handlers.admin_harness import call, entity, routed, standalone_broker
 
 pytestmark = pytest.mark.unit
 KEY = 44
@@ -52,7 +52,7 @@ def _alter(broker: Broker, *resources: Any, version: int = 1, validate_only: boo
         resources=resources,
         validate_only=validate_only,
     )
-    return call(iac.route(broker), version, request).responses
+    return call(routed(broker, iac.API_KEY), version, request).responses
 
 
 @pytest.mark.parametrize("version", range(2))

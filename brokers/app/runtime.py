@@ -1,0 +1,222 @@
+"""A built broker's lifecycle, shared by both composition roots, and the parts both build alike.
+
+Owns: `Broker`, what `brokers.app.standalone.build_standalone` and `brokers.app.zk_mode.
+build_zk_broker` return: the parts they built (public, for tests and tools; handlers never see
+this object), start-up order (log recovery before the listener opens; in ZooKeeper mode the
+membership starts once the listener is open so the registration advertises the real port), the
+periodic jobs (retention, flush, checkpoints, delayed segment deletes, compaction, group ticks and
+offset expiry; ISR shrink in ZooKeeper mode), the metrics endpoint, and clean shutdown
+(controlled shutdown first in ZooKeeper mode, then the listener closed, then logs flushed,
+checkpoints and the clean-shutdown marker written). Also the construction steps both roots share
+(`log_manager_for`, `metadata_cache_for`, `register_storage_metrics`).
+Runs on one asyncio event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from brokers.app.groups import TICK_INTERVAL_MS, GroupWiring
+from brokers.common.clock import Clock
+from brokers.common.config import BrokerConfig
+from brokers.handlers.services import ProducerIdSource, TopicAdmin
+from brokers.handlers.topic_metrics import BrokerTopicMetrics
+from brokers.log.cleaner.config import CleanerConfig
+from brokers.log.cleaner.metrics import CleanerCollector
+from brokers.log.config import LogConfig
+from brokers.log.log_manager import LogManager
+from brokers.log.metrics import LogSizeCollector
+from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
+from brokers.replication.metrics import ReplicaManagerCollector
+from brokers.replication.replica_manager import ReplicaManager
+from brokers.server.dispatcher import Dispatcher
+from brokers.server.listener import Listener
+from brokers.server.metrics import ServerMetrics
+from brokers.server.purgatory import Purgatory
+from brokers.server.routes import RouteTable
+from brokers.wire.framing import FrameLimits
+
+log = logging.getLogger("pier.broker")
+
+
+class Membership(Protocol):
+    """ZooKeeper mode's part of the lifecycle (`brokers.app.zk_mode.ClusterMode`)."""
+
+    async def start(self) -> None: ...
+
+    async def controlled_shutdown(self) -> bool: ...
+
+    async def stop(self) -> None: ...
+
+
+class TopicRegistry(TopicAdmin, Protocol):
+    """The handlers' `TopicAdmin` plus its start-up step (the standalone registry reads its
+    file; ZooKeeper mode's admin has nothing to load)."""
+
+    def load(self) -> None: ...
+
+
+def log_manager_for(config: BrokerConfig, clock: Clock) -> LogManager:
+    return LogManager(
+        config.data_dir,
+        clock=clock,
+        default_config=LogConfig.from_properties({}, config.properties),
+        cleaner_config=CleanerConfig.from_properties(config.properties),
+    )
+
+
+def metadata_cache_for(config: BrokerConfig, cluster_id: str) -> MetadataCache:
+    """This broker's metadata cache, knowing itself as the only broker so far."""
+    metadata = MetadataCache(cluster_id=cluster_id, controller_id=config.node_id)
+    metadata.brokers[config.node_id] = BrokerEndpoint(
+        config.node_id, config.advertised, config.port, config.broker_rack
+    )
+    return metadata
+
+
+def register_storage_metrics(
+    registry: CollectorRegistry, log_manager: LogManager, replicas: ReplicaManager
+) -> None:
+    def log_sizes() -> list[tuple[str, int, int]]:
+        return [(p.topic, p.index, p.log.size_bytes) for p in replicas.partitions()]
+
+    registry.register(LogSizeCollector(log_sizes))
+    registry.register(ReplicaManagerCollector(replicas.partitions))
+    if log_manager.cleaner is not None:
+        registry.register(CleanerCollector(log_manager.cleaner))
+
+
+class Broker:
+    """The parts of one broker and their start/stop. Built only by the composition roots."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock,
+        registry: CollectorRegistry,
+        purgatory: Purgatory,
+        server_metrics: ServerMetrics,
+        topic_metrics: BrokerTopicMetrics,
+        log_manager: LogManager,
+        metadata: MetadataCache,
+        replicas: ReplicaManager,
+        topics: TopicRegistry,
+        producer_ids: ProducerIdSource,
+        groups: GroupWiring,
+        routes: RouteTable,
+        cluster: Membership | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.registry = registry
+        self.purgatory = purgatory
+        self.server_metrics = server_metrics
+        self.topic_metrics = topic_metrics
+        self.log_manager = log_manager
+        self.metadata = metadata
+        self.replicas = replicas
+        self.topics = topics
+        self.producer_ids = producer_ids
+        self.groups = groups
+        self.routes = routes
+        self.cluster = cluster
+        self._listener: Listener | None = None
+        self._jobs: list[asyncio.Task[None]] = []
+
+    @property
+    def port(self) -> int:
+        assert self._listener is not None
+        return self._listener.port
+
+    async def start(self) -> None:
+        self.log_manager.startup()
+        self.replicas.startup()
+        self.topics.load()
+        self.groups.start()  # reads __consumer_offsets back; COORDINATOR_LOAD_IN_PROGRESS until done
+        dispatcher = Dispatcher(self.routes, self.server_metrics)
+        limits = FrameLimits(max_request_bytes=self.config.socket_request_max_bytes)
+        self._listener = Listener(
+            dispatcher,
+            self.config.host,
+            self.config.port,
+            limits=limits,
+            metrics=self.server_metrics,
+        )
+        await self._listener.start()
+        if self.config.port == 0:  # an ephemeral port: advertise the one we got
+            endpoint = self.metadata.brokers[self.config.node_id]
+            self.metadata.brokers[self.config.node_id] = BrokerEndpoint(
+                endpoint.node_id, endpoint.host, self.port, endpoint.rack
+            )
+        if self.cluster is not None:
+            await self.cluster.start()
+            self._schedule(self.replicas.isr_shrink_interval_ms, self.replicas.shrink_isrs)
+        if self.config.metrics_port is not None:
+            start_http_server(
+                self.config.metrics_port, addr=self.config.host, registry=self.registry
+            )
+        self._schedule(self.config.retention_check_interval_ms, self._retention)
+        self._schedule(self.config.flush_scheduler_interval_ms, self._flush)
+        self._schedule(self.config.checkpoint_interval_ms, self._checkpoint)
+        self._schedule(1_000, self._delayed_deletes)
+        cleaner = self.log_manager.cleaner
+        if cleaner is not None and cleaner.config.enable:
+            self._schedule(cleaner.config.backoff_ms, self._clean)
+        self._schedule(TICK_INTERVAL_MS, self.groups.tick)
+        retention_check_ms = self.groups.config.offsets_retention_check_interval_ms
+        self._schedule(retention_check_ms, self.groups.expire_offsets)
+
+    async def stop(self) -> None:
+        """Close the listener first so no append races the final flush and checkpoint."""
+        if self.cluster is not None:  # leadership moves away while we still serve (Kafka)
+            await self.cluster.controlled_shutdown()
+        if self._listener is not None:
+            await self._listener.stop()
+        for job in self._jobs:
+            job.cancel()
+        for job in self._jobs:
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+        await self.groups.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
+            await self.replicas.shutdown()
+        self.replicas.checkpoint_high_watermarks()
+        self.log_manager.shutdown()
+
+    def _schedule(self, interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    await job()
+                except Exception as exc:  # a failed job is logged and retried next interval
+                    log.error("event=job_failed job=%s error=%r", job.__name__, exc)
+
+        self._jobs.append(asyncio.create_task(loop()))
+
+    async def _retention(self) -> None:
+        deleted = self.log_manager.run_retention()
+        if deleted:
+            log.info("event=retention deleted_segments=%d", deleted)
+
+    async def _flush(self) -> None:
+        self.log_manager.run_flush()
+
+    async def _checkpoint(self) -> None:
+        self.log_manager.checkpoint()
+        self.replicas.checkpoint_high_watermarks()
+
+    async def _clean(self) -> None:
+        """Compaction: the heavy part runs in a worker thread, swaps on this loop."""
+        await self.log_manager.run_cleaner_async()
+
+    async def _delayed_deletes(self) -> None:
+        self.log_manager.run_delayed_deletes()
