@@ -35,7 +35,9 @@ def route(group_service: GroupService) -> Route:
         module = response_module(API_KEY, ctx.api_version)
         wants_ops = bool(getattr(request, "include_authorized_operations", False))
         groups = tuple(
-            _described(module, ctx.api_version, describe_group(group_service.coordinator, g), wants_ops)
+            _described(
+                module, ctx.api_version, describe_group(group_service.coordinator, g), wants_ops
+            )
             for g in request.groups
         )
         return make(module, "DescribeGroupsResponse", throttle_time=throttle(), groups=groups)
