@@ -2,13 +2,18 @@
 
 Owns: `request_module` / `response_module` (the kio module of one message version) and `make`
 (instantiate one of its classes from keyword fields, dropping the fields that version lacks), so
-servers and clients write the newest field set once and serve every version. Pure; thread-safe
-(caches fill idempotently).
+servers and clients write the newest field set once and serve every version. `make` is strict
+about names: a field that no version of the class has (a misspelling) raises `EntityFieldError`,
+as does a field this version requires that was not given — a response is never built with a
+field silently missing. Pure; thread-safe (caches fill idempotently).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
+import re
 from functools import cache
 from types import ModuleType
 from typing import Any
@@ -27,15 +32,63 @@ def response_module(api_key: int, version: int) -> ModuleType:
     return load_payload_module(api_key, version, EntityType.response)
 
 
+class EntityFieldError(TypeError):
+    """`make` was given a field no version of the class has, or not given a required one."""
+
+
+_VERSIONED = re.compile(r"^(?P<package>.+)\.v\d+\.(?P<kind>request|response|header|data)$")
+
+
 @cache
 def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))
 
 
+@cache
+def _required_names(cls: type) -> frozenset[str]:
+    return frozenset(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+
+
+@cache
+def _known_names(module_name: str, name: str) -> frozenset[str]:
+    """Every field `name` has in any version of its message (kio's `<api>.v<N>.<kind>` modules);
+    outside that layout, the fields of this module's class alone."""
+    module = importlib.import_module(module_name)
+    own = _field_names(getattr(module, name))
+    matched = _VERSIONED.match(module_name)
+    if matched is None:
+        return own
+    package = importlib.import_module(matched["package"])
+    known = set(own)
+    for version in pkgutil.iter_modules(package.__path__):
+        try:
+            sibling = importlib.import_module(
+                f"{package.__name__}.{version.name}.{matched['kind']}"
+            )
+        except ImportError:
+            continue
+        cls = getattr(sibling, name, None)
+        if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+            known |= _field_names(cls)
+    return frozenset(known)
+
+
 def make(module: ModuleType, name: str, /, **fields: Any) -> Any:
-    """Instantiate `module.name` with the keyword fields that class has; others are dropped."""
+    """Instantiate `module.name` with the keyword fields that class has; fields other versions
+    have are dropped, a name no version has or a required field left out is an error."""
     cls = getattr(module, name)
     names = _field_names(cls)
+    if not fields.keys() <= names:
+        unknown = fields.keys() - _known_names(module.__name__, name)
+        if unknown:
+            raise EntityFieldError(f"{module.__name__}.{name} has no field {sorted(unknown)}")
+    missing = _required_names(cls) - fields.keys()
+    if missing:
+        raise EntityFieldError(f"{module.__name__}.{name} needs field {sorted(missing)}")
     return cls(**{k: v for k, v in fields.items() if k in names})
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from brokers.wire.entities import make, request_module, response_module
+from brokers.wire.entities import has_field, make, request_module, response_module
 from gateway.kafka.filter import Caller, FilterContext, FilterModule, Forward, Outcome, Reply
 from gateway.kafka.namespace import TenantNamespace
 from tenancy.domain import DEFAULT_LIMITS, Principal, TenantLimits
@@ -97,9 +97,12 @@ def request(module: FilterModule, version: int, name: str, /, **fields: Any) -> 
 
 
 def response(module: FilterModule, version: int, name: str, /, **fields: Any) -> Any:
-    """A response entity as the broker would send it (`throttle_time` defaults to zero)."""
-    fields.setdefault("throttle_time", timedelta(0))
-    return make(response_module(module.API_KEY, version), name, **fields)
+    """A response entity as the broker would send it (`throttle_time` defaults to zero where the
+    entity has one)."""
+    entity_module = response_module(module.API_KEY, version)
+    if has_field(entity_module, name, "throttle_time"):
+        fields.setdefault("throttle_time", timedelta(0))
+    return make(entity_module, name, **fields)
 
 
 def versions(module: FilterModule) -> Iterable[int]:
