@@ -3,7 +3,11 @@
 Owns: the protocol logic of a connection, kept apart from asyncio plumbing so tests can feed it
 bytes. Runs on the event loop; one call per request, and a connection awaits each call before
 reading the next request, which is what keeps responses in request order (Kafka mutes a channel
-while its request is in flight for the same reason).
+while its request is in flight for the same reason). A handler that raises anything but
+`CloseConnection` is answered as Kafka's `KafkaApis.handleError` answers it: the API's response
+with UNKNOWN_SERVER_ERROR in every entry (`brokers.server.error_response`), logged once as
+`event=handler_failed` with its traceback, and the connection stays open (an acks=0 produce,
+which has no response, closes it instead, as in Kafka).
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ import logging
 import struct
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from brokers.server.context import RequestContext
+from brokers.server.error_response import error_response
 from brokers.server.metrics import ServerMetrics
 from brokers.server.response import RawResponse
 from brokers.server.routes import LegacyHandler, RouteTable
@@ -26,9 +32,14 @@ from brokers.wire.messages import (
     encode_entity,
     is_flexible_request,
     response_header_is_flexible,
+    response_schema,
 )
 
+PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
+UNKNOWN_SERVER_ERROR_MESSAGE = (
+    "The server experienced an unexpected error when processing the request."
+)
 log = logging.getLogger("pier.server")
 
 
@@ -74,15 +85,52 @@ class Dispatcher:
         request = decode_request(api_key, version, frame, offset)
         context = RequestContext(header, peer.host, peer.connection_id, peer.principal)
         started = time.perf_counter()
-        body = await route.handler(context, request)
+        encoded: bytes | RawResponse | None
+        try:
+            body = await route.handler(context, request)
+            if body is None:  # acks=0 produce: no response at all
+                encoded = None
+            elif isinstance(body, RawResponse | bytes):
+                encoded = body
+            else:
+                encoded = encode_entity(body)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            encoded = self._failed(context, request, correlation_id, exc)
         if self._metrics is not None:
             name = route.name or str(api_key)
             self._metrics.requests.labels(name).inc()
             self._metrics.request_latency.labels(name).observe(time.perf_counter() - started)
-        if body is None:  # acks=0 produce: no response at all
+        if encoded is None:
             return None
-        encoded = body if isinstance(body, RawResponse | bytes) else encode_entity(body)
         return Reply(correlation_id, response_header_is_flexible(api_key, version), encoded)
+
+    def _failed(
+        self, context: RequestContext, request: Any, correlation_id: int, exc: Exception
+    ) -> bytes:
+        """UNKNOWN_SERVER_ERROR for every entry of the request; the connection stays open."""
+        api_key, version = context.header.api_key, context.api_version
+        log.error(
+            "event=handler_failed api_key=%d api_version=%d correlation_id=%d error=%r",
+            api_key,
+            version,
+            correlation_id,
+            exc,
+            exc_info=exc,
+        )
+        if api_key == PRODUCE_KEY and getattr(request, "acks", None) == 0:
+            raise CloseConnection("acks=0 produce failed") from None  # no response expected
+        try:
+            response = error_response(
+                request,
+                response_schema(api_key, version),
+                ErrorCode.unknown_server_error,
+                UNKNOWN_SERVER_ERROR_MESSAGE,
+            )
+            return encode_entity(response)
+        except Exception as build_exc:  # a response we cannot shape: Kafka's last resort
+            raise CloseConnection(f"no error response for api {api_key}: {build_exc!r}") from None
 
     def _legacy(
         self, legacy: LegacyHandler | None, frame: memoryview, peer: Peer, version: int
