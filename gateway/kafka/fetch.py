@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.client.messages import decode_response
 from brokers.wire.entities import make, response_module
@@ -23,16 +23,14 @@ from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import decode_request, encode_entity
 from gateway.kafka.exchange import Exchange
 from gateway.kafka.raw.fetch_response import rewrite_fetch_response
+from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
-
-if TYPE_CHECKING:
-    from gateway.kafka.session import Session
 
 API_KEY = 1
 CONSUMER_REPLICA_ID = -1
 
 
-def handle(session: Session, exchange: Exchange, frame: memoryview, offset: int) -> None:
+def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offset: int) -> None:
     assert session.tenant is not None and exchange.subject is not None
     request = decode_request(API_KEY, exchange.version, frame, offset)
     if request.replica_id != CONSUMER_REPLICA_ID or getattr(request, "cluster_id", None):
@@ -87,14 +85,14 @@ def handle(session: Session, exchange: Exchange, frame: memoryview, offset: int)
     session.forward(exchange, [body], len(body), on_response)
 
 
-def _may_read(session: Session, topic: str) -> bool:
+def _may_read(session: RequestSession, topic: str) -> bool:
     assert session.tenant is not None and session.principal is not None
     principal = f"User:{session.principal.service_account_id}"
     return session.tenant.access.allowed(principal, session.peer_host, "READ", "TOPIC", topic)
 
 
 def _raw(
-    session: Session, exchange: Exchange, answer: memoryview, start: int
+    session: RequestSession, exchange: Exchange, answer: memoryview, start: int
 ) -> tuple[list[Any], int, dict[str, int], int]:
     assert session.tenant is not None and exchange.subject is not None
     rename = session.tenant.namespace.local
@@ -115,7 +113,7 @@ def _raw(
 
 
 def _merged(
-    session: Session,
+    session: RequestSession,
     exchange: Exchange,
     request: Any,
     answer: memoryview,

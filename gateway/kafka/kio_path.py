@@ -10,17 +10,15 @@ are charged only the gateway's own work. Runs on the event loop; not thread-safe
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.client.messages import decode_response
 from brokers.wire.messages import decode_request, encode_entity
 from gateway.kafka.exchange import Exchange
 from gateway.kafka.filter import Caller, FilterContext, Forward, MutationBudget
 from gateway.kafka.filters import FILTERS
+from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
-
-if TYPE_CHECKING:
-    from gateway.kafka.session import Session
 
 STRICT_MUTATIONS_FROM = {19: 6, 20: 5, 37: 3}  # CreateTopics, DeleteTopics, CreatePartitions
 WAITS_IN_BROKER = frozenset({11, 14})  # JoinGroup, SyncGroup
@@ -34,7 +32,9 @@ class _NoBudget:
         return None
 
 
-async def handle(session: Session, exchange: Exchange, frame: memoryview, offset: int) -> None:
+async def handle(
+    session: RequestSession, exchange: Exchange, frame: memoryview, offset: int
+) -> None:
     assert session.tenant is not None and session.principal is not None
     assert exchange.subject is not None
     module = FILTERS[exchange.api_key]
@@ -90,7 +90,7 @@ def _since(exchange: Exchange) -> float:
 
 
 def _finish(
-    session: Session, exchange: Exchange, response: Any, throttle: int, *, work_ms: float
+    session: RequestSession, exchange: Exchange, response: Any, throttle: int, *, work_ms: float
 ) -> None:
     assert exchange.subject is not None
     time_throttle = session.services.throttling.request_time(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.client.messages import decode_response
 from brokers.wire.entities import make, response_module
@@ -29,16 +29,14 @@ from gateway.kafka.raw.produce_request import (
     build_produce_request,
     parse_produce_request,
 )
+from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
-
-if TYPE_CHECKING:
-    from gateway.kafka.session import Session
 
 API_KEY = 0
 Refusals = dict[str, tuple[ErrorCode, str | None]]  # tenant topic → (error, message)
 
 
-def handle(session: Session, exchange: Exchange, body: memoryview) -> None:
+def handle(session: RequestSession, exchange: Exchange, body: memoryview) -> None:
     assert session.tenant is not None and exchange.subject is not None
     view = parse_produce_request(body, exchange.version)
     refusals = _refusals(session, view, len(body))
@@ -87,7 +85,7 @@ def handle(session: Session, exchange: Exchange, body: memoryview) -> None:
     session.forward(exchange, parts, size, on_response)
 
 
-def _refusals(session: Session, view: ProduceRequestView, request_bytes: int) -> Refusals:
+def _refusals(session: RequestSession, view: ProduceRequestView, request_bytes: int) -> Refusals:
     assert session.tenant is not None
     tenant = session.tenant.tenant
     if request_bytes > tenant.limits.max_request_bytes:
@@ -110,7 +108,7 @@ def _refusals(session: Session, view: ProduceRequestView, request_bytes: int) ->
     }
 
 
-def _allowed(session: Session, operation: str, resource_type: str, name: str) -> bool:
+def _allowed(session: RequestSession, operation: str, resource_type: str, name: str) -> bool:
     assert session.tenant is not None and session.principal is not None
     principal = f"User:{session.principal.service_account_id}"
     return session.tenant.access.allowed(
@@ -153,7 +151,7 @@ def _refused_topic(module: Any, topic: ProduceTopic, refusal: tuple[ErrorCode, s
 
 
 def _client_answer(
-    session: Session,
+    session: RequestSession,
     exchange: Exchange,
     view: ProduceRequestView,
     response: Any,
