@@ -7,6 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.heartbeat.v0.request import HeartbeatRequest as HeartbeatRequestV0
+from kio.schema.heartbeat.v1.request import HeartbeatRequest as HeartbeatRequestV1
+from kio.schema.heartbeat.v2.request import HeartbeatRequest as HeartbeatRequestV2
+from kio.schema.heartbeat.v3.request import HeartbeatRequest as HeartbeatRequestV3
+from kio.schema.heartbeat.v4.request import HeartbeatRequest as HeartbeatRequestV4
+
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.services import GroupService
@@ -15,10 +21,14 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 API_KEY = 12
+HeartbeatRequest = (
+    HeartbeatRequestV0 | HeartbeatRequestV1 | HeartbeatRequestV2 | HeartbeatRequestV3
+    | HeartbeatRequestV4
+)  # fmt: skip
 
 
 def route(groups: GroupService) -> Route:
-    async def handle(ctx: RequestContext, request: Any) -> Any:
+    async def handle(ctx: RequestContext, request: HeartbeatRequest) -> Any:
         error = groups.coordinator.heartbeat(
             request.group_id,
             request.member_id,

@@ -9,11 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
+
+from kio.static.protocol import Entity
 
 from brokers.server.context import RequestContext
+from brokers.server.response import RawResponse
 
-Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+# What a handler answers: a kio response entity (encoded by the dispatcher), a hand-encoded body
+# (Fetch's file regions), or nothing at all (acks=0 Produce).
+Answer = Entity | RawResponse | bytes | None
+RequestT_contra = TypeVar("RequestT_contra", bound=Entity, contravariant=True)
+
+
+class Handler(Protocol[RequestT_contra]):
+    """Serves one API: the decoded kio request of the version the header names."""
+
+    def __call__(self, ctx: RequestContext, request: RequestT_contra, /) -> Awaitable[Answer]: ...
+
+
 LegacyHandler = Callable[[RequestContext, memoryview, int], bytes | None]
 
 
@@ -25,7 +39,7 @@ class Route:
     api_key: int
     min_version: int
     max_version: int
-    handler: Handler
+    handler: Handler[Any]  # each handler annotates the request union it serves
     refused_below: int | None = None
     legacy: LegacyHandler | None = None
     name: str = ""
