@@ -92,5 +92,10 @@ def make(module: ModuleType, name: str, /, **fields: Any) -> Any:
     return cls(**{k: v for k, v in fields.items() if k in names})
 
 
+def known_fields(module: ModuleType, name: str) -> frozenset[str]:
+    """The fields `make` accepts for `module.name`: those of any version of the class."""
+    return _known_names(module.__name__, name)
+
+
 def has_field(module: ModuleType, name: str, field: str) -> bool:
     return field in _field_names(getattr(module, name))

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from brokers.wire.entities import has_field, response_module
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import entity, response
@@ -127,6 +128,12 @@ def group_operations(ctx: FilterContext, group: str) -> int:
     return sum(1 << code for op, code in codes.items() if ctx.allowed(op, "GROUP", group))
 
 
+def _top_level_ok(ctx: FilterContext, name: str) -> dict[str, ErrorCode]:
+    """OffsetDelete answers a top-level error code; OffsetCommit and TxnOffsetCommit have none."""
+    module = response_module(ctx.api_key, ctx.api_version)
+    return {"error_code": ErrorCode.none} if has_field(module, name, "error_code") else {}
+
+
 def commit_outcome(
     ctx: FilterContext,
     request: Any,
@@ -148,12 +155,16 @@ def commit_outcome(
 
     if refusal is not None:
         topics = tuple(errors(request.topics, refusal))
-        return Reply(response(ctx, response_name, error_code=ErrorCode.none, topics=topics))
+        return Reply(
+            response(ctx, response_name, topics=topics, **_top_level_ok(ctx, response_name))
+        )
     allowed, refused = split_by_acl(ctx, request.topics, "READ", "TOPIC")
     local = errors(refused, ErrorCode.topic_authorization_failed)
     if not allowed:
         topics = in_request_order(local, order)
-        return Reply(response(ctx, response_name, error_code=ErrorCode.none, topics=topics))
+        return Reply(
+            response(ctx, response_name, topics=topics, **_top_level_ok(ctx, response_name))
+        )
 
     def on_response(answer: Any) -> Any:
         topics = in_request_order(stripped(ctx, answer.topics) + local, order)

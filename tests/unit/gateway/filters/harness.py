@@ -5,12 +5,12 @@ upstream response in → what the client gets).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from brokers.wire.entities import has_field, make, request_module, response_module
+from brokers.wire.entities import has_field, known_fields, make, request_module, response_module
 from gateway.kafka.filter import Caller, FilterContext, FilterModule, Forward, Outcome, Reply
 from gateway.kafka.namespace import TenantNamespace
 from tenancy.domain import DEFAULT_LIMITS, Principal, TenantLimits
@@ -103,6 +103,18 @@ def response(module: FilterModule, version: int, name: str, /, **fields: Any) ->
     if has_field(entity_module, name, "throttle_time"):
         fields.setdefault("throttle_time", timedelta(0))
     return make(entity_module, name, **fields)
+
+
+def fitting(
+    module: FilterModule, version: int, name: str, bag: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The fields of a bag shared by several APIs that `name` has in some version (of the
+    request or response of `module`'s API): for tests that build many APIs from one bag."""
+    side = request_module(module.API_KEY, version)
+    if not hasattr(side, name):
+        side = response_module(module.API_KEY, version)
+    known = known_fields(side, name)
+    return {k: v for k, v in bag.items() if k in known}
 
 
 def versions(module: FilterModule) -> Iterable[int]:

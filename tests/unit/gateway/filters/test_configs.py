@@ -121,10 +121,15 @@ def _resource(
         resource_type=rtype,
         resource_name=name,
         configs=tuple(
-            request(module, version, "AlterableConfig", name=n, config_operation=op, value=v)
+            request(module, version, "AlterableConfig", name=n, value=v, **_operation(module, op))
             for n, op, v in configs
         ),
     )
+
+
+def _operation(module: Any, op: int) -> dict[str, int]:
+    """IncrementalAlterConfigs names an operation per config; AlterConfigs has none."""
+    return {"config_operation": op} if module is incremental_alter_configs else {}
 
 
 ALTERS = [(m, v) for m in (alter_configs, incremental_alter_configs) for v in versions(m)]

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brokers.wire.entities import known_fields, request_module, response_module
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import Forward
 from gateway.kafka.filters import (
@@ -48,7 +49,9 @@ Build = Callable[[ModuleType, int, list[str], list[str], str | None], tuple[Any,
 
 
 def _r(m: ModuleType, v: int, name: str, /, **f: Any) -> Any:
-    return request(m, v, name, **f)
+    """A request entity from a bag of fields shared by several APIs: those it has are used."""
+    known = known_fields(request_module(m.API_KEY, v), name)
+    return request(m, v, name, **{k: x for k, x in f.items() if k in known})
 
 
 def _a(m: ModuleType, v: int, name: str, /, **f: Any) -> Any:
@@ -80,7 +83,9 @@ def _a(m: ModuleType, v: int, name: str, /, **f: Any) -> Any:
         config_type=0,
         documentation=None,
     )
-    return response(m, v, name, **{**defaults, **f})
+    known = known_fields(response_module(m.API_KEY, v), name)  # a default only where it fits
+    fitting = {k: x for k, x in defaults.items() if k in known}
+    return response(m, v, name, **{**fitting, **f})
 
 
 def _per_topic(

@@ -14,6 +14,7 @@ from gateway.kafka.filters import delete_records, list_offsets, offset_for_leade
 from tests.unit.gateway.filters.harness import (
     FakeAccess,
     context,
+    fitting,
     forwarded,
     replied,
     request,
@@ -74,20 +75,27 @@ def _request(module: ModuleType, version: int, names: list[str], replica_id: int
     _, req, topic, part, *_rest, field = SHAPES[module]
     topics = tuple(
         request(
-            module, version, topic, **{field: n}, partitions=(request(module, version, part, **P),)
+            module,
+            version,
+            topic,
+            **{field: n},
+            partitions=(request(module, version, part, **fitting(module, version, part, P)),),
         )
         for n in names
     )
-    return request(
-        module, version, req, topics=topics, replica_id=replica_id, isolation_level=0, timeout=0
-    )
+    top = {"replica_id": replica_id, "isolation_level": 0, "timeout": 0}
+    return request(module, version, req, topics=topics, **fitting(module, version, req, top))
 
 
 def _answer(module: ModuleType, version: int, names: list[str]) -> Any:
     *_, resp, topic, part, field = SHAPES[module]
     topics = tuple(
         response(
-            module, version, topic, **{field: n}, partitions=(response(module, version, part, **P),)
+            module,
+            version,
+            topic,
+            **{field: n},
+            partitions=(response(module, version, part, **fitting(module, version, part, P)),),
         )
         for n in names
     )
