@@ -1,22 +1,23 @@
-"""ZooKeeper mode for a broker: the composition of membership, election, controller and fencing.
+"""The composition root of a ZooKeeper-mode broker, and its part of the broker's lifecycle.
 
-Owns: building, for one `Broker`, the ZooKeeper session (`ZkClient`), its registration with a
-broker epoch (`BrokerRegistrar`), the controller election and the `Controller` it drives, the
-controller→broker `ControllerChannel`, the broker-side `BrokerFence`, the leader's `ZkIsrWriter`
-(injected into the replica manager), producer-id blocks from ZooKeeper (`ZkBlockStore`) and the
-`ZkTopicAdmin` that replaces the standalone topic registry as `broker.topics`. `routes()` gives
-the four control APIs and the controller's admin APIs (ElectLeaders, Alter/List partition
-reassignments; NOT_CONTROLLER on the other brokers). Start-up order (`start`, after the listener is open so the registration
-advertises the real port): session, `/cluster/id` (as Kafka's broker, which reads or creates
-it), registration (a duplicate id stops the broker), then the election. `stop` ends the term and
-closes the session, so the registration and a held `/controller` vanish at once; before that,
-`controlled_shutdown` (run by `Broker.stop`) has the controller move this broker's leadership
-away first, so clients fail over without waiting for the session timeout.
-Topic configs: `TopicConfigs` (shared with the topic admin) and the `/config/changes` listener
-bring config changes to every broker's logs and to the controller, and give new logs their
-topic's overrides from ZooKeeper; `start` arms the listener and applies ZooKeeper's overrides to
-the logs found on disk before the registration.
-Runs on the broker's event loop; not thread-safe.
+Owns: `build_zk_broker`, the only place a broker of a ZooKeeper cluster is assembled, each part
+built once and handed what it uses: the ZooKeeper session (`ZkClient`), `TopicConfigs` (topic
+overrides from ZooKeeper, applied to the log manager's logs and read by new logs), the leader's
+`ZkIsrWriter`, the replica manager (given both), the `ZkTopicAdmin` the handlers use as their
+topic admin, producer-id blocks from ZooKeeper (`ZkBlockStore`), the controller election and the
+`Controller` it drives (with its `ControllerChannel` and metrics), the broker-side `BrokerFence`,
+the group coordinator, and the route table: the client routes plus the four control APIs and the
+controller's admin APIs (ElectLeaders, Alter/List partition reassignments; NOT_CONTROLLER on the
+other brokers). `ClusterMode` is ZooKeeper mode's part of `brokers.app.runtime.Broker`'s
+lifecycle. Start-up order (`start`, after the listener is open so the registration advertises
+the real port): session, `/cluster/id` (as Kafka's broker, which reads or creates it), the
+`/config/changes` listener and ZooKeeper's overrides applied to the logs found on disk,
+registration with a broker epoch (`BrokerRegistrar`; a duplicate id stops the broker), then the
+election. `stop` ends the term and closes the session, so the registration and a held
+`/controller` vanish at once; before that, `controlled_shutdown` (run by `Broker.stop`) has the
+controller move this broker's leadership away first, so clients fail over without waiting for
+the session timeout. Built before the event loop serves; runs on the broker's event loop; not
+thread-safe.
 """
 
 from __future__ import annotations
