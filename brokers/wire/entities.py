@@ -86,10 +86,12 @@ def make(module: ModuleType, name: str, /, **fields: Any) -> Any:
         unknown = fields.keys() - _known_names(module.__name__, name)
         if unknown:
             raise EntityFieldError(f"{module.__name__}.{name} has no field {sorted(unknown)}")
-    missing = _required_names(cls) - fields.keys()
-    if missing:
-        raise EntityFieldError(f"{module.__name__}.{name} needs field {sorted(missing)}")
-    return cls(**{k: v for k, v in fields.items() if k in names})
+        fields = {k: v for k, v in fields.items() if k in names}
+    required = _required_names(cls)
+    if not required <= fields.keys():
+        missing = sorted(required - fields.keys())
+        raise EntityFieldError(f"{module.__name__}.{name} needs field {missing}")
+    return cls(**fields)
 
 
 def known_fields(module: ModuleType, name: str) -> frozenset[str]:
