@@ -43,7 +43,7 @@ class Api:
         assert route is not None and route.serves(version)
         request = entity(api_key, version, name, **fields)
         ctx = RequestContext(RequestHeader(api_key, version, 1, "tester"), "10.0.0.1", "c1")
-        response = await route.handler(ctx, request)
+        response: Any = await route.handler(ctx, request)
         assert type(response).__version__ == version
         decoded, _ = entity_reader(type(response))(encode_entity(response), 0)
         assert decoded == response
