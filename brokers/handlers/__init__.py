@@ -28,6 +28,7 @@ def build_route_table(broker: Broker) -> RouteTable:
         describe_configs,
         describe_groups,
         describe_log_dirs,
+        describe_producers,
         fetch,
         find_coordinator,
         heartbeat,
@@ -74,6 +75,7 @@ def build_route_table(broker: Broker) -> RouteTable:
         offset_delete,
         describe_cluster,
         describe_log_dirs,
+        describe_producers,
     ):
         table.add(module.route(broker))
     table.add(api_versions.route(table))
