@@ -61,10 +61,15 @@ class BrokerProcess:
         proc.kill(self.process)
 
     def restart(self, timeout: float = 30.0) -> None:
-        """Stop if running, start again on the same port and data dir, wait until ready."""
+        """Stop if running, start again on the same port and data dir, wait until ready (one
+        that does not get ready is killed before the error is raised, as in `start_broker`)."""
         self.stop()
         self.process = proc.spawn(self.argv(), self.log_path, _BROKER_ENV)
-        self.wait_ready(timeout)
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.kill()
+            raise
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Poll ApiVersions until answered; raise with the log tail if the broker exits or times out."""

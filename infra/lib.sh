@@ -1,5 +1,6 @@
 # Shared by infra/up and infra/test (sourced, not run): the project root, its virtualenv, and a
-# quick re-run check so `pip install -e` only runs again when pyproject.toml or the extras change.
+# quick re-run check so `pip install -e` only runs again when pyproject.toml, the native module's
+# sources (setup.py, brokers/records/_native.c) or the extras change.
 
 PIER_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${PIER_VENV:-$PIER_ROOT/.venv}"
@@ -13,8 +14,9 @@ pier_venv() {
     echo "infra: creating $VENV with $PIER_PYTHON" >&2
     "$PIER_PYTHON" -m venv "$VENV"
   fi
-  local hash
-  hash="$(sha256sum "$PIER_ROOT/pyproject.toml" | cut -c1-16)"
+  local hash # of what the install builds from: metadata, and the native module (setup.py)
+  hash="$(cat "$PIER_ROOT/pyproject.toml" "$PIER_ROOT/setup.py" "$PIER_ROOT/brokers/records/_native.c" |
+    sha256sum | cut -c1-16)"
   stamp="$hash ${extras:-[]}"
   if grep -qxF -- "$stamp" "$marker" 2>/dev/null; then
     return 0
@@ -26,6 +28,41 @@ pier_venv() {
   echo "infra: pip install -e '.$extras' into $VENV" >&2
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$PIER_ROOT$extras"
   echo "$stamp" >>"$marker"
+}
+
+# pier_usage SCRIPT: print SCRIPT's leading comment block (after the shebang), without the `# `.
+pier_usage() {
+  sed -n '2,/^[^#]/{/^#/!d;/shellcheck/d;s/^# \{0,1\}//;p}' "$1"
+}
+
+# pier_system_packages STANDALONE: the Debian packages infra/up needs (Java and ZooKeeper unless
+# STANDALONE is 1; kcat, which the README's examples use; Python 3.11 while .venv does not exist),
+# installed with apt when missing and we are root (`apt-get update` once, only then). Not root: a
+# missing required package is an error naming the apt-get command; a missing kcat only a note.
+pier_system_packages() {
+  local standalone="$1" required=() optional=()
+  if [ "$standalone" != 1 ]; then
+    command -v java >/dev/null 2>&1 || required+=(default-jre-headless)
+    dpkg -s zookeeper >/dev/null 2>&1 || [ -n "${PIER_ZOOKEEPER_CLASSPATH:-}" ] || required+=(zookeeper)
+  fi
+  if [ ! -x "$VENV/bin/python" ]; then
+    command -v "$PIER_PYTHON" >/dev/null 2>&1 || required+=(python3.11)
+    "$PIER_PYTHON" -c 'import ensurepip' 2>/dev/null || required+=(python3.11-venv)
+  fi
+  command -v kcat >/dev/null 2>&1 || optional+=(kcat)
+  local missing=("${required[@]}" "${optional[@]}")
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "infra: installing Debian packages: ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2
+    return 0
+  fi
+  if [ ${#required[@]} -gt 0 ]; then
+    echo "infra: missing Debian packages: ${required[*]}; run as root, or: sudo apt-get install ${missing[*]}" >&2
+    return 1
+  fi
+  echo "infra: note: kcat is missing (the README's kcat examples need it): sudo apt-get install kcat" >&2
 }
 
 # now_seconds: wall clock with sub-second precision, for step timings.

@@ -1,8 +1,9 @@
 """`infra/up`'s tenant door: the gateway in front of the brokers, and a demo tenant to try it.
 
 Owns the gateway's component starter and its demo credentials. The first run creates, in the
-tenant store the admin API uses, a tenant `demo` with a service account `demo-app`, an API key
-and a quota (`<default>` user of the tenant: 10 MiB/s produce, 20 MiB/s fetch), and saves the
+tenant store the admin API uses, a tenant `demo` on the `standard` plan (so its quotas are that
+plan's: per user 10 MiB/s produce, 20 MiB/s fetch, 100 % request time; docs/plans.md) with a
+service account `demo-app` and an API key, and saves the
 key in `<root>/demo-credentials.json` (mode 0600: the secret is shown once by the store, so this
 file is the only copy; it is never printed); later runs reuse that file while the key still
 works. `<root>/demo-client.properties` (0600) is a Java client / Kafka tools config for it. The gateway listens
@@ -22,14 +23,13 @@ from infra.errors import LaunchError
 from infra.files import save_secret, shown
 from infra.probes import port_in_use
 from infra.stack import Stack
-from tenancy.domain import QuotaEntity
 from tenancy.store import TenantStore
 
 DEFAULT_GATEWAY_PORT = 9192
 DEFAULT_GATEWAY_METRICS_PORT = 7170
 DEMO_TENANT = "demo"
 DEMO_ACCOUNT = "demo-app"
-DEMO_QUOTAS = {"producer_byte_rate": 10 * 2**20, "consumer_byte_rate": 20 * 2**20}
+DEMO_PLAN = "standard"  # its quotas: 10 MiB/s produce, 20 MiB/s fetch per user
 CREDENTIALS_FILE = "demo-credentials.json"
 JAVA_PROPERTIES = "demo-client.properties"
 OPERATOR = "infra-up"
@@ -109,10 +109,7 @@ def demo_credentials(db_url: str, path: Path) -> dict[str, str]:
             return saved
         if not any(t.id == DEMO_TENANT for t in store.list_tenants(limit=100).items):
             store.create_tenant(
-                display_name="Demo", plan="free", tenant_id=DEMO_TENANT, actor=OPERATOR
-            )
-            store.set_quotas(
-                DEMO_TENANT, QuotaEntity("<default>", None), DEMO_QUOTAS, actor=OPERATOR
+                display_name="Demo", plan=DEMO_PLAN, tenant_id=DEMO_TENANT, actor=OPERATOR
             )
         account = store.create_service_account(DEMO_TENANT, name=DEMO_ACCOUNT, actor=OPERATOR)
         key, secret = store.create_api_key(

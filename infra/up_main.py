@@ -8,9 +8,13 @@ tenant store, `<repo>/.pier/tenancy.db`, and the tenant gateway in front of the 
 the first operator's token in `<repo>/.pier/operator-token` (mode 0600); later runs upgrade the
 schema and point at that file. The stack is described by a list of component starters
 (`components`), each starting its processes on the shared `Stack` and returning the text that
-tells the developer how to use them. Runs on the main thread; SIGINT/SIGTERM only set an event,
-and the main thread stops every process through `Stack.close()` (gateway, admin API, brokers
-newest first with controlled shutdown, then ZooKeeper).
+tells the developer how to use them. Once up, `infra.up_watch` watches it: a broker that dies is
+reported and the rest keep running; another process dying stops everything. The running stack is
+recorded in `<root>/stack.json` (`infra.up_state`): `infra/up` run again with the same root while
+it runs asks that launcher to restart what died, prints what it did, and exits. Runs on the main
+thread; SIGINT/SIGTERM only set an event, and the main thread stops every process through
+`Stack.close()` (gateway, admin API, brokers newest first with controlled shutdown, then
+ZooKeeper); SIGUSR1 (a restart request) only sets another.
 """
 
 from __future__ import annotations
@@ -19,13 +23,13 @@ import argparse
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
+from infra import up_state
 from infra.connect_help import admin_snippets, client_snippets
 from infra.errors import LaunchError
 from infra.files import save_secret, shown
@@ -34,6 +38,7 @@ from infra.stack import Stack, init_tenant_store
 from infra.up_cluster import add_arguments, start_cluster_brokers, start_local_zookeeper
 from infra.up_gateway import add_arguments as add_gateway_arguments
 from infra.up_gateway import start_billing, start_gateway
+from infra.up_watch import Watcher, ask_running_launcher
 
 # State lives in the repository's .pier/ (git-ignored), wherever infra/up is run from.
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".pier"
@@ -41,7 +46,6 @@ DEFAULT_PORT = 9092
 DEFAULT_ADMIN_PORT = 8080
 TENANT_STORE = "tenancy.db"
 OPERATOR_TOKEN = "operator-token"
-HEALTH_CHECK_INTERVAL = 1.0
 
 Starter = Callable[[Stack, argparse.Namespace], str]
 
@@ -119,7 +123,12 @@ def components(args: argparse.Namespace) -> list[Starter]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="infra/up", description="Run Pier locally until Ctrl-C.")
+    parser = argparse.ArgumentParser(
+        prog="infra/up",
+        description="Run Pier locally until Ctrl-C.",
+        epilog="The first run sets up .venv with Pier and the Kafka clients the README uses; "
+        "`source .venv/bin/activate` puts `pier` on PATH.",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default %(default)s)")
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help="(first) broker port (%(default)s)"
@@ -144,53 +153,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    stop = threading.Event()
+    running = up_state.find_launcher(args.root)
+    if running is not None:
+        return ask_running_launcher(args.root, running)
+    stop, restart_wanted = threading.Event(), threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
+    def request_restart(signum: int, frame: FrameType | None) -> None:
+        restart_wanted.set()
+
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(up_state.RESTART_SIGNAL, request_restart)
     try:
         with Stack(args.root, host=args.host) as stack:
             for starter in components(args):
                 print(starter(stack, args), flush=True)
             print("Pier is up. Press Ctrl-C to stop.", flush=True)
-            return watch(stack, stop)
+            return Watcher(stack, args.root).run(stop, restart_wanted)
     except LaunchError as exc:
         print(f"infra/up: {exc}", file=sys.stderr)
         return 1
     finally:
+        up_state.remove(args.root)
         print("infra/up: stopped.", file=sys.stderr)
-
-
-def watch(stack: Stack, stop: threading.Event) -> int:
-    """Wait for Ctrl-C; if a process dies meanwhile, say which and fail."""
-    while not stop.wait(HEALTH_CHECK_INTERVAL):
-        for name, process, log_path in watched(stack):
-            if process.poll() is not None:
-                print(
-                    f"infra/up: {name} exited with {process.returncode}; see {log_path}",
-                    file=sys.stderr,
-                )
-                return 1
-    return 0
-
-
-def watched(stack: Stack) -> list[tuple[str, subprocess.Popen[bytes], Path]]:
-    """Name, process and log of every process the stack runs."""
-    found = [
-        (f"broker {broker.node_id}", broker.process, broker.log_path) for broker in stack.brokers
-    ]
-    if stack.admin_api is not None:
-        found.append(("admin API", stack.admin_api.process, stack.admin_api.log_path))
-    if stack.gateway is not None:
-        found.append(("gateway", stack.gateway.process, stack.gateway.log_path))
-    if stack.billing is not None:
-        found.append(("billing rollup", stack.billing.process, stack.billing.log_path))
-    if stack.zookeeper is not None:
-        found.append(("ZooKeeper", stack.zookeeper.process, stack.zookeeper.log_path))
-    return found
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ QUOTA_NAMES = (
     "request_percentage",
     "controller_mutation_rate",
 )
+BYTE_RATE_QUOTAS = ("producer_byte_rate", "consumer_byte_rate")  # Kafka: longs, bytes/s
+DEFAULT_ENTITY = "<default>"  # Kafka's default user / client-id entity
 LIMIT_FLAGS = ("max_partitions", "max_storage_bytes", "max_connections", "max_request_bytes")
 RATE_CAP_FLAGS = ("max_producer_byte_rate", "max_consumer_byte_rate")  # bytes/s; optional
 NO_CAP = "none"  # a rate-cap flag's value that sends null: no cap (update: remove the cap)
@@ -175,14 +177,20 @@ def _acl_call(args: argparse.Namespace) -> Call:
 
 
 def _plan_call(args: argparse.Namespace) -> Call:
+    if args.verb == "list":
+        return Call("GET", "/v1/plans", columns=("name", "currency", "limits", "quotas"))
     path = f"/v1/plans/{_q(args.name)}"
     if args.verb == "get":
         return Call("GET", path)
     try:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
         return Call("PUT", path, json.loads(text))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--file: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"--file: cannot read {args.file}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(
+            f"--file: {args.file} is not JSON ({exc}); docs/plans.md shows a plan document"
+        ) from None
 
 
 _CALLS: dict[str, Callable[[argparse.Namespace], Call]] = {
@@ -198,9 +206,15 @@ _CALLS: dict[str, Callable[[argparse.Namespace], Call]] = {
 def run_admin(args: argparse.Namespace) -> None:
     token = args.token or os.environ.get(TOKEN_ENV)
     if not args.url:
-        raise UsageError("the following arguments are required: --url (or $PIER_ADMIN_URL)")
+        raise UsageError(
+            "the admin API's URL is needed: --url URL or $PIER_ADMIN_URL "
+            "(infra/up serves it on http://127.0.0.1:8080)"
+        )
     if not token:
-        raise UsageError(f"an operator token is required: --token or ${TOKEN_ENV}")
+        raise UsageError(
+            f"an operator token is needed: --token TOKEN or ${TOKEN_ENV} "
+            "(`pier tenancy init` prints the first one; infra/up saves it in .pier/operator-token)"
+        )
     call = _CALLS[args.resource](args)
     status, body = _send(args.url, token, call, args.timeout)
     _render(call, status, body, as_json=args.json)
@@ -224,7 +238,10 @@ def _send(base_url: str, token: str, call: Call, timeout: float) -> tuple[int, A
         raise OperationError(_problem_text(exc)) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise OperationError(f"cannot reach the admin API at {base_url}: {reason}") from None
+        raise OperationError(
+            f"cannot reach the admin API at {base_url}: {reason}; is it running "
+            "(`pier admin-api`, or infra/up) and is the URL right?"
+        ) from None
 
 
 def _problem_text(exc: urllib.error.HTTPError) -> str:

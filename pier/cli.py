@@ -25,8 +25,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"pier: error: {message}\n")
 
 
+def version() -> str:
+    """This installation's version, from the package metadata (`pyproject.toml`'s)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    try:
+        return installed_version("pier")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed: pip install -e .)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="pier", description="Pier: a Kafka-protocol messaging service.")
+    parser.add_argument(
+        "--version", action="version", version=f"pier {version()}", help="print the version"
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     broker = commands.add_parser("broker", help="run a standalone broker")
     broker.add_argument("--data-dir", required=True, type=Path, help="log directory")

@@ -7,8 +7,10 @@ API, and the `pier admin <resource> <verb>` argument parsers (the calls are in
 `PIER_ADMIN_TOKEN`. Errors are one line `pier: error: ...` on stderr: exit 2 for usage errors,
 1 for failed operations (the API's problem title and detail); never a traceback. Choices: `init`
 on a database that already has an operator upgrades the schema and creates no new token; list
-commands show one page (`--limit`, `--cursor`) and name the next cursor on stderr.
-One invocation, one thread (the admin-api server runs its own event loop).
+commands show one page (`--limit`, `--cursor`) and name the next cursor on stderr. Quota values
+are parsed in Kafka's units (byte rates whole bytes/s; a fraction is a usage error), and quota
+entities are named as kafka-configs names them (`--user`, `--client`/`--client-id`, `--user-defaults`,
+`--client-defaults`). One invocation, one thread (the admin-api server runs its own event loop).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import sys
 from typing import Any
 
 from pier.admin_client import (
+    BYTE_RATE_QUOTAS,
+    DEFAULT_ENTITY,
     LIMIT_FLAGS,
     NO_CAP,
     QUOTA_NAMES,
@@ -48,7 +52,12 @@ def add_parser(commands: Any) -> None:
     api.add_argument("--port", required=True, type=int, help="listener port (0 = any free)")
     api.add_argument("--host", default="127.0.0.1", help="listener address")
     api.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    admin = commands.add_parser("admin", help="call the admin API")
+    admin = commands.add_parser(
+        "admin",
+        help="call the admin API",
+        description="Call the operators' admin API. Plans: `pier admin plans list` "
+        "(free, standard and enterprise exist from the start; docs/plans.md).",
+    )
     admin.add_argument("--url", default=os.environ.get("PIER_ADMIN_URL"), help="admin API base URL")
     admin.add_argument("--token", default=None, help=f"operator token (default: ${TOKEN_ENV})")
     admin.add_argument("--json", action="store_true", help="print the API's JSON")
@@ -108,9 +117,24 @@ def _rate_cap(text: str) -> int | str:
     return value
 
 
-def _with_limits(parser: argparse.ArgumentParser) -> None:
+_LIMIT_HELP = {
+    "max_partitions": "partitions over all the tenant's topics",
+    "max_storage_bytes": "bytes stored over all its partitions",
+    "max_connections": "open connections at once",
+    "max_request_bytes": "largest request, in bytes (at most 104857600)",
+}
+
+
+def _with_limits(parser: argparse.ArgumentParser, absent: str) -> None:
     for name in LIMIT_FLAGS:
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=None)
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"{_LIMIT_HELP[name]} ({absent})",
+        )
     for name in RATE_CAP_FLAGS:
         parser.add_argument(
             "--" + name.replace("_", "-"),
@@ -122,22 +146,32 @@ def _with_limits(parser: argparse.ArgumentParser) -> None:
         )
 
 
+_PLAN_HELP = "free, standard, enterprise or any plan defined (`pier admin plans list`)"
+
+
 def _tenant_parsers(resources: Any) -> None:
     verbs = _verbs(resources, "tenants", "tenants")
-    create = verbs.add_parser("create")
+    create = verbs.add_parser(
+        "create",
+        description="Create a tenant on a plan. It gets the plan's limits (unless all four "
+        "--max-* limits are given) and the plan's quotas as its /config/users/<default> "
+        "quotas.",
+    )
     create.add_argument("--display-name", required=True)
-    create.add_argument("--plan", required=True)
+    create.add_argument("--plan", required=True, help=_PLAN_HELP)
     create.add_argument("--id", default=None, help="tenant id (generated when absent)")
     create.add_argument("--idempotency-key", default=None)
-    _with_limits(create)
+    _with_limits(create, "default: the plan's")
     listing = verbs.add_parser("list")
     listing.add_argument("--status", choices=["active", "suspended", "deleted"], default=None)
     _paged(listing)
     update = verbs.add_parser("update")
     update.add_argument("tenant")
     update.add_argument("--display-name", default=None)
-    update.add_argument("--plan", default=None)
-    _with_limits(update)
+    update.add_argument(
+        "--plan", default=None, help=_PLAN_HELP + "; moving takes the new plan's limits and quotas"
+    )
+    _with_limits(update, "absent: unchanged")
     for verb in ("get", "delete", "suspend", "resume"):
         verbs.add_parser(verb).add_argument("tenant")
 
@@ -167,39 +201,111 @@ def _key_parsers(resources: Any) -> None:
 
 
 def _quota_value(text: str) -> tuple[str, float | None]:
+    """NAME=VALUE in Kafka's units: byte rates whole bytes/s, the others numbers; none removes."""
     name, sep, value = text.partition("=")
     if not sep or name not in QUOTA_NAMES:
         raise argparse.ArgumentTypeError(
-            f"expected NAME=VALUE with NAME one of {', '.join(QUOTA_NAMES)}"
+            f"expected NAME=VALUE with NAME one of {', '.join(QUOTA_NAMES)}, got {text!r}"
         )
     if value.lower() in ("none", "null", ""):
         return name, None
+    if name in BYTE_RATE_QUOTAS:
+        if not value.isascii() or not value.isdigit() or int(value) < 1:
+            raise argparse.ArgumentTypeError(
+                f"{name} takes a whole number of bytes per second, at least 1, as Kafka's "
+                f"(e.g. {name}=1048576 for 1 MiB/s), not {value!r}"
+            )
+        return name, int(value)
     try:
-        return name, float(value)
+        number = float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+        number = float("nan")
+    if not 0 < number < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"{name} takes a positive number (e.g. {name}=50), not {value!r}"
+        )
+    return name, number
+
+
+_QUOTA_EPILOG = """A quota entity is Kafka's (user, client-id) pair, as kafka-configs names it:
+  --user SA                  the service account SA (its id, e.g. sa-...)
+  --user-defaults            every user of the tenant without a quota of its own (<default>)
+  --client CLIENT            the client id CLIENT (also --client-id)
+  --client-defaults          every client id without a quota of its own (<default>)
+Give a user part, a client part, or both; a part left out is not part of the entity.
+Quotas (Kafka's names and units): producer_byte_rate and consumer_byte_rate in whole
+bytes/s; request_percentage in % of one request-handling thread; controller_mutation_rate in
+partitions created or deleted per second. The most specific entity that sets a quota wins
+(Kafka's order; `quotas effective` shows which). A tenant's plan sets its --user-defaults quotas.
+"""
+
+
+def _entity_flags(parser: argparse.ArgumentParser) -> None:
+    user = parser.add_mutually_exclusive_group()
+    user.add_argument("--user", default=None, metavar="SA", help="service account id")
+    user.add_argument(
+        "--user-defaults",
+        dest="user",
+        action="store_const",
+        const=DEFAULT_ENTITY,
+        help="the tenant's default user (<default>)",
+    )
+    client = parser.add_mutually_exclusive_group()
+    client.add_argument(
+        "--client",
+        "--client-id",
+        dest="client_id",
+        default=None,
+        metavar="CLIENT",
+        help="client id",
+    )
+    client.add_argument(
+        "--client-defaults",
+        dest="client_id",
+        action="store_const",
+        const=DEFAULT_ENTITY,
+        help="the default client id (<default>)",
+    )
 
 
 def _quota_parsers(resources: Any) -> None:
-    verbs = _verbs(resources, "quotas", "a tenant's client quotas")
-    entity = argparse.ArgumentParser(add_help=False)
-    entity.add_argument("--user", default=None, help="service account id or <default>")
-    entity.add_argument("--client-id", default=None, help="client id or <default>")
-    put = verbs.add_parser("set", parents=[entity])
+    verbs = _verbs(resources, "quotas", "a tenant's client quotas (Kafka's quota entities)")
+    raw = argparse.RawDescriptionHelpFormatter
+    put = verbs.add_parser(
+        "set",
+        help="set quotas of one entity",
+        description="Set (or with VALUE none remove) quotas of one entity.",
+        epilog=_QUOTA_EPILOG,
+        formatter_class=raw,
+    )
     put.add_argument("tenant")
+    _entity_flags(put)
     put.add_argument(
         "--quota",
         type=_quota_value,
         action="append",
         required=True,
-        help="NAME=VALUE (VALUE none removes)",
+        metavar="NAME=VALUE",
+        help="repeatable; e.g. producer_byte_rate=1048576 (VALUE none removes that quota)",
     )
-    verbs.add_parser("get").add_argument("tenant")
-    verbs.add_parser("delete", parents=[entity]).add_argument("tenant")
-    effective = verbs.add_parser("effective")
+    verbs.add_parser("get", help="list every entity's quotas").add_argument("tenant")
+    delete = verbs.add_parser(
+        "delete", help="remove every quota of one entity", epilog=_QUOTA_EPILOG, formatter_class=raw
+    )
+    delete.add_argument("tenant")
+    _entity_flags(delete)
+    effective = verbs.add_parser(
+        "effective",
+        help="the quotas a connection gets",
+        description="Each quota a connection of USER with client id CLIENT gets, and the entity "
+        "that sets it.",
+    )
     effective.add_argument("tenant")
-    effective.add_argument("--user", required=True)
-    effective.add_argument("--client-id", required=True)
+    effective.add_argument("--user", required=True, metavar="SA", help="service account id")
+    effective.add_argument(
+        "--client", "--client-id", dest="client_id", required=True, metavar="CLIENT",
+        help="client id ('' for none)",
+    )  # fmt: skip
 
 
 def _acl_parsers(resources: Any) -> None:
@@ -235,9 +341,10 @@ def _acl_parsers(resources: Any) -> None:
 
 
 def _plan_parsers(resources: Any) -> None:
-    verbs = _verbs(resources, "plans", "billing plans")
-    verbs.add_parser("get").add_argument("name")
-    put = verbs.add_parser("put")
+    verbs = _verbs(resources, "plans", "plans: prices, limits and default quotas (docs/plans.md)")
+    verbs.add_parser("list", help="every plan (free, standard, enterprise from the start)")
+    verbs.add_parser("get", help="one plan").add_argument("name")
+    put = verbs.add_parser("put", help="create or replace a plan (docs/plans.md has the format)")
     put.add_argument("name")
     put.add_argument("--file", required=True, help="JSON plan document ('-' for stdin)")
 
@@ -279,8 +386,12 @@ def _open_store(url: str) -> Any:
 
 
 def _store_failure(exc: Exception) -> OperationError:
+    # SQLAlchemy's first line is the driver's whole message; the rest is a link to its FAQ.
     first_line = str(exc).splitlines()[0] if str(exc) else ""
-    return OperationError(f"tenant store: {type(exc).__name__}: {first_line}")
+    return OperationError(
+        f"tenant store: {type(exc).__name__}: {first_line}; check that --db names a reachable "
+        "store (sqlite:///ABSOLUTE/PATH or postgresql+psycopg://USER@HOST:PORT/DB)"
+    )
 
 
 def _init(url: str, operator: str) -> int:
@@ -319,7 +430,8 @@ def _serve(args: argparse.Namespace) -> int:
         return asyncio.run(_serve_forever(store, args.host, args.port))
     except SQLAlchemyError as exc:
         raise OperationError(
-            f"tenant store not usable ({type(exc).__name__}); run `pier tenancy init --db URL` first?"
+            f"tenant store not usable ({type(exc).__name__}): run `pier tenancy init --db URL` "
+            "first to create its schema, and check that the URL names a reachable store"
         ) from None
     except OSError as exc:
         raise OperationError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None

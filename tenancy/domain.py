@@ -131,9 +131,16 @@ class PlanDimension:
 
 @dataclass(frozen=True)
 class Plan:
+    """A plan: its prices (`dimensions`), and what a tenant on it gets. `limits` become the
+    tenant's limits when it is created on (or moved to) the plan, unless others are given;
+    `quotas` (Kafka quota name -> value) become its default client quotas, the entity
+    `/config/users/<default>` of the tenant, which operators may change afterwards."""
+
     name: str
     currency: str
     dimensions: dict[str, PlanDimension]
+    limits: TenantLimits = DEFAULT_LIMITS
+    quotas: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

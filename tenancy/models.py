@@ -137,6 +137,17 @@ class PlanRow(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     currency: Mapped[str] = mapped_column(String(3))
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # revision 0005: the limits the plan's tenants get, and their default client quotas
+    max_partitions: Mapped[int] = mapped_column(BigInteger)
+    max_storage_bytes: Mapped[int] = mapped_column(BigInteger)
+    max_connections: Mapped[int] = mapped_column(BigInteger)
+    max_request_bytes: Mapped[int] = mapped_column(BigInteger)
+    max_producer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)
+    max_consumer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)
+    producer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)
+    consumer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)
+    request_percentage: Mapped[float | None] = mapped_column(Float)
+    controller_mutation_rate: Mapped[float | None] = mapped_column(Float)
 
 
 class PlanDimensionRow(Base):

@@ -4,18 +4,24 @@ A plan prices billing dimensions (`ingress_gib`, `egress_gib`, `storage_gib_hour
 any `[a-z][a-z0-9_]*` name). For each, `included` units are free; the rest is priced by graduated
 tiers: tier i covers billable units up to `up_to` (cumulative, counted after the allowance), each
 unit at `unit_price`; the last tier has no bound. Money is `Decimal`, at most 12 decimal places
-(the NUMERIC(38, 12) column), never a float. Pure; safe from any thread.
+(the NUMERIC(38, 12) column), never a float. A plan also carries the limits its tenants get
+(`TenantLimits`; absent from a document: `DEFAULT_LIMITS`) and their default client quotas (Kafka
+quota names and units; absent: none). The format is documented in docs/plans.md. Pure; safe from
+any thread.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import asdict, fields, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from tenancy.domain import Plan, PlanDimension, PlanTier
+from tenancy.domain import DEFAULT_LIMITS, Plan, PlanDimension, PlanTier, TenantLimits
 from tenancy.errors import ValidationError
+from tenancy.limits import RATE_CAPS, check_limits
+from tenancy.quota_chain import check_quotas
 
 PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 DIMENSION = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -74,7 +80,21 @@ def check_plan(plan: object) -> Plan:
         raise ValidationError("dimensions", f"needs 1 to {MAX_DIMENSIONS} dimensions")
     for name, dimension in plan.dimensions.items():
         _check_dimension(name, dimension)
-    return plan
+    check_limits(plan.limits)
+    return replace(plan, quotas=_check_plan_quotas(plan.quotas))
+
+
+def _check_plan_quotas(quotas: object) -> dict[str, float]:
+    if not isinstance(quotas, Mapping):
+        raise ValidationError("quotas", "must map Kafka quota names to values")
+    if not quotas:
+        return {}
+    checked: dict[str, float] = {}
+    for name, value in check_quotas(quotas).items():
+        if value is None:
+            raise ValidationError(f"quotas.{name}", "must be a number (leave a quota out for none)")
+        checked[name] = value
+    return checked
 
 
 def charge(dimension: PlanDimension, quantity: Decimal) -> Decimal:
@@ -109,7 +129,27 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
             }
             for name, dimension in plan.dimensions.items()
         },
+        "limits": asdict(plan.limits),
+        "quotas": dict(plan.quotas),
     }
+
+
+def limits_from_json(data: object, field: str = "limits") -> TenantLimits:
+    """A plan document's `limits`: the four limits required, the two rate caps optional."""
+    if data is None:
+        return DEFAULT_LIMITS
+    if not isinstance(data, Mapping):
+        raise ValidationError(field, "must be an object")
+    known = [f.name for f in fields(TenantLimits)]
+    for name in data:
+        if name not in known:
+            raise ValidationError(
+                f"{field}.{name}", f"unknown limit; the limits are {', '.join(known)}"
+            )
+    missing = [name for name in known if name not in data and name not in RATE_CAPS]
+    if missing:
+        raise ValidationError(f"{field}.{missing[0]}", "is required")
+    return check_limits(TenantLimits(**data), field)
 
 
 def _decimal(field: str, value: object) -> Decimal:
@@ -144,4 +184,6 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
             )
         included = _decimal(f"dimensions.{name}.included", body.get("included", "0"))
         dimensions[name] = PlanDimension(included, tuple(tiers))
-    return check_plan(Plan(data.get("name"), data.get("currency"), dimensions))  # type: ignore[arg-type]
+    name, currency, quotas = data.get("name"), data.get("currency"), data.get("quotas", {})
+    limits = limits_from_json(data.get("limits"))
+    return check_plan(Plan(name, currency, dimensions, limits, quotas))  # type: ignore[arg-type]

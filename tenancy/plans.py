@@ -1,8 +1,11 @@
-"""Plans in the store: read and replace whole plans (billing reads them when invoicing).
+"""Plans in the store: read, list and replace whole plans (billing reads them when invoicing;
+tenants take their limits and default quotas from them when created on or moved to one).
 
-A plan is stored as rows (plan, its dimensions, their tiers) with money in NUMERIC columns, and is
-always replaced whole: `put_plan` deletes the old dimensions and writes the new ones in one
-transaction, so a reader sees either plan, never a mix. Mixin of `TenantStore`; thread-safe.
+A plan is stored as rows (plan with its limits and quotas, its dimensions, their tiers) with money
+in NUMERIC columns, and is always replaced whole: `put_plan` deletes the old dimensions and writes
+the new ones in one transaction, so a reader sees either plan, never a mix. Replacing a plan does
+not change the tenants already on it. Migration 0005 adds the default plans (free, standard,
+enterprise; docs/plans.md). Mixin of `TenantStore`; thread-safe.
 """
 
 from __future__ import annotations
@@ -10,11 +13,50 @@ from __future__ import annotations
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from tenancy.domain import Plan, PlanDimension, PlanTier
-from tenancy.errors import NotFoundError
+from tenancy.domain import Plan, PlanDimension, PlanTier, TenantLimits
+from tenancy.errors import NotFoundError, ValidationError
 from tenancy.models import PlanDimensionRow, PlanRow, PlanTierRow
 from tenancy.plan_rules import check_plan, plan_to_json
+from tenancy.quota_chain import QUOTA_NAMES, stored_value
 from tenancy.store_base import StoreCore
+
+_LIMIT_COLUMNS = (
+    "max_partitions",
+    "max_storage_bytes",
+    "max_connections",
+    "max_request_bytes",
+    "max_producer_byte_rate",
+    "max_consumer_byte_rate",
+)
+
+
+def _limits(row: PlanRow) -> TenantLimits:
+    return TenantLimits(**{name: getattr(row, name) for name in _LIMIT_COLUMNS})
+
+
+def _quotas(row: PlanRow) -> dict[str, float]:
+    values = {name: getattr(row, name) for name in QUOTA_NAMES}
+    return {name: stored_value(name, value) for name, value in values.items() if value is not None}
+
+
+def _write_terms(row: PlanRow, plan: Plan) -> None:
+    for name in _LIMIT_COLUMNS:
+        setattr(row, name, getattr(plan.limits, name))
+    for name in QUOTA_NAMES:
+        setattr(row, name, plan.quotas.get(name))
+
+
+def known_plan(session: Session, name: str, field: str = "plan") -> Plan:
+    """The plan named `name`; ValidationError naming the known plans when there is none."""
+    row = session.get(PlanRow, name)
+    if row is None:
+        known = ", ".join(session.scalars(select(PlanRow.name).order_by(PlanRow.name))) or "none"
+        raise ValidationError(
+            field,
+            f"unknown plan {name!r}; the plans are: {known} "
+            "(`pier admin plans list` shows them, `pier admin plans put` defines one)",
+        )
+    return _load(session, row)
 
 
 def _load(session: Session, row: PlanRow) -> Plan:
@@ -34,7 +76,7 @@ def _load(session: Session, row: PlanRow) -> Plan:
         dimensions[dimension.dimension] = PlanDimension(
             dimension.included, tuple(tiers.get(dimension.dimension, ()))
         )
-    return Plan(row.name, row.currency, dimensions)
+    return Plan(row.name, row.currency, dimensions, _limits(row), _quotas(row))
 
 
 class PlanCommands(StoreCore):
@@ -58,8 +100,10 @@ class PlanCommands(StoreCore):
             row = session.get(PlanRow, plan.name)
             if row is None:
                 row = PlanRow(name=plan.name, currency=plan.currency, updated_at=now)
+                _write_terms(row, plan)
                 session.add(row)
             else:
+                _write_terms(row, plan)
                 row.currency, row.updated_at = plan.currency, now
                 session.execute(delete(PlanTierRow).where(PlanTierRow.plan_name == plan.name))
                 session.execute(

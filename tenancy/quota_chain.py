@@ -25,7 +25,9 @@ QUOTA_NAMES = (
     "request_percentage",
     "controller_mutation_rate",
 )
+BYTE_RATE_QUOTAS = ("producer_byte_rate", "consumer_byte_rate")  # Kafka: LONG, bytes/s
 MAX_ENTITY_NAME = 255
+MAX_BYTE_RATE = 2**63 - 1  # Java's Long.MAX_VALUE
 
 
 def precedence(user: str, client_id: str) -> list[QuotaEntity]:
@@ -44,10 +46,13 @@ def precedence(user: str, client_id: str) -> list[QuotaEntity]:
 
 
 def sanitize(name: str) -> str:
-    """A name as Kafka writes it in a ZooKeeper path (`Sanitizer.sanitize`: URL-encoding with
-    `%20` for space and `*` encoded, which is exactly Python's `quote(name, safe="")`);
-    `<default>` is written as is."""
-    return name if name == DEFAULT_ENTITY else quote(name, safe="")
+    """A name as Kafka writes it in a ZooKeeper path (`Sanitizer.sanitize`): Java's URLEncoder
+    over UTF-8, which leaves only letters, digits and `.-_*` alone, then `*` as `%2A` and the
+    space as `%20`. Python's `quote(name, safe="")` differs only in leaving `~` alone, so `~` is
+    `%7E` here too. `<default>` is written as is."""
+    if name == DEFAULT_ENTITY:
+        return name
+    return quote(name, safe="").replace("~", "%7E")
 
 
 def entity_path(entity: QuotaEntity) -> str:
@@ -106,20 +111,39 @@ def check_lookup(user: object, client_id: object) -> None:
             raise ValidationError(field, "must not contain control characters")
 
 
-def check_quotas(quotas: object) -> dict[str, float | None]:
-    """Known names only; values positive finite numbers, or None (= remove that quota)."""
+def check_quota_value(name: str, value: object, field: str) -> float:
+    """One quota's value in Kafka's type: the byte rates are whole bytes/s (Kafka's LONG), at
+    least 1; `request_percentage` and `controller_mutation_rate` positive finite numbers
+    (Kafka's DOUBLE). A whole float (1048576.0) is taken as the integer it is."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(field, "must be a number or null")
+    if not math.isfinite(value) or value <= 0:
+        raise ValidationError(field, "must be a positive finite number")
+    if name in BYTE_RATE_QUOTAS:
+        if value != int(value):
+            raise ValidationError(
+                field, f"must be a whole number of bytes per second (Kafka's {name} is a long)"
+            )
+        if value > MAX_BYTE_RATE:
+            raise ValidationError(field, f"must be at most {MAX_BYTE_RATE}")
+        return int(value)
+    return float(value)
+
+
+def check_quotas(quotas: object, field: str = "quotas") -> dict[str, float | None]:
+    """Known names only; values in Kafka's types (`check_quota_value`), or None (= remove)."""
     if not isinstance(quotas, Mapping) or not quotas:
-        raise ValidationError("quotas", "must name at least one quota")
+        raise ValidationError(field, "must name at least one quota")
     checked: dict[str, float | None] = {}
     for name, value in quotas.items():
         if name not in QUOTA_NAMES:
-            raise ValidationError(f"quotas.{name}", f"unknown quota; use {', '.join(QUOTA_NAMES)}")
-        if value is None:
-            checked[name] = None
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValidationError(f"quotas.{name}", "must be a number or null")
-        if not math.isfinite(value) or value <= 0:
-            raise ValidationError(f"quotas.{name}", "must be a positive finite number")
-        checked[name] = float(value)
+            raise ValidationError(
+                f"{field}.{name}", f"unknown quota; the quotas are {', '.join(QUOTA_NAMES)}"
+            )
+        checked[name] = None if value is None else check_quota_value(name, value, f"{field}.{name}")
     return checked
+
+
+def stored_value(name: str, value: float) -> float:
+    """A stored quota as Kafka types it: byte rates as integers, the others as floats."""
+    return int(value) if name in BYTE_RATE_QUOTAS else float(value)

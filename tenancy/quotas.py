@@ -3,8 +3,9 @@
 An entity's user is one of the tenant's service accounts or `<default>`; its client id any name or
 `<default>`. Entities are per tenant: `<default>` means the tenant's default, never another
 tenant's. `set_quotas` upserts the given names and removes those given as None (an entity left
-without quotas disappears); the journal subject is the entity's ZooKeeper-style path. Mixin of
-`TenantStore`; thread-safe.
+without quotas disappears); the journal subject is the entity's ZooKeeper-style path. Values are
+Kafka's types: byte rates whole bytes/s (int), the other two floats. A tenant's plan writes its
+`/config/users/<default>` entity (`write_plan_quotas`). Mixin of `TenantStore`; thread-safe.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sqlalchemy import delete, select, tuple_
+from sqlalchemy.orm import Session
 
 from tenancy.domain import DEFAULT_ENTITY, EffectiveQuota, QuotaEntity
 from tenancy.errors import NotFoundError
@@ -23,6 +25,7 @@ from tenancy.quota_chain import (
     entity_path,
     precedence,
     resolve,
+    stored_value,
 )
 from tenancy.service_accounts import tenant_account
 from tenancy.store_base import StoreCore
@@ -40,6 +43,26 @@ def _entity(row: QuotaRow) -> QuotaEntity:
 
 def _entity_json(entity: QuotaEntity) -> dict[str, str | None]:
     return {"user": entity.user, "client_id": entity.client_id}
+
+
+PLAN_ENTITY = QuotaEntity(DEFAULT_ENTITY, None)  # /config/users/<default>: where a plan's go
+
+
+def write_plan_quotas(session: Session, tenant_id: str, quotas: Mapping[str, float]) -> None:
+    """Make the tenant's `/config/users/<default>` quotas exactly `quotas` (a plan's)."""
+    user, client = _columns(PLAN_ENTITY)
+    session.execute(
+        delete(QuotaRow).where(
+            QuotaRow.tenant_id == tenant_id,
+            QuotaRow.entity_user == user,
+            QuotaRow.entity_client == client,
+        )
+    )
+    session.flush()
+    session.add_all(
+        QuotaRow(tenant_id=tenant_id, entity_user=user, entity_client=client, name=n, value=v)
+        for n, v in quotas.items()
+    )
 
 
 class QuotaCommands(StoreCore):
@@ -90,7 +113,7 @@ class QuotaCommands(StoreCore):
             rows = session.scalars(select(QuotaRow).where(QuotaRow.tenant_id == tenant_id))
             grouped: dict[QuotaEntity, dict[str, float]] = {}
             for row in rows:
-                grouped.setdefault(_entity(row), {})[row.name] = row.value
+                grouped.setdefault(_entity(row), {})[row.name] = stored_value(row.name, row.value)
         return sorted(grouped.items(), key=lambda item: entity_path(item[0]))
 
     def delete_quotas(self, tenant_id: str, entity: QuotaEntity, *, actor: str) -> None:
@@ -133,5 +156,7 @@ class QuotaCommands(StoreCore):
             )
             configured: dict[QuotaEntity, dict[str, float]] = {}
             for row in rows:
-                configured.setdefault(_entity(row), {})[row.name] = row.value
+                configured.setdefault(_entity(row), {})[row.name] = stored_value(
+                    row.name, row.value
+                )
         return resolve(configured, user, client_id)

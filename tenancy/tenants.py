@@ -3,8 +3,10 @@
 A tenant id is immutable (it prefixes every resource of the tenant in the fleet). Status moves
 active ⇄ suspended, and either → deleted, which is final: deletion is soft (rows stay for billing
 and audit) and a deleted tenant accepts no further changes. Setting the status a tenant already has
-changes nothing and journals nothing. The plan is a name checked for syntax only: billing resolves
-it when invoicing, and plans may be defined after the tenants that use them. Limits are positive
+changes nothing and journals nothing. The plan must exist (an unknown name is refused with the
+list of plans). A tenant created on a plan, or moved to another, takes the plan's limits unless
+limits are given, and the plan's quotas as its `/config/users/<default>` client quotas (replacing
+what that entity had); later changes of the plan leave its tenants alone. Limits are positive
 integers; the tenant-wide byte-rate caps (Kafka's bytes/s units) may be None, for no cap. Mixin of
 `TenantStore`; thread-safe (one session per call).
 """
@@ -16,17 +18,18 @@ from dataclasses import asdict
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from tenancy.domain import DEFAULT_LIMITS, Page, Tenant, TenantLimits
+from tenancy.domain import Page, Tenant, TenantLimits
 from tenancy.errors import ConflictError, TenantDeletedError, ValidationError
 from tenancy.ids import check_tenant_id, new_tenant_id
+from tenancy.limits import check_limits
 from tenancy.models import TenantRow
 from tenancy.pagination import keyset_page
 from tenancy.plan_rules import PLAN_NAME
+from tenancy.plans import known_plan
+from tenancy.quotas import write_plan_quotas
 from tenancy.store_base import MAX_NAME, StoreCore, check_text
 
 STATUSES = ("active", "suspended", "deleted")
-RATE_CAPS = ("max_producer_byte_rate", "max_consumer_byte_rate")  # bytes/s, optional (None)
-MAX_REQUEST_BYTES = 100 * 2**20  # Kafka's socket.request.max.bytes: no request may be larger
 _ID_ATTEMPTS = 5
 
 
@@ -34,23 +37,6 @@ def check_plan_name(field: str, name: object) -> str:
     if not isinstance(name, str) or PLAN_NAME.fullmatch(name) is None:
         raise ValidationError(field, "must match [a-z0-9][a-z0-9_.-]{0,63}")
     return name
-
-
-def check_limits(limits: object) -> TenantLimits:
-    """Every limit a positive integer below 2**63; the rate caps may also be None (no cap)."""
-    if not isinstance(limits, TenantLimits):
-        raise ValidationError("limits", "must be TenantLimits")
-    for name, value in asdict(limits).items():
-        if value is None and name in RATE_CAPS:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            nullable = " or None" if name in RATE_CAPS else ""
-            raise ValidationError(f"limits.{name}", f"must be a positive integer{nullable}")
-        if value >= 2**63:
-            raise ValidationError(f"limits.{name}", "is too large")
-    if limits.max_request_bytes > MAX_REQUEST_BYTES:
-        raise ValidationError("limits.max_request_bytes", f"must be at most {MAX_REQUEST_BYTES}")
-    return limits
 
 
 def tenant_from_row(row: TenantRow) -> Tenant:
@@ -88,7 +74,8 @@ class TenantCommands(StoreCore):
     ) -> Tenant:
         check_text("display_name", display_name, max_length=MAX_NAME, allow_empty=False)
         check_plan_name("plan", plan)
-        limits = check_limits(limits if limits is not None else DEFAULT_LIMITS)
+        if limits is not None:
+            check_limits(limits)
         if tenant_id is not None:
             return self._insert_tenant(
                 check_tenant_id(tenant_id), display_name, plan, limits, actor
@@ -101,10 +88,12 @@ class TenantCommands(StoreCore):
         raise ConflictError("could not generate a free tenant id")
 
     def _insert_tenant(
-        self, tenant_id: str, display_name: str, plan: str, limits: TenantLimits, actor: str
+        self, tenant_id: str, display_name: str, plan: str, limits: TenantLimits | None, actor: str
     ) -> Tenant:
         try:
             with self._db.write() as session:
+                terms = known_plan(session, plan)
+                limits = limits if limits is not None else terms.limits
                 if session.get(TenantRow, tenant_id) is not None:
                     raise ConflictError(f"tenant {tenant_id!r} already exists")
                 now = self._now()
@@ -118,7 +107,14 @@ class TenantCommands(StoreCore):
                 )
                 _apply_limits(row, limits)
                 session.add(row)
-                details = {"display_name": display_name, "plan": plan, "limits": asdict(limits)}
+                session.flush()
+                write_plan_quotas(session, tenant_id, terms.quotas)
+                details = {
+                    "display_name": display_name,
+                    "plan": plan,
+                    "limits": asdict(limits),
+                    "quotas": dict(terms.quotas),
+                }
                 self._journal(
                     session,
                     actor=actor,
@@ -174,6 +170,13 @@ class TenantCommands(StoreCore):
             row = self._live_tenant(session, tenant_id)
             if display_name is not None:
                 row.display_name = display_name
+            if plan is not None and plan != row.plan:
+                terms = known_plan(session, plan)
+                if limits is None:
+                    limits = terms.limits
+                    changed["limits"] = asdict(limits)
+                write_plan_quotas(session, tenant_id, terms.quotas)
+                changed["quotas"] = dict(terms.quotas)
             if plan is not None:
                 row.plan = plan
             if limits is not None:

@@ -19,7 +19,8 @@ from typing import Any
 
 from infra.gateway import GatewayProcess, start_gateway
 from infra.stack import BrokerProcess, start_broker
-from tenancy.domain import QuotaEntity
+from tenancy.domain import DEFAULT_ENTITY, QuotaEntity
+from tenancy.quota_chain import QUOTA_NAMES
 from tenancy.store import TenantStore
 
 OPERATOR = "op-tests"
@@ -100,6 +101,11 @@ class GatewayStack:
         if not any(t.id == tenant_id for t in store.list_tenants(limit=100).items):
             store.create_tenant(
                 display_name=tenant_id, plan="free", tenant_id=tenant_id, actor=OPERATOR
+            )
+            # Without the free plan's default quotas: each test sets the quotas it means.
+            no_quotas = dict.fromkeys(QUOTA_NAMES, None)
+            store.set_quotas(
+                tenant_id, QuotaEntity(DEFAULT_ENTITY, None), no_quotas, actor=OPERATOR
             )
         account = store.create_service_account(tenant_id, name=name, actor=OPERATOR)
         key, secret = store.create_api_key(tenant_id, service_account_id=account.id, actor=OPERATOR)

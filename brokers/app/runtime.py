@@ -148,6 +148,8 @@ class Broker:
             self.config.port,
             limits=limits,
             metrics=self.server_metrics,
+            connections_max_idle_ms=self.config.connections_max_idle_ms,
+            queued_max_request_bytes=self.config.queued_max_request_bytes,
         )
         await self._listener.start()
         if self.config.port == 0:  # an ephemeral port: advertise the one we got

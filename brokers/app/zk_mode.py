@@ -326,15 +326,18 @@ class ClusterMode:
         deadline = asyncio.get_running_loop().time() + retries * backoff_ms / 1000
         node_id, epoch = self._config.node_id, self.fence.broker_epoch
         request = rq.ControlledShutdownRequest(broker_id=node_id, broker_epoch=epoch)
-        while asyncio.get_running_loop().time() < deadline:
+        while (left_s := deadline - asyncio.get_running_loop().time()) > 0:
+            # Each attempt ends with the time allowed (a busy controller queue, a request's own
+            # 10 s timeouts): SIGTERM must not outlive it, whoever is slow to answer.
             with contextlib.suppress(OSError, TimeoutError, ControllerError):
-                if self.controller.active:
-                    if not await self.controller.controlled_shutdown(node_id, epoch):
-                        return True
-                else:
-                    response = await self._ask_controller(request)
-                    if response.error_code == 0 and not response.remaining_partitions:
-                        return True
+                async with asyncio.timeout(left_s):
+                    if self.controller.active:
+                        if not await self.controller.controlled_shutdown(node_id, epoch):
+                            return True
+                    else:
+                        response = await self._ask_controller(request)
+                        if response.error_code == 0 and not response.remaining_partitions:
+                            return True
             await asyncio.sleep(poll_s)
         log.warning("event=controlled_shutdown_incomplete node_id=%d", node_id)
         return False

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 512 * 1024 * 1024
+
 
 class BrokerConfigError(ValueError):
     """A setting that cannot be used; the CLI prints it as one line and exits 2."""
@@ -108,6 +110,27 @@ class BrokerConfig:
         return _int(self.properties, "socket.request.max.bytes", 100 * 1024 * 1024, minimum=1024)
 
     @property
+    def connections_max_idle_ms(self) -> int:
+        """Kafka's `connections.max.idle.ms` (10 min); negative: never close idle connections."""
+        return _int(self.properties, "connections.max.idle.ms", 600_000, minimum=-(2**63))
+
+    @property
+    def queued_max_request_bytes(self) -> int:
+        """Kafka's `queued.max.request.bytes`: request bytes read but not yet processed before
+        the broker stops reading (≤ 0: unbounded). Kafka's default is -1; ours is 512 MiB (or
+        `socket.request.max.bytes` if larger), so stalled partial frames cannot take the host's
+        memory. A bound must be at least `socket.request.max.bytes`, as Kafka requires."""
+        max_request = self.socket_request_max_bytes
+        default = max(DEFAULT_QUEUED_MAX_REQUEST_BYTES, max_request)
+        value = _int(self.properties, "queued.max.request.bytes", default, minimum=-(2**63))
+        if 0 < value < max_request:
+            raise BrokerConfigError(
+                f"queued.max.request.bytes={value} must be -1 (unbounded) or at least "
+                f"socket.request.max.bytes ({max_request})"
+            )
+        return value
+
+    @property
     def retention_check_interval_ms(self) -> int:
         return _int(self.properties, "log.retention.check.interval.ms", 300_000, minimum=1)
 
@@ -135,6 +158,8 @@ class BrokerConfig:
             raise BrokerConfigError(f"port {self.port} out of range")
         for name in (
             "socket_request_max_bytes",
+            "connections_max_idle_ms",
+            "queued_max_request_bytes",
             "retention_check_interval_ms",
             "flush_scheduler_interval_ms",
             "checkpoint_interval_ms",

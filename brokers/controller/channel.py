@@ -6,6 +6,17 @@ made (Kafka sends at most one request per broker in flight for the same reason).
 fails on the network is retried, over a new connection, after `retry_backoff_s`, until it is
 answered or the broker is removed (it died: its queue is dropped, as Kafka drops a dead broker's
 queue — the broker resyncs from the LeaderAndIsr/UpdateMetadata it gets when it registers again).
+Reachability: a broker killed outright stays registered until ZooKeeper expires its session, and
+the controller must not elect it meanwhile. The channel notices first: a sender connects as soon
+as it is created and, while idle, watches its open connection. When that closes (or a send
+fails) the broker is suspect, and the sender connects again at once: a success clears the
+suspicion (a broker may close an idle connection); a refusal means the process that registered
+no longer listens, so the broker stays in `unreachable` (the set the controller's context reads,
+see `ControllerContext.leader_candidates`) for as long as that registration lasts: a process
+answering at its address later is a restarted one, which is not registered yet (it waits for the
+old registration to expire) and joins under a new broker epoch, with a new sender. Suspect
+brokers are already left out, so a decision taken while the probe runs cannot choose them. A
+timeout or an unreachable host proves nothing.
 Framing is Kafka's: request header v2 and response header v1 (the four control APIs are flexible
 at the versions in `requests.py`). Runs on the controller's event loop; not thread-safe.
 """
@@ -68,13 +79,23 @@ class _BrokerSender:
         self.broker_id, self.host, self.port = broker_id, host, port
         self._channel = channel
         self.queue: asyncio.Queue[_Queued] = asyncio.Queue()
+        self._work = asyncio.Event()
         self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         self._correlation = 0
+        self.refused = False  # a connection was refused: this registration's process is gone
         self.task = asyncio.get_running_loop().create_task(self._run())
 
+    def put(self, item: _Queued) -> None:
+        self.queue.put_nowait(item)
+        self._work.set()
+
     async def _run(self) -> None:
+        await self._probe()  # connect at once: a dead broker is known before anything is decided
         while True:
-            item = await self.queue.get()
+            if self.queue.empty():
+                await self._idle()
+                continue
+            item = self.queue.get_nowait()
             response = await self._deliver(item.request)
             if item.on_response is not None:
                 try:
@@ -87,17 +108,64 @@ class _BrokerSender:
         while True:
             try:
                 return await self._exchange(request)
-            except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError) as exc:
+            except (OSError, EOFError, asyncio.IncompleteReadError) as exc:
+                self._channel.suspect(self)  # until the reconnect answers
+                log.info("event=controller_send_retry broker=%d error=%r", self.broker_id, exc)
+            except TimeoutError as exc:
                 log.info("event=controller_send_retry broker=%d error=%r", self.broker_id, exc)
             except rq.MalformedControlRequestError as exc:
                 log.warning("event=controller_bad_response broker=%d error=%s", self.broker_id, exc)
             self._disconnect()
             await asyncio.sleep(self._channel.retry_backoff_s)
 
-    async def _exchange(self, request: Any) -> Any:
+    async def _idle(self) -> None:
+        """Wait for work; meanwhile notice the broker going away (see the module docstring)."""
+        self._work.clear()
+        if not self.queue.empty():
+            return
         if self._stream is None:
-            self._stream = await self._channel.connect(self.host, self.port)
-        reader, writer = self._stream
+            await self._work.wait()
+            return
+        closed = asyncio.ensure_future(self._stream[0].read(1))  # b"" once the peer closed
+        work = asyncio.ensure_future(self._work.wait())
+        try:
+            await asyncio.wait((closed, work), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (closed, work):
+                waiter.cancel()
+            # Settled before anyone reads the stream again (a reader allows one waiter).
+            await asyncio.gather(closed, work, return_exceptions=True)
+        if closed.done() and not closed.cancelled():
+            # End of stream, a reset, or bytes nobody asked for: the connection is done. Most
+            # likely the broker died: suspect (not electable) until the probe tells.
+            self._disconnect()
+            self._channel.suspect(self)
+            await self._probe()
+
+    async def _probe(self) -> None:
+        """Connect now, to learn whether the broker still listens."""
+        with contextlib.suppress(OSError, TimeoutError):
+            async with asyncio.timeout(self._channel.request_timeout_s):
+                await self._connect()
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A new connection. A refusal marks the broker unreachable for as long as this sender
+        (registration) lasts; anything else (a success, a timeout, an unreachable host: no proof
+        that the broker is gone) clears a suspicion."""
+        try:
+            stream = await self._channel.connect(self.host, self.port)
+        except ConnectionRefusedError:
+            self._channel.mark_reachable(self, False)
+            raise
+        except BaseException:
+            self._channel.mark_reachable(self, True)
+            raise
+        self._channel.mark_reachable(self, True)
+        self._stream = stream
+        return stream
+
+    async def _exchange(self, request: Any) -> Any:
+        reader, writer = self._stream or await self._connect()
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         writer.write(frame_request(request, self._correlation, self._channel.client_id))
         async with asyncio.timeout(self._channel.request_timeout_s):
@@ -136,6 +204,8 @@ class ControllerChannel:
         self.request_timeout_s = request_timeout_s
         self.connect = connect
         self._senders: dict[int, _BrokerSender] = {}
+        # Suspect or refusing brokers (module docstring); shared with the controller's context.
+        self.unreachable: set[int] = set()
 
     @property
     def brokers(self) -> set[int]:
@@ -148,20 +218,45 @@ class ControllerChannel:
             return
         if sender is not None:
             sender.task.cancel()
+        self.unreachable.discard(broker_id)
         self._senders[broker_id] = _BrokerSender(self, broker_id, host, port)
 
     async def remove_broker(self, broker_id: int) -> None:
         """The broker is gone: drop its queue and stop retrying to it."""
         sender = self._senders.pop(broker_id, None)
         if sender is not None:
+            self.unreachable.discard(broker_id)
             await sender.stop()
+
+    def suspect(self, sender: _BrokerSender) -> None:
+        """The sender's connection just closed: not electable until it connects again."""
+        if self._senders.get(sender.broker_id) is sender:
+            self.unreachable.add(sender.broker_id)
+
+    def mark_reachable(self, sender: _BrokerSender, reachable: bool) -> None:
+        """A sender's connection attempt succeeded (or proved nothing), or was refused."""
+        broker_id = sender.broker_id
+        if self._senders.get(broker_id) is not sender:
+            return  # a replaced or removed sender: its broker's state is not its to say
+        if not reachable and not sender.refused:
+            sender.refused = True
+            log.warning(
+                "event=controller_broker_unreachable broker=%d address=%s:%d",
+                broker_id,
+                sender.host,
+                sender.port,
+            )
+        if sender.refused:
+            self.unreachable.add(broker_id)
+        else:
+            self.unreachable.discard(broker_id)
 
     def send(self, broker_id: int, request: Any, on_response: OnResponse | None = None) -> bool:
         """Queue `request` for the broker; False when the broker has no queue (not live)."""
         sender = self._senders.get(broker_id)
         if sender is None:
             return False
-        sender.queue.put_nowait(_Queued(request, on_response))
+        sender.put(_Queued(request, on_response))
         return True
 
     def pending(self, broker_id: int) -> int:

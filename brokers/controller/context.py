@@ -1,7 +1,9 @@
 """The controller's in-memory view of the cluster (Kafka's `ControllerContext`).
 
 Owns: the controller epoch (and its znode version), live brokers with their epochs, brokers in
-controlled shutdown, topics with ids, replica assignments and each partition's leader/ISR.
+controlled shutdown, registered brokers the controller cannot reach (`unreachable`: the
+channel's set, shared, see `leader_candidates`), topics with ids, replica assignments and each
+partition's leader/ISR.
 The controller loads it from ZooKeeper when it is elected and keeps it in step with every write it
 makes; the state machines read it and return decisions, they never mutate it. Runs on the event
 loop of the controller; not thread-safe.
@@ -23,6 +25,9 @@ class ControllerContext:
     epoch_zk_version: int = -1
     live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
+    # Registered, but their listener refuses connections: the process is gone and ZooKeeper has
+    # not expired its session yet. The `ControllerChannel` keeps this set; the context reads it.
+    unreachable: set[int] = field(default_factory=set)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     assignments: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
@@ -37,8 +42,18 @@ class ControllerContext:
         return registration.epoch if registration else -1
 
     def is_live(self, broker_id: int) -> bool:
-        """Live and not shutting down: eligible to lead (Kafka's `isReplicaOnline`)."""
-        return broker_id in self.live_brokers and broker_id not in self.shutting_down
+        """Eligible to lead: live, not shutting down and reachable (Kafka's `isReplicaOnline`)."""
+        return (
+            broker_id in self.live_brokers
+            and broker_id not in self.shutting_down
+            and broker_id not in self.unreachable
+        )
+
+    def leader_candidates(self) -> set[int]:
+        """The brokers an election may choose (`is_live`). A broker killed outright stays in
+        `live_brokers` until its ZooKeeper session expires; electing it meanwhile would take the
+        partition offline (Kafka's ZooKeeper-mode controller does, until the expiry)."""
+        return {b for b in self.live_brokers if self.is_live(b)}
 
     def live_or_shutting_down(self) -> set[int]:
         return set(self.live_brokers)

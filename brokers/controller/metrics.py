@@ -2,7 +2,9 @@
 
 Owns:
 - `KafkaController` gauges — `ControllerCollector`: ActiveControllerCount, OfflinePartitionsCount,
-  GlobalPartitionCount, GlobalTopicCount, PreferredReplicaImbalanceCount and ControllerState (the
+  GlobalPartitionCount, GlobalTopicCount, PreferredReplicaImbalanceCount, FencedBrokerCount
+  (KRaft's name; here the registered brokers whose listener refuses the controller, which it
+  never elects: a killed broker until its session expires) and ControllerState (the
   value Kafka gives the state of the running event, plus a `_info` gauge labelled with its name);
   all 0 (state Idle) on a broker that is not the active controller, as in Kafka.
 - `ControllerStats` timers — `ControllerStats` is the controller's `event_observer` hook: it
@@ -163,6 +165,8 @@ _FIGURE_DOCS = {
     "globalpartitioncount": "Partitions in the cluster (GlobalPartitionCount).",
     "globaltopiccount": "Topics in the cluster (GlobalTopicCount).",
     "preferredreplicaimbalancecount": "Partitions not led by their preferred replica.",
+    "fencedbrokercount": "Registered brokers refusing the controller's connections, never"
+    " elected leader (FencedBrokerCount).",
 }
 
 
@@ -172,6 +176,7 @@ def _controller_figures(ctx: ControllerContext) -> dict[str, int]:
     assignments = [(tp, a) for tp, a in list(ctx.assignments.items()) if tp.topic not in deleting]
     leadership = dict(ctx.leadership)
     live = set(ctx.live_brokers)
+    fenced = live & set(ctx.unreachable)
     offline = imbalanced = 0
     for tp, assignment in assignments:
         state = leadership.get(tp)
@@ -184,4 +189,5 @@ def _controller_figures(ctx: ControllerContext) -> dict[str, int]:
         "globalpartitioncount": len(assignments),
         "globaltopiccount": len({tp.topic for tp, _ in assignments}),
         "preferredreplicaimbalancecount": imbalanced,
+        "fencedbrokercount": len(fenced),
     }

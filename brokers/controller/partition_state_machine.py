@@ -1,7 +1,9 @@
 """Partition leader election (Kafka's `PartitionStateMachine` and `PartitionLeaderElectionAlgorithms`), pure.
 
 Owns: choosing leaders and ISRs for new partitions and for partitions moving to Online under one
-of four strategies, and the LeaderAndIsr/UpdateMetadata orders that follow:
+of four strategies, and the LeaderAndIsr/UpdateMetadata orders that follow. "Live" below means
+`ControllerContext.leader_candidates()`: registered, not shutting down, and not known to refuse
+connections (a killed broker whose ZooKeeper session has not expired yet is never elected):
 - OFFLINE: the first replica in assignment order that is live and in the ISR; when none and
   `unclean.leader.election.enable` is true for the topic, the first live replica with ISR = [it]
   (may lose committed data, so off by default). Only partitions whose leader is not live.
@@ -82,7 +84,7 @@ def initialize_partitions(
 ) -> Decision:
     """NewPartition → OnlinePartition: the first live replica leads, the live replicas are the ISR."""
     decision = Decision()
-    live = {b for b in context.live_brokers if b not in context.shutting_down}
+    live = context.leader_candidates()
     for tp in sorted(partitions):
         assignment = context.assignments.get(tp)
         if assignment is None:
@@ -133,7 +135,7 @@ def _elect_one(
     assignment, current = context.assignments.get(tp), context.leadership.get(tp)
     if assignment is None or current is None:
         return ElectionFailure.UNKNOWN_PARTITION
-    live = {b for b in context.live_brokers if b not in context.shutting_down}
+    live = context.leader_candidates()
     replicas, isr = assignment.replicas, current.isr
     if strategy in (Strategy.OFFLINE, Strategy.UNCLEAN):
         if current.leader in live:

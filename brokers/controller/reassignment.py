@@ -94,7 +94,7 @@ def start(
     isr = tuple(r for r in state.isr if r not in unneeded)
     leader = state.leader
     if leader in unneeded:
-        live = {b for b in context.live_brokers if b not in context.shutting_down}
+        live = context.leader_candidates()
         leader = next((r for r in assignment.replicas if r in live and r in isr), NO_LEADER)
     if not isr:
         raise ReassignmentError(f"{tp}: no in-sync replica would remain")
@@ -139,7 +139,7 @@ def complete(context: ControllerContext, tp: TopicPartition) -> tuple[ReplicaAss
     target = assignment.target_replicas
     final = ReplicaAssignment(target)
     state = context.leadership[tp]
-    live = {b for b in context.live_brokers if b not in context.shutting_down}
+    live = context.leader_candidates()
     leader = state.leader if state.leader in target and state.leader in live else None
     leader = (
         leader

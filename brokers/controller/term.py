@@ -53,7 +53,7 @@ class ControllerTerm:
         self.election = election
         self.channel = channel
         self.store = ControllerStore(zk)
-        self.context = ControllerContext()
+        self.context = ControllerContext(unreachable=channel.unreachable)
         self.cluster_id = ""
         self.after_decision: list[DecisionListener] = []
         self._term = 0
@@ -75,7 +75,9 @@ class ControllerTerm:
     def begin(self, epoch: int, first: Event, timers: list[tuple[float, Event]]) -> None:
         self.end()
         self._term += 1
-        self.context = ControllerContext(epoch, self.election.epoch_zk_version)
+        self.context = ControllerContext(
+            epoch, self.election.epoch_zk_version, unreachable=self.channel.unreachable
+        )
         self._events = asyncio.Queue()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._run())]

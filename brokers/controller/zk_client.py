@@ -114,6 +114,7 @@ class ZkClient:
     def __init__(self, connect: str, *, session_timeout_s: float = 6.0) -> None:
         """`connect` is `host:port[,host:port][/chroot]`; kazoo creates nothing until `start`."""
         self._kazoo = KazooClient(hosts=connect, timeout=session_timeout_s)
+        self.session_timeout_s = session_timeout_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listeners: list[Callable[[SessionEvent], None]] = []
         self._closing = False

@@ -20,6 +20,7 @@ from brokers.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     fetch,
     find_coordinator,
     heartbeat,
@@ -70,6 +71,7 @@ def client_routes(s: HandlerServices) -> list[Route]:
         offset_delete.route(s.groups, s.metadata),
         describe_cluster.route(s.metadata),
         describe_log_dirs.route(s.log_dirs),
+        describe_producers.route(s.replicas, s.metadata),
     ]
 
 

@@ -39,6 +39,8 @@ CONFIG_TYPE_IDS = {
 # Broker settings BrokerConfig interprets itself: name -> (attribute, Kafka type).
 _BROKER_SETTINGS = {
     "socket.request.max.bytes": ("socket_request_max_bytes", "int"),
+    "connections.max.idle.ms": ("connections_max_idle_ms", "long"),
+    "queued.max.request.bytes": ("queued_max_request_bytes", "long"),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", "long"),
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", "long"),
     "log.flush.offset.checkpoint.interval.ms": ("checkpoint_interval_ms", "int"),

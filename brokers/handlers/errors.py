@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from brokers.common.descriptors import DescriptorLimitError
 from brokers.controller import ControllerMovedError
 from brokers.coordinator import errors as group_errors
 from brokers.handlers.control_fence import StaleBrokerEpochError
@@ -32,6 +33,8 @@ _CODES: dict[type[BaseException], ErrorCode] = {
     log_errors.InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
     log_errors.DuplicateSequenceError: ErrorCode.duplicate_sequence_number,
     log_errors.LogDirError: ErrorCode.kafka_storage_error,
+    # disk full, I/O error: the write was undone or the log is offline (docs/storage-errors.md)
+    log_errors.StorageError: ErrorCode.kafka_storage_error,
     log_errors.InvalidConfigError: ErrorCode.invalid_config,
     replication_errors.UnknownTopicOrPartitionError: ErrorCode.unknown_topic_or_partition,
     replication_errors.NotLeaderOrFollowerError: ErrorCode.not_leader_or_follower,
@@ -144,3 +147,9 @@ def _leadership_codes() -> None:
 
 
 _leadership_codes()
+
+
+# ---- the open-file limit (issue 13) ------------------------------------------------------------
+# Kafka's controller answers a request too large to carry out with POLICY_VIOLATION; the message
+# names the limit and how many partitions it still allows.
+_CODES[DescriptorLimitError] = ErrorCode.policy_violation

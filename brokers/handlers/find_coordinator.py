@@ -5,9 +5,20 @@ metadata cache knows it (in ZooKeeper mode the controller's UpdateMetadata keeps
 then learns it leads from LeaderAndIsr and answers COORDINATOR_LOAD_IN_PROGRESS until its load
 ends). Asking creates that topic on first use, as Kafka does; until the topic exists, while the
 partition has no leader or its leader is not a live broker, and while too few brokers are alive to
-create the topic, the answer is COORDINATOR_NOT_AVAILABLE, a retriable code. Transaction
-coordinators (key type 1) are not built yet and answer COORDINATOR_NOT_AVAILABLE too; other key
-types are INVALID_REQUEST. Runs on the event loop.
+create the topic, the answer is COORDINATOR_NOT_AVAILABLE, a retriable code. Other key types are
+INVALID_REQUEST. Runs on the event loop.
+
+Transaction coordinators (key type 1) are not built yet. A retriable code such as
+COORDINATOR_NOT_AVAILABLE made clients spin (~10,000 lookups a second, never an error to the
+application), so they answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) with a message saying
+transactions are unavailable, until transactions land. 53 is the one code both main client
+families treat as fatal here: librdkafka's transactional FindCoordinator handler raises a fatal
+error only for it and CLUSTER_AUTHORIZATION_FAILED (anything else, UNSUPPORTED_VERSION included,
+is retried), and the Java producer's TransactionManager fails fatally on it (as on every
+non-retriable code). It is also what Kafka itself answers a client that may not use a
+transactional id, so no client mistakes it for a transient state; CLUSTER_AUTHORIZATION_FAILED
+would wrongly suggest a cluster-wide ACL problem. InitProducerId with a transactional id answers
+the same code (see init_producer_id).
 """
 
 from __future__ import annotations
@@ -29,9 +40,14 @@ API_KEY = 10
 FIRST_BATCHED_VERSION = 4
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+TRANSACTIONS_UNAVAILABLE = (
+    "Transactions are not available on this cluster: a transactional.id cannot be used "
+    "(an idempotent producer can)."
+)
 _MESSAGES = {
     ErrorCode.coordinator_not_available: "The coordinator is not available.",
     ErrorCode.invalid_request: "Unknown coordinator key type.",
+    ErrorCode.transactional_id_authorization_failed: TRANSACTIONS_UNAVAILABLE,
 }
 
 
@@ -92,7 +108,7 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
 
 def _find(broker: _Services, key_type: int, key: str) -> _Found:
     if key_type == TRANSACTION_KEY_TYPE:
-        return _Found(key, ErrorCode.coordinator_not_available)
+        return _Found(key, ErrorCode.transactional_id_authorization_failed)  # see the docstring
     if key_type != GROUP_KEY_TYPE:
         return _Found(key, ErrorCode.invalid_request)
     wiring = broker.groups

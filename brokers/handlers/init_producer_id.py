@@ -1,9 +1,12 @@
 """InitProducerId (key 22, v0–5): a fresh producer id (epoch 0) for idempotent producers.
 
 Transactional ids need the transaction coordinator, which is not built yet: such requests get
-INVALID_REQUEST (a fatal, explained error in every client) rather than a retriable code a client
-would loop on. KIP-360 epoch bumps of idempotent producers get a new id, as Kafka does when there
-is no transactional id. Runs on the event loop.
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the answer FindCoordinator gives for them (see
+find_coordinator for why that code). It is fatal in librdkafka (whose InitProducerId retries
+INVALID_REQUEST forever) and an error the Java producer surfaces, never a code a client loops on.
+An empty transactional id stays INVALID_REQUEST, as Kafka's coordinator answers it. KIP-360 epoch
+bumps of idempotent producers get a new id, as Kafka does when there is no transactional id.
+Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ def route(producer_ids: ProducerIdSource) -> Route:
                 module,
                 "InitProducerIdResponse",
                 throttle_time=throttle(),
-                error_code=ErrorCode.invalid_request,
+                error_code=_transactional_error(request.transactional_id),
                 producer_id=-1,
                 producer_epoch=-1,
             )
@@ -41,3 +44,9 @@ def route(producer_ids: ProducerIdSource) -> Route:
         )
 
     return Route(API_KEY, 0, 5, handle, name="InitProducerId")
+
+
+def _transactional_error(transactional_id: str) -> ErrorCode:
+    if not transactional_id:
+        return ErrorCode.invalid_request
+    return ErrorCode.transactional_id_authorization_failed  # no transaction coordinator yet

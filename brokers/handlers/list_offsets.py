@@ -1,13 +1,26 @@
 """ListOffsets (key 2, v1–9): offsets by timestamp, earliest (-2), latest (-1), max timestamp (-3).
 
--4 (earliest local, KIP-405) is the log start offset and -5 (latest tiered, KIP-1005) finds
-nothing, since nothing is tiered. Consumers never see offsets past the high watermark. A timestamp
-lookup returns the exact first record with timestamp ≥ the target: the log finds the batch, and
-this module decodes only that batch to find the record (off the hot path). Runs on the event loop.
+Owns: answering as Kafka's ReplicaManager.fetchOffset / Partition.fetchOffsetForTimestamp /
+UnifiedLog.fetchOffsetByTimestamp do, leader epochs included (v4+, KIP-320):
+- earliest (-2) and earliest local (-4, KIP-405: nothing is tiered, so the log start): the log
+  start offset, with the epoch of the first leader-epoch entry if it starts at or below it;
+- latest (-1): the last fetchable offset (the high watermark for consumers, the log end for a
+  replica or debugging request) with the partition's current leader epoch;
+- latest tiered (-5, KIP-1005): nothing is tiered, offset -1 and epoch -1;
+- a timestamp (≥ 0) or max timestamp (-3, KIP-734): the exact first record with timestamp ≥ the
+  target (or the first holding the largest timestamp) and the leader epoch of the batch holding
+  it; none (offset -1) when there is no such record below the last fetchable offset. The log
+  finds the batch; only that batch is decoded, off the hot path.
+A special value newer than the request version (-3 before v7, -4 before v8, -5 before v9) and any
+other negative one are UNSUPPORTED_VERSION; a partition named twice is INVALID_REQUEST; requests
+other than the debugging replica's (-2) go to the leader only (else NOT_LEADER_OR_FOLLOWER).
+While a new leader's high watermark still lags the start of its epoch, latest and timestamp
+lookups are OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before v5, KIP-207). Runs on the event loop.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -16,6 +29,7 @@ from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.services import Replicas
 from brokers.records.builder import read_batch
+from brokers.replication.errors import NotLeaderOrFollowerError
 from brokers.replication.partition import Partition
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
@@ -23,6 +37,34 @@ from brokers.wire.errors import ErrorCode
 
 API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
+NO_EPOCH = -1
+FIRST_OFFSET_NOT_AVAILABLE_VERSION = 5
+_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+
+
+class _OffsetNotAvailableError(Exception):
+    """The leader's high watermark lags the start offset of its epoch (KIP-207)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    offset: int
+    timestamp: int = -1
+    leader_epoch: int = NO_EPOCH
+
+
+_NOTHING = _Found(-1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asker:
+    version: int
+    replica_id: int
+
+    @property
+    def is_client(self) -> bool:
+        return self.replica_id == CONSUMER_REPLICA_ID
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +79,19 @@ def route(replicas: Replicas) -> Route:
 
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
+        asker = _Asker(ctx.api_version, request.replica_id)
+        named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
         topics = tuple(
             make(
                 module,
                 "ListOffsetsTopicResponse",
                 name=topic.name,
-                partitions=tuple(_lookup(module, broker, topic.name, p) for p in topic.partitions),
+                partitions=tuple(
+                    _error(module, p.partition_index, ErrorCode.invalid_request)
+                    if named[topic.name, p.partition_index] > 1
+                    else _lookup(module, broker, asker, topic.name, p)
+                    for p in topic.partitions
+                ),
             )
             for topic in request.topics
         )
@@ -51,62 +100,93 @@ def route(replicas: Replicas) -> Route:
     return Route(API_KEY, 1, 9, handle, name="ListOffsets")
 
 
-def _lookup(module: ModuleType, broker: _Services, topic: str, wanted: Any) -> Any:
+def _lookup(module: ModuleType, broker: _Services, asker: _Asker, topic: str, wanted: Any) -> Any:
     index = wanted.partition_index
+    if wanted.timestamp < 0 and asker.version < _MIN_VERSION.get(wanted.timestamp, 1 << 15):
+        return _error(module, index, ErrorCode.unsupported_version)
     try:
         partition = broker.replicas.get(topic, index)
-        partition.check_epoch(getattr(wanted, "current_leader_epoch", -1))
-        offset, timestamp = _resolve(partition, wanted.timestamp)
+        partition.check_epoch(getattr(wanted, "current_leader_epoch", NO_EPOCH))
+        if asker.replica_id != DEBUGGING_REPLICA_ID and not partition.is_leader:
+            raise NotLeaderOrFollowerError(f"{topic}-{index}")
+        found = _resolve(partition, wanted.timestamp, asker)
+    except _OffsetNotAvailableError:
+        code = ErrorCode.offset_not_available
+        if asker.version < FIRST_OFFSET_NOT_AVAILABLE_VERSION:
+            code = ErrorCode.leader_not_available
+        return _error(module, index, code)
     except Exception as exc:
-        return make(
-            module,
-            "ListOffsetsPartitionResponse",
-            partition_index=index,
-            error_code=error_code_for(exc),
-        )
-    epoch = partition.log.leader_epoch_cache.epoch_for_offset(offset) if offset >= 0 else None
+        return _error(module, index, error_code_for(exc))
     return make(
         module,
         "ListOffsetsPartitionResponse",
         partition_index=index,
         error_code=ErrorCode.none,
-        timestamp=timestamp,
-        offset=offset,
-        leader_epoch=-1 if epoch is None else epoch,
+        timestamp=found.timestamp,
+        offset=found.offset,
+        leader_epoch=found.leader_epoch,
     )
 
 
-def _resolve(partition: Partition, target: int) -> tuple[int, int]:
+def _error(module: ModuleType, index: int, code: ErrorCode) -> Any:
+    return make(
+        module,
+        "ListOffsetsPartitionResponse",
+        partition_index=index,
+        error_code=code,
+        timestamp=-1,
+        offset=-1,
+        leader_epoch=NO_EPOCH,
+    )
+
+
+def _resolve(partition: Partition, target: int, asker: _Asker) -> _Found:
     log = partition.log
     if target in (EARLIEST, EARLIEST_LOCAL):
-        return log.log_start_offset, -1
-    if target == LATEST:
-        return partition.high_watermark, -1
+        first = log.leader_epoch_cache.earliest_entry()
+        epoch = first[0] if first is not None and first[1] <= log.log_start_offset else NO_EPOCH
+        return _Found(log.log_start_offset, -1, epoch)
     if target == LATEST_TIERED:
-        return -1, -1
-    if target == MAX_TIMESTAMP:
-        found = log.max_timestamp_offset()
-    else:
-        found = log.offset_for_timestamp(target)
-    if found is None or found.offset >= partition.high_watermark:
-        return -1, -1
-    return _exact_record(partition, found.offset, target)
+        return _NOTHING
+    last_fetchable = partition.high_watermark if asker.is_client else log.log_end_offset
+    lagging = asker.is_client and _epoch_start(partition) > partition.high_watermark
+    if target == LATEST:
+        if lagging:
+            raise _OffsetNotAvailableError
+        return _Found(last_fetchable, -1, partition.leader_epoch)
+    batch = (
+        log.max_timestamp_offset() if target == MAX_TIMESTAMP else log.offset_for_timestamp(target)
+    )
+    if batch is None or batch.offset >= last_fetchable:
+        if lagging:
+            raise _OffsetNotAvailableError
+        return _NOTHING
+    return _exact_record(partition, batch.offset, target, last_fetchable)
 
 
-def _exact_record(partition: Partition, batch_offset: int, target: int) -> tuple[int, int]:
+def _epoch_start(partition: Partition) -> int:
+    """Where the leader's current epoch starts (-1 when unknown): Kafka's leaderEpochStartOffset."""
+    latest = partition.log.leader_epoch_cache.latest_entry()
+    if latest is None or latest[0] != partition.leader_epoch:
+        return -1
+    return latest[1]
+
+
+def _exact_record(partition: Partition, batch_offset: int, target: int, upper: int) -> _Found:
     """The log answers per batch; find the record inside it (the first with timestamp ≥ target,
     or for max-timestamp the first record holding the batch's max timestamp)."""
-    read = partition.log.read(
-        batch_offset, 1, max_offset=partition.high_watermark, min_one_batch=True
-    )
+    read = partition.log.read(batch_offset, 1, max_offset=upper, min_one_batch=True)
     if read.region is None:
-        return -1, -1
+        return _NOTHING
     header, records = read_batch(read.region.read())
+    epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else NO_EPOCH
     if header.is_log_append_time:
-        return header.base_offset, header.max_timestamp
+        return _Found(header.base_offset, header.max_timestamp, epoch)
     wanted = header.max_timestamp if target == MAX_TIMESTAMP else target
+    start = partition.log.log_start_offset  # DeleteRecords may have moved it inside the batch
     for record in records:
         timestamp = header.base_timestamp + record.timestamp_delta
-        if timestamp >= wanted:
-            return header.base_offset + record.offset_delta, timestamp
-    return header.last_offset, header.max_timestamp
+        offset = header.base_offset + record.offset_delta
+        if timestamp >= wanted and offset >= start:
+            return _Found(offset, timestamp, epoch)
+    return _Found(header.last_offset, header.max_timestamp, epoch)

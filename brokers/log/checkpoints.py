@@ -10,7 +10,8 @@ used per log dir by `recovery-point-offset-checkpoint`, `log-start-offset-checkp
     orders 1 977
 
 Writes go to `<name>.tmp`, are fsynced, renamed over the file and the directory is fsynced, so a
-crash leaves either the old or the new file, never a torn one. Reads are strict like Kafka's: the
+crash leaves either the old or the new file, never a torn one; a failed write removes its `.tmp`
+and raises the OSError, leaving the old file in place (through the `FileOps` seam). Reads are strict like Kafka's: the
 wrong version, a bad line or a count that does not match raises CorruptCheckpointError; a missing
 file reads as empty. `LEADER_EPOCH_FORMAT` is the `epoch startOffset` flavour. Stateless; safe
 from any thread as long as one writer owns a path.
@@ -18,13 +19,13 @@ from any thread as long as one writer owns a path.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from brokers.log.errors import CorruptCheckpointError
+from brokers.log.file_ops import OS_FILES, FileOps, write_atomically
 
 T = TypeVar("T")
 CHECKPOINT_VERSION = 0
@@ -61,9 +62,12 @@ LEADER_EPOCH_FORMAT: CheckpointFormat[tuple[int, int]] = CheckpointFormat(
 
 
 class CheckpointFile(Generic[T]):
-    def __init__(self, path: Path, entry_format: CheckpointFormat[T]) -> None:
+    def __init__(
+        self, path: Path, entry_format: CheckpointFormat[T], files: FileOps = OS_FILES
+    ) -> None:
         self.path = path
         self._format = entry_format
+        self._files = files
 
     def read(self) -> list[T]:
         try:
@@ -87,21 +91,7 @@ class CheckpointFile(Generic[T]):
     def write(self, entries: Iterable[T]) -> None:
         lines = [self._format.render(entry) for entry in entries]
         body = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(f"{line}\n" for line in lines)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(body.encode("utf-8"))
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        directory_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory_fd)
-        finally:
-            os.close(directory_fd)
+        write_atomically(self._files, self.path, body.encode("utf-8"))
 
 
 def read_offsets(path: Path) -> dict[tuple[str, int], int]:
@@ -109,6 +99,8 @@ def read_offsets(path: Path) -> dict[tuple[str, int], int]:
     return {(t, p): o for t, p, o in CheckpointFile(path, OFFSET_FORMAT).read()}
 
 
-def write_offsets(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+def write_offsets(
+    path: Path, offsets: Mapping[tuple[str, int], int], files: FileOps = OS_FILES
+) -> None:
     entries = ((topic, partition, offset) for (topic, partition), offset in sorted(offsets.items()))
-    CheckpointFile(path, OFFSET_FORMAT).write(entries)
+    CheckpointFile(path, OFFSET_FORMAT, files).write(entries)

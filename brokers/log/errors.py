@@ -18,6 +18,17 @@ class LogDirError(LogError):
     """A log directory that cannot be used: missing, not a directory, not writable, or locked."""
 
 
+class StorageError(LogError):
+    """A file operation of the log failed: disk full, I/O error (Kafka's KafkaStorageException,
+    KAFKA_STORAGE_ERROR). Raised as such, the failed operation was undone: the log is as it was
+    before it and accepts the next one (see docs/storage-errors.md)."""
+
+
+class LogOfflineError(StorageError):
+    """The log went offline after a storage failure it could not undo (or an fsync failure):
+    every operation on it is refused until the broker restarts and recovery re-validates it."""
+
+
 class CorruptIndexError(LogError):
     """An offset or time index file that fails its sanity check; the caller rebuilds it."""
 

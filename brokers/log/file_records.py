@@ -3,16 +3,19 @@
 Owns: the segment's file descriptors and `FileRegion`, the (fd, position, size) slice that fetch
 sends with `sendfile`. Appends go through a lazily opened O_APPEND descriptor with one `os.writev`
 per append (split only past IOV_MAX buffers, short writes resumed; a failed write is rolled back so
-the file never keeps half a batch). Reads use a separate read-only descriptor with `os.pread`, which
-stays open until the segment's files are finally removed, so regions handed to in-flight fetches
-stay valid after a roll, a truncation of later data or a rename to `.deleted` (why Kafka deletes
-asynchronously). Header scans read in chunks, so walking small batches costs few syscalls.
+the file never keeps half a batch; `restore_size` is the segment's undo of a failed append). Reads
+use a separate read-only descriptor with `os.pread`, which stays open until the segment's files are
+finally removed, so regions handed to in-flight fetches stay valid after a roll, a truncation of
+later data or a rename to `.deleted` (why Kafka deletes asynchronously). Header scans read in
+chunks, so walking small batches costs few syscalls. Every call goes through the `FileOps` seam
+(file_ops), so tests can fail any one of them.
 
 Runs on the event loop; not thread-safe. `FileRegion` is immutable and thread-safe to read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing_extensions import Buffer
 
 from brokers.log.errors import CorruptLogError
+from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from brokers.records.errors import RecordError
 
@@ -52,18 +56,25 @@ class FileRegion:
 
 
 class FileRecords:
-    def __init__(self, path: Path, read_fd: int, size: int) -> None:
+    def __init__(self, path: Path, read_fd: int, size: int, files: FileOps = OS_FILES) -> None:
         self.path = path
         self.size = size
         self._read_fd = read_fd
         self._write_fd: int | None = None
+        self._files = files
 
     @classmethod
-    def open(cls, path: Path, *, create: bool = False) -> FileRecords:
+    def open(cls, path: Path, *, create: bool = False, files: FileOps = OS_FILES) -> FileRecords:
         if create:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
-        read_fd = os.open(path, os.O_RDONLY)
-        return cls(path, read_fd, os.fstat(read_fd).st_size)
+            os.close(files.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
+        try:
+            read_fd = files.open(path, os.O_RDONLY)
+        except OSError:
+            if create:  # no half-made segment left behind (best effort)
+                with contextlib.suppress(OSError):
+                    files.unlink(path)
+            raise
+        return cls(path, read_fd, os.fstat(read_fd).st_size, files)
 
     @property
     def read_fd(self) -> int:
@@ -75,18 +86,23 @@ class FileRecords:
         total = sum(view.nbytes for view in views)
         fd = self._writer()
         try:
-            _write_all(fd, views)
+            _write_all(self._files, fd, views)
         except BaseException:
-            os.ftruncate(fd, self.size)
+            self._files.truncate(fd, self.size)  # if this fails too, the caller's undo retries
             raise
         self.size += total
         return total
 
+    def restore_size(self, size: int) -> None:
+        """Cut the file back to `size` whatever it holds past it (undo of a failed append)."""
+        self._files.truncate(self._writer(), size)
+        self.size = size
+
     def pread(self, position: int, size: int) -> bytes:
-        return os.pread(self._read_fd, size, position)
+        return self._files.pread(self._read_fd, size, position)
 
     def read_into(self, buffer: bytearray | memoryview, position: int) -> int:
-        return os.preadv(self._read_fd, [buffer], position)
+        return self._files.preadv(self._read_fd, [buffer], position)
 
     def region(self, position: int, size: int) -> FileRegion:
         return FileRegion(self._read_fd, position, size)
@@ -99,7 +115,7 @@ class FileRecords:
         while position < limit:
             if position + HEADER_SIZE > chunk_start + len(chunk):
                 chunk_start = position
-                chunk = os.pread(self._read_fd, max(SCAN_CHUNK, HEADER_SIZE), position)
+                chunk = self._files.pread(self._read_fd, max(SCAN_CHUNK, HEADER_SIZE), position)
             header = self._parse(chunk, position - chunk_start, position)
             yield position, header
             position += header.size
@@ -118,11 +134,11 @@ class FileRecords:
 
     def truncate_to(self, size: int) -> None:
         if size < self.size:
-            os.ftruncate(self._writer(), size)
+            self._files.truncate(self._writer(), size)
             self.size = size
 
     def flush(self) -> None:
-        os.fsync(self._write_fd if self._write_fd is not None else self._read_fd)
+        self._files.fsync(self._write_fd if self._write_fd is not None else self._read_fd)
 
     def close_writer(self) -> None:
         """Release the append descriptor (the segment became inactive); reopened if needed."""
@@ -137,24 +153,24 @@ class FileRecords:
             self._read_fd = -1
 
     def rename(self, path: Path) -> None:
-        self.path.rename(path)
+        self._files.rename(self.path, path)
         self.path = path
 
     def delete(self) -> None:
         self.close()
-        self.path.unlink(missing_ok=True)
+        self._files.unlink(self.path)
 
     def _writer(self) -> int:
         if self._write_fd is None:
-            self._write_fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            self._write_fd = self._files.open(self.path, os.O_WRONLY | os.O_APPEND)
         return self._write_fd
 
 
-def _write_all(fd: int, views: list[memoryview]) -> None:
+def _write_all(files: FileOps, fd: int, views: list[memoryview]) -> None:
     """writev everything, IOV_MAX buffers at a time, resuming after short writes."""
     first = 0
     while first < len(views):
-        written = os.writev(fd, views[first : first + _IOV_MAX])
+        written = files.writev(fd, views[first : first + _IOV_MAX])
         while first < len(views) and written >= views[first].nbytes:
             written -= views[first].nbytes
             first += 1

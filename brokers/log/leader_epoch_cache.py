@@ -23,6 +23,7 @@ from pathlib import Path
 
 from brokers.log.checkpoints import LEADER_EPOCH_FORMAT, CheckpointFile
 from brokers.log.errors import CorruptCheckpointError
+from brokers.log.file_ops import OS_FILES, FileOps
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,9 @@ CHECKPOINT_NAME = "leader-epoch-checkpoint"
 class LeaderEpochCache:
     """(epoch, start offset) pairs backed by a `leader-epoch-checkpoint` file."""
 
-    def __init__(self, checkpoint_path: Path) -> None:
+    def __init__(self, checkpoint_path: Path, files: FileOps = OS_FILES) -> None:
         self.checkpoint_path = checkpoint_path
-        self._file = CheckpointFile(checkpoint_path, LEADER_EPOCH_FORMAT)
+        self._file = CheckpointFile(checkpoint_path, LEADER_EPOCH_FORMAT, files)
         self._epochs: list[int] = []
         self._starts: list[int] = []
         try:
@@ -81,6 +82,13 @@ class LeaderEpochCache:
         self._epochs[:removed] = [covering_epoch]
         self._starts[:removed] = [start_offset]
         self._write()
+
+    def restore(self, entries: list[tuple[int, int]]) -> None:
+        """Back to `entries` (from `entries()`) in memory only: the undo of a failed append whose
+        checkpoint write failed. The file may keep the undone entry; it starts at or after the
+        log end, so the next write or `truncate_from_end` at the next open drops it."""
+        self._epochs = [epoch for epoch, _ in entries]
+        self._starts = [start for _, start in entries]
 
     def clear(self) -> None:
         """Forget every entry and write the empty checkpoint."""

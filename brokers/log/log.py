@@ -15,21 +15,33 @@ replication, the log end). Segments removed while the log is live are renamed `.
 unlinked by `delete_expired_segment_files` after `file.delete.delay.ms`, so in-flight
 `FileRegion`s stay valid.
 
+Storage failures (docs/storage-errors.md): file calls go through the `FileOps` given to `open`.
+An append failing at any step (roll, producer snapshot, `.log`, either index, epoch checkpoint) is
+undone (append_undo) and raises StorageError: the log is as before, so appends work again once
+space is back; producer state and the log end take an append only once all of it is written. A
+failed undo, fsync, truncation, read or compaction swap takes the log offline (storage_health):
+LogOfflineError until restart, nothing more written, and recovery keeps each batch once or not
+at all. Kafka takes the whole log dir offline; Pier the one partition.
+
 Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from typing_extensions import Buffer
 
 from brokers.common.clock import Clock
+from brokers.log.append_undo import AppendMark, undo_append
 from brokers.log.config import LogConfig
-from brokers.log.errors import LogClosedError, LogDirError, OffsetOutOfRangeError
+from brokers.log.errors import LogClosedError, LogDirError, OffsetOutOfRangeError, StorageError
+from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.file_records import FileRegion
 from brokers.log.leader_epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
 from brokers.log.log_loader import create_segment, load_log
@@ -38,10 +50,12 @@ from brokers.log.offset_assignment import AssignedBatches, assign_offsets, check
 from brokers.log.producer_state.manager import ProducerStateManager
 from brokers.log.retention import deletable_segment_count
 from brokers.log.segment import LogSegment
+from brokers.log.storage_health import StorageHealth, brief
 from brokers.records.batch import BatchHeader
 from brokers.records.errors import RecordTooLargeError
 
 NO_TIMESTAMP = -1
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +99,7 @@ class Log:
         self, directory: Path, config: LogConfig, *, clock: Clock, segments: list[LogSegment],
         log_start_offset: int, log_end_offset: int, recovery_point: int,
         producer_state: ProducerStateManager, leader_epoch_cache: LeaderEpochCache,
+        files: FileOps = OS_FILES,
     ) -> None:  # fmt: skip
         self.directory = directory
         self.topic, self.partition = parse_topic_partition(directory)
@@ -97,32 +112,35 @@ class Log:
         self.high_watermark: int | None = None
         self.last_flush_ms = clock.time_ms()
         self._clock = clock
-        self._segments = LogSegments(directory, segments)
+        self._files = files
+        self._segments = LogSegments(directory, segments, files)
         self._closed = False
+        self.health = StorageHealth(self.topic, self.partition)
 
     @classmethod
     def open(
         cls, directory: Path, config: LogConfig, *, clock: Clock, recovery_point: int = 0,
         log_start_offset: int = 0, had_clean_shutdown: bool = False,
-        producer_id_expiration_ms: int = 86400000,
+        producer_id_expiration_ms: int = 86400000, files: FileOps = OS_FILES,
     ) -> Log:  # fmt: skip
         parse_topic_partition(directory)
         directory.mkdir(parents=True, exist_ok=True)
         loaded = load_log(
             directory, config, clock=clock, recovery_point=recovery_point,
-            log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown,
+            log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown, files=files,
         )  # fmt: skip
-        epochs = LeaderEpochCache(directory / CHECKPOINT_NAME)
+        epochs = LeaderEpochCache(directory / CHECKPOINT_NAME, files)
         epochs.truncate_from_end(loaded.log_end_offset)
         epochs.truncate_from_start(loaded.log_start_offset)
         producers = ProducerStateManager(
-            directory, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms
-        )
+            directory, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms,
+            files=files,
+        )  # fmt: skip
         log = cls(
             directory, config, clock=clock, segments=loaded.segments,
             log_start_offset=loaded.log_start_offset, log_end_offset=loaded.log_end_offset,
             recovery_point=loaded.recovery_point, producer_state=producers,
-            leader_epoch_cache=epochs,
+            leader_epoch_cache=epochs, files=files,
         )  # fmt: skip
         producers.truncate(log.log_start_offset, log.log_end_offset)
         log._replay_producer_state(producers.load(log.log_start_offset, log.log_end_offset))
@@ -149,6 +167,11 @@ class Log:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def offline(self) -> bool:
+        """True after a storage failure that could not be undone (until restart)."""
+        return self.health.offline
 
     def update_config(self, config: LogConfig) -> None:
         """New settings apply from the next append/roll; existing segments keep their indexes."""
@@ -177,9 +200,8 @@ class Log:
             data, batches, first_offset=self.log_end_offset, leader_epoch=leader_epoch,
             log_append_time_ms=append_time,
         )  # fmt: skip
-        self._write(assigned, first_offset=self.log_end_offset)
-        if leader_epoch >= 0:
-            self._assign_epoch(leader_epoch, assigned.headers[0].base_offset)
+        epochs = [(leader_epoch, assigned.headers[0].base_offset)] if leader_epoch >= 0 else []
+        self._write(assigned, first_offset=self.log_end_offset, epochs=epochs)
         return self._appended(assigned, NO_TIMESTAMP if append_time is None else append_time)
 
     def append_as_follower(
@@ -191,10 +213,12 @@ class Log:
             return self._empty_append()
         self._check_size(batches)
         assigned = check_follower_batches(data, batches, log_end_offset=self.log_end_offset)
-        self._write(assigned, first_offset=assigned.headers[0].base_offset)
-        for header in assigned.headers:
-            if header.partition_leader_epoch >= 0:
-                self._assign_epoch(header.partition_leader_epoch, header.base_offset)
+        epochs = [
+            (header.partition_leader_epoch, header.base_offset)
+            for header in assigned.headers
+            if header.partition_leader_epoch >= 0
+        ]
+        self._write(assigned, first_offset=assigned.headers[0].base_offset, epochs=epochs)
         return self._appended(assigned, NO_TIMESTAMP)
 
     def _check_size(self, batches: Sequence[tuple[int, BatchHeader]]) -> None:
@@ -205,16 +229,49 @@ class Log:
                 f"{size} bytes exceed segment.bytes {self.config.segment_bytes}"
             )
 
-    def _write(self, assigned: AssignedBatches, *, first_offset: int) -> None:
+    def _write(
+        self, assigned: AssignedBatches, *, first_offset: int, epochs: list[tuple[int, int]]
+    ) -> None:
+        """Assign epochs, roll if due, write, index; all or nothing (see the module docstring).
+        Epochs go first, as in Kafka: a crash between them and the data leaves an epoch entry at
+        the log end, which the next open drops, never data whose epoch is unknown."""
         last = assigned.headers[-1]
-        segment = self._maybe_roll(
-            assigned.size, assigned.max_timestamp, first_offset, last.last_offset
-        )
-        segment.append(assigned.headers, assigned.parts)
+        mark = AppendMark.take(self._segments)
+        try:
+            for epoch, start_offset in epochs:
+                self._assign_epoch(epoch, start_offset, mark)
+            segment = self._maybe_roll(
+                assigned.size, assigned.max_timestamp, first_offset, last.last_offset
+            )
+            segment.append(assigned.headers, assigned.parts)
+        except Exception as exc:
+            self._undo(mark, exc)
         self.log_end_offset = last.next_offset
         for header in assigned.headers:
             if header.producer_id >= 0:
                 self.producer_state.update(header)
+
+    def _undo(self, mark: AppendMark, exc: Exception) -> NoReturn:
+        """Put the log back to `mark` and raise: StorageError for an OSError, else `exc` itself;
+        LogOfflineError when the undo fails too."""
+        try:
+            undo_append(
+                mark, self._segments, make_segment=self._new_segment,
+                epochs=self.leader_epoch_cache, producers=self.producer_state,
+                log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset,
+            )  # fmt: skip
+        except OSError as undo_exc:
+            reason = f"write failed ({brief(exc)}), undo failed ({brief(undo_exc)})"
+            raise self.health.fail(reason, self.log_end_offset, undo_exc) from exc
+        if not isinstance(exc, OSError):
+            raise exc
+        _log.warning(
+            "event=append_undone topic=%s partition=%d log_end_offset=%d error=%r",
+            self.topic, self.partition, self.log_end_offset, str(exc),
+        )  # fmt: skip
+        raise StorageError(
+            f"{self.topic}-{self.partition}: write failed ({brief(exc)}), undone"
+        ) from exc
 
     def _appended(self, assigned: AssignedBatches, log_append_time_ms: int) -> AppendResult:
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
@@ -228,9 +285,11 @@ class Log:
     def _empty_append(self) -> AppendResult:
         return AppendResult(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset)
 
-    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+    def _assign_epoch(self, epoch: int, start_offset: int, mark: AppendMark) -> None:
         latest = self.leader_epoch_cache.latest_epoch()
         if latest is None or epoch > latest:
+            if mark.epochs is None:
+                mark.epochs = self.leader_epoch_cache.entries()
             self.leader_epoch_cache.assign(epoch, start_offset)
 
     # -- rolls ------------------------------------------------------------------------------
@@ -250,7 +309,11 @@ class Log:
     def roll(self) -> None:
         """Start a new active segment at the log end (no-op when the active one is empty)."""
         self._check_open()
-        self._roll(self.log_end_offset)
+        mark = AppendMark.take(self._segments)
+        try:
+            self._roll(self.log_end_offset)
+        except Exception as exc:
+            self._undo(mark, exc)
 
     def _roll(self, base_offset: int) -> None:
         active = self.active_segment
@@ -262,7 +325,10 @@ class Log:
         else:
             active.on_become_inactive()
         self.producer_state.take_snapshot(base_offset)
-        self._segments.add(create_segment(self.directory, base_offset, self.config, self._clock))
+        self._segments.add(self._new_segment(base_offset))
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return create_segment(self.directory, base_offset, self.config, self._clock, self._files)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -278,14 +344,15 @@ class Log:
                 f"[{self.log_start_offset}, {self.log_end_offset}]"
             )
         upper = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
-        for segment in self._segments.holding_and_after(offset):
-            if offset >= upper or segment.base_offset >= upper:
-                break
-            read = segment.read(
-                offset, max_bytes, self._max_position(segment, upper), min_one_batch
-            )
-            if read is not None:
-                return self._read_result(read.region, read.first_offset, read.next_offset)
+        with self.health.offline_on_failure("read", self.log_end_offset):
+            for segment in self._segments.holding_and_after(offset):
+                if offset >= upper or segment.base_offset >= upper:
+                    break
+                read = segment.read(
+                    offset, max_bytes, self._max_position(segment, upper), min_one_batch
+                )
+                if read is not None:
+                    return self._read_result(read.region, read.first_offset, read.next_offset)
         return self._read_result(None, offset, offset)
 
     def _max_position(self, segment: LogSegment, upper: int) -> int | None:
@@ -331,6 +398,10 @@ class Log:
     def truncate_to(self, offset: int) -> None:
         """Follower truncation: remove every batch from the one holding `offset` onwards."""
         self._check_open()
+        with self.health.offline_on_failure("truncation", self.log_end_offset):
+            self._truncate_to(offset)
+
+    def _truncate_to(self, offset: int) -> None:
         if offset >= self.log_end_offset:
             return
         if offset < self.log_start_offset:
@@ -351,11 +422,12 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log, empty, at `offset`."""
         self._check_open()
-        self._remove_segments(self._segments.snapshot())  # first: new files may reuse a name
-        self._segments.add(create_segment(self.directory, offset, self.config, self._clock))
-        self.log_start_offset = self.log_end_offset = self.recovery_point = offset
-        self.leader_epoch_cache.clear()
-        self.producer_state.truncate_fully_and_start_at(offset)
+        with self.health.offline_on_failure("truncation", self.log_end_offset):
+            self._remove_segments(self._segments.snapshot())  # first: new files may reuse a name
+            self._segments.add(self._new_segment(offset))
+            self.log_start_offset = self.log_end_offset = self.recovery_point = offset
+            self.leader_epoch_cache.clear()
+            self.producer_state.truncate_fully_and_start_at(offset)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start to `offset` and drop whole segments below it."""
@@ -371,20 +443,25 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(offset)
         self._delete_prefix(deletable_segment_count(
             self._segments.snapshot(), config=self.config, now_ms=self._clock.time_ms(),
-            log_start_offset=self.log_start_offset, high_watermark=self.high_watermark,
-            by_retention=False,
+            log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset,
+            high_watermark=self.high_watermark, by_retention=False,
         ))  # fmt: skip
         return self.log_start_offset
 
     def delete_old_segments(self) -> int:
         """Retention: whole segments past retention.ms / retention.bytes (cleanup.policy delete)
-        or wholly below the log start; never the active segment. Returns how many went."""
+        or wholly below the log start. Returns how many went. When the active segment is due too
+        (a quiet topic whose data all expired), a new empty one is rolled at the log end first,
+        as Kafka's deleteSegments does, so the log start moves to the log end."""
         self._check_open()
+        segments = self._segments.snapshot()
         count = deletable_segment_count(
-            self._segments.snapshot(), config=self.config, now_ms=self._clock.time_ms(),
-            log_start_offset=self.log_start_offset, high_watermark=self.high_watermark,
-            by_retention=self.config.delete,
+            segments, config=self.config, now_ms=self._clock.time_ms(),
+            log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset,
+            high_watermark=self.high_watermark, by_retention=self.config.delete,
         )  # fmt: skip
+        if count == len(segments):
+            self.roll()  # a log always keeps one segment; a failed roll is undone and raises
         self._delete_prefix(count)
         return count
 
@@ -407,7 +484,8 @@ class Log:
         (cleaning_pass). Raises ValueError when `old` is not in the log as described."""
         self._check_open()
         due = self._clock.time_ms() + self.config.file_delete_delay_ms
-        self._segments.replace(cleaned, old, due)
+        with self.health.offline_on_failure("compaction swap", self.log_end_offset):
+            self._segments.replace(cleaned, old, due)
 
     def _remove_segments(self, doomed: Sequence[LogSegment]) -> None:
         """Out of the log now, renamed `.deleted`; files unlinked after file.delete.delay.ms."""
@@ -429,19 +507,26 @@ class Log:
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         if target <= self.recovery_point:
             return
-        self._segments.flush(self.recovery_point, target)
+        with self.health.offline_on_failure("fsync", self.log_end_offset):
+            self._segments.flush(self.recovery_point, target)
         self.recovery_point = target
         self.last_flush_ms = self._clock.time_ms()
 
     def close(self) -> None:
-        """Clean close: final time index entries, fsync, producer snapshot, descriptors freed."""
+        """Clean close: final time index entries, fsync, producer snapshot, descriptors freed.
+        A log that is (or goes) offline is only released, nothing written, and LogOfflineError
+        raised: its next start must recover it."""
         if self._closed:
             return
-        for segment in self._segments:
-            segment.on_become_inactive()
-        self.flush()
-        self.producer_state.take_snapshot(self.log_end_offset)
-        self.release()
+        try:
+            self._check_open()
+            with self.health.offline_on_failure("clean close", self.log_end_offset):
+                for segment in self._segments:
+                    segment.on_become_inactive()
+                self.flush()
+                self.producer_state.take_snapshot(self.log_end_offset)
+        finally:
+            self.release()
 
     def retire(self) -> None:
         """Refuse further use and drop write descriptors, but keep read descriptors open so
@@ -451,8 +536,14 @@ class Log:
 
     def release(self) -> None:
         """Free every descriptor without writing anything (the directory is being deleted)."""
-        self._segments.release()
         self._closed = True
+        try:
+            self._segments.release()
+        except OSError as exc:  # `.deleted` leftovers are removed at the next start
+            _log.warning(
+                "event=release_failed topic=%s partition=%d error=%r",
+                self.topic, self.partition, str(exc),
+            )  # fmt: skip
 
     def delete(self) -> None:
         """Remove the whole partition directory now."""
@@ -460,6 +551,7 @@ class Log:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def _check_open(self) -> None:
+        self.health.check()
         if self._closed:
             raise LogClosedError(f"log {self.topic}-{self.partition} is closed")
 

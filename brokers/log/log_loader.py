@@ -24,6 +24,7 @@ from pathlib import Path
 
 from brokers.common.clock import Clock
 from brokers.log.config import LogConfig
+from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.recovery import remove_leftover_files, segment_base_offsets
 from brokers.log.segment import LogSegment
 
@@ -46,17 +47,18 @@ def roll_jitter_ms(config: LogConfig) -> int:
 
 
 def create_segment(
-    directory: Path, base_offset: int, config: LogConfig, clock: Clock
+    directory: Path, base_offset: int, config: LogConfig, clock: Clock, files: FileOps = OS_FILES
 ) -> LogSegment:
     return LogSegment.create(
         directory, base_offset, clock=clock, index_interval_bytes=config.index_interval_bytes,
         max_index_bytes=config.segment_index_bytes, roll_jitter_ms=roll_jitter_ms(config),
+        files=files,
     )  # fmt: skip
 
 
 def load_log(
     directory: Path, config: LogConfig, *, clock: Clock, recovery_point: int,
-    log_start_offset: int, had_clean_shutdown: bool,
+    log_start_offset: int, had_clean_shutdown: bool, files: FileOps = OS_FILES,
 ) -> LoadedLog:  # fmt: skip
     remove_leftover_files(directory)
     segments: list[LogSegment] = []
@@ -65,6 +67,7 @@ def load_log(
         segment, truncated = LogSegment.open(
             directory, base, clock=clock, index_interval_bytes=config.index_interval_bytes,
             max_index_bytes=config.segment_index_bytes, roll_jitter_ms=roll_jitter_ms(config),
+            files=files,
         )  # fmt: skip
         segments.append(segment)
         if truncated is not None:
@@ -73,12 +76,12 @@ def load_log(
     if not had_clean_shutdown and segments:
         _recover_unflushed(directory, segments, recovery_point, rebuilt)
     if not segments:
-        segments.append(create_segment(directory, log_start_offset, config, clock))
+        segments.append(create_segment(directory, log_start_offset, config, clock, files))
     if log_start_offset > segments[-1].next_offset:
         log.warning("%s: log start %d is past the recovered end", directory.name, log_start_offset)
         for segment in segments:
             segment.delete_files()
-        segments = [create_segment(directory, log_start_offset, config, clock)]
+        segments = [create_segment(directory, log_start_offset, config, clock, files)]
     log_end_offset = segments[-1].next_offset
     if not had_clean_shutdown:
         recovery_point = log_end_offset  # everything below was just re-validated and fsynced

@@ -15,6 +15,11 @@ Deleting a partition renames its directory to `<topic>-<partition>.<uuid>-delete
 new partition of the same name can be created) and removes it after `file.delete.delay.ms`, so
 fetches already holding its file regions finish (Kafka's async delete).
 
+Storage failures (docs/storage-errors.md): a log that went offline (log.py) is skipped by the
+periodic duties and only released at shutdown; then, or when any close or the final checkpoint
+fails, the clean-shutdown marker is not written, so the next start recovers every log. Every
+file call goes through the `FileOps` given here (tests inject faults through it).
+
 Everything runs on the broker's event loop; not thread-safe. Only `run_cleaner_async` moves
 work to a worker thread (see log_cleaner), never touching a Log from there.
 """
@@ -39,7 +44,8 @@ from brokers.log.checkpoints import (
 from brokers.log.cleaner.config import CleanerConfig
 from brokers.log.cleaner.log_cleaner import LogCleaner
 from brokers.log.config import LogConfig
-from brokers.log.errors import CorruptCheckpointError, LogDirError
+from brokers.log.errors import CorruptCheckpointError, LogDirError, StorageError
+from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.log import Log, parse_topic_partition
 
 log = logging.getLogger(__name__)
@@ -54,8 +60,10 @@ class LogManager:
         self, log_dir: Path, *, clock: Clock, default_config: LogConfig,
         config_for: Callable[[str], LogConfig] | None = None,
         producer_id_expiration_ms: int = 86400000, cleaner_config: CleanerConfig | None = None,
+        files: FileOps = OS_FILES,
     ) -> None:  # fmt: skip
         self.log_dir = log_dir
+        self._files = files
         self.default_config = default_config
         self._clock = clock
         self._config_for = config_for
@@ -90,6 +98,7 @@ class LogManager:
                 directory, self._config(topic), clock=self._clock,
                 recovery_point=recovery_points.get(key, 0), log_start_offset=log_starts.get(key, 0),
                 had_clean_shutdown=clean, producer_id_expiration_ms=self._producer_id_expiration_ms,
+                files=self._files,
             )  # fmt: skip
         marker.unlink(missing_ok=True)
 
@@ -126,18 +135,30 @@ class LogManager:
         return self.default_config if self._config_for is None else self._config_for(topic)
 
     def shutdown(self) -> None:
-        """Close every log (fsync, snapshots), checkpoint, then mark the shutdown clean."""
+        """Close every log (fsync, snapshots), checkpoint, then mark the shutdown clean, unless
+        a log is offline or anything failed: the next start then recovers."""
         self.cleaner.shutdown()
+        clean = True
         for partition_log in self._logs.values():
-            partition_log.close()
-        self.checkpoint()
+            try:
+                partition_log.close()
+            except StorageError:
+                clean = False  # logged when the log went offline
+        try:
+            self.checkpoint()
+        except OSError as exc:
+            log.error("event=checkpoint_failed log_dir=%s error=%r", self.log_dir, str(exc))
+            clean = False
         for _, doomed, directory in self._doomed:
             doomed.release()
             shutil.rmtree(directory, ignore_errors=True)
         self._doomed.clear()
-        marker = self.log_dir / CLEAN_SHUTDOWN_MARKER
-        marker.touch()
-        _fsync_directory(self.log_dir)
+        if clean:
+            try:
+                (self.log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+                _fsync_directory(self.log_dir)
+            except OSError as exc:  # no marker: the next start recovers, which is safe
+                log.error("event=clean_marker_failed log_dir=%s error=%r", self.log_dir, str(exc))
         self._logs.clear()
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing the descriptor drops the flock
@@ -151,6 +172,10 @@ class LogManager:
     def logs(self) -> Iterable[Log]:
         return list(self._logs.values())
 
+    def online_logs(self) -> list[Log]:
+        """The logs the periodic duties work on: offline ones are left alone until restart."""
+        return [lg for lg in self._logs.values() if not lg.offline]
+
     def create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The partition's log, created empty if it does not exist yet (Kafka's getOrCreateLog)."""
         key = (topic, partition)
@@ -160,7 +185,7 @@ class LogManager:
         created = Log.open(
             self.log_dir / f"{topic}-{partition}", config or self._config(topic),
             clock=self._clock, had_clean_shutdown=True,
-            producer_id_expiration_ms=self._producer_id_expiration_ms,
+            producer_id_expiration_ms=self._producer_id_expiration_ms, files=self._files,
         )  # fmt: skip
         self._logs[key] = created
         return created
@@ -186,16 +211,18 @@ class LogManager:
         write_offsets(
             self.log_dir / RECOVERY_POINT_CHECKPOINT,
             {(lg.topic, lg.partition): lg.recovery_point for lg in self._logs.values()},
+            self._files,
         )
         write_offsets(
             self.log_dir / LOG_START_OFFSET_CHECKPOINT,
             {(lg.topic, lg.partition): lg.log_start_offset for lg in self._logs.values()},
+            self._files,
         )
 
     def run_retention(self) -> int:
         """Retention over every log; returns the number of segments deleted."""
         deleted = 0
-        for partition_log in self._logs.values():
+        for partition_log in self.online_logs():
             deleted += partition_log.delete_old_segments()
             partition_log.remove_expired_producers()
         return deleted
@@ -203,22 +230,25 @@ class LogManager:
     def run_cleaner(self, now_ms: int | None = None) -> int:
         """Compaction on this thread: each eligible compacted log once, dirtiest first, up to its
         high watermark; returns the rounds completed. Blocks the caller for whole rounds."""
-        return self.cleaner.run(self.logs(), now_ms)
+        return self.cleaner.run(self.online_logs(), now_ms)
 
     async def run_cleaner_async(self, now_ms: int | None = None) -> int:
         """`run_cleaner` with the heavy work on a worker thread and the swaps on the loop: what
         the broker schedules every log.cleaner.backoff.ms."""
-        return await self.cleaner.run_async(self.logs(), now_ms)
+        return await self.cleaner.run_async(self.online_logs(), now_ms)
 
     def run_flush(self) -> None:
         """fsync logs whose flush.ms elapsed, and segments rolled since the last flush (Kafka
         flushes a segment when it is rolled, which moves the recovery point forward)."""
         now = self._clock.time_ms()
-        for partition_log in self._logs.values():
-            if now - partition_log.last_flush_ms >= partition_log.config.flush_ms:
-                partition_log.flush()
-            elif partition_log.recovery_point < partition_log.active_segment.base_offset:
-                partition_log.flush(partition_log.active_segment.base_offset)
+        for partition_log in self.online_logs():
+            try:
+                if now - partition_log.last_flush_ms >= partition_log.config.flush_ms:
+                    partition_log.flush()
+                elif partition_log.recovery_point < partition_log.active_segment.base_offset:
+                    partition_log.flush(partition_log.active_segment.base_offset)
+            except StorageError:
+                continue  # that log went offline (logged); the others are still flushed
 
     def run_delayed_deletes(self) -> int:
         """Remove files of deleted segments and partitions whose delay passed; returns a count."""

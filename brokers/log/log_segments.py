@@ -11,17 +11,20 @@ Runs on the event loop; not thread-safe.
 
 from __future__ import annotations
 
-import os
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.segment import LogSegment
 
 
 class LogSegments:
-    def __init__(self, directory: Path, segments: list[LogSegment]) -> None:
+    def __init__(
+        self, directory: Path, segments: list[LogSegment], files: FileOps = OS_FILES
+    ) -> None:
         self.directory = directory
+        self._files = files
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (due ms, segment)
@@ -61,8 +64,13 @@ class LogSegments:
 
     def drop_empty_active(self) -> None:
         """Delete the (empty, so unread) active segment at once, e.g. to re-base it."""
-        self._segments.pop().delete_files()
+        self.drop_active()
+
+    def drop_active(self) -> None:
+        """Delete the active segment's files at once: it is empty, or holds only an append being
+        undone, which nobody has read (appends and reads share the event loop)."""
         self._bases.pop()
+        self._segments.pop().delete_files()
 
     def remove(self, doomed: Sequence[LogSegment], due_ms: int) -> None:
         """Take segments out of the log and rename their files; unlink them at `due_ms`."""
@@ -107,11 +115,7 @@ class LogSegments:
             if segment.base_offset < to_offset and segment.next_offset > from_offset:
                 segment.flush()
         if self._directory_dirty:
-            fd = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            self._files.fsync_directory(self.directory)
             self._directory_dirty = False
 
     def close_writers(self) -> None:

@@ -23,6 +23,7 @@ from bisect import bisect_right
 from pathlib import Path
 
 from brokers.log.errors import CorruptIndexError
+from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.index_file import IndexFile, IndexFileOwner
 
 _ENTRY = struct.Struct(">ii")
@@ -38,13 +39,17 @@ class OffsetIndex(IndexFileOwner):
         self._positions = array("i")
 
     @classmethod
-    def create(cls, path: Path, base_offset: int, max_index_bytes: int) -> OffsetIndex:
-        return cls(IndexFile.create(path, ENTRY_SIZE), base_offset, max_index_bytes)
+    def create(
+        cls, path: Path, base_offset: int, max_index_bytes: int, files: FileOps = OS_FILES
+    ) -> OffsetIndex:
+        return cls(IndexFile.create(path, ENTRY_SIZE, files), base_offset, max_index_bytes)
 
     @classmethod
-    def load(cls, path: Path, base_offset: int, max_index_bytes: int) -> OffsetIndex:
+    def load(
+        cls, path: Path, base_offset: int, max_index_bytes: int, files: FileOps = OS_FILES
+    ) -> OffsetIndex:
         """Read and sanity-check; raises FileNotFoundError or CorruptIndexError."""
-        index_file, data = IndexFile.load(path, ENTRY_SIZE)
+        index_file, data = IndexFile.load(path, ENTRY_SIZE, files)
         index = cls(index_file, base_offset, max_index_bytes)
         columns = array("i", data)
         if sys.byteorder == "little":
@@ -118,3 +123,9 @@ class OffsetIndex(IndexFileOwner):
         del self._relative_offsets[keep:]
         del self._positions[keep:]
         self._file.truncate_entries(keep)
+
+    def restore(self, entries: int) -> None:
+        """Undo of a failed append: the first `entries` entries, in memory and in the file."""
+        del self._relative_offsets[entries:]
+        del self._positions[entries:]
+        self._file.restore_entries(entries)

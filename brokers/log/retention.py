@@ -9,9 +9,14 @@ computes each and takes the maximum:
   timestamp > retention.ms;
 - `retention.bytes` (same policy, value >= 0): drop oldest segments while the partition stays at or
   above retention.bytes without them.
-Every pass stops at the first segment it keeps, never takes the active (last) segment (DESIGN.md:
-whole segments, never the active one), and never takes a segment holding offsets at or above the
-high watermark (data not yet replicated everywhere must not vanish before followers fetch it).
+Every pass stops at the first segment it keeps and never takes a segment holding offsets at or
+above the high watermark (data not yet replicated everywhere must not vanish before followers fetch
+it). As in Kafka's deletableSegments, the active (last) segment is a candidate too once it has data
+and the high watermark has reached the log end: a quiet topic's expired data must go, so the count
+may be every segment, and the caller then rolls a new empty active segment before deleting (a log
+always keeps one). Only the time pass can take the active segment in practice: the log-start pass
+needs a successor, and the size pass takes it only with retention.bytes = 0 (as Kafka's arithmetic
+does).
 
 Pure function over segments; thread-safe as long as the segments are not mutated meanwhile.
 """
@@ -37,13 +42,14 @@ class RetainedSegment(Protocol):
 
 def deletable_segment_count(
     segments: Sequence[RetainedSegment], *, config: LogConfig, now_ms: int,
-    log_start_offset: int, high_watermark: int | None, by_retention: bool,
+    log_start_offset: int, log_end_offset: int, high_watermark: int | None, by_retention: bool,
 ) -> int:  # fmt: skip
-    """How many of the oldest `segments` to delete (0 .. len - 1)."""
-    candidates = len(segments) - 1  # never the active segment
-    if high_watermark is not None:
-        candidates = min(candidates, _segments_below(segments, high_watermark))
-    counts = [_prefix(candidates, lambda i: segments[i + 1].base_offset <= log_start_offset)]
+    """How many of the oldest `segments` to delete (0 .. len; len means the active one too)."""
+    candidates = _candidates(segments, log_end_offset, high_watermark)
+    counts = [_prefix(
+        candidates,
+        lambda i: i + 1 < len(segments) and segments[i + 1].base_offset <= log_start_offset,
+    )]  # fmt: skip
     if by_retention and config.retention_ms >= 0:
         counts.append(_prefix(
             candidates,
@@ -54,10 +60,18 @@ def deletable_segment_count(
     return max(counts)
 
 
-def _segments_below(segments: Sequence[RetainedSegment], offset: int) -> int:
-    """Leading segments whose successor starts at or below `offset` (all their data is below)."""
+def _candidates(
+    segments: Sequence[RetainedSegment], log_end_offset: int, high_watermark: int | None
+) -> int:
+    """Leading segments whose data all lies below the high watermark (the log end when None);
+    a last segment that is empty is never one (Kafka's isLastSegmentAndEmpty)."""
+    limit = log_end_offset if high_watermark is None else high_watermark
     count = 0
-    while count + 1 < len(segments) and segments[count + 1].base_offset <= offset:
+    for index, segment in enumerate(segments):
+        last = index + 1 == len(segments)
+        upper = log_end_offset if last else segments[index + 1].base_offset
+        if upper > limit or (last and segment.size == 0):
+            break
         count += 1
     return count
 

@@ -3,7 +3,9 @@
 Owns: appending whole batches (offsets already assigned) with their index entries, locating the
 batch holding an offset, slicing whole batches for fetch, timestamp search, truncation, recovery
 (re-validating every batch and rebuilding both indexes), the `segment.ms`/`segment.bytes`/index-full
-roll decision, and the two-step deletion (rename to `.deleted`, unlink later).
+roll decision, the two-step deletion (rename to `.deleted`, unlink later), and the undo of a failed
+append: `mark()` before it, `roll_back(mark)` after a storage failure puts the files and the
+in-memory state back exactly (the partition log decides when; see log.py).
 
 Index entries are made per batch, whenever more than `index.interval.bytes` were appended since the
 last entry, so a lookup never scans more than about one interval of headers. Lookups, reads and
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,6 +27,7 @@ from typing_extensions import Buffer
 
 from brokers.common.clock import Clock
 from brokers.log.errors import CorruptIndexError, CorruptLogError
+from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.file_records import FileRecords, FileRegion
 from brokers.log.offset_index import OffsetIndex
 from brokers.log.recovery import valid_batches
@@ -46,6 +50,19 @@ class BatchLocation(NamedTuple):
     position: int
     size: int
     header: BatchHeader
+
+
+class SegmentMark(NamedTuple):
+    """What an append changes in a segment, taken before it (`LogSegment.mark`)."""
+
+    size: int
+    next_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    rolling_timestamp: int | None
+    bytes_since_index_entry: int
+    offset_entries: int
+    time_entries: int
 
 
 class SegmentRead(NamedTuple):
@@ -78,7 +95,7 @@ class LogSegment:
     @classmethod
     def create(
         cls, directory: Path, base_offset: int, *, clock: Clock, index_interval_bytes: int,
-        max_index_bytes: int, roll_jitter_ms: int = 0,
+        max_index_bytes: int, roll_jitter_ms: int = 0, files: FileOps = OS_FILES,
     ) -> LogSegment:  # fmt: skip
         """New empty files for a segment starting at `base_offset` (`preallocate` is not
         applied: files grow by appends, and the in-memory indexes need no preallocated mmap)."""
@@ -86,26 +103,31 @@ class LogSegment:
             segment_path(directory, base_offset, suffix)
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         )
+        with ExitStack() as undo:  # a file that cannot be made removes those made before it
+            records = FileRecords.open(log_path, create=True, files=files)
+            undo.callback(records.delete)
+            offset_index = OffsetIndex.create(index_path, base_offset, max_index_bytes, files)
+            undo.callback(offset_index.delete)
+            time_index = TimeIndex.create(time_index_path, base_offset, max_index_bytes, files)
+            undo.pop_all()
         return cls(
-            base_offset, FileRecords.open(log_path, create=True),
-            OffsetIndex.create(index_path, base_offset, max_index_bytes),
-            TimeIndex.create(time_index_path, base_offset, max_index_bytes),
-            clock=clock, index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
+            base_offset, records, offset_index, time_index, clock=clock,
+            index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
         )  # fmt: skip
 
     @classmethod
     def open(
         cls, directory: Path, base_offset: int, *, clock: Clock, index_interval_bytes: int,
-        max_index_bytes: int, roll_jitter_ms: int = 0,
+        max_index_bytes: int, roll_jitter_ms: int = 0, files: FileOps = OS_FILES,
     ) -> tuple[LogSegment, int | None]:  # fmt: skip
         """Open existing files. The second item is None when the indexes loaded, else the bytes
         cut while rebuilding them (Kafka's sanity check failed, or an index file is missing):
         a rebuild re-validates the data too."""
-        records = FileRecords.open(segment_path(directory, base_offset, LOG_SUFFIX))
+        records = FileRecords.open(segment_path(directory, base_offset, LOG_SUFFIX), files=files)
         paths = [segment_path(directory, base_offset, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
         try:
-            offset_index = OffsetIndex.load(paths[0], base_offset, max_index_bytes)
-            time_index = TimeIndex.load(paths[1], base_offset, max_index_bytes)
+            offset_index = OffsetIndex.load(paths[0], base_offset, max_index_bytes, files)
+            time_index = TimeIndex.load(paths[1], base_offset, max_index_bytes, files)
             segment = cls(
                 base_offset, records, offset_index, time_index, clock=clock,
                 index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
@@ -115,8 +137,8 @@ class LogSegment:
         except (FileNotFoundError, CorruptIndexError, CorruptLogError):
             segment = cls(
                 base_offset, records,
-                OffsetIndex.create(paths[0], base_offset, max_index_bytes),
-                TimeIndex.create(paths[1], base_offset, max_index_bytes), clock=clock,
+                OffsetIndex.create(paths[0], base_offset, max_index_bytes, files),
+                TimeIndex.create(paths[1], base_offset, max_index_bytes, files), clock=clock,
                 index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
             )  # fmt: skip
             return segment, segment.recover()
@@ -187,6 +209,27 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index_entry = 0
         self._bytes_since_index_entry += header.size
+
+    def mark(self) -> SegmentMark:
+        """The state an append may change, for `roll_back` if the append fails."""
+        return SegmentMark(
+            self.size, self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
+            self._rolling_timestamp, self._bytes_since_index_entry, self.offset_index.entries,
+            self.time_index.entries,
+        )  # fmt: skip
+
+    def roll_back(self, mark: SegmentMark) -> None:
+        """Undo everything since `mark`: the files are cut back to their sizes then (whatever a
+        failed or torn write left past them) and the in-memory state is restored. Raises OSError
+        when a file cannot be cut; the segment must not be written again then."""
+        self.offset_index.restore(mark.offset_entries)
+        self.time_index.restore(mark.time_entries)
+        self.records.restore_size(mark.size)
+        self.next_offset = mark.next_offset
+        self.max_timestamp = mark.max_timestamp
+        self.offset_of_max_timestamp = mark.offset_of_max_timestamp
+        self._rolling_timestamp = mark.rolling_timestamp
+        self._bytes_since_index_entry = mark.bytes_since_index_entry
 
     def should_roll(
         self, *, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int,

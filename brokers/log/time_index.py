@@ -20,6 +20,7 @@ from bisect import bisect_right
 from pathlib import Path
 
 from brokers.log.errors import CorruptIndexError
+from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.index_file import IndexFile, IndexFileOwner
 
 _ENTRY = struct.Struct(">qi")
@@ -36,13 +37,17 @@ class TimeIndex(IndexFileOwner):
         self._relative_offsets = array("i")
 
     @classmethod
-    def create(cls, path: Path, base_offset: int, max_index_bytes: int) -> TimeIndex:
-        return cls(IndexFile.create(path, ENTRY_SIZE), base_offset, max_index_bytes)
+    def create(
+        cls, path: Path, base_offset: int, max_index_bytes: int, files: FileOps = OS_FILES
+    ) -> TimeIndex:
+        return cls(IndexFile.create(path, ENTRY_SIZE, files), base_offset, max_index_bytes)
 
     @classmethod
-    def load(cls, path: Path, base_offset: int, max_index_bytes: int) -> TimeIndex:
+    def load(
+        cls, path: Path, base_offset: int, max_index_bytes: int, files: FileOps = OS_FILES
+    ) -> TimeIndex:
         """Read and sanity-check; raises FileNotFoundError or CorruptIndexError."""
-        index_file, data = IndexFile.load(path, ENTRY_SIZE)
+        index_file, data = IndexFile.load(path, ENTRY_SIZE, files)
         index = cls(index_file, base_offset, max_index_bytes)
         for timestamp, relative in _ENTRY.iter_unpack(data):
             index._timestamps.append(timestamp)
@@ -107,3 +112,9 @@ class TimeIndex(IndexFileOwner):
         del self._timestamps[keep:]
         del self._relative_offsets[keep:]
         self._file.truncate_entries(keep)
+
+    def restore(self, entries: int) -> None:
+        """Undo of a failed append: the first `entries` entries, in memory and in the file."""
+        del self._timestamps[entries:]
+        del self._relative_offsets[entries:]
+        self._file.restore_entries(entries)

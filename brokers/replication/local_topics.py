@@ -3,20 +3,29 @@
 Owns: creating, deleting, growing and reconfiguring topics when there is no ZooKeeper — persisted
 as `pier-topics.json` in the data dir (temp file, fsync, atomic rename), applied to the replica
 manager and the metadata cache. In cluster mode the controller plays this part through
-ZooKeeper; handlers only see the `TopicAdmin` methods. Runs on the event loop; not thread-safe.
+ZooKeeper; handlers only see the `TopicAdmin` methods. A topic is created whole or not at all:
+the file-descriptor budget is checked before any log is opened (`DescriptorLimitError`,
+POLICY_VIOLATION, also for `validate_only`), and should opening a log still fail (EMFILE when
+connections took the reserve), the logs this request opened are deleted again and nothing is
+persisted (KAFKA_STORAGE_ERROR, naming the open-file limit). Runs on the event loop; not
+thread-safe.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from brokers.common.descriptors import DescriptorBudget
 from brokers.log.config import LogConfig, validate_topic_overrides
+from brokers.log.errors import LogDirError
 from brokers.replication.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -46,6 +55,7 @@ class LocalTopicRegistry:
         node_id: int,
         broker_defaults: Mapping[str, str],
         limits: TopicLimits | None = None,
+        descriptors: DescriptorBudget | None = None,
     ) -> None:
         self._path = data_dir / REGISTRY_FILE
         self._replicas = replicas
@@ -53,6 +63,7 @@ class LocalTopicRegistry:
         self._node_id = node_id
         self._broker_defaults = dict(broker_defaults)
         self._limits = limits or TopicLimits()
+        self._descriptors = descriptors or DescriptorBudget()
         self._partition_count = 0
         self._batch_depth = 0
         self._dirty = False
@@ -108,6 +119,7 @@ class LocalTopicRegistry:
             )
         overrides = validate_topic_overrides(configs)
         self.log_config(overrides)
+        self._descriptors.check(partitions, f"topic '{name}'")
         if validate_only:
             return None
         topic = self._install(name, uuid.uuid4(), partitions, overrides)
@@ -134,11 +146,11 @@ class LocalTopicRegistry:
         existing = len(topic.partitions)
         check_partition_growth(existing, count)
         self._check_partitions(count, existing=existing)
+        self._descriptors.check(count - existing, f"growing topic '{name}' to {count} partitions")
         if validate_only:
             return
-        config = self.log_config(topic.configs)
+        self._open_logs(name, range(existing, count), self.log_config(topic.configs))
         for index in range(existing, count):
-            self._replicas.create(name, index, config)
             topic.partitions[index] = self._leader_here(index)
         self._partition_count += count - existing
         self._save()
@@ -187,14 +199,39 @@ class LocalTopicRegistry:
     def _install(
         self, name: str, topic_id: uuid.UUID, partitions: int, configs: Mapping[str, str]
     ) -> TopicMetadata:
-        config = self.log_config(configs)
         topic = TopicMetadata(name=name, topic_id=topic_id, partitions={}, configs=dict(configs))
+        self._open_logs(name, range(partitions), self.log_config(configs))
         for index in range(partitions):
-            self._replicas.create(name, index, config).log.update_config(config)
             topic.partitions[index] = self._leader_here(index)
         self._metadata.topics[name] = topic
         self._partition_count += partitions
         return topic
+
+    def _open_logs(self, name: str, indexes: range, config: LogConfig) -> None:
+        """Open (creating where needed) the partitions' logs — all of them, or, on a failure,
+        none of those this call created."""
+        created: list[int] = []
+        index = indexes.start
+        try:
+            for index in indexes:
+                if self._replicas.find(name, index) is None:
+                    created.append(index)
+                self._replicas.create(name, index, config).log.update_config(config)
+        except Exception as exc:
+            for undone in created:
+                with contextlib.suppress(Exception):  # best effort: the first error is the story
+                    self._replicas.delete(name, undone)
+            if self._replicas.find(name, index) is None:
+                # The log that failed to open left its directory; at the next start it would
+                # come back as a partition the registry never saw.
+                shutil.rmtree(self._path.parent / f"{name}-{index}", ignore_errors=True)
+            if _out_of_descriptors(exc):
+                raise LogDirError(
+                    f"the broker ran out of file descriptors (open-file limit "
+                    f"{self._descriptors.read_limit()}) opening partition {index} of topic "
+                    f"'{name}'; none of the {len(indexes)} partitions was created"
+                ) from None
+            raise
 
     def _save(self) -> None:
         if self._batch_depth:
@@ -218,3 +255,12 @@ class LocalTopicRegistry:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self._path)
+
+
+def _out_of_descriptors(exc: BaseException | None) -> bool:
+    """True when EMFILE/ENFILE is the error or its cause (a log layer may wrap the OSError)."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False

@@ -1,28 +1,45 @@
 """One client connection: read frames, dispatch them one at a time, write responses in order.
 
-Owns: the asyncio plumbing around `Dispatcher` — size checks before reading a body, writing
-responses (bytes, and file regions with sendfile where the transport allows), closing on protocol
-violations. Runs on the event loop; not thread-safe. A bad request closes this connection only.
+Owns: the asyncio plumbing around `Dispatcher` — size checks before reading a body, the request
+memory a frame holds (`queued.max.request.bytes`: allocated in full once the size prefix is read,
+released when the request has been processed; while the pool is exhausted the connection is muted,
+its transport not reading), how long the connection has been waiting on its client (read by the
+listener's idle check, `connections.max.idle.ms`: a connection that sends nothing, or stalls in
+the middle of a frame, or does not read its responses, counts as idle; one waiting on the broker —
+dispatching, or muted — does not), writing responses (bytes, and file regions with sendfile where
+the transport allows), closing on protocol violations, and answering an HTTP request sent to this
+port with a plain 400 that says what the port is. Runs on the event loop; not thread-safe. A bad
+request closes this connection only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from brokers.server.dispatcher import CloseConnection, Dispatcher, Peer, Reply
 from brokers.server.metrics import ServerMetrics
+from brokers.server.request_memory import RequestMemory
 from brokers.server.response import Part, RawResponse
-from brokers.wire.framing import FrameLimits, FrameSizeError, frame_size, size_prefix
+from brokers.wire.framing import (
+    FrameLimits,
+    FrameSizeError,
+    NotKafkaProtocolError,
+    frame_size,
+    size_prefix,
+)
 from brokers.wire.headers import response_header
 from brokers.wire.messages import MalformedRequestError
 
 log = logging.getLogger("pier.server")
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 _SMALL_REGION = 64 * 1024  # below this a pread copy is cheaper than a sendfile round trip
+_HTTP_LINGER_S = 1.0  # how long an HTTP client gets to read the 400 before the socket closes
 
 
 class _FdFile:
@@ -47,6 +64,8 @@ class Connection:
         limits: FrameLimits,
         peer: Peer,
         *,
+        memory: RequestMemory | None = None,
+        clock: Callable[[], float] = time.monotonic,
         use_sendfile: bool = True,
         metrics: ServerMetrics | None = None,
     ) -> None:
@@ -54,40 +73,149 @@ class Connection:
         self._writer = writer
         self._dispatcher = dispatcher
         self._limits = limits
-        self._peer = peer
+        self.peer = peer
+        self._memory = memory or RequestMemory(None)
+        self._clock = clock
         self._use_sendfile = use_sendfile
         self._metrics = metrics
         self.authenticated = (
             True  # plaintext broker listener; the gateway's SASL state machine differs
         )
+        self._waiting_since: float | None = clock()  # waiting on the client since; None: on us
+        self._held = 0  # request memory held by the frame being read or processed
+        self.frame_progress = (0, 0)  # (bytes read, size) of a partly read frame
+        self.muted = False  # not reading: waiting for request memory
+
+    @classmethod
+    def accepted(
+        cls,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        dispatcher: Dispatcher,
+        limits: FrameLimits,
+        **options: Any,
+    ) -> Connection:
+        """A connection for a socket the listener just accepted, named after its peer."""
+        peername = writer.get_extra_info("peername") or ("?", 0)
+        connection_id = f"{peername[0]}:{peername[1]}-{time.monotonic_ns()}"
+        peer = Peer(host=str(peername[0]), connection_id=connection_id)
+        return cls(reader, writer, dispatcher, limits, peer, **options)
+
+    def idle_for(self, now: float) -> float:
+        """Seconds this connection has waited on its client (0 while it waits on the broker)."""
+        return 0.0 if self._waiting_since is None else now - self._waiting_since
+
+    def close(self) -> None:
+        """Close the socket; `serve` then ends quietly (the listener's idle check)."""
+        self._writer.close()
 
     async def serve(self) -> None:
+        if self._metrics is not None:
+            self._metrics.connections.inc()
+            self._metrics.connections_created.inc()
         try:
-            while True:
-                frame = await self._read_frame()
-                if frame is None:
-                    return
-                reply = await self._dispatcher.dispatch(memoryview(frame), self._peer)
-                if reply is not None:
-                    await self._send(reply)
+            await self._serve_frames()
+        except NotKafkaProtocolError as exc:
+            self._count_malformed()
+            log.info("event=close_connection peer=%s reason=%r", self.peer.host, str(exc))
+            if exc.protocol == "HTTP":
+                await self._answer_http(str(exc))
         except (CloseConnection, MalformedRequestError, FrameSizeError) as exc:
-            if self._metrics is not None:
-                self._metrics.connections_closed_malformed.inc()
-            log.info("event=close_connection peer=%s reason=%r", self._peer.host, str(exc))
+            self._count_malformed()
+            log.info("event=close_connection peer=%s reason=%r", self.peer.host, str(exc))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except Exception as exc:  # never let one connection take the broker down
-            log.error("event=connection_failed peer=%s error=%r", self._peer.host, exc)
+            log.error("event=connection_failed peer=%s error=%r", self.peer.host, exc)
         finally:
+            self._release()
             self._writer.close()
+            if self._metrics is not None:
+                self._metrics.connections.dec()
 
-    async def _read_frame(self) -> bytes | None:
+    async def _serve_frames(self) -> None:
+        while True:
+            frame = await self._read_frame()
+            if frame is None:
+                return
+            try:
+                reply = await self._dispatcher.dispatch(memoryview(frame), self.peer)
+            finally:
+                self._release()
+            if reply is not None:
+                await self._send(reply)
+
+    async def _read_frame(self) -> bytes | memoryview | None:
+        self._waiting_since = self._clock()
         try:
             prefix = await self._reader.readexactly(4)
         except asyncio.IncompleteReadError:
             return None
         size = frame_size(prefix, self._limits.limit(self.authenticated))
-        return await self._reader.readexactly(size)
+        await self._hold(size)
+        body = await self._read_body(size)
+        self._waiting_since = None
+        self.frame_progress = (0, 0)
+        return body
+
+    async def _hold(self, size: int) -> None:
+        """Allocate the frame's request memory; muted (not reading) while the pool is spent."""
+        self._waiting_since = None  # waiting on the broker, not on the client
+        if not self._memory.try_allocate(size):
+            transport = cast(asyncio.Transport, self._writer.transport)
+            paused_here = transport.is_reading()
+            if paused_here:
+                transport.pause_reading()
+            self.muted = True
+            try:
+                await self._memory.allocate(size)
+            finally:
+                self.muted = False
+                if paused_here and not transport.is_closing():
+                    transport.resume_reading()
+        self._held = size
+        self._waiting_since = self._clock()
+
+    async def _read_body(self, size: int) -> bytes | memoryview:
+        """The frame's bytes; each chunk that arrives counts as progress for the idle check."""
+        chunk = await self._reader.read(size)
+        if len(chunk) == size:
+            return chunk  # the whole frame was buffered: one copy, as readexactly makes
+        body = bytearray(chunk)
+        while len(body) < size:
+            if not chunk:
+                raise asyncio.IncompleteReadError(bytes(body), size)
+            self._waiting_since = self._clock()
+            self.frame_progress = (len(body), size)
+            chunk = await self._reader.read(size - len(body))
+            body += chunk
+        return memoryview(body).toreadonly()  # the codec takes read-only buffers; no copy
+
+    def _release(self) -> None:
+        if self._held:
+            self._memory.release(self._held)
+            self._held = 0
+
+    def _count_malformed(self) -> None:
+        if self._metrics is not None:
+            self._metrics.connections_closed_malformed.inc()
+
+    async def _answer_http(self, message: str) -> None:
+        """A plain 400 saying what this port is, so `curl` shows more than an empty reply."""
+        body = (message + "\n").encode()
+        head = (
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        with contextlib.suppress(ConnectionError, TimeoutError, OSError):
+            self._writer.write(head.encode() + body)
+            if self._writer.can_write_eof():
+                self._writer.write_eof()
+            # Read what the client still sends, so closing does not reset the connection
+            # before it has read the answer.
+            async with asyncio.timeout(_HTTP_LINGER_S):
+                while await self._reader.read(65536):
+                    pass
 
     async def _send(self, reply: Reply) -> None:
         header = response_header(reply.correlation_id, reply.flexible_header)
@@ -97,6 +225,7 @@ class Connection:
         else:
             await self._send_parts(header, body)
         if self._writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            self._waiting_since = self._clock()  # a client that does not read is idle too
             await self._writer.drain()
 
     async def _send_parts(self, header: bytes, body: RawResponse) -> None:
@@ -118,30 +247,10 @@ class Connection:
     async def _sendfile(self, region: Part) -> None:
         loop = asyncio.get_running_loop()
         fd, position, size = region.fd, region.position, region.size  # type: ignore[union-attr]
+        self._waiting_since = self._clock()  # the client reading the response is progress
         try:
             file: Any = _FdFile(fd)
             await loop.sendfile(self._writer.transport, file, position, size, fallback=False)
         except (asyncio.SendfileNotAvailableError, NotImplementedError):
             self._use_sendfile = False
             self._writer.write(os.pread(fd, size, position))
-
-
-async def serve_connection(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    dispatcher: Dispatcher,
-    limits: FrameLimits,
-    metrics: ServerMetrics | None,
-) -> None:
-    peername = writer.get_extra_info("peername") or ("?", 0)
-    peer = Peer(
-        host=str(peername[0]), connection_id=f"{peername[0]}:{peername[1]}-{time.monotonic_ns()}"
-    )
-    if metrics is not None:
-        metrics.connections.inc()
-        metrics.connections_created.inc()
-    try:
-        await Connection(reader, writer, dispatcher, limits, peer, metrics=metrics).serve()
-    finally:
-        if metrics is not None:
-            metrics.connections.dec()

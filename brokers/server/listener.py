@@ -1,18 +1,32 @@
-"""The TCP listener: accepts connections and runs each one as a task.
+"""The TCP listener: accepts connections, runs each one as a task, closes the idle ones.
 
-Owns: the asyncio server and the set of live connection tasks, so shutdown can close them all.
-Runs on the event loop; not thread-safe.
+Owns: the listening sockets and their accept loops (`accept.py`: back off on EMFILE, never spin),
+the set of live connections (so shutdown can close them all), the request memory they share
+(`queued.max.request.bytes`, Kafka's semantics: ≤ 0 unbounded), and the idle check
+(`connections.max.idle.ms`, Kafka's semantics: negative never): every `idle_check_interval` it
+closes each connection that has waited on its client — silent, stalled in a partial frame, or not
+reading its responses — for longer than the limit. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import socket
+import time
+from collections.abc import Callable
 
-from brokers.server.connection import serve_connection
+from brokers.server.accept import AcceptBackoff, accept_forever, bind_listening_sockets
+from brokers.server.connection import Connection
 from brokers.server.dispatcher import Dispatcher
 from brokers.server.metrics import ServerMetrics
+from brokers.server.request_memory import RequestMemory
 from brokers.wire.framing import FrameLimits
+
+log = logging.getLogger("pier.server")
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # Kafka's connections.max.idle.ms default
+STREAM_LIMIT = 256 * 1024  # a muted connection buffers at most ~2× this before its socket pauses
 
 
 class Listener:
@@ -24,47 +38,125 @@ class Listener:
         *,
         limits: FrameLimits | None = None,
         metrics: ServerMetrics | None = None,
+        connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+        queued_max_request_bytes: int = -1,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._dispatcher = dispatcher
         self._host = host
         self._port = port
         self._limits = limits or FrameLimits()
         self._metrics = metrics
-        self._server: asyncio.Server | None = None
+        self._idle_ms = connections_max_idle_ms
+        self._clock = clock
+        self.memory = RequestMemory(
+            queued_max_request_bytes if queued_max_request_bytes > 0 else None
+        )
+        if metrics is not None:
+            metrics.memory_pool_used.set_function(lambda: self.memory.used)
+        self._sockets: list[socket.socket] = []
+        self._jobs: list[asyncio.Task[None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
+        self.connections: set[Connection] = set()
 
     @property
     def port(self) -> int:
-        assert self._server is not None
-        sockname = self._server.sockets[0].getsockname()
-        return int(sockname[1])
+        assert self._sockets
+        return int(self._sockets[0].getsockname()[1])
+
+    @property
+    def idle_check_interval(self) -> float:
+        """Seconds between idle checks: a tenth of the limit, within [50 ms, 10 s]."""
+        return min(10.0, max(0.05, self._idle_ms / 10_000))
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept, self._host, self._port, reuse_address=True, limit=1024 * 1024
-        )
+        self._sockets = bind_listening_sockets(self._host, self._port)
+        for sock in self._sockets:
+            backoff = AcceptBackoff(self._clock)
+            accepting = accept_forever(sock, self.adopt, backoff, self._count_accept_error)
+            self._jobs.append(asyncio.create_task(accepting))
+        if self._idle_ms >= 0:
+            self._jobs.append(asyncio.create_task(self._check_idle_forever()))
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        try:
-            await serve_connection(reader, writer, self._dispatcher, self._limits, self._metrics)
-        except asyncio.CancelledError:
-            writer.close()  # shutdown: the connection ends here, quietly
-        finally:
-            self._tasks.discard(task)
+    def close_idle_connections(self) -> int:
+        """Close every connection that has waited on its client over the limit; how many."""
+        now = self._clock()
+        closed = 0
+        for connection in list(self.connections):
+            idle_s = connection.idle_for(now)
+            if idle_s * 1000 <= self._idle_ms:
+                continue
+            read, size = connection.frame_progress
+            stalled = f"a {size}-byte request stalled after {read} bytes" if size else "idle"
+            log.info(
+                "event=close_connection peer=%s reason=%r",
+                connection.peer.host,
+                f"{stalled} for {round(idle_s * 1000)} ms "
+                f"(connections.max.idle.ms={self._idle_ms})",
+            )
+            connection.close()
+            self.connections.discard(connection)
+            closed += 1
+        if closed and self._metrics is not None:
+            self._metrics.connections_closed_idle.inc(closed)
+        return closed
 
     async def stop(self) -> None:
         """Stop accepting, then close every live connection."""
-        if self._server is not None:
-            self._server.close()
+        for job in self._jobs:
+            job.cancel()
+        for job in self._jobs:
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+        self._jobs.clear()
+        for sock in self._sockets:
+            sock.close()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+
+    def adopt(self, sock: socket.socket) -> None:
+        """Serve a connected socket (one the accept loop took, or a test's socketpair end)."""
+        task = asyncio.create_task(self._serve(sock))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            reader = asyncio.StreamReader(limit=STREAM_LIMIT, loop=loop)
+            protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
+        except Exception as exc:  # the client left already, or the loop cannot watch the socket
+            log.info("event=connection_setup_failed error=%r", str(exc))
+            sock.close()
+            return
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        connection = Connection.accepted(
+            reader,
+            writer,
+            self._dispatcher,
+            self._limits,
+            memory=self.memory,
+            clock=self._clock,
+            metrics=self._metrics,
+        )
+        self.connections.add(connection)
+        try:
+            await connection.serve()
+        except asyncio.CancelledError:
+            writer.close()  # shutdown: the connection ends here, quietly
+        finally:
+            self.connections.discard(connection)
+
+    async def _check_idle_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.idle_check_interval)
+            self.close_idle_connections()
+
+    def _count_accept_error(self, errno_name: str) -> None:
+        if self._metrics is not None:
+            self._metrics.accept_errors.labels(errno_name).inc()

@@ -1,6 +1,7 @@
 """Prometheus metrics of the network layer, named after Kafka's `kafka.network` MBeans.
 
-Owns: request counts, latency histograms per API, connection gauges. Metric objects live in a
+Owns: request counts, latency histograms per API, connection gauges, connections closed for
+idleness, failed accepts, and the request memory in use (`queued.max.request.bytes`). Metric objects live in a
 registry passed in (tests use their own). prometheus-client is thread-safe.
 """
 
@@ -39,5 +40,21 @@ class ServerMetrics:
         self.connections_closed_malformed = Counter(
             "kafka_network_malformed_requests",
             "Connections closed because a request could not be parsed or routed.",
+            registry=registry,
+        )
+        self.connections_closed_idle = Counter(
+            "kafka_network_idle_connections_closed",
+            "Connections closed after connections.max.idle.ms without progress from the client.",
+            registry=registry,
+        )
+        self.accept_errors = Counter(
+            "kafka_network_acceptor_errors",
+            "Failed accepts on the listener, per errno (EMFILE: out of file descriptors).",
+            ["errno"],
+            registry=registry,
+        )
+        self.memory_pool_used = Gauge(
+            "kafka_network_socket_server_memory_pool_used_bytes",
+            "Request bytes read but not yet processed (SocketServer MemoryPoolUsed).",
             registry=registry,
         )

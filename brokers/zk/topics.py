@@ -13,7 +13,11 @@ INVALID_TOPIC_EXCEPTION, as in Kafka. `topic_overrides` reads a topic's override
 (what DescribeConfigs and IncrementalAlterConfigs start from, as Kafka's ZkConfigRepository).
 Live brokers and their racks come from this broker's metadata cache (kept by UpdateMetadata).
 Partition counts are capped as the standalone registry caps them (`TopicLimits`: per topic, and
-per broker as far as the metadata cache knows): POLICY_VIOLATION beyond them.
+per broker as far as the metadata cache knows): POLICY_VIOLATION beyond them. So is the open-file
+limit, before anything is written (a topic is created whole or not at all): each broker given new
+replicas must have descriptors for them. This broker's budget is exact; another broker's is
+estimated from it — the same limit (a homogeneous fleet, as Kafka's KIP-578 assumes), less what
+the partitions the metadata cache places there hold beyond this broker's own.
 Errors are the replication package's, as the standalone registry raises, so the handlers' mapper
 answers the same codes. The handlers' `TopicAdmin` interface is synchronous, so each call waits
 for its ZooKeeper round trips on the event loop thread (admin requests are rare and each write is
@@ -30,6 +34,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
+from brokers.common.descriptors import DescriptorBudget
 from brokers.controller import zk_paths
 from brokers.controller.assignment import assign_replicas
 from brokers.controller.errors import (
@@ -73,10 +78,13 @@ class ZkTopicAdmin:
         broker_defaults: Mapping[str, str],
         configs: TopicConfigs | None = None,
         limits: TopicLimits | None = None,
+        descriptors: DescriptorBudget | None = None,
     ) -> None:
         self._zk = zk
         self._limits = limits or TopicLimits()
+        self._descriptors = descriptors or DescriptorBudget()
         self._metadata = metadata
+        self._logs = logs
         self._broker_defaults = dict(broker_defaults)
         self.configs = configs or TopicConfigs(zk, metadata, logs, broker_defaults=broker_defaults)
 
@@ -110,6 +118,7 @@ class ZkTopicAdmin:
             else self._assign(partitions, factor, start_partition=0)
         )
         self._check_broker_load(placed)
+        self._check_descriptors(placed, f"topic '{name}'")
         overrides = validate_topic_overrides(configs)
         self.log_config(overrides)
         self._check_absent(name)
@@ -156,6 +165,7 @@ class ZkTopicAdmin:
             else self._assign(count - existing, factor, start_partition=existing)
         )
         self._check_broker_load(added)
+        self._check_descriptors(added, f"growing topic '{name}' to {count} partitions")
         if validate_only:
             return
         grown = dict(current.partitions)
@@ -207,6 +217,25 @@ class ZkTopicAdmin:
                 f"broker {over[0]} would hold {load[over[0]]} partitions, over its limit of "
                 f"{self._limits.max_partitions_per_broker}"
             )
+
+    def _check_descriptors(self, added: Mapping[int, Sequence[int]], what: str) -> None:
+        """Each broker given new replicas must have the descriptors for them (module doc)."""
+        here = self._descriptors.partitions_available()
+        if here is None:
+            return
+        wanted = Counter(b for replicas in added.values() for b in replicas)
+        held = Counter(
+            b
+            for topic in self._metadata.topics.values()
+            for partition in topic.partitions.values()
+            for b in partition.replicas
+            if b in wanted
+        )
+        held_here = sum(1 for _ in self._logs.logs())
+        for broker in sorted(wanted):
+            available = max(0, here + held_here - held[broker])
+            where = f"{what} on broker {broker}"
+            self._descriptors.check(wanted[broker], where, available=available)
 
     def _assign(
         self, partitions: int, factor: int, *, start_partition: int

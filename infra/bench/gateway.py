@@ -63,6 +63,7 @@ from infra.bench.throughput import Throughput, consume_run, produce_run
 from infra.gateway import GatewayProcess, start_gateway
 from infra.stack import BrokerProcess, start_broker
 from tenancy.domain import DEFAULT_ENTITY, DEFAULT_LIMITS, QuotaEntity
+from tenancy.quota_chain import QUOTA_NAMES
 from tenancy.store import TenantStore
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -151,6 +152,8 @@ def prepare_store(db_url: str, plan: Mapping[str, float]) -> Tenants:
 
 def _tenant(store: TenantStore, tenant_id: str) -> tuple[Key, str]:
     store.create_tenant(display_name=tenant_id, plan="free", tenant_id=tenant_id, actor=OPERATOR)
+    no_quotas = dict.fromkeys(QUOTA_NAMES, None)  # not the free plan's: the bench sets its own
+    store.set_quotas(tenant_id, QuotaEntity(DEFAULT_ENTITY, None), no_quotas, actor=OPERATOR)
     account = store.create_service_account(tenant_id, name="bench", actor=OPERATOR)
     return _key(store, tenant_id, account.id), account.id
 

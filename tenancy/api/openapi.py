@@ -278,12 +278,19 @@ def _acl_paths() -> dict[str, JsonSchema]:
 def _plan_paths() -> dict[str, JsonSchema]:
     plan = {"200": _json(ref("Plan"), "The plan")}
     return {
+        "/v1/plans": {
+            "get": _op(
+                "listPlans",
+                "List every plan (the defaults: free, standard, enterprise)",
+                {"200": _json(ref("PlanList"), "Every plan, by name")},
+            ),
+        },
         "/v1/plans/{name}": {
             "get": _op("getPlan", "Get a plan", plan, params=("PlanName",)),
             "put": _op(
                 "putPlan", "Create or replace a plan", plan, params=("PlanName",), body="PlanPut"
             ),
-        }
+        },
     }
 
 

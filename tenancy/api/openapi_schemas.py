@@ -3,7 +3,8 @@
 Owns: the shape of every request and response body. `openapi.py` assembles them with the paths;
 `validation.py` validates request bodies against them and the tests check responses against
 them. Money and allowances are decimal strings, never JSON numbers (plans are billed with
-`Decimal`). Tenant limits are integers; the tenant-wide byte-rate caps are integers or null (no
+`Decimal`). Quotas have Kafka's types: the byte rates are integers (bytes/s, Kafka's LONG), the
+others numbers. Tenant limits are integers; the tenant-wide byte-rate caps are integers or null (no
 cap), optional on create, and a PATCH sets one to null to remove it. Immutable module data; safe
 from any thread.
 """
@@ -20,6 +21,7 @@ QUOTA_NAMES = (
     "request_percentage",
     "controller_mutation_rate",
 )
+BYTE_RATE_QUOTAS = ("producer_byte_rate", "consumer_byte_rate")
 RESOURCE_TYPES = ["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]
 # Kafka's AclOperation names (ANY and UNKNOWN are filter-only in Kafka, so not creatable).
 OPERATIONS = [
@@ -166,15 +168,28 @@ def _principal_schemas() -> dict[str, JsonSchema]:
     }
 
 
+def _quota_values(nullable: bool) -> JsonSchema:
+    """Kafka's quota types: byte rates whole bytes/s (LONG), the other two numbers (DOUBLE)."""
+    null = ["null"] if nullable else []
+    rate = {
+        "type": ["integer", *null],
+        "minimum": 1,
+        "maximum": INT64_MAX,
+        "description": "bytes/s, a whole number (Kafka's LONG)",
+    }
+    number = {"type": ["number", *null], "exclusiveMinimum": 0, "maximum": 1e18}
+    return _obj([], {name: rate if name in BYTE_RATE_QUOTAS else number for name in QUOTA_NAMES})
+
+
 def _quota_schemas() -> dict[str, JsonSchema]:
-    value = {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1e18}
     effective = _obj(
         ["value", "source"],
         {"value": {"type": ["number", "null"]}, "source": {"type": ["string", "null"]}},
     )
     return {
         "QuotaEntity": _obj([], {"user": _ENTITY_NAME, "client_id": _ENTITY_NAME}),
-        "QuotaValues": _obj([], dict.fromkeys(QUOTA_NAMES, value)),
+        "QuotaValues": _quota_values(nullable=True),
+        "PlanQuotas": _quota_values(nullable=False),
         "QuotaSet": _obj(
             ["entity", "quotas"], {"entity": ref("QuotaEntity"), "quotas": ref("QuotaValues")}
         ),
@@ -241,16 +256,29 @@ def _plan_schemas() -> dict[str, JsonSchema]:
         "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,63}$"},
         "additionalProperties": ref("PlanDimension"),
     }
+    terms = {"limits": ref("TenantLimitsCreate"), "quotas": ref("PlanQuotas")}
     return {
         "PlanTier": tier,
         "PlanDimension": dimension,
         "Plan": _obj(
-            ["name", "currency", "dimensions"],
-            {"name": {"type": "string"}, "currency": {"type": "string"}, "dimensions": dimensions},
+            ["name", "currency", "dimensions", "limits", "quotas"],
+            {
+                "name": {"type": "string"},
+                "currency": {"type": "string"},
+                "dimensions": dimensions,
+                "limits": ref("TenantLimits"),
+                "quotas": ref("PlanQuotas"),
+            },
         ),
+        "PlanList": _obj(["items"], {"items": {"type": "array", "items": ref("Plan")}}),
+        # limits absent: the store's defaults; quotas absent: none (docs/plans.md)
         "PlanPut": _obj(
             ["currency", "dimensions"],
-            {"currency": {"type": "string", "pattern": "^[A-Z]{3}$"}, "dimensions": dimensions},
+            {
+                "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                "dimensions": dimensions,
+                **terms,
+            },
         ),
     }
 

@@ -167,12 +167,46 @@ def _problems(errors: Iterable[SchemaError], root: str) -> list[FieldProblem]:
     return found
 
 
+_TYPE_NAMES = {
+    "integer": "a whole number",
+    "number": "a number",
+    "string": "a string",
+    "object": "an object",
+    "array": "an array",
+    "boolean": "true or false",
+    "null": "null",
+}
+_FORMATS = {"date-time": "an RFC 3339 timestamp such as 2026-01-31T00:00:00Z"}
+
+
 def _short(error: SchemaError) -> str:
-    if error.validator == "additionalProperties":
-        return "unknown property"
-    if error.validator in ("type", "enum", "pattern", "format"):
-        return f"must match {error.validator} {json.dumps(error.validator_value)[:120]}"
-    return error.message[:200]
+    """The whole message for one failing field, saying what would be accepted."""
+    kind, expected = error.validator, error.validator_value
+    if kind == "additionalProperties":
+        known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        return f"unknown property; the properties are {', '.join(known) or 'none'}"
+    if kind == "enum" and isinstance(expected, list):
+        return f"must be one of {', '.join(map(str, expected))}"
+    if kind == "type":
+        types = expected if isinstance(expected, list) else [expected]
+        return "must be " + " or ".join(_TYPE_NAMES.get(str(t), str(t)) for t in types)
+    if kind == "pattern":
+        return f"must match the pattern {expected}"
+    if kind == "format":
+        return f"must be {_FORMATS.get(str(expected), f'a {expected} value')}"
+    limits = {
+        "minimum": "must be at least {}",
+        "maximum": "must be at most {}",
+        "exclusiveMinimum": "must be greater than {}",
+        "minLength": "must have at least {} characters",
+        "maxLength": "must have at most {} characters",
+        "minItems": "must have at least {} items",
+        "maxItems": "must have at most {} items",
+        "maxProperties": "must have at most {} entries",
+    }
+    if kind in limits:
+        return limits[str(kind)].format(expected)
+    return error.message
 
 
 def _reject_constant(name: str) -> Any:

@@ -3,16 +3,28 @@ OFFSET_OUT_OF_RANGE when it has no reset policy.
 
 The shared broker runs retention every 200 ms (`log.retention.check.interval.ms`); tests poll the
 log start offset (ListOffsets earliest) with a deadline. Segments are 1 MiB: Kafka 4.0 refuses a
-smaller `segment.bytes` (KIP-1030), so ~5 MiB of 1 KiB records make five segments. Only whole,
-non-active segments go, so the log start is always a segment base offset.
+smaller `segment.bytes` (KIP-1030), so ~5 MiB of 1 KiB records make five segments. Only whole
+segments go, so the log start is always a segment base offset. The time tests stamp all but the
+last few records two hours back and keep one hour, so old segments expire while the active one
+(recent records) stays; a topic whose every record expired is emptied, the active segment too
+(rolled first, as Kafka does), leaving log start = log end.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from kafka import KafkaConsumer
 from kafka.errors import OffsetOutOfRangeError
 from kafka.structs import TopicPartition as KpTopicPartition
@@ -26,18 +38,26 @@ from tests.e2e.kafka_admin import (
     wait_for,
     watermarks,
 )
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.e2e]
 
 SEGMENT_BYTES = 1 << 20
 RECORDS, VALUE = 5_000, b"r" * 1024
 RETENTION_DEADLINE_S = 60.0
+HOUR_MS = 3_600_000
+RECENT_RECORDS = 10  # stamped now: they keep the active segment alive under a one-hour retention
 
 
-def fill(bootstrap: str, topic: str) -> None:
+def fill(bootstrap: str, topic: str, *, aged: bool = False) -> None:
+    """RECORDS records; with `aged`, all but the last RECENT_RECORDS are two hours old."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    old = int(time.time() * 1000) - 2 * HOUR_MS
     for seq in range(RECORDS):
-        produce_with_backpressure(producer, topic=topic, partition=0, value=b"%06d" % seq + VALUE)
+        timestamp = old if aged and seq < RECORDS - RECENT_RECORDS else 0  # 0: now
+        produce_with_backpressure(
+            producer, topic=topic, partition=0, value=b"%06d" % seq + VALUE, timestamp=timestamp
+        )
     assert producer.flush(60) == 0
 
 
@@ -71,9 +91,9 @@ def test_retention_ms_deletes_old_segments(module_broker: BrokerProcess, topic_n
     create_topic(
         module_broker.bootstrap,
         topic_name,
-        config={"segment.bytes": str(SEGMENT_BYTES), "retention.ms": "1000"},
+        config={"segment.bytes": str(SEGMENT_BYTES), "retention.ms": str(HOUR_MS)},
     )
-    fill(module_broker.bootstrap, topic_name)
+    fill(module_broker.bootstrap, topic_name, aged=True)
     low, high = wait_for_log_start(module_broker, topic_name)
     assert high == RECORDS
     assert_readable_from_log_start(module_broker, topic_name, low, high)
@@ -102,15 +122,63 @@ def test_retention_bytes_keeps_the_partition_under_its_budget(
     assert_readable_from_log_start(module_broker, topic_name, low, high)
 
 
+def test_retention_ms_empties_a_quiet_topic(module_broker: BrokerProcess, topic_name: str) -> None:
+    """Kafka rolls an expired active segment and deletes it: nothing expired stays readable."""
+    bootstrap, sent = module_broker.bootstrap, 100
+    create_topic(bootstrap, topic_name, config={"retention.ms": "1000"})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for seq in range(sent):
+        produce_with_backpressure(producer, topic=topic_name, partition=0, value=b"%06d" % seq)
+    assert producer.flush(30) == 0
+    wait_until(
+        lambda: watermarks(bootstrap, topic_name, 0) == (sent, sent),
+        what="ListOffsets earliest == latest == records sent",
+        timeout=RETENTION_DEADLINE_S,
+        interval=0.2,
+    )
+    assert segment_bases(module_broker.data_dir, topic_name) == [sent]  # rolled at the log end
+    assert live_log_bytes(module_broker.data_dir, topic_name) == 0
+    assert consume_from_beginning(bootstrap, topic_name) == ([], sent)
+    produce_with_backpressure(producer, topic=topic_name, partition=0, value=b"after")
+    assert producer.flush(30) == 0
+    records, _end = consume_from_beginning(bootstrap, topic_name)
+    assert [(r.offset(), r.value()) for r in records] == [(sent, b"after")]
+
+
+def consume_from_beginning(bootstrap: str, topic: str) -> tuple[list[Message], int]:
+    """Records from the earliest offset until end of partition, and the end offset reported."""
+    consumer = Consumer(consumer_config(bootstrap))
+    records: list[Message] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+
+        def at_end() -> int | None:
+            for message in consumer.consume(num_messages=100, timeout=0.5):
+                error = message.error()
+                if error is None:
+                    records.append(message)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    return message.offset()
+                else:
+                    raise KafkaException(error)
+            return None
+
+        end = wait_until(at_end, what=f"end of {topic}-0", timeout=30, interval=0)
+    finally:
+        consumer.close()
+    assert end is not None
+    return records, end
+
+
 @pytest.fixture
 def truncated_topic(module_broker: BrokerProcess, topic_name: str) -> tuple[str, int]:
     """A topic whose log start offset has moved past 0; (name, log start)."""
     create_topic(
         module_broker.bootstrap,
         topic_name,
-        config={"segment.bytes": str(SEGMENT_BYTES), "retention.ms": "1000"},
+        config={"segment.bytes": str(SEGMENT_BYTES), "retention.ms": str(HOUR_MS)},
     )
-    fill(module_broker.bootstrap, topic_name)
+    fill(module_broker.bootstrap, topic_name, aged=True)
     low, _ = wait_for_log_start(module_broker, topic_name)
     return topic_name, low
 

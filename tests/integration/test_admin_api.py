@@ -3,7 +3,6 @@ confluent-kafka, and kafka-python), checked against Kafka's semantics."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from kio.static.primitive import i8
 
 from brokers.log.config import TOPIC_CONFIGS
 from tests.integration.inproc import raw_call, running_broker
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 WAIT_S = 30.0
@@ -270,10 +270,11 @@ def test_delete_topics(admin: AdminClient, kp_admin: KafkaAdminClient) -> None:
     assert _result(futures["gone"]) is None
     assert _error_of(futures["never"]).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     kp_admin.delete_topics(["kpgone"])
-    deadline = time.monotonic() + WAIT_S
-    while {"gone", "kpgone"} & _topics(admin).keys() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not {"gone", "kpgone"} & _topics(admin).keys()
+    wait_until(
+        lambda: not {"gone", "kpgone"} & _topics(admin).keys(),
+        what="gone and kpgone deleted",
+        timeout=WAIT_S,
+    )
 
 
 # ---- DescribeCluster --------------------------------------------------------------------------

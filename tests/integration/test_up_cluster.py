@@ -199,6 +199,11 @@ def test_up_runs_zookeeper_and_three_brokers_and_stops_them_all(tmp_path: Path) 
             "gateway",
             "zookeeper",
         ]
+        # The record a second `infra/up` finds the running stack by (infra/up_state.py).
+        record = json.loads((tmp_path / "state" / "stack.json").read_text())
+        assert record["launcher"]["pid"] == up.pid
+        assert sorted(p["pid"] for p in record["processes"]) == sorted(children)
+        assert all(p["running"] for p in record["processes"])
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=WAIT_S) == 0
     finally:
@@ -209,3 +214,4 @@ def test_up_runs_zookeeper_and_three_brokers_and_stops_them_all(tmp_path: Path) 
     for node_id in (1, 2, 3):  # each broker went through its clean shutdown
         assert (tmp_path / "state" / f"broker-{node_id}" / "data" / ".kafka_cleanshutdown").exists()
     assert "infra/up: stopped." in output.read_text()
+    assert not (tmp_path / "state" / "stack.json").exists()

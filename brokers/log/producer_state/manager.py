@@ -14,6 +14,7 @@ from types import MappingProxyType
 
 from brokers.common.clock import Clock
 from brokers.log.errors import CorruptSnapshotError
+from brokers.log.file_ops import OS_FILES, FileOps, write_atomically
 from brokers.log.producer_state.append_check import apply_batch, check_batch
 from brokers.log.producer_state.entry import DuplicateBatch, ProducerStateEntry
 from brokers.log.producer_state.snapshot import (
@@ -21,7 +22,6 @@ from brokers.log.producer_state.snapshot import (
     SNAPSHOT_SUFFIX,
     decode_snapshot,
     encode_snapshot,
-    write_atomically,
 )
 from brokers.records.batch import BatchHeader
 
@@ -32,10 +32,12 @@ class ProducerStateManager:
     """The producer table of one partition plus its snapshot files in `directory`."""
 
     def __init__(
-        self, directory: Path, *, clock: Clock, producer_id_expiration_ms: int = 86400000
-    ) -> None:
+        self, directory: Path, *, clock: Clock, producer_id_expiration_ms: int = 86400000,
+        files: FileOps = OS_FILES,
+    ) -> None:  # fmt: skip
         self.directory = directory
         self._clock = clock
+        self._files = files
         self._expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         # The offset after the last producer batch (or snapshot) folded in: truncating the log
@@ -116,7 +118,8 @@ class ProducerStateManager:
 
     def take_snapshot(self, next_offset: int) -> None:
         """Write the whole table as `<next_offset:020d>.snapshot` (atomically, fsynced)."""
-        write_atomically(self.snapshot_path(next_offset), encode_snapshot(self._producers.values()))
+        data = encode_snapshot(self._producers.values())
+        write_atomically(self._files, self.snapshot_path(next_offset), data)
 
     def load(self, log_start_offset: int, up_to_offset: int) -> int:
         """Reset to the newest readable snapshot in [log_start, up_to]; corrupt ones are deleted.

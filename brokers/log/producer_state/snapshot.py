@@ -3,16 +3,15 @@
 Snapshots keep Kafka's framing (int16 version, uint32 CRC32C of the rest, int32 entry count).
 Kafka's version 1 keeps only the last batch per producer; we write version 2, which keeps all five
 so duplicates are still recognised after a restart, and read both. Files are written to a
-temporary name, fsynced and renamed. Pure codec plus one atomic write; thread-safe.
+temporary name, fsynced and renamed by the manager (`file_ops.write_atomically`). Pure codec;
+thread-safe.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 from collections.abc import Iterable
-from pathlib import Path
 
 from brokers.log.errors import CorruptSnapshotError
 from brokers.log.producer_state.entry import BATCHES_TO_RETAIN, BatchMetadata, ProducerStateEntry
@@ -96,21 +95,3 @@ def _decode_v2(data: bytes, count: int) -> list[ProducerStateEntry]:
     if pos != len(data):
         raise CorruptSnapshotError(f"{len(data) - pos} trailing bytes after the entries")
     return entries
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)

@@ -1,12 +1,15 @@
-"""Routes for billing plans: get and put (create or replace) by name.
+"""Routes for plans: list, get and put (create or replace) by name.
 
-Owns: `/v1/plans/{name}` and the plan's JSON form. Money and allowances travel as decimal
-strings (never floats), parsed and checked by the store's `plan_from_json`; tier `up_to` null
-means "no upper bound". Runs on the event loop; store calls go through the store thread pool.
+Owns: `/v1/plans`, `/v1/plans/{name}` and the plan's JSON form (docs/plans.md). Money and
+allowances travel as decimal strings (never floats), parsed and checked by the store's
+`plan_from_json`; tier `up_to` null means "no upper bound". `limits` are the tenant limits and
+`quotas` the default client quotas (Kafka's names and units) a tenant gets on the plan. Runs on
+the event loop; store calls go through the store thread pool.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from decimal import Decimal
 from typing import Any
 
@@ -38,7 +41,19 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         }
         for name, dimension in plan.dimensions.items()
     }
-    return {"name": plan.name, "currency": plan.currency, "dimensions": dimensions}
+    return {
+        "name": plan.name,
+        "currency": plan.currency,
+        "dimensions": dimensions,
+        "limits": asdict(plan.limits),
+        "quotas": dict(plan.quotas),
+    }
+
+
+@routes.get("/v1/plans")
+async def list_plans(request: web.Request) -> web.Response:
+    ctx = context_of(request)
+    return json_ok({"items": [plan_json(plan) for plan in await ctx.run(ctx.store.list_plans)]})
 
 
 @routes.get("/v1/plans/{name}")

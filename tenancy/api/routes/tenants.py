@@ -4,13 +4,16 @@ Owns: `/v1/tenants` and `/v1/tenants/{id}[/suspend|/resume]`, and the tenant's J
 of `limits` may name only some limits; the others keep their current values (read first — a
 concurrent PATCH of other limits can be overwritten, the usual last-writer-wins of PATCH without
 ETags). The tenant-wide rate caps (`max_producer_byte_rate`, `max_consumer_byte_rate`) are
-optional on create (absent = no cap) and a PATCH sets one to null to remove it. DELETE is the
+optional on create (absent = no cap) and a PATCH sets one to null to remove it. A tenant created
+without `limits` gets its plan's; a PATCH that moves it to another plan gives it the new plan's
+limits, with the `limits` of the same PATCH applied over them. DELETE is the
 store's soft delete (status `deleted`) and answers the tenant. Handlers run on the event loop;
 every store call goes through the store thread pool.
 """
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -20,6 +23,7 @@ from tenancy.api.context import actor_of, context_of
 from tenancy.api.responses import iso, json_ok, page_args, page_response
 from tenancy.api.validation import BODY, PARAMS
 from tenancy.domain import Tenant, TenantLimits
+from tenancy.errors import NotFoundError
 
 routes = web.RouteTableDef()
 
@@ -73,7 +77,11 @@ async def update_tenant(request: web.Request) -> web.Response:
     limits = None
     if "limits" in body:
         current = await ctx.run(ctx.store.get_tenant, tenant_id)
-        limits = replace(current.limits, **body["limits"])
+        base = current.limits
+        if body.get("plan", current.plan) != current.plan:
+            with suppress(NotFoundError):  # the store refuses an unknown plan, naming the known
+                base = (await ctx.run(ctx.store.get_plan, body["plan"])).limits
+        limits = replace(base, **body["limits"])
     tenant = await ctx.run(
         ctx.store.update_tenant,
         tenant_id,

@@ -8,13 +8,14 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from billing.invoice.issue import issue
 from billing.rollup import ledger
 from billing.rollup.sums import Cursor, RollupKey, RunOutput, Sums
 from tenancy.billing_store import get_invoice, list_invoices
 from tenancy.domain import Plan, PlanDimension, PlanTier
-from tenancy.models import InvoiceRow
+from tenancy.models import InvoiceRow, TenantRow
 from tenancy.store import TenantStore
 
 pytestmark = pytest.mark.integration
@@ -154,6 +155,10 @@ def test_one_invoice_per_tenant_and_period(store: TenantStore) -> None:
     assert [o.changed for o in issue(store, "2026-01", now=now)] == [False, False]
     with store.database.read() as session:
         assert session.query(InvoiceRow).count() == 2
-    store.create_tenant(display_name="No plan", plan="gone", tenant_id="initech", actor="op")
+    # A tenant whose plan is missing (the store now refuses unknown plans, so as a store from
+    # before that rule could hold one).
+    store.create_tenant(display_name="No plan", plan="pro", tenant_id="initech", actor="op")
+    with store.database.write() as session:
+        session.execute(update(TenantRow).where(TenantRow.id == "initech").values(plan="gone"))
     outcomes = issue(store, "2026-01", now=now)
     assert [o.error for o in outcomes] == [None, None, "plan 'gone' not found"]

@@ -108,8 +108,9 @@ def test_registration_epochs_and_duplicate_id(chroot: str) -> None:
             body = json.loads(node.data)
             assert body["version"] == 5 and body["endpoints"] == ["PLAINTEXT://127.0.0.1:9001"]
             assert body["rack"] == "r1" and body["timestamp"] == str(CLOCK.time_ms())
-            with pytest.raises(DuplicateBrokerIdError):
-                await BrokerRegistrar(zks[2], registration(1), CLOCK).register()
+            # A live holder never lets go: after the (short) wait for a stale one, refused.
+            with pytest.raises(DuplicateBrokerIdError, match="registered by another live broker"):
+                await BrokerRegistrar(zks[2], registration(1), CLOCK, stale_wait_s=0.5).register()
             live = await read_live_brokers(zks[2])
             assert {b: r.epoch for b, r in live.items()} == {1: epoch1, 2: epoch2}
             assert live[2].rack == "r2"

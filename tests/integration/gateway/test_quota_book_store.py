@@ -63,6 +63,8 @@ def test_a_quota_set_in_the_store_applies_after_refresh(store: TenantStore) -> N
 
 def test_tenant_caps_set_in_the_store_apply_after_refresh(store: TenantStore) -> None:  # noqa: F811
     tenant = store.create_tenant(display_name="Acme", plan="free", tenant_id="acme", actor=OPERATOR)
+    plan_quotas = {"producer_byte_rate": None, "consumer_byte_rate": None}  # the free plan's
+    store.set_quotas("acme", QuotaEntity(DEFAULT_ENTITY, None), plan_quotas, actor=OPERATOR)
     account = store.create_service_account("acme", name="app", actor=OPERATOR)
     book = QuotaBook(store)
 

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tenancy.domain import ApiKey, Secret, ServiceAccount, Tenant
 from tenancy.store import TenantStore
 
 OPERATOR = "op-alice"
+BARE_PLAN = "bare"  # the free plan's prices and limits without default quotas
+
+
+def bare_plan(store: TenantStore) -> str:
+    """A plan whose tenants start with no quota at all (for tests of the quota mechanics)."""
+    store.put_plan(replace(store.get_plan("free"), name=BARE_PLAN, quotas={}), actor=OPERATOR)
+    return BARE_PLAN
 
 
 def tenant(store: TenantStore, tenant_id: str | None = None, plan: str = "free") -> Tenant:

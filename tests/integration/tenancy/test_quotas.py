@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tenancy.domain import DEFAULT_ENTITY, EffectiveQuota, QuotaEntity
+from tenancy.domain import DEFAULT_ENTITY, EffectiveQuota, QuotaEntity, Tenant
 from tenancy.errors import (
     ForbiddenError,
     NotFoundError,
@@ -18,8 +18,15 @@ from tenancy.errors import (
 )
 from tenancy.quota_chain import QUOTA_NAMES
 from tenancy.store import TenantStore
-from tests.integration.tenancy.helpers import OPERATOR, account, tenant
+from tests.integration.tenancy.helpers import OPERATOR, account, bare_plan
+from tests.integration.tenancy.helpers import tenant as any_tenant
 from tests.unit.tenancy.quota_reference import reference_effective
+
+
+def tenant(store: TenantStore, tenant_id: str) -> Tenant:
+    """A tenant without the quotas a plan gives, so each test sees only the quotas it sets."""
+    return any_tenant(store, tenant_id, plan=bare_plan(store))
+
 
 pytestmark = pytest.mark.integration
 D = DEFAULT_ENTITY
@@ -148,7 +155,7 @@ def test_store_resolution_matches_the_reference(
     user: str,
     client: str,
 ) -> None:
-    tenant_id = store.create_tenant(display_name="prop", plan="free", actor=OPERATOR).id
+    tenant_id = store.create_tenant(display_name="prop", plan=bare_plan(store), actor=OPERATOR).id
     ids = {name: account(store, tenant_id, name).id for name in ("A", "B")}
 
     def real(entity: QuotaEntity) -> QuotaEntity:

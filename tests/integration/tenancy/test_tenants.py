@@ -21,7 +21,7 @@ FRACTION: Any = 1.5  # not an integer: Kafka's byte rates are whole bytes/s here
 def test_create_generates_an_id_and_defaults(
     store: TenantStore, tenancy_clock: TenancyClock
 ) -> None:
-    created = store.create_tenant(display_name="Acme", plan="pro", actor=OPERATOR)
+    created = store.create_tenant(display_name="Acme", plan="free", actor=OPERATOR)
     assert TENANT_ID.fullmatch(created.id)
     assert created.status == "active"
     assert created.limits == DEFAULT_LIMITS
@@ -32,7 +32,7 @@ def test_create_generates_an_id_and_defaults(
 def test_chosen_id_and_limits_are_kept(store: TenantStore) -> None:
     limits = TenantLimits(10, 2**30, 5, 65536)
     created = store.create_tenant(
-        display_name="Acme", plan="pro", limits=limits, tenant_id="acme", actor=OPERATOR
+        display_name="Acme", plan="free", limits=limits, tenant_id="acme", actor=OPERATOR
     )
     assert (created.id, created.limits) == ("acme", limits)
     assert store.get_tenant("acme").limits == limits
@@ -43,7 +43,7 @@ def test_tenant_rate_caps_are_kept_changed_and_removed(store: TenantStore) -> No
         10, 2**30, 5, 65536, max_producer_byte_rate=2**62, max_consumer_byte_rate=1
     )
     created = store.create_tenant(
-        display_name="Acme", plan="pro", limits=capped, tenant_id="acme", actor=OPERATOR
+        display_name="Acme", plan="free", limits=capped, tenant_id="acme", actor=OPERATOR
     )
     assert created.limits == store.get_tenant("acme").limits == capped
     uncapped = replace(capped, max_producer_byte_rate=None)
@@ -157,6 +157,8 @@ def test_forged_cursors_are_refused(store: TenantStore, cursor: str) -> None:
 
 def test_update_changes_only_what_is_given(store: TenantStore, tenancy_clock: TenancyClock) -> None:
     created = tenant(store, "acme")
+    free = store.get_plan("free")
+    store.put_plan(replace(free, name="pro"), actor=OPERATOR)  # the same terms, another name
     tenancy_clock.advance(5)
     updated = store.update_tenant("acme", plan="pro", actor=OPERATOR)
     assert (updated.plan, updated.display_name, updated.limits) == (

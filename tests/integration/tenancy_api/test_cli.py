@@ -157,9 +157,7 @@ def test_admin_every_resource(admin_api: RunningApi, tmp_path: Path) -> None:
         == 0
     )
     effective = run("quotas", "effective", "acme", "--user", user, "--client-id", "c1")
-    assert re.search(
-        rf"producer_byte_rate\s+1024.0\s+/config/users/{user}$", effective.stdout, re.M
-    )
+    assert re.search(rf"producer_byte_rate\s+1024\s+/config/users/{user}$", effective.stdout, re.M)
     assert user in run("quotas", "get", "acme").stdout
     assert run("quotas", "delete", "acme", "--user", user).returncode == 0
     acl = run(
@@ -201,6 +199,88 @@ def test_admin_every_resource(admin_api: RunningApi, tmp_path: Path) -> None:
     assert json.loads(run("plans", "get", "pro", "--json").stdout)["currency"] == "EUR"
     for verb in ("suspend", "resume", "delete"):
         assert run("tenants", verb, "acme").returncode == 0
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])
+def test_first_hour_plans_list_get_and_refusal(admin_api: RunningApi) -> None:
+    """Issue 12: the default plans are there, listed; an unknown plan is refused by name."""
+    run = admin_api.admin
+    listed = run("plans", "list")
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["NAME", "CURRENCY", "LIMITS", "QUOTAS"]
+    assert [row.split()[0] for row in rows] == ["enterprise", "free", "standard"]
+    free = json.loads(run("plans", "get", "free", "--json").stdout)
+    assert free["limits"]["max_partitions"] == 100
+    assert free["quotas"] == {
+        "producer_byte_rate": 1048576,
+        "consumer_byte_rate": 2097152,
+        "request_percentage": 25.0,
+    }
+    refused = run("tenants", "create", "--id", "acme", "--display-name", "Acme", "--plan", "gold")
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        "pier: error: 400 Invalid request: plan: unknown plan 'gold'; the plans are: "
+        "enterprise, free, standard (`pier admin plans list` shows them, `pier admin plans put` "
+        "defines one)\n"
+    )
+    assert json.loads(run("tenants", "list", "--json").stdout)["items"] == []
+    created = run("tenants", "create", "--id", "acme", "--display-name", "A", "--plan", "standard")
+    assert created.returncode == 0, created.stderr
+    assert re.search(r"^limits\.max_partitions\s+1000$", created.stdout, re.M)
+    quotas = json.loads(run("quotas", "get", "acme", "--json").stdout)["items"]
+    assert quotas == [
+        {
+            "entity": {"user": "<default>", "client_id": None},
+            "quotas": {
+                "producer_byte_rate": 10485760,
+                "consumer_byte_rate": 20971520,
+                "request_percentage": 100.0,
+            },
+        }
+    ]
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])
+def test_first_hour_quota_units_and_entity_paths(admin_api: RunningApi) -> None:
+    """Issue 12: byte rates are whole bytes/s as in Kafka; entity flags as kafka-configs names
+    them; paths escaped as Kafka escapes them (`~` is %7E)."""
+    run = admin_api.admin
+    assert (
+        run("tenants", "create", "--id", "acme", "--display-name", "A", "--plan", "free").returncode
+        == 0
+    )
+    fraction = run("quotas", "set", "acme", "--user-defaults", "--quota", "producer_byte_rate=1.5")
+    assert fraction.returncode == 2
+    assert "producer_byte_rate takes a whole number of bytes per second" in fraction.stderr
+    assert fraction.stderr.count("\n") == 1
+    made = run(
+        "quotas", "set", "acme", "--user-defaults", "--client", "app~1",
+        "--quota", "producer_byte_rate=2097152", "--quota", "request_percentage=12.5", "--json",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout) == {
+        "entity": {"user": "<default>", "client_id": "app~1"},
+        "quotas": {"producer_byte_rate": 2097152, "request_percentage": 12.5},
+    }
+    account = json.loads(run("service-accounts", "create", "acme", "--name", "a", "--json").stdout)
+    effective = run("quotas", "effective", "acme", "--user", account["id"], "--client", "app~1")
+    assert re.search(
+        r"^producer_byte_rate\s+2097152\s+/config/users/<default>/clients/app%7E1$",
+        effective.stdout,
+        re.M,
+    ), effective.stdout
+    assert re.search(  # the plan's quota where nothing more specific sets one
+        r"^consumer_byte_rate\s+2097152\s+/config/users/<default>$", effective.stdout, re.M
+    ), effective.stdout
+    raw = pier(
+        "admin", "--url", admin_api.url, "--token", admin_api.token, "quotas", "set", "acme",
+        "--user-defaults", "--quota", "consumer_byte_rate=5",
+    )  # fmt: skip
+    assert raw.returncode == 0, raw.stderr
+    assert (
+        run("quotas", "delete", "acme", "--user-defaults", "--client-id", "app~1").returncode == 0
+    )
 
 
 @pytest.mark.parametrize("store_backend", ["sqlite"])

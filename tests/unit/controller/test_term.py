@@ -39,6 +39,7 @@ class FakeElection:
 
 class FakeChannel:
     brokers: set[int] = set()
+    unreachable: set[int] = set()
 
     async def close(self) -> None:
         return None
@@ -167,7 +168,7 @@ def test_states_a_partial_write_recorded_are_announced_before_the_error() -> Non
 
         term.store = FailingStore()  # type: ignore[assignment]
         sent: list[Decision] = []
-        term.send = sent.append  # type: ignore[method-assign]
+        term.send = sent.append  # type: ignore[method-assign, assignment]
         decision = Decision(
             changes={a: state, b: state},
             leader_and_isr=[LeaderAndIsrOrder(2, tp, state, assignment) for tp in (a, b)],

@@ -115,7 +115,7 @@ def test_find_coordinator_every_version_and_creates_the_offsets_topic(tmp_path: 
             txn = await a.call(
                 FIND, 6, "FindCoordinatorRequest", key_type=1, coordinator_keys=("x",)
             )
-            assert txn.coordinators[0].error_code == ErrorCode.coordinator_not_available
+            assert txn.coordinators[0].error_code == ErrorCode.transactional_id_authorization_failed
             odd = await a.call(FIND, 3, "FindCoordinatorRequest", key="g", key_type=9)
             assert odd.error_code == ErrorCode.invalid_request
             topic = a.broker.metadata.topic(OFFSETS_TOPIC)

@@ -39,13 +39,51 @@ def test_retention_ms_deletes_old_segments_and_moves_log_start(tmp_path: Path) -
     assert read_all(log)[0].base_offset == bases[3]
 
 
-def test_retention_never_deletes_the_active_segment(tmp_path: Path) -> None:
+def test_retention_ms_rolls_and_deletes_an_expired_active_segment(tmp_path: Path) -> None:
+    clock = ManualClock()
+    log = segments_over_time(tmp_path, clock, LogConfig(retention_ms=HOUR))
+    end = log.log_end_offset
+    old_active = log.active_segment.base_offset
+    clock.advance(HOUR)  # exactly retention.ms old: kept (Kafka deletes only past it)
+    assert log.delete_old_segments() == 5
+    assert log.active_segment.base_offset == old_active
+    clock.advance(1)
+    assert log.delete_old_segments() == 1  # the quiet topic's last data goes too
+    assert log.number_of_segments == 1
+    assert log.active_segment.base_offset == end and log.active_segment.size == 0
+    assert log.log_start_offset == log.log_end_offset == end
+    assert read_all(log) == []
+    assert (log.directory / f"{old_active:020d}.log.deleted").exists()
+    assert log.delete_old_segments() == 0  # an empty active segment is never deleted
+    assert log.active_segment.base_offset == end
+    append(log, make_batch(2, timestamp=clock.time_ms()))
+    assert [b.base_offset for b in read_all(log)] == [end]  # offsets keep counting
+
+
+def test_expired_active_segment_waits_for_the_high_watermark(tmp_path: Path) -> None:
     clock = ManualClock()
     log = segments_over_time(tmp_path, clock, LogConfig(retention_ms=0))
     clock.advance(10 * HOUR)
+    log.high_watermark = log.log_end_offset - 1  # followers lack the last batch
     assert log.delete_old_segments() == 5
-    assert log.number_of_segments == 1 and log.active_segment.size > 0
-    assert log.log_start_offset == log.active_segment.base_offset
+    assert log.active_segment.size > 0
+    log.high_watermark = log.log_end_offset
+    assert log.delete_old_segments() == 1
+    assert log.log_start_offset == log.log_end_offset and log.active_segment.size == 0
+
+
+def test_the_active_segment_survives_every_pass_but_time_and_zero_bytes(tmp_path: Path) -> None:
+    clock = ManualClock()
+    log = segments_over_time(tmp_path, clock, LogConfig(retention_ms=-1))
+    active_size = log.active_segment.size
+    log.update_config(LogConfig(retention_ms=-1, retention_bytes=1))
+    assert log.delete_old_segments() == 5  # size retention keeps the active segment
+    assert log.size_bytes == active_size
+    assert log.delete_records_before(log.log_end_offset) == log.log_end_offset
+    assert log.number_of_segments == 1 and log.active_segment.size == active_size
+    log.update_config(LogConfig(retention_ms=-1, retention_bytes=0))
+    assert log.delete_old_segments() == 1  # Kafka's arithmetic: size - 0 covers the active one
+    assert log.size_bytes == 0 and log.log_start_offset == log.log_end_offset
 
 
 def test_retention_bytes_keeps_the_newest_segments_within_the_limit(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from tenancy.quota_chain import (
     entity_path,
     precedence,
     resolve,
+    sanitize,
 )
 from tests.unit.tenancy.quota_reference import reference_effective
 
@@ -81,8 +82,28 @@ def test_each_name_resolves_independently() -> None:
 
 
 def test_paths_sanitize_names_like_kafka() -> None:
-    assert entity_path(QuotaEntity("a b", "x/y*~")) == "/config/users/a%20b/clients/x%2Fy%2A~"
+    assert entity_path(QuotaEntity("a b", "x/y*~")) == "/config/users/a%20b/clients/x%2Fy%2A%7E"
     assert entity_path(QuotaEntity(None, D)) == "/config/clients/<default>"
+    assert sanitize("user@example.com") == "user%40example.com"
+    assert sanitize("é~._-") == "%C3%A9%7E._-"
+
+
+def kafka_sanitize(name: str) -> str:
+    """Kafka's `Sanitizer.sanitize` written from its definition: Java's `URLEncoder` over UTF-8
+    (letters, digits and `.-*_` kept, space as `+`, every other byte `%XX`), then `*` -> `%2A`
+    and `+` -> `%20`."""
+    kept = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")
+    encoded = "".join(
+        chr(byte) if chr(byte) in kept else "+" if byte == 0x20 else f"%{byte:02X}"
+        for byte in name.encode("utf-8")
+    )
+    return encoded.replace("*", "%2A").replace("+", "%20")
+
+
+@given(st.text(min_size=1, max_size=40).filter(lambda name: name != D))
+@settings(max_examples=300, deadline=None)
+def test_sanitize_is_kafkas_for_any_name(name: str) -> None:
+    assert sanitize(name) == kafka_sanitize(name)
 
 
 @pytest.mark.parametrize(
@@ -101,11 +122,20 @@ def test_lookup_accepts_any_client_id_but_needs_a_user() -> None:
         check_lookup("sa-1", None)
 
 
-def test_quota_values() -> None:
-    assert check_quotas({"producer_byte_rate": 5, "consumer_byte_rate": None}) == {
-        "producer_byte_rate": 5.0,
-        "consumer_byte_rate": None,
+def test_quota_values_have_kafkas_types() -> None:
+    checked = check_quotas(
+        {"producer_byte_rate": 5, "consumer_byte_rate": 1048576.0, "request_percentage": 50}
+    )
+    assert checked == {
+        "producer_byte_rate": 5,
+        "consumer_byte_rate": 1048576,
+        "request_percentage": 50.0,
     }
+    assert [type(v) for v in checked.values()] == [int, int, float]
+    assert check_quotas({"consumer_byte_rate": None}) == {"consumer_byte_rate": None}
+    with pytest.raises(ValidationError, match="whole number of bytes per second"):
+        check_quotas({"producer_byte_rate": 1.5})
+    assert check_quotas({"controller_mutation_rate": 0.5}) == {"controller_mutation_rate": 0.5}
     bad: object
     for bad in (
         {},

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from tenancy.domain import (
@@ -22,6 +23,8 @@ from tenancy.domain import (
     EffectiveQuota,
     Page,
     Plan,
+    PlanDimension,
+    PlanTier,
     QuotaEntity,
     Secret,
     ServiceAccount,
@@ -38,6 +41,14 @@ from tenancy.errors import (
 
 T = TypeVar("T")
 D = "<default>"
+DEFAULT_PLANS = ("enterprise", "free", "standard")
+
+
+def _priced(name: str) -> Plan:
+    tiers = (PlanTier(None, Decimal("0.1")),)
+    return Plan(name, "EUR", {"ingress_gib": PlanDimension(Decimal(0), tiers)})
+
+
 CHAIN = [
     (("U", "C"), "users/{u}/clients/{c}"),
     (("U", D), "users/{u}/clients/<default>"),
@@ -68,7 +79,8 @@ class FakeStore:
         self.keys: dict[str, ApiKey] = {}
         self.quotas: dict[tuple[str, QuotaEntity], dict[str, float]] = {}
         self.acls: dict[str, Acl] = {}
-        self.plans: dict[str, Plan] = {}
+        # the real store starts with free, standard and enterprise (migration 0005)
+        self.plans: dict[str, Plan] = {name: _priced(name) for name in DEFAULT_PLANS}
         self.operators: dict[str, str] = {}
         self.version = 0
         self.calls: list[str] = []
@@ -79,6 +91,11 @@ class FakeStore:
     def _changed(self, what: str) -> None:
         self.version += 1
         self.calls.append(what)
+
+    def _known_plan(self, name: str) -> None:
+        if name not in self.plans:
+            known = ", ".join(sorted(self.plans))
+            raise ValidationError("plan", f"unknown plan {name!r}; the plans are: {known}")
 
     def _live(self, tenant_id: str) -> Tenant:
         tenant = self.get_tenant(tenant_id)
@@ -97,6 +114,7 @@ class FakeStore:
         actor: str,
     ) -> Tenant:
         with self.lock:
+            self._known_plan(plan)
             tenant_id = tenant_id or "t" + secrets.token_hex(4)
             if tenant_id in self.tenants:
                 raise ConflictError(f"tenant {tenant_id} exists")
@@ -131,6 +149,8 @@ class FakeStore:
     ) -> Tenant:
         with self.lock:
             tenant = self._live(tenant_id)
+            if plan is not None:
+                self._known_plan(plan)
             changes: dict[str, Any] = {"display_name": display_name, "plan": plan, "limits": limits}
             tenant = replace(tenant, **{k: v for k, v in changes.items() if v is not None})
             self.tenants[tenant_id] = tenant
@@ -312,6 +332,9 @@ class FakeStore:
         if name not in self.plans:
             raise NotFoundError(f"no plan {name}")
         return self.plans[name]
+
+    def list_plans(self) -> list[Plan]:
+        return [self.plans[name] for name in sorted(self.plans)]
 
     def put_plan(self, plan: Plan, *, actor: str) -> Plan:
         with self.lock:

@@ -122,15 +122,99 @@ def test_quota_set_entity_and_values() -> None:
     assert made.method == "PUT"
     assert made.body == {
         "entity": {"client_id": "<default>"},
-        "quotas": {"producer_byte_rate": 10.0, "request_percentage": None},
+        "quotas": {"producer_byte_rate": 10, "request_percentage": None},
     }
+    assert type(made.body["quotas"]["producer_byte_rate"]) is int
 
 
-def test_bad_quota_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("flags", "entity"),
+    [
+        (["--user", "sa-1"], {"user": "sa-1"}),
+        (["--user-defaults"], {"user": "<default>"}),
+        (["--client", "app"], {"client_id": "app"}),
+        (["--client-id", "app"], {"client_id": "app"}),
+        (["--client-defaults"], {"client_id": "<default>"}),
+        (["--user", "sa-1", "--client-defaults"], {"user": "sa-1", "client_id": "<default>"}),
+    ],
+)
+def test_quota_entity_flags_are_kafka_configs(flags: list[str], entity: dict[str, str]) -> None:
+    made = call("quotas", "set", "acme", *flags, "--quota", "consumer_byte_rate=1048576")
+    assert made.body == {"entity": entity, "quotas": {"consumer_byte_rate": 1048576}}
+    deleted = call("quotas", "delete", "acme", *flags)
+    assert dict(deleted.query) == entity
+
+
+def test_kafka_units_fractions_only_where_kafka_takes_doubles() -> None:
+    made = call(
+        "quotas",
+        "set",
+        "acme",
+        "--user-defaults",
+        "--quota",
+        "request_percentage=12.5",
+        "--quota",
+        "controller_mutation_rate=0.5",
+    )
+    assert made.body["quotas"] == {"request_percentage": 12.5, "controller_mutation_rate": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("quota", "expected"),
+    [
+        ("producer_byte_rate=1.5", "whole number of bytes per second"),
+        ("consumer_byte_rate=1e6", "whole number of bytes per second"),
+        ("producer_byte_rate=0", "at least 1"),
+        ("producer_byte_rate=fast", "whole number of bytes per second"),
+        ("request_percentage=fast", "positive number"),
+        ("request_percentage=-1", "positive number"),
+        ("request_percentage=inf", "positive number"),
+        ("bytes=1", "NAME one of producer_byte_rate, consumer_byte_rate, request_percentage"),
+    ],
+)
+def test_bad_quota_value_is_a_usage_error(
+    quota: str, expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exited:
-        parse("quotas", "set", "acme", "--quota", "producer_byte_rate=fast")
+        parse("quotas", "set", "acme", "--user-defaults", "--quota", quota)
     assert exited.value.code == 2
-    assert "not a number" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert expected in err
+    assert repr(quota.partition("=")[2]) in err or "got 'bytes=1'" in err  # names what it got
+
+
+def test_user_and_user_defaults_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse("quotas", "delete", "acme", "--user", "sa-1", "--user-defaults")
+    assert exited.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_quota_help_documents_the_entity_flags_and_units(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse("quotas", "set", "--help")
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    for flag in ("--user SA", "--user-defaults", "--client CLIENT", "--client-defaults"):
+        assert flag in text
+    assert "whole\nbytes/s" in text or "whole bytes/s" in text
+
+
+def test_plans_list_and_get() -> None:
+    listed = call("plans", "list")
+    assert (listed.method, listed.path) == ("GET", "/v1/plans")
+    assert call("plans", "get", "free").path == "/v1/plans/free"
+
+
+def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"pier {version('pier')}\n"
 
 
 def test_acl_delete_by_id_or_filter() -> None:

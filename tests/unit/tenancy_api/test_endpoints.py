@@ -257,7 +257,8 @@ def test_api_key_errors(api: ServedApi) -> None:
 
 
 def test_quotas_and_effective_chain(api: ServedApi) -> None:
-    new_tenant(api)
+    assert api.put("/v1/plans/bare", PLAN).status == 200  # no default quotas: only these
+    new_tenant(api, plan="bare")
     account = new_account(api, "acme")
     user = account["id"]
     put = api.put(
@@ -360,6 +361,19 @@ def test_acl_errors(api: ServedApi) -> None:
     principal = "User:" + new_account(api, "acme")["id"]
     bad = problem(api.post("/v1/tenants/acme/acls", acl_body(principal, operation="FLY")), 400)
     assert bad["errors"][0]["field"] == "body.operation"
+    # the whole list of operations, not a message cut off mid-way
+    assert bad["errors"][0]["message"] == (
+        "must be one of READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, "
+        "ALTER_CONFIGS, IDEMPOTENT_WRITE, ALL"
+    )
+    typo = problem(api.post("/v1/tenants/acme/acls", {**acl_body(principal), "hots": "*"}), 400)
+    assert typo["errors"] == [
+        {
+            "field": "body.hots",
+            "message": "unknown property; the properties are resource_type, pattern_type, "
+            "resource_name, operation, permission, principal, host",
+        }
+    ]
     problem(api.delete("/v1/tenants/acme/acls"), 400)
     problem(api.get("/v1/tenants/nobody/acls"), 404)
 
@@ -379,15 +393,51 @@ PLAN = {
 }
 
 
+DEFAULT_TERMS: dict[str, Any] = {
+    "limits": {
+        "max_partitions": 100,
+        "max_storage_bytes": 10 * 2**30,
+        "max_connections": 100,
+        "max_request_bytes": 2**20,
+        "max_producer_byte_rate": None,
+        "max_consumer_byte_rate": None,
+    },
+    "quotas": {},
+}
+
+
 def test_plans(api: ServedApi) -> None:
     problem(api.get("/v1/plans/pro"), 404)
     put = api.put("/v1/plans/pro", PLAN)
     assert put.status == 200, put.body
-    assert put.json == {"name": "pro", **PLAN}
-    assert api.get("/v1/plans/pro").json == {"name": "pro", **PLAN}
+    assert put.json == {"name": "pro", **PLAN, **DEFAULT_TERMS}
+    assert api.get("/v1/plans/pro").json == {"name": "pro", **PLAN, **DEFAULT_TERMS}
+    listed = api.get("/v1/plans")
+    assert listed.status == 200, listed.body
+    assert [p["name"] for p in listed.json["items"]] == ["enterprise", "free", "pro", "standard"]
+    terms: dict[str, Any] = {
+        "limits": {**DEFAULT_TERMS["limits"], "max_partitions": 5},
+        "quotas": {"producer_byte_rate": 1048576, "request_percentage": 12.5},
+    }
+    assert api.put("/v1/plans/pro", {**PLAN, **terms}).json == {"name": "pro", **PLAN, **terms}
+    fraction = {**PLAN, "quotas": {"producer_byte_rate": 1.5}}
+    assert problem(api.put("/v1/plans/pro", fraction), 400)["errors"] == [
+        {"field": "body.quotas.producer_byte_rate", "message": "must be a whole number"}
+    ]
     bad = {**PLAN, "dimensions": {"ingress_gib": {"included": "ten", "tiers": []}}}
     problem(api.put("/v1/plans/pro", bad), 400)
     problem(api.put("/v1/plans/pro", {**PLAN, "currency": 978}), 400)
+
+
+def test_unknown_plans_are_refused_naming_the_known_ones(api: ServedApi) -> None:
+    body = {"id": "acme", "display_name": "Acme", "plan": "gold"}
+    refused = problem(api.post("/v1/tenants", body), 400)
+    assert refused["errors"][0]["field"] == "plan"
+    assert "the plans are: enterprise, free, standard" in refused["errors"][0]["message"]
+    assert api.get("/v1/tenants").json["items"] == []
+    new_tenant(api)
+    problem(api.patch("/v1/tenants/acme", {"plan": "gold"}), 400)
+    assert api.patch("/v1/tenants/acme", {"plan": "standard"}).json["plan"] == "standard"
 
 
 def test_idempotent_post_replays(api: ServedApi) -> None:
