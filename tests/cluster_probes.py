@@ -1,35 +1,40 @@
-"""Polling and probes shared by the tests that run several real brokers: `eventually` (poll with a
-deadline instead of sleeping), `metadata_of` (a broker's view of the cluster through the internal
-client) and `zk_read` (one znode through a short-lived kazoo session)."""
+"""Probes shared by the tests that run several real brokers: `metadata_of` (a broker's view of the
+cluster through the internal client), `zk_read` (one znode through a short-lived kazoo session),
+and the exception types that mean "not yet" while such a cluster settles, for
+`tests.polling.wait_until(..., retry_on=...)`. Anything else a probe raises is a failure.
+Blocking; any thread (each probe opens and closes its own client)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
-from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from brokers.client import ClientConfig
 from brokers.client.admin import Admin
+from brokers.client.errors import (
+    BrokerConnectionError,
+    BrokerResponseError,
+    NoLeaderError,
+    UnknownTopicError,
+)
 from brokers.client.metadata import ClusterMetadata
 from infra.stack import BrokerProcess
 
+SETTLE_S = 60.0  # how long a cluster gets to settle after a start, a kill or an election
 
-def eventually(check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    """Poll `check` until it returns a truthy value without raising; return that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
+# A broker not listening yet (or any more): starting, restarting, killed, or cut off.
+BROKER_UNREACHABLE: tuple[type[Exception], ...] = (BrokerConnectionError,)
+# A topic still being created or moved: not in the metadata yet, no leader yet, or its error code
+# in the metadata (LEADER_NOT_AVAILABLE) or in an answer (NOT_LEADER_OR_FOLLOWER, NOT_CONTROLLER).
+TOPIC_SETTLING: tuple[type[Exception], ...] = (
+    UnknownTopicError,
+    NoLeaderError,
+    BrokerResponseError,
+)
+# A znode the controller (or a broker) has not written yet.
+ZNODE_MISSING: tuple[type[Exception], ...] = (NoNodeError,)
 
 
 def metadata_of(broker: BrokerProcess) -> ClusterMetadata:

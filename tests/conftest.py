@@ -13,7 +13,6 @@ machine. Fixtures run on pytest's main thread.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 
 from infra.process import log_tail
 from infra.stack import BrokerProcess, ZooKeeperProcess, start_broker, start_zookeeper
+from tests.polling import wait_until
 
 _LOGS = pytest.StashKey[dict[str, Path]]()
 
@@ -134,15 +134,19 @@ def chroot(zookeeper: ZooKeeperProcess) -> str:
     from kazoo.handlers.threading import KazooTimeoutError
 
     path = f"/pier-test-{uuid.uuid4().hex[:12]}"
-    deadline = time.monotonic() + 30
-    while True:
-        root = KazooClient(hosts=zookeeper.connect)
+
+    def session() -> KazooClient:
+        client = KazooClient(hosts=zookeeper.connect)
         try:
-            root.start(5)
-            break
+            client.start(5)
         except KazooTimeoutError:
-            root.close()
-            assert time.monotonic() < deadline, "ZooKeeper never accepted a session"
+            client.close()
+            raise
+        return client
+
+    root = wait_until(
+        session, what="a ZooKeeper session", timeout=30, retry_on=(KazooTimeoutError,)
+    )
     root.ensure_path(path)
     root.stop()
     root.close()

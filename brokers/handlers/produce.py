@@ -3,7 +3,7 @@
 Versions 0–2 are advertised (librdkafka's feature probes read the range) and answered with
 UNSUPPORTED_VERSION per partition, since only magic v2 batches are stored (DESIGN.md). acks=0
 gets no response; if such a request fails, the connection is closed so the client notices, as
-Kafka does. Record data stays opaque bytes: the partition validates batch headers only.
+Kafka does. Record data stays opaque bytes unless validation must look inside (below).
 
 acks=all (Kafka's DelayedProduce): every partition is appended first (`min.insync.replicas` is
 checked before the write: NOT_ENOUGH_REPLICAS), then the request parks in the purgatory on those
@@ -11,12 +11,24 @@ partitions until each one's high watermark passes its append (`Partition.acks_al
 done, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank meanwhile), leadership is lost
 (NOT_LEADER_OR_FOLLOWER) or the request's timeout passes (REQUEST_TIMED_OUT). A standalone
 partition's high watermark is its log end, so acks=all completes at once without parking.
+
+Validation and re-encoding (`brokers.records.prepare`): a batch the loop can check in about a
+millisecond is checked inline (`prepare_append(inline=True)`: uncompressed up to 1 MiB, small
+compressed ones); anything heavier — large compressed batches, decompression bombs, re-encoding
+to the topic's `compression.type` — runs on a pool of PREPARE_WORKERS threads while the loop
+serves everyone else (Kafka's request handler threads). The pool bounds the memory such work
+takes (each thread at most pier.batch.max.decompressed.bytes plus max.message.bytes). A
+connection sends one request at a time, so its appends keep their order; the partition checks
+leadership and the ISR again after the hop. A record-level refusal names the record in
+`record_errors` (v8+), as Kafka's RecordValidationException does.
 Runs on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +37,9 @@ from brokers.handlers.build import make, response_module, throttle, timestamp_or
 from brokers.handlers.errors import error_code_for, error_message_for
 from brokers.handlers.services import AppendWaiter, Replicas
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
+from brokers.records.errors import RecordError
+from brokers.records.prepare import NeedsWorker, PreparedAppend, prepare_append
+from brokers.records.validate import AppendPolicy
 from brokers.replication.isr import AckOutcome
 from brokers.replication.partition import Partition
 from brokers.server.context import RequestContext
@@ -39,6 +54,8 @@ if TYPE_CHECKING:
 API_KEY = 0
 FIRST_SERVED_VERSION = 3
 VALID_ACKS = (-1, 0, 1)
+PREPARE_WORKERS = 2
+_workers: ThreadPoolExecutor | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +82,7 @@ def route(
         for topic in request.topic_data:
             partitions: list[Any] = []
             for data in topic.partition_data:
-                response, appended = _append(
+                response, appended = await _append(
                     module, broker, topic.name, data.index, data.records, acks
                 )
                 failed = failed or response.error_code != ErrorCode.none
@@ -96,7 +113,7 @@ def route(
     )
 
 
-def _append(
+async def _append(
     module: ModuleType, broker: _Services, topic: str, index: int, records: bytes | None, acks: int
 ) -> tuple[Any, tuple[Partition, int] | None]:
     """The partition's answer, and (partition, required offset) when the append happened."""
@@ -105,10 +122,17 @@ def _append(
         if acks not in VALID_ACKS:
             return _partition(module, index, ErrorCode.invalid_required_acks), None
         partition = broker.replicas.get(topic, index)
-        result = partition.append_as_leader(records or b"", acks)
+        prepared = await _prepare(records or b"", partition.append_policy(acks))
+        result = partition.append_prepared(prepared, acks)
     except Exception as exc:
         metrics.failed_produce.labels(topic).inc()
-        error = _partition(module, index, error_code_for(exc), message=error_message_for(exc))
+        error = _partition(
+            module,
+            index,
+            error_code_for(exc),
+            message=error_message_for(exc),
+            record_errors=_record_errors(module, exc),
+        )
         return error, None
     if not result.duplicate:
         metrics.bytes_in.labels(topic).inc(len(records or b""))
@@ -125,6 +149,33 @@ def _append(
         error_message=None,
     )
     return response, (partition, result.last_offset + 1)
+
+
+async def _prepare(data: bytes, policy: AppendPolicy) -> PreparedAppend:
+    """Validate inline when that is cheap, else on a worker thread (see the module docstring)."""
+    try:
+        return prepare_append(data, policy, inline=True)
+    except NeedsWorker:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_worker_pool(), prepare_append, data, policy)
+
+
+def _worker_pool() -> ThreadPoolExecutor:
+    """One pool per process, shared by the brokers in it: the bound is on the machine's work."""
+    global _workers
+    if _workers is None:
+        _workers = ThreadPoolExecutor(PREPARE_WORKERS, thread_name_prefix="pier-produce-prepare")
+    return _workers
+
+
+def _record_errors(module: ModuleType, exc: Exception) -> tuple[Any, ...]:
+    index = exc.record_index if isinstance(exc, RecordError) else None
+    if index is None or not hasattr(module, "BatchIndexAndErrorMessage"):
+        return ()
+    entry = make(
+        module, "BatchIndexAndErrorMessage", batch_index=index, batch_index_error_message=str(exc)
+    )
+    return (entry,)
 
 
 @dataclass(slots=True)
@@ -176,7 +227,13 @@ def _fail(module: ModuleType, broker: _Services, entry: _Waiting, code: ErrorCod
     entry.answers[entry.slot] = _partition(module, entry.partition.index, code)
 
 
-def _partition(module: ModuleType, index: int, code: ErrorCode, message: str | None = None) -> Any:
+def _partition(
+    module: ModuleType,
+    index: int,
+    code: ErrorCode,
+    message: str | None = None,
+    record_errors: tuple[Any, ...] = (),
+) -> Any:
     return make(
         module,
         "PartitionProduceResponse",
@@ -185,7 +242,7 @@ def _partition(module: ModuleType, index: int, code: ErrorCode, message: str | N
         base_offset=-1,
         log_append_time=None,
         log_start_offset=-1,
-        record_errors=(),
+        record_errors=record_errors,
         error_message=message,
     )
 

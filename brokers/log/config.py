@@ -14,6 +14,12 @@ is accepted as the no-op Kafka 4.0 keeps. Tiered storage is not supported: the r
 retention names are accepted, but `remote.storage.enable=true` is refused exactly as a Kafka broker
 with tiered storage disabled refuses it.
 
+Two broker-only Pier settings ride along in `LogConfig` (not topic configs: Kafka has no such
+limits, so they are not in `TOPIC_CONFIGS` and tenants cannot alter them), caps on the work one
+produced batch may cost the broker (see brokers/records/validate.py):
+`pier.batch.max.decompressed.bytes` (default 64 MiB) and `pier.batch.max.records` (default
+1048576); a batch past either is refused MESSAGE_TOO_LARGE.
+
 `LogConfig(...)` built directly is not validated (tests use tiny segments); `from_properties` is
 the validating entry point. Pure and immutable; thread-safe.
 """
@@ -29,6 +35,7 @@ from types import MappingProxyType
 from typing import Any
 
 from brokers.log.errors import InvalidConfigError
+from brokers.records.validate import MAX_BATCH_DECOMPRESSED_BYTES, MAX_BATCH_RECORDS
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
@@ -224,6 +231,16 @@ _DEFINITIONS = (
 )  # fmt: skip
 
 TOPIC_CONFIGS: Mapping[str, ConfigDef] = MappingProxyType({n: d for n, d, _ in _DEFINITIONS})
+# Broker properties with no topic config: name -> (LogConfig field, default). INT, at least 1.
+PIER_BATCH_LIMITS: Mapping[str, tuple[str, int]] = MappingProxyType(
+    {
+        "pier.batch.max.decompressed.bytes": (
+            "batch_max_decompressed_bytes",
+            MAX_BATCH_DECOMPRESSED_BYTES,
+        ),
+        "pier.batch.max.records": ("batch_max_records", MAX_BATCH_RECORDS),
+    }
+)
 BROKER_SYNONYMS: Mapping[str, tuple[_Synonym, ...]] = MappingProxyType(
     {n: s for n, _, s in _DEFINITIONS if s}
 )
@@ -323,6 +340,8 @@ class LogConfig:
     compression_zstd_level: int = 3
     leader_replication_throttled_replicas: tuple[str, ...] = ()
     follower_replication_throttled_replicas: tuple[str, ...] = ()
+    batch_max_decompressed_bytes: int = MAX_BATCH_DECOMPRESSED_BYTES  # pier.batch.max.*: broker
+    batch_max_records: int = MAX_BATCH_RECORDS
 
     @property
     def compact(self) -> bool:
@@ -353,7 +372,19 @@ class LogConfig:
                 kwargs[field] = frozenset(value)
             elif field in fields:
                 kwargs[field] = tuple(value) if isinstance(value, list) else value
+        kwargs.update(_batch_limits(broker_defaults))
         return cls(**kwargs)
+
+
+def _batch_limits(broker_config: Mapping[str, str]) -> dict[str, int]:
+    limits: dict[str, int] = {}
+    for name, (field, default) in PIER_BATCH_LIMITS.items():
+        raw = broker_config.get(name)
+        value = default if raw is None else _parse_type(name, raw, "int")
+        if value < 1:
+            raise _invalid(name, raw, "Value must be at least 1")
+        limits[field] = value
+    return limits
 
 
 def validate_topic_overrides(

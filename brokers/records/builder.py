@@ -1,7 +1,7 @@
 """Building and reading whole v2 batches, for the broker's own writes and for looking inside one.
 
-Owns: `build_batch`, `read_batch`, `recompress`, and the test conveniences `simple_records` /
-`simple_batch`. Producers' batches are stored as they arrive; these are for coordinators
+Owns: `build_batch`, `read_batch`, `reseal` (a header's batch around a new body), `recompress`,
+and the test conveniences `simple_records` / `simple_batch`. Producers' batches are stored as they arrive; these are for coordinators
 (offsets, transaction markers), compaction, `compression.type` conversion and tests.
 A record given as a tuple is `(key, value)` or `(key, value, headers)`, at offset delta = its
 index and timestamp delta 0. `base_timestamp=None` means NO_TIMESTAMP (-1); `max_timestamp=None`
@@ -112,6 +112,22 @@ def read_batch(
     return header, decode_records(payload, header.records_count)
 
 
+def reseal(header: BatchHeader, body: Buffer, *, compression: int, max_timestamp: int) -> bytes:
+    """The batch `header` describes, around `body` (records under `compression`), new CRC.
+
+    Every other header field is kept: offsets, producer fields, flags, base timestamp, count."""
+    attributes = (header.attributes & ~COMPRESSION_MASK) | (compression & COMPRESSION_MASK)
+    out = bytearray(HEADER_SIZE)
+    out += body
+    HEADER.pack_into(
+        out, 0, header.base_offset, len(out) - LOG_OVERHEAD, header.partition_leader_epoch, 2, 0,
+        attributes, header.last_offset_delta, header.base_timestamp, max_timestamp,
+        header.producer_id, header.producer_epoch, header.base_sequence, header.records_count,
+    )  # fmt: skip
+    out[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]).to_bytes(4)
+    return bytes(out)
+
+
 def recompress(
     batch: Buffer,
     codec: int,
@@ -119,24 +135,18 @@ def recompress(
     level: int | None = None,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> bytes:
-    """Rebuild `batch` under `codec`, keeping offsets, timestamps, producer fields and flags."""
-    header, records = read_batch(batch, max_decompressed_size=max_decompressed_size)
-    return build_batch(
-        records,
-        base_offset=header.base_offset,
-        compression=codec,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        is_transactional=header.is_transactional,
-        is_control=header.is_control,
-        partition_leader_epoch=header.partition_leader_epoch,
-        timestamp_type_log_append=header.is_log_append_time,
-        base_timestamp=header.base_timestamp,
-        max_timestamp=header.max_timestamp,
-        last_offset_delta=header.last_offset_delta,
-        compression_level=level,
-    )
+    """Rebuild `batch` under `codec`, keeping offsets, timestamps, producer fields and flags.
+
+    The records' bytes are the same under every codec, so nothing is decoded."""
+    view = memoryview(batch)
+    header = parse_header(view)
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or header.size > len(view):
+        raise CorruptRecordError(f"batch claims {header.size} bytes")
+    verify_crc(view, 0, header)
+    body = view[HEADER_SIZE : header.size]
+    payload = decompress(header.compression, body, max_decompressed_size)
+    packed = compress(codec, payload, level)
+    return reseal(header, packed, compression=codec, max_timestamp=header.max_timestamp)
 
 
 def simple_records(

@@ -1,12 +1,13 @@
 """Snappy for record batches: xerial (snappy-java) framing as Kafka's Java client writes it, and raw.
 
-Owns: `compress_xerial`, `decompress_snappy`. Kafka's Java client wraps snappy in snappy-java's
+Owns: `compress_xerial` (and `xerial_block`, one framed block), `decompress_snappy`. Kafka's Java client wraps snappy in snappy-java's
 stream format: the 16-byte header `\\x82SNAPPY\\x00` + version 1 + compatible version 1 (int32 BE),
 then blocks of `int32 BE length + raw snappy` holding up to 32 KiB of input each. librdkafka reads
 that framing (and raw snappy) but writes raw snappy; kafka-python and aiokafka write xerial. So we
 read both and write xerial, which every client and Kafka itself read.
 Every block's uncompressed length is read from its snappy preamble before anything is allocated,
-which is how the `max_size` guard works. Pure functions on cramjam; thread-safe.
+which is how the `max_size` guard works (DecompressedSizeError). Pure functions on cramjam;
+thread-safe.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import struct
 import cramjam
 from typing_extensions import Buffer
 
-from brokers.records.errors import CorruptRecordError
+from brokers.records.errors import CorruptRecordError, DecodeBudgetError, DecompressedSizeError
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -34,23 +35,27 @@ def compress_xerial(data: Buffer) -> bytes:
         # A header-only stream is too short for librdkafka's framing test; raw is read by all.
         return bytes(_raw_compress(view))
     parts: list[bytes] = [XERIAL_HEADER]
-    pack = _BLOCK_LENGTH.pack
     for start in range(0, len(view), XERIAL_BLOCK_SIZE):
-        block = bytes(_raw_compress(view[start : start + XERIAL_BLOCK_SIZE]))
-        parts.append(pack(len(block)))
-        parts.append(block)
+        parts.append(xerial_block(view[start : start + XERIAL_BLOCK_SIZE]))
     return b"".join(parts)
+
+
+def xerial_block(chunk: Buffer) -> bytes:
+    """One xerial block: int32 BE length + raw snappy of `chunk` (at most 32 KiB of input)."""
+    block = bytes(_raw_compress(chunk))
+    return _BLOCK_LENGTH.pack(len(block)) + block
 
 
 def is_xerial(view: memoryview) -> bool:
     return len(view) >= len(XERIAL_HEADER) and view[: len(XERIAL_MAGIC)] == XERIAL_MAGIC
 
 
-def decompress_snappy(data: Buffer, max_size: int) -> bytes:
+def decompress_snappy(data: Buffer, max_size: int, max_blocks: int | None = None) -> bytes:
+    """Raw or xerial snappy; at most `max_size` bytes out and `max_blocks` xerial blocks."""
     view = memoryview(data)
     try:
         if is_xerial(view):
-            return _decompress_xerial(view, max_size)
+            return _decompress_xerial(view, max_size, max_blocks)
         return _decompress_raw(view, max_size)
     except cramjam.DecompressionError as exc:
         raise CorruptRecordError(f"invalid snappy data: {exc}") from exc
@@ -59,16 +64,18 @@ def decompress_snappy(data: Buffer, max_size: int) -> bytes:
 def _decompress_raw(view: memoryview, max_size: int) -> bytes:
     length = _raw_length(view)
     if length > max_size:
-        raise CorruptRecordError(f"snappy data expands to {length} bytes, limit {max_size}")
+        raise DecompressedSizeError(f"snappy data expands to {length} bytes, limit {max_size}")
     return bytes(_raw_decompress(view))
 
 
-def _decompress_xerial(view: memoryview, max_size: int) -> bytes:
+def _decompress_xerial(view: memoryview, max_size: int, max_blocks: int | None) -> bytes:
     parts: list[bytes] = []
     end = len(view)
     pos = len(XERIAL_HEADER)
     budget = max_size
     while pos < end:
+        if max_blocks is not None and len(parts) == max_blocks:
+            raise DecodeBudgetError(f"xerial snappy data holds more than {max_blocks} blocks")
         if end - pos < 4:
             raise CorruptRecordError(f"xerial snappy block length truncated at {pos}")
         (length,) = _BLOCK_LENGTH.unpack_from(view, pos)

@@ -1,10 +1,14 @@
 """One partition replica on this broker: its log plus leadership state (epoch, ISR, high watermark).
 
 Owns: the leader-side append (min.insync.replicas check, validate, append as leader, advance the
-high watermark), the leader's view of its followers (`followers`, Kafka's remote `Replica`s)
-and the ISR changes they cause, and reads bounded by the high watermark for consumers or the
-log end for followers. The high watermark is min log end offset over the (maximal) ISR
-(`isr.high_watermark`), so with an ISR of this broker alone it follows the log end offset.
+high watermark) in three steps: `append_policy` (leadership, min.insync.replicas, the topic's
+rules as an `AppendPolicy`), `brokers.records.prepare.prepare_append` (validation and
+re-encoding, pure: the produce handler may run it on a worker thread) and `append_prepared` (the
+checks again, then the log append); `append_as_leader` does all three at once. Also the leader's
+view of its followers (`followers`, Kafka's remote `Replica`s) and the ISR changes they cause,
+and reads bounded by the high watermark for consumers or the log end for followers. The high
+watermark is min log end offset over the (maximal) ISR (`isr.high_watermark`), so with an ISR
+of this broker alone it follows the log end offset.
 
 Standalone vs replicated: a partition becomes *replicated* once the controller's LeaderAndIsr
 reaches it (`become_leader`/`become_follower` from the replica manager). Until then — the
@@ -18,7 +22,7 @@ pending the high watermark and acks=all use the *maximal* ISR (current plus pend
 so a joining follower holds the high watermark before it is acknowledged as a member and a
 leaving one until its removal is durable. A version conflict drops the change: the controller's
 next LeaderAndIsr carries the truth.
-Runs on the event loop; not thread-safe.
+Runs on the event loop (only `prepare_append` may run elsewhere); not thread-safe.
 """
 
 from __future__ import annotations
@@ -29,11 +33,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from brokers.common.clock import Clock
+from brokers.log.config import LogConfig
 from brokers.log.log import AppendResult, Log, ReadResult
-from brokers.records.batch import BatchHeader, iter_headers
-from brokers.records.builder import recompress
-from brokers.records.compression import CODEC_NAMES
-from brokers.records.validate import validate_for_append
+from brokers.records.compression import CODEC_NAMES, GZIP, LZ4, ZSTD
+from brokers.records.prepare import PreparedAppend, prepare_append
+from brokers.records.validate import AppendPolicy
 from brokers.replication import isr as isr_rules
 from brokers.replication.errors import (
     FencedLeaderEpochError,
@@ -192,27 +196,32 @@ class Partition:
     # -- the leader's append and acks=all -----------------------------------------------------
 
     def append_as_leader(self, data: bytes, acks: int = 1) -> AppendResult:
-        if not self.is_leader:
-            raise NotLeaderOrFollowerError(f"{self.topic}-{self.index}")
-        # Kafka checks the committed ISR before writing: refused writes are never in the log.
-        isr_rules.check_append(acks, len(self.state.isr), self.min_insync_replicas)
-        config = self.log.config
-        batches = validate_for_append(
-            data,
-            now_ms=self._clock.time_ms(),
-            max_message_bytes=config.max_message_bytes,
-            timestamp_before_max_ms=config.message_timestamp_before_max_ms,
-            timestamp_after_max_ms=config.message_timestamp_after_max_ms,
-            requires_keys="compact" in config.cleanup_policy,
+        """Validate and append in one step on the caller's thread (coordinator writes, tests)."""
+        return self.append_prepared(prepare_append(data, self.append_policy(acks)), acks)
+
+    def append_policy(self, acks: int = 1) -> AppendPolicy:
+        """The rules an append must meet now; raises when this replica may not take it."""
+        self._check_writable(acks)
+        return _policy(self.log.config, self._clock.time_ms())
+
+    def append_prepared(self, prepared: PreparedAppend, acks: int = 1) -> AppendResult:
+        """Append what `prepare_append` made of a request. Leadership and the ISR are checked
+        again: a worker thread may have prepared it while they changed."""
+        self._check_writable(acks)
+        result = self.log.append_as_leader(
+            prepared.data, prepared.batches, leader_epoch=self.state.leader_epoch
         )
-        if config.compression_type != "producer":
-            data, batches = _to_topic_codec(data, batches, config.compression_type)
-        result = self.log.append_as_leader(data, batches, leader_epoch=self.state.leader_epoch)
         if not self._maybe_advance_high_watermark() and self.followers:
             # Kafka wakes fetches parked on the log end: followers' fetches must not sit out
             # replica.fetch.wait.max.ms while an acks=all produce waits for them.
             self._on_high_watermark(self)
         return result
+
+    def _check_writable(self, acks: int) -> None:
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"{self.topic}-{self.index}")
+        # Kafka checks the committed ISR before writing: refused writes are never in the log.
+        isr_rules.check_append(acks, len(self.state.isr), self.min_insync_replicas)
 
     def acks_all_outcome(self, required_offset: int) -> isr_rules.AckOutcome:
         """Whether an acks=all append ending before `required_offset` may be answered."""
@@ -347,14 +356,24 @@ class Partition:
 _TOPIC_CODECS = {name: codec for codec, name in CODEC_NAMES.items()} | {"uncompressed": 0}
 
 
-def _to_topic_codec(
-    data: bytes, batches: list[tuple[int, BatchHeader]], compression_type: str
-) -> tuple[bytes, list[tuple[int, BatchHeader]]]:
-    """A topic `compression.type` other than `producer` re-encodes batches in that codec, as
-    Kafka does; off the default path, since it decodes every record."""
-    codec = _TOPIC_CODECS[compression_type]
-    if all(header.compression == codec for _, header in batches):
-        return data, batches
-    view = memoryview(data)
-    rebuilt = b"".join(recompress(view[pos : pos + header.size], codec) for pos, header in batches)
-    return rebuilt, list(iter_headers(rebuilt))
+def _policy(config: LogConfig, now_ms: int) -> AppendPolicy:
+    """The topic's configuration as the rules of one append. A `compression.type` other than
+    `producer` re-encodes batches in that codec at the topic's level, as Kafka does."""
+    codec = _TOPIC_CODECS.get(config.compression_type)
+    levels = {
+        GZIP: config.compression_gzip_level,
+        LZ4: config.compression_lz4_level,
+        ZSTD: config.compression_zstd_level,
+    }
+    return AppendPolicy(
+        now_ms=now_ms,
+        max_message_bytes=config.max_message_bytes,
+        timestamp_before_max_ms=config.message_timestamp_before_max_ms,
+        timestamp_after_max_ms=config.message_timestamp_after_max_ms,
+        requires_keys=config.compact,
+        log_append_time=config.message_timestamp_type == "LogAppendTime",
+        target_codec=codec,
+        compression_level=None if codec is None else levels.get(codec),
+        max_decompressed_bytes=config.batch_max_decompressed_bytes,
+        max_records=config.batch_max_records,
+    )

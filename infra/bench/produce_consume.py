@@ -8,8 +8,10 @@ Starts a broker through `infra.stack.start_broker` in a temporary directory, the
 3. runs the same produce workloads against librdkafka's mock cluster (no broker) for the ratio;
 4. measures end-to-end latency at a steady 5 MB/s;
 5. reads the broker's peak RSS (VmHWM).
-Prints one JSON document, writes it to `results/produce_consume.json` and a chart to
-`results/produce_consume.png`. `--quick` divides record counts by 10 and runs latency for 5 s instead of 20;
+The broker's CPU time (user + system, `/proc/<pid>/stat`) is read around each produce run and
+reported as `broker_cpu_s_per_gb` per workload (CPU seconds per GB of record values produced).
+Prints one JSON document, writes it to `results/produce_consume.json` (or `--output`) and a chart
+beside it (`.png`). `--quick` divides record counts by 10 and runs latency for 5 s instead of 20;
 `--profile` records the broker with py-spy during the produce phase (`results/produce_flamegraph.svg`).
 Runs on the main thread (the latency run adds a consumer thread).
 """
@@ -17,6 +19,7 @@ Runs on the main thread (the latency run adds a consumer thread).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -65,6 +68,12 @@ def stored_codec(data_dir: Path, topic: str) -> str:
     return CODEC_NAMES[parse_header(segment.read_bytes()[:HEADER_SIZE]).compression]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (fields 14 and 15 of /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -80,13 +89,19 @@ def progress(run: Throughput) -> None:
     print(f"{label}: {run.records_per_s:,.0f} records/s, {run.mb_per_s:,.1f} MB/s", file=sys.stderr)
 
 
-def produce_phase(broker: BrokerProcess, plan: Plan) -> list[Throughput]:
+def produce_phase(
+    broker: BrokerProcess, plan: Plan, cpu_per_gb: dict[str, float]
+) -> list[Throughput]:
+    """Produce every workload; fills `cpu_per_gb` (broker CPU s per GB of values) per workload."""
     runs = []
     for count, size, codec in plan:
         topic = topic_for(count, size, codec)
+        cpu_before = cpu_seconds(broker.pid)
         run = produce_run(
             "pier", {"bootstrap.servers": broker.bootstrap}, topic, count, size, codec
         )
+        cpu = cpu_seconds(broker.pid) - cpu_before
+        cpu_per_gb[f"{size}B/{codec}"] = round(cpu / (count * size / 1e9), 2)
         runs.append(replace(run, stored_codec=stored_codec(broker.data_dir, topic)))
         progress(runs[-1])
     return runs
@@ -110,12 +125,14 @@ def mock_phase(plan: Plan) -> list[Throughput]:
     return runs
 
 
-def run_pier(broker: BrokerProcess, scale: int, profile: bool) -> list[Throughput]:
+def run_pier(
+    broker: BrokerProcess, scale: int, profile: bool, cpu_per_gb: dict[str, float]
+) -> list[Throughput]:
     plan = [(count // scale, size, codec) for count, size in WORKLOADS for codec in CODECS]
     create_topics(broker.bootstrap, [topic_for(*work) for work in plan] + ["bench-latency"])
     recording = py_spy_recording(broker.pid, RESULTS / "produce_flamegraph.svg")
     with recording if profile else nullcontext():
-        produced = produce_phase(broker, plan)
+        produced = produce_phase(broker, plan, cpu_per_gb)
     return produced + consume_phase(broker, plan) + mock_phase(plan)
 
 
@@ -127,20 +144,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="py-spy flamegraph of the produce phase"
     )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=RESULTS / "produce_consume.json",
+        help="where the JSON goes (the chart goes beside it, .png); to keep before/after runs",
+    )
     args = parser.parse_args(argv)
     scale = 10 if args.quick else 1
+    cpu_per_gb: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="pier-bench-") as scratch:
         broker = start_broker(Path(scratch) / "data")
         try:
-            runs = run_pier(broker, scale, args.profile)
+            runs = run_pier(broker, scale, args.profile, cpu_per_gb)
             seconds = QUICK_LATENCY_SECONDS if args.quick else LATENCY_SECONDS
             latency = latency_run(broker.bootstrap, "bench-latency", LATENCY_RATE_MB_S, seconds)
             peak = peak_rss_kib(broker.pid)
         finally:
             broker.stop()
-    doc = document(runs, latency, peak, args.quick)
-    print(write_json(doc, RESULTS / "produce_consume.json"))
-    write_chart(runs, latency, RESULTS / "produce_consume.png")
+    doc = document(runs, latency, peak, args.quick) | {"broker_cpu_s_per_gb": cpu_per_gb}
+    print(write_json(doc, args.output))
+    write_chart(runs, latency, args.output.with_suffix(".png"))
     return 0
 
 

@@ -1,14 +1,13 @@
 """Topic administration and offset queries for the e2e tests, all through confluent-kafka.
 
 Owns: creating a topic with the AdminClient and waiting until every partition has a leader,
-reading watermarks (ListOffsets earliest/latest), polling for a condition with a deadline, and
-reading every record of a topic by assign/seek (the reference reader other tests compare with).
+reading watermarks (ListOffsets earliest/latest), and reading every record of a topic by
+assign/seek (the reference reader other tests compare with). Waits go through `tests.polling`.
 Blocking; each call creates and closes its own clients, so functions are safe from any thread.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -16,6 +15,8 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
+
+from tests.polling import wait_until
 
 T = TypeVar("T")
 ADMIN_TIMEOUT_S = 30.0
@@ -36,15 +37,11 @@ class StoredRecord:
 def wait_for(
     probe: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.1
 ) -> T:
-    """Poll `probe` until it returns something other than None/False; fail with `what` after."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result is not None and result is not False:
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
+    """Deprecated: call `tests.polling.wait_until`. Kept, delegating, for tests/e2e/test_retention.py
+    until it is converted (another change is editing it)."""
+    result = wait_until(probe, what=what, timeout=timeout, interval=interval)
+    assert result is not None
+    return result
 
 
 def create_topic(
@@ -67,6 +64,11 @@ def create_topic(
         operation_timeout=ADMIN_TIMEOUT_S,
     )
     futures[name].result(timeout=ADMIN_TIMEOUT_S)
+    wait_for_leaders(admin, name, partitions)
+
+
+def wait_for_leaders(admin: AdminClient, name: str, partitions: int) -> None:
+    """Until Metadata (through `admin`) shows a leader for each of the topic's partitions."""
 
     def leaders_known() -> bool:
         topic = admin.list_topics(name, timeout=5).topics.get(name)
@@ -74,7 +76,7 @@ def create_topic(
             return False
         return all(p.leader >= 0 and p.error is None for p in topic.partitions.values())
 
-    wait_for(leaders_known, timeout=ADMIN_TIMEOUT_S, what=f"leaders of topic {name}")
+    wait_until(leaders_known, what=f"leaders of topic {name}", timeout=ADMIN_TIMEOUT_S)
 
 
 def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
@@ -120,10 +122,10 @@ def read_partitions(
     position = dict(start)
     try:
         consumer.assign([TopicPartition(topic, p, offset) for p, offset in start.items()])
-        deadline = time.monotonic() + timeout
-        while any(position[p] < ends[p] for p in position):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"read {len(records)} records, positions {position} < {ends}")
+
+        def at_ends() -> bool:
+            if all(position[p] >= ends[p] for p in position):
+                return True
             for message in consumer.consume(num_messages=10_000, timeout=0.5):
                 error = message.error()
                 if error is not None:
@@ -133,6 +135,9 @@ def read_partitions(
                 record = to_stored(message)
                 records.append(record)
                 position[record.partition] = record.offset + 1
+            return False
+
+        wait_until(at_ends, what=f"{topic} read up to {ends}", timeout=timeout, interval=0)
     finally:
         consumer.close()
     return records

@@ -9,7 +9,6 @@ fresh event loop per call (`asyncio.run`), so the driver is safe from any thread
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from kafka.structs import TopicPartition as KpTopicPartition
 from tests.e2e.client_drivers import DELIVERY_TIMEOUT_S, NOT_FOUND
 from tests.e2e.kafka_admin import StoredRecord
 from tests.e2e.workload import Outgoing
+from tests.polling import wait_until, wait_until_async
 
 READ_TIMEOUT_S = 60.0
 
@@ -85,11 +85,20 @@ class KafkaPythonDriver:
                 consumer.seek(tp, 0)
             ends = consumer.end_offsets(assigned)
             records: list[StoredRecord] = []
-            deadline = time.monotonic() + READ_TIMEOUT_S
-            while any(consumer.position(tp) < ends[tp] for tp in assigned):
-                assert time.monotonic() < deadline, f"kafka-python read only {len(records)}"
+
+            def at_ends() -> bool:
+                if all(consumer.position(tp) >= ends[tp] for tp in assigned):
+                    return True
                 for batch in consumer.poll(timeout_ms=500, max_records=10_000).values():
                     records.extend(_stored(r) for r in batch)
+                return False
+
+            wait_until(
+                at_ends,
+                what=f"kafka-python read {topic} to its end",
+                timeout=READ_TIMEOUT_S,
+                interval=0,
+            )
             return records
         finally:
             consumer.close()
@@ -174,12 +183,21 @@ class AioKafkaDriver:
                 consumer.seek(tp, 0)
             ends = await consumer.end_offsets(assigned)
             records: list[StoredRecord] = []
-            deadline = time.monotonic() + READ_TIMEOUT_S
-            while any([await consumer.position(tp) < ends[tp] for tp in assigned]):
-                assert time.monotonic() < deadline, f"aiokafka read only {len(records)}"
+
+            async def at_ends() -> bool:
+                if all([await consumer.position(tp) >= ends[tp] for tp in assigned]):
+                    return True
                 batches = await consumer.getmany(timeout_ms=500, max_records=10_000)
                 for batch in batches.values():
                     records.extend(_stored(r) for r in batch)
+                return False
+
+            await wait_until_async(
+                at_ends,
+                what=f"aiokafka read {topic} to its end",
+                timeout=READ_TIMEOUT_S,
+                interval=0,
+            )
             return records
         finally:
             await consumer.stop()

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from hypothesis import strategies as st
-from kio.index import load_request_schema
+from kio.index import KioIndexError, load_request_schema
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -68,7 +68,7 @@ def has_schema(api_key: int, version: int) -> bool:
     """kio knows this request version (Produce v0–2, for one, it does not)."""
     try:
         load_request_schema(api_key, version)
-    except Exception:  # kio raises several index errors
+    except KioIndexError:  # UnknownAPIKey, UnknownEntity (e.g. Produce v0-2)
         return False
     return True
 

@@ -8,17 +8,26 @@ Kafka's, per partition, with the connection kept open:
   batches in one partition: INVALID_RECORD (87) (`LogValidator.validateBatch`,
   `UnifiedLog.analyzeAndValidateRecords`, `ProduceRequest.validateRecords`);
 - a magic v1 message set: INVALID_RECORD (87), as Kafka answers from `ProduceRequest.validateRecords`
-  (only magic v2 is allowed in Produce v3+).
+  (only magic v2 is allowed in Produce v3+);
+- records that disagree with their header (every record is walked, as LogValidator does): a count
+  forged to 2^31−1 over one record ("premature EOF"), compressed or not, a record whose declared
+  length is wrong: INVALID_RECORD (87);
+- a record timestamp outside message.timestamp.before.max.ms although the header's base and max are
+  fine: INVALID_TIMESTAMP (32), with the record named in `record_errors`;
+- a batch whose re-encoding under the topic's compression.type exceeds max.message.bytes:
+  MESSAGE_TOO_LARGE (10).
 After every refusal a valid batch lands at the next offset: nothing of a refused batch was stored.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import struct
 import time
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -26,8 +35,10 @@ from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
-from brokers.records.batch import CRC_OFFSET, HEADER_SIZE, batch_crc
-from brokers.records.builder import simple_batch
+from brokers.records.batch import CRC_OFFSET, HEADER_SIZE, batch_crc, parse_header
+from brokers.records.builder import reseal, simple_batch
+from brokers.records.compression import NONE, ZSTD, compress
+from infra.bench.bomb import bomb_batch
 from infra.stack import BrokerProcess
 from tests.e2e.broker_health import assert_still_serving
 from tests.e2e.kafka_admin import create_topic
@@ -35,8 +46,10 @@ from tests.e2e.raw_wire import RawConnection, frame
 
 pytestmark = [pytest.mark.e2e]
 
-CORRUPT_MESSAGE, UNSUPPORTED_VERSION, INVALID_RECORD = 2, 35, 87
+CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP = 2, 10, 32
+UNSUPPORTED_VERSION, INVALID_RECORD = 35, 87
 _RECORDS_COUNT_OFFSET = HEADER_SIZE - 4
+HOUR_MS = 3_600_000
 
 
 def valid_batch() -> bytes:
@@ -58,6 +71,25 @@ def flipped_record_byte() -> bytes:
 def count_too_high() -> bytes:
     batch = bytearray(valid_batch())
     struct.pack_into(">i", batch, _RECORDS_COUNT_OFFSET, 4)  # lastOffsetDelta says 3 records
+    return with_fixed_crc(batch)
+
+
+def forged_count(codec: int) -> Callable[[], bytes]:
+    """One real record under a header claiming 2^31−1 (count and last offset delta agree)."""
+
+    def build() -> bytes:
+        one = simple_batch([b"v"], keys=[b"k"], timestamps=[int(time.time() * 1000)])
+        header = parse_header(one)
+        forged = dataclasses.replace(header, records_count=2**31 - 1, last_offset_delta=2**31 - 2)
+        body = compress(codec, memoryview(one)[HEADER_SIZE:])
+        return reseal(forged, body, compression=codec, max_timestamp=header.max_timestamp)
+
+    return build
+
+
+def wrong_record_length() -> bytes:
+    batch = bytearray(valid_batch())
+    batch[HEADER_SIZE] += 2  # the first record's length varint (one byte, zigzag): +1
     return with_fixed_crc(batch)
 
 
@@ -95,11 +127,20 @@ BROKEN: dict[str, tuple[Callable[[], bytes], int]] = {
     "base offset 5": (nonzero_base_offset, INVALID_RECORD),
     "two batches in one partition": (lambda: valid_batch() + valid_batch(), INVALID_RECORD),
     "magic v1 message set": (magic_v1_message, INVALID_RECORD),
+    "records count forged to 2^31-1": (forged_count(NONE), INVALID_RECORD),
+    "records count forged to 2^31-1, zstd": (forged_count(ZSTD), INVALID_RECORD),
+    "record length wrong": (wrong_record_length, INVALID_RECORD),
 }
 
 
 def produce(connection: RawConnection, topic: str, records: bytes) -> tuple[int, int]:
     """Produce v9 (acks=all) of one partition; (error code, base offset)."""
+    partition = produce_answer(connection, topic, records)
+    return int(partition.error_code), int(partition.base_offset)
+
+
+def produce_answer(connection: RawConnection, topic: str, records: bytes) -> Any:
+    """Produce v9 (acks=all) of one partition; the partition's answer."""
     partition_data = PartitionProduceData(index=i32(0), records=Records(records))
     request = ProduceRequest(
         acks=i16(-1),
@@ -108,7 +149,7 @@ def produce(connection: RawConnection, topic: str, records: bytes) -> tuple[int,
     )
     response = connection.call(request, ProduceResponse)
     (partition,) = response.responses[0].partition_responses
-    return int(partition.error_code), int(partition.base_offset)
+    return partition
 
 
 @pytest.mark.parametrize("case", list(BROKEN))
@@ -123,6 +164,41 @@ def test_broken_batch_is_refused_per_partition(
         assert code == expected, f"{case}: error {code}, Kafka answers {expected}"
         # Same connection: a refused batch is data, not a protocol violation.
         assert produce(connection, topic_name, valid_batch()) == (0, 3)
+    assert_still_serving(module_broker, sentinel)
+
+
+def test_every_record_timestamp_is_checked(
+    module_broker: BrokerProcess, sentinel: RawConnection, topic_name: str
+) -> None:
+    create_topic(
+        module_broker.bootstrap,
+        topic_name,
+        config={"message.timestamp.before.max.ms": str(HOUR_MS)},
+    )
+    now = int(time.time() * 1000)
+    stale = simple_batch(
+        [b"v1", b"v2", b"v3"], keys=[b"a", b"b", b"c"], timestamps=[now, now - 48 * HOUR_MS, now]
+    )
+    header = parse_header(stale)
+    assert now - header.base_timestamp < HOUR_MS and now - header.max_timestamp < HOUR_MS
+    with RawConnection(module_broker.host, module_broker.port) as connection:
+        answer = produce_answer(connection, topic_name, stale)
+        assert answer.error_code == INVALID_TIMESTAMP, f"error {answer.error_code}, Kafka: 32"
+        assert [e.batch_index for e in answer.record_errors] == [1], answer.record_errors
+        assert produce(connection, topic_name, valid_batch()) == (0, 0)
+    assert_still_serving(module_broker, sentinel)
+
+
+def test_reencoding_past_max_message_bytes_is_refused(
+    module_broker: BrokerProcess, sentinel: RawConnection, topic_name: str
+) -> None:
+    create_topic(module_broker.bootstrap, topic_name, config={"compression.type": "uncompressed"})
+    bomb = bomb_batch(200_000, int(time.time() * 1000))  # ~0.15 MiB of zstd, ~2 MiB re-encoded
+    assert len(bomb) < 1_048_588
+    with RawConnection(module_broker.host, module_broker.port) as connection:
+        code, _ = produce(connection, topic_name, bomb)
+        assert code == MESSAGE_TOO_LARGE, f"error {code}, Kafka answers RECORD_TOO_LARGE (10)"
+        assert produce(connection, topic_name, valid_batch()) == (0, 0)
     assert_still_serving(module_broker, sentinel)
 
 

@@ -18,8 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from infra.stack import BrokerProcess, free_port
 from tests.conftest import BrokerFactory
-from tests.e2e.kafka_admin import create_topic, read_partitions, wait_for
+from tests.e2e.kafka_admin import create_topic, read_partitions
 from tests.e2e.raw_wire import RawConnection
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.e2e]
 
@@ -109,8 +110,8 @@ def test_connection_count_follows_open_sockets(metered: BrokerProcess) -> None:
     finally:
         for connection in connections:
             connection.close()
-    wait_for(
+    wait_until(
         lambda: value(scrape(metered), gauge) == baseline,
-        timeout=10,
         what="connection gauge back to its baseline",
+        timeout=10,
     )

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from brokers.client import ClientConfig
 from brokers.client.admin import Admin
 from brokers.client.cluster import Cluster
 from brokers.client.consumer import fetch
-from brokers.client.errors import BrokerResponseError
+from brokers.client.errors import BrokerConnectionError, BrokerResponseError
 from brokers.client.metadata import ClusterMetadata, TopicPartition
 from brokers.client.producer import produce
 from brokers.client.topics import NewTopic
@@ -33,7 +34,8 @@ from brokers.records.batch import iter_headers
 from brokers.records.builder import build_batch, read_batch
 from infra.fault_proxy import FaultProxy, ProxyLoop
 from infra.stack import BrokerProcess, free_port
-from tests.cluster_probes import eventually
+from tests.cluster_probes import SETTLE_S
+from tests.polling import wait_until
 
 # Short timeouts so faults are detected within seconds (Kafka's names).
 FAULT_CONFIG = {
@@ -171,11 +173,20 @@ class FaultCluster:
         """An acks=all record, retried until accepted (leadership or ISR may still be settling);
         sent to broker `via`, else to the leader named in ZooKeeper. Returns its offset."""
 
-        def attempt() -> int | None:
+        def attempt() -> tuple[int, ...]:  # (offset,) once accepted: offset 0 is an answer too
             node_id = via if via is not None else self.state(topic, partition).leader
-            return self.produce(node_id, topic, partition, value, acks=-1)
+            if node_id not in self.brokers:  # -1: no leader while an election is under way
+                return ()
+            return (self.produce(node_id, topic, partition, value, acks=-1),)
 
-        offset: int = eventually(lambda: (o := attempt()) is not None and (o,))[0]
+        (offset,) = wait_until(
+            attempt,
+            what=f"an acks=all record accepted by {topic}-{partition}",
+            timeout=SETTLE_S,
+            # Refused while the leader or ISR settles (NOT_LEADER_OR_FOLLOWER,
+            # NOT_ENOUGH_REPLICAS), or sent to a broker that is restarting.
+            retry_on=(BrokerResponseError, BrokerConnectionError, NoNodeError),
+        )
         return offset
 
     def consume(self, node_id: int, topic: str, partition: int, offset: int) -> list[bytes | None]:

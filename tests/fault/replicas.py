@@ -7,19 +7,20 @@ batch across the replicas of every partition. The leader epoch is outside the CR
 stamps it), so it is compared on its own: a follower that copied a batch from a stale leader
 would differ there even with equal CRCs (KIP-101). Files may be read while brokers run: a batch
 still being written at a segment's tail is left out, and `assert_replicas_identical` polls until
-the replicas agree (followers catch up) or its deadline passes. Blocking; any thread.
+the replicas agree (followers catch up) or its deadline passes (`tests.polling.wait_until`).
+Blocking; any thread.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from brokers.records.batch import LOG_OVERHEAD, PREFIX, iter_headers, verify_crc
 from brokers.records.errors import CorruptRecordError
+from tests.polling import wait_until
 
 _PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>[0-9]+)")
 _SEGMENT = re.compile(r"[0-9]{20}\.log")
@@ -120,17 +121,20 @@ def assert_replicas_identical(
     so a comparison of nothing cannot pass.
     """
     expected = list(expect)
-    deadline = time.monotonic() + timeout
-    while True:
-        problems = _missing(data_dirs, expected)
+    problems: list[str] = []
+
+    def identical() -> bool:
+        problems[:] = _missing(data_dirs, expected)
         try:
-            problems += replica_differences(data_dirs, topics)
-        except CorruptRecordError as exc:
+            problems.extend(replica_differences(data_dirs, topics))
+        except CorruptRecordError as exc:  # a tail being written, or a real corruption: reported
             problems.append(f"corrupt batch: {exc}")
-        if not problems:
-            return
-        assert time.monotonic() < deadline, "replicas differ:\n" + "\n".join(problems)
-        time.sleep(0.2)
+        return not problems
+
+    try:
+        wait_until(identical, what="identical replicas", timeout=timeout, interval=0.2)
+    except AssertionError as timed_out:
+        raise AssertionError("replicas differ:\n" + "\n".join(problems)) from timed_out
 
 
 def _missing(data_dirs: Mapping[int, Path], expected: list[Replica]) -> list[str]:

@@ -20,9 +20,10 @@ import pytest
 
 from brokers.controller.state import LeaderAndIsr
 from brokers.wire.errors import ErrorCode
-from tests.cluster_probes import eventually
+from tests.cluster_probes import SETTLE_S, ZNODE_MISSING
 from tests.fault.harness import FaultCluster
 from tests.fault.replicas import assert_replicas_identical
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
 TOPIC = "isolated"
@@ -59,11 +60,18 @@ class StateWatch:
 def cluster(fault_cluster: FaultCluster) -> Iterator[FaultCluster]:
     for node_id in (1, 2, 3):
         fault_cluster.start(node_id)
-    eventually(
-        lambda: all(sorted(fault_cluster.metadata(n).brokers) == [1, 2, 3] for n in (1, 2, 3))
+    wait_until(
+        lambda: all(sorted(fault_cluster.metadata(n).brokers) == [1, 2, 3] for n in (1, 2, 3)),
+        what="every broker sees brokers 1, 2 and 3",
+        timeout=SETTLE_S,
     )
     fault_cluster.create_topic(TOPIC, PARTITIONS, TOPIC_CONFIG)
-    eventually(lambda: fault_cluster.fully_replicated(TOPIC, PARTITIONS))
+    wait_until(
+        lambda: fault_cluster.fully_replicated(TOPIC, PARTITIONS),
+        what=f"{TOPIC} led with every broker in every ISR",
+        timeout=SETTLE_S,
+        retry_on=ZNODE_MISSING,  # partition states not written yet
+    )
     yield fault_cluster
 
 
@@ -85,22 +93,32 @@ def test_isolated_leader_shrinks_isr_to_itself_and_refuses_acks_all(
         # it does not fetch makes it lag, and replica.lag.time.max.ms later it is out.
         uncommitted = cluster.produce(leader, TOPIC, partition, b"lagging", acks=1)
         assert uncommitted == last_committed + 1
-        shrunk = eventually(lambda: (s := cluster.state(TOPIC, partition)).isr == (leader,) and s)
-        assert shrunk.leader == leader and shrunk.leader_epoch == before.leader_epoch
-        code = eventually(lambda: cluster.produce_error(leader, TOPIC, partition, acks=-1))
+        shrunk = wait_until(
+            lambda: (s := cluster.state(TOPIC, partition)).isr == (leader,) and s,
+            what=f"the ISR of {TOPIC}-{partition} shrunk to its leader {leader}",
+            timeout=SETTLE_S,
+        )
+        assert shrunk and (shrunk.leader, shrunk.leader_epoch) == (leader, before.leader_epoch)
+        code = wait_until(
+            lambda: cluster.produce_error(leader, TOPIC, partition, acks=-1),
+            what="acks=all refused by the isolated leader",
+            timeout=SETTLE_S,
+        )
         assert code == ErrorCode.not_enough_replicas
         # Refused before the append (Kafka checks min.insync.replicas first): the next acks=1
         # record takes the offset right after the last one written.
         assert cluster.produce(leader, TOPIC, partition, b"acks1", acks=1) == uncommitted + 1
-        eventually(lambda: len(watch.seen) >= 2)
+        wait_until(lambda: len(watch.seen) >= 2, what="the watch saw the shrunk state")
         isolated_view = cluster.metadata(leader).topic(TOPIC).partitions[partition]
         assert isolated_view.leader == leader
 
         cluster.brokers[leader].link.heal()
-        healed = eventually(
-            lambda: sorted((s := cluster.state(TOPIC, partition)).isr) == [1, 2, 3] and s
+        healed = wait_until(
+            lambda: sorted((s := cluster.state(TOPIC, partition)).isr) == [1, 2, 3] and s,
+            what=f"the ISR of {TOPIC}-{partition} grown back to [1, 2, 3]",
+            timeout=SETTLE_S,
         )
-        assert healed.leader == leader
+        assert healed and healed.leader == leader
         cluster.produce_eventually(TOPIC, partition, b"after", via=leader)
 
     for state in watch.seen:  # never a leader outside the ISR, never a new leader
@@ -112,8 +130,16 @@ def test_isolated_leader_shrinks_isr_to_itself_and_refuses_acks_all(
 
 def assert_isolated(cluster: FaultCluster, leader: int, partition: int) -> None:
     """The ISR in ZooKeeper shrinks to the leader alone, which then refuses acks=all."""
-    eventually(lambda: cluster.state(TOPIC, partition).isr == (leader,))
-    code = eventually(lambda: cluster.produce_error(leader, TOPIC, partition, acks=-1))
+    wait_until(
+        lambda: cluster.state(TOPIC, partition).isr == (leader,),
+        what=f"the ISR of {TOPIC}-{partition} shrunk to its leader {leader}",
+        timeout=SETTLE_S,
+    )
+    code = wait_until(
+        lambda: cluster.produce_error(leader, TOPIC, partition, acks=-1),
+        what=f"acks=all refused by the isolated leader {leader}",
+        timeout=SETTLE_S,
+    )
     assert code == ErrorCode.not_enough_replicas
 
 
@@ -140,7 +166,11 @@ def test_isolating_each_broker_in_turn_loses_no_acknowledged_record(cluster: Fau
             assert_isolated(cluster, victim, p)
         write_all(f"isolated-{victim}", skip_leader=victim)
         cluster.brokers[victim].link.heal()
-        eventually(lambda: cluster.fully_replicated(TOPIC, PARTITIONS))
+        wait_until(
+            lambda: cluster.fully_replicated(TOPIC, PARTITIONS),
+            what=f"every broker back in every ISR after healing broker {victim}",
+            timeout=SETTLE_S,
+        )
         write_all(f"healed-{victim}")
         assert all(cluster.state(TOPIC, p).leader == victim for p in led)
 

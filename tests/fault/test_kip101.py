@@ -49,8 +49,8 @@ from tests.integration.replication.cluster_helpers import (
     consume,
     node,
     produce,
-    until,
 )
+from tests.polling import wait_until
 from tests.unit.log.partition_helpers import make_batch
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
@@ -215,7 +215,9 @@ def test_a_restarted_follower_elected_before_refetching_keeps_acked_data(tmp_pat
         assert refused.error_code == ErrorCode.not_leader_or_follower
         assert b.partition.high_watermark == checkpointed_hw(b_image)
         elect([a, b], A, 1, [A, B], writer, min_isr=2)  # B follows the (dead) A again
-        until(lambda: truncation_attempted(b), "B asked the unreachable A where epoch 1 ended")
+        wait_until(
+            lambda: truncation_attempted(b), what="B asked the unreachable A where epoch 1 ended"
+        )
         assert b.log_end() == 2  # no truncation to the stale HW while it could not ask
         elect([a, b], B, 2, [B], writer)  # A's session expired: B, in the ISR, leads
         assert b.log_end() == 2
@@ -227,7 +229,7 @@ def test_a_restarted_follower_elected_before_refetching_keeps_acked_data(tmp_pat
         elect([a, b], B, 2, [B], writer)
         m3 = make_batch(1, value=b"m3")
         assert send(b, m3, acks=1) == 2
-        until(lambda: in_sync(b, a), "A back in the ISR")
+        wait_until(lambda: in_sync(b, a), what="A back in the ISR")
         assert a.batches() == b.batches()
         assert [offset for offset, _, _ in b.batches()] == [0, 1, 2]
 
@@ -242,7 +244,7 @@ def test_replicas_crashing_together_and_returning_in_the_other_order_converge(
         b_disk = b.image()  # what B's disk will hold: the m2 it fetches next never reaches it
         m2 = make_batch(1, value=b"m2")
         assert send(a, m2, acks=1) == 1
-        until(lambda: a.partition.high_watermark == 2, "A's HW covers m2 (B fetched it)")
+        wait_until(lambda: a.partition.high_watermark == 2, what="A's HW covers m2 (B fetched it)")
         a.live().call(a.live().broker.replicas.checkpoint_high_watermarks)  # a periodic one
 
         # Power failure of both: B's page cache (m2) is lost, A's disk has m2 and HW 2.
@@ -257,7 +259,7 @@ def test_replicas_crashing_together_and_returning_in_the_other_order_converge(
 
         a.start()
         elect([a, b], B, 2, [B], writer)
-        until(lambda: in_sync(b, a), "A back in the ISR")
+        wait_until(lambda: in_sync(b, a), what="A back in the ISR")
         assert a.batches() == b.batches(), "the replicas' logs diverged"
         fetched = consume(b.live().port, TP)
         assert crcs(fetched.records) == crcs(m1) + crcs(m3)  # every acks=all batch kept
@@ -282,7 +284,7 @@ def test_a_follower_fetch_from_an_old_epoch_is_fenced_and_changes_nothing(
             assert send(a, make_batch(1, value=b"e1-%d" % i), acks=-1) == i
         elect([a, b], B, 2, [A, B], writer)  # leadership moves to B: epoch 2
         assert send(b, make_batch(1, value=b"e2"), acks=-1) == 3
-        until(lambda: a.log_end() == 4, "A follows B in epoch 2")
+        wait_until(lambda: a.log_end() == 4, what="A follows B in epoch 2")
         leader = b.partition
         hw_before = b.live().call(lambda: leader.high_watermark)
         seen_before = b.live().call(lambda: leader.followers[A].log_end_offset)
@@ -300,7 +302,7 @@ def test_a_follower_fetch_from_an_old_epoch_is_fenced_and_changes_nothing(
         assert b.live().call(lambda: leader.high_watermark) == hw_before
         assert b.live().call(lambda: leader.followers[A].log_end_offset) == seen_before
         assert send(b, make_batch(1, value=b"e2-after"), acks=-1) == 4
-        until(lambda: a.log_end() == 5, "A keeps replicating")
+        wait_until(lambda: a.log_end() == 5, what="A keeps replicating")
         assert a.batches() == b.batches()
 
 

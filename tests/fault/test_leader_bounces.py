@@ -27,8 +27,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from brokers.client.admin import Admin
 from brokers.client.topics import NewTopic
 from brokers.records.batch import iter_headers
+from brokers.records.errors import CorruptRecordError
 from infra.stack import BrokerProcess
-from tests.cluster_probes import eventually, metadata_of
+from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(300)]
 
@@ -144,8 +146,17 @@ def bounce_leaders(
     partitions = producer.partitions
     for bounce in range(bounces):
         failovers.append(bounce_once(brokers, topic, producer, clean=bounce % 2 == 0))
-    eventually(lambda: fully_in_sync(brokers, topic, partitions), timeout=60)
+    wait_in_sync(brokers, topic, partitions)
     return failovers
+
+
+def wait_in_sync(brokers: dict[int, BrokerProcess], topic: str, partitions: int) -> None:
+    wait_until(
+        lambda: fully_in_sync(brokers, topic, partitions),
+        what=f"every partition of {topic} led with all three replicas in sync",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,  # a broker just (re)started does not know the topic yet
+    )
 
 
 def bounce_once(
@@ -154,9 +165,9 @@ def bounce_once(
     """Stop partition 0's leader (SIGTERM or kill -9), wait for a new leader and an acknowledged
     write, restart the old leader; returns the failover time in seconds."""
     times = producer.deliveries.ack_times
-    eventually(lambda: fully_in_sync(brokers, topic, producer.partitions), timeout=60)
+    wait_in_sync(brokers, topic, producer.partitions)
     acked_before = len(times)
-    eventually(lambda: len(times) >= acked_before + 50, timeout=60)
+    wait_until(lambda: len(times) >= acked_before + 50, what="50 more acks", timeout=SETTLE_S)
     leader = metadata_of(live_broker(brokers)).topic(topic).partitions[0].leader
     victim = brokers[leader]
     started = time.monotonic()
@@ -170,10 +181,12 @@ def bounce_once(
         p = metadata_of(live_broker(brokers, leader)).topic(topic).partitions[0]
         return p.leader not in (leader, -1)
 
-    eventually(moved, timeout=60)
+    wait_until(moved, what=f"a leader other than {leader}", timeout=SETTLE_S)
     elected = time.monotonic() - started
-    first_ack = eventually(
-        lambda: next((t for t in times[acked_before:] if t > started), None), timeout=60
+    first_ack = wait_until(
+        lambda: next((t for t in times[acked_before:] if t > started), 0.0),
+        what="an acknowledged write after the bounce",
+        timeout=SETTLE_S,
     )
     print(f"bounce clean={clean}: stopped {stopped:.2f}s elected {elected:.2f}s")
     victim.restart()
@@ -191,15 +204,18 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[t
                 for p in range(partitions)}  # fmt: skip
         consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
         records: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-        deadline = time.monotonic() + 60
-        while any(records[p][-1:] == [] or records[p][-1][0] < ends[p] - 1
-                  for p in range(partitions) if ends[p] > 0):  # fmt: skip
-            assert time.monotonic() < deadline, "the consumer never reached the high watermark"
+
+        def at_high_watermark() -> bool:
+            if all(records[p][-1:] and records[p][-1][0] >= ends[p] - 1
+                   for p in range(partitions) if ends[p] > 0):  # fmt: skip
+                return True
             message = consumer.poll(0.5)
-            if message is None or message.error() is not None:
-                continue
-            at = (message.partition() or 0, message.offset() or 0)
-            records[at[0]].append((at[1], bytes(message.value() or b"")))
+            if message is not None and message.error() is None:
+                at = (message.partition() or 0, message.offset() or 0)
+                records[at[0]].append((at[1], bytes(message.value() or b"")))
+            return False
+
+        wait_until(at_high_watermark, what=f"every record of {topic} read", timeout=60, interval=0)
         return records
     finally:
         consumer.close()
@@ -246,21 +262,34 @@ def run_bounces(
     brokers = {
         n: broker_factory(node_id=n, zookeeper=chroot, config=BROKER_CONFIG) for n in (1, 2, 3)
     }
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()))
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()),
+        what="every broker sees brokers 1, 2 and 3",
+        timeout=SETTLE_S,
+    )
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
     create_topic(brokers[1].bootstrap, topic, partitions)
-    eventually(lambda: fully_in_sync(brokers, topic, partitions))
+    wait_in_sync(brokers, topic, partitions)
     producer = IdempotentProducer(bootstrap, topic, partitions)
     producer.start()
     try:
         failovers = bounce_leaders(brokers, topic, producer, bounces)
         acked = len(producer.deliveries.ack_times)
-        eventually(lambda: len(producer.deliveries.ack_times) >= acked + 50, timeout=60)
+        wait_until(
+            lambda: len(producer.deliveries.ack_times) >= acked + 50,
+            what="50 acks after the last bounce",
+            timeout=SETTLE_S,
+        )
     finally:
         deliveries = producer.stop()
     records = consume_all(bootstrap, topic, partitions)
     check_exactly_once(deliveries, records)
-    eventually(lambda: identical_replicas(brokers, topic, partitions), timeout=30)
+    wait_until(
+        lambda: identical_replicas(brokers, topic, partitions),
+        what=f"identical batches on every replica of {topic}",
+        timeout=30,
+        retry_on=(CorruptRecordError,),  # a batch being appended is read half-written
+    )
     print(
         f"\n{topic}: {deliveries.sent} sent, {len(deliveries.acked)} acked, "
         f"{len(deliveries.failed)} failed; failover seconds per bounce (SIGTERM first, then "

@@ -32,9 +32,10 @@ from brokers.wire.errors import ErrorCode
 from brokers.wire.primitives import read_uvarint
 from infra.fault_proxy import Direction
 from infra.stack import BrokerProcess
-from tests.cluster_probes import eventually
+from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, ZNODE_MISSING
 from tests.fault.harness import FaultCluster
 from tests.fault.replicas import assert_replicas_identical
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(300)]
 TOPIC, TRIGGER = "ledger", "trigger"
@@ -121,11 +122,18 @@ def send_raw(broker: BrokerProcess, request: Any) -> Any:
 @pytest.fixture
 def cluster(fault_cluster: FaultCluster) -> Iterator[FaultCluster]:
     fault_cluster.start(1)
-    eventually(lambda: fault_cluster.controller() == 1)  # the first broker is the controller
+    wait_until(  # the first broker is the controller
+        lambda: fault_cluster.controller() == 1,
+        what="broker 1 elected controller",
+        timeout=SETTLE_S,
+        retry_on=ZNODE_MISSING,  # /controller not written yet
+    )
     for node_id in (2, 3):
         fault_cluster.start(node_id)
-    eventually(
-        lambda: all(sorted(fault_cluster.metadata(n).brokers) == [1, 2, 3] for n in (1, 2, 3))
+    wait_until(
+        lambda: all(sorted(fault_cluster.metadata(n).brokers) == [1, 2, 3] for n in (1, 2, 3)),
+        what="every broker sees brokers 1, 2 and 3",
+        timeout=SETTLE_S,
     )
     yield fault_cluster
 
@@ -164,7 +172,12 @@ def test_requests_of_a_controller_cut_off_from_zookeeper_are_refused_after_the_e
     recorder = ControlRecorder()
     cluster.brokers[target].link.tap(recorder)
     cluster.create_topic(TOPIC, PARTITIONS, TOPIC_CONFIG)
-    eventually(lambda: cluster.fully_replicated(TOPIC, PARTITIONS))
+    wait_until(
+        lambda: cluster.fully_replicated(TOPIC, PARTITIONS),
+        what=f"{TOPIC} led with every broker in every ISR",
+        timeout=SETTLE_S,
+        retry_on=ZNODE_MISSING,  # partition states not written yet
+    )
     for p in range(PARTITIONS):
         cluster.produce_eventually(TOPIC, p, b"before", via=third)
     old_epoch, old_broker_epoch = cluster.controller_epoch(), cluster.broker_epoch(old)
@@ -177,25 +190,43 @@ def test_requests_of_a_controller_cut_off_from_zookeeper_are_refused_after_the_e
     cluster.brokers[target].link.hold()
     held = recorder.mark()
     cluster.create_topic(TRIGGER, 1, {})
-    eventually(lambda: recorder.since(held, old_client))
+    wait_until(
+        lambda: recorder.since(held, old_client),
+        what=f"a request of controller {old} held on broker {target}'s link",
+        timeout=SETTLE_S,
+    )
     cluster.brokers[old].zk_link.cut()
 
-    new = eventually(lambda: (c := cluster.controller()) != old and c)
+    new = wait_until(
+        lambda: (c := cluster.controller()) != old and c,
+        what=f"a controller other than {old}",
+        timeout=SETTLE_S,
+        retry_on=ZNODE_MISSING,  # no /controller between the expiry and the election
+    )
     assert cluster.controller_epoch() > old_epoch
-    eventually(lambda: cluster.metadata(target).controller_id == new)  # B obeys the new epoch
+    wait_until(  # B obeys the new epoch
+        lambda: cluster.metadata(target).controller_id == new,
+        what=f"broker {target} names controller {new}",
+        timeout=SETTLE_S,
+    )
 
     def settled() -> bool:  # C's leaderships moved, C out of every ISR
         return all(s.leader not in (old, -1) and old not in s.isr for s in states(cluster).values())
 
-    eventually(settled)
-    eventually(lambda: all(view_of(cluster, n) == leadership(cluster) for n in (target, third)))
+    wait_until(settled, what=f"leaderships and ISRs moved off {old}", timeout=SETTLE_S)
+    wait_until(
+        lambda: all(view_of(cluster, n) == leadership(cluster) for n in (target, third)),
+        what="brokers' metadata agrees with ZooKeeper's leaderships",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,  # a broker may not know the trigger topic yet
+    )
     before_heal = leadership(cluster)
 
     cluster.brokers[target].link.heal()  # C's stuck request reaches B after the election
-    stale = eventually(
-        lambda: (
-            (answered := [e for e in recorder.since(held, old_client) if e.response]) and answered
-        )
+    stale = wait_until(
+        lambda: [e for e in recorder.since(held, old_client) if e.response],
+        what=f"answers to controller {old}'s held requests",
+        timeout=SETTLE_S,
     )
     for exchange in stale:
         assert exchange.request.controller_epoch == old_epoch
@@ -211,10 +242,22 @@ def test_requests_of_a_controller_cut_off_from_zookeeper_are_refused_after_the_e
 
     # C comes back: new session, new broker epoch, not the controller, a follower that catches up.
     cluster.brokers[old].zk_link.heal()
-    eventually(lambda: cluster.broker_epoch(old) > old_broker_epoch)
+    wait_until(
+        lambda: cluster.broker_epoch(old) > old_broker_epoch,
+        what=f"broker {old} registered again with a new broker epoch",
+        timeout=SETTLE_S,
+    )
     assert cluster.controller() == new
-    eventually(lambda: cluster.metadata(old).controller_id == new)
-    eventually(lambda: cluster.fully_replicated(TOPIC, PARTITIONS))
+    wait_until(
+        lambda: cluster.metadata(old).controller_id == new,
+        what=f"broker {old} names controller {new}",
+        timeout=SETTLE_S,
+    )
+    wait_until(
+        lambda: cluster.fully_replicated(TOPIC, PARTITIONS),
+        what=f"broker {old} back in every ISR",
+        timeout=SETTLE_S,
+    )
     for p in range(PARTITIONS):
         value = f"after-{p}".encode()
         offset = cluster.produce_eventually(TOPIC, p, value, via=old)

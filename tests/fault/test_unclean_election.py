@@ -30,11 +30,19 @@ from brokers.client.admin import Admin
 from brokers.client.topics import NewTopic
 from brokers.controller import zk_paths
 from brokers.controller.state import LeaderAndIsr
+from brokers.records.errors import CorruptRecordError
 from brokers.wire.errors import ErrorCode
 from infra.stack import BrokerProcess
-from tests.cluster_probes import eventually, metadata_of, zk_read
+from tests.cluster_probes import (
+    SETTLE_S,
+    TOPIC_SETTLING,
+    ZNODE_MISSING,
+    metadata_of,
+    zk_read,
+)
 from tests.fault.test_leader_bounces import replica_batches
 from tests.integration.replication.cluster_helpers import consume, produce
+from tests.polling import wait_until
 from tests.unit.log.partition_helpers import make_batch
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
@@ -92,30 +100,52 @@ def controller_caught_up(chroot: str, survivor: BrokerProcess, name: str) -> Non
     """A barrier: the controller handles events in order, so once a topic created now is
     served, every earlier event (the survivor's registration) has been handled."""
     create(survivor, name, 1)
-    eventually(lambda: metadata_of(survivor).topic(name).partitions[0].leader != -1)
+    wait_until(
+        lambda: metadata_of(survivor).topic(name).partitions[0].leader != -1,
+        what=f"{name} led",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,
+    )
 
 
 def test_out_of_sync_replica_leads_only_when_unclean_election_is_enabled(
     chroot: str, broker_factory: Any
 ) -> None:
     brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=BROKER_CONFIG) for n in (1, 2)}
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()))
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()),
+        what="both brokers see brokers 1 and 2",
+        timeout=SETTLE_S,
+    )
     create(brokers[1], TOPIC, 2)
-    eventually(lambda: sorted(partition_state(chroot).isr) == [1, 2])
+    wait_until(
+        lambda: sorted(partition_state(chroot).isr) == [1, 2],
+        what="ISR [1, 2]",
+        timeout=SETTLE_S,
+        retry_on=ZNODE_MISSING,  # the partition state is not written yet
+    )
     leader = partition_state(chroot).leader
     follower = 3 - leader
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
     assert produce_acked(bootstrap, 5, b"both-") == [0, 1, 2, 3, 4]
 
     brokers[follower].kill()
-    eventually(lambda: list(partition_state(chroot).isr) == [leader])
+    wait_until(
+        lambda: list(partition_state(chroot).isr) == [leader],
+        what=f"ISR shrunk to the leader {leader}",
+        timeout=SETTLE_S,
+    )
     assert produce_acked(brokers[leader].bootstrap, 5, b"leader-only-") == [5, 6, 7, 8, 9]
     brokers[leader].kill()
     survivor = brokers[follower]
     survivor.restart()
 
     # Clean election only: the out-of-sync survivor must not lead.
-    eventually(lambda: sorted(metadata_of(survivor).brokers) == [follower])
+    wait_until(
+        lambda: sorted(metadata_of(survivor).brokers) == [follower],
+        what=f"the survivor registered alone as broker {follower}",
+        timeout=SETTLE_S,
+    )
     controller_caught_up(chroot, survivor, "barrier")
     state = partition_state(chroot)
     assert state.leader in (-1, leader) and list(state.isr) == [leader]
@@ -127,17 +157,33 @@ def test_out_of_sync_replica_leads_only_when_unclean_election_is_enabled(
 
     # The operator accepts the loss: the out-of-sync replica is elected with ISR = [it].
     set_unclean(survivor.bootstrap, True)
-    eventually(lambda: partition_state(chroot).leader == follower)
+    wait_until(
+        lambda: partition_state(chroot).leader == follower,
+        what=f"the out-of-sync replica {follower} elected",
+        timeout=SETTLE_S,
+    )
     assert list(partition_state(chroot).isr) == [follower]
-    eventually(lambda: metadata_of(survivor).topic(TOPIC).partitions[0].leader == follower)
+    wait_until(
+        lambda: metadata_of(survivor).topic(TOPIC).partitions[0].leader == follower,
+        what=f"the survivor's metadata names {follower} the leader",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,  # LEADER_NOT_AVAILABLE until it learns of the election
+    )
     assert produce_acked(survivor.bootstrap, 1, b"after-") == [5]  # the log end is the survivor's
     fetched = consume(survivor.port, TP)
     assert fetched.error == ErrorCode.none and fetched.high_watermark == 6
 
     # The old leader comes back as a follower, drops offsets 5-9 of epoch 1 and converges.
     brokers[leader].restart()
-    eventually(lambda: sorted(partition_state(chroot).isr) == [1, 2])
-    eventually(
-        lambda: replica_batches(brokers[1], TOPIC, 0) == replica_batches(brokers[2], TOPIC, 0)
+    wait_until(
+        lambda: sorted(partition_state(chroot).isr) == [1, 2],
+        what="the old leader back in the ISR",
+        timeout=SETTLE_S,
+    )
+    wait_until(
+        lambda: replica_batches(brokers[1], TOPIC, 0) == replica_batches(brokers[2], TOPIC, 0),
+        what="identical batches on both replicas",
+        timeout=SETTLE_S,
+        retry_on=(CorruptRecordError,),  # a batch being appended is read half-written
     )
     assert [offset for offset, _, _ in replica_batches(brokers[leader], TOPIC, 0)][-1] == 5

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -35,6 +34,7 @@ from brokers.records.builder import read_batch, simple_batch
 from brokers.wire.errors import ErrorCode
 from brokers.wire.headers import parse_fixed
 from tests.integration.inproc import running_broker
+from tests.polling import wait_until_async
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
@@ -217,13 +217,11 @@ def test_acks_zero_produce_lands_without_a_response(bootstrap: str) -> None:
     async def scenario(admin: Admin) -> list[bytes | None]:
         await admin.create_topics([NewTopic(tp.topic, 1)])
         assert await produce(admin.cluster, tp, simple_batch([b"fire"]), acks=0) is None
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:  # poll: nothing tells us when it landed
-            records = (await fetch(admin.cluster, {tp: 0}))[tp].records
-            if records:
-                return _values(records)
-            await asyncio.sleep(0.05)
-        return []
+
+        async def landed() -> bytes:  # nothing tells us when it landed: poll
+            return bytes((await fetch(admin.cluster, {tp: 0}))[tp].records)
+
+        return _values(await wait_until_async(landed, what="the acks=0 record", timeout=WAIT_S))
 
     assert with_admin(bootstrap, scenario) == [b"fire"]
 

@@ -1,7 +1,6 @@
 """A running broker compacts a `cleanup.policy=compact` topic by itself, keeping the latest value
 of every key at its original offset, and refuses records without keys."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import generate_latest
 
 from tests.integration.inproc import broker_thread
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -23,17 +23,22 @@ def _read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes]]:
                          "enable.partition.eof": True})  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
     got: list[tuple[int, bytes, bytes]] = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def at_end() -> bool:
         message = consumer.poll(0.5)
         if message is None:
-            continue
+            return False
         if message.error() is not None:
             if message.error().code() == KafkaError._PARTITION_EOF:
-                break
+                return True
             raise KafkaException(message.error())
         got.append((message.offset(), message.key(), message.value()))
-    consumer.close()
+        return False
+
+    try:
+        wait_until(at_end, what=f"the end of {topic}", timeout=30, interval=0)
+    finally:
+        consumer.close()
     return got
 
 
@@ -55,12 +60,13 @@ def test_the_broker_compacts_keyed_topics(tmp_path: Path) -> None:
                 latest[str(key).encode()] = value
         assert producer.flush(30) == 0
         total = ROUNDS * KEYS
-        deadline = time.monotonic() + 60
-        records = _read_all(bootstrap, "kv")
-        while len(records) >= total and time.monotonic() < deadline:
-            time.sleep(0.2)  # the cleaner runs on its own schedule; poll its effect
-            records = _read_all(bootstrap, "kv")
-        assert len(records) < total, "nothing was compacted"
+
+        def compacted() -> list[tuple[int, bytes, bytes]] | None:
+            records = _read_all(bootstrap, "kv")  # the cleaner runs on its own schedule
+            return records if len(records) < total else None
+
+        records = wait_until(compacted, what="kv compacted", timeout=60, interval=0.2)
+        assert records
         offsets = [offset for offset, _, _ in records]
         assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
         final = {key: value for _, key, value in records}

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from tests.integration.test_groups_clients import (
     create_topic,
     produce,
 )
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -144,13 +144,6 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
         yield running
 
 
-def _until(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S * 2
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 @pytest.mark.parametrize("client", sorted(_CHILDREN))
 def test_a_killed_member_loses_no_record(broker: Broker, client: str) -> None:
     bootstrap = bootstrap_of(broker)
@@ -163,9 +156,13 @@ def test_a_killed_member_loses_no_record(broker: Broker, client: str) -> None:
             owned = [set(child.assignment) for child in children]
             return all(owned) and set().union(*owned) == set(range(PARTITIONS))
 
-        _until(split, "the three members to share the partitions")
+        wait_until(split, what="the three members sharing the partitions", timeout=WAIT_S * 2)
         produce(bootstrap, topic, 600, PARTITIONS)
-        _until(lambda: all(child.partitions() for child in children), "all three to consume")
+        wait_until(
+            lambda: all(child.partitions() for child in children),
+            what="all three consuming",
+            timeout=WAIT_S * 2,
+        )
         victim, survivors = children[0], children[1:]
         victim.process.send_signal(signal.SIGKILL)
         victim.process.wait(WAIT_S)
@@ -176,7 +173,7 @@ def test_a_killed_member_loses_no_record(broker: Broker, client: str) -> None:
             seen = {value for child in children for _, _, value in list(child.records)}
             return expected <= seen
 
-        _until(everything_processed, "every produced record to be processed")
+        wait_until(everything_processed, what="every produced record processed", timeout=WAIT_S * 2)
         taken_over = victim.partitions() & set().union(*(s.partitions() for s in survivors))
         assert taken_over, "the survivors never consumed the killed member's partitions"
     finally:
@@ -194,24 +191,37 @@ def test_committed_offsets_survive_kill_9_of_the_broker(broker_factory: Any) -> 
     consumer = Consumer(config)
     consumer.subscribe(["durable"])
     consumed = 0
-    deadline = time.monotonic() + WAIT_S
-    while consumed < 40 and time.monotonic() < deadline:
+
+    def forty_committed() -> bool:
+        nonlocal consumed
         message = consumer.poll(0.2)
         if message is not None and message.error() is None:
             consumed += 1
             if consumed == 40:
                 consumer.commit(message=message, asynchronous=False)
-    consumer.close()
-    assert consumed == 40
+        return consumed == 40
+
+    try:
+        wait_until(
+            forty_committed, what="40 records consumed and committed", timeout=WAIT_S, interval=0
+        )
+    finally:
+        consumer.close()
     process.kill()
     process.restart()
     consumer = Consumer(config)
     consumer.subscribe(["durable"])
-    first = None
-    deadline = time.monotonic() + WAIT_S
-    while first is None and time.monotonic() < deadline:
+
+    def first_offset() -> tuple[int | None, ...]:  # (offset,) of the first record, () before
         message = consumer.poll(0.2)
-        if message is not None and message.error() is None:
-            first = message.offset()
-    consumer.close()
-    assert first == 40
+        if message is None or message.error() is not None:
+            return ()
+        return (message.offset(),)
+
+    try:
+        first = wait_until(
+            first_offset, what="a record after the restart", timeout=WAIT_S, interval=0
+        )
+    finally:
+        consumer.close()
+    assert first == (40,)

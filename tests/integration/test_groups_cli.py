@@ -11,7 +11,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from brokers.client.producer import produce
 from brokers.client.topics import NewTopic
 from brokers.records.builder import simple_batch
 from tests.integration.inproc import running_broker
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -138,15 +138,15 @@ def test_active_group_cannot_be_reset_or_deleted(bootstrap: str) -> None:
     )
     try:
         consumer.subscribe([TOPIC])
-        deadline = time.monotonic() + WAIT_S
-        state = ""
-        while time.monotonic() < deadline and state != "Stable":  # poll until the join completes
+
+        def stable() -> bool:  # the consumer's polls run the join
             consumer.poll(0.2)
             described = pier("--bootstrap", bootstrap, "describe", "cli-active", "--json")
-            if "serves no version" in described.stderr:
-                break  # no coordinator in this broker: no point waiting
-            state = json.loads(described.stdout)["state"] if described.returncode == 0 else ""
-        assert state == "Stable"
+            # No coordinator in this broker: no point waiting.
+            assert "serves no version" not in described.stderr, described.stderr
+            return described.returncode == 0 and json.loads(described.stdout)["state"] == "Stable"
+
+        wait_until(stable, what="cli-active Stable", timeout=WAIT_S, interval=0)
         members = json.loads(
             pier("--bootstrap", bootstrap, "describe", "cli-active", "--json").stdout
         )["members"]

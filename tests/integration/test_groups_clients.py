@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from kafka import KafkaConsumer
 
 from brokers.app.runtime import Broker
 from tests.integration.inproc import broker_thread
+from tests.polling import wait_until, wait_until_async
 
 pytestmark = pytest.mark.integration
 WAIT_S = 60.0
@@ -64,20 +64,26 @@ def confluent_consumer(bootstrap: str, group: str, **extra: Any) -> Consumer:
     return Consumer(config)
 
 
-def poll_until(
+def consume_until(
     consumers: Sequence[Consumer],
     done: Callable[[], bool],
     on_message: Callable[[Consumer, Any], None] | None = None,
+    *,
+    what: str,
     timeout_s: float = WAIT_S,
 ) -> None:
-    """Poll every consumer in turn until `done()`; fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
+    """Poll every consumer in turn (which also runs their group protocol) until `done()`."""
+
+    def step() -> bool:
+        if done():
+            return True
         for consumer in consumers:
             message = consumer.poll(0.05)
             if message is not None and message.error() is None and on_message is not None:
                 on_message(consumer, message)
+        return done()
+
+    wait_until(step, what=what, timeout=timeout_s, interval=0)
 
 
 def assigned(consumer: Consumer) -> Assignment:
@@ -109,8 +115,11 @@ def test_confluent_consumers_split_partitions_and_commit(broker: Broker) -> None
         def record(consumer: Consumer, message: Any) -> None:
             seen[consumers.index(consumer)].add((message.partition(), message.offset()))
 
-        poll_until(
-            consumers, lambda: is_split([assigned(c) for c in consumers], "split", 6), record
+        consume_until(
+            consumers,
+            lambda: is_split([assigned(c) for c in consumers], "split", 6),
+            record,
+            what="split's six partitions split among the three consumers",
         )
         assert [len(assigned(c)) for c in consumers] == [2, 2, 2]
 
@@ -118,7 +127,7 @@ def test_confluent_consumers_split_partitions_and_commit(broker: Broker) -> None
             positions = [p.offset for c in consumers for p in c.position(list(c.assignment()))]
             return len(positions) == 6 and positions == [10] * 6
 
-        poll_until(consumers, all_read, record)
+        consume_until(consumers, all_read, record, what="every partition read to its end")
         assert set().union(*seen.values()) == {(p, o) for p in range(6) for o in range(10)}
         for consumer in consumers:
             consumer.commit(asynchronous=False)
@@ -152,15 +161,18 @@ def test_kafka_python_consumers_split_partitions(broker: Broker) -> None:
         for _ in range(3)
     ]
     try:
-        deadline = time.monotonic() + WAIT_S
-        while not is_split(
-            [{(t.topic, t.partition) for t in c.assignment()} for c in consumers], "kp-split", 6
-        ):
-            assert time.monotonic() < deadline
+
+        def split() -> bool:
+            assignments = [{(t.topic, t.partition) for t in c.assignment()} for c in consumers]
+            if is_split(assignments, "kp-split", 6):
+                return True
             for consumer in consumers:
                 # kafka-python's I/O thread runs the join; a main-thread poll that times out
                 # mid-join makes it rejoin again, so give each poll longer than a join takes.
                 consumer.poll(timeout_ms=300)
+            return False
+
+        wait_until(split, what="kp-split split among three consumers", timeout=WAIT_S, interval=0)
         from kafka.structs import OffsetAndMetadata
         from kafka.structs import TopicPartition as KpTopicPartition
 
@@ -177,7 +189,7 @@ def test_aiokafka_consumers_split_partitions(broker: Broker) -> None:
     bootstrap = bootstrap_of(broker)
     create_topic(bootstrap, "aio-split", 6)
 
-    async def scenario() -> list[int]:
+    async def scenario() -> list[int] | None:
         consumers = [
             AIOKafkaConsumer(
                 "aio-split",
@@ -191,14 +203,18 @@ def test_aiokafka_consumers_split_partitions(broker: Broker) -> None:
         ]
         for consumer in consumers:
             await consumer.start()
+
+        async def split() -> list[int] | None:
+            assignments = [{(t.topic, t.partition) for t in c.assignment()} for c in consumers]
+            if is_split(assignments, "aio-split", 6):
+                return [len(a) for a in assignments]
+            await asyncio.gather(*(c.getmany(timeout_ms=50) for c in consumers))
+            return None
+
         try:
-            deadline = time.monotonic() + WAIT_S
-            while True:
-                assignments = [{(t.topic, t.partition) for t in c.assignment()} for c in consumers]
-                if is_split(assignments, "aio-split", 6):
-                    return [len(a) for a in assignments]
-                assert time.monotonic() < deadline
-                await asyncio.gather(*(c.getmany(timeout_ms=50) for c in consumers))
+            return await wait_until_async(
+                split, what="aio-split split among three consumers", timeout=WAIT_S, interval=0
+            )
         finally:
             for consumer in consumers:
                 await consumer.stop()
@@ -222,7 +238,12 @@ def test_commits_survive_a_broker_restart_and_a_new_consumer_resumes(tmp_path: P
                 c.commit(message=message, asynchronous=False)  # at-least-once: after processing
 
         try:
-            poll_until([consumer], lambda: len(processed) >= 10, process_then_commit)
+            consume_until(
+                [consumer],
+                lambda: len(processed) >= 10,
+                process_then_commit,
+                what="ten records processed and committed",
+            )
         finally:
             consumer.close()
     with broker_thread(tmp_path, PROPERTIES) as second:
@@ -231,8 +252,11 @@ def test_commits_survive_a_broker_restart_and_a_new_consumer_resumes(tmp_path: P
         consumer = confluent_consumer(bootstrap, "g-alo")
         consumer.subscribe(["alo"])
         try:
-            poll_until(
-                [consumer], lambda: len(resumed) >= 10, lambda _c, m: resumed.append(m.offset())
+            consume_until(
+                [consumer],
+                lambda: len(resumed) >= 10,
+                lambda _c, m: resumed.append(m.offset()),
+                what="ten records after the committed offset",
             )
         finally:
             consumer.close()
@@ -254,17 +278,25 @@ def test_auto_offset_reset_earliest_and_latest(broker: Broker) -> None:
         def record(c: Consumer, m: Any) -> None:
             got["earliest" if c is earliest else "latest"].append(m.value())
 
-        poll_until(
+        consume_until(
             [earliest, latest],
             lambda: bool(assigned(latest)) and len(got["earliest"]) == 5,
             record,
+            what="latest assigned and earliest at the five records",
         )
         # latest resolves its start offset after the assignment: probe until it sees new data
         while not got["latest"]:
             produce(bootstrap, "reset", 1, 1, start=100)
-            poll_until([latest], lambda: bool(got["latest"]), record, timeout_s=WAIT_S)
+            consume_until(
+                [latest], lambda: bool(got["latest"]), record, what="a probe record at latest"
+            )
         produce(bootstrap, "reset", 3, 1, start=5)
-        poll_until([latest], lambda: got["latest"][-3:] == [b"v5", b"v6", b"v7"], record)
+        consume_until(
+            [latest],
+            lambda: got["latest"][-3:] == [b"v5", b"v6", b"v7"],
+            record,
+            what="the three new records at latest",
+        )
         assert got["earliest"][:5] == [b"v%d" % i for i in range(5)]
         assert not {b"v%d" % i for i in range(5)} & set(got["latest"])
     finally:
@@ -286,15 +318,14 @@ def test_kcat_consumes_as_a_group(broker: Broker) -> None:
     lines = sorted(done.stdout.decode().split())
     assert lines == sorted(f"{p}:{o}" for p in range(2) for o in range(5))
     coordinator = broker.groups.coordinator
-    deadline = time.monotonic() + WAIT_S
-    while True:  # the group and its final commits are visible once kcat has left
+
+    def committed() -> bool:  # the group and its final commits are visible once kcat has left
         group = coordinator.groups.get("g-kcat")
         offsets = {tp: v.offset for tp, v in group.offsets.items()} if group else {}
-        if offsets == {("kcat-g", 0): 5, ("kcat-g", 1): 5}:
-            break
-        assert time.monotonic() < deadline, offsets
-        time.sleep(0.05)
-    assert group is not None and group.protocol_type == "consumer"
+        return offsets == {("kcat-g", 0): 5, ("kcat-g", 1): 5}
+
+    wait_until(committed, what="kcat's final commits at offset 5", timeout=WAIT_S)
+    assert coordinator.groups["g-kcat"].protocol_type == "consumer"
 
 
 def test_admin_client_lists_describes_and_deletes_groups(broker: Broker) -> None:
@@ -304,7 +335,9 @@ def test_admin_client_lists_describes_and_deletes_groups(broker: Broker) -> None
     consumer = confluent_consumer(bootstrap, "g-admin", **{"client.id": "admin-test"})
     try:
         consumer.subscribe(["adm"])
-        poll_until([consumer], lambda: len(assigned(consumer)) == 2)
+        consume_until(
+            [consumer], lambda: len(assigned(consumer)) == 2, what="both partitions assigned"
+        )
         consumer.commit(offsets=[TopicPartition("adm", 0, 1)], asynchronous=False)
         listed = admin.list_consumer_groups().result(timeout=WAIT_S)
         assert "g-admin" in {g.group_id for g in listed.valid}

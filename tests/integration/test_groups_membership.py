@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,12 @@ from tests.integration.test_groups_clients import (
     assigned,
     bootstrap_of,
     confluent_consumer,
+    consume_until,
     create_topic,
     group_generation,
     is_split,
-    poll_until,
 )
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -60,15 +60,18 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
 
 
 def _child_assignment(child: subprocess.Popen[str]) -> list[int]:
-    assert child.stdout is not None
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        line = child.stdout.readline()
+    stdout = child.stdout
+    assert stdout is not None
+
+    def next_assignment() -> list[int]:  # the child prints each new one; [] before it joins
+        line = stdout.readline()
         assert line, "the child consumer exited"
         partitions: list[int] = json.loads(line)
-        if partitions:
-            return partitions
-    raise AssertionError("the child consumer got no assignment")
+        return partitions
+
+    return wait_until(
+        next_assignment, what="an assignment of the child consumer", timeout=WAIT_S, interval=0
+    )
 
 
 def test_killed_member_partitions_move_after_its_session_times_out(broker: Broker) -> None:
@@ -82,16 +85,25 @@ def test_killed_member_partitions_move_after_its_session_times_out(broker: Broke
     try:
         for consumer in survivors:
             consumer.subscribe(["kill"])
-        poll_until(survivors, lambda: all(assigned(c) for c in survivors))
+        consume_until(
+            survivors,
+            lambda: all(assigned(c) for c in survivors),
+            what="both survivors assigned",
+        )
         owned_by_child = _child_assignment(child)
-        poll_until(
+        consume_until(
             survivors,
             lambda: len(assigned(survivors[0]) | assigned(survivors[1])) + len(owned_by_child) == 6,
+            what="six partitions owned by the three members",
         )
         generation = group_generation(broker, "g-kill")
         child.send_signal(signal.SIGKILL)
         child.wait(WAIT_S)
-        poll_until(survivors, lambda: is_split([assigned(c) for c in survivors], "kill", 6))
+        consume_until(
+            survivors,
+            lambda: is_split([assigned(c) for c in survivors], "kill", 6),
+            what="the killed member's partitions moved to the survivors",
+        )
         assert group_generation(broker, "g-kill") > generation
         assert len(broker.groups.coordinator.groups["g-kill"].members) == 2
     finally:
@@ -120,9 +132,10 @@ def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker
     bouncing.subscribe(["static"])
     restarted = None
     try:
-        poll_until(
+        consume_until(
             [steady, bouncing],
             lambda: is_split([assigned(steady), assigned(bouncing)], "static", 4),
+            what="static split between the two members",
         )
         before = assigned(bouncing)
         generation = group_generation(broker, "g-static")
@@ -130,7 +143,11 @@ def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker
         bouncing.close()  # a static member sends no LeaveGroup (KIP-345)
         restarted = _static(bootstrap, "bouncing")
         restarted.subscribe(["static"])
-        poll_until([steady, restarted], lambda: assigned(restarted) == before)
+        consume_until(
+            [steady, restarted],
+            lambda: assigned(restarted) == before,
+            what="the restarted static member given its partitions back",
+        )
         assert group_generation(broker, "g-static") == generation
         assert revoked == []
         group = broker.groups.coordinator.groups["g-static"]
@@ -149,7 +166,7 @@ def test_a_second_instance_with_the_same_id_fences_the_first(broker: Broker) -> 
     first.subscribe(["fence"])
     second = None
     try:
-        poll_until([first], lambda: len(assigned(first)) == 2)
+        consume_until([first], lambda: len(assigned(first)) == 2, what="twin assigned")
         second = _static(bootstrap, "twin")
         second.subscribe(["fence"])
 
@@ -160,14 +177,22 @@ def test_a_second_instance_with_the_same_id_fences_the_first(broker: Broker) -> 
                 for e in errors
             )
 
-        deadline = time.monotonic() + WAIT_S
-        while not (fenced() and len(assigned(second)) == 2):
-            assert time.monotonic() < deadline, errors
+        def first_fenced() -> bool:
+            if fenced() and len(assigned(second)) == 2:
+                return True
             for consumer in (first, second):
                 message = consumer.poll(0.05)
                 error = None if message is None else message.error()
                 if error is not None:
                     errors.append(error)
+            return False
+
+        wait_until(
+            first_fenced,
+            what="the first instance fenced and the second assigned",
+            timeout=WAIT_S,
+            interval=0,
+        )
         [member] = broker.groups.coordinator.groups["g-static"].members.values()
         assert member.group_instance_id == "twin"
     finally:
@@ -187,10 +212,12 @@ def test_cooperative_sticky_moves_only_the_partitions_that_must_move(broker: Bro
     )
     second = confluent_consumer(bootstrap, "g-coop", **strategy)
     try:
-        poll_until([first], lambda: len(assigned(first)) == 6)
+        consume_until([first], lambda: len(assigned(first)) == 6, what="coop all on first")
         second.subscribe(["coop"])
-        poll_until(
-            [first, second], lambda: is_split([assigned(first), assigned(second)], "coop", 6)
+        consume_until(
+            [first, second],
+            lambda: is_split([assigned(first), assigned(second)], "coop", 6),
+            what="coop split between two members",
         )
         moved = {p for _, p in assigned(second)}
         assert len(moved) == 3 and sorted(revoked) == sorted(moved)

@@ -1,6 +1,5 @@
 """Produce paths through a real broker: topic codec re-encoding, LogAppendTime, acks=0 failures."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from brokers.records.compression import GZIP, NONE
 from brokers.records.segment_dump import decode_log_segment
 from tests.integration.inproc import running_broker
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -33,12 +33,17 @@ def _consume(bootstrap: str, topic: str, count: int) -> list[tuple[bytes, int, i
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     got: list[tuple[bytes, int, int]] = []
-    deadline = time.monotonic() + 30
-    while len(got) < count and time.monotonic() < deadline:
+
+    def all_read() -> bool:
         message = consumer.poll(0.2)
         if message is not None and message.error() is None:
             got.append((message.value(), *message.timestamp()))
-    consumer.close()
+        return len(got) >= count
+
+    try:
+        wait_until(all_read, what=f"{count} records of {topic}", timeout=30, interval=0)
+    finally:
+        consumer.close()
     return got
 
 

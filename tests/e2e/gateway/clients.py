@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,11 +41,12 @@ from tests.e2e.kafka_admin import (
     StoredRecord,
     create_topic,
     to_stored,
-    wait_for,
+    wait_for_leaders,
 )
 from tests.e2e.kcat_driver import KcatDriver, run_kcat
 from tests.e2e.python_drivers import AioKafkaDriver, KafkaPythonDriver, _stored
 from tests.gateway_stack import Credentials, GatewayStack
+from tests.polling import wait_until, wait_until_async
 
 CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka", "kcat")
 LIBRDKAFKA = frozenset({"confluent-kafka", "kcat"})
@@ -125,7 +125,8 @@ class GatewayClient:
                 admin.close()
         else:
             asyncio.run(self._aio_create(name, partitions, config))
-        self._wait_for_leaders(name, partitions)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **self.confluent})
+        wait_for_leaders(admin, name, partitions)
 
     async def _aio_create(self, name: str, partitions: int, config: Mapping[str, str]) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, **self.security)
@@ -138,17 +139,6 @@ class GatewayClient:
             await admin.close()
         errors = [(topic, code) for topic, code, *_ in response.topic_errors]
         assert errors == [(name, 0)], f"CreateTopics answered {errors}"
-
-    def _wait_for_leaders(self, name: str, partitions: int) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, **self.confluent})
-
-        def leaders_known() -> bool:
-            topic = admin.list_topics(name, timeout=5).topics.get(name)
-            if topic is None or topic.error is not None or len(topic.partitions) != partitions:
-                return False
-            return all(p.leader >= 0 and p.error is None for p in topic.partitions.values())
-
-        wait_for(leaders_known, timeout=ADMIN_TIMEOUT_S, what=f"leaders of topic {name}")
 
     def admin_view(self, topic: str) -> AdminView:
         """Metadata (all topics), DescribeConfigs of `topic`, ListGroups, via this client."""
@@ -217,13 +207,17 @@ class GatewayClient:
         records: list[StoredRecord] = []
         try:
             consumer.subscribe([topic])
-            deadline = time.monotonic() + GROUP_TIMEOUT_S
-            while len(records) < count:
-                assert time.monotonic() < deadline, f"group consumer got {len(records)}/{count}"
+
+            def consumed() -> bool:
                 for message in consumer.consume(num_messages=count - len(records), timeout=0.5):
                     if message.error() is not None:
                         raise KafkaException(message.error())
                     records.append(to_stored(message))
+                return len(records) >= count
+
+            wait_until(
+                consumed, what=_group_what(count, group), timeout=GROUP_TIMEOUT_S, interval=0
+            )
             offsets = [TopicPartition(topic, p, o) for p, o in next_offsets(records).items()]
             consumer.commit(offsets=offsets, asynchronous=False)
             query = [TopicPartition(topic, p) for p in range(partitions)]
@@ -245,12 +239,16 @@ class GatewayClient:
         records: list[StoredRecord] = []
         try:
             consumer.subscribe([topic])
-            deadline = time.monotonic() + GROUP_TIMEOUT_S
-            while len(records) < count:
-                assert time.monotonic() < deadline, f"group consumer got {len(records)}/{count}"
+
+            def consumed() -> bool:
                 polled = consumer.poll(timeout_ms=500, max_records=count - len(records))
                 for batch in polled.values():
                     records.extend(_stored(r) for r in batch)
+                return len(records) >= count
+
+            wait_until(
+                consumed, what=_group_what(count, group), timeout=GROUP_TIMEOUT_S, interval=0
+            )
             consumer.commit(
                 {
                     KpTopicPartition(topic, p): KpOffsetAndMetadata(o, "", -1)
@@ -275,13 +273,17 @@ class GatewayClient:
         )
         await consumer.start()
         records: list[StoredRecord] = []
+
+        async def consumed() -> bool:
+            polled = await consumer.getmany(timeout_ms=500, max_records=count - len(records))
+            for batch in polled.values():
+                records.extend(_stored(r) for r in batch)
+            return len(records) >= count
+
         try:
-            deadline = time.monotonic() + GROUP_TIMEOUT_S
-            while len(records) < count:
-                assert time.monotonic() < deadline, f"group consumer got {len(records)}/{count}"
-                polled = await consumer.getmany(timeout_ms=500, max_records=count - len(records))
-                for batch in polled.values():
-                    records.extend(_stored(r) for r in batch)
+            await wait_until_async(
+                consumed, what=_group_what(count, group), timeout=GROUP_TIMEOUT_S, interval=0
+            )
             await consumer.commit(
                 {AioTopicPartition(topic, p): o for p, o in next_offsets(records).items()}
             )
@@ -318,6 +320,10 @@ class GatewayClient:
             )
         assert len(records) == count, f"kcat consumed {len(records)} of {count}"
         return GroupRound(records, _confluent_committed(self, topic, group, partitions))
+
+
+def _group_what(count: int, group: str) -> str:
+    return f"{count} records consumed in group {group}"
 
 
 def next_offsets(records: Sequence[StoredRecord]) -> dict[int, int]:

@@ -18,7 +18,7 @@ topics, record counts, groups and committed offsets are as before.
 
 from __future__ import annotations
 
-import time
+import functools
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -37,10 +37,10 @@ from kio.schema.types import TopicName
 
 from tests.e2e.gateway.sasl_wire import advertised_ranges, exchange, login, shut
 from tests.e2e.gateway.tenant_requests import NamePool, tenant_requests
-from tests.e2e.kafka_admin import wait_for
 from tests.e2e.raw_wire import RawConnection, request_bytes
 from tests.e2e.request_fuzz import has_schema
 from tests.gateway_stack import GatewayStack
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -118,6 +118,11 @@ def build_fleet(stack: GatewayStack, tenant: str, value: str) -> None:
             consumer.close()
 
 
+def assigned_after_a_poll(consumer: Consumer) -> bool:
+    consumer.poll(0.2)  # runs the group protocol
+    return bool(consumer.assignment())
+
+
 @pytest.fixture(scope="module")
 def live_members(gateway_stack: GatewayStack) -> Iterator[None]:
     """A member in each tenant's group `g` while A probes: DescribeGroups and JoinGroup answers
@@ -133,10 +138,12 @@ def live_members(gateway_stack: GatewayStack) -> Iterator[None]:
             )
             consumers.append(consumer)
             consumer.subscribe(list(TOPICS))
-            deadline = time.monotonic() + TIMEOUT_S
-            while not consumer.assignment():
-                assert time.monotonic() < deadline, f"{tenant}'s live member got no assignment"
-                consumer.poll(0.2)
+            wait_until(
+                functools.partial(assigned_after_a_poll, consumer),
+                what=f"an assignment of {tenant}'s live member",
+                timeout=TIMEOUT_S,
+                interval=0,
+            )
         yield
     finally:
         for consumer in consumers:
@@ -311,9 +318,7 @@ def test_tenant_a_never_sees_or_reaches_tenant_b(
     # The run exercised the APIs: most requests were answered, not refused.
     assert sum(traffic.answered.values()) >= 0.8 * sum(traffic.sent.values()), traffic
     assert len(traffic.answered) >= 0.9 * len(traffic.advertised), traffic
-    after = wait_for(
-        lambda: snapshot(gateway_stack, "bolt"), timeout=TIMEOUT_S, what="B's state readable"
-    )
+    after = snapshot(gateway_stack, "bolt")
     assert after.topics == before.topics
     assert after.ends == before.ends
     assert after.committed == before.committed

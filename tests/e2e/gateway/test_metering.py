@@ -10,7 +10,7 @@ exactly the batches that client sent, and DescribeLogDirs must agree with that s
 whose fetch limits exceed the topic's size gets every batch whole in one fetch, so what it was
 sent is the sum of both partitions. The gateway flushes every 500 ms in the test stack; the test
 reads `__usage` straight from the broker, decodes with `tenancy.usage.decode`, de-duplicates by
-id, and polls until the sums settle or a deadline passes.
+id, and polls (`tests.polling.wait_until`) until the sums settle or a deadline passes.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -31,6 +31,7 @@ from infra.gateway import GatewayProcess, start_gateway
 from tenancy.usage import StorageSample, TrafficRecord, UsageRecord
 from tests.e2e.gateway.broker_log import batch_bytes, log_dir_sizes, usage_records
 from tests.gateway_stack import TENANTS, TEST_GATEWAY_SETTINGS, GatewayStack
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -40,17 +41,6 @@ CONSUMER = "meter-c"
 FLUSHES = 4  # produce requests per producer: one per flush
 RECORDS_PER_FLUSH = 50
 Key = tuple[str, str, str, str | None]  # (tenant, principal, client id, topic)
-T = TypeVar("T")
-
-
-def poll(read: Callable[[], T], done: Callable[[T], bool], what: str) -> T:
-    """`read()` until `done` holds of it or the deadline passes; the last value either way."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        value = read()
-        if done(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)  # between polls of the broker, not a wait for state
 
 
 def traffic(records: dict[str, UsageRecord]) -> dict[Key, dict[str, int]]:
@@ -108,12 +98,20 @@ def consume(stack: GatewayStack, tenant: str, topic: str, expected: int) -> set[
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
     keys: set[bytes] = set()
-    deadline = time.monotonic() + DEADLINE_S
+
+    def all_consumed() -> bool:
+        for message in consumer.consume(500, 0.5):
+            assert message.error() is None, message.error()
+            keys.add(message.key() or b"")
+        return len(keys) >= expected
+
     try:
-        while len(keys) < expected and time.monotonic() < deadline:
-            for message in consumer.consume(500, 0.5):
-                assert message.error() is None, message.error()
-                keys.add(message.key() or b"")
+        wait_until(
+            all_consumed,
+            what=f"{tenant}: {expected} records consumed",
+            timeout=DEADLINE_S,
+            interval=0,
+        )
     finally:
         consumer.close()
     assert len(keys) == expected, f"{tenant}: consumed {len(keys)} of {expected}"
@@ -167,12 +165,12 @@ def test_usage_bytes_equal_what_the_clients_sent_and_received(
             for key in expected
         }
 
-    records = poll(
-        lambda: usage_records(broker.bootstrap),
-        lambda found: observed(found) == expected,
-        "usage bytes",
-    )
-    assert observed(records) == expected
+    def metered() -> dict[str, UsageRecord] | None:
+        found = usage_records(broker.bootstrap)
+        return found if observed(found) == expected else None
+
+    records = wait_until(metered, what=f"usage bytes {expected}", timeout=DEADLINE_S, interval=0.2)
+    assert records
     # Nothing of the topic was metered under any other key (e.g. the other tenant's).
     topic_keys = {key for key in traffic(records) if key[3] == topic}
     assert topic_keys == set(expected)
@@ -198,12 +196,12 @@ def test_usage_bytes_equal_what_the_clients_sent_and_received(
                     latest[tp] = record
         return {tp: sample.bytes for tp, sample in latest.items()}
 
-    samples = poll(
-        lambda: latest_samples(usage_records(broker.bootstrap)),
-        lambda found: found == stored,
-        "storage samples",
+    wait_until(
+        lambda: latest_samples(usage_records(broker.bootstrap)) == stored,
+        what=f"storage samples {stored}",
+        timeout=DEADLINE_S,
+        interval=0.2,
     )
-    assert samples == stored
 
 
 def test_sigterm_flushes_the_last_window(
@@ -245,11 +243,15 @@ def test_sigterm_flushes_the_last_window(
     key = ("acme", sa, "meter-term", topic)
     stored = batch_bytes(broker.bootstrap, [FleetPartition(f"acme_{topic}", 0)])
     expected = stored[FleetPartition(f"acme_{topic}", 0)]
-    records = poll(
-        lambda: usage_records(broker.bootstrap),
-        lambda found: traffic(found)[key]["bytes_in"] == expected,
-        "the stop's flush",
+
+    def flushed() -> dict[str, UsageRecord] | None:
+        found = usage_records(broker.bootstrap)
+        return found if traffic(found)[key]["bytes_in"] == expected else None
+
+    records = wait_until(
+        flushed, what=f"the stop's flush of {expected} bytes", timeout=DEADLINE_S, interval=0.2
     )
+    assert records
     mine = [
         r
         for r in records.values()

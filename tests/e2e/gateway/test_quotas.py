@@ -42,6 +42,7 @@ from brokers.client import Cluster
 from brokers.client.log_dirs import describe_log_dirs
 from tenancy.domain import QuotaEntity
 from tests.gateway_stack import OPERATOR, Credentials, GatewayStack
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -155,16 +156,16 @@ def window_spans(flow: Flow, start: float, end: float, factor: float) -> tuple[f
 
 def run_until(done: Callable[[], bool], step: Callable[[], None], what: str) -> None:
     """`step()` over and over until `done()` (checked every 50 ms) or the deadline."""
-    deadline = time.monotonic() + RUN_DEADLINE_S
-    check_at = 0.0
-    while True:
-        now = time.monotonic()
-        if now >= check_at:
-            if done():
-                return
-            assert now < deadline, f"no {what} within {RUN_DEADLINE_S} s"
-            check_at = now + 0.05
-        step()
+
+    def stepped() -> bool:
+        if done():
+            return True
+        check_at = time.monotonic() + 0.05
+        while time.monotonic() < check_at:  # the client works flat out between checks
+            step()
+        return False
+
+    wait_until(stepped, what=what, timeout=RUN_DEADLINE_S, interval=0)
 
 
 def assert_held(flow: Flow, span: tuple[float, float], factor: float, what: str) -> None:

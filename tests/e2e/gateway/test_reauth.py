@@ -10,6 +10,7 @@ on a new connection.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from tests.e2e.gateway.clients import security_settings
 from tests.gateway_stack import MECHANISMS, GatewayStack
+from tests.polling import wait_until, wait_until_async
 
 pytestmark = pytest.mark.e2e
 
@@ -89,6 +91,11 @@ def test_librdkafka_reauthenticates_and_keeps_producing(
             producer.close()
 
 
+def fresh_statistics(producer: StatsProducer, before: object) -> bool:
+    producer.producer.poll(0.1)
+    return producer.stats.get("ts") != before
+
+
 def run_and_check(producers: list[StatsProducer], topic_name: str) -> None:
     sent = 0
     started = time.monotonic()
@@ -104,10 +111,12 @@ def run_and_check(producers: list[StatsProducer], topic_name: str) -> None:
     for producer in producers:
         assert producer.producer.flush(30) == 0, f"{producer.mechanism}: records unacknowledged"
         stats_before = producer.stats.get("ts")
-        deadline = time.monotonic() + 10
-        while producer.stats.get("ts") == stats_before:  # statistics covering the whole run
-            assert time.monotonic() < deadline, "no fresh statistics"
-            producer.producer.poll(0.1)
+        wait_until(  # statistics covering the whole run; polling serves their callback
+            functools.partial(fresh_statistics, producer, stats_before),
+            what=f"{producer.mechanism}: fresh statistics",
+            timeout=10,
+            interval=0,
+        )
     for producer in producers:
         name = producer.mechanism
         assert not producer.errors, f"{name}: client errors {producer.errors[:3]}"
@@ -138,10 +147,15 @@ async def aiokafka_across_expiry(stack: GatewayStack, topic: str) -> None:
         first = await producer.send_and_wait(topic, b"before expiry")
         connections = [c for c in producer.client._conns.values() if c.connected()]
         assert connections, "aiokafka holds no open connection"
-        deadline = time.monotonic() + EXPIRY_TIMEOUT_S
-        while any(c.connected() for c in connections):
-            assert time.monotonic() < deadline, "the gateway kept an expired session open"
-            await asyncio.sleep(0.05)  # poll interval: the client's loop must run meanwhile
+
+        async def all_closed() -> bool:  # checked on the client's loop, which runs meanwhile
+            return not any(c.connected() for c in connections)
+
+        await wait_until_async(
+            all_closed,
+            what="the gateway closing the expired session",
+            timeout=EXPIRY_TIMEOUT_S,
+        )
         second = await producer.send_and_wait(topic, b"after expiry")
         assert (second.partition, second.offset) == (first.partition, first.offset + 1)
         reopened = [c for c in producer.client._conns.values() if c.connected()]

@@ -28,6 +28,7 @@ from brokers.wire.errors import ErrorCode
 from gateway.auth.authenticator import FAILED_MESSAGE
 from tests.e2e.raw_wire import RawConnection
 from tests.gateway_stack import MECHANISMS, OPERATOR, Credentials, GatewayStack
+from tests.polling import wait_until
 from tests.unit.gateway.auth.scram_client import ScramClient
 
 pytestmark = pytest.mark.e2e
@@ -119,13 +120,16 @@ class WatchedProducer:
 
     def authentication_error(self) -> KafkaError:
         """Serve callbacks until the client reports an authentication error."""
-        deadline = time.monotonic() + AUTH_ERROR_TIMEOUT_S
-        while True:
-            found = [e for e in self.errors if e.code() == KafkaError._AUTHENTICATION]
-            if found:
-                return found[0]
-            assert time.monotonic() < deadline, f"no authentication error: {self.errors}"
+
+        def reported() -> KafkaError | None:
             self.producer.poll(0.1)
+            return next((e for e in self.errors if e.code() == KafkaError._AUTHENTICATION), None)
+
+        found = wait_until(
+            reported, what="an authentication error", timeout=AUTH_ERROR_TIMEOUT_S, interval=0
+        )
+        assert found is not None
+        return found
 
     def close(self) -> None:
         """Drop the client now: its callbacks hold this object, so GC alone would be late."""

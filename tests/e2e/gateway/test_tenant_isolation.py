@@ -10,7 +10,6 @@ private topic or group, never a fleet name (`acme_…`, `bolt_…`), never an in
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,8 +19,8 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
-from tests.e2e.kafka_admin import wait_for
 from tests.gateway_stack import TENANTS, GatewayStack
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -91,15 +90,17 @@ def work(stack: GatewayStack, tenant: str) -> TenantRun:
     consumed: list[bytes] = []
     try:
         consumer.subscribe(["t"])
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(consumed) < RECORDS[tenant] and time.monotonic() < deadline:
+
+        def all_consumed() -> bool:
             message = consumer.poll(0.5)
-            if message is None:
-                continue
-            assert message.error() is None, message.error()
-            value = message.value()
-            assert value is not None
-            consumed.append(value)
+            if message is not None:
+                assert message.error() is None, message.error()
+                value = message.value()
+                assert value is not None
+                consumed.append(value)
+            return len(consumed) >= RECORDS[tenant]
+
+        wait_until(all_consumed, what=f"{tenant}'s records consumed", timeout=TIMEOUT_S, interval=0)
         consumer.commit(asynchronous=False)
         client = admin(stack, tenant)
         group = client.describe_consumer_groups([GROUP])[GROUP].result(timeout=TIMEOUT_S)
@@ -197,7 +198,7 @@ def test_list_groups_shows_only_own_groups(
         assert not result.errors, result.errors
         return names if {GROUP, private_group(tenant)} <= names else None
 
-    names = wait_for(listed, timeout=TIMEOUT_S, what=f"{tenant}'s groups listed")
+    names = wait_until(listed, what=f"{tenant}'s groups listed", timeout=TIMEOUT_S)
     assert names == {GROUP, private_group(tenant)}
 
 

@@ -24,6 +24,7 @@ from tests.integration.billing.usage_gen import (
     traffic_totals,
     write,
 )
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration  # in CI: the issue asks for it there (~80 s)
 
@@ -83,21 +84,23 @@ def test_an_executor_killed_mid_run_then_a_clean_run_count_everything_once(
     argv = [sys.executable, "-m", "pier", "billing", "run", "--db", sqlite_url,
             "--bootstrap", usage_broker.bootstrap]  # fmt: skip
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    killed = None
-    deadline = time.monotonic() + 120
-    while killed is None and process.poll() is None and time.monotonic() < deadline:
+
+    def spark_worker() -> int | None:
+        exited = process.poll()
+        assert exited is None, f"no Spark Python worker seen (run exited {exited})"
         workers = [
             p
             for p, cmd in _descendants(process.pid).items()
             if "pyspark" in cmd and "daemon" in cmd
         ]
-        if workers:
-            killed = max(workers)  # the newest: a forked worker rather than the daemon, if any
-            os.kill(killed, signal.SIGKILL)
-        else:
-            time.sleep(0.05)
-    outcome = process.wait(timeout=300)
-    assert killed is not None, f"no Spark Python worker seen (run exited {outcome})"
+        return max(workers) if workers else None  # the newest: a forked worker, if any
+
+    try:
+        killed = wait_until(spark_worker, what="a Spark Python worker", timeout=120)
+        assert killed
+        os.kill(killed, signal.SIGKILL)
+    finally:
+        outcome = process.wait(timeout=300)
     done = pier(*argv[3:])
     assert done.returncode == 0, done.stderr[-2000:]
     assert rollups(sqlite_url) == traffic_totals(records), outcome

@@ -11,6 +11,7 @@ import pytest
 from brokers.controller import requests as rq
 from brokers.controller.channel import ControllerChannel
 from brokers.wire.headers import parse_request_header
+from tests.polling import wait_until_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -58,12 +59,6 @@ class FakeBroker:
         await self.server.wait_closed()
 
 
-async def until(predicate: Any, timeout_s: float = 5.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-
 def test_requests_reach_the_broker_in_order_and_answers_come_back() -> None:
     async def scenario() -> None:
         broker = FakeBroker()
@@ -73,7 +68,11 @@ def test_requests_reach_the_broker_in_order_and_answers_come_back() -> None:
         channel.add_broker(2, "127.0.0.1", port)
         for epoch in range(1, 6):
             channel.send(2, update_metadata(epoch), lambda b, r: answers.append((b, r.error_code)))
-        await until(lambda: len(answers) == 5)
+
+        async def all_answered() -> bool:
+            return len(answers) == 5
+
+        await wait_until_async(all_answered, what="five answers", timeout=5)
         assert [r.controller_epoch for r in broker.received] == [1, 2, 3, 4, 5]
         assert answers == [(2, 0)] * 5
         await channel.close()
@@ -90,7 +89,11 @@ def test_a_dropped_connection_is_retried_on_a_new_one() -> None:
         channel.add_broker(3, "127.0.0.1", port)
         done: list[int] = []
         channel.send(3, update_metadata(9), lambda b, r: done.append(b))
-        await until(lambda: done == [3])
+
+        async def answered() -> bool:
+            return done == [3]
+
+        await wait_until_async(answered, what="the answer on the new connection", timeout=5)
         assert [r.controller_epoch for r in broker.received] == [9]
         await channel.close()
         await broker.stop()
@@ -109,7 +112,11 @@ def test_a_removed_broker_is_no_longer_retried_and_sends_to_it_are_refused() -> 
         channel = ControllerChannel(retry_backoff_s=0.01, connect=refuse)
         channel.add_broker(4, "127.0.0.1", 1)
         assert channel.send(4, update_metadata(1))
-        await until(lambda: len(attempts) >= 3)
+
+        async def retried() -> bool:
+            return len(attempts) >= 3
+
+        await wait_until_async(retried, what="three connection attempts", timeout=5)
         await channel.remove_broker(4)
         seen = len(attempts)
         await asyncio.sleep(0.05)  # a removed broker's sender must stay silent; nothing to poll

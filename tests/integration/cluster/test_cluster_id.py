@@ -12,7 +12,8 @@ import pytest
 
 from brokers.controller import zk_paths
 from brokers.log.meta_properties import read_cluster_id, write_cluster_id
-from tests.cluster_probes import eventually, metadata_of, zk_read
+from tests.cluster_probes import SETTLE_S, ZNODE_MISSING, metadata_of, zk_read
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -21,9 +22,18 @@ def test_a_broker_takes_the_cluster_id_from_zookeeper_and_refuses_another(
     chroot: str, broker_factory: Any, tmp_path: Path
 ) -> None:
     broker = broker_factory(node_id=1, zookeeper=chroot)
-    data, _ = eventually(lambda: zk_read(chroot, zk_paths.CLUSTER_ID))
+    data, _ = wait_until(
+        lambda: zk_read(chroot, zk_paths.CLUSTER_ID),
+        what="/cluster/id written",
+        timeout=SETTLE_S,
+        retry_on=ZNODE_MISSING,
+    )
     cluster_id = zk_paths.decode_cluster_id(data)
-    assert eventually(lambda: metadata_of(broker).cluster_id == cluster_id)
+    wait_until(
+        lambda: metadata_of(broker).cluster_id == cluster_id,
+        what=f"the broker's metadata names cluster {cluster_id}",
+        timeout=SETTLE_S,
+    )
     assert read_cluster_id(broker.data_dir) == cluster_id
 
     foreign = tmp_path / "foreign"

@@ -15,11 +15,12 @@ from brokers.controller import zk_paths
 from brokers.controller.channel import ControllerChannel, OnResponse
 from brokers.controller.controller import Controller
 from brokers.controller.election import ControllerElection
-from brokers.controller.errors import ZooKeeperUnavailableError
+from brokers.controller.errors import ZNodeMissingError, ZooKeeperUnavailableError
 from brokers.controller.registration import BrokerRegistrar
 from brokers.controller.state import BrokerEndpoint, LeaderAndIsr, ReplicaAssignment, TopicPartition
 from brokers.controller.zk_client import SessionEvent, ZkClient
 from brokers.controller.zk_isr_writer import ZkIsrWriter
+from tests.polling import wait_until_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 CLOCK = ManualClock()
@@ -69,13 +70,17 @@ class RecordingChannel(ControllerChannel):
         self.live.clear()
 
 
-async def until(check: Callable[[], Awaitable[bool] | bool], timeout: float = 20.0) -> None:
-    async with asyncio.timeout(timeout):
-        while True:
-            result = check()
-            if await result if isinstance(result, Awaitable) else result:
-                return
-            await asyncio.sleep(0.02)
+async def until(
+    check: Callable[[], Awaitable[bool] | bool], *, what: str, timeout: float = 20.0
+) -> None:
+    """`wait_until_async` for a check that is either a coroutine function or a plain function
+    of state the event loop updates (the controller's context, the recording channel)."""
+
+    async def checked() -> bool:
+        result = check()
+        return bool(await result if isinstance(result, Awaitable) else result)
+
+    await wait_until_async(checked, what=what, timeout=timeout)
 
 
 async def register(connect: str, broker_id: int) -> tuple[ZkClient, BrokerRegistrar]:
@@ -101,9 +106,10 @@ async def elected_controller(
 
 
 async def state(zk: ZkClient, tp: TopicPartition) -> LeaderAndIsr | None:
+    """The partition's state znode, None when it does not exist (any other error propagates)."""
     try:
         node = await zk.get(zk_paths.partition_state_path(tp))
-    except Exception:
+    except ZNodeMissingError:
         return None
     return zk_paths.decode_partition_state(node.data, node.version)
 
@@ -120,14 +126,16 @@ def test_controller_failover_topics_isr_and_shutdown(chroot: str) -> None:
         nodes = {b: await register(chroot, b) for b in (1, 2, 3)}
         zk1 = nodes[1][0]
         controller, _election, channel = await elected_controller(zk1)
-        await until(lambda: channel.live == {1, 2, 3})
+        await until(
+            lambda: channel.live == {1, 2, 3}, what="brokers 1, 2 and 3 live in the channel"
+        )
         assert controller.context.epoch == 1 and controller.cluster_id
         assert await zk1.exists(zk_paths.ISR_CHANGE_NOTIFICATION)
 
         # Topic creation: states written, every replica told, every broker's metadata refreshed.
         await create_topic(zk1, {0: (1, 2, 3), 1: (2, 3, 1)})
         p0, p1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
-        await until(lambda: p1 in controller.context.leadership)
+        await until(lambda: p1 in controller.context.leadership, what="orders-1 led")
         assert await state(zk1, p0) == LeaderAndIsr(1, 0, (1, 2, 3), 1, 0)
         assert (await state(zk1, p1)) == LeaderAndIsr(2, 0, (2, 3, 1), 1, 0)
         for broker in (1, 2, 3):
@@ -141,8 +149,8 @@ def test_controller_failover_topics_isr_and_shutdown(chroot: str) -> None:
 
         # Broker 2 dies: partition 1 gets a leader from its ISR, with a bumped leader epoch.
         await nodes[2][0].close()
-        await until(lambda: 2 not in controller.context.live_brokers)
-        await until(lambda: controller.context.leadership[p1].leader == 3)
+        await until(lambda: 2 not in controller.context.live_brokers, what="broker 2 dead")
+        await until(lambda: controller.context.leadership[p1].leader == 3, what="orders-1 led by 3")
         moved = await state(zk1, p1)
         assert moved is not None and (moved.leader, moved.leader_epoch) == (3, 1)
         assert moved.isr == (3, 1)
@@ -155,8 +163,11 @@ def test_controller_failover_topics_isr_and_shutdown(chroot: str) -> None:
         assert p0_now is not None
         await writer.write_isr("orders", 0, p0_now.leader_epoch, [1], p0_now.zk_version, 1)
         await writer.flush()
-        await until(lambda: controller.context.leadership[p0].isr == (1,))
-        await until(lambda: _no_children(zk1))
+        await until(
+            lambda: controller.context.leadership[p0].isr == (1,),
+            what="the ISR change of orders-0 read",
+        )
+        await until(lambda: _no_children(zk1), what="the ISR change notification consumed")
 
         # Partition growth.
         grown = zk_paths.TopicAssignment(
@@ -169,7 +180,7 @@ def test_controller_failover_topics_isr_and_shutdown(chroot: str) -> None:
         )
         await zk1.set(zk_paths.topic_path("orders"), zk_paths.encode_topic(grown))
         p2 = TopicPartition("orders", 2)
-        await until(lambda: p2 in controller.context.leadership)
+        await until(lambda: p2 in controller.context.leadership, what="orders-2 led")
         created = await state(zk1, p2)
         assert created is not None and created.leader == 3 and created.isr == (3, 1)
 
@@ -184,7 +195,10 @@ def test_controller_failover_topics_isr_and_shutdown(chroot: str) -> None:
         # Topic deletion: StopReplica(delete) to the live replicas; broker 2 holds replicas and is
         # down, so (as Kafka's TopicDeletionManager) the znodes stay until it answers too.
         await zk1.create(zk_paths.delete_topic_path("orders"))
-        await until(lambda: "orders" in controller.context.topics_to_delete)
+        await until(
+            lambda: "orders" in controller.context.topics_to_delete,
+            what="orders queued for deletion",
+        )
 
         def deleted_on(broker: int) -> set[int]:
             return {
@@ -195,7 +209,10 @@ def test_controller_failover_topics_isr_and_shutdown(chroot: str) -> None:
                 if t.topic_name == "orders" and p.delete_partition
             }
 
-        await until(lambda: deleted_on(1) == deleted_on(3) == {0, 1, 2})
+        await until(
+            lambda: deleted_on(1) == deleted_on(3) == {0, 1, 2},
+            what="StopReplica(delete) to brokers 1 and 3",
+        )
         assert await zk1.exists(zk_paths.topic_path("orders"))
         assert await zk1.children(zk_paths.DELETE_TOPICS) == ["orders"]
 
@@ -211,7 +228,7 @@ def test_controller_failover_topics_isr_and_shutdown(chroot: str) -> None:
             name = "partition_change[orders]"
             return name in events and None in events[events.index(name) :]
 
-        await until(growth_handled)
+        await until(growth_handled, what="the partition change handled")
         assert TopicPartition("orders", 3) not in controller.context.assignments
         assert await state(zk1, TopicPartition("orders", 3)) is None
 
@@ -231,16 +248,16 @@ def test_a_deposed_controller_writes_nothing_and_resigns(chroot: str) -> None:
         nodes = {b: await register(chroot, b) for b in (1, 2)}
         zk1 = nodes[1][0]
         controller, election, channel = await elected_controller(zk1)
-        await until(lambda: channel.live == {1, 2})
+        await until(lambda: channel.live == {1, 2}, what="brokers 1 and 2 live in the channel")
         await create_topic(zk1, {0: (2, 1)})
         tp = TopicPartition("orders", 0)
-        await until(lambda: tp in controller.context.leadership)
+        await until(lambda: tp in controller.context.leadership, what="orders-0 led")
         before = await state(zk1, tp)
         # Another controller was elected meanwhile (epoch bumped) but this one has not noticed.
         epoch_node = await zk1.get(zk_paths.CONTROLLER_EPOCH)
         await zk1.set(zk_paths.CONTROLLER_EPOCH, zk_paths.encode_epoch(2), epoch_node.version)
         await nodes[2][0].close()  # broker 2 dies: the deposed controller's write must fail
-        await until(lambda: not election.is_controller)
+        await until(lambda: not election.is_controller, what="the deposed controller resigned")
         assert not controller.active
         assert await state(zk1, tp) == before
         await controller.close()
@@ -258,7 +275,7 @@ def test_a_reassignment_writes_the_replica_set_before_bumping_the_epoch(chroot: 
         controller, _election, _channel = await elected_controller(zk1)
         await create_topic(zk1, {0: (1, 2)})
         p0 = TopicPartition("orders", 0)
-        await until(lambda: p0 in controller.context.leadership)
+        await until(lambda: p0 in controller.context.leadership, what="orders-0 led")
         before = await state(zk1, p0)
 
         async def broken(*_args: Any, **_kwargs: Any) -> None:
@@ -286,7 +303,10 @@ def test_after_a_reconnect_the_controller_reads_every_watched_path_again(chroot:
         zk1 = nodes[1][0]
         controller, _election, _channel = await elected_controller(zk1)
         await create_topic(zk1, {0: (1, 2)})
-        await until(lambda: TopicPartition("orders", 0) in controller.context.leadership)
+        await until(
+            lambda: TopicPartition("orders", 0) in controller.context.leadership,
+            what="orders-0 led",
+        )
         events: list[str | None] = []
         controller.observe_events(events.append)
         controller._on_session(SessionEvent.CONNECTED)
@@ -297,7 +317,10 @@ def test_after_a_reconnect_the_controller_reads_every_watched_path_again(chroot:
             "isr_change",
             "partition_change[orders]",
         }
-        await until(lambda: wanted <= set(events) and events[-1] is None)
+        await until(
+            lambda: wanted <= set(events) and events[-1] is None,
+            what="every watched path read again",
+        )
         await controller.close()
         for b in (1, 2):
             await nodes[b][0].close()
@@ -317,7 +340,7 @@ def test_a_broker_failure_that_could_not_be_handled_is_handled_on_the_next_read(
         controller, _election, _channel = await elected_controller(zk1)
         p0 = TopicPartition("orders", 0)
         await create_topic(zk1, {0: (2, 1)})
-        await until(lambda: p0 in controller.context.leadership)
+        await until(lambda: p0 in controller.context.leadership, what="orders-0 led")
         assert controller.context.leadership[p0].leader == 2
         term = controller._term
         real_decide = term.decide
@@ -329,11 +352,13 @@ def test_a_broker_failure_that_could_not_be_handled_is_handled_on_the_next_read(
 
         term.decide = lost  # type: ignore[method-assign]
         await nodes[2][0].close()
-        await until(lambda: bool(failed))
-        await until(lambda: 2 in controller.context.live_brokers)
+        await until(lambda: bool(failed), what="a failed attempt at handling broker 2's death")
+        await until(
+            lambda: 2 in controller.context.live_brokers, what="broker 2 still live in the context"
+        )
         term.decide = real_decide  # type: ignore[method-assign]
         controller._on_session(SessionEvent.CONNECTED)
-        await until(lambda: controller.context.leadership[p0].leader == 1)
+        await until(lambda: controller.context.leadership[p0].leader == 1, what="orders-0 led by 1")
         assert 2 not in controller.context.live_brokers
         await controller.close()
         await zk1.close()
@@ -355,7 +380,7 @@ def test_a_new_controller_starts_pending_deletions_before_resending_state(chroot
         async def deleted() -> bool:
             return not await zk1.exists(zk_paths.topic_path("orders"))
 
-        await until(deleted)
+        await until(deleted, what="the pending deletion done")
         handed_out = [
             t.topic_name
             for request in channel.of(rq.LeaderAndIsrRequest)

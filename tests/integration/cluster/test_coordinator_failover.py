@@ -22,13 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from brokers.client import ClientConfig
 from brokers.client.admin import Admin
+from brokers.client.errors import BrokerResponseError
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
 from infra.stack import BrokerProcess
-from tests.cluster_probes import eventually, metadata_of
+from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 REPO = Path(__file__).resolve().parents[3]
@@ -208,7 +210,11 @@ def start_cluster(broker_factory: Any, chroot: str) -> dict[int, BrokerProcess]:
     brokers = {
         n: broker_factory(node_id=n, zookeeper=chroot, config=BROKER_CONFIG) for n in (1, 2, 3)
     }
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()))
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()),
+        what="brokers 1, 2 and 3 registered",
+        timeout=SETTLE_S,
+    )
     return brokers
 
 
@@ -223,7 +229,12 @@ def create_stream_topic(broker: BrokerProcess) -> None:
         topic = metadata_of(broker).topic(TOPIC)
         return all(p.leader in (1, 2, 3) for p in topic.partitions.values())
 
-    eventually(led_everywhere)
+    wait_until(
+        led_everywhere,
+        what=f"every partition of {TOPIC} led",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,
+    )
 
 
 def offsets_topic_on_all_brokers(broker: BrokerProcess) -> bool:
@@ -244,37 +255,61 @@ def run_failover(
     members = [Member(client, bootstrap, group) for _ in range(2)]
     try:
         # The first FindCoordinator created __consumer_offsets: RF 3, replicas on every broker.
-        eventually(lambda: all(offsets_topic_on_all_brokers(b) for b in brokers.values()))
-        eventually(lambda: all(m.assignment for m in members) and all(m.records for m in members))
-        before = eventually(
-            lambda: (c := committed(bootstrap, group)) and min(c.values()) > 0 and c
+        wait_until(
+            lambda: all(offsets_topic_on_all_brokers(b) for b in brokers.values()),
+            what=f"{OFFSETS_TOPIC} led, on every broker",
+            timeout=SETTLE_S,
+            retry_on=TOPIC_SETTLING,  # created by the first FindCoordinator, maybe not yet
         )
+        wait_until(
+            lambda: all(m.assignment for m in members) and all(m.records for m in members),
+            what="both members assigned and consuming",
+            timeout=SETTLE_S,
+        )
+        before = wait_until(
+            lambda: (c := committed(bootstrap, group)) and min(c.values()) > 0 and c,
+            what="a commit on every partition",
+            timeout=SETTLE_S,
+            retry_on=(KafkaException,),  # OffsetFetch refused while the coordinator loads
+        )
+        assert before
         seen_before = [len(m.records) for m in members]
         victim = coordinator_of(brokers[1], group)
         sent_at_failure = stream.sent
         fail(brokers[victim])
         survivor = brokers[next(n for n in brokers if n != victim)]
-        new_coordinator = eventually(
-            lambda: (c := coordinator_of(survivor, group)) not in (victim, -1) and c
+        new_coordinator = wait_until(
+            lambda: (c := coordinator_of(survivor, group)) not in (victim, -1) and c,
+            what=f"a coordinator other than {victim}",
+            timeout=SETTLE_S,
         )
 
         def consumed_after_failure() -> bool:
             values = {int(v[1:]) for m in members for _, _, v in list(m.records)}
             return len([v for v in values if v >= sent_at_failure]) >= 100
 
-        eventually(consumed_after_failure, timeout=90)
+        wait_until(
+            consumed_after_failure, what="100 records consumed after the failure", timeout=90
+        )
         stream.finish()
         alive = ",".join(b.bootstrap for n, b in brokers.items() if n != victim)
 
         def processed() -> set[str]:
             return {v for m in members for _, _, v in list(m.records)}
 
-        eventually(lambda: stream.acked <= processed(), timeout=90)
+        wait_until(
+            lambda: stream.acked <= processed(), what="every acked record processed", timeout=90
+        )
         last = {p: max(o for m in members for q, o, _ in m.records if q == p) for p in range(3)}
         ends = high_watermarks(alive)
         assert {p: offset + 1 for p, offset in last.items()} == ends
         # The new coordinator read the group's offsets back and took the commits since.
-        eventually(lambda: committed(alive, group) == ends, timeout=60)
+        wait_until(
+            lambda: committed(alive, group) == ends,
+            what=f"the group's commits at the ends {ends}",
+            timeout=SETTLE_S,
+            retry_on=(KafkaException,),  # OffsetFetch refused while the coordinator loads
+        )
         assert coordinator_of(survivor, group) == new_coordinator
         # Committed offsets were not lost: nobody re-read below what was committed before.
         for member, seen in zip(members, seen_before, strict=True):
@@ -332,12 +367,13 @@ def group_offsets(broker: BrokerProcess, commit: int | None) -> dict[Any, Any]:
 def test_a_single_broker_cluster_needs_offsets_replication_factor_1(
     chroot: str, broker_factory: Any
 ) -> None:
-    from brokers.client.errors import BrokerResponseError
     from brokers.client.metadata import TopicPartition as Tp
     from brokers.wire.errors import ErrorCode
 
     lone = broker_factory(node_id=1, zookeeper=chroot, config=BROKER_CONFIG)
-    eventually(lambda: list(metadata_of(lone).brokers) == [1])
+    wait_until(
+        lambda: list(metadata_of(lone).brokers) == [1], what="broker 1 registered", timeout=SETTLE_S
+    )
     # RF 3 by default: with one live broker the topic is refused, never under-replicated.
     with pytest.raises(BrokerResponseError) as refused:
         group_offsets(lone, None)
@@ -349,6 +385,14 @@ def test_a_single_broker_cluster_needs_offsets_replication_factor_1(
         zookeeper=chroot,
         config={**BROKER_CONFIG, "offsets.topic.replication.factor": "1"},
     )
-    assert eventually(lambda: group_offsets(single, 7)) == {Tp(TOPIC, 0): 7}
+    committed_offsets = wait_until(
+        lambda: group_offsets(single, 7),
+        what="an offset committed through the single broker",
+        timeout=SETTLE_S,
+        # COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS while the offsets topic is
+        # created and loaded
+        retry_on=(BrokerResponseError,),
+    )
+    assert committed_offsets == {Tp(TOPIC, 0): 7}
     topic = metadata_of(single).topic(OFFSETS_TOPIC)
     assert all(list(p.replicas) == [1] for p in topic.partitions.values())

@@ -27,10 +27,12 @@ from brokers.client.topics import NewTopic
 from brokers.controller import zk_paths
 from brokers.controller.state import ReplicaAssignment
 from brokers.records.batch import iter_headers
+from brokers.records.errors import CorruptRecordError
 from brokers.wire.errors import ErrorCode
 from infra.stack import BrokerProcess
 from pier.cli import main
-from tests.cluster_probes import eventually, metadata_of, zk_read
+from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of, zk_read
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 SESSION = {
@@ -43,8 +45,22 @@ SESSION = {
 def start_three(broker_factory: Any, chroot: str, **extra: str) -> dict[int, BrokerProcess]:
     config = {**SESSION, **extra}
     brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=config) for n in (1, 2, 3)}
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()))
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()),
+        what="brokers 1, 2 and 3 registered",
+        timeout=SETTLE_S,
+    )
     return brokers
+
+
+def wait_led(broker: BrokerProcess, topic: str) -> Any:
+    """Partition 0 of a topic just created, once `broker`'s metadata names its leader."""
+    return wait_until(
+        lambda: (p := partition_view(broker, topic)).leader >= 0 and p,
+        what=f"{topic} led",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,  # the broker not told of the new topic yet
+    )
 
 
 def admin_call(broker: BrokerProcess, operation: str, *args: Any, **kwargs: Any) -> Any:
@@ -94,7 +110,7 @@ def test_preferred_election_after_a_bounce_and_not_controller_elsewhere(
 ) -> None:
     brokers = start_three(broker_factory, chroot)
     assert admin_call(brokers[1], "create_topics", [NewTopic("prefs", 1, 3)]) == {"prefs": None}
-    first = eventually(lambda: (p := partition_view(brokers[1], "prefs")).leader >= 0 and p)
+    first = wait_led(brokers[1], "prefs")
     preferred = first.replicas[0]
     assert first.leader == preferred
     brokers[preferred].restart()  # SIGTERM: controlled shutdown moves the leadership away
@@ -104,7 +120,12 @@ def test_preferred_election_after_a_bounce_and_not_controller_elsewhere(
         p = partition_view(others[0], "prefs")
         return p if preferred in p.isr and p.leader not in (preferred, -1) else None
 
-    moved = eventually(back_in_sync_but_not_leading)
+    moved = wait_until(
+        back_in_sync_but_not_leading,
+        what=f"the restarted {preferred} back in the ISR, not leading",
+        timeout=SETTLE_S,
+    )
+    assert moved
     controller = metadata_of(others[0]).controller_id
     bystander = next(b for n, b in brokers.items() if n != controller)
     topics = [make(request_module(43, 2), "TopicPartitions", topic="prefs", partitions=(0,))]
@@ -121,7 +142,11 @@ def test_preferred_election_after_a_bounce_and_not_controller_elsewhere(
         {"topic": "prefs", "partition": 0, "error": None, "message": None}
     ]
     every_broker_sees = functools.partial(leader_everywhere, brokers.values(), "prefs", preferred)
-    eventually(every_broker_sees)  # every broker's metadata names the preferred leader again
+    wait_until(
+        every_broker_sees,
+        what=f"every broker's metadata names the preferred leader {preferred} again",
+        timeout=SETTLE_S,
+    )
     after = partition_view(bystander, "prefs")
     assert after.leader_epoch > moved.leader_epoch
 
@@ -154,20 +179,28 @@ def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(
         },
     )
     assert admin_call(brokers[1], "create_topics", [NewTopic("auto", 1, 3)]) == {"auto": None}
-    first = eventually(lambda: (p := partition_view(brokers[1], "auto")).leader >= 0 and p)
+    first = wait_led(brokers[1], "auto")
     preferred = first.replicas[0]
     survivor = brokers[next(n for n in brokers if n != preferred)]
     brokers[preferred].stop()
-    moved = eventually(
+    moved = wait_until(
         lambda: (
             (p := partition_view(survivor, "auto")).leader not in (preferred, -1)
             and preferred not in p.isr
             and p
-        )
+        ),
+        what=f"leadership moved off the stopped {preferred}",
+        timeout=SETTLE_S,
     )
+    assert moved
     assert moved.leader in first.isr
     brokers[preferred].restart()
-    back = eventually(lambda: (p := partition_view(survivor, "auto")).leader == preferred and p)
+    back = wait_until(
+        lambda: (p := partition_view(survivor, "auto")).leader == preferred and p,
+        what=f"leadership back on the preferred {preferred}",
+        timeout=SETTLE_S,
+    )
+    assert back
     assert preferred in back.isr and back.leader_epoch > moved.leader_epoch
 
 
@@ -205,11 +238,14 @@ def test_reassignment_catches_up_before_dropping_the_old_replica_and_cancel_reve
     old, kept = controller, next(n for n in (1, 2, 3) if n not in (controller, newcomer))
     for topic in ("moving", "revert"):
         create_on(chroot, topic, (old, kept))
-    eventually(
+    wait_until(
         lambda: all(
             sorted(partition_view(brokers[kept], t).isr) == sorted((old, kept))
             for t in ("moving", "revert")
-        )
+        ),
+        what=f"moving and revert in sync on {old} and {kept}",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,  # topics written to ZooKeeper, not handed out yet
     )
     producer = KafkaProducer(bootstrap_servers=brokers[kept].bootstrap, acks="all", retries=5)
     try:
@@ -241,13 +277,19 @@ def test_reassignment_catches_up_before_dropping_the_old_replica_and_cancel_reve
     assert reverted["adding_replicas"] == {} and reverted["removing_replicas"] == {}
     again = admin_call(brokers[kept], "alter_partition_reassignments", {rv: None})
     assert again[rv] is not None and again[rv].code == ErrorCode.no_reassignment_in_progress
-    eventually(
-        lambda: sorted(partition_view(brokers[kept], "revert").replicas) == sorted((old, kept))
+    wait_until(
+        lambda: sorted(partition_view(brokers[kept], "revert").replicas) == sorted((old, kept)),
+        what="revert's replica set restored",
+        timeout=SETTLE_S,
     )
 
     # The newcomer dies without catching up: the move stays in flight, the old replica stays.
     brokers[newcomer].kill()
-    eventually(lambda: newcomer not in metadata_of(brokers[kept]).brokers)
+    wait_until(
+        lambda: newcomer not in metadata_of(brokers[kept]).brokers,
+        what=f"the killed {newcomer} gone from the metadata",
+        timeout=SETTLE_S,
+    )
     status, rows = cli_json(capsys, "reassignments", "--bootstrap", brokers[kept].bootstrap)
     assert status == 0 and rows == [
         {
@@ -263,7 +305,11 @@ def test_reassignment_catches_up_before_dropping_the_old_replica_and_cancel_reve
 
     # Back, it catches up; then the move completes: the old replica's log is deleted.
     brokers[newcomer].restart()
-    eventually(lambda: admin_call(brokers[kept], "list_partition_reassignments") == {})
+    wait_until(
+        lambda: admin_call(brokers[kept], "list_partition_reassignments") == {},
+        what="no reassignment in flight",
+        timeout=SETTLE_S,
+    )
 
     def moved_everywhere() -> bool:
         views = [partition_view(b, "moving") for b in brokers.values()]
@@ -274,12 +320,19 @@ def test_reassignment_catches_up_before_dropping_the_old_replica_and_cancel_reve
             for p in views
         )
 
-    eventually(moved_everywhere)
-    eventually(lambda: partition_dirs(brokers[old], "moving") == [])
+    wait_until(moved_everywhere, what="moving on its new replicas everywhere", timeout=SETTLE_S)
+    wait_until(
+        lambda: partition_dirs(brokers[old], "moving") == [],
+        what=f"the old replica's log deleted on {old}",
+        timeout=SETTLE_S,
+    )
     stored = json.loads(zk_read(chroot, zk_paths.topic_path("moving"))[0])
     assert stored["partitions"]["0"] == [kept, newcomer] and stored["adding_replicas"] == {}
-    eventually(
-        lambda: batches_of(brokers[newcomer], "moving") == batches_of(brokers[kept], "moving")
+    wait_until(
+        lambda: batches_of(brokers[newcomer], "moving") == batches_of(brokers[kept], "moving"),
+        what="identical batches on the new replicas",
+        timeout=SETTLE_S,
+        retry_on=(CorruptRecordError,),  # a batch being appended is read half-written
     )
     assert sum(count + 1 for _, count, _ in batches_of(brokers[kept], "moving")) == 200
 
@@ -308,7 +361,11 @@ def test_reassignment_requests_to_a_non_controller_are_refused(
     chroot: str, broker_factory: Any
 ) -> None:
     brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2)}
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()))
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()),
+        what="brokers 1 and 2 registered",
+        timeout=SETTLE_S,
+    )
     controller = metadata_of(brokers[1]).controller_id
     bystander = brokers[next(n for n in brokers if n != controller)]
     listed = send_to(bystander, 46, 0, "ListPartitionReassignmentsRequest", topics=None)
@@ -326,7 +383,7 @@ def test_reassignment_requests_to_a_non_controller_are_refused(
         TopicPartition("nope", 1): ErrorCode.unknown_topic_or_partition,
     }
     assert admin_call(brokers[1], "create_topics", [NewTopic("rf", 1, 1)]) == {"rf": None}
-    eventually(lambda: partition_view(brokers[1], "rf").leader > 0)
+    wait_led(brokers[1], "rf")
     rf = TopicPartition("rf", 0)
     refused = admin_call(brokers[1], "alter_partition_reassignments", {rf: [1, 9]})
     assert refused[rf].code == ErrorCode.invalid_replica_assignment, "broker 9 is not alive"
@@ -397,7 +454,7 @@ def test_a_new_controller_resumes_in_flight_reassignments(chroot: str) -> None:
             assignment = controller.context.assignments.get(tp)
             return assignment is not None and not assignment.is_reassigning
 
-        await until(lambda: settled(p0))
+        await until(lambda: settled(p0), what="the reassignment of orders-0 done")
         done = await state(zk, p0)
         assert done is not None and (done.leader, done.isr) == (2, (2, 3))
         stored = zk_paths.decode_topic((await zk.get(zk_paths.topic_path("orders"))).data)
@@ -433,7 +490,7 @@ def test_a_new_controller_resumes_in_flight_reassignments(chroot: str) -> None:
             current.controller_epoch,
         )
         await writer.flush()
-        await until(lambda: settled(p1))
+        await until(lambda: settled(p1), what="the reassignment of orders-1 done")
         finished = await state(zk, p1)
         assert finished is not None and finished.leader == 2 and 1 not in finished.isr
         await controller.close()

@@ -12,6 +12,7 @@ import asyncio
 import json
 import urllib.request
 from typing import Any
+from urllib.error import URLError
 
 import pytest
 from confluent_kafka import Producer
@@ -22,7 +23,8 @@ from brokers.client.metadata import ClusterMetadata
 from brokers.client.topics import NewTopic
 from infra.stack import BrokerProcess, free_port
 from pier.cli import main
-from tests.cluster_probes import eventually, metadata_of
+from tests.cluster_probes import SETTLE_S, metadata_of
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 CONFIG = {
@@ -80,7 +82,11 @@ def test_replication_and_controller_metrics_through_a_kill_and_a_restart(
         for n in (1, 2, 3)
     }
     everyone = list(brokers.values())
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in everyone))
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in everyone),
+        what="brokers 1, 2 and 3 registered",
+        timeout=SETTLE_S,
+    )
 
     async def create() -> dict[str, Any]:
         async with Admin.for_bootstrap(brokers[1].bootstrap) as admin:
@@ -99,7 +105,10 @@ def test_replication_and_controller_metrics_through_a_kill_and_a_restart(
         replicas = total(everyone, RM + "partitioncount")
         return meta if leaders == count and replicas == 3 * count else None
 
-    meta = eventually(settled)
+    meta = wait_until(
+        settled, what="every partition led and in sync, counted by the gauges", timeout=SETTLE_S
+    )
+    assert meta
     controller = meta.controller_id
     assert [b.node_id for b in everyone if scrape(b)[KC + "activecontrollercount"] == 1] == [
         controller
@@ -123,7 +132,7 @@ def test_replication_and_controller_metrics_through_a_kill_and_a_restart(
         under = total(survivors, RM + "underreplicatedpartitions")
         return under > 0 and total(survivors, RM + "isrshrinks_total") > 0
 
-    eventually(shrunk)
+    wait_until(shrunk, what="ISR shrinks counted by the survivors", timeout=SETTLE_S)
 
     def failed_over() -> dict[str, Any] | None:
         report = cluster_report(survivors[0], capsys)
@@ -131,7 +140,12 @@ def test_replication_and_controller_metrics_through_a_kill_and_a_restart(
         under = [row for row in report["under_replicated"] if row["topic"] == TOPIC]
         return report if gone and len(under) == PARTITIONS else None
 
-    report = eventually(failed_over)
+    report = wait_until(
+        failed_over,
+        what=f"a report without broker {victim}, all under-replicated",
+        timeout=SETTLE_S,
+    )
+    assert report
     assert report["offline"] == [] and report["controller"] == controller
     assert [b.node_id for b in survivors if scrape(b)[KC + "activecontrollercount"] == 1] == [
         controller
@@ -148,6 +162,15 @@ def test_replication_and_controller_metrics_through_a_kill_and_a_restart(
         expanded = total(survivors, RM + "isrexpands_total") > expands_before
         return expanded and total(everyone, RM + "underreplicatedpartitions") == 0
 
-    eventually(healed)
-    eventually(lambda: cluster_report(brokers[victim], capsys)["under_replicated"] == [])
+    wait_until(
+        healed,
+        what="ISR expansions and no under-replicated partition",
+        timeout=SETTLE_S,
+        retry_on=(URLError,),  # the restarted broker's metrics port may open after its Kafka one
+    )
+    wait_until(
+        lambda: cluster_report(brokers[victim], capsys)["under_replicated"] == [],
+        what="no under-replicated partition in the restarted broker's report",
+        timeout=SETTLE_S,
+    )
     assert scrape(brokers[victim])[KC + "activecontrollercount"] == 0

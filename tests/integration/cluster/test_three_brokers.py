@@ -18,7 +18,8 @@ from brokers.controller.channel import frame_request, read_response
 from brokers.wire.errors import ErrorCode
 from infra.stack import BrokerProcess, ZooKeeperProcess
 from pier.cli import main
-from tests.cluster_probes import eventually, metadata_of, zk_read
+from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of, zk_read
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 SESSION = {"zookeeper.session.timeout.ms": "4000", "auto.leader.rebalance.enable": "false"}
@@ -32,7 +33,7 @@ def test_three_brokers_elect_a_controller_create_rf3_and_fail_over(
     def everyone_registered() -> bool:
         return all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values())
 
-    eventually(everyone_registered)
+    wait_until(everyone_registered, what="brokers 1, 2 and 3 registered", timeout=SETTLE_S)
     controllers = {metadata_of(b).controller_id for b in brokers.values()}
     assert len(controllers) == 1 and controllers <= {1, 2, 3}
 
@@ -52,7 +53,12 @@ def test_three_brokers_elect_a_controller_create_rf3_and_fail_over(
                     return False
         return True
 
-    eventually(rf3_everywhere)
+    wait_until(
+        rf3_everywhere,
+        what="orders led, on three replicas, seen by every broker",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,  # a broker not told of the new topic yet
+    )
     before = metadata_of(brokers[1]).topic("orders").partitions[0]
     victim = before.leader
     brokers[victim].kill()
@@ -62,7 +68,8 @@ def test_three_brokers_elect_a_controller_create_rf3_and_fail_over(
         p = metadata_of(survivor).topic("orders").partitions[0]
         return p if p.leader not in (victim, -1) else None
 
-    after = eventually(new_leader)
+    after = wait_until(new_leader, what=f"a leader other than {victim}", timeout=SETTLE_S)
+    assert after
     assert after.leader in before.isr and after.leader != victim
     assert after.leader_epoch > before.leader_epoch
     data, _ = zk_read(chroot, "/brokers/topics/orders/partitions/0/state")
@@ -79,7 +86,8 @@ def test_three_brokers_elect_a_controller_create_rf3_and_fail_over(
         settled = {r["partition"] for r in report["under_replicated"]} == {0, 1, 2}
         return report if gone and settled else None
 
-    report = eventually(cluster_report)
+    report = wait_until(cluster_report, what=f"a report without broker {victim}", timeout=SETTLE_S)
+    assert report
     assert report["controller"] in (1, 2, 3) and report["offline"] == []
 
 
@@ -87,13 +95,25 @@ def test_a_controller_that_lost_its_session_is_ignored_after_the_new_election(
     zookeeper: ZooKeeperProcess, chroot: str, broker_factory: Any
 ) -> None:
     brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2)}
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()))
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()),
+        what="brokers 1 and 2 registered",
+        timeout=SETTLE_S,
+    )
     first = metadata_of(brokers[1]).controller_id
     epoch_before = int(zk_read(chroot, "/controller_epoch")[0])
     brokers[first].kill()  # its session ends; the other broker must take over with a new epoch
     other = brokers[next(n for n in brokers if n != first)]
-    eventually(lambda: metadata_of(other).controller_id not in (first, -1))
-    eventually(lambda: int(zk_read(chroot, "/controller_epoch")[0]) > epoch_before)
+    wait_until(
+        lambda: metadata_of(other).controller_id not in (first, -1),
+        what=f"a controller other than {first}",
+        timeout=SETTLE_S,
+    )
+    wait_until(
+        lambda: int(zk_read(chroot, "/controller_epoch")[0]) > epoch_before,
+        what="a new controller epoch",
+        timeout=SETTLE_S,
+    )
     # The deposed controller's requests (its old epoch) are answered STALE_CONTROLLER_EPOCH and
     # change nothing.
     stale = rq.UpdateMetadataRequest(
@@ -107,7 +127,7 @@ def test_a_controller_that_lost_its_session_is_ignored_after_the_new_election(
     def refused() -> bool:
         return bool(send_raw(other, stale).error_code == ErrorCode.stale_controller_epoch)
 
-    eventually(refused)
+    wait_until(refused, what="the deposed controller's request refused", timeout=SETTLE_S)
     assert sorted(metadata_of(other).brokers) == [n for n in brokers if n != first]
 
 
@@ -130,7 +150,11 @@ def test_killing_the_controller_takes_its_replicas_out_of_every_isr(
     """The new controller must not only re-elect the dead one's leaderships but also drop its
     follower replicas from the ISRs it finds on takeover (Kafka's ReplicaStateMachine.startup)."""
     brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2, 3)}
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()))
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()),
+        what="brokers 1, 2 and 3 registered",
+        timeout=SETTLE_S,
+    )
 
     async def create() -> dict[str, Any]:
         async with Admin.for_bootstrap(brokers[1].bootstrap) as admin:
@@ -138,7 +162,12 @@ def test_killing_the_controller_takes_its_replicas_out_of_every_isr(
 
     assert asyncio.run(create()) == {"ledger": None}
     controller = metadata_of(brokers[1]).controller_id
-    eventually(lambda: len(metadata_of(brokers[controller]).topic("ledger").partitions) == 6)
+    wait_until(
+        lambda: len(metadata_of(brokers[controller]).topic("ledger").partitions) == 6,
+        what="ledger's six partitions in the controller's metadata",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,
+    )
     brokers[controller].kill()
     survivor = brokers[next(n for n in brokers if n != controller)]
 
@@ -153,4 +182,6 @@ def test_killing_the_controller_takes_its_replicas_out_of_every_isr(
                 return False
         return True
 
-    eventually(settled)
+    wait_until(
+        settled, what=f"controller {controller} out of every ISR and leadership", timeout=SETTLE_S
+    )

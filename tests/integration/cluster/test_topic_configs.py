@@ -41,9 +41,10 @@ from brokers.zk.config_changes import (
     notify_topic_change,
 )
 from infra.stack import BrokerProcess
-from tests.cluster_probes import eventually, metadata_of
+from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of
 from tests.integration.inproc import raw_call, running_broker
 from tests.integration.replication.cluster_helpers import produce
+from tests.polling import wait_until, wait_until_async
 from tests.unit.log.partition_helpers import make_batch
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -59,6 +60,15 @@ SET, DELETE = 0, 1
 
 def described(broker: BrokerProcess, topic: str) -> dict[str, tuple[str | None, int]]:
     """DescribeConfigs answered by this very broker: name -> (value, source)."""
+    configs = described_once_known(broker, topic)
+    assert configs is not None, f"broker {broker.node_id} does not know {topic}"
+    return configs
+
+
+def described_once_known(
+    broker: BrokerProcess, topic: str
+) -> dict[str, tuple[str | None, int]] | None:
+    """`described`, or None while the broker has not learnt of the topic yet."""
     resource = DescribeConfigsResource(
         resource_type=i8(TOPIC_TYPE), resource_name=topic, configuration_keys=None
     )
@@ -66,6 +76,8 @@ def described(broker: BrokerProcess, topic: str) -> dict[str, tuple[str | None, 
         resources=(resource,), include_synonyms=False, include_documentation=False
     )
     (result,) = raw_call(broker.bootstrap, request).results
+    if result.error_code == ErrorCode.unknown_topic_or_partition:
+        return None
     assert result.error_code == 0, result.error_message
     return {c.name: (c.value, int(c.config_source)) for c in result.configs}
 
@@ -103,9 +115,17 @@ def min_insync_is(broker: BrokerProcess, value: str) -> bool:
     return described(broker, TOPIC)["min.insync.replicas"] == (value, topic_source)
 
 
+def wait_registered(brokers: dict[int, BrokerProcess]) -> None:
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()),
+        what="brokers 1, 2 and 3 registered",
+        timeout=SETTLE_S,
+    )
+
+
 def test_alter_through_one_broker_reaches_every_broker(chroot: str, broker_factory: Any) -> None:
     brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2, 3)}
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()))
+    wait_registered(brokers)
     admin = AdminClient({"bootstrap.servers": brokers[2].bootstrap})
     new = NewTopic(
         TOPIC, num_partitions=3, replication_factor=3, config={"retention.ms": "86400000"}
@@ -117,11 +137,22 @@ def test_alter_through_one_broker_reaches_every_broker(chroot: str, broker_facto
         found = {p: m.leader for p, m in topic.partitions.items() if len(m.isr) == 3}
         return found if sorted(found) == [0, 1, 2] else None
 
-    leader_of = eventually(leaders)
+    leader_of = wait_until(
+        leaders,
+        what=f"every partition of {TOPIC} led with three replicas in sync",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,  # broker 1 not told of the new topic yet
+    )
+    assert leader_of
     assert sorted(leader_of.values()) == [1, 2, 3]  # each broker leads one partition
     # A creation override is described by every broker, not only the one that created it.
     for broker in brokers.values():
-        configs = eventually(functools.partial(described, broker, TOPIC))
+        configs = wait_until(
+            functools.partial(described_once_known, broker, TOPIC),
+            what=f"{TOPIC}'s configs described by broker {broker.node_id}",
+            timeout=SETTLE_S,
+        )
+        assert configs
         assert configs["retention.ms"] == ("86400000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
         assert configs["min.insync.replicas"][1] == ConfigSource.DEFAULT_CONFIG.value
 
@@ -134,13 +165,21 @@ def test_alter_through_one_broker_reaches_every_broker(chroot: str, broker_facto
     assert alter_on(brokers[2], changes, validate_only=False) == 0
     topic_source = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     for broker in brokers.values():
-        eventually(functools.partial(min_insync_is, broker, "4"))
+        wait_until(
+            functools.partial(min_insync_is, broker, "4"),
+            what=f"min.insync.replicas=4 on broker {broker.node_id}",
+            timeout=SETTLE_S,
+        )
         configs = described(broker, TOPIC)
         assert configs["retention.ms"] == ("3600000", topic_source)  # incremental: kept
         assert configs["segment.bytes"][1] == ConfigSource.DEFAULT_CONFIG.value
     # Every leader (one per broker) applied it to its log: acks=all is refused.
     for partition, leader in leader_of.items():
-        code = eventually(functools.partial(acks_all_refused, brokers[leader], partition))
+        code = wait_until(
+            functools.partial(acks_all_refused, brokers[leader], partition),
+            what=f"acks=all refused by leader {leader} of partition {partition}",
+            timeout=SETTLE_S,
+        )
         assert code == ErrorCode.not_enough_replicas
 
     # confluent-kafka's AdminClient: DELETE the override; acks=all works again everywhere.
@@ -156,7 +195,11 @@ def test_alter_through_one_broker_reaches_every_broker(chroot: str, broker_facto
     entry = future.result(30)["min.insync.replicas"]
     assert (entry.value, entry.source) == ("1", ConfigSource.DEFAULT_CONFIG.value)
     for partition, leader in leader_of.items():
-        eventually(functools.partial(acks_all_accepted, brokers[leader], partition))
+        wait_until(
+            functools.partial(acks_all_accepted, brokers[leader], partition),
+            what=f"acks=all accepted by leader {leader} of partition {partition}",
+            timeout=SETTLE_S,
+        )
     assert described(brokers[3], TOPIC)["retention.ms"][0] == "3600000"
 
 
@@ -167,21 +210,30 @@ def test_enabling_unclean_election_on_a_topic_elects_its_offline_partition(
     the other replica is out of sync; setting the topic's unclean.leader.election.enable through
     a non-controller broker makes the controller elect that replica at once."""
     brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2, 3)}
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()))
+    wait_registered(brokers)
     admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
     admin.create_topics([NewTopic(TOPIC, 3, 2)])[TOPIC].result(30)
     controller = metadata_of(brokers[1]).controller_id
     watcher = brokers[controller]
 
     def partition_without_controller() -> Any:
-        found = metadata_of(watcher).topic(TOPIC).partitions
-        return next(p for p in found.values() if controller not in p.replicas and len(p.isr) == 2)
+        found = metadata_of(watcher).topic(TOPIC).partitions.values()
+        return next((p for p in found if controller not in p.replicas and len(p.isr) == 2), None)
 
-    first = eventually(partition_without_controller)  # the controller stays up throughout
+    first = wait_until(  # the controller stays up throughout
+        partition_without_controller,
+        what=f"a partition of {TOPIC} in sync on two brokers other than the controller",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,  # the controller's metadata may not list the topic yet
+    )
     index, leader = first.partition, first.leader
     lagging = next(r for r in first.replicas if r != leader)
     brokers[lagging].kill()
-    eventually(lambda: list(metadata_of(watcher).topic(TOPIC).partitions[index].isr) == [leader])
+    wait_until(
+        lambda: list(metadata_of(watcher).topic(TOPIC).partitions[index].isr) == [leader],
+        what=f"ISR of partition {index} shrunk to its leader {leader}",
+        timeout=SETTLE_S,
+    )
     brokers[leader].kill()
     brokers[lagging].restart()
 
@@ -189,15 +241,17 @@ def test_enabling_unclean_election_on_a_topic_elects_its_offline_partition(
         live = metadata_of(watcher).brokers
         return lagging in live and leader not in live
 
-    eventually(settled)
+    wait_until(settled, what=f"broker {lagging} back and {leader} gone", timeout=SETTLE_S)
     # The controller handled both changes; the clean rule finds no live ISR member.
     assert metadata_of(watcher).topics[TOPIC].partitions[index].leader == -1
 
     assert alter_on(brokers[lagging], {"unclean.leader.election.enable": "true"}, False) == 0
-    elected = eventually(
-        lambda: (p := metadata_of(watcher).topic(TOPIC).partitions[index]).leader == lagging and p
+    elected = wait_until(
+        lambda: (p := metadata_of(watcher).topic(TOPIC).partitions[index]).leader == lagging and p,
+        what=f"the out-of-sync replica {lagging} elected",
+        timeout=SETTLE_S,
     )
-    assert list(elected.isr) == [lagging]
+    assert elected and list(elected.isr) == [lagging]
 
 
 def test_listener_handles_changes_in_order_and_purges_old_ones(chroot: str) -> None:
@@ -221,10 +275,17 @@ def test_listener_handles_changes_in_order_and_purges_old_ones(chroot: str) -> N
                 f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", encode_change("clients", "x"), sequence=True
             )
             await notify_topic_change(zk, "b")
-            await until_async(lambda: seen == ["a", "b"])
+
+            async def handled_a_b() -> bool:
+                return seen == ["a", "b"]
+
+            async def handled_a_b_c() -> bool:
+                return seen == ["a", "b", "c"]
+
+            await wait_until_async(handled_a_b, what="changes a and b handled, in order")
             clock.advance(1_000)
             last = await notify_topic_change(zk, "c")  # wakes the listener, which purges
-            await until_async(lambda: seen == ["a", "b", "c"])
+            await wait_until_async(handled_a_b_c, what="change c handled")
             remaining = await zk.children(CONFIG_CHANGES)
             assert remaining == [last.rsplit("/", 1)[1]]
             assert first.rsplit("/", 1)[1] not in remaining
@@ -233,14 +294,6 @@ def test_listener_handles_changes_in_order_and_purges_old_ones(chroot: str) -> N
             await zk.close()
 
     asyncio.run(scenario())
-
-
-async def until_async(condition: Any, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from infra.stack import BrokerProcess
-from tests.cluster_probes import eventually, metadata_of
+from tests.cluster_probes import SETTLE_S, metadata_of
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 SESSION = {
@@ -35,6 +36,14 @@ def topic_dirs(broker: BrokerProcess) -> list[str]:
 
 def dirs_are(broker: BrokerProcess, expected: list[str]) -> bool:
     return topic_dirs(broker) == expected
+
+
+def wait_dirs(broker: BrokerProcess, expected: list[str]) -> None:
+    wait_until(
+        functools.partial(dirs_are, broker, expected),
+        what=f"broker {broker.node_id} holds exactly {expected}",
+        timeout=SETTLE_S,
+    )
 
 
 def forgotten(broker: BrokerProcess) -> bool:
@@ -78,7 +87,11 @@ def test_deletion_waits_for_a_down_replica_and_the_name_is_reusable(
     chroot: str, broker_factory: Any
 ) -> None:
     brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2, 3)}
-    eventually(lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()))
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()),
+        what="brokers 1, 2 and 3 registered",
+        timeout=SETTLE_S,
+    )
     controller = metadata_of(brokers[1]).controller_id
     victim = next(n for n in (3, 2, 1) if n != controller)
     survivor = brokers[controller]
@@ -87,15 +100,23 @@ def test_deletion_waits_for_a_down_replica_and_the_name_is_reusable(
     produce(survivor.bootstrap, [b"old-%d" % i for i in range(10)])
     expected = [f"{TOPIC}-{p}" for p in range(PARTITIONS)]
     for broker in brokers.values():
-        eventually(functools.partial(dirs_are, broker, expected))
+        wait_dirs(broker, expected)
 
     brokers[victim].kill()
-    eventually(lambda: victim not in metadata_of(survivor).brokers)
+    wait_until(
+        lambda: victim not in metadata_of(survivor).brokers,
+        what=f"broker {victim} gone from the metadata",
+        timeout=SETTLE_S,
+    )
     admin.delete_topics([TOPIC])[TOPIC].result(30)
 
     others = [b for n, b in brokers.items() if n != victim]
     for broker in others:
-        eventually(functools.partial(forgotten, broker))
+        wait_until(
+            functools.partial(forgotten, broker),
+            what=f"{TOPIC} forgotten by broker {broker.node_id}",
+            timeout=SETTLE_S,
+        )
     # The down replica has not answered: the deletion is still pending, the name still taken.
     assert zk_exists(chroot, f"/admin/delete_topics/{TOPIC}")
     assert zk_exists(chroot, f"/brokers/topics/{TOPIC}")
@@ -104,15 +125,28 @@ def test_deletion_waits_for_a_down_replica_and_the_name_is_reusable(
     assert topic_dirs(brokers[victim]) == expected
 
     brokers[victim].restart()
-    eventually(lambda: not topic_dirs(brokers[victim]))
-    eventually(lambda: not zk_exists(chroot, f"/brokers/topics/{TOPIC}"))
+    wait_until(
+        lambda: not topic_dirs(brokers[victim]),
+        what=f"{TOPIC}'s logs deleted by the returning broker {victim}",
+        timeout=SETTLE_S,
+    )
+    wait_until(
+        lambda: not zk_exists(chroot, f"/brokers/topics/{TOPIC}"),
+        what=f"/brokers/topics/{TOPIC} deleted",
+        timeout=SETTLE_S,
+    )
     assert not zk_exists(chroot, f"/admin/delete_topics/{TOPIC}")
     assert not zk_exists(chroot, f"/config/topics/{TOPIC}")
 
     # The name is free again, and the new topic starts empty (fresh logs on every replica).
     create(admin)
     for broker in brokers.values():
-        eventually(functools.partial(dirs_are, broker, expected))
-    eventually(lambda: watermarks(survivor.bootstrap) == [(0, 0)] * PARTITIONS)
+        wait_dirs(broker, expected)
+    wait_until(
+        lambda: watermarks(survivor.bootstrap) == [(0, 0)] * PARTITIONS,
+        what=f"the new {TOPIC} empty",
+        timeout=SETTLE_S,
+        retry_on=(KafkaException,),  # ListOffsets refused while its leaders are elected
+    )
     produce(brokers[victim].bootstrap, [b"new"])
     assert sorted(watermarks(survivor.bootstrap)) == [(0, 0), (0, 1)]

@@ -10,6 +10,7 @@ from brokers.controller import zk_paths
 from brokers.controller.state import LeaderAndIsr, TopicPartition
 from brokers.controller.zk_client import ZkClient
 from brokers.controller.zk_isr_writer import ZkIsrWriter
+from tests.polling import wait_until_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 TP = TopicPartition("orders", 2)
@@ -70,9 +71,11 @@ def test_the_notification_is_written_after_the_delay_without_a_flush(chroot: str
         zk, version = await seeded(chroot)
         writer = ZkIsrWriter(zk, broker_id=1, notify_delay_s=0.01)
         await writer.write_isr("orders", 2, 4, [1, 3], version, 7)
-        async with asyncio.timeout(10):
-            while not await zk.children(zk_paths.ISR_CHANGE_NOTIFICATION):
-                await asyncio.sleep(0.02)
+
+        async def notified() -> bool:
+            return bool(await zk.children(zk_paths.ISR_CHANGE_NOTIFICATION))
+
+        await wait_until_async(notified, what="an ISR change notification", timeout=10)
         await writer.close()
         await zk.close()
 

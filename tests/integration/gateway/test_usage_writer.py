@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from brokers.client import ClientConfig, Cluster, TopicPartition
 from brokers.client.consumer import fetch
+from brokers.client.errors import BrokerConnectionError, BrokerResponseError, NoLeaderError
 from brokers.client.log_dirs import describe_log_dirs
 from brokers.client.producer import produce
 from brokers.client.topics import NewTopic, create_topics
@@ -24,6 +25,7 @@ from brokers.records.builder import read_batch, simple_batch
 from gateway.metering import StorageSampler, UsageKey, UsageMeter, UsageWriter
 from infra.stack import BrokerProcess
 from tenancy.usage import USAGE_TOPIC, StorageSample, TrafficRecord, UsageRecord, decode
+from tests.polling import wait_until_async
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
@@ -55,13 +57,6 @@ async def read_usage(cluster: Cluster) -> list[UsageRecord]:
     return records
 
 
-async def poll(check: Callable[[], Awaitable[bool]]) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        await asyncio.sleep(0.05)
-
-
 def traffic_sums(records: list[UsageRecord]) -> dict[str, int]:
     sums: Counter[str] = Counter()
     for r in records:
@@ -86,7 +81,7 @@ def test_recorded_usage_reads_back_with_the_same_sums(broker: BrokerProcess) -> 
         async def all_written() -> bool:
             return traffic_sums(await read_usage(cluster)) == expected
 
-        await poll(all_written)
+        await wait_until_async(all_written, what=f"usage sums {expected}", timeout=DEADLINE_S)
         await writer.stop()
         records = await read_usage(cluster)
         assert len({r.id for r in records}) == len(records)
@@ -109,7 +104,9 @@ def test_a_flush_retried_after_a_broker_restart_writes_each_id_once(broker: Brok
         writer = writer_for(cluster, meter, registry)
         await writer.start()
         meter.record(KEYS[0], requests=5)
-        await poll(lambda: _has_requests(cluster, 5))
+        await wait_until_async(
+            lambda: _has_requests(cluster, 5), what="5 requests written", timeout=DEADLINE_S
+        )
         await asyncio.to_thread(broker.stop)
         meter.record(KEYS[0], requests=7)
         meter.record(KEYS[1], requests=11)
@@ -117,9 +114,16 @@ def test_a_flush_retried_after_a_broker_restart_writes_each_id_once(broker: Brok
         async def a_flush_failed() -> bool:
             return failures() > 0
 
-        await poll(a_flush_failed)
+        await wait_until_async(
+            a_flush_failed, what="a flush failed while the broker is down", timeout=DEADLINE_S
+        )
         await asyncio.to_thread(broker.restart)
-        await poll(lambda: _has_requests(cluster, 23))
+        await wait_until_async(
+            lambda: _has_requests(cluster, 23),
+            what="23 requests written after the restart",
+            timeout=DEADLINE_S,
+            retry_on=BROKER_COMING_BACK,
+        )
         await writer.stop()
         records = await read_usage(cluster)
         assert len({r.id for r in records}) == len(records)
@@ -128,11 +132,13 @@ def test_a_flush_retried_after_a_broker_restart_writes_each_id_once(broker: Brok
     run(broker, body)
 
 
+# What a read raises while the restarted broker comes back: no connection yet, or its partitions
+# not led again yet (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE).
+BROKER_COMING_BACK = (BrokerConnectionError, NoLeaderError, BrokerResponseError)
+
+
 async def _has_requests(cluster: Cluster, total: int) -> bool:
-    try:
-        return traffic_sums(await read_usage(cluster)).get("requests", 0) >= total
-    except Exception:  # the broker is still coming back
-        return False
+    return traffic_sums(await read_usage(cluster)).get("requests", 0) >= total
 
 
 def tenant_topic(name: str) -> tuple[str, str] | None:
@@ -166,7 +172,7 @@ def test_storage_samples_carry_describe_log_dirs_sizes(broker: BrokerProcess) ->
             stored = [r for r in await read_usage(cluster) if isinstance(r, StorageSample)]
             return sorted(stored, key=lambda s: s.partition) == samples
 
-        await poll(written)
+        await wait_until_async(written, what="the storage samples written", timeout=DEADLINE_S)
         await writer.stop()
 
     run(broker, body)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ from brokers.common.config import BrokerConfig
 
 T = TypeVar("T")
 START_TIMEOUT_S = 30.0
-WAIT_S = 30.0
 
 
 @dataclass
@@ -90,16 +88,6 @@ def node(
         loop.call_soon_threadsafe(loop.stop)
         thread.join(START_TIMEOUT_S)
         loop.close()
-
-
-def until(
-    condition: Callable[[], bool], what: str, poke: Callable[[], None] = lambda: None
-) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        poke()
-        time.sleep(0.02)
 
 
 def produce(port: int, tp: TopicPartition, batch: bytes, *, acks: int, timeout_s: float) -> Any:

@@ -22,8 +22,8 @@ from tests.integration.replication.cluster_helpers import (
     consume,
     node,
     produce,
-    until,
 )
+from tests.polling import wait_until
 from tests.unit.log.partition_helpers import make_batch
 from tests.unit.replication.replication_helpers import batches
 
@@ -73,7 +73,7 @@ def test_follower_replicates_isr_shrinks_and_logs_end_identical(tmp_path: Path) 
             )
             assert answer.error_code == ErrorCode.none and answer.base_offset == 2 * i
             assert follower.call(lambda: copy.log.log_end_offset) >= 2 * i + 2
-        until(lambda: follower.call(lambda: copy.high_watermark) == 6, "follower HW")
+        wait_until(lambda: follower.call(lambda: copy.high_watermark) == 6, what="follower HW")
         assert consume(follower.port, TP).error == ErrorCode.not_leader_or_follower
 
         # The follower stops fetching: the HW stays, consumers stop at it, acks=all waits.
@@ -89,11 +89,12 @@ def test_follower_replicates_isr_shrinks_and_logs_end_identical(tmp_path: Path) 
         assert timed_out.error_code == ErrorCode.request_timed_out
 
         # replica.lag.time.max.ms later the leader shrinks the ISR to itself.
-        until(
-            lambda: leader.call(lambda: lead.state.isr) == [LEADER],
-            "ISR shrink",
-            poke=lambda: leader.run(leader.broker.replicas.shrink_isrs()),
-        )
+
+        def shrunk() -> bool:  # the leader checks for laggards on its own schedule: ask now
+            leader.run(leader.broker.replicas.shrink_isrs())
+            return leader.call(lambda: lead.state.isr) == [LEADER]
+
+        wait_until(shrunk, what="ISR shrink")
         assert writer.written == [[LEADER]]
         assert leader.call(lambda: lead.high_watermark) == 8  # the leader alone is the ISR
         refused = produce(leader.port, TP, make_batch(1), acks=-1, timeout_s=5)
@@ -102,15 +103,18 @@ def test_follower_replicates_isr_shrinks_and_logs_end_identical(tmp_path: Path) 
 
         # A new epoch: the follower truncates, catches up and is expanded back into the ISR.
         apply([leader, follower], update(2, [LEADER], writer.version), controller_epoch=2)
-        until(lambda: leader.call(lambda: lead.state.isr) == [LEADER, FOLLOWER], "ISR expand")
+        wait_until(
+            lambda: leader.call(lambda: lead.state.isr) == [LEADER, FOLLOWER], what="ISR expand"
+        )
         answer = produce(leader.port, TP, make_batch(3, value=b"again"), acks=-1, timeout_s=20)
         assert answer.error_code == ErrorCode.none and answer.base_offset == 9
-        until(
-            lambda: follower.call(lambda: copy.log.log_end_offset) == 12,
-            "follower caught up",
+        wait_until(
+            lambda: follower.call(lambda: copy.log.log_end_offset) == 12, what="follower caught up"
         )
         assert leader.call(lambda: batches(lead.log)) == follower.call(lambda: batches(copy.log))
-        until(lambda: follower.call(lambda: copy.high_watermark) == 12, "follower HW after")
+        wait_until(
+            lambda: follower.call(lambda: copy.high_watermark) == 12, what="follower HW after"
+        )
 
 
 def test_stale_controller_and_leader_epochs_are_refused(tmp_path: Path) -> None:

@@ -4,8 +4,6 @@ replica id) and OffsetForLeaderEpoch APIs, into a follower `Log` on local disk."
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from brokers.replication.fetcher import EpochAnswer, EpochQuery, Phase, ReplicaF
 from brokers.replication.leader_endpoint import RemoteLeader
 from brokers.wire.errors import ErrorCode
 from tests.integration.inproc import broker_thread
+from tests.polling import wait_until_async
 from tests.unit.log.partition_helpers import make_batch
 from tests.unit.replication.replication_helpers import write_as_leader
 
@@ -31,13 +30,6 @@ TOPIC = "replicated"
 TP = TopicPartition(TOPIC, 0)
 FOLLOWER_ID = 1
 WAIT_S = 20.0
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
 
 
 def log_bytes(log: Log) -> bytes:
@@ -57,9 +49,16 @@ async def replicate(connection: BrokerConnection, log: Log, *, hw: int, until_of
     )
     fetcher.follow(TP, log, leader_epoch=0, high_watermark=hw)
     task = asyncio.create_task(fetcher.run())
+
+    async def at_end() -> bool:
+        return log.log_end_offset == until_offset
+
+    async def hw_at_end() -> bool:
+        return fetcher.high_watermark(TP) == until_offset
+
     try:
-        await until(lambda: log.log_end_offset == until_offset, f"follower at {until_offset}")
-        await until(lambda: fetcher.high_watermark(TP) == until_offset, "follower HW")
+        await wait_until_async(at_end, what=f"follower at {until_offset}", timeout=WAIT_S)
+        await wait_until_async(hw_at_end, what=f"follower HW at {until_offset}", timeout=WAIT_S)
     finally:
         fetcher.stop()
         await task

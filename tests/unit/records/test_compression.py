@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import random
 import struct
 import zlib
 
@@ -20,13 +21,20 @@ from brokers.records.compression import (
     CODEC_NAMES,
     GZIP,
     LZ4,
+    MAX_FRAMES,
     NONE,
     SNAPPY,
     ZSTD,
     compress,
     decompress,
 )
-from brokers.records.errors import CorruptRecordError, UnsupportedCompressionError
+from brokers.records.errors import (
+    CorruptRecordError,
+    DecodeBudgetError,
+    DecompressedSizeError,
+    RecordTooLargeError,
+    UnsupportedCompressionError,
+)
 from brokers.records.snappy_framing import XERIAL_HEADER, XERIAL_MAGIC
 
 pytestmark = pytest.mark.unit
@@ -88,10 +96,36 @@ def test_mangled_data_raises_only_corrupt(codec: int, data: bytes, draw: st.Data
 def test_bomb_is_refused(codec: int) -> None:
     packed = compress(codec, bytes(4 * 1024 * 1024))
     assert decompress(codec, packed, max_size=4 * 1024 * 1024) == bytes(4 * 1024 * 1024)
-    with pytest.raises(CorruptRecordError):
+    # Too large, not corrupt: the produce path answers MESSAGE_TOO_LARGE.
+    with pytest.raises(DecompressedSizeError):
         decompress(codec, packed, max_size=4 * 1024 * 1024 - 1)
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(DecompressedSizeError):
         decompress(codec, packed, max_size=1000)
+
+
+@pytest.mark.parametrize(
+    ("codec", "empty"),
+    [
+        (GZIP, gzip.compress(b"")),
+        (LZ4, lz4.frame.compress(b"", block_linked=False)),
+        (ZSTD, zstandard.ZstdCompressor().compress(b"")),
+    ],
+)
+def test_at_most_sixteen_frames_or_members(codec: int, empty: bytes) -> None:
+    # Every frame is a Python step copying the rest of the input: 10^5 empty frames in 1 MiB
+    # took seconds. Clients write one.
+    assert decompress(codec, empty * MAX_FRAMES) == b""
+    with pytest.raises(CorruptRecordError, match="more than 16"):
+        decompress(codec, empty * (MAX_FRAMES + 1))
+    with pytest.raises(CorruptRecordError, match="more than 16"):
+        decompress(codec, empty * (1_000_000 // len(empty)))
+
+
+def test_snappy_block_budget() -> None:
+    packed = compress(SNAPPY, JSONISH * 20)  # several 32 KiB blocks
+    assert decompress(SNAPPY, packed, max_blocks=100) == JSONISH * 20
+    with pytest.raises(DecodeBudgetError):
+        decompress(SNAPPY, packed, max_blocks=2)
 
 
 def test_codec_none_copies() -> None:
@@ -181,7 +215,7 @@ def test_zstd_reads_streamed_frames_without_content_size() -> None:
     assert zstandard.frame_content_size(packed) == -1
     assert decompress(ZSTD, packed) == data
     assert decompress(ZSTD, packed, max_size=len(data)) == data
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(DecompressedSizeError):
         decompress(ZSTD, packed, max_size=len(data) - 1)
 
 
@@ -194,7 +228,7 @@ def test_zstd_reads_multiple_frames_and_skips_skippable_ones() -> None:
 def test_zstd_declared_size_beyond_limit_is_refused_before_decoding() -> None:
     packed = compress(ZSTD, bytes(10_000))
     assert zstandard.frame_content_size(packed) == 10_000
-    with pytest.raises(CorruptRecordError, match="limit"):
+    with pytest.raises(DecompressedSizeError, match="limit"):
         decompress(ZSTD, packed, max_size=9_999)
 
 
@@ -210,3 +244,28 @@ def test_zstd_lying_content_size_is_corrupt() -> None:
 def test_zstd_trailing_garbage_is_corrupt() -> None:
     with pytest.raises(CorruptRecordError):
         decompress(ZSTD, compress(ZSTD, b"abc") + b"junk")
+
+
+# --- compression bounded by the size the result may have (re-encoding to a topic's codec) ---
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_bounded_compression_round_trips(codec: int) -> None:
+    data = JSONISH * 40  # over 1 MiB: several steps
+    packed = compress(codec, data, max_size=len(data) + 1024)
+    assert decompress(codec, packed) == data
+    assert compress(codec, b"", max_size=100) == compress(codec, b"")
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_bounded_compression_stops_past_the_limit(codec: int) -> None:
+    incompressible = random.Random(5).randbytes(1536 * 1024)
+    with pytest.raises(RecordTooLargeError, match="limit"):
+        compress(codec, incompressible, max_size=64 * 1024)
+
+
+def test_bounded_lz4_keeps_kafkas_frame_format() -> None:
+    packed = compress(LZ4, JSONISH * 40, max_size=10**8)
+    flags = packed[4]
+    assert flags & 0x20 and not flags & 0x08  # independent blocks, no content size
+    assert kafka_codec.lz4_decode(packed) == JSONISH * 40

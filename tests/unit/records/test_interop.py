@@ -75,7 +75,7 @@ def test_client_built_batches_decode(builder_name: str, codec: int) -> None:
     assert header.records_count == header.last_offset_delta + 1 == len(rows)
     validated = validate_for_append(
         batch, now_ms=BASE_TS, max_message_bytes=1 << 20, timestamp_before_max_ms=60_000,
-        timestamp_after_max_ms=60_000, requires_keys=False, deep=True,
+        timestamp_after_max_ms=60_000, requires_keys=False,
     )  # fmt: skip
     assert validated == [(0, header)]
 

@@ -1,4 +1,6 @@
-"""Leader-side validation: every failure maps to Kafka's error, valid batches pass, bit flips fail."""
+"""Leader-side validation: every failure maps to Kafka's error, valid batches pass, bit flips fail.
+
+Every batch's records are walked (per-record validation is always on, as in Kafka)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from brokers.records.builder import build_batch, simple_batch
 from brokers.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from brokers.records.errors import (
     CorruptRecordError,
+    DecompressedSizeError,
     InvalidRecordError,
     InvalidTimestampError,
     RecordError,
@@ -30,7 +33,7 @@ from brokers.records.errors import (
     UnsupportedMagicError,
 )
 from brokers.records.record import Record
-from brokers.records.validate import deep_validate, validate_for_append
+from brokers.records.validate import validate_for_append
 
 pytestmark = pytest.mark.unit
 
@@ -68,7 +71,7 @@ def patched(data: bytes, **fields: Any) -> bytes:
 def test_valid_batch_passes(codec: int) -> None:
     data = batch(5, compression=codec, producer_id=4, producer_epoch=0, base_sequence=0)
     assert validate(data) == [(0, parse_header(data))]
-    assert validate(data, requires_keys=True, deep=True) == [(0, parse_header(data))]
+    assert validate(data, requires_keys=True) == [(0, parse_header(data))]
 
 
 def test_no_batch() -> None:
@@ -225,47 +228,70 @@ def test_log_append_time_topic_ignores_create_times() -> None:
 @pytest.mark.parametrize("codec", [NONE, SNAPPY, ZSTD])
 def test_compacted_topic_requires_keys(codec: int) -> None:
     keyless = batch(3, keys=[b"a", None, b"c"], compression=codec)
-    assert validate(keyless)  # header-only path does not look inside
-    with pytest.raises(InvalidRecordError, match="key"):
+    assert validate(keyless)  # a topic that is not compacted takes keyless records
+    with pytest.raises(InvalidRecordError, match="key") as refused:
         validate(keyless, requires_keys=True)
+    assert refused.value.record_index == 1
 
 
-def test_default_path_is_header_only() -> None:
-    # Garbage records under a valid header and CRC pass unless something looks inside.
-    data = patched(batch(2)[:HEADER_SIZE] + b"\xff" * 20, batch_length=HEADER_SIZE - 12 + 20)
-    assert validate(data)
-    with pytest.raises(InvalidRecordError):
+@pytest.mark.parametrize("codec", [NONE, GZIP, ZSTD])
+def test_every_record_timestamp_is_checked(codec: int) -> None:
+    # The header's base and max are fine; the second record is two days old.
+    stale = [NOW, NOW - 48 * HOUR, NOW + 5]
+    data = batch(3, timestamps=stale, compression=codec)
+    header = parse_header(data)
+    assert (header.base_timestamp, header.max_timestamp) == (NOW, NOW + 5)
+    with pytest.raises(InvalidTimestampError, match="record 1") as refused:
+        validate(data)
+    assert refused.value.record_index == 1
+    assert validate(data, timestamp_before_max_ms=49 * HOUR)
+
+
+def test_timestamp_error_wins_over_key_error_as_kafka_decides() -> None:
+    data = batch(3, keys=[None, b"b", b"c"], timestamps=[NOW, NOW, NOW - 2 * HOUR])
+    with pytest.raises(InvalidTimestampError):
         validate(data, requires_keys=True)
 
 
-def test_actual_record_count_must_match_header() -> None:
-    short = patched(batch(2), records_count=3, last_offset_delta=2)
-    assert validate(short)
-    with pytest.raises(InvalidRecordError):
-        validate(short, requires_keys=True)
+def test_garbage_records_under_a_valid_header_are_refused() -> None:
+    data = patched(batch(2)[:HEADER_SIZE] + b"\xff" * 20, batch_length=HEADER_SIZE - 12 + 20)
+    with pytest.raises(InvalidRecordError, match="invalid record structure"):
+        validate(data)
 
 
-def test_deep_checks_offset_deltas() -> None:
+@pytest.mark.parametrize("codec", [NONE, LZ4])
+def test_actual_record_count_must_match_header(codec: int) -> None:
+    short = patched(batch(2, compression=codec), records_count=3, last_offset_delta=2)
+    with pytest.raises(InvalidRecordError, match="premature EOF"):
+        validate(short)
+    forged = patched(
+        batch(1, compression=codec), records_count=2**31 - 1, last_offset_delta=2**31 - 2
+    )
+    with pytest.raises(InvalidRecordError, match="premature EOF"):
+        validate(forged)
+    long = patched(batch(3, compression=codec), records_count=2, last_offset_delta=1)
+    with pytest.raises(InvalidRecordError, match="still remaining"):
+        validate(long)
+
+
+def test_offset_deltas_must_run_from_zero() -> None:
     gap = build_batch([Record(0, 0, b"k", b"v"), Record(2, 0, b"k", b"v")], last_offset_delta=1)
-    assert validate(gap, requires_keys=True)
     with pytest.raises(InvalidRecordError, match="offset delta"):
-        validate(gap, deep=True)
-    with pytest.raises(InvalidRecordError, match="offset delta"):
-        deep_validate(gap)
+        validate(gap)
 
 
-def test_deep_validate_garbage_compressed_payload_is_corrupt() -> None:
+def test_garbage_compressed_payload_is_corrupt() -> None:
     data = patched(
         batch(2)[:HEADER_SIZE] + b"\x00" * 20, batch_length=HEADER_SIZE - 12 + 20, attributes=LZ4
     )
     with pytest.raises(CorruptRecordError):
-        deep_validate(data)
+        validate(data)
 
 
 def test_decompression_bomb_in_a_compacted_topic() -> None:
     data = simple_batch([bytes(2_000_000)], keys=[b"k"], compression=ZSTD, timestamps=[NOW])
     assert len(data) < 1_000
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(DecompressedSizeError):
         validate(data, requires_keys=True, max_decompressed_size=1_000_000)
     assert validate(data, requires_keys=True)
 
@@ -274,7 +300,7 @@ def test_decompression_bomb_in_a_compacted_topic() -> None:
 @given(st.binary(max_size=200), st.booleans())
 def test_random_bytes_raise_only_record_errors(data: bytes, origin_client: bool) -> None:
     with contextlib.suppress(RecordError):
-        validate(data, origin_client=origin_client, requires_keys=True, deep=True)
+        validate(data, origin_client=origin_client, requires_keys=True)
 
 
 @settings(max_examples=300, deadline=None)
@@ -290,4 +316,4 @@ def test_mangled_records_under_a_valid_crc_raise_only_record_errors(
         data[index] = draw.draw(st.integers(0, 255))
     data[CRC_OFFSET:ATTRIBUTES_OFFSET] = batch_crc(data, 0, len(data)).to_bytes(4)
     with contextlib.suppress(RecordError):
-        validate(data, requires_keys=True, deep=True)
+        validate(data, requires_keys=True)

@@ -11,6 +11,7 @@ import pytest
 from brokers.common.clock import ManualClock
 from brokers.records.errors import CorruptRecordError
 from brokers.replication.fetcher import Phase, ReplicaFetcher, complete_batches
+from tests.polling import wait_until_async
 from tests.unit.log.partition_helpers import make_batch
 from tests.unit.replication.replication_helpers import (
     TP,
@@ -250,15 +251,15 @@ def test_an_unexpected_error_backs_off_instead_of_ending_the_fetcher(
     fetcher = fetcher_for(leader, clock)
     fetcher.follow(TP, b, leader_epoch=0, high_watermark=0)
 
+    async def caught_up() -> bool:
+        if leader.failed:
+            clock.advance(2_000)  # past the back-off
+            fetcher._wake.set()
+        return b.log_end_offset == 2
+
     async def scenario() -> None:
         task = asyncio.ensure_future(fetcher.run())
-        for _ in range(200):
-            await asyncio.sleep(0.01)
-            if leader.failed:
-                clock.advance(2_000)  # past the back-off
-                fetcher._wake.set()
-            if b.log_end_offset == 2:
-                break
+        await wait_until_async(caught_up, what="b caught up after the failure", timeout=5)
         assert not task.done(), "the fetcher task ended"
         fetcher.stop()
         await asyncio.wait_for(task, 5)

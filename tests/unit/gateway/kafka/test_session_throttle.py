@@ -15,6 +15,7 @@ from gateway.kafka.exchange import Buffer
 from gateway.kafka.metrics import GatewayMetrics
 from gateway.kafka.services import SessionServices
 from gateway.kafka.session import Channel, Session
+from tests.polling import wait_until_async
 
 pytestmark = pytest.mark.unit
 
@@ -68,9 +69,11 @@ async def _throttled_then_unmuted() -> None:
     s.on_frame(memoryview(b"b"))
     s.on_frame(memoryview(b"c"))
     assert s.taken == 1  # held behind the throttle
-    deadline = asyncio.get_running_loop().time() + 5
-    while s.taken < 3 and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.01)  # until the throttle's own timer unmutes
+
+    async def unmuted() -> bool:  # by the throttle's own timer
+        return s.taken >= 3
+
+    await wait_until_async(unmuted, what="the held frames taken", timeout=5, interval=0.01)
     assert s.taken == 3
     assert not channel.paused
 
