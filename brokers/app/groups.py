@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry
 
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfigError
+from brokers.common.descriptors import DescriptorLimitError
 from brokers.controller.errors import ControllerError
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.errors import (
@@ -44,7 +45,7 @@ from brokers.coordinator.group_coordinator import GroupCoordinator
 from brokers.coordinator.metrics import GroupMetricsCollector
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
 from brokers.handlers.services import MetadataView, TopicAdmin
-from brokers.log.errors import LogError
+from brokers.log.errors import LogError, StorageError
 from brokers.records.batch import iter_headers
 from brokers.records.errors import RecordTooLargeError
 from brokers.replication import errors as replication_errors
@@ -98,6 +99,12 @@ class BrokerOffsetsTopic:
                 )
             except ControllerError as exc:  # ZooKeeper unreachable: FindCoordinator retries
                 raise CoordinatorNotAvailableError(str(exc)) from exc
+            except (DescriptorLimitError, StorageError) as exc:
+                # Out of open files (or a disk fault) creating the internal topic: the client
+                # retries FindCoordinator, as Kafka's answer while the topic cannot be created.
+                raise CoordinatorNotAvailableError(
+                    f"{OFFSETS_TOPIC} cannot be created: {exc}"
+                ) from exc
             log.info(
                 "event=offsets_topic_created partitions=%d replication_factor=%d",
                 self.partition_count(),
