@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 from pier import billing_cli, cluster_cli, gateway_cli, groups_cli, tenancy_cli
 
@@ -146,7 +148,12 @@ async def _serve(config: object) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await broker.start()
+    if not await _started_unless_stopped(broker.start(), stop):
+        # SIGTERM while starting (e.g. waiting for a dead session's registration to expire):
+        # stop now rather than after the start-up wait, which may outlast a launcher's patience.
+        logging.getLogger("pier.broker").info("event=stopped_while_starting")
+        await broker.stop()
+        return 0
     print(
         f"pier broker ready node_id={config.node_id} listener={config.host}:{broker.port}",
         file=sys.stderr,
@@ -156,3 +163,19 @@ async def _serve(config: object) -> int:
     await broker.stop()
     logging.getLogger("pier.broker").info("event=shutdown clean=true")
     return 0
+
+
+async def _started_unless_stopped(start: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
+    """Run `start` to completion (its errors propagate) unless `stop` is set first: then cancel
+    it and answer False."""
+    starting = asyncio.ensure_future(start)
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if starting.done():
+        stopping.cancel()
+        starting.result()
+        return True
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await starting
+    return False

@@ -129,6 +129,7 @@ class Broker:
         self.cluster = cluster
         self._listener: Listener | None = None
         self._jobs: list[asyncio.Task[None]] = []
+        self._joined = False  # registered in ZooKeeper; stop() before that has nothing to move
 
     @property
     def port(self) -> int:
@@ -159,6 +160,7 @@ class Broker:
             )
         if self.cluster is not None:
             await self.cluster.start()
+            self._joined = True
             self._schedule(self.replicas.isr_shrink_interval_ms, self.replicas.shrink_isrs)
         if self.config.metrics_port is not None:
             start_http_server(
@@ -177,7 +179,7 @@ class Broker:
 
     async def stop(self) -> None:
         """Close the listener first so no append races the final flush and checkpoint."""
-        if self.cluster is not None:  # leadership moves away while we still serve (Kafka)
+        if self.cluster is not None and self._joined:  # leadership moves away first (Kafka)
             await self.cluster.controlled_shutdown()
         if self._listener is not None:
             await self._listener.stop()
