@@ -1,5 +1,5 @@
-"""DescribeProducers (key 61), version 0 (all there is; Pier's brokers do not serve it yet, so
-it is not advertised until they do): topic names are the tenant's (RW); the answer's topics not
+"""DescribeProducers (key 61), version 0 (all there is; advertised because the brokers serve it,
+as the gateway's table is intersected with theirs): topic names are the tenant's (RW); the answer's topics not
 the tenant's are dropped, the others stripped, error messages made safe (`groups_common.message`).
 Kafka's ACL: READ on each topic, else its partitions get TOPIC_AUTHORIZATION_FAILED locally while
 the rest is forwarded (merged in request order). Runs on the event loop.
