@@ -8,9 +8,9 @@ Blocking; each call creates and closes its own clients, so functions are safe fr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -18,7 +18,6 @@ from confluent_kafka.cimpl import NewTopic
 
 from tests.polling import wait_until
 
-T = TypeVar("T")
 ADMIN_TIMEOUT_S = 30.0
 
 
@@ -32,16 +31,6 @@ class StoredRecord:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
     timestamp_ms: int
-
-
-def wait_for(
-    probe: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.1
-) -> T:
-    """Deprecated: call `tests.polling.wait_until`. Kept, delegating, for tests/e2e/test_retention.py
-    until it is converted (another change is editing it)."""
-    result = wait_until(probe, what=what, timeout=timeout, interval=interval)
-    assert result is not None
-    return result
 
 
 def create_topic(

@@ -35,7 +35,6 @@ from tests.e2e.kafka_admin import (
     consumer_config,
     create_topic,
     read_partitions,
-    wait_for,
     watermarks,
 )
 from tests.polling import wait_until
@@ -75,9 +74,11 @@ def wait_for_log_start(broker: BrokerProcess, topic: str) -> tuple[int, int]:
         low, high = watermarks(broker.bootstrap, topic, 0)
         return (low, high) if low > 0 else None
 
-    return wait_for(
-        moved, timeout=RETENTION_DEADLINE_S, what=f"log start of {topic} to move", interval=0.3
+    found = wait_until(
+        moved, what=f"log start of {topic} past 0", timeout=RETENTION_DEADLINE_S, interval=0.3
     )
+    assert found is not None
+    return found
 
 
 def assert_readable_from_log_start(broker: BrokerProcess, topic: str, low: int, high: int) -> None:
@@ -111,10 +112,10 @@ def test_retention_bytes_keeps_the_partition_under_its_budget(
     fill(module_broker.bootstrap, topic_name)
     wait_for_log_start(module_broker, topic_name)
     # Kafka deletes the oldest segment only while the log without it still holds ≥ the budget.
-    wait_for(
+    wait_until(
         lambda: live_log_bytes(module_broker.data_dir, topic_name) < budget + SEGMENT_BYTES,
-        timeout=RETENTION_DEADLINE_S,
         what="log size under budget + one segment",
+        timeout=RETENTION_DEADLINE_S,
     )
     assert live_log_bytes(module_broker.data_dir, topic_name) >= budget
     low, high = watermarks(module_broker.bootstrap, topic_name, 0)
@@ -199,9 +200,10 @@ def test_confluent_consumer_below_log_start_gets_offset_out_of_range(
                     return error
             return None
 
-        error = wait_for(first_error, timeout=30, what="an offset reset error")
+        error = wait_until(first_error, what="an offset reset error", timeout=30, interval=0)
     finally:
         consumer.close()
+    assert error is not None
     assert error.code() == KafkaError._AUTO_OFFSET_RESET
     assert "out of range" in error.str().lower() or "OFFSET_OUT_OF_RANGE" in error.str()
 

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +31,7 @@ from infra.stack import (
     start_zookeeper,
     zookeeper_ready,
 )
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -235,6 +235,28 @@ def children_of(pid: int) -> dict[int, str]:
     return found
 
 
+def wait_for_output(
+    output: Path, process: subprocess.Popen[bytes], text: str, *, timeout: float
+) -> str:
+    """Until `process` (a launcher writing to `output`) has printed `text`; all it printed.
+    Fails at once if it exits first; either failure shows what it printed."""
+
+    def printed() -> str | None:
+        so_far = output.read_text()
+        if text in so_far:
+            return so_far
+        if process.poll() is not None:
+            raise AssertionError(f"exited with status {process.returncode} first")
+        return None
+
+    try:
+        found = wait_until(printed, what=f"{text!r} printed", timeout=timeout)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; it printed:\n{output.read_text()}") from error
+    assert found is not None
+    return found
+
+
 def test_up_prints_client_snippets_and_stops_everything_on_ctrl_c(
     tmp_path: Path, stand_in: tuple[str, ...]
 ) -> None:
@@ -253,10 +275,7 @@ def test_up_prints_client_snippets_and_stops_everything_on_ctrl_c(
     with output.open("wb") as sink:
         up = subprocess.Popen([sys.executable, "-c", driver], stdout=sink, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while "Press Ctrl-C" not in output.read_text() and up.poll() is None:
-            assert time.monotonic() < deadline, output.read_text()
-            time.sleep(0.05)
+        wait_for_output(output, up, "Press Ctrl-C", timeout=30)
         children = children_of(up.pid)
         assert sorted(
             "broker" if "stand_in_broker" in cmd else "admin-api" if "admin-api" in cmd else cmd
@@ -296,7 +315,9 @@ def test_children_die_when_the_launcher_is_killed(
     launcher.kill()
     launcher.wait()
     launcher.stdout.close()
-    deadline = time.monotonic() + 10
-    while pid_running(broker_pid):
-        assert time.monotonic() < deadline, "broker outlived its SIGKILLed launcher"
-        time.sleep(0.02)
+    wait_until(
+        lambda: not pid_running(broker_pid),
+        what="the broker gone after its launcher was SIGKILLed",
+        timeout=10,
+        interval=0.02,
+    )

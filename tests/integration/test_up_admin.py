@@ -17,7 +17,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ import pytest
 from infra.probes import port_in_use
 from infra.process import pid_running
 from infra.stack import free_port
-from tests.integration.test_launcher import children_of
+from tests.integration.test_launcher import children_of, wait_for_output
 
 pytestmark = pytest.mark.integration
 
@@ -51,11 +50,7 @@ class UpRun:
         return self.output.read_text()
 
     def wait_until_up(self) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while "Press Ctrl-C" not in self.text():
-            assert self.process.poll() is None, f"infra/up exited early:\n{self.text()}"
-            assert time.monotonic() < deadline, f"infra/up not up after {WAIT_S}s:\n{self.text()}"
-            time.sleep(0.05)
+        wait_for_output(self.output, self.process, "Press Ctrl-C", timeout=WAIT_S)
 
     def wait_exit(self) -> int:
         try:

@@ -13,18 +13,18 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from infra.probes import port_in_use
 from infra.process import pid_running
 from infra.stack import free_port
-from tests.integration.test_launcher import children_of
+from tests.integration.test_launcher import children_of, wait_for_output
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -43,12 +43,9 @@ def consecutive_free_ports(count: int) -> int:
 
 
 def wait_for(output: Path, process: subprocess.Popen[bytes], text: str) -> str:
-    deadline = time.monotonic() + WAIT_S
-    while text not in (printed := output.read_text()):
-        assert process.poll() is None, f"infra/up exited early:\n{printed}"
-        assert time.monotonic() < deadline, f"infra/up not up after {WAIT_S}s:\n{printed}"
-        time.sleep(0.1)
-    return printed
+    """Until infra/up has printed `text` to `output`; all it printed (test_up_crash_restart.py
+    waits with this too)."""
+    return wait_for_output(output, process, text, timeout=WAIT_S)
 
 
 def kinds(pids: dict[int, str]) -> list[str]:
@@ -90,13 +87,16 @@ def round_trip(bootstrap: str) -> None:
     )
     consumer.subscribe([topic])
     seen: set[bytes] = set()
-    deadline = time.monotonic() + 60
+
+    def all_read() -> bool:
+        for message in consumer.consume(RECORDS, timeout=1.0):
+            if message.error() is not None:
+                raise KafkaException(message.error())
+            seen.add(message.value() or b"")
+        return len(seen) >= RECORDS
+
     try:
-        while len(seen) < RECORDS and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            value = None if message is None or message.error() else message.value()
-            if value is not None:
-                seen.add(value)
+        wait_until(all_read, what=f"{RECORDS} records read back", timeout=60, interval=0)
     finally:
         consumer.close()
     assert seen == {f"record-{i}".encode() for i in range(RECORDS)}
@@ -119,16 +119,18 @@ def demo_round_trip(gateway: str, credentials_file: Path) -> None:
     assert producer.flush(60) == 0
     consumer = Consumer({**config, "group.id": topic, "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    deadline = time.monotonic() + 60
+
+    def record_back() -> bytes | None:
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is not None:
+            raise KafkaException(message.error())
+        return None if message is None else message.value()
+
     try:
-        while True:
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                assert message.value() == b"through the gateway"
-                break
-            assert time.monotonic() < deadline, "the demo record never came back"
+        value = wait_until(record_back, what="the demo record read back", timeout=60, interval=0)
     finally:
         consumer.close()
+    assert value == b"through the gateway"
     topics = AdminClient(config).list_topics(timeout=30).topics
     assert topic in topics and not any(name.startswith("demo_") for name in topics)
 
@@ -145,16 +147,17 @@ def demo_usage_rolled_up(state: Path) -> None:
         f"sqlite:///{state / 'tenancy.db'}",
     ]
     argv += ["--tenant", "demo", "--from", "2000-01-01", "--to", "2100-01-01"]
-    deadline = time.monotonic() + WAIT_S
-    while True:
+
+    def bytes_in() -> int:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 0, done.stderr
-        rows = [json.loads(line) for line in done.stdout.splitlines()]
-        if sum(int(row["bytes_in"]) for row in rows) > 0:
-            return
+        return sum(int(json.loads(line)["bytes_in"]) for line in done.stdout.splitlines())
+
+    try:
+        wait_until(bytes_in, what="demo usage with bytes_in > 0", timeout=WAIT_S, interval=1.0)
+    except AssertionError as error:
         log = (state / "billing.log").read_text() if (state / "billing.log").exists() else ""
-        assert time.monotonic() < deadline, f"no demo usage rolled up; billing.log:\n{log[-3000:]}"
-        time.sleep(1.0)
+        raise AssertionError(f"{error}; billing.log:\n{log[-3000:]}") from error
 
 
 def test_up_runs_zookeeper_and_three_brokers_and_stops_them_all(tmp_path: Path) -> None:

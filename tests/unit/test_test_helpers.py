@@ -24,17 +24,8 @@ pytestmark = pytest.mark.unit
 TESTS = Path(__file__).resolve().parents[1]
 POLLING = TESTS / "polling.py"
 
-# Being edited concurrently; to be converted to `tests.polling` (then removed from here).
-POLL_LOOP_ALLOWLIST: dict[str, str] = {
-    "e2e/test_connection_limits.py": "being edited concurrently; to be converted",
-    "integration/test_up_cluster.py": "being edited concurrently; to be converted",
-    "integration/test_up_admin.py": "being edited concurrently; to be converted",
-    "integration/test_launcher.py": "being edited concurrently; to be converted",
-    "integration/controller/test_zookeeper_controller.py": (
-        "being edited concurrently; to be converted"
-    ),
-    "unit/log/test_cleaner_swap.py": "being edited concurrently; to be converted",
-}
+# Every module polls through `tests.polling`; keep it that way.
+POLL_LOOP_ALLOWLIST: dict[str, str] = {}
 # No helper needs to swallow every exception; keep it that way.
 SWALLOW_ALLOWLIST: dict[str, str] = {}
 

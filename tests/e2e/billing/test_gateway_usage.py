@@ -8,18 +8,20 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tenancy.usage import USAGE_TOPIC, decode
+from tenancy.usage import USAGE_TOPIC, StorageSample, UsageRecord, decode
 from tests.gateway_stack import GatewayStack
 from tests.integration.billing.helpers import merge, rollups
 from tests.integration.billing.test_cli import pier
 from tests.integration.billing.usage_gen import storage_totals, traffic_totals
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
+STORAGE_SAMPLES = 3
 
 
-def _read_usage(bootstrap: str) -> list[object]:
+def _read_usage(bootstrap: str) -> list[UsageRecord]:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "t", "enable.auto.commit": False}
     )
@@ -30,17 +32,27 @@ def _read_usage(bootstrap: str) -> list[object]:
             for p in partitions
         }
         consumer.assign([TopicPartition(USAGE_TOPIC, p, 0) for p in partitions])
-        records, seen = [], dict.fromkeys(partitions, 0)
-        deadline = time.monotonic() + 60
-        while any(seen[p] < ends[p] for p in partitions) and time.monotonic() < deadline:
-            message = consumer.poll(1)
-            if message is None or message.error():
-                continue
-            seen[message.partition()] = message.offset() + 1
-            records.append(decode(message.key(), message.value()))
+        records: list[UsageRecord] = []
+        seen = dict.fromkeys(partitions, 0)
+
+        def at_ends() -> bool:
+            for message in consumer.consume(500, timeout=1.0):
+                if message.error() is not None:
+                    raise KafkaException(message.error())
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None and offset is not None
+                seen[partition] = offset + 1
+                records.append(decode(message.key(), message.value()))
+            return all(seen[p] >= ends[p] for p in partitions)
+
+        wait_until(at_ends, what=f"{USAGE_TOPIC} read up to {ends}", timeout=60, interval=0)
         return records
     finally:
         consumer.close()
+
+
+def storage_samples(bootstrap: str) -> int:
+    return sum(isinstance(record, StorageSample) for record in _read_usage(bootstrap))
 
 
 def test_traffic_through_the_gateway_is_billed_as_metered(tmp_path: Path) -> None:
@@ -49,11 +61,16 @@ def test_traffic_through_the_gateway_is_billed_as_metered(tmp_path: Path) -> Non
         for i in range(300):
             producer.produce("orders", f"value-{i}".encode() * 10, f"key-{i}".encode())
         assert producer.flush(30) == 0
-        time.sleep(3)  # a few storage samples (every second in the test settings)
         assert stack.gateway is not None and stack.broker is not None
+        bootstrap = stack.broker.bootstrap
+        wait_until(  # a few storage samples (one a second in the test settings)
+            lambda: storage_samples(bootstrap) >= STORAGE_SAMPLES,
+            what=f"{STORAGE_SAMPLES} storage samples in {USAGE_TOPIC}",
+            timeout=30,
+            interval=0.5,
+        )
         stack.gateway.stop()  # flushes the last usage window
         stack.gateway = None
-        bootstrap = stack.broker.bootstrap
         usage = _read_usage(bootstrap)
         until = int(time.time() * 1000) + 3_600_000
         done = pier(

@@ -24,24 +24,25 @@ from brokers.controller.producer_id_block import ZkBlockStore
 from brokers.controller.registration import BrokerRegistrar, read_live_brokers
 from brokers.controller.state import BrokerEndpoint, LeaderAndIsr, TopicPartition
 from brokers.controller.zk_client import SessionEvent, SetOp, ZkClient
+from tests.polling import wait_until_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 CLOCK = ManualClock()
+WAIT_S = 15.0
 
 
 def run(coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(coro)
 
 
-async def until(check: Callable[[], Awaitable[bool] | bool], timeout: float = 15.0) -> None:
-    """Poll `check` until true or fail after `timeout` seconds (no fixed sleeps)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = check()
-        if await result if isinstance(result, Awaitable) else result:
-            return
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
+def on_loop(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    """`check` (a read of state the event loop's callbacks change) as the coroutine function
+    `wait_until_async` polls; the loop runs those callbacks between polls."""
+
+    async def checked() -> bool:
+        return check()
+
+    return checked
 
 
 def expire_session(zk: ZkClient, connect: str) -> None:
@@ -83,7 +84,9 @@ def test_client_versioned_writes_watches_and_errors(chroot: str) -> None:
             assert await zk.set(path, zk_paths.encode_partition_state(moved), node.version) == 1
             with pytest.raises(ZNodeVersionError):
                 await zk.set(path, b"{}", node.version)
-            await until(lambda: bool(fired))
+            await wait_until_async(
+                on_loop(lambda: bool(fired)), what="the watch fired", timeout=WAIT_S
+            )
             assert fired == [(path, True)], "watch callbacks run on the event loop's thread"
             with pytest.raises(ZNodeMissingError):
                 await zk.get("/nope")
@@ -137,8 +140,16 @@ def test_reregistration_after_session_expiry(chroot: str) -> None:
             old_epoch = await registrar.register()
             old_session = zk.session_id
             expire_session(zk, chroot.split("/", maxsplit=1)[0])
-            await until(lambda: SessionEvent.EXPIRED in events)
-            await until(lambda: registrar.epoch > old_epoch)
+            await wait_until_async(
+                on_loop(lambda: SessionEvent.EXPIRED in events),
+                what="the session expired event",
+                timeout=WAIT_S,
+            )
+            await wait_until_async(
+                on_loop(lambda: registrar.epoch > old_epoch),
+                what=f"a broker epoch above {old_epoch}",
+                timeout=WAIT_S,
+            )
             new_epoch = await registrar.wait_reregistered()
             assert zk.session_id != old_session
             assert new_epoch > old_epoch
@@ -183,7 +194,11 @@ def test_two_contenders_exactly_one_wins_then_failover(chroot: str) -> None:
             }
             stale_fence = elections[winner].fence()
             await zks[winner].close()
-            await until(lambda: elections[loser].is_controller)
+            await wait_until_async(
+                on_loop(lambda: elections[loser].is_controller),
+                what=f"broker {loser + 1} elected after the winner left",
+                timeout=WAIT_S,
+            )
             assert elections[loser].epoch == 2
             epoch_node = await zks[loser].get(zk_paths.CONTROLLER_EPOCH)
             assert zk_paths.decode_epoch(epoch_node.data) == 2
@@ -208,10 +223,18 @@ def test_controller_resigns_on_session_expiry_and_competes_again(chroot: str) ->
             assert await election.start()
             assert not await standby.start()
             expire_session(zk, chroot.split("/", maxsplit=1)[0])
-            await until(lambda: resigned == [1])
-            await until(lambda: standby.is_controller)
+            await wait_until_async(
+                on_loop(lambda: resigned == [1]), what="broker 1 resigned", timeout=WAIT_S
+            )
+            await wait_until_async(
+                on_loop(lambda: standby.is_controller), what="broker 2 elected", timeout=WAIT_S
+            )
             assert standby.epoch == 2
-            await until(lambda: election.active_controller == 2)
+            await wait_until_async(
+                on_loop(lambda: election.active_controller == 2),
+                what="broker 1 seeing broker 2 as the controller",
+                timeout=WAIT_S,
+            )
             assert not election.is_controller
         finally:
             await zk.close()

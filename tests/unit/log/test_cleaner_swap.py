@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from brokers.log.cleaner.cleaning_pass import CleaningPass
 from brokers.log.cleaner.config import CleanerConfig
 from brokers.log.cleaner.log_cleaner import LogCleaner
 from brokers.log.log import Log
+from tests.polling import wait_until_async
 from tests.unit.log.cleaner_helpers import (
     StoredRecord,
     append_records,
@@ -244,10 +244,11 @@ def test_cancelling_the_async_driver_aborts_the_worker_and_releases_everything(
             await task
         assert await cleaner.run_async([log]) == 0  # the worker still runs: no second round
         release.set()
-        deadline = time.monotonic() + 10
-        while cleaner._busy and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        assert not cleaner._busy
+
+        async def worker_done() -> bool:
+            return not cleaner._busy
+
+        await wait_until_async(worker_done, what="the cancelled round's worker done", timeout=10)
 
     asyncio.run(scenario())
     assert stored_batches(log) == before
