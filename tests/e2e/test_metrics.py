@@ -101,7 +101,13 @@ def segment_files(data_dir: Path, topic: str, partition: int) -> list[Path]:
 
 def test_connection_count_follows_open_sockets(metered: BrokerProcess) -> None:
     gauge = "kafka_server_socket_server_connection_count"
-    baseline = value(scrape(metered), gauge)
+    # Earlier tests' clients may still be closing: counting from a moving baseline was flaky.
+    wait_until(
+        lambda: value(scrape(metered), gauge) == 0,
+        what="no connection left open by earlier tests",
+        timeout=10,
+    )
+    baseline = 0
     connections = [RawConnection(metered.host, metered.port) for _ in range(3)]
     try:
         for connection in connections:
