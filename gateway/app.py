@@ -3,9 +3,10 @@ and stops them in reverse.
 
 Order: tenant store (with a verification cache) → the fleet view (a broker must answer) →
 quotas, directory, authenticator → usage meter, `__usage` writer, storage sampler → listeners
-(bootstrap plus one port per broker) → the change-feed follower → the metrics endpoint. `stop()`
-drains: listeners close (no new connections, live ones closed), the usage writer flushes what
-was metered, then the rest. Runs on one event loop; not thread-safe.
+(bootstrap plus one port per broker) → the tenant HTTP API when a port is set (`gateway.http`:
+the same services, its own fleet client) → the change-feed follower → the metrics endpoint.
+`stop()` drains: listeners and the HTTP API close (its consumer instances leave their groups),
+the usage writer flushes what was metered, then the rest. Runs on one event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from gateway.auth.authenticator import Authenticator
 from gateway.auth.metrics import AuthMetrics
 from gateway.config import GatewayConfig
 from gateway.directory import TenantDirectory
+from gateway.http.context import HttpServices, HttpSettings
+from gateway.http.server import HttpServer
 from gateway.kafka.client_connection import ClientConnection
 from gateway.kafka.fleet import FleetDirectory
 from gateway.kafka.listener import Listeners
@@ -63,6 +66,8 @@ class Gateway:
         self.writer: UsageWriter | None = None
         self.sampler: StorageSampler | None = None
         self._metrics_server: Any = None
+        self.http: HttpServer | None = None
+        self._http_cluster: Cluster | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -139,11 +144,46 @@ class Gateway:
             reuse_port=config.reuse_port,
         )
         await self.listeners.start(fleet.broker_ids())
+        if config.tenant_http_port is not None:
+            await self._start_http(services, config.tenant_http_port)
         self._tasks.append(asyncio.create_task(self._follow(store, directory), name="change-feed"))
         if config.metrics_port is not None:
             self._metrics_server = start_http_server(
                 config.metrics_port, addr=config.host, registry=self.registry
             )
+
+    async def _start_http(self, services: SessionServices, port: int) -> None:
+        config = self.config
+        bootstrap = config.bootstrap
+
+        def make_cluster(client_id: str) -> Cluster:
+            return Cluster(bootstrap, ClientConfig(client_id=client_id))
+
+        self._http_cluster = make_cluster("pier-gateway-http")
+        settings = HttpSettings(
+            bootstrap=bootstrap,
+            consumer_instance_timeout_ms=config.setting("consumer.instance.timeout.ms"),
+            quota_window_ms=config.setting("quota.window.num")
+            * config.setting("quota.window.size.seconds")
+            * 1000,
+        )
+        self.http = HttpServer(
+            HttpServices(
+                services,
+                self._http_cluster,
+                settings,
+                make_cluster,
+                verify_operator=None if self._store is None else self._store.verify_operator,
+            ),
+            host=config.host,
+            port=port,
+            tls=self._tls(),
+        )
+        await self.http.start()
+
+    @property
+    def http_port(self) -> int | None:
+        return None if self.http is None else self.http.port
 
     def _tls(self) -> ssl.SSLContext | None:
         if self.config.tls_cert is None or self.config.tls_key is None:
@@ -180,6 +220,10 @@ class Gateway:
     async def stop(self) -> None:
         if self.listeners is not None:
             await self.listeners.stop()
+        if self.http is not None:
+            await self.http.stop()
+        if self._http_cluster is not None:
+            await self._http_cluster.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -20,6 +20,8 @@ Properties (Java-properties file, all optional):
 | `socket.request.max.bytes` | 104857600 | the largest frame after login (a tenant's own limit applies to Produce) |
 | `verification.cache.ttl.ms` | 60000 | how long a successful credential check is cached |
 | `fleet.refresh.interval.ms` | 10000 | how often broker addresses are re-read |
+| `http.port` | none | the tenant HTTP API's port (`--http-port` wins; none: no HTTP API; 0: any free port) |
+| `consumer.instance.timeout.ms` | 300000 | an HTTP v2 consumer instance unused this long is closed (leaves its group) |
 | `listeners.reuse.port` | false | open the ports with `SO_REUSEPORT`: several gateway processes on one host share them (the kernel spreads connections); off, a port in use is an error |
 """
 
@@ -44,6 +46,7 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     "socket.request.max.bytes": (100 * 1024 * 1024, 1024, 2**31 - 1),
     "verification.cache.ttl.ms": (60_000, 0, 3_600_000),
     "fleet.refresh.interval.ms": (10_000, 100, 3_600_000),
+    "consumer.instance.timeout.ms": (300_000, 100, 86_400_000),
 }
 _KNOWN = {
     *_INT_SETTINGS,
@@ -51,6 +54,7 @@ _KNOWN = {
     "storage.sampler.id",
     "usage.topic.replication.factor",
     "listeners.reuse.port",
+    "http.port",
 }
 
 
@@ -70,6 +74,7 @@ class GatewayConfig:
     gateway_id: str | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    http_port: int | None = None  # --http-port; else the `http.port` property; None: no HTTP API
     properties: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -89,6 +94,9 @@ class GatewayConfig:
                 raise GatewayConfigError(f"{name} {value!r} must be 1-64 of [A-Za-z0-9._-]")
         if self.properties.get("listeners.reuse.port", "false") not in ("true", "false"):
             raise GatewayConfigError("listeners.reuse.port must be true or false")
+        port = self.tenant_http_port
+        if port is not None and not 0 <= port < 65536:
+            raise GatewayConfigError(f"http port {port} is not a port")
         if self.usage_replication_factor is not None and self.usage_replication_factor < 1:
             raise GatewayConfigError("usage.topic.replication.factor must be at least 1")
 
@@ -125,6 +133,19 @@ class GatewayConfig:
             raise GatewayConfigError(
                 f"usage.topic.replication.factor={raw!r} is not an integer"
             ) from None
+
+    @property
+    def tenant_http_port(self) -> int | None:
+        """The tenant HTTP API's port: `--http-port`, else `http.port`, else None (not served)."""
+        if self.http_port is not None:
+            return self.http_port
+        raw = self.properties.get("http.port")
+        if raw is None:
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            raise GatewayConfigError(f"http.port={raw!r} is not an integer") from None
 
     @property
     def reuse_port(self) -> bool:

@@ -69,6 +69,13 @@ class GatewayThrottling:
         rate = self._quotas(subject).consumer_byte_rate
         return None if rate is None else self._fetch.max_value_in_window(rate)
 
+    def produce_max_bytes(self, subject: QuotaSubject) -> int | None:
+        """The most one produce request may carry and still fit the producer quota's window
+        (the tenant's cap included); None without a quota. The HTTP API answers 429 above it."""
+        quotas = self._quotas(subject)
+        rates = [r for r in (quotas.producer_byte_rate, quotas.tenant_producer_byte_rate) if r]
+        return None if not rates else self._produce.max_value_in_window(min(rates))
+
     def request_time(self, subject: QuotaSubject, elapsed_ms: float, now_ms: int) -> int:
         quotas = self._quotas(subject)
         if quotas.request_percentage is None:

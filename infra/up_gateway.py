@@ -8,7 +8,7 @@ key in `<root>/demo-credentials.json` (mode 0600: the secret is shown once by th
 file is the only copy; it is never printed); later runs reuse that file while the key still
 works. `<root>/demo-client.properties` (0600) is a Java client / Kafka tools config for it. The gateway listens
 on `--gateway-port` (9192) for bootstrap and on `--gateway-port + 1 + N` for broker N, and its
-metrics on `--gateway-metrics-port`. The text returned tells a developer how to connect each
+metrics on `--gateway-metrics-port`, and its tenant HTTP API on `--gateway-http-port` (8082). The text returned tells a developer how to connect each
 Kafka client through it with SASL. Blocking; runs on the launcher's main thread.
 """
 
@@ -21,12 +21,13 @@ from pathlib import Path
 from infra.connect_help import java_client_properties, sasl_snippets
 from infra.errors import LaunchError
 from infra.files import save_secret, shown
-from infra.probes import port_in_use
+from infra.probes import free_port, port_in_use
 from infra.stack import Stack
 from tenancy.store import TenantStore
 
 DEFAULT_GATEWAY_PORT = 9192
 DEFAULT_GATEWAY_METRICS_PORT = 7170
+DEFAULT_GATEWAY_HTTP_PORT = 8082  # Confluent REST Proxy's usual port
 DEMO_TENANT = "demo"
 DEMO_ACCOUNT = "demo-app"
 DEMO_PLAN = "standard"  # its quotas: 10 MiB/s produce, 20 MiB/s fetch per user
@@ -48,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--billing-every", default=BILLING_EVERY, help="rollup interval (%(default)s)"
+    )
+    parser.add_argument(
+        "--gateway-http-port",
+        type=int,
+        default=DEFAULT_GATEWAY_HTTP_PORT,
+        help="the gateway's tenant HTTP API port (%(default)s; 0: off)",
     )
     parser.add_argument(
         "--gateway-metrics-port",
@@ -75,6 +82,14 @@ def start_gateway(stack: Stack, args: argparse.Namespace) -> str:
     wanted += [("--gateway-port", base + broker.node_id) for broker in stack.brokers]
     if args.gateway_metrics_port:
         wanted.append(("--gateway-metrics-port", args.gateway_metrics_port))
+    if args.gateway_http_port == DEFAULT_GATEWAY_HTTP_PORT and port_in_use(
+        args.host, args.gateway_http_port
+    ):
+        args.gateway_http_port = free_port(
+            args.host
+        )  # the default is taken: any port, printed below
+    elif args.gateway_http_port:
+        wanted.append(("--gateway-http-port", args.gateway_http_port))
     for option, port in wanted:
         if port_in_use(args.host, port):
             raise LaunchError(f"port {port} on {args.host} is in use; pick another with {option}")
@@ -85,6 +100,7 @@ def start_gateway(stack: Stack, args: argparse.Namespace) -> str:
         port=args.gateway_port,
         broker_port_base=base,
         metrics_port=args.gateway_metrics_port or None,
+        properties={"http.port": str(args.gateway_http_port)} if args.gateway_http_port else None,
     )
     metrics = (
         f", metrics http://{args.host}:{args.gateway_metrics_port}/metrics"
@@ -93,9 +109,16 @@ def start_gateway(stack: Stack, args: argparse.Namespace) -> str:
     )
     properties = args.root / JAVA_PROPERTIES
     save_secret(properties, java_client_properties(gateway.bootstrap, credentials))
+    http = (
+        f"tenant HTTP API: http://{args.host}:{args.gateway_http_port}"
+        f" (HTTP Basic: API key id and secret; OpenAPI at /openapi.json; README 'For tenants')\n"
+        if args.gateway_http_port
+        else ""
+    )
     return (
         f"gateway: {gateway.bootstrap}  (log {gateway.log_path}{metrics})\n"
-        f"demo tenant {credentials['tenant']}: API key {credentials['key_id']},"
+        + http
+        + f"demo tenant {credentials['tenant']}: API key {credentials['key_id']},"
         f" secret in {shown(args.root / CREDENTIALS_FILE)} (mode 0600)\n\n"
         + sasl_snippets(gateway.bootstrap, shown(args.root / CREDENTIALS_FILE), shown(properties))
     )

@@ -45,6 +45,12 @@ def add_parser(commands: Any) -> None:
     )
     gateway.add_argument("--metrics-port", type=int, default=None, help="Prometheus endpoint port")
     gateway.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help="serve the tenant HTTP API (Confluent REST v3/v2) on this port (0: any free port)",
+    )
+    gateway.add_argument(
         "--gateway-id", default=None, help="id in usage-record ids (default gw-PORT)"
     )
     gateway.add_argument("--config", type=Path, default=None, help="gateway properties file")
@@ -71,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
             advertised_host=args.advertised_host,
             broker_port_base=args.broker_port_base,
             metrics_port=args.metrics_port,
+            http_port=args.http_port,
             gateway_id=args.gateway_id,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
@@ -131,7 +138,8 @@ async def _serve(config: Any) -> int:
         return EXIT_UNAVAILABLE
     print(
         f"pier gateway ready bootstrap={config.public_host}:{gateway.bootstrap_port}"
-        f" brokers={sorted(gateway.fleet.broker_ids()) if gateway.fleet else []}",
+        f" brokers={sorted(gateway.fleet.broker_ids()) if gateway.fleet else []}"
+        + (f" http={config.public_host}:{gateway.http_port}" if gateway.http_port else ""),
         file=sys.stderr,
         flush=True,
     )

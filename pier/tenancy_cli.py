@@ -52,6 +52,14 @@ def add_parser(commands: Any) -> None:
     api.add_argument("--port", required=True, type=int, help="listener port (0 = any free)")
     api.add_argument("--host", default="127.0.0.1", help="listener address")
     api.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    api.add_argument(
+        "--gateway-http",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a gateway's tenant HTTP API base URL, for the operator view of HTTP consumers"
+        " (repeat for each gateway)",
+    )
     admin = commands.add_parser(
         "admin",
         help="call the admin API",
@@ -427,7 +435,8 @@ def _serve(args: argparse.Namespace) -> int:
     store = _open_store(args.db)
     try:
         store.current_version()  # fail fast, with one line, on an unreachable or empty database
-        return asyncio.run(_serve_forever(store, args.host, args.port))
+        gateways = tuple(url.rstrip("/") for url in args.gateway_http)
+        return asyncio.run(_serve_forever(store, args.host, args.port, gateways))
     except SQLAlchemyError as exc:
         raise OperationError(
             f"tenant store not usable ({type(exc).__name__}): run `pier tenancy init --db URL` "
@@ -439,13 +448,17 @@ def _serve(args: argparse.Namespace) -> int:
         store.close()
 
 
-async def _serve_forever(store: Any, host: str, port: int) -> int:
+async def _serve_forever(
+    store: Any, host: str, port: int, gateway_http: tuple[str, ...] = ()
+) -> int:
     from aiohttp import web
 
     from tenancy.api import create_app
     from tenancy.api.metrics import PathAccessLogger
 
-    runner = web.AppRunner(create_app(store), access_log_class=PathAccessLogger)
+    runner = web.AppRunner(
+        create_app(store, gateway_http=gateway_http), access_log_class=PathAccessLogger
+    )
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

@@ -61,6 +61,7 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     store_threads: int = 8,
     token_cache_ttl: timedelta = timedelta(seconds=30),
+    gateway_http: tuple[str, ...] = (),
 ) -> web.Application:
     """The admin API over `store`; serve it with `web.AppRunner(app, access_log_class=...)`."""
     runner = StoreRunner(store_threads)
@@ -76,7 +77,7 @@ def create_app(
             idempotency_middleware(ReplayCache(clock)),
         ],
     )
-    app[CONTEXT] = ApiContext(store=store, run=runner, clock=clock)
+    app[CONTEXT] = ApiContext(store=store, run=runner, clock=clock, gateway_http=gateway_http)
     app[METRICS] = metrics
     app.router.add_get("/openapi.json", _openapi)
     app.router.add_get("/healthz", health_handler)

@@ -50,6 +50,7 @@ class ApiContext:
     store: TenantStore
     run: StoreRunner
     clock: Clock
+    gateway_http: tuple[str, ...] = ()  # gateways' HTTP API base URLs (operator view)
 
 
 CONTEXT = web.AppKey("pier.admin.context", ApiContext)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from tenancy.api import openapi_billing
+from tenancy.api import openapi_billing, openapi_http_consumers
 from tenancy.api.openapi_schemas import RESOURCE_TYPES, JsonSchema, component_schemas, ref
 
 TITLE = "Pier admin API"
@@ -342,13 +342,22 @@ def document() -> dict[str, Any]:
             **_acl_paths(),
             **_plan_paths(),
             **openapi_billing.paths(_op, _p),
+            **openapi_http_consumers.paths(_op, _p),
             **_service_paths(),
         },
         "components": {
             "securitySchemes": {"operatorToken": {"type": "http", "scheme": "bearer"}},
-            "parameters": {**_PARAMETERS, **openapi_billing.parameters()},
+            "parameters": {
+                **_PARAMETERS,
+                **openapi_billing.parameters(),
+                **openapi_http_consumers.parameters(),
+            },
             "responses": _problem_responses(),
-            "schemas": {**component_schemas(), **openapi_billing.schemas()},
+            "schemas": {
+                **component_schemas(),
+                **openapi_billing.schemas(),
+                **openapi_http_consumers.schemas(),
+            },
         },
     }
 

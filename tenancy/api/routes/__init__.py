@@ -7,9 +7,18 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from tenancy.api.routes import acls, api_keys, billing, plans, quotas, service_accounts, tenants
+from tenancy.api.routes import (
+    acls,
+    api_keys,
+    billing,
+    http_consumers,
+    plans,
+    quotas,
+    service_accounts,
+    tenants,
+)
 
-MODULES = (tenants, service_accounts, api_keys, quotas, acls, plans, billing)
+MODULES = (tenants, service_accounts, api_keys, quotas, acls, plans, billing, http_consumers)
 
 
 def add_routes(app: web.Application) -> None:

@@ -1,0 +1,448 @@
+"""The v2 consumer API's instances: created, polled, committed and deleted over HTTP.
+
+Owns: `ConsumerInstance` (one tenant consumer in a group: its format, `auto.offset.reset`,
+subscription — a `GroupMember` in the tenant's group — or manual assignment, and its fetch
+positions) and `ConsumerRegistry` (every instance of this gateway process, keyed by tenant, group
+and name; an instance unused for `consumer.instance.timeout.ms` is closed: it leaves its group, so
+its membership ends at once). Instances live in one gateway process: their `base_uri` points at
+it, and a client behind a load balancer must stick to it (docs/gateway-http.md).
+
+Reading applies the Kafka path's rules: READ on each topic (403 otherwise), the fetch size capped
+by the consumer byte-rate quota's window and the answer's bytes charged to it (a throttled poll
+is answered after its throttle time with no records and positions unchanged, as Kafka answers a
+throttled fetch with no data), usage metered as the response body's bytes (`bytes_out`).
+Committed offsets and positions without one follow `auto.offset.reset` (earliest, latest, none).
+Each instance has its own fleet connections (one for its group, one for fetches), so a long poll
+never holds up another tenant's requests. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from brokers.client import Cluster, TopicPartition
+from brokers.client import consumer as fetching
+from brokers.client.errors import BrokerResponseError, ClientError
+from brokers.client.offsets import EARLIEST, LATEST, list_offsets
+from brokers.wire.errors import ErrorCode
+from gateway.http import kafka_requests as kr
+from gateway.http.context import Caller
+from gateway.http.errors import (
+    CONSUMER_ALREADY_EXISTS,
+    CONSUMER_INSTANCE_NOT_FOUND,
+    INVALID_CONSUMER_CONFIG,
+    ApiError,
+    from_client,
+    from_kafka,
+)
+from gateway.http.fleet_calls import coordinator, kafka_call
+from gateway.http.group_member import GroupMember
+from gateway.http.records import FORMATS, encode_headers, encode_value, fetched_records, next_offset
+
+log = logging.getLogger("pier.gateway.http.consumers")
+TP = tuple[str, int]
+RESETS = ("earliest", "latest", "none")
+POLL_SLICE_S = 0.5
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass
+class ConsumerInstance:
+    tenant: str
+    group: str
+    name: str
+    format: str
+    auto_offset_reset: str
+    auto_commit: bool
+    caller: Caller
+    group_cluster: Cluster
+    fetch_cluster: Cluster
+    created_ms: int = field(default_factory=_now_ms)
+    last_used_ms: int = field(default_factory=_now_ms)
+    member: GroupMember | None = None
+    manual: list[TP] | None = None
+    positions: dict[TP, int] = field(default_factory=dict)
+    pending: dict[TP, int] = field(default_factory=dict)  # positions after the last poll
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    # -- what the instance reads -----------------------------------------------------------------
+    def touch(self, caller: Caller) -> None:
+        self.caller = caller
+        self.last_used_ms = _now_ms()
+
+    @property
+    def subscription(self) -> tuple[str, ...]:
+        return () if self.member is None else self.member.topics
+
+    def assignment(self) -> list[TP]:
+        if self.manual is not None:
+            return list(self.manual)
+        if self.member is not None and self.member.assigned.is_set():
+            return list(self.member.assignment)
+        return []
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "tenant_id": self.tenant,
+            "group": self.group,
+            "instance_id": self.name,
+            "format": self.format,
+            "member_id": self.member.member_id if self.member is not None else None,
+            "subscription": list(self.subscription),
+            "assignment": [{"topic": t, "partition": p} for t, p in self.assignment()],
+            "idle_ms": _now_ms() - self.last_used_ms,
+            "principal": self.caller.principal.service_account_id,
+        }
+
+    # -- subscription and assignment -----------------------------------------------------------
+    async def subscribe(self, topics: Sequence[str]) -> None:
+        if self.manual is not None:
+            raise ApiError(409, "the instance has a manual assignment: delete it first", 40903)
+        for topic in topics:
+            self.caller.require("DESCRIBE", "TOPIC", topic)
+        await self.unsubscribe()
+        self.member = GroupMember(
+            lambda: self.caller,
+            self.group_cluster,
+            self.group,
+            topics,
+            on_revoke=self._commit_if_auto,
+        )
+        self.member.start()
+
+    async def unsubscribe(self) -> None:
+        if self.member is not None:
+            member, self.member = self.member, None
+            await self._commit_if_auto()
+            await member.stop()
+        self.positions.clear()
+
+    async def assign(self, partitions: Sequence[TP]) -> None:
+        if self.member is not None:
+            raise ApiError(409, "the instance is subscribed: delete the subscription first", 40903)
+        self.manual = list(partitions)
+        self.positions = {tp: o for tp, o in self.positions.items() if tp in partitions}
+
+    async def close(self) -> None:
+        await self.unsubscribe()
+        self.manual = None
+        await self.group_cluster.close()
+        await self.fetch_cluster.close()
+
+    # -- offsets ---------------------------------------------------------------------------------
+    def _generation(self) -> tuple[int, str]:
+        if self.member is not None and self.member.assigned.is_set():
+            return self.member.generation, self.member.member_id
+        return -1, ""
+
+    async def commit(self, offsets: Mapping[TP, int] | None = None) -> None:
+        wanted = dict(self.positions if offsets is None else offsets)
+        if not wanted:
+            return
+        generation, member_id = self._generation()
+        request = kr.offset_commit(self.group, generation, member_id, wanted)
+        answer = await self._group_call(kr.OFFSET_COMMIT, request)
+        for topic in answer.topics:
+            for partition in topic.partitions:
+                if int(partition.error_code) != ErrorCode.none:
+                    raise from_kafka(
+                        int(partition.error_code),
+                        f"commit {topic.name}-{partition.partition_index}",
+                    )
+
+    async def _commit_if_auto(self) -> None:
+        if self.auto_commit and self.positions:
+            try:
+                await self.commit()
+            except ApiError as exc:
+                log.info("event=auto_commit_failed group=%s error=%s", self.group, exc.message)
+
+    async def committed(self, partitions: Sequence[TP]) -> dict[TP, int]:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        answer = await self._group_call(kr.OFFSET_FETCH, kr.offset_fetch(self.group, by_topic))
+        if int(getattr(answer, "error_code", 0)) != ErrorCode.none:
+            raise from_kafka(int(answer.error_code), f"group {self.group!r}")
+        found: dict[TP, int] = {}
+        for topic in answer.topics:
+            for partition in topic.partitions:
+                code = int(partition.error_code)
+                if code != ErrorCode.none:
+                    raise from_kafka(code, f"offsets of {topic.name}-{partition.partition_index}")
+                found[(str(topic.name), int(partition.partition_index))] = int(
+                    partition.committed_offset
+                )
+        return found
+
+    async def _group_call(self, api: tuple[int, int], request: Any) -> Any:
+        route = coordinator(self.caller.fleet(self.group))
+        return await kafka_call(
+            self.caller, api[0], api[1], request, route, cluster=self.group_cluster
+        )
+
+    async def seek_to(self, partitions: Sequence[TP], spec: int) -> None:
+        listed = await self._listed(partitions, spec)
+        self.positions.update(listed)
+
+    async def _listed(self, partitions: Sequence[TP], spec: int) -> dict[TP, int]:
+        if not partitions:
+            return {}
+        for topic in sorted({t for t, _ in partitions}):  # ListOffsets needs DESCRIBE, as Kafka's
+            self.caller.require("DESCRIBE", "TOPIC", topic)
+        wanted = {TopicPartition(self.caller.fleet(t), p): spec for t, p in partitions}
+        try:
+            listed = await list_offsets(self.fetch_cluster, wanted)
+        except ClientError as exc:
+            raise from_client(exc, "list offsets") from None
+        return {
+            (t, p): listed[TopicPartition(self.caller.fleet(t), p)].offset for t, p in partitions
+        }
+
+    async def _initial_positions(self, partitions: Sequence[TP]) -> None:
+        missing = [tp for tp in partitions if tp not in self.positions]
+        if not missing:
+            return
+        committed = await self.committed(missing)
+        reset: list[TP] = []
+        for tp in missing:
+            offset = committed.get(tp, -1)
+            if offset >= 0:
+                self.positions[tp] = offset
+            else:
+                reset.append(tp)
+        if reset and self.auto_offset_reset == "none":
+            raise ApiError(
+                409, f"no committed offset for {reset[0][0]}-{reset[0][1]} and reset is none", 40904
+            )
+        spec = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
+        self.positions.update(await self._listed(reset, spec))
+
+    # -- reading ---------------------------------------------------------------------------------
+    async def poll(self, timeout_ms: int, max_bytes: int) -> list[dict[str, Any]]:
+        """Records (JSON-ready); `advance()` once they are delivered."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        partitions = await self._wait_assignment(deadline)
+        self.pending = {}
+        if not partitions:
+            return []
+        for topic in sorted({t for t, _ in partitions}):
+            self.caller.require("READ", "TOPIC", topic)
+        await self._initial_positions(partitions)
+        throttling = self.caller.services.session.throttling
+        cap = throttling.fetch_max_bytes(self.caller.subject)
+        fetch_bytes = max_bytes if cap is None else max(1, min(max_bytes, cap))
+        while True:
+            remaining = deadline - time.monotonic()
+            wait_s = max(0.0, min(POLL_SLICE_S, remaining))
+            records = await self._fetch_once(partitions, wait_s, fetch_bytes, max_bytes)
+            if records or remaining <= POLL_SLICE_S:
+                return records
+
+    async def _wait_assignment(self, deadline: float) -> list[TP]:
+        if self.manual is not None:
+            return list(self.manual)
+        if self.member is None:
+            raise ApiError(409, "the instance has no subscription or assignment", 40905)
+        if not self.member.assigned.is_set():
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await self.member.assigned.wait()
+            except TimeoutError:
+                return []
+        if self.member.last_error is not None and self.member.last_error.status == 403:
+            raise self.member.last_error
+        return self.assignment()
+
+    async def _fetch_once(
+        self, partitions: Sequence[TP], wait_s: float, fetch_bytes: int, max_bytes: int
+    ) -> list[dict[str, Any]]:
+        fleet = {TopicPartition(self.caller.fleet(t), p): (t, p) for t, p in partitions}
+        offsets = {ftp: self.positions[tp] for ftp, tp in fleet.items()}
+        limits = fetching.FetchLimits(max_wait_s=wait_s, min_bytes=1, max_bytes=fetch_bytes)
+        try:
+            answer = await fetching.fetch(self.fetch_cluster, offsets, limits)
+        except BrokerResponseError as exc:
+            if exc.code == ErrorCode.offset_out_of_range:
+                await self._reset_out_of_range(partitions)
+                return []
+            raise from_kafka(exc.code, "fetch") from None
+        except ClientError as exc:
+            raise from_client(exc, "fetch") from None
+        out: list[dict[str, Any]] = []
+        used = 0
+        advanced: dict[TP, int] = {}
+        for ftp, part in answer.items():
+            topic, partition = fleet[ftp]
+            start = offsets[ftp]
+            records = fetched_records(part.records, start)
+            if not records:
+                advanced[(topic, partition)] = next_offset(part.records, start)
+                continue
+            for record in records:
+                size = len(record.key or b"") + len(record.value or b"")
+                if out and used + size > max_bytes:
+                    break
+                where = f"{topic}-{partition}@{record.offset}"
+                out.append(
+                    {
+                        "topic": topic,
+                        "partition": partition,
+                        "offset": record.offset,
+                        "timestamp": record.timestamp_ms,
+                        "key": encode_value(self.format, record.key, where),
+                        "value": encode_value(self.format, record.value, where),
+                        "headers": encode_headers(record.headers),
+                    }
+                )
+                used += size
+                advanced[(topic, partition)] = record.offset + 1
+            if out and used >= max_bytes:
+                break
+        self.pending = advanced
+        return out
+
+    def advance(self) -> None:
+        """The polled records were delivered: move the positions past them."""
+        self.positions.update(self.pending)
+        self.pending = {}
+
+    async def _reset_out_of_range(self, partitions: Sequence[TP]) -> None:
+        earliest = await self._listed(partitions, EARLIEST)
+        latest = await self._listed(partitions, LATEST)
+        for tp in partitions:
+            position = self.positions.get(tp, 0)
+            if earliest[tp] <= position <= latest[tp]:
+                continue
+            if self.auto_offset_reset == "none":
+                raise ApiError(416, f"offset {position} of {tp[0]}-{tp[1]} is out of range", 416)
+            self.positions[tp] = (
+                earliest[tp] if self.auto_offset_reset == "earliest" else latest[tp]
+            )
+
+
+class ConsumerRegistry:
+    """Every consumer instance of this process; idle ones expire."""
+
+    def __init__(
+        self,
+        make_cluster: Callable[[str], Cluster],
+        *,
+        timeout_ms: int,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self._make_cluster = make_cluster
+        self._timeout_ms = timeout_ms
+        self._clock_ms = clock_ms
+        self._instances: dict[tuple[str, str, str], ConsumerInstance] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._sweeper = asyncio.create_task(self._sweep(), name="http-consumer-expiry")
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+        for key in list(self._instances):
+            await self._close(key, "gateway stopping")
+
+    def create(self, caller: Caller, group: str, config: Mapping[str, Any]) -> ConsumerInstance:
+        name = str(config.get("name") or f"rest-consumer-{secrets.token_hex(8)}")
+        fmt = str(config.get("format", "binary")).lower()
+        reset = str(config.get("auto.offset.reset", "latest")).lower()
+        auto_commit = str(config.get("auto.commit.enable", "false")).lower()
+        if fmt not in FORMATS:
+            raise ApiError(
+                422, f"format must be one of {', '.join(FORMATS)}", INVALID_CONSUMER_CONFIG
+            )
+        if reset not in RESETS:
+            raise ApiError(
+                422,
+                f"auto.offset.reset must be one of {', '.join(RESETS)}",
+                INVALID_CONSUMER_CONFIG,
+            )
+        if auto_commit not in ("true", "false"):
+            raise ApiError(422, "auto.commit.enable must be true or false", INVALID_CONSUMER_CONFIG)
+        if len(name) > 200 or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise ApiError(422, "name must be 1-200 of [A-Za-z0-9._-]", INVALID_CONSUMER_CONFIG)
+        key = (caller.tenant_id, group, name)
+        if key in self._instances:
+            raise ApiError(
+                409, f"consumer instance {name!r} already exists", CONSUMER_ALREADY_EXISTS
+            )
+        client_id = caller.client_id or "pier-http"
+        instance = ConsumerInstance(
+            tenant=caller.tenant_id,
+            group=group,
+            name=name,
+            format=fmt,
+            auto_offset_reset=reset,
+            auto_commit=auto_commit == "true",
+            caller=caller,
+            group_cluster=self._make_cluster(client_id),
+            fetch_cluster=self._make_cluster(client_id),
+        )
+        self._instances[key] = instance
+        log.info("event=consumer_created tenant=%s group=%s instance=%s", key[0], group, name)
+        return instance
+
+    def get(self, caller: Caller, group: str, name: str) -> ConsumerInstance:
+        instance = self._instances.get((caller.tenant_id, group, name))
+        if instance is None:
+            raise ApiError(
+                404,
+                f"consumer instance {name!r} of group {group!r} not found",
+                CONSUMER_INSTANCE_NOT_FOUND,
+            )
+        instance.touch(caller)
+        return instance
+
+    async def delete(self, tenant: str, group: str, name: str, reason: str) -> bool:
+        key = (tenant, group, name)
+        if key not in self._instances:
+            return False
+        await self._close(key, reason)
+        return True
+
+    def of_tenant(self, tenant: str) -> list[ConsumerInstance]:
+        return [i for (t, _g, _n), i in self._instances.items() if t == tenant]
+
+    async def _close(self, key: tuple[str, str, str], reason: str) -> None:
+        instance = self._instances.pop(key, None)
+        if instance is None:
+            return
+        log.info("event=consumer_closed tenant=%s group=%s instance=%s reason=%s", *key, reason)
+        try:
+            async with instance.lock:
+                await instance.close()
+        except (ApiError, ClientError) as exc:
+            log.info("event=consumer_close_failed instance=%s error=%s", key[2], exc)
+
+    def expired(self, now_ms: int) -> list[tuple[str, str, str]]:
+        return [
+            key
+            for key, instance in self._instances.items()
+            if now_ms - instance.last_used_ms >= self._timeout_ms and not instance.lock.locked()
+        ]
+
+    async def _sweep(self) -> None:
+        interval = min(1.0, self._timeout_ms / 4000)
+        while True:
+            await asyncio.sleep(interval)
+            for key in self.expired(_now_ms()):
+                await self._close(key, "idle")
+
+
+def records_body(records: list[dict[str, Any]]) -> bytes:
+    return json.dumps(records, separators=(",", ":")).encode()

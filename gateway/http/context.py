@@ -1,0 +1,100 @@
+"""What an HTTP request is handed: the gateway's shared parts, and the caller behind the request.
+
+Owns: `HttpServices` (the same `SessionServices` the Kafka listeners use — authenticator, tenant
+directory, throttling, meter, fleet view, storage use — plus the fleet client the HTTP side talks
+through and its own settings) and `Caller` (one authenticated request: principal, tenant state,
+peer host, client id), with the checks every route makes the same way a Kafka session does:
+ACLs through the tenant's `Authorizer` under the principal `User:<service account>`, quota
+subjects (tenant, service account, client id) and usage keys. The client id of an HTTP request is
+its `X-Client-Id` header, else its `User-Agent` (clipped to 255 characters). Runs on the event
+loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from brokers.client import Cluster
+from gateway.http.errors import ApiError
+from gateway.kafka.services import QuotaSubject, SessionServices, TenantState
+from gateway.metering.meter import UsageKey
+from tenancy.domain import Principal
+
+MAX_CLIENT_ID = 255
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    bootstrap: str  # the fleet's brokers (consumer instances open their own connections)
+    consumer_instance_timeout_ms: int = 300_000
+    max_poll_wait_ms: int = 30_000
+    default_poll_wait_ms: int = 1_000
+    default_max_bytes: int = 1_048_576
+    quota_window_ms: int = 11_000  # quota.window.num × quota.window.size.seconds
+
+
+@dataclass(slots=True)
+class HttpServices:
+    session: SessionServices
+    cluster: Cluster  # produce and admin traffic (consumer instances have their own)
+    settings: HttpSettings
+    make_cluster: Callable[[str], Cluster]  # a new fleet client with this client id
+    verify_operator: Callable[[str], str | None] | None = None  # the store's operator tokens
+
+
+@dataclass(slots=True)
+class Caller:
+    principal: Principal
+    tenant_state: TenantState
+    host: str
+    client_id: str
+    services: HttpServices
+
+    @property
+    def state(self) -> TenantState:
+        """The tenant's current state (ACL and limit changes apply at once)."""
+        current = self.services.session.directory.current(self.principal.tenant_id)
+        return current or self.tenant_state
+
+    @property
+    def tenant_id(self) -> str:
+        return self.principal.tenant_id
+
+    @property
+    def kafka_principal(self) -> str:
+        return f"User:{self.principal.service_account_id}"
+
+    @property
+    def subject(self) -> QuotaSubject:
+        return QuotaSubject(self.tenant_id, self.principal.service_account_id, self.client_id)
+
+    def allowed(self, operation: str, resource_type: str, name: str) -> bool:
+        return self.state.access.allowed(
+            self.kafka_principal, self.host, operation, resource_type, name
+        )
+
+    def require(self, operation: str, resource_type: str, name: str) -> None:
+        """403 unless the ACLs allow it (the message names only the tenant's own resource)."""
+        if not self.allowed(operation, resource_type, name):
+            raise ApiError(
+                403, f"not authorized to {operation} {resource_type.lower()} {name!r}", 40301
+            )
+
+    def meter(self, topic: str | None, **counters: int) -> None:
+        key = UsageKey(self.tenant_id, self.principal.service_account_id, self.client_id, topic)
+        self.services.session.meter.record(key, **counters)
+
+    def fleet(self, name: str) -> str:
+        return self.state.namespace.fleet(name)
+
+    def local(self, fleet_name: str) -> str | None:
+        return self.state.namespace.local(fleet_name)
+
+
+def client_id_of(headers: dict[str, str] | object) -> str:
+    """`X-Client-Id`, else `User-Agent`, else empty (as a Kafka client without client.id)."""
+    get = getattr(headers, "get", None)
+    assert get is not None
+    value = get("X-Client-Id") or get("User-Agent") or ""
+    return str(value)[:MAX_CLIENT_ID]

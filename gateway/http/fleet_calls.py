@@ -1,0 +1,121 @@
+"""Kafka requests made for an HTTP caller, through the Kafka path's own filters.
+
+Owns: `kafka_call` — build nothing itself: the route hands a kio request in the tenant's names;
+the API's filter from `gateway.kafka.filters` (the same module a Kafka client's request goes
+through: namespace prefixing, ACLs, tenant limits, the controller-mutation budget, answer
+rewriting and scrubbing) decides, and a forwarded request is sent to the broker that serves it
+(`Route`: any broker, the controller, or a group's coordinator) over the gateway's fleet client.
+A coordinator that moved or is loading is retried (`Cluster.call`), as Kafka clients do. The
+mutation quota's throttle delays the answer (an HTTP client cannot be muted). Every call counts
+one request in the tenant's usage. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from brokers.client import BrokerConnection, Cluster
+from brokers.client.errors import BrokerResponseError, ClientError
+from brokers.wire.errors import ErrorCode
+from gateway.http.context import Caller
+from gateway.http.errors import ApiError
+from gateway.kafka.filter import Caller as KafkaCaller
+from gateway.kafka.filter import FilterContext, Forward, MutationBudget
+from gateway.kafka.filters import FILTERS
+from gateway.kafka.kio_path import STRICT_MUTATIONS_FROM
+
+Route = Callable[[Cluster], Awaitable[BrokerConnection]]
+COORDINATOR_MOVED = frozenset(
+    {
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+    }
+)
+
+
+def any_broker(cluster: Cluster) -> Awaitable[BrokerConnection]:
+    return cluster.any_connection()
+
+
+def controller(cluster: Cluster) -> Awaitable[BrokerConnection]:
+    return cluster.controller()
+
+
+def coordinator(fleet_group: str) -> Route:
+    def route(cluster: Cluster) -> Awaitable[BrokerConnection]:
+        return cluster.coordinator(fleet_group)
+
+    return route
+
+
+class _NoBudget:
+    def exceeded(self) -> bool:
+        return False
+
+    def record(self, partitions: int) -> None:
+        return None
+
+
+def _top_error(answer: Any) -> int:
+    return int(getattr(answer, "error_code", 0) or 0)
+
+
+async def kafka_call(
+    caller: Caller,
+    api_key: int,
+    version: int,
+    request: Any,
+    route: Route,
+    *,
+    cluster: Cluster | None = None,
+    timeout_s: float | None = None,
+) -> Any:
+    """The tenant's answer to `request` (tenant names), as a Kafka client would get it."""
+    services = caller.services.session
+    subject = caller.subject
+    budget: MutationBudget = _NoBudget()
+    strict_from = STRICT_MUTATIONS_FROM.get(api_key)
+    if strict_from is not None:
+        budget = services.throttling.mutations(subject, version >= strict_from, services.clock_ms())
+    state = caller.state
+    ctx = FilterContext(
+        api_key=api_key,
+        api_version=version,
+        caller=KafkaCaller(caller.principal, caller.host, caller.client_id),
+        namespace=state.namespace,
+        access=state.access,
+        limits=state.tenant.limits,
+        fleet=services.fleet,
+        mutations=budget,
+    )
+    outcome = await FILTERS[api_key].handle(ctx, request)
+    caller.meter(None, requests=1)
+    if isinstance(outcome, Forward):
+        fleet = cluster or caller.services.cluster
+        forwarded = outcome.request
+
+        async def attempt() -> Any:
+            connection = await route(fleet)
+            answer = await connection.send(forwarded, timeout_s=timeout_s)
+            code = _top_error(answer)
+            if code in COORDINATOR_MOVED:
+                raise BrokerResponseError(ErrorCode(code), "group coordinator")
+            return answer
+
+        try:
+            response = outcome.on_response(await fleet.call(attempt))
+        except ClientError as exc:
+            raise ApiError(
+                503, f"the fleet did not answer: {type(exc).__name__}", 50003, 1
+            ) from None
+    else:
+        response = outcome.response
+    if strict_from is not None:
+        throttle = services.throttling.mutation_throttle_ms(subject, services.clock_ms())
+        if throttle > 0:
+            caller.meter(None, throttle_ms=throttle)
+            await asyncio.sleep(throttle / 1000)
+    return response

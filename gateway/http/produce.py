@@ -1,0 +1,146 @@
+"""Producing over HTTP: one record per request, or a stream of them on one connection.
+
+Owns: `HttpProducer` — `prepare` applies the Kafka path's rules to one record: WRITE on the topic
+(the tenant's ACLs), the tenant's `max_request_bytes` and storage limit, the producer byte-rate
+quota charged with the request's bytes through the same `GatewayThrottling` (the caller delays
+the answer by the throttle time it earns, so a tenant is never answered faster than its quota; a
+request larger than the quota allows in a whole window is refused at once with 429 and
+`Retry-After`); `send` hands the record to the `PartitionBatcher`, which appends it with acks=all
+through the fleet client, in one batch with the records of other requests for the same partition
+that arrived while the previous batch was at the broker. Usage: the request's bytes as
+`bytes_in` and one request, on the topic. Partition counts come from the fleet client's metadata,
+refreshed once when a topic is not in it. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+from brokers.client import producer
+from brokers.client.errors import ClientError
+from brokers.client.metadata import TopicPartition
+from brokers.client.producer import ProduceResult
+from gateway.http.batcher import PartitionBatcher
+from gateway.http.context import Caller, HttpServices
+from gateway.http.errors import PARTITION_NOT_FOUND, TOPIC_NOT_FOUND, ApiError, from_client
+from gateway.http.records import ProduceRecord, RoundRobin, choose_partition, iso_ms
+
+
+class HttpProducer:
+    def __init__(self, services: HttpServices) -> None:
+        self._services = services
+        self._round_robin = RoundRobin()
+        self._batcher = PartitionBatcher(self._produce)
+
+    def _produce(self, tp: TopicPartition, batch: bytes) -> Awaitable[ProduceResult | None]:
+        return producer.produce(self._services.cluster, tp, batch)
+
+    async def partitions(self, caller: Caller, topic: str) -> int:
+        """The partition count of the tenant's topic; 404 when it does not exist."""
+        fleet_name = caller.fleet(topic)
+        cluster = self._services.cluster
+        try:
+            metadata = await cluster.metadata()
+            if fleet_name not in metadata.topics or not metadata.topics[fleet_name].partitions:
+                metadata = await cluster.metadata(refresh=True)
+        except ClientError as exc:
+            raise ApiError(
+                503, f"the fleet did not answer: {type(exc).__name__}", 50003, 1
+            ) from None
+        found = metadata.topics.get(fleet_name)
+        if found is None or not found.partitions:
+            raise ApiError(404, f"topic {topic!r} not found", TOPIC_NOT_FOUND)
+        return len(found.partitions)
+
+    def check_quota_size(self, caller: Caller, request_bytes: int) -> None:
+        limit = getattr(self._services.session.throttling, "produce_max_bytes", None)
+        most = None if limit is None else limit(caller.subject)
+        if most is not None and request_bytes > most:
+            window_s = max(1, math.ceil(self._services.settings.quota_window_ms / 1000))
+            raise ApiError(
+                429,
+                f"a request of {request_bytes} bytes exceeds what the producer quota allows in "
+                f"its window ({most} bytes)",
+                42901,
+                retry_after_s=window_s,
+            )
+
+    def check_limits(self, caller: Caller, topic: str, request_bytes: int) -> None:
+        caller.require("WRITE", "TOPIC", topic)
+        tenant = caller.state.tenant
+        if request_bytes > tenant.limits.max_request_bytes:
+            raise ApiError(
+                413,
+                f"request of {request_bytes} bytes over the tenant's limit of "
+                f"{tenant.limits.max_request_bytes}",
+                41301,
+            )
+        stored = self._services.session.storage.stored_bytes(tenant.id)
+        if stored >= tenant.limits.max_storage_bytes:
+            raise ApiError(
+                403,
+                f"storage limit reached: {stored} of {tenant.limits.max_storage_bytes} bytes stored",
+                40302,
+            )
+        self.check_quota_size(caller, request_bytes)
+
+    async def prepare(
+        self, caller: Caller, topic: str, record: ProduceRecord, request_bytes: int
+    ) -> tuple[Prepared, int]:
+        """Check one record against the rules and charge it: the batch to send, and the
+        throttle (ms) it earned, which the caller waits before answering or reading more."""
+        self.check_limits(caller, topic, request_bytes)
+        count = await self.partitions(caller, topic)
+        partition = choose_partition(record, topic, count, self._round_robin)
+        if partition >= count:
+            raise ApiError(
+                404, f"partition {partition} of topic {topic!r} not found", PARTITION_NOT_FOUND
+            )
+        session = self._services.session
+        now = session.clock_ms()
+        timestamp = record.timestamp_ms if record.timestamp_ms is not None else now
+        throttle = session.throttling.produce(caller.subject, request_bytes, now)
+        caller.meter(topic, bytes_in=request_bytes, requests=1, throttle_ms=throttle)
+        return Prepared(topic, partition, timestamp, record), throttle
+
+    async def send(self, caller: Caller, cluster_id: str, prepared: Prepared) -> dict[str, Any]:
+        """Append a prepared record (acks=all); Confluent's ProduceResponse."""
+        topic, partition = prepared.topic, prepared.partition
+        record = prepared.record
+        try:
+            result = await self._batcher.append(
+                TopicPartition(caller.fleet(topic), partition),
+                None if record.key is None else record.key.data,
+                None if record.value is None else record.value.data,
+                record.headers,
+                prepared.timestamp_ms,
+            )
+        except ClientError as exc:
+            raise from_client(exc, f"topic {topic!r} partition {partition}") from None
+        assert result is not None
+        stamp = (
+            result.log_append_time_ms if result.log_append_time_ms >= 0 else prepared.timestamp_ms
+        )
+        answer: dict[str, Any] = {
+            "error_code": 200,
+            "cluster_id": cluster_id,
+            "topic_name": topic,
+            "partition_id": partition,
+            "offset": result.base_offset,
+            "timestamp": iso_ms(stamp),
+        }
+        for name, part in (("key", prepared.record.key), ("value", prepared.record.value)):
+            if part is not None:
+                answer[name] = {"type": part.type, "size": len(part.data or b"")}
+        return answer
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    topic: str
+    partition: int
+    timestamp_ms: int
+    record: ProduceRecord

@@ -1,0 +1,257 @@
+"""Records over HTTP: the embedded formats, the default partitioner, and fetched batches as JSON.
+
+Owns: parsing a Confluent v3 produce record (`ProduceRecord`: `partition_id`, `headers` as
+`{"name", "value": base64}`, `key` / `value` as `{"type": "BINARY"|"JSON"|"STRING", "data"}`,
+`timestamp` in ISO-8601 or epoch ms) into Kafka bytes; Kafka's default partitioner for keyed
+records (murmur2 of the key, positive, modulo the partition count — so a key lands where the Java
+client and kafka-python put it) and a round robin for records without key or partition; turning
+fetched record batches into v2 consumer records in the `binary` (base64), `json` (the bytes parsed
+as JSON) or `string` (UTF-8 text) format. Bad input raises `ApiError` 422/400 with the field it is
+about. Pure; thread-safe except `RoundRobin` (event loop only).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from brokers.records.batch import BatchHeader, iter_headers
+from brokers.records.builder import read_batch
+from brokers.records.errors import CorruptRecordError
+from gateway.http.errors import UNPROCESSABLE, ApiError
+
+FORMATS = ("binary", "json", "string")
+_TYPES = ("BINARY", "JSON", "STRING")
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    type: str
+    data: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRecord:
+    partition: int | None
+    key: Embedded | None
+    value: Embedded | None
+    headers: Headers
+    timestamp_ms: int | None
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(422, message, UNPROCESSABLE)
+
+
+def embedded(field: str, raw: Any) -> Embedded | None:
+    """A `key` / `value` object as bytes (None when absent or its data is null)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise _bad(f"{field} must be an object with type and data")
+    kind = str(raw.get("type", "JSON" if "data" in raw else "")).upper()
+    if kind not in _TYPES:
+        raise _bad(f"{field}.type must be one of {', '.join(_TYPES)}")
+    data = raw.get("data")
+    if data is None:
+        return Embedded(kind, None)
+    if kind == "BINARY":
+        if not isinstance(data, str):
+            raise _bad(f"{field}.data must be base64 text for BINARY")
+        try:
+            return Embedded(kind, base64.b64decode(data, validate=True))
+        except (binascii.Error, ValueError):
+            raise _bad(f"{field}.data is not valid base64") from None
+    if kind == "STRING":
+        if not isinstance(data, str):
+            raise _bad(f"{field}.data must be a string for STRING")
+        return Embedded(kind, data.encode())
+    return Embedded(kind, json.dumps(data, separators=(",", ":")).encode())
+
+
+def _headers(raw: Any) -> Headers:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _bad("headers must be a list of {name, value}")
+    out: list[tuple[str, bytes | None]] = []
+    for entry in raw:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise _bad("each header needs a name")
+        value = entry.get("value")
+        if value is None:
+            out.append((entry["name"], None))
+            continue
+        if not isinstance(value, str):
+            raise _bad("a header value is base64 text or null")
+        try:
+            out.append((entry["name"], base64.b64decode(value, validate=True)))
+        except (binascii.Error, ValueError):
+            raise _bad(f"header {entry['name']!r} is not valid base64") from None
+    return tuple(out)
+
+
+def _timestamp(raw: Any) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        return raw
+    if isinstance(raw, str):
+        try:
+            moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            raise _bad("timestamp must be ISO-8601 or epoch milliseconds") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return int(moment.timestamp() * 1000)
+    raise _bad("timestamp must be ISO-8601 or epoch milliseconds")
+
+
+def produce_record(raw: Any) -> ProduceRecord:
+    if not isinstance(raw, dict):
+        raise _bad("a record is a JSON object")
+    partition = raw.get("partition_id")
+    if partition is not None and (
+        not isinstance(partition, int) or isinstance(partition, bool) or partition < 0
+    ):
+        raise _bad("partition_id must be a non-negative integer")
+    return ProduceRecord(
+        partition,
+        embedded("key", raw.get("key")),
+        embedded("value", raw.get("value")),
+        _headers(raw.get("headers")),
+        _timestamp(raw.get("timestamp")),
+    )
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's `Utils.murmur2` (seed 0x9747b28c), as a signed 32-bit int."""
+    length = len(data)
+    m, r = 0x5BD1E995, 24
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    tail = length % 4
+    base = length - tail
+    if tail == 3:
+        h ^= data[base + 2] << 16
+    if tail >= 2:
+        h ^= data[base + 1] << 8
+    if tail >= 1:
+        h ^= data[base]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def key_partition(key: bytes, partitions: int) -> int:
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+class RoundRobin:
+    def __init__(self) -> None:
+        self._next: dict[str, int] = {}
+
+    def partition(self, topic: str, partitions: int) -> int:
+        value = self._next.get(topic, 0)
+        self._next[topic] = value + 1
+        return value % partitions
+
+
+def choose_partition(
+    record: ProduceRecord, topic: str, partitions: int, round_robin: RoundRobin
+) -> int:
+    if record.partition is not None:
+        return record.partition
+    if record.key is not None and record.key.data is not None:
+        return key_partition(record.key.data, partitions)
+    return round_robin.partition(topic, partitions)
+
+
+def iso_ms(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+# -- consuming --------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+
+
+def fetched_records(records: bytes, start: int) -> list[Fetched]:
+    """The records of whole batches at or after offset `start` (control batches and a partial
+    last batch skipped)."""
+    out: list[Fetched] = []
+    view = memoryview(records)
+    for pos, header in _whole_batches(view):
+        if header.next_offset <= start:
+            continue
+        if header.is_control:
+            continue
+        _header, items = read_batch(view, pos)
+        for item in items:
+            offset = header.base_offset + item.offset_delta
+            if offset < start:
+                continue
+            stamp = header.max_timestamp
+            if not header.is_log_append_time:
+                stamp = header.base_timestamp + item.timestamp_delta
+            out.append(Fetched(offset, stamp, item.key, item.value, tuple(item.headers)))
+    return out
+
+
+def next_offset(records: bytes, start: int) -> int:
+    """The offset after the last whole batch (control batches included), or `start`."""
+    last = start
+    for _pos, header in _whole_batches(memoryview(records)):
+        last = max(last, header.next_offset)
+    return last
+
+
+def _whole_batches(view: memoryview) -> list[tuple[int, BatchHeader]]:
+    """The whole batches of a fetch answer; a broker cuts the last one at its size limit."""
+    found: list[tuple[int, BatchHeader]] = []
+    batches = iter_headers(view)
+    while True:
+        try:
+            found.append(next(batches))
+        except (StopIteration, CorruptRecordError, ValueError):
+            return found
+
+
+def encode_value(fmt: str, data: bytes | None, where: str) -> Any:
+    if data is None:
+        return None
+    if fmt == "binary":
+        return base64.b64encode(data).decode()
+    if fmt == "string":
+        return data.decode("utf-8", errors="replace")
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise ApiError(
+            422, f"the record at {where} is not JSON: consume it with the binary format", 42203
+        ) from None
+
+
+def encode_headers(headers: Headers) -> list[dict[str, Any]]:
+    return [
+        {"name": name, "value": None if value is None else base64.b64encode(value).decode()}
+        for name, value in headers
+    ]

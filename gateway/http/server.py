@@ -1,0 +1,202 @@
+"""The tenant HTTP API's server: aiohttp on `--http-port`, authentication, errors, routes.
+
+Owns: `HttpServer` (start/stop of the aiohttp site, TLS with the gateway's certificate when it
+has one), resolving the `Caller` of a request — HTTP Basic with an API key (key id : secret),
+checked by the gateway's `Authenticator` exactly as a SASL/PLAIN login (same store, same failure
+delay, same `event=sasl_failed` log line, same metrics; a success is reused for one second, the
+bound DESIGN.md sets for a revocation to reach open connections), then the tenant's state from the
+`TenantDirectory` (a tenant that is not active is refused 403) and its quotas loaded into the
+`QuotaBook` — and the error middleware: every `ApiError` becomes Confluent's error JSON with its
+status (401 with `WWW-Authenticate`, 429/503 with `Retry-After`), aiohttp's own refusals (404,
+405, 413) are rewritten to the same shape, and anything unexpected is logged once and answered 500
+without a stack trace. `/openapi.json` and `/` need no credentials; `/operator/v1/...`
+(`gateway.http.operator`) takes the admin API's operator tokens instead of API keys. Runs on the event loop; not
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import logging
+import ssl
+import time
+from typing import Any
+
+from aiohttp import web
+
+from gateway.auth.authenticator import FAILED_MESSAGE, Authenticated, AuthenticationFailed
+from gateway.http.consumers import ConsumerRegistry
+from gateway.http.context import Caller, HttpServices, client_id_of
+from gateway.http.errors import ApiError
+from gateway.http.openapi import openapi_document
+from gateway.http.operator import OperatorRoutes
+from gateway.http.produce import HttpProducer
+from gateway.http.v2 import V2
+from gateway.http.v3 import V3, json_response
+
+log = logging.getLogger("pier.gateway.http")
+CALLER_KEY = "pier.caller"
+PUBLIC = frozenset({"/", "/openapi.json"})
+MAX_BODY_BYTES = 16 * 1024 * 1024
+AUTH_CACHE_S = 1.0
+MAX_CACHED_LOGINS = 10_000
+
+
+def error_response(error: ApiError) -> web.Response:
+    response = web.Response(
+        body=json.dumps(error.body()).encode(), status=error.status, content_type="application/json"
+    )
+    if error.status == 401:
+        response.headers["WWW-Authenticate"] = 'Basic realm="pier", charset="UTF-8"'
+    if error.retry_after_s > 0:
+        response.headers["Retry-After"] = str(error.retry_after_s)
+    return response
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except ApiError as error:
+        return error_response(error)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = exc.status if exc.status != 404 else 404
+        return error_response(ApiError(exc.status, exc.reason or "error", code))
+    except (ConnectionResetError, TimeoutError):
+        raise
+    except Exception as exc:
+        log.error(
+            "event=http_request_failed method=%s path=%s error=%r",
+            request.method,
+            request.path,
+            exc,
+        )
+        return error_response(ApiError(500, "internal error", 500))
+
+
+def _basic(header: str) -> tuple[str, str]:
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic" or not encoded:
+        raise ApiError(
+            401, "HTTP Basic authentication with an API key (id:secret) is required", 401
+        )
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode()
+    except (binascii.Error, ValueError):
+        raise ApiError(401, FAILED_MESSAGE, 401) from None
+    key_id, sep, secret = decoded.partition(":")
+    if not sep or not key_id or not secret:
+        raise ApiError(401, FAILED_MESSAGE, 401)
+    return key_id, secret
+
+
+class HttpServer:
+    def __init__(
+        self,
+        services: HttpServices,
+        *,
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.services = services
+        self._host = host
+        self._port = port
+        self._tls = tls
+        self.registry = ConsumerRegistry(
+            services.make_cluster, timeout_ms=services.settings.consumer_instance_timeout_ms
+        )
+        self._runner: web.AppRunner | None = None
+        self._auth_cache: dict[tuple[str, bytes], tuple[Authenticated, float]] = {}
+        self.port: int | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
+        v3 = V3(self.caller_of, HttpProducer(self.services))
+        v2 = V2(self.caller_of, self.registry)
+        operator = OperatorRoutes(self.registry, self.services.verify_operator)
+        app.add_routes([web.get("/", self._root), web.get("/openapi.json", self._openapi)])
+        app.add_routes(v3.routes())
+        app.add_routes(v2.routes())
+        app.add_routes(operator.routes())
+        return app
+
+    async def start(self) -> None:
+        self.registry.start()
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._tls)
+        await site.start()
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self._port
+        log.info(
+            "event=http_listening host=%s port=%s tls=%s",
+            self._host,
+            self.port,
+            self._tls is not None,
+        )
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.registry.stop()
+
+    async def _authenticated(self, key_id: str, secret: str) -> Authenticated:
+        """The key's login, as a SASL/PLAIN login would get it; a success is remembered for
+        `AUTH_CACHE_S` (so a revocation or expiry reaches HTTP requests within a second, as it
+        reaches open Kafka connections)."""
+        cache_key = (key_id, hashlib.sha256(secret.encode()).digest())
+        now = time.monotonic()
+        cached = self._auth_cache.get(cache_key)
+        if cached is not None and cached[1] > now:
+            expires_ms = cached[0].key_expires_at_ms
+            if expires_ms is None or expires_ms > self.services.session.clock_ms():
+                return cached[0]
+        exchange = self.services.session.authenticator.exchange("PLAIN")
+        token = b"\0" + key_id.encode() + b"\0" + secret.encode()
+        try:
+            step = await exchange.evaluate(token)
+        except AuthenticationFailed:
+            self._auth_cache.pop(cache_key, None)
+            raise ApiError(401, FAILED_MESSAGE, 401) from None
+        assert step.authenticated is not None
+        if len(self._auth_cache) >= MAX_CACHED_LOGINS:
+            self._auth_cache.clear()
+        self._auth_cache[cache_key] = (step.authenticated, now + AUTH_CACHE_S)
+        return step.authenticated
+
+    async def _root(self, request: web.Request) -> web.StreamResponse:
+        return json_response({"service": "pier tenant HTTP API", "openapi": "/openapi.json"})
+
+    async def _openapi(self, request: web.Request) -> web.StreamResponse:
+        return json_response(openapi_document(f"{request.scheme}://{request.host}"))
+
+    async def caller_of(self, request: web.Request) -> Caller:
+        """The authenticated caller of a request (resolved once per request)."""
+        cached = request.get(CALLER_KEY)
+        if isinstance(cached, Caller):
+            return cached
+        key_id, secret = _basic(request.headers.get("Authorization", ""))
+        session = self.services.session
+        principal = (await self._authenticated(key_id, secret)).principal
+        state = await session.directory.state(principal.tenant_id)
+        if state.tenant.status != "active":
+            raise ApiError(403, f"tenant {state.tenant.id} is {state.tenant.status}", 40303)
+        await session.throttling.load(principal.tenant_id)
+        caller = Caller(
+            principal=principal,
+            tenant_state=state,
+            host=request.remote or "",
+            client_id=client_id_of(request.headers),
+            services=self.services,
+        )
+        request[CALLER_KEY] = caller
+        return caller

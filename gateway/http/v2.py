@@ -1,0 +1,248 @@
+"""Confluent REST v2 consumer routes: instances, subscription, assignment, records, offsets.
+
+Owns the `/consumers/...` paths and their JSON shapes (Confluent's v2 API; request and response
+content type `application/vnd.kafka.v2+json`, plain `application/json` accepted; records are
+answered as `application/vnd.kafka.<format>.v2+json`). An `Accept` naming another embedded format
+than the instance's is 406 (40601). Offsets committed through `POST .../offsets` name the last
+record consumed, as Confluent's do (the group's committed position is that offset + 1); without a
+body the instance's current positions are committed. A poll's answer is charged to the consumer
+byte-rate quota and metered as the body's bytes; a throttled poll is answered, empty, after its
+throttle. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from brokers.client.offsets import EARLIEST, LATEST
+from gateway.http.consumers import ConsumerInstance, ConsumerRegistry, records_body
+from gateway.http.context import Caller
+from gateway.http.errors import CONSUMER_FORMAT_MISMATCH, ApiError
+from gateway.http.v3 import read_json
+
+V2_JSON = "application/vnd.kafka.v2+json"
+MAX_MAX_BYTES = 64 * 1024 * 1024
+
+
+def v2_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type=V2_JSON
+    )
+
+
+def _partitions(body: Any, key: str, *, offsets: bool) -> list[tuple[tuple[str, int], int]]:
+    entries = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        raise ApiError(422, f"{key} must be a list", 42202)
+    out: list[tuple[tuple[str, int], int]] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ApiError(422, f"each of {key} is an object", 42202)
+        topic, partition, offset = (
+            entry.get("topic"),
+            entry.get("partition"),
+            entry.get("offset", 0),
+        )
+        if not isinstance(topic, str) or not topic:
+            raise ApiError(422, "topic must be a non-empty string", 42202)
+        for name, value in (("partition", partition), ("offset", offset)):
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63 - 1:
+                raise ApiError(422, f"{name} must be a non-negative integer", 42202)
+        if offsets and "offset" not in entry:
+            raise ApiError(422, "offset is required", 42202)
+        assert isinstance(partition, int) and isinstance(offset, int)
+        out.append(((topic, partition), offset))
+    return out
+
+
+def _query_int(request: web.Request, name: str, default: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer", 400) from None
+    if value < 0:
+        raise ApiError(400, f"{name} must not be negative", 400)
+    return min(value, high)
+
+
+class V2:
+    def __init__(
+        self, caller_of: Callable[[web.Request], Awaitable[Caller]], registry: ConsumerRegistry
+    ) -> None:
+        self._caller_of = caller_of
+        self._registry = registry
+
+    def routes(self) -> list[web.RouteDef]:
+        i = "/consumers/{group_name}/instances/{instance}"
+        return [
+            web.post("/consumers/{group_name}", self.create),
+            web.delete(i, self.delete),
+            web.post(i + "/subscription", self.subscribe),
+            web.get(i + "/subscription", self.get_subscription),
+            web.delete(i + "/subscription", self.unsubscribe),
+            web.post(i + "/assignments", self.assign),
+            web.get(i + "/assignments", self.get_assignment),
+            web.post(i + "/offsets", self.commit),
+            web.get(i + "/offsets", self.committed),
+            web.post(i + "/positions", self.seek),
+            web.post(i + "/positions/beginning", self.seek_beginning),
+            web.post(i + "/positions/end", self.seek_end),
+            web.get(i + "/records", self.records),
+        ]
+
+    async def _instance(self, request: web.Request) -> tuple[Caller, ConsumerInstance]:
+        caller = await self._caller_of(request)
+        group = request.match_info["group_name"]
+        instance = self._registry.get(caller, group, request.match_info["instance"])
+        return caller, instance
+
+    async def create(self, request: web.Request) -> web.StreamResponse:
+        caller = await self._caller_of(request)
+        group = request.match_info["group_name"]
+        caller.require("READ", "GROUP", group)
+        body = await read_json(request) or {}
+        if not isinstance(body, dict):
+            raise ApiError(422, "the body is a JSON object of consumer settings", 42204)
+        instance = self._registry.create(caller, group, body)
+        base = f"{request.scheme}://{request.host}/consumers/{group}/instances/{instance.name}"
+        return v2_response({"instance_id": instance.name, "base_uri": base})
+
+    async def delete(self, request: web.Request) -> web.StreamResponse:
+        caller, instance = await self._instance(request)
+        await self._registry.delete(caller.tenant_id, instance.group, instance.name, "deleted")
+        return web.Response(status=204)
+
+    async def subscribe(self, request: web.Request) -> web.StreamResponse:
+        _caller, instance = await self._instance(request)
+        body = await read_json(request)
+        topics = body.get("topics") if isinstance(body, dict) else None
+        if (
+            not isinstance(topics, list)
+            or not topics
+            or not all(isinstance(t, str) and t for t in topics)
+        ):
+            raise ApiError(422, "topics must be a non-empty list of topic names", 42202)
+        async with instance.lock:
+            await instance.subscribe(sorted(set(topics)))
+        return web.Response(status=204)
+
+    async def get_subscription(self, request: web.Request) -> web.StreamResponse:
+        _caller, instance = await self._instance(request)
+        return v2_response({"topics": list(instance.subscription)})
+
+    async def unsubscribe(self, request: web.Request) -> web.StreamResponse:
+        _caller, instance = await self._instance(request)
+        async with instance.lock:
+            await instance.unsubscribe()
+        return web.Response(status=204)
+
+    async def assign(self, request: web.Request) -> web.StreamResponse:
+        caller, instance = await self._instance(request)
+        partitions = [
+            tp for tp, _ in _partitions(await read_json(request), "partitions", offsets=False)
+        ]
+        for topic in {t for t, _ in partitions}:
+            caller.require("DESCRIBE", "TOPIC", topic)
+        async with instance.lock:
+            await instance.assign(partitions)
+        return web.Response(status=204)
+
+    async def get_assignment(self, request: web.Request) -> web.StreamResponse:
+        _caller, instance = await self._instance(request)
+        return v2_response(
+            {"partitions": [{"topic": t, "partition": p} for t, p in instance.assignment()]}
+        )
+
+    async def commit(self, request: web.Request) -> web.StreamResponse:
+        _caller, instance = await self._instance(request)
+        body = await read_json(request)
+        async with instance.lock:
+            if body is None or (isinstance(body, dict) and not body.get("offsets")):
+                await instance.commit()
+            else:
+                offsets = {
+                    tp: offset + 1 for tp, offset in _partitions(body, "offsets", offsets=True)
+                }
+                await instance.commit(offsets)
+        return web.Response(status=204)
+
+    async def committed(self, request: web.Request) -> web.StreamResponse:
+        _caller, instance = await self._instance(request)
+        body = await read_json(request)
+        if body is None:
+            partitions = instance.assignment()
+        else:
+            partitions = [tp for tp, _ in _partitions(body, "partitions", offsets=False)]
+        async with instance.lock:
+            found = await instance.committed(partitions) if partitions else {}
+        return v2_response(
+            {
+                "offsets": [
+                    {"topic": t, "partition": p, "offset": found.get((t, p), -1), "metadata": ""}
+                    for t, p in partitions
+                ]
+            }
+        )
+
+    async def seek(self, request: web.Request) -> web.StreamResponse:
+        _caller, instance = await self._instance(request)
+        wanted = _partitions(await read_json(request), "offsets", offsets=True)
+        async with instance.lock:
+            instance.positions.update(dict(wanted))
+        return web.Response(status=204)
+
+    async def _seek_to(self, request: web.Request, spec: int) -> web.StreamResponse:
+        _caller, instance = await self._instance(request)
+        partitions = [
+            tp for tp, _ in _partitions(await read_json(request), "partitions", offsets=False)
+        ]
+        async with instance.lock:
+            await instance.seek_to(partitions, spec)
+        return web.Response(status=204)
+
+    async def seek_beginning(self, request: web.Request) -> web.StreamResponse:
+        return await self._seek_to(request, EARLIEST)
+
+    async def seek_end(self, request: web.Request) -> web.StreamResponse:
+        return await self._seek_to(request, LATEST)
+
+    async def records(self, request: web.Request) -> web.StreamResponse:
+        caller, instance = await self._instance(request)
+        accept = request.headers.get("Accept", "")
+        for fmt in ("binary", "json", "string", "avro", "protobuf", "jsonschema"):
+            if f"vnd.kafka.{fmt}." in accept and fmt != instance.format:
+                raise ApiError(
+                    406,
+                    f"the instance reads the {instance.format} format, not {fmt}",
+                    CONSUMER_FORMAT_MISMATCH,
+                )
+        settings = caller.services.settings
+        timeout = _query_int(
+            request, "timeout", settings.default_poll_wait_ms, settings.max_poll_wait_ms
+        )
+        max_bytes = _query_int(request, "max_bytes", settings.default_max_bytes, MAX_MAX_BYTES)
+        async with instance.lock:
+            records = await instance.poll(timeout, max(1, max_bytes))
+            body = records_body(records)
+            session = caller.services.session
+            throttle = session.throttling.fetch(caller.subject, len(body), session.clock_ms())
+            if throttle > 0:  # as Kafka answers a throttled fetch: no data, after the throttle
+                body = records_body([])
+                await asyncio.sleep(throttle / 1000)
+            else:
+                instance.advance()
+            topics = {r["topic"] for r in records} if throttle <= 0 else set()
+            topic = topics.pop() if len(topics) == 1 else None
+            caller.meter(topic, bytes_out=len(body), requests=1, throttle_ms=max(0, throttle))
+            instance.touch(caller)
+        return web.Response(
+            body=body, content_type=f"application/vnd.kafka.{instance.format}.v2+json"
+        )
