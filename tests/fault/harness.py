@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from brokers.client import ClientConfig
 from brokers.client.admin import Admin
 from brokers.client.cluster import Cluster
 from brokers.client.consumer import fetch
-from brokers.client.errors import BrokerConnectionError, BrokerResponseError
+from brokers.client.errors import BrokerResponseError
 from brokers.client.metadata import ClusterMetadata, TopicPartition
 from brokers.client.producer import produce
 from brokers.client.topics import NewTopic
@@ -34,7 +33,7 @@ from brokers.records.batch import iter_headers
 from brokers.records.builder import build_batch, read_batch
 from infra.fault_proxy import FaultProxy, ProxyLoop
 from infra.stack import BrokerProcess, free_port
-from tests.cluster_probes import SETTLE_S
+from tests.cluster_probes import BROKER_UNREACHABLE, SETTLE_S, TOPIC_SETTLING, ZNODE_MISSING
 from tests.polling import wait_until
 
 # Short timeouts so faults are detected within seconds (Kafka's names).
@@ -184,8 +183,9 @@ class FaultCluster:
             what=f"an acks=all record accepted by {topic}-{partition}",
             timeout=SETTLE_S,
             # Refused while the leader or ISR settles (NOT_LEADER_OR_FOLLOWER,
-            # NOT_ENOUGH_REPLICAS), or sent to a broker that is restarting.
-            retry_on=(BrokerResponseError, BrokerConnectionError, NoNodeError),
+            # NOT_ENOUGH_REPLICAS), not yet in `via`'s metadata (UpdateMetadata still on its
+            # way), or sent to a broker that is restarting.
+            retry_on=(*TOPIC_SETTLING, *BROKER_UNREACHABLE, *ZNODE_MISSING),
         )
         return offset
 
