@@ -99,6 +99,7 @@ def start_admin_api(
     host: str = "127.0.0.1",
     wait: float = 30.0,
     program: Sequence[str] = PIER_PROGRAM,
+    gateway_http: Sequence[str] = (),
 ) -> AdminApiProcess:
     """Start the admin API on an initialised store and wait up to `wait` seconds until healthy.
 
@@ -107,6 +108,8 @@ def start_admin_api(
     """
     port = port if port is not None else free_port(host)
     argv = [*program, "admin-api", "--db", db_url, "--port", str(port), "--host", host]
+    for url in gateway_http:  # the operator view of HTTP consumer instances asks these
+        argv += ["--gateway-http", url]
     server = AdminApiProcess(
         host=host,
         port=port,

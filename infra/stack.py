@@ -142,14 +142,18 @@ class Stack:
         self.brokers.append(broker)
         return broker
 
-    def start_admin_api(self, db_url: str, *, port: int | None = None) -> AdminApiProcess:
-        """Start the admin API on a tenant store that `pier tenancy init` has prepared."""
+    def start_admin_api(
+        self, db_url: str, *, port: int | None = None, gateway_http: Sequence[str] = ()
+    ) -> AdminApiProcess:
+        """Start the admin API on a tenant store that `pier tenancy init` has prepared;
+        `gateway_http` are the gateways' HTTP base URLs its operator view asks."""
         if self.admin_api is not None:
             raise LaunchError(f"this stack already runs the admin API on {self.admin_api.url}")
         self.admin_api = start_admin_api(
             db_url,
             self.root / "admin-api.log",
             port=port,
+            gateway_http=gateway_http,
             host=self.host,
             wait=self._wait,
             program=self._admin_program,

@@ -75,6 +75,18 @@ def start_billing(stack: Stack, args: argparse.Namespace) -> str:
     )
 
 
+def gateway_http_url(args: argparse.Namespace) -> str | None:
+    """The tenant HTTP API's base URL (None when turned off). The default port, when taken, is
+    replaced by a free one once, so the admin API (started first) and the gateway agree on it."""
+    if not args.gateway_http_port:
+        return None
+    if args.gateway_http_port == DEFAULT_GATEWAY_HTTP_PORT and port_in_use(
+        args.host, args.gateway_http_port
+    ):
+        args.gateway_http_port = free_port(args.host)  # any port, printed with the endpoints
+    return f"http://{args.host}:{args.gateway_http_port}"
+
+
 def start_gateway(stack: Stack, args: argparse.Namespace) -> str:
     """Create (or reuse) the demo tenant, then run the gateway in front of the brokers."""
     base = args.gateway_port + 1
@@ -82,13 +94,7 @@ def start_gateway(stack: Stack, args: argparse.Namespace) -> str:
     wanted += [("--gateway-port", base + broker.node_id) for broker in stack.brokers]
     if args.gateway_metrics_port:
         wanted.append(("--gateway-metrics-port", args.gateway_metrics_port))
-    if args.gateway_http_port == DEFAULT_GATEWAY_HTTP_PORT and port_in_use(
-        args.host, args.gateway_http_port
-    ):
-        args.gateway_http_port = free_port(
-            args.host
-        )  # the default is taken: any port, printed below
-    elif args.gateway_http_port:
+    if gateway_http_url(args) is not None:
         wanted.append(("--gateway-http-port", args.gateway_http_port))
     for option, port in wanted:
         if port_in_use(args.host, port):

@@ -37,7 +37,7 @@ from infra.probes import port_in_use
 from infra.stack import Stack, init_tenant_store
 from infra.up_cluster import add_arguments, start_cluster_brokers, start_local_zookeeper
 from infra.up_gateway import add_arguments as add_gateway_arguments
-from infra.up_gateway import start_billing, start_gateway
+from infra.up_gateway import gateway_http_url, start_billing, start_gateway
 from infra.up_watch import Watcher, ask_running_launcher
 
 # State lives in the repository's .pier/ (git-ignored), wherever infra/up is run from.
@@ -69,7 +69,9 @@ def start_admin_api(stack: Stack, args: argparse.Namespace) -> str:
     db_path = args.root / TENANT_STORE
     db_url = f"sqlite:///{db_path}"
     token_note = operator_token_note(init_tenant_store(db_url), args.root / OPERATOR_TOKEN)
-    api = stack.start_admin_api(db_url, port=args.admin_port)
+    # The admin API's operator view lists the gateway's HTTP consumer instances.
+    http = None if args.no_gateway else gateway_http_url(args)
+    api = stack.start_admin_api(db_url, port=args.admin_port, gateway_http=(http,) if http else ())
     where = f"tenant store {shown(db_path)}, log {shown(api.log_path)}"
     token_file = shlex.quote(shown(args.root / OPERATOR_TOKEN))
     return f"admin API: {api.url}  ({where})\n{token_note}\n\n" + admin_snippets(

@@ -9,6 +9,7 @@ in the middle of a test run whenever `pyproject.toml` changed.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shlex
@@ -111,6 +112,29 @@ def http_get(url: str, token: str | None = None) -> tuple[int, Any]:
             return error.code, json.loads(error.read())
 
 
+def printed_http_api(text: str) -> str:
+    """The tenant HTTP API's base URL from infra/up's `tenant HTTP API: URL (...)` line."""
+    line = next(line for line in text.splitlines() if line.startswith("tenant HTTP API: "))
+    return line.split()[3]
+
+
+def create_http_consumer(http: str, credentials_file: Path) -> str:
+    """A v2 consumer instance of the demo tenant (group `g-up`), made over HTTP Basic; its name."""
+    credentials = json.loads(credentials_file.read_text())
+    basic = base64.b64encode(f"{credentials['key_id']}:{credentials['secret']}".encode()).decode()
+    request = urllib.request.Request(
+        f"{http}/consumers/g-up",
+        data=json.dumps({"name": "up-1", "format": "binary"}).encode(),
+        headers={
+            "Authorization": f"Basic {basic}",
+            "Content-Type": "application/vnd.kafka.v2+json",
+        },
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return str(json.loads(response.read())["instance_id"])
+
+
 def stack_children(run: UpRun) -> dict[str, int]:
     """`broker` / `admin-api` → PID of the launcher's live children."""
     kinds = {}
@@ -164,6 +188,13 @@ def test_up_runs_the_admin_api_reuses_its_store_and_stops_on_ctrl_c(
     assert [item["id"] for item in page["items"]] == ["demo"]  # infra/up's demo tenant
     tenant = run_printed_admin_command(first.text(), "tenants create", token)
     assert tenant["display_name"] == "Acme"
+    # The admin API knows infra/up's gateway: an HTTP consumer instance made there is listed.
+    http = printed_http_api(first.text())
+    instance = create_http_consumer(http, tmp_path / "state" / "demo-credentials.json")
+    status, consumers = http_get(f"{first.admin_url}/v1/tenants/demo/http-consumers", token)
+    assert status == 200, consumers
+    assert consumers["unreachable"] == [], consumers
+    assert [(c["gateway"], c["instance_id"]) for c in consumers["items"]] == [(http, instance)]
 
     pids = stack_children(first)
     assert sorted(pids) == ["admin-api", "broker", "gateway"]
