@@ -35,8 +35,19 @@ pier_usage() {
   sed -n '2,/^[^#]/{/^#/!d;/shellcheck/d;s/^# \{0,1\}//;p}' "$1"
 }
 
+# pier_has_python_headers: whether the interpreter that builds the native module (the venv's, or
+# PIER_PYTHON before the venv exists) has Python.h.
+pier_has_python_headers() {
+  local python="$VENV/bin/python"
+  [ -x "$python" ] || python="$PIER_PYTHON"
+  "$python" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    2>/dev/null
+}
+
 # pier_system_packages STANDALONE: the Debian packages infra/up needs (Java and ZooKeeper unless
-# STANDALONE is 1; kcat, which the README's examples use; Python 3.11 while .venv does not exist),
+# STANDALONE is 1; gcc and Python's headers for the native record walker; kcat, which the README's
+# examples use; Python 3.11 while .venv does not exist),
 # installed with apt when missing and we are root (`apt-get update` once, only then). Not root: a
 # missing required package is an error naming the apt-get command; a missing kcat only a note.
 pier_system_packages() {
@@ -49,6 +60,8 @@ pier_system_packages() {
     command -v "$PIER_PYTHON" >/dev/null 2>&1 || required+=(python3.11)
     "$PIER_PYTHON" -c 'import ensurepip' 2>/dev/null || required+=(python3.11-venv)
   fi
+  command -v gcc >/dev/null 2>&1 || required+=(gcc) # pip install builds brokers/records/_native.c
+  pier_has_python_headers || required+=(python3.11-dev)
   command -v kcat >/dev/null 2>&1 || optional+=(kcat)
   local missing=("${required[@]}" "${optional[@]}")
   [ ${#missing[@]} -eq 0 ] && return 0
