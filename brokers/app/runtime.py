@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -25,7 +26,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from brokers.app.groups import TICK_INTERVAL_MS, GroupWiring
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfig
-from brokers.handlers.services import ProducerIdSource, TopicAdmin
+from brokers.handlers import build_route_table
+from brokers.handlers.services import HandlerServices, ProducerIdSource, TopicAdmin
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.cleaner.config import CleanerConfig
 from brokers.log.cleaner.metrics import CleanerCollector
@@ -39,7 +41,7 @@ from brokers.server.dispatcher import Dispatcher
 from brokers.server.listener import Listener
 from brokers.server.metrics import ServerMetrics
 from brokers.server.purgatory import Purgatory
-from brokers.server.routes import RouteTable
+from brokers.server.routes import Route, RouteTable
 from brokers.wire.framing import FrameLimits
 
 log = logging.getLogger("pier.broker")
@@ -224,3 +226,70 @@ class Broker:
 
     async def _delayed_deletes(self) -> None:
         self.log_manager.run_delayed_deletes()
+
+
+@dataclass(frozen=True, slots=True)
+class CoreParts:
+    """What both composition roots build the same way before their mode-specific parts."""
+
+    config: BrokerConfig
+    clock: Clock
+    registry: CollectorRegistry
+    purgatory: Purgatory
+    server_metrics: ServerMetrics
+    topic_metrics: BrokerTopicMetrics
+    log_manager: LogManager
+    metadata: MetadataCache
+    replicas: ReplicaManager
+
+
+def assemble(
+    core: CoreParts,
+    topics: TopicRegistry,
+    producer_ids: ProducerIdSource,
+    *,
+    zookeeper_mode: bool,
+    extra_routes: list[Route] | None = None,
+    cluster: Membership | None = None,
+) -> Broker:
+    """The last steps both roots share: the group coordinator over `__consumer_offsets`, the
+    handlers' narrow services, the route table (plus `extra_routes`), and the `Broker`."""
+    groups = GroupWiring(
+        core.config.properties,
+        metadata=core.metadata,
+        topics=topics,
+        replicas=core.replicas,
+        purgatory=core.purgatory,
+        clock=core.clock,
+        registry=core.registry,
+        zookeeper_mode=zookeeper_mode,
+    )
+    services = HandlerServices(
+        config=core.config,
+        clock=core.clock,
+        metadata=core.metadata,
+        replicas=core.replicas,
+        purgatory=core.purgatory,
+        topics=topics,
+        groups=groups,
+        producer_ids=producer_ids,
+        log_dirs=core.log_manager,
+        topic_metrics=core.topic_metrics,
+        zookeeper_mode=zookeeper_mode,
+    )
+    return Broker(
+        core.config,
+        clock=core.clock,
+        registry=core.registry,
+        purgatory=core.purgatory,
+        server_metrics=core.server_metrics,
+        topic_metrics=core.topic_metrics,
+        log_manager=core.log_manager,
+        metadata=core.metadata,
+        replicas=core.replicas,
+        topics=topics,
+        producer_ids=producer_ids,
+        groups=groups,
+        routes=build_route_table(services, extra_routes),
+        cluster=cluster,
+    )

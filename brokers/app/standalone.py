@@ -17,9 +17,10 @@ import uuid
 
 from prometheus_client import CollectorRegistry
 
-from brokers.app.groups import GroupWiring
 from brokers.app.runtime import (
     Broker,
+    CoreParts,
+    assemble,
     log_manager_for,
     metadata_cache_for,
     register_storage_metrics,
@@ -27,8 +28,6 @@ from brokers.app.runtime import (
 from brokers.common.clock import SYSTEM_CLOCK, Clock
 from brokers.common.config import BrokerConfig
 from brokers.coordinator.producer_ids import FileBlockStore, ProducerIdManager
-from brokers.handlers import build_route_table
-from brokers.handlers.services import HandlerServices
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.meta_properties import read_cluster_id, write_cluster_id
 from brokers.replication.isr_writer import IsrWriter
@@ -78,41 +77,8 @@ def build_standalone(
         broker_defaults=config.properties,
     )
     producer_ids = ProducerIdManager(FileBlockStore(config.data_dir / "pier-producer-id-block"))
-    groups = GroupWiring(
-        config.properties,
-        metadata=metadata,
-        topics=topics,
-        replicas=replicas,
-        purgatory=purgatory,
-        clock=clock,
-        registry=registry,
-        zookeeper_mode=False,
-    )
-    services = HandlerServices(
-        config=config,
-        clock=clock,
-        metadata=metadata,
-        replicas=replicas,
-        purgatory=purgatory,
-        topics=topics,
-        groups=groups,
-        producer_ids=producer_ids,
-        log_dirs=log_manager,
-        topic_metrics=topic_metrics,
-        zookeeper_mode=False,
-    )
-    return Broker(
-        config,
-        clock=clock,
-        registry=registry,
-        purgatory=purgatory,
-        server_metrics=server_metrics,
-        topic_metrics=topic_metrics,
-        log_manager=log_manager,
-        metadata=metadata,
-        replicas=replicas,
-        topics=topics,
-        producer_ids=producer_ids,
-        groups=groups,
-        routes=build_route_table(services),
-    )
+    core = CoreParts(
+        config, clock, registry, purgatory, server_metrics, topic_metrics, log_manager, metadata,
+        replicas,
+    )  # fmt: skip
+    return assemble(core, topics, producer_ids, zookeeper_mode=False)

@@ -31,9 +31,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from brokers.app.groups import GroupWiring
 from brokers.app.runtime import (
     Broker,
+    CoreParts,
+    assemble,
     log_manager_for,
     metadata_cache_for,
     register_storage_metrics,
@@ -60,7 +61,6 @@ from brokers.controller.zk_isr_writer import ZkIsrWriter
 from brokers.coordinator.producer_ids import ProducerIdManager
 from brokers.handlers import (
     alter_partition_reassignments,
-    build_route_table,
     controlled_shutdown,
     elect_leaders,
     leader_and_isr,
@@ -69,7 +69,6 @@ from brokers.handlers import (
     update_metadata,
 )
 from brokers.handlers.control_fence import BrokerFence
-from brokers.handlers.services import HandlerServices
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.meta_properties import read_cluster_id, write_cluster_id
 from brokers.replication.metadata_cache import MetadataCache
@@ -138,29 +137,6 @@ def build_zk_broker(
     election, controller = _controller(config, clock, registry, zk)
     topic_configs.listeners.append(controller.topic_config_changed)
     fence = BrokerFence()
-    groups = GroupWiring(
-        config.properties,
-        metadata=metadata,
-        topics=topics,
-        replicas=replicas,
-        purgatory=purgatory,
-        clock=clock,
-        registry=registry,
-        zookeeper_mode=True,
-    )
-    services = HandlerServices(
-        config=config,
-        clock=clock,
-        metadata=metadata,
-        replicas=replicas,
-        purgatory=purgatory,
-        topics=topics,
-        groups=groups,
-        producer_ids=producer_ids,
-        log_dirs=log_manager,
-        topic_metrics=topic_metrics,
-        zookeeper_mode=True,
-    )
     cluster = ClusterMode(
         config,
         clock=clock,
@@ -178,21 +154,13 @@ def build_zk_broker(
             expiration_ms=int(properties.get(EXPIRATION_PROPERTY, DEFAULT_EXPIRATION_MS)),
         ),
     )
-    return Broker(
-        config,
-        clock=clock,
-        registry=registry,
-        purgatory=purgatory,
-        server_metrics=server_metrics,
-        topic_metrics=topic_metrics,
-        log_manager=log_manager,
-        metadata=metadata,
-        replicas=replicas,
-        topics=topics,
-        producer_ids=producer_ids,
-        groups=groups,
-        routes=build_route_table(services, _control_routes(fence, metadata, replicas, controller)),
-        cluster=cluster,
+    core = CoreParts(
+        config, clock, registry, purgatory, server_metrics, topic_metrics, log_manager, metadata,
+        replicas,
+    )  # fmt: skip
+    control = _control_routes(fence, metadata, replicas, controller)
+    return assemble(
+        core, topics, producer_ids, zookeeper_mode=True, extra_routes=control, cluster=cluster
     )
 
 
