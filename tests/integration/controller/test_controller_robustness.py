@@ -32,11 +32,13 @@ from brokers.replication.metadata_cache import (
 from brokers.zk.topics import ZkTopicAdmin
 from tests.integration.cluster.test_controller import RecordingChannel, register
 from tests.integration.controller.test_zookeeper_controller import (
+    WAIT_S,
     expire_session,
+    on_loop,
     run,
     started,
-    until,
 )
+from tests.polling import wait_until_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 CLOCK = ManualClock()
@@ -84,7 +86,11 @@ def test_an_election_whose_reply_was_lost_is_adopted(chroot: str) -> None:
                 await election.elect()
             assert not election.is_controller and await epoch_in_zk(zk) == 1
             # The watch on `/controller` re-runs the election, which adopts the node and epoch.
-            await until(lambda: election.is_controller)
+            await wait_until_async(
+                on_loop(lambda: election.is_controller),
+                what="this broker elected controller",
+                timeout=WAIT_S,
+            )
             assert (election.epoch, election.epoch_zk_version, elected) == (1, 1, [1])
             await zk.multi([election.fence()])  # the adopted fence holds
             assert not await ControllerElection(other, 2, CLOCK).elect()
@@ -105,7 +111,11 @@ def test_a_controller_znode_of_another_session_is_not_adopted(chroot: str) -> No
             assert not await restarted.elect()
             assert restarted.active_controller == 1 and not restarted.is_controller
             await old.close()  # its ephemeral node goes; the watch runs the election again
-            await until(lambda: restarted.is_controller)
+            await wait_until_async(
+                on_loop(lambda: restarted.is_controller),
+                what="the restarted broker elected controller",
+                timeout=WAIT_S,
+            )
             assert restarted.epoch == 2
         finally:
             await new.close()
@@ -138,7 +148,11 @@ def test_a_failed_failover_moves_the_controller_and_the_election_runs_again(chro
         try:
             assert await election.start()
             tp = TopicPartition("orders", 0)
-            await until(lambda: tp in controller.context.leadership)
+            await wait_until_async(
+                on_loop(lambda: tp in controller.context.leadership),
+                what="the partition's leadership known to the controller",
+                timeout=WAIT_S,
+            )
             assert epochs == [1, 2] and election.epoch == 2 and await epoch_in_zk(zk) == 2
             assert controller.active and controller.context.epoch == 2
             assert channel.live == {1}
@@ -158,7 +172,11 @@ def test_moving_never_deletes_a_newer_controllers_znode(chroot: str) -> None:
             assert await election.elect() and not await standby.elect()
             stale = (election.epoch, election.epoch_zk_version)
             expire_session(zk, chroot.split("/", maxsplit=1)[0])
-            await until(lambda: standby.is_controller and election.active_controller == 2)
+            await wait_until_async(
+                on_loop(lambda: standby.is_controller and election.active_controller == 2),
+                what="the standby elected and known as controller",
+                timeout=WAIT_S,
+            )
             # Broker 1 acts before it has noticed: its fence must protect broker 2's znode.
             election.epoch, election.epoch_zk_version = stale
             election.active_controller = 1
@@ -183,7 +201,11 @@ def test_moving_releases_the_controller_znode(chroot: str) -> None:
             assert await election.elect()
             czxid = (await zk.get(zk_paths.CONTROLLER)).czxid
             election.move()
-            await until(lambda: election.is_controller and election.epoch == 2)
+            await wait_until_async(
+                on_loop(lambda: election.is_controller and election.epoch == 2),
+                what="this broker controller again in epoch 2",
+                timeout=WAIT_S,
+            )
             assert (await zk.get(zk_paths.CONTROLLER)).czxid > czxid, "a new znode"
             assert elected == [1, 2]
         finally:
