@@ -12,11 +12,13 @@ which a lock guards, so every function is safe from any thread.
 from __future__ import annotations
 
 import http.client
+import random
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from infra.errors import LaunchError
 
@@ -39,19 +41,40 @@ _handed_out_lock = threading.Lock()
 def free_port(host: str = "127.0.0.1") -> int:
     """Return a TCP port on `host` that is free now and was not returned before in this process.
 
-    The kernel may hand the same ephemeral port to two successive bind(0) calls once the first socket
-    is closed; remembering what we returned keeps two brokers of one test from colliding.
+    Ports come from below the kernel's ephemeral range (`ip_local_port_range`): a port picked
+    there can be taken by any process's outgoing connection (a broker dialling ZooKeeper or a
+    peer) between the pick and the bind, which made launches fail with "Address already in use".
+    Remembering what we returned keeps two servers of one test from colliding.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    for _ in range(64):
+    low, high = _LISTEN_PORTS
+    for _ in range(256):
+        port = random.randint(low, high)
+        with _handed_out_lock:
+            if (host, port) in _handed_out:
+                continue
         with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port: int = sock.getsockname()[1]
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
         with _handed_out_lock:
             if (host, port) not in _handed_out:
                 _handed_out.add((host, port))
                 return port
-    raise LaunchError(f"no free TCP port found on {host}")
+    raise LaunchError(f"no free TCP port found on {host} in {low}-{high}")
+
+
+def _listen_ports() -> tuple[int, int]:
+    """The ports below the ephemeral range (20000 up to its start), where nothing binds by chance."""
+    try:
+        first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768
+    return (20000, max(first_ephemeral - 1, 20999)) if first_ephemeral > 21000 else (49152, 65535)
+
+
+_LISTEN_PORTS = _listen_ports()
 
 
 def port_in_use(host: str, port: int) -> bool:

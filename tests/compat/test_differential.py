@@ -15,10 +15,10 @@ budget (`PIER_DIFFERENTIAL_EXAMPLES`, default 20). Uses the session's Pier and K
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,14 +125,17 @@ SETTLE_S = 5.0
 
 
 def settled(attempt: Callable[[], Outcome]) -> Outcome:
-    """`attempt()`, again every 0.1 s while it gives a TRANSIENT error name, for up to SETTLE_S
-    (a bounded retry of a client call, not a wait for state a test asserts)."""
-    deadline = time.monotonic() + SETTLE_S
-    outcome = attempt()
-    while isinstance(outcome, str) and outcome in TRANSIENT and time.monotonic() < deadline:
-        time.sleep(0.1)
-        outcome = attempt()
-    return outcome
+    """`attempt()`, again every 0.1 s while it gives a TRANSIENT error name, for up to SETTLE_S;
+    then the last outcome as it is (a lasting TRANSIENT error is compared like any other)."""
+    last: list[Outcome] = []
+
+    def not_transient() -> bool:
+        last[:] = [attempt()]
+        return not (isinstance(last[0], str) and last[0] in TRANSIENT)
+
+    with contextlib.suppress(AssertionError):  # still transient after SETTLE_S: compare it
+        wait_until(not_transient, what="a settled outcome", timeout=SETTLE_S, interval=0.1)
+    return last[0]
 
 
 def error_name(exc: BaseException) -> str:

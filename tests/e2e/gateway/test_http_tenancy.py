@@ -133,6 +133,14 @@ def test_a_key_without_write_acl_gets_403(stack: GatewayStack) -> None:
                 )
     as_writer = TenantHttp(stack, writer)
     as_reader = TenantHttp(stack, reader)
+    # ACLs reach the gateway through the store's change feed; until they have, "cora" has no ACL
+    # and is open to its accounts. Wait until the reader's WRITE is refused on a topic that does
+    # not exist (404 while open, 403 once the ACLs are in force; nothing is written either way).
+    wait_until(
+        lambda: as_reader.produce("absent", {"value": string("x")}).status_code == 403,
+        what="the reader's ACLs in force at the gateway",
+        timeout=30,
+    )
     as_writer.create_topic("guarded", 1)
     assert as_writer.produce("guarded", {"value": string("by-writer")}).status_code == 200
     refused = as_reader.produce("guarded", {"value": string("by-reader")})

@@ -1,6 +1,6 @@
 """Tenant HTTP API benchmark: HTTP produce and consume next to the Kafka path, in the same run.
 
-Usage: `python -m infra.bench.http [--quick] [--records N] [--out DIR]` from the repository root.
+Usage: `python -m infra.bench.http_api [--quick] [--records N] [--out DIR]` from the repository root.
 Starts one broker (`infra.stack.start_broker`), a SQLite tenant store with one tenant `bench` (no
 quotas) and `pier gateway` with its HTTP API (`http.port`) in a temporary directory. Then, on
 topics of one partition, with 100-byte values:
