@@ -46,7 +46,9 @@ def assign_replicas(
         raise InvalidReplicationFactorError("replication factor must be larger than 0")
     if replication_factor > len(brokers):
         raise InvalidReplicationFactorError(
-            f"replication factor {replication_factor} larger than available brokers {len(brokers)}"
+            f"Unable to replicate the partition {replication_factor} time(s): The target "
+            f"replication factor of {replication_factor} cannot be reached because only "
+            f"{len(brokers)} broker(s) are registered."
         )
     racks = [rack for rack in brokers.values() if rack is not None]
     if racks and len(racks) != len(brokers):

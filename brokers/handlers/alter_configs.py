@@ -6,7 +6,8 @@ order and words (ConfigAdminManager.preprocess): a resource named twice, a confi
 in one resource, null values, resource types. BROKER resources must name this broker (or be
 empty) and may not change anything: Pier's broker settings are static (read from its properties
 file at start-up) and it has no dynamic broker configs, so a change is INVALID_REQUEST, the code
-Kafka gives for a broker setting that cannot be updated dynamically. `validate_only` checks
+Kafka gives for a broker setting that cannot be updated dynamically; an incremental DELETE is a
+no-op and accepted (there is never a dynamic value to delete). `validate_only` checks
 without applying. Runs on the event loop.
 """
 
@@ -87,7 +88,7 @@ def alter_resources(
             if keys[(resource.resource_type, resource.resource_name)] > 1:
                 raise InvalidRequestError("Each resource must appear at most once.")
             check_configs(resource.configs, null_allowed)
-            _apply(broker, resource, request.validate_only, change)
+            _apply(broker, resource, request.validate_only, change, null_allowed)
         except Exception as exc:
             responses.append(_response(module, resource, exc))
             continue
@@ -109,7 +110,11 @@ def check_configs(
 
 
 def _apply(
-    broker: ConfigTarget, resource: Any, validate_only: bool, change: ResourceChange
+    broker: ConfigTarget,
+    resource: Any,
+    validate_only: bool,
+    change: ResourceChange,
+    is_delete: Callable[[Any], bool] | None,
 ) -> None:
     if resource.resource_type == TOPIC:
         if not resource.resource_name:
@@ -122,8 +127,11 @@ def _apply(
     elif resource.resource_type == BROKER:
         if resource.resource_name:
             check_own_broker(resource.resource_name, broker.config.node_id)
-        if resource.configs:
-            names = ", ".join(sorted(c.name for c in resource.configs))
+        # Deleting a dynamic broker config is a no-op (none is ever set): kafka-reassign-partitions
+        # --verify clears its throttles that way on every broker.
+        changes = [c for c in resource.configs if not (is_delete and is_delete(c))]
+        if changes:
+            names = ", ".join(sorted(c.name for c in changes))
             raise InvalidRequestError(
                 f"Cannot update these configs dynamically: {names}. Pier has no dynamic broker "
                 "configs: broker settings are read from its properties file at start-up."

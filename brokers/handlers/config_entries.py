@@ -88,6 +88,13 @@ def topic_config_entries(
     return [_topic_entry(name, overrides, broker_properties) for name in sorted(TOPIC_CONFIGS)]
 
 
+# Broker properties whose Kafka default is null (the topic default comes from a coarser unit, e.g.
+# log.retention.hours): Kafka lists no DEFAULT_CONFIG synonym for them in a topic's entry.
+_NULL_IN_KAFKA = frozenset(
+    {"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms"}
+)
+
+
 def _topic_entry(
     name: str, overrides: Mapping[str, str], broker_properties: Mapping[str, str]
 ) -> ConfigEntry:
@@ -97,8 +104,9 @@ def _topic_entry(
         for s in BROKER_SYNONYMS.get(name, ())
         if s.name in broker_properties
     ]
-    if definition.broker_default_name is not None:
-        synonyms.append((definition.broker_default_name, definition.default, DEFAULT_CONFIG))
+    default_name = definition.broker_default_name
+    if default_name is not None and default_name not in _NULL_IN_KAFKA:
+        synonyms.append((default_name, definition.default, DEFAULT_CONFIG))
     if name in overrides:
         value: str | None = overrides[name]
         source = TOPIC_CONFIG

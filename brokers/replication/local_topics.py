@@ -34,7 +34,11 @@ from brokers.replication.errors import (
 )
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
 from brokers.replication.replica_manager import ReplicaManager
-from brokers.replication.topic_names import check_partition_growth, new_topic_shape
+from brokers.replication.topic_names import (
+    check_partition_growth,
+    new_topic_shape,
+    unreachable_replication_factor,
+)
 
 REGISTRY_FILE = "pier-topics.json"
 
@@ -112,8 +116,7 @@ class LocalTopicRegistry:
         self._check_partitions(partitions, existing=0)
         if factor < 1 or factor > len(self._metadata.brokers):
             raise InvalidReplicationFactorError(
-                f"Replication factor: {factor} larger than available brokers: "
-                f"{len(self._metadata.brokers)}."
+                unreachable_replication_factor(factor, len(self._metadata.brokers))
                 if factor > 1
                 else "Replication factor must be larger than 0."
             )
@@ -144,7 +147,7 @@ class LocalTopicRegistry:
     ) -> None:
         topic = self._require(name)
         existing = len(topic.partitions)
-        check_partition_growth(existing, count)
+        check_partition_growth(name, existing, count)
         self._check_partitions(count, existing=existing)
         self._descriptors.check(count - existing, f"growing topic '{name}' to {count} partitions")
         if validate_only:

@@ -49,12 +49,20 @@ def new_topic_shape(
     return num_partitions, replication_factor
 
 
-def check_partition_growth(existing: int, requested: int) -> None:
-    """CreatePartitions only grows a topic (Kafka's messages for a shrink and a no-op)."""
+def check_partition_growth(topic: str, existing: int, requested: int) -> None:
+    """CreatePartitions only grows a topic (Kafka 4's messages for a shrink and a no-op)."""
     if requested < existing:
         raise InvalidPartitionsError(
-            f"Topic currently has {existing} partitions, which is higher than the requested "
-            f"{requested}."
+            f"The topic {topic} currently has {existing} partition(s); {requested} would not be "
+            "an increase."
         )
     if requested == existing:
-        raise InvalidPartitionsError(f"Topic already has {existing} partitions.")
+        raise InvalidPartitionsError(f"Topic already has {existing} partition(s).")
+
+
+def unreachable_replication_factor(factor: int, brokers: int) -> str:
+    """Kafka 4's message for a replication factor above the registered brokers."""
+    return (
+        f"Unable to replicate the partition {factor} time(s): The target replication factor of "
+        f"{factor} cannot be reached because only {brokers} broker(s) are registered."
+    )

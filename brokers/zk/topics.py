@@ -156,7 +156,7 @@ class ZkTopicAdmin:
         if self._marked_for_deletion(name):
             raise InvalidTopicError(f"The topic '{name}' is queued for deletion.")
         existing = len(current.partitions)
-        check_partition_growth(existing, count)
+        check_partition_growth(name, existing, count)
         self._check_topic_size(count)
         factor = len(current.partitions[0].replicas) if 0 in current.partitions else 1
         added = (

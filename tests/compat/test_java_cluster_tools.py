@@ -146,7 +146,6 @@ def test_reassign_then_preferred_election(
     )
 
 
-@pytest.mark.xfail(strict=True, reason="docs/compatibility.md C7: --verify clears throttles")
 def test_reassign_verify(
     clusters: SideBySide, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

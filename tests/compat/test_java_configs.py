@@ -47,7 +47,6 @@ def test_topic_configs_alter_delete_describe(side_by_side: SideBySide, topic_nam
                for line in error_lines(refused[0], names))  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="docs/compatibility.md C3: retention.ms default synonym")
 def test_topic_config_synonyms(side_by_side: SideBySide, topic_name: str) -> None:
     names = {topic_name: "<T>"}
     for target in data.targets(side_by_side):

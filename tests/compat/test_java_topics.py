@@ -104,18 +104,7 @@ def test_create_error_codes(side_by_side: SideBySide, topic_name: str, case: str
     assert _EXCEPTION.findall("\n".join(ours)) == _EXCEPTION.findall("\n".join(theirs)) != []
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        *(c for c in CREATE_ERRORS if c != "too-many-replicas"),
-        pytest.param(
-            "too-many-replicas",
-            marks=pytest.mark.xfail(
-                strict=True, reason="docs/compatibility.md C4: INVALID_REPLICATION_FACTOR text"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("case", CREATE_ERRORS)
 def test_create_error_messages(side_by_side: SideBySide, topic_name: str, case: str) -> None:
     ours, theirs = _create_error(side_by_side, topic_name, case)
     assert ours == theirs
@@ -142,9 +131,6 @@ def test_decreasing_partitions_is_invalid_partitions(
     assert any(exception in line for line in theirs), theirs
 
 
-@pytest.mark.xfail(
-    strict=True, reason="docs/compatibility.md C2: message text of INVALID_PARTITIONS"
-)
 def test_decreasing_partitions_message(side_by_side: SideBySide, topic_name: str) -> None:
     ours, theirs = _decrease(side_by_side, topic_name)
     assert ours == theirs

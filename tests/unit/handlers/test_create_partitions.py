@@ -55,7 +55,7 @@ def test_every_version_grows_the_topic(broker: Broker, version: int) -> None:
 def test_count_must_increase(broker: Broker) -> None:
     (same,) = _grow(broker, _topic(3, "t", 1))
     assert same.error_code == ErrorCode.invalid_partitions
-    assert same.error_message == "Topic already has 1 partitions."
+    assert same.error_message == "Topic already has 1 partition(s)."
     broker.topics.create_topic("u", 3, 1, {})
     (fewer,) = _grow(broker, _topic(3, "u", 2))
     assert fewer.error_code == ErrorCode.invalid_partitions

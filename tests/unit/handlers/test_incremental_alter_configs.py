@@ -137,6 +137,21 @@ def test_validate_only_and_other_resources(broker: Broker) -> None:
     assert broker.metadata.topics["t"].configs["retention.ms"] == "1000"
 
 
+def test_deleting_broker_configs_is_a_no_op_but_setting_one_is_refused(broker: Broker) -> None:
+    """What kafka-reassign-partitions --verify sends to clear throttles (docs/compatibility.md
+    D1): deleting a dynamic broker config that is never set succeeds; a SET beside it fails."""
+    throttles = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+    deletes = [(name, DELETE, None) for name in throttles]
+    cleared, mixed = _alter(
+        broker,
+        _resource(1, "0", deletes, type_=BROKER),
+        _resource(1, "", [*deletes, ("log.cleaner.threads", SET, "1")], type_=BROKER),
+    )
+    assert cleared.error_code == ErrorCode.none, cleared.error_message
+    assert mixed.error_code == ErrorCode.invalid_request
+    assert "Cannot update these configs dynamically: log.cleaner.threads." in mixed.error_message
+
+
 def _ops(*ops: Op) -> list[Any]:
     return [SimpleNamespace(name=n, config_operation=o, value=v) for n, o, v in ops]
 
