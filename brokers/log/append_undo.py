@@ -4,7 +4,8 @@ Owns: `AppendMark`, taken before every append (the active segment and its `Segme
 leader epochs too, once the append is about to assign a new one), and `undo_append`, which
 - drops the segments the append rolled to (nobody has read them: appends and reads share the
   event loop); when the roll had replaced an empty active segment, an empty one is made again;
-- cuts the active segment's files back to the mark (also what a torn write left past it) and
+- cuts the active segment's files back to the mark (also what a torn write left past it), its
+  `.txnindex` included (an ABORT marker's entry; a file the append created is removed), and
   restores its in-memory state;
 - restores the leader epochs in memory and deletes a producer snapshot the roll wrote past the
   log end (one at the log end describes exactly the state there and stays).

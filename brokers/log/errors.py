@@ -45,6 +45,11 @@ class InvalidProducerEpochError(LogError):
     """A producer batch from a fenced (older) producer epoch (INVALID_PRODUCER_EPOCH)."""
 
 
+class TransactionCoordinatorFencedError(LogError):
+    """An end-transaction marker from a coordinator epoch older than the one last seen for the
+    producer: a zombie coordinator (TRANSACTION_COORDINATOR_FENCED)."""
+
+
 class DuplicateSequenceError(LogError):
     """A duplicate batch no longer matched to its offsets (DUPLICATE_SEQUENCE_NUMBER)."""
 

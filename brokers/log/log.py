@@ -8,6 +8,14 @@ retention, rolls, flushes, compaction's swap of cleaned segments (`replace_segme
 the cleaner) and the two-step deletion of segments. Producer state and the leader
 epoch cache are kept in step with every append, truncation and deletion.
 
+Transactions (KIP-98): the leader writes the coordinator's COMMIT/ABORT markers
+(`append_marker`, fenced on producer and coordinator epochs); a follower's control batches are
+read (one record each) as they are appended. Either way producer state learns the outcome and
+an ABORT that ends a transaction adds an `AbortedTxn` to the active segment's `.txnindex`
+within the same all-or-nothing append. `last_stable_offset(hw)` / `first_unstable_offset()`
+come from producer state in O(unstable transactions); `collect_aborted` reads the `.txnindex`
+of the segments from the fetch offset on. Data batches are never parsed for any of this.
+
 Loading and recovery live in log_loader, the segment list and its delayed deletes in
 log_segments, the retention rules in retention, header patching in offset_assignment.
 `high_watermark` is set by replication; retention and DeleteRecords never go past it (None: no
@@ -30,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -47,11 +55,14 @@ from brokers.log.leader_epoch_cache import CHECKPOINT_NAME, LeaderEpochCache
 from brokers.log.log_loader import create_segment, load_log
 from brokers.log.log_segments import LogSegments
 from brokers.log.offset_assignment import AssignedBatches, assign_offsets, check_follower_batches
+from brokers.log.producer_replay import load_producer_state, replay
 from brokers.log.producer_state.manager import ProducerStateManager
 from brokers.log.retention import deletable_segment_count
 from brokers.log.segment import LogSegment
 from brokers.log.storage_health import StorageHealth, brief
-from brokers.records.batch import BatchHeader
+from brokers.log.txn_index import AbortedTxn
+from brokers.records.batch import CONTROL_MASK, BatchHeader, parse_header
+from brokers.records.control import EndTxnMarker, build_marker_batch, read_marker
 from brokers.records.errors import RecordTooLargeError
 
 NO_TIMESTAMP = -1
@@ -142,8 +153,10 @@ class Log:
             recovery_point=loaded.recovery_point, producer_state=producers,
             leader_epoch_cache=epochs, files=files,
         )  # fmt: skip
-        producers.truncate(log.log_start_offset, log.log_end_offset)
-        log._replay_producer_state(producers.load(log.log_start_offset, log.log_end_offset))
+        load_producer_state(
+            list(log.segments), producers, log_start_offset=log.log_start_offset,
+            log_end_offset=log.log_end_offset, rebuild=loaded.recovered,
+        )  # fmt: skip
         return log
 
     # -- state ------------------------------------------------------------------------------
@@ -218,8 +231,32 @@ class Log:
             for header in assigned.headers
             if header.partition_leader_epoch >= 0
         ]
-        self._write(assigned, first_offset=assigned.headers[0].base_offset, epochs=epochs)
+        controls = [(p, h) for p, h in batches if h.attributes & CONTROL_MASK and h.records_count]
+        markers = _markers_of(data, controls) if controls else None
+        self._write(
+            assigned, first_offset=assigned.headers[0].base_offset, epochs=epochs, markers=markers
+        )
         return self._appended(assigned, NO_TIMESTAMP)
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, marker: EndTxnMarker, *, leader_epoch: int
+    ) -> AppendResult:
+        """Write a COMMIT/ABORT marker as leader (for the transaction coordinator). Raises
+        InvalidProducerEpochError / TransactionCoordinatorFencedError for an old producer /
+        coordinator epoch; a producer with no open transaction here still gets its marker."""
+        self._check_open()
+        self.producer_state.check_marker(producer_id, producer_epoch, marker)
+        now = self._clock.time_ms()
+        batch = build_marker_batch(producer_id, producer_epoch, marker, timestamp_ms=now)
+        append_time = now if self.config.message_timestamp_type == "LogAppendTime" else None
+        first = self.log_end_offset
+        assigned = assign_offsets(
+            batch, [(0, parse_header(batch))], first_offset=first, leader_epoch=leader_epoch,
+            log_append_time_ms=append_time,
+        )  # fmt: skip
+        epochs = [(leader_epoch, first)] if leader_epoch >= 0 else []
+        self._write(assigned, first_offset=first, epochs=epochs, markers={first: marker})
+        return self._appended(assigned, NO_TIMESTAMP if append_time is None else append_time)
 
     def _check_size(self, batches: Sequence[tuple[int, BatchHeader]]) -> None:
         size = sum(header.size for _, header in batches)
@@ -230,11 +267,13 @@ class Log:
             )
 
     def _write(
-        self, assigned: AssignedBatches, *, first_offset: int, epochs: list[tuple[int, int]]
-    ) -> None:
+        self, assigned: AssignedBatches, *, first_offset: int, epochs: list[tuple[int, int]],
+        markers: Mapping[int, EndTxnMarker] | None = None,
+    ) -> None:  # fmt: skip
         """Assign epochs, roll if due, write, index; all or nothing (see the module docstring).
         Epochs go first, as in Kafka: a crash between them and the data leaves an epoch entry at
-        the log end, which the next open drops, never data whose epoch is unknown."""
+        the log end, which the next open drops, never data whose epoch is unknown. `markers`:
+        the control batches' markers by offset (None when there are none, the usual case)."""
         last = assigned.headers[-1]
         mark = AppendMark.take(self._segments)
         try:
@@ -244,12 +283,20 @@ class Log:
                 assigned.size, assigned.max_timestamp, first_offset, last.last_offset
             )
             segment.append(assigned.headers, assigned.parts)
+            if markers:  # producer state is still as before the append: it is folded in below
+                for txn in self.producer_state.aborted_by(assigned.headers, markers):
+                    segment.txn_index.append(txn)
         except Exception as exc:
             self._undo(mark, exc)
         self.log_end_offset = last.next_offset
+        if markers is None:
+            for header in assigned.headers:
+                if header.producer_id >= 0:
+                    self.producer_state.update(header)
+            return
         for header in assigned.headers:
-            if header.producer_id >= 0:
-                self.producer_state.update(header)
+            marker = markers.get(header.base_offset) if header.is_control else None
+            self.producer_state.update(header, marker=marker)
 
     def _undo(self, mark: AppendMark, exc: Exception) -> NoReturn:
         """Put the log back to `mark` and raise: StorageError for an OSError, else `exc` itself;
@@ -499,6 +546,38 @@ class Log:
     def remove_expired_producers(self) -> None:
         self.producer_state.remove_expired(self._clock.time_ms())
 
+    # -- transactions -----------------------------------------------------------------------
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """min(first offset of an open transaction or of a completed one whose marker is at or
+        above `high_watermark`, `high_watermark`); never below the log start (as Kafka)."""
+        first = self.producer_state.first_unstable_offset(high_watermark)
+        if first is None:
+            return high_watermark
+        return min(max(first, self.log_start_offset), high_watermark)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction not yet stable (open, or its marker not
+        below `high_watermark` when replication set one); None when there is none."""
+        first = self.producer_state.first_unstable_offset(self.high_watermark)
+        return None if first is None else max(first, self.log_start_offset)
+
+    def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Every aborted transaction with last_offset >= fetch_offset and first_offset <
+        upper_bound_offset (a read_committed fetch of [fetch_offset, upper_bound_offset))."""
+        self._check_open()
+        aborted: list[AbortedTxn] = []
+        for segment in self._segments.holding_and_after(fetch_offset):
+            found, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
+            aborted += found
+            if complete:
+                break
+        return aborted
+
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """Producer id -> first offset of its open transaction (read-only view)."""
+        return self.producer_state.ongoing_transactions()
+
     # -- durability and lifecycle -----------------------------------------------------------
 
     def flush(self, up_to: int | None = None) -> None:
@@ -556,11 +635,14 @@ class Log:
             raise LogClosedError(f"log {self.topic}-{self.partition} is closed")
 
     def _replay_producer_state(self, from_offset: int) -> None:
-        """Fold the batch headers in [from_offset, log end) into producer state (no records)."""
-        for segment in self._segments.holding_and_after(from_offset):
-            location = segment.translate_offset(from_offset)
-            if location is None:
-                continue
-            for _, header in segment.records.headers(location.position):
-                if header.producer_id >= 0:
-                    self.producer_state.update(header)
+        """Fold the batches in [from_offset, log end) into producer state (producer_replay)."""
+        replay(self._segments.holding_and_after(from_offset), from_offset, self.producer_state)
+
+
+def _markers_of(
+    data: Buffer, controls: Sequence[tuple[int, BatchHeader]]
+) -> dict[int, EndTxnMarker]:
+    """The marker of each replicated control batch, by offset (InvalidRecordError and
+    CorruptRecordError refuse the whole append before anything is written)."""
+    view = memoryview(data).cast("B")
+    return {h.base_offset: read_marker(view[p : p + h.size]) for p, h in controls}

@@ -10,6 +10,9 @@ list of segments and the partition's offsets:
    segments are deleted (their data was never acknowledged as flushed), then the recovered
    segments are fsynced so the recovery point can move to the new log end;
 4. a log start offset past the recovered end (data lost in a crash) restarts the log there.
+Every segment recovered in 2 or 3 has an empty `.txnindex`: `LoadedLog.recovered` lists them,
+and the partition log refills them from their ABORT markers while it replays producer state
+(producer_replay), which needs the producer state at their start, as Kafka's recoverSegment.
 
 Also `create_segment`, which applies the config (index sizes, roll jitter) to a new segment.
 Runs on the event loop; not thread-safe.
@@ -37,6 +40,7 @@ class LoadedLog:
     log_start_offset: int
     log_end_offset: int
     recovery_point: int
+    recovered: frozenset[int] = frozenset()  # base offsets of segments whose .txnindex is empty
 
 
 def roll_jitter_ms(config: LogConfig) -> int:
@@ -73,8 +77,9 @@ def load_log(
         if truncated is not None:
             rebuilt[base] = truncated
             log.info("rebuilt the indexes of %s segment %d", directory.name, base)
+    recovered = set(rebuilt)
     if not had_clean_shutdown and segments:
-        _recover_unflushed(directory, segments, recovery_point, rebuilt)
+        recovered.update(_recover_unflushed(directory, segments, recovery_point, rebuilt))
     if not segments:
         segments.append(create_segment(directory, log_start_offset, config, clock, files))
     if log_start_offset > segments[-1].next_offset:
@@ -90,17 +95,21 @@ def load_log(
         max(log_start_offset, segments[0].base_offset),
         log_end_offset,
         min(recovery_point, log_end_offset),
+        frozenset(recovered & {segment.base_offset for segment in segments}),
     )
 
 
 def _recover_unflushed(
     directory: Path, segments: list[LogSegment], recovery_point: int, rebuilt: dict[int, int]
-) -> None:
+) -> list[int]:
+    """Recover the segments from the one holding the recovery point; returns their bases."""
     first = 0
     while first + 1 < len(segments) and segments[first + 1].base_offset <= recovery_point:
         first += 1
+    recovered = []
     for index in range(first, len(segments)):
         segment = segments[index]
+        recovered.append(segment.base_offset)
         truncated = rebuilt.get(segment.base_offset)
         if truncated is None:
             truncated = segment.recover()
@@ -113,4 +122,5 @@ def _recover_unflushed(
             for later in segments[index + 1 :]:
                 later.delete_files()
             del segments[index + 1 :]
-            return
+            break
+    return recovered

@@ -1,9 +1,9 @@
 """The ordered segments of one partition and their pending deletions (Kafka's LogSegments).
 
 Owns: the segment list sorted by base offset (floor lookups by bisect), the last one being the
-active segment; removal in Kafka's two steps (rename to `.deleted` now, unlink once
-`file.delete.delay.ms` has passed, so `FileRegion`s already handed to fetches stay valid), also
-when compaction swaps consecutive segments for their cleaned copy (`replace`); fsync of a range
+active segment; removal in Kafka's two steps (every file of the segment, `.txnindex` included,
+renamed `.deleted` now, unlinked once `file.delete.delay.ms` has passed, so `FileRegion`s already
+handed to fetches stay valid), also when compaction swaps consecutive segments for their cleaned copy (`replace`); fsync of a range
 of segments and of the directory when segment files were created since the last one.
 
 Runs on the event loop; not thread-safe.
@@ -122,6 +122,7 @@ class LogSegments:
         for segment in self._segments:
             segment.offset_index.close()
             segment.time_index.close()
+            segment.txn_index.close()
             segment.records.close_writer()
 
     def release(self) -> None:
@@ -129,5 +130,6 @@ class LogSegments:
         for segment in self._segments:
             segment.offset_index.close()
             segment.time_index.close()
+            segment.txn_index.close()
             segment.records.close()
         self.delete_expired_files(0, everything=True)

@@ -1,4 +1,4 @@
-"""One log segment: `<base:020d>.log` plus its `.index` and `.timeindex` (Kafka's LogSegment).
+"""One log segment: `<base:020d>.log`, `.index`, `.timeindex`, `.txnindex` (Kafka's LogSegment).
 
 Owns: appending whole batches (offsets already assigned) with their index entries, locating the
 batch holding an offset, slicing whole batches for fetch, timestamp search, truncation, recovery
@@ -6,6 +6,10 @@ batch holding an offset, slicing whole batches for fetch, timestamp search, trun
 roll decision, the two-step deletion (rename to `.deleted`, unlink later), and the undo of a failed
 append: `mark()` before it, `roll_back(mark)` after a storage failure puts the files and the
 in-memory state back exactly (the partition log decides when; see log.py).
+
+The `.txnindex` (txn_index) lists the transactions aborted by markers in this segment; the
+partition log appends to it (it knows the producer state), recovery empties it and the log's
+producer-state replay refills it; it is truncated, renamed, deleted and undone with the segment.
 
 Index entries are made per batch, whenever more than `index.interval.bytes` were appended since the
 last entry, so a lookup never scans more than about one interval of headers. Lookups, reads and
@@ -32,15 +36,23 @@ from brokers.log.file_records import FileRecords, FileRegion
 from brokers.log.offset_index import OffsetIndex
 from brokers.log.recovery import valid_batches
 from brokers.log.time_index import NO_TIMESTAMP, TimeIndex
+from brokers.log.txn_index import TransactionIndex
 from brokers.records.batch import BatchHeader
 
 LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offset - base as int32
 
 
 def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
     return directory / f"{base_offset:020d}{suffix}"
+
+
+def txn_index_path(log_path: Path) -> Path:
+    """The `.txnindex` beside a `.log` file, with the same scratch suffix (`.cleaned`, ...)."""
+    stem, _, scratch = log_path.name.partition(LOG_SUFFIX)
+    return log_path.with_name(stem + TXN_INDEX_SUFFIX + scratch)
 
 
 class BatchLocation(NamedTuple):
@@ -63,6 +75,7 @@ class SegmentMark(NamedTuple):
     bytes_since_index_entry: int
     offset_entries: int
     time_entries: int
+    txn_entries: int
 
 
 class SegmentRead(NamedTuple):
@@ -77,11 +90,16 @@ class LogSegment:
     def __init__(
         self, base_offset: int, records: FileRecords, offset_index: OffsetIndex,
         time_index: TimeIndex, *, clock: Clock, index_interval_bytes: int, roll_jitter_ms: int = 0,
+        txn_index: TransactionIndex | None = None, files: FileOps = OS_FILES,
     ) -> None:  # fmt: skip
+        """`txn_index` None: an empty one beside `records`, its file made on the first entry."""
         self.base_offset = base_offset
         self.records = records
         self.offset_index = offset_index
         self.time_index = time_index
+        if txn_index is None:
+            txn_index = TransactionIndex(txn_index_path(records.path), base_offset, files)
+        self.txn_index = txn_index
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
         self._clock = clock
@@ -112,7 +130,7 @@ class LogSegment:
             undo.pop_all()
         return cls(
             base_offset, records, offset_index, time_index, clock=clock,
-            index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
+            index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms, files=files,
         )  # fmt: skip
 
     @classmethod
@@ -122,15 +140,19 @@ class LogSegment:
     ) -> tuple[LogSegment, int | None]:  # fmt: skip
         """Open existing files. The second item is None when the indexes loaded, else the bytes
         cut while rebuilding them (Kafka's sanity check failed, or an index file is missing):
-        a rebuild re-validates the data too."""
+        a rebuild re-validates the data too and empties the `.txnindex`, which the caller must
+        then refill from the markers (it needs the producer state; see producer_replay). A
+        missing `.txnindex` is normal (created lazily), so it cannot itself trigger a rebuild."""
         records = FileRecords.open(segment_path(directory, base_offset, LOG_SUFFIX), files=files)
         paths = [segment_path(directory, base_offset, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+        txn_path = txn_index_path(records.path)
         try:
             offset_index = OffsetIndex.load(paths[0], base_offset, max_index_bytes, files)
             time_index = TimeIndex.load(paths[1], base_offset, max_index_bytes, files)
             segment = cls(
                 base_offset, records, offset_index, time_index, clock=clock,
                 index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
+                txn_index=TransactionIndex.load(txn_path, base_offset, files), files=files,
             )  # fmt: skip
             segment.load_tail()
             return segment, None
@@ -140,6 +162,7 @@ class LogSegment:
                 OffsetIndex.create(paths[0], base_offset, max_index_bytes, files),
                 TimeIndex.create(paths[1], base_offset, max_index_bytes, files), clock=clock,
                 index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
+                txn_index=_existing_txn_index(txn_path, base_offset, files), files=files,
             )  # fmt: skip
             return segment, segment.recover()
 
@@ -172,6 +195,9 @@ class LogSegment:
             self.next_offset = header.next_offset
         if self.time_index.entries and self.offset_of_max_timestamp >= self.next_offset:
             raise CorruptIndexError(f"{self.time_index.path}: entry past the end of the log")
+        last_aborted = self.txn_index.last_offset
+        if last_aborted is not None and last_aborted >= self.next_offset:
+            raise CorruptIndexError(f"{self.txn_index.path}: entry past the end of the log")
         self._bytes_since_index_entry = self.size - position
         self._rolling_timestamp = self._first_batch_timestamp()
 
@@ -215,7 +241,7 @@ class LogSegment:
         return SegmentMark(
             self.size, self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
             self._rolling_timestamp, self._bytes_since_index_entry, self.offset_index.entries,
-            self.time_index.entries,
+            self.time_index.entries, len(self.txn_index),
         )  # fmt: skip
 
     def roll_back(self, mark: SegmentMark) -> None:
@@ -224,6 +250,7 @@ class LogSegment:
         when a file cannot be cut; the segment must not be written again then."""
         self.offset_index.restore(mark.offset_entries)
         self.time_index.restore(mark.time_entries)
+        self.txn_index.restore(mark.txn_entries)
         self.records.restore_size(mark.size)
         self.next_offset = mark.next_offset
         self.max_timestamp = mark.max_timestamp
@@ -316,9 +343,11 @@ class LogSegment:
 
     def recover(self) -> int:
         """Re-validate every batch (size, CRC32C, offsets), truncate at the first bad one and
-        rebuild both indexes; returns the number of bytes cut off."""
+        rebuild both offset indexes; the `.txnindex` is emptied for the log to refill. Returns
+        the number of bytes cut off."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
         self.next_offset = self.base_offset
         self._bytes_since_index_entry = 0
@@ -342,6 +371,7 @@ class LogSegment:
         removed = self.size - location.position
         self.offset_index.truncate_to_position(location.position)
         self.time_index.truncate_to(location.base_offset)
+        self.txn_index.truncate_to(location.base_offset)
         self.records.truncate_to(location.position)
         self.load_tail()
         if self.size == 0:
@@ -357,12 +387,14 @@ class LogSegment:
         )
         self.time_index.close()
         self.offset_index.close()
+        self.txn_index.close()
         self.records.close_writer()
 
     def flush(self) -> None:
         self.records.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.on_become_inactive()
@@ -372,11 +404,24 @@ class LogSegment:
         """First step of Kafka's asynchronous delete: readers keep their descriptors."""
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.records.close_writer()
-        for part in (self.records, self.offset_index, self.time_index):
+        for part in (self.records, self.offset_index, self.time_index, self.txn_index):
             part.rename(part.path.with_name(part.path.name + DELETED_SUFFIX))
 
     def delete_files(self) -> None:
         self.records.delete()
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
+
+
+def _existing_txn_index(path: Path, base_offset: int, files: FileOps) -> TransactionIndex:
+    """The `.txnindex` of a segment about to be recovered: its file, if any, is kept (and
+    emptied by the recovery) so that it is renamed and deleted with the segment."""
+    try:
+        return TransactionIndex.load(path, base_offset, files)
+    except CorruptIndexError:
+        index = TransactionIndex(path, base_offset, files)
+        files.unlink(path)
+        return index

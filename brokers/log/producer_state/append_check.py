@@ -10,7 +10,10 @@ Kafka 3.x/4.x behaviour mirrored:
   DeleteRecords) is accepted at any sequence: since KIP-360 brokers no longer answer
   UNKNOWN_PRODUCER_ID on produce;
 - a non-transactional batch while the producer's transaction is open -> InvalidTxnStateError.
-  `current_txn_first_offset` is kept (and snapshotted) for the transaction coordinator.
+  `current_txn_first_offset` is kept (and snapshotted): the LSO and the transaction index need it;
+- an end-transaction marker (`check_marker`, written by the leader for the transaction
+  coordinator): an older producer epoch -> InvalidProducerEpochError, an older coordinator epoch
+  -> TransactionCoordinatorFencedError; it completes the open transaction, if any.
 Pure functions over an entry; not thread-safe.
 """
 
@@ -20,6 +23,7 @@ from brokers.log.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from brokers.log.producer_state.entry import (
     NO_PRODUCER_EPOCH,
@@ -28,7 +32,9 @@ from brokers.log.producer_state.entry import (
     ProducerStateEntry,
     in_sequence,
 )
+from brokers.log.producer_state.transactions import CompletedTxn
 from brokers.records.batch import NO_SEQUENCE, BatchHeader
+from brokers.records.control import EndTxnMarker
 
 
 def check_batch(entry: ProducerStateEntry | None, header: BatchHeader) -> DuplicateBatch | None:
@@ -68,20 +74,40 @@ def check_sequence(entry: ProducerStateEntry, header: BatchHeader) -> None:
         )
 
 
-def apply_batch(
-    entry: ProducerStateEntry, header: BatchHeader, coordinator_epoch: int | None
+def check_marker(
+    entry: ProducerStateEntry | None, producer_epoch: int, marker: EndTxnMarker
 ) -> None:
-    """Fold a written batch into the entry (Kafka's ProducerAppendInfo + ProducerStateEntry)."""
+    """The leader's checks of an end-transaction marker (Kafka's appendEndTxnMarker, coordinator
+    origin): an older producer epoch is fenced, so is an older coordinator epoch. Markers carry
+    no sequence; a producer with no open transaction (or unknown here) still gets its marker."""
+    if entry is None:
+        return
+    if producer_epoch < entry.producer_epoch:
+        raise InvalidProducerEpochError(
+            f"producer {entry.producer_id}: marker epoch {producer_epoch} is older than the "
+            f"current epoch {entry.producer_epoch}"
+        )
+    if marker.coordinator_epoch < entry.coordinator_epoch:
+        raise TransactionCoordinatorFencedError(
+            f"producer {entry.producer_id}: coordinator epoch {marker.coordinator_epoch} is older "
+            f"than {entry.coordinator_epoch}"
+        )
+
+
+def apply_batch(
+    entry: ProducerStateEntry, header: BatchHeader, marker: EndTxnMarker | None
+) -> CompletedTxn | None:
+    """Fold a written batch into the entry (Kafka's ProducerAppendInfo + ProducerStateEntry);
+    returns the transaction a marker completed (None for a marker with no open transaction).
+
+    `marker` is the record of a control batch (data batches are never parsed); an empty control
+    batch (its marker removed by compaction) changes nothing, as in Kafka."""
+    if header.is_control:
+        return _apply_marker(entry, header, marker)
     if header.producer_epoch != entry.producer_epoch:
         entry.batches.clear()  # a new epoch restarts the sequence space
         entry.producer_epoch = header.producer_epoch
     entry.last_timestamp = header.max_timestamp
-    if header.is_control:
-        # An end-transaction marker closes the open transaction (its records are not parsed here).
-        entry.current_txn_first_offset = None
-        if coordinator_epoch is not None:
-            entry.coordinator_epoch = coordinator_epoch
-        return
     entry.batches.append(
         BatchMetadata(
             header.last_sequence, header.last_offset, header.last_offset_delta, header.max_timestamp
@@ -89,3 +115,23 @@ def apply_batch(
     )
     if header.is_transactional and entry.current_txn_first_offset is None:
         entry.current_txn_first_offset = header.base_offset
+    return None
+
+
+def _apply_marker(
+    entry: ProducerStateEntry, header: BatchHeader, marker: EndTxnMarker | None
+) -> CompletedTxn | None:
+    if marker is None:
+        if header.records_count > 0:
+            raise ValueError(f"control batch at {header.base_offset} applied without its marker")
+        return None
+    first = entry.current_txn_first_offset
+    if header.producer_epoch != entry.producer_epoch:
+        entry.batches.clear()
+        entry.producer_epoch = header.producer_epoch
+    entry.last_timestamp = header.max_timestamp
+    entry.coordinator_epoch = marker.coordinator_epoch
+    entry.current_txn_first_offset = None
+    if first is None:
+        return None  # nothing to complete: no effect on the LSO or the transaction index
+    return CompletedTxn(entry.producer_id, first, header.last_offset, not marker.commit)

@@ -1,8 +1,14 @@
 """The producer table of one partition and its snapshot files (Kafka's `ProducerStateManager`).
 
 Owns: per producer id the entry (`entry.py`), the checks before an append (`append_check.py`),
-expiry after `producer.id.expiration.ms`, and taking / loading / truncating the `.snapshot` files
-(`snapshot.py`) that let recovery replay only the tail. Runs on the event loop; not thread-safe.
+the partition's unstable transactions (`transactions.py`: open ones and completed ones whose
+marker is not yet below the high watermark, for the LSO and the `.txnindex`), expiry after
+`producer.id.expiration.ms` (never of a producer with an open transaction), and taking /
+loading / truncating the `.snapshot` files (`snapshot.py`) that let recovery replay only the
+tail. A snapshot keeps each open transaction's first offset; completed-but-unreplicated ones
+are recomputed by the replay after it. Control batches are folded in with their marker
+(`update(header, marker=...)`); data batches are never parsed. Runs on the event loop; not
+thread-safe.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from types import MappingProxyType
 from brokers.common.clock import Clock
 from brokers.log.errors import CorruptSnapshotError
 from brokers.log.file_ops import OS_FILES, FileOps, write_atomically
-from brokers.log.producer_state.append_check import apply_batch, check_batch
+from brokers.log.producer_state.append_check import apply_batch, check_batch, check_marker
 from brokers.log.producer_state.entry import DuplicateBatch, ProducerStateEntry
 from brokers.log.producer_state.snapshot import (
     SNAPSHOT_NAME,
@@ -23,7 +29,10 @@ from brokers.log.producer_state.snapshot import (
     decode_snapshot,
     encode_snapshot,
 )
+from brokers.log.producer_state.transactions import CompletedTxn, UnstableTxns
+from brokers.log.txn_index import AbortedTxn
 from brokers.records.batch import BatchHeader
+from brokers.records.control import EndTxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,7 @@ class ProducerStateManager:
         self._files = files
         self._expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        self._txns = UnstableTxns()
         # The offset after the last producer batch (or snapshot) folded in: truncating the log
         # below it must forget state; batches without a producer id never move it.
         self.map_end_offset = 0
@@ -68,15 +78,49 @@ class ProducerStateManager:
             results.append(duplicate)
         return results
 
-    def update(self, header: BatchHeader, *, coordinator_epoch: int | None = None) -> None:
-        """Record a written batch; `header.base_offset` is the offset it was assigned."""
+    def check_marker(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker) -> None:
+        """Fence a marker from an old producer or coordinator epoch (see append_check)."""
+        check_marker(self._producers.get(producer_id), producer_epoch, marker)
+
+    def update(
+        self, header: BatchHeader, *, marker: EndTxnMarker | None = None
+    ) -> CompletedTxn | None:
+        """Record a written batch; `header.base_offset` is the offset it was assigned. A control
+        batch comes with its `marker`; returns the transaction it completed, if any."""
         if header.producer_id < 0:
-            return
+            return None
         self.map_end_offset = max(self.map_end_offset, header.next_offset)
         entry = self._producers.get(header.producer_id)
         if entry is None:
             entry = self._producers[header.producer_id] = ProducerStateEntry(header.producer_id)
-        apply_batch(entry, header, coordinator_epoch)
+        completed = apply_batch(entry, header, marker)
+        if completed is not None:
+            self._txns.complete(completed)
+        elif entry.current_txn_first_offset is not None and header.is_transactional:
+            self._txns.begin(header.producer_id, entry.current_txn_first_offset)
+        return completed
+
+    def aborted_by(
+        self, headers: Sequence[BatchHeader], markers: Mapping[int, EndTxnMarker]
+    ) -> list[AbortedTxn]:
+        """The `.txnindex` entries that appending `headers` (offsets assigned; `markers` by the
+        control batches' offsets) will make, computed before the append changes any state."""
+        ongoing = dict(self._txns.ongoing)
+        aborted: list[AbortedTxn] = []
+        for header in headers:
+            pid = header.producer_id
+            if pid < 0:
+                continue
+            if not header.is_control:
+                if header.is_transactional:
+                    ongoing.setdefault(pid, header.base_offset)
+                continue
+            marker = markers.get(header.base_offset)
+            first = ongoing.pop(pid, None) if marker is not None else None
+            if first is not None and marker is not None and not marker.commit:
+                lso = min(ongoing.values(), default=header.last_offset + 1)
+                aborted.append(AbortedTxn(pid, first, header.last_offset, lso))
+        return aborted
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -89,6 +133,28 @@ class ProducerStateManager:
     def active_producers(self) -> Mapping[int, ProducerStateEntry]:
         """Read-only view for DescribeProducers."""
         return MappingProxyType(self._producers)
+
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """Read-only producer id -> first offset of its open transaction."""
+        return self._txns.ongoing
+
+    def unreplicated_transactions(self) -> tuple[CompletedTxn, ...]:
+        return self._txns.unreplicated
+
+    def first_unstable_offset(self, high_watermark: int | None = None) -> int | None:
+        """The first offset of the oldest open or not-yet-replicated transaction; transactions
+        whose marker is below `high_watermark` are forgotten first (they are stable)."""
+        if high_watermark is not None:
+            self._txns.on_high_watermark(high_watermark)
+        return self._txns.first_unstable_offset()
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        first = self.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def last_stable_offset_for(self, txn: CompletedTxn) -> int:
+        """The LSO recorded with an aborted transaction in the `.txnindex`."""
+        return self._txns.last_stable_offset_for(txn)
 
     def remove_expired(self, now_ms: int) -> None:
         """Forget producers idle for producer.id.expiration.ms; never one with an open transaction."""
@@ -128,6 +194,7 @@ class ProducerStateManager:
         snapshot's offset, or `log_start_offset` when none is usable.
         """
         self._producers.clear()
+        self._txns.clear()
         candidates = [o for o in self.snapshot_offsets() if log_start_offset <= o <= up_to_offset]
         now_ms = self._clock.time_ms()
         for offset in reversed(candidates):
@@ -141,6 +208,8 @@ class ProducerStateManager:
             for entry in entries:
                 if not self._is_expired(entry, now_ms):
                     self._producers[entry.producer_id] = entry
+                    if entry.current_txn_first_offset is not None:
+                        self._txns.begin(entry.producer_id, entry.current_txn_first_offset)
             self.map_end_offset = offset
             return offset
         self.map_end_offset = log_start_offset
@@ -162,6 +231,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything (the log was emptied and restarts at `offset`)."""
         self._producers.clear()
+        self._txns.clear()
         self.delete_snapshots_below(2**63 - 1)
         self.map_end_offset = offset
 

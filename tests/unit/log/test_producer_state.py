@@ -26,6 +26,7 @@ from brokers.log.producer_state.entry import (
 from brokers.log.producer_state.manager import ProducerStateManager
 from brokers.log.producer_state.snapshot import decode_snapshot, encode_snapshot
 from brokers.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
+from brokers.records.control import EndTxnMarker
 from brokers.records.crc import crc32c
 
 pytestmark = pytest.mark.unit
@@ -225,7 +226,7 @@ def test_transaction_first_offset_is_tracked_until_the_marker(log: Partition) ->
         log.state.check(header(seq=2))
     marker = header(seq=-1, transactional=True, control=True, offset=3, ts=T0 + 5)
     assert log.state.check(marker) is None
-    log.state.update(marker, coordinator_epoch=4)
+    log.state.update(marker, marker=EndTxnMarker(True, 4))
     assert entry.current_txn_first_offset is None
     assert entry.coordinator_epoch == 4
     assert entry.last_sequence == 1  # markers carry no sequence
