@@ -1,9 +1,15 @@
 """What compaction keeps of one stored batch (Kafka's shouldRetainRecord + MemoryRecords.filterTo).
 
 Owns: reading the keys of a batch's records without building `Record`s, the retention rule, and the
-batch written in its place. Rules mirrored from Kafka:
-- control batches are kept whole (no transactions yet: markers are never discarded), and so is a
-  batch wholly past the offset map's latest offset (not cleaned in this round);
+batch written in its place. Rules mirrored from Kafka (LogCleaner's cleanInto):
+- a batch wholly past the offset map's latest offset (not cleaned in this round) is kept whole,
+  whatever its transaction (Kafka would already drop aborted data and markers there; we keep every
+  batch from the round's first uncleanable offset on byte for byte, and the next round does it);
+- transactions: the caller says whether the batch is discardable (`CleanedTransactions`: a data
+  batch of an aborted transaction; a marker whose transaction has no data left). A discardable data
+  batch loses every record. A discardable marker first gets a delete horizon (below) and loses its
+  record only once now >= that horizon, so markers outlive their data by delete.retention.ms, like
+  tombstones; other control batches are kept whole;
 - a record is kept when its offset is past the map's latest offset, or it has a key, its offset is
   at or after the map's offset for that key, and it has a value or its tombstone is still inside
   the delete horizon; records without a key are dropped (Kafka counts them as invalid);
@@ -15,10 +21,11 @@ batch written in its place. Rules mirrored from Kafka:
   the producer's last sequence survives), producer id/epoch/base sequence, leader epoch, flags
   and codec, and the max timestamp of the kept records. Unless a horizon is being set, the kept
   records' bytes are copied as they are (their deltas still hold): no record is re-encoded;
-- a batch keeping nothing is dropped, except (Kafka's RETAIN_EMPTY) the last data batch of an
-  active producer, which keeps the producer's state, and the batch ending at the round's upper
-  bound, which keeps the last offset: those become empty batches (Kafka's writeEmptyHeader:
-  header only, count 0, no codec, base timestamp -1).
+- a batch keeping nothing is dropped, except (Kafka's RETAIN_EMPTY) the batch holding an active
+  producer's last data offset (its last sequence), or, for a producer whose last entry is a
+  marker, its control batches of its current epoch (fencing), and the batch ending at the round's
+  upper bound, which keeps the last offset: those become empty batches (Kafka's writeEmptyHeader:
+  header only, count 0, no codec, no horizon, base timestamp -1).
 
 Pure functions over bytes and a read-only OffsetMap; thread-safe while the map is not written.
 """
@@ -28,6 +35,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from typing_extensions import Buffer
 
@@ -58,6 +66,13 @@ _EMPTY_BATCH_FLAGS = TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK  # 
 RecordKey = tuple[int, bytes | None, bool, int, int]  # (delta, key, has value, start, end)
 
 
+class LastRecord(NamedTuple):
+    """An active producer's last entry in the log (Kafka's LastRecord)."""
+
+    last_data_offset: int | None  # None: no data batch since its last epoch change (a marker)
+    producer_epoch: int
+
+
 @dataclass(frozen=True, slots=True)
 class FilterContext:
     """What one cleaning round decides with, fixed when its offset map is complete."""
@@ -66,7 +81,7 @@ class FilterContext:
     delete_retention_ms: int
     latest_offset: int  # the offset map's: records after it are not cleaned this round
     upper_bound_offset: int  # the round's first uncleanable offset
-    producer_last_offsets: Mapping[int, int]  # active producer id -> its last data offset
+    producer_last_records: Mapping[int, LastRecord]  # active producer id -> its last entry
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
 
 
@@ -130,11 +145,17 @@ def record_keys(payload: bytes, count: int) -> list[RecordKey]:
 
 
 def filter_batch(
-    batch: memoryview, header: BatchHeader, offset_map: OffsetMap, context: FilterContext
-) -> FilteredBatch:
+    batch: memoryview, header: BatchHeader, offset_map: OffsetMap, context: FilterContext,
+    *, discardable: bool = False,
+) -> FilteredBatch:  # fmt: skip
+    """What is written in place of `batch`; `discardable` is `CleanedTransactions`' verdict."""
     count = header.records_count
-    if header.is_control or header.base_offset > context.latest_offset:
+    if header.base_offset > context.latest_offset:
         return FilteredBatch(batch, header, count, count)
+    if header.is_control:
+        return _filter_control(batch, header, context, discardable)
+    if discardable:  # a batch of an aborted transaction
+        return _emptied(header, context)
     payload = batch_payload(batch, header, context.max_decompressed_size)
     keys = record_keys(payload, count)
     horizon = header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
@@ -148,12 +169,35 @@ def filter_batch(
         data = with_delete_horizon(header, [records[i] for i in kept], new_horizon)
     elif kept:
         data = _copy_kept(header, payload, [keys[i] for i in kept])
-    elif _retain_empty(header, context):
-        flags = header.attributes & _EMPTY_BATCH_FLAGS
-        data = _assemble(header, b"", 0, NO_TIMESTAMP, header.max_timestamp, flags)
     else:
-        return FilteredBatch(None, None, count, 0)
+        return _emptied(header, context)
     return FilteredBatch(data, parse_header(data), count, len(kept))
+
+
+def _filter_control(
+    batch: memoryview, header: BatchHeader, context: FilterContext, discardable: bool
+) -> FilteredBatch:
+    """A marker stays whole until it is discardable and its delete horizon has passed; the
+    first round finding it discardable sets the horizon (Kafka's containsMarkerForEmptyTxn)."""
+    count = header.records_count
+    horizon = header.base_timestamp if header.attributes & DELETE_HORIZON_MASK else None
+    if count == 0 or (discardable and horizon is not None and context.now_ms >= horizon):
+        return _emptied(header, context)
+    if discardable and horizon is None:
+        payload = batch_payload(batch, header, context.max_decompressed_size)
+        new_horizon = context.now_ms + context.delete_retention_ms
+        data = with_delete_horizon(header, decode_records(payload, count), new_horizon)
+        return FilteredBatch(data, parse_header(data), count, count)
+    return FilteredBatch(batch, header, count, count)
+
+
+def _emptied(header: BatchHeader, context: FilterContext) -> FilteredBatch:
+    """No record of the batch is kept: an empty batch in its place, or nothing."""
+    if not _retain_empty(header, context):
+        return FilteredBatch(None, None, header.records_count, 0)
+    flags = header.attributes & _EMPTY_BATCH_FLAGS
+    data = _assemble(header, b"", 0, NO_TIMESTAMP, header.max_timestamp, flags)
+    return FilteredBatch(data, parse_header(data), header.records_count, 0)
 
 
 def _kept_indexes(
@@ -173,11 +217,17 @@ def _kept_indexes(
 
 
 def _retain_empty(header: BatchHeader, context: FilterContext) -> bool:
-    last_of_producer = (
-        header.producer_id >= 0
-        and context.producer_last_offsets.get(header.producer_id) == header.last_offset
+    """Kafka's RETAIN_EMPTY: the batch holds producer state, or the round's last offset."""
+    last = (
+        context.producer_last_records.get(header.producer_id) if header.producer_id >= 0 else None
     )
-    return last_of_producer or header.next_offset == context.upper_bound_offset
+    if last is not None:
+        if last.last_data_offset is not None:
+            if header.last_offset == last.last_data_offset:
+                return True
+        elif header.is_control and header.producer_epoch == last.producer_epoch:
+            return True
+    return header.next_offset == context.upper_bound_offset
 
 
 def _copy_kept(header: BatchHeader, payload: bytes, kept: list[RecordKey]) -> bytes:

@@ -2,14 +2,20 @@
 
 Owns, for one cleaning round planned by `cleaning_pass`:
 - `build_offset_map`: every keyed record of the dirty section [first dirty, first uncleanable) goes
-  into the OffsetMap, whole batches at a time; a batch that no longer fits (counting its records,
+  into the OffsetMap, whole batches at a time, except the records of aborted transactions (Kafka
+  skips them: an aborted value must never hide an older committed one, since the cleaner drops the
+  aborted records); a batch that no longer fits (counting its records,
   an upper bound of its new keys), or that reaches past the first uncleanable offset (the high
   watermark may sit inside a segment), ends the round there. The round's end offset is the map's
   latest offset + 1, always a batch boundary; after a whole segment it fast-forwards over the
   offset gap to the next segment (Kafka's updateLatestOffset);
 - `clean_group`: the batches of a group of segments, filtered by `batch_filter`, appended to one
-  new segment written aside as `<base>.log.cleaned` (+ `.index.cleaned`, `.timeindex.cleaned`),
-  indexed, fsynced and given the last source segment's mtime (Kafka keeps lastModified).
+  new segment written aside as `<base>.log.cleaned` (+ `.index.cleaned`, `.timeindex.cleaned`,
+  and `.txnindex.cleaned` listing the aborted transactions whose ABORT marker it keeps while some
+  of their data was walked, see `transactions`), indexed, fsynced and given the last source
+  segment's mtime (Kafka keeps lastModified). One `CleanedTransactions` is carried through the
+  groups of a round, fed each segment's aborted transactions (read from the `.txnindex` when the
+  round was planned) before the segment is walked.
 Reads go through `os.pread` in chunks of `log.cleaner.io.buffer.size`, grown for a larger batch;
 bytes read and written pass through the throttle. Batches are CRC-checked before being rebuilt, so
 a corrupt batch stops the round (CorruptRecordError) rather than being re-signed.
@@ -32,9 +38,16 @@ from pathlib import Path
 from typing_extensions import Buffer
 
 from brokers.common.clock import Clock
-from brokers.log.cleaner.batch_filter import FilterContext, batch_payload, filter_batch, record_keys
+from brokers.log.cleaner.batch_filter import (
+    FilterContext,
+    LastRecord,
+    batch_payload,
+    filter_batch,
+    record_keys,
+)
 from brokers.log.cleaner.offset_map import OffsetMap
 from brokers.log.cleaner.throttler import Throttler
+from brokers.log.cleaner.transactions import CleanedTransactions
 from brokers.log.config import LogConfig
 from brokers.log.errors import CorruptLogError, LogError
 from brokers.log.file_records import FileRecords
@@ -43,15 +56,17 @@ from brokers.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     LogSegment,
     segment_path,
 )
 from brokers.log.time_index import TimeIndex
+from brokers.log.txn_index import AbortedTxn
 from brokers.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from brokers.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 
 CLEANED_SUFFIX = ".cleaned"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 class CleaningAbortedError(LogError):
@@ -73,6 +88,7 @@ class SourceSegment:
     index_bytes: int
     time_index_bytes: int
     mtime_ns: int
+    aborted: tuple[AbortedTxn, ...] = ()  # collect_aborted(base_offset, next_base) when planned
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +99,10 @@ class CleaningPlan:
     first_dirty_position: int  # file position of the batch holding it, in its segment
     first_uncleanable: int
     now_ms: int
-    producer_last_offsets: Mapping[int, int]
+    producer_last_records: Mapping[int, LastRecord]
     config: LogConfig
     clock: Clock
+    dirty_aborted: tuple[AbortedTxn, ...] = ()  # collect_aborted(first_dirty, first_uncleanable)
 
     def dirty_sources(self) -> Iterator[tuple[SourceSegment, int]]:
         """(segment, start position) of each segment holding dirty offsets."""
@@ -133,23 +150,30 @@ class Cleaner:
     def build_offset_map(self, plan: CleaningPlan, stats: CleanerStats) -> int:
         """Index the dirty section; returns the round's end offset (first offset not cleaned)."""
         self.offset_map.clear()
+        transactions = CleanedTransactions(plan.dirty_aborted)
         for source, position in plan.dirty_sources():
-            if not self._map_segment(plan, source, position, stats):
+            if not self._map_segment(plan, source, position, transactions, stats):
                 break
         return self.offset_map.latest_offset + 1
 
     def _map_segment(
-        self, plan: CleaningPlan, source: SourceSegment, position: int, stats: CleanerStats
-    ) -> bool:
+        self, plan: CleaningPlan, source: SourceSegment, position: int,
+        transactions: CleanedTransactions, stats: CleanerStats,
+    ) -> bool:  # fmt: skip
         """Index one segment; False when the round ends inside it (map full or upper bound)."""
         offset_map = self.offset_map
         for batch, header in self._batches(source, position, stats, mapping=True):
             self._check_done()
             if header.next_offset > plan.first_uncleanable:
                 return False
+            if header.is_control:
+                transactions.on_control_batch(batch, header)
+                keyless = True
+            else:
+                keyless = transactions.on_batch(header)  # aborted: its keys are not indexed
             if header.last_offset < plan.first_dirty:
                 continue
-            if not header.is_control:
+            if not keyless:
                 if offset_map.size + header.records_count > offset_map.max_entries:
                     if offset_map.latest_offset < plan.first_dirty:
                         raise CleanerError(
@@ -179,18 +203,21 @@ class Cleaner:
         """What the groups of a round are filtered with, once its offset map is built."""
         return FilterContext(
             plan.now_ms, plan.config.delete_retention_ms, self.offset_map.latest_offset,
-            plan.first_uncleanable, plan.producer_last_offsets, self.max_decompressed_size,
+            plan.first_uncleanable, plan.producer_last_records, self.max_decompressed_size,
         )  # fmt: skip
 
     def clean_group(
         self, plan: CleaningPlan, group: Sequence[SourceSegment], context: FilterContext,
-        stats: CleanerStats,
+        transactions: CleanedTransactions, stats: CleanerStats,
     ) -> LogSegment:  # fmt: skip
-        """One `.cleaned` segment holding what `group` keeps; flushed, writers closed."""
+        """One `.cleaned` segment holding what `group` keeps; flushed, writers closed.
+        `transactions` is the round's, carried from the previous group."""
         cleaned = create_cleaned_segment(plan.directory, group[0].base_offset, plan)
         try:
             for source in group:
-                self._clean_into(source, cleaned, context, stats)
+                transactions.add_aborted(source.aborted)
+                self._clean_into(source, cleaned, context, transactions, stats)
+            write_txn_index(cleaned, transactions.take_retained())
             cleaned.on_become_inactive()
             cleaned.flush()
             mtime = group[-1].mtime_ns
@@ -202,14 +229,18 @@ class Cleaner:
 
     def _clean_into(
         self, source: SourceSegment, cleaned: LogSegment, context: FilterContext,
-        stats: CleanerStats,
+        transactions: CleanedTransactions, stats: CleanerStats,
     ) -> None:  # fmt: skip
         headers: list[BatchHeader] = []
         parts: list[Buffer] = []
         pending = 0
         for batch, header in self._batches(source, 0, stats, mapping=False):
             self._check_done()
-            result = filter_batch(batch, header, self.offset_map, context)
+            if header.is_control:
+                discardable = transactions.on_control_batch(batch, header)
+            else:
+                discardable = transactions.on_batch(header)
+            result = filter_batch(batch, header, self.offset_map, context, discardable=discardable)
             stats.records_read += result.records_read
             stats.records_kept += result.records_kept
             if result.data is None or result.header is None:
@@ -275,7 +306,8 @@ def read_batches(
 
 
 def create_cleaned_segment(directory: Path, base_offset: int, plan: CleaningPlan) -> LogSegment:
-    """Empty `<base>.log.cleaned` (+ indexes), replacing leftovers of an earlier attempt."""
+    """Empty `<base>.log.cleaned` (+ indexes), replacing leftovers of an earlier attempt. Its
+    `.txnindex.cleaned` is created only if it gets an entry (`write_txn_index`)."""
     paths = [segment_path(directory, base_offset, s + CLEANED_SUFFIX) for s in SEGMENT_SUFFIXES]
     for path in paths:
         path.unlink(missing_ok=True)
@@ -286,3 +318,10 @@ def create_cleaned_segment(directory: Path, base_offset: int, plan: CleaningPlan
         TimeIndex.create(paths[2], base_offset, index_bytes), clock=plan.clock,
         index_interval_bytes=plan.config.index_interval_bytes,
     )  # fmt: skip
+
+
+def write_txn_index(cleaned: LogSegment, retained: Sequence[AbortedTxn]) -> None:
+    """The cleaned segment's `.txnindex`: the aborted transactions whose marker it keeps while
+    some of their data was walked (in marker order, as they were walked)."""
+    for txn in retained:
+        cleaned.txn_index.append(txn)

@@ -3,11 +3,16 @@
 Owns the steps of a round that touch the `Log`, all on the event loop:
 - `CleaningPass.start`: the segments below the first uncleanable offset (never the active one),
   each with a duplicated read descriptor so a worker thread reads exactly the planned files even
-  if they are renamed or closed meanwhile; the active producers' last data offsets; the time;
+  if they are renamed or closed meanwhile, and the aborted transactions its offsets overlap (from
+  the `.txnindex` files: the worker never reads them); the aborted transactions of the dirty
+  section; the active producers' last entries (Kafka's lastRecordsOfActiveProducers); the time.
+  No transaction is open below the first uncleanable offset (the manager bounds it by the first
+  unstable offset), so what is collected here is final for the planned range;
 - `groups(end)`: Kafka's groupSegmentsBySize over the segments below the round's end: consecutive
   segments while their sizes sum to at most segment.bytes, each index's to at most
   segment.index.bytes, and their offsets stay within an int32 of the group's base;
 - `swap(group, cleaned)`: the crash-safe replacement below; `close()` releases the descriptors.
+  The cleaned segment's `.txnindex` (when it has entries) is renamed with its other files.
 
 Swap, each step durable before the next:
  1. the log must still hold exactly the planned segments with their planned sizes, else
@@ -32,6 +37,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from brokers.common.clock import Clock
+from brokers.log.cleaner.batch_filter import LastRecord
 from brokers.log.cleaner.cleaner import (
     CLEANED_SUFFIX,
     CleaningAbortedError,
@@ -42,6 +48,7 @@ from brokers.log.log import Log
 from brokers.log.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from brokers.log.segment import LogSegment
 from brokers.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from brokers.log.txn_index import AbortedTxn
 
 SWAP_SUFFIX = ".swap"
 INT32_MAX = 2**31 - 1
@@ -73,17 +80,18 @@ class CleaningPass:
         sources: list[SourceSegment] = []
         try:
             for index, segment in enumerate(planned):
-                sources.append(_source(segment, everything[index + 1].base_offset))
+                next_base = everything[index + 1].base_offset
+                aborted = tuple(log.collect_aborted(segment.base_offset, next_base))
+                sources.append(_source(segment, next_base, aborted))
         except BaseException:
             for source in sources:
                 os.close(source.fd)
             raise
-        producers = log.producer_state.active_producers()
         plan = CleaningPlan(
             log.directory, tuple(sources), first_dirty,
             _position_of(planned, first_dirty), first_uncleanable, now_ms,
-            {pid: e.last_data_offset for pid, e in producers.items() if e.last_data_offset >= 0},
-            log.config, clock,
+            last_records_of_active_producers(log), log.config, clock,
+            tuple(log.collect_aborted(first_dirty, first_uncleanable)),
         )  # fmt: skip
         return cls(log, plan, planned, fault)
 
@@ -167,12 +175,22 @@ def group_segments(
     return groups
 
 
-def _source(segment: LogSegment, next_base: int) -> SourceSegment:
+def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
+    """Kafka's lastRecordsOfActiveProducers: each producer's last data offset (None when its
+    last entry is a marker of a new epoch, or it has none) and epoch."""
+    return {
+        pid: LastRecord(entry.last_data_offset if entry.last_data_offset >= 0 else None,
+                        entry.producer_epoch)
+        for pid, entry in log.producer_state.active_producers().items()
+    }  # fmt: skip
+
+
+def _source(segment: LogSegment, next_base: int, aborted: tuple[AbortedTxn, ...]) -> SourceSegment:
     fd = os.dup(segment.records.read_fd)
     return SourceSegment(
         segment.base_offset, next_base, fd, segment.size,
         segment.offset_index.entries * OFFSET_ENTRY_SIZE,
-        segment.time_index.entries * TIME_ENTRY_SIZE, os.fstat(fd).st_mtime_ns,
+        segment.time_index.entries * TIME_ENTRY_SIZE, os.fstat(fd).st_mtime_ns, aborted,
     )  # fmt: skip
 
 
@@ -186,7 +204,8 @@ def _position_of(segments: Sequence[LogSegment], offset: int) -> int:
 
 
 def _rename_files(segment: LogSegment, old_suffix: str, new_suffix: str) -> None:
-    for part in (segment.offset_index, segment.time_index, segment.records):  # the log file last
+    parts = (segment.offset_index, segment.time_index, segment.txn_index, segment.records)
+    for part in parts:  # the log file last: its `.swap` is what recovery completes
         name = part.path.name.removesuffix(old_suffix) + new_suffix
         part.rename(part.path.with_name(name))
 

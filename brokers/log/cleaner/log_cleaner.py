@@ -5,7 +5,8 @@ CleanerManager of one log dir, built from a `CleanerConfig`; the two drivers and
 
 A round over one log: plan (`CleaningPass.start`), offset map of the dirty section, then group by
 group a cleaned segment written aside and swapped in; finally the cleaner checkpoint moves to the
-round's end offset. Drivers, each cleaning every eligible log at most once, filthiest first:
+round's end offset. The groups of a round share one `CleanedTransactions`, which decides what
+becomes of aborted data and transaction markers (see `transactions`, `batch_filter`). Drivers, each cleaning every eligible log at most once, filthiest first:
 - `run(logs)`: the whole round on the calling thread. Simple and deterministic (tests, tools), but a
   round blocks the event loop for its duration, throttle naps included.
 - `await run_async(logs)`: the broker's choice, scheduled every log.cleaner.backoff.ms. The heavy
@@ -43,6 +44,7 @@ from brokers.log.cleaner.config import CleanerConfig
 from brokers.log.cleaner.manager import CleanerManager, LogToClean
 from brokers.log.cleaner.offset_map import OffsetMap
 from brokers.log.cleaner.throttler import Throttler
+from brokers.log.cleaner.transactions import CleanedTransactions
 from brokers.log.log import Log
 from brokers.log.segment import LogSegment
 
@@ -125,8 +127,11 @@ class LogCleaner:
             if end <= target.first_dirty:
                 return None
             context = self.cleaner.filter_context(cleaning.plan)
+            transactions = CleanedTransactions()
             for group in cleaning.groups(end):
-                cleaned = self.cleaner.clean_group(cleaning.plan, group, context, stats)
+                cleaned = self.cleaner.clean_group(
+                    cleaning.plan, group, context, transactions, stats
+                )
                 self._step("cleaned")
                 cleaning.swap(group, cleaned)
             return self._done(target, end, stats)
@@ -162,10 +167,12 @@ class LogCleaner:
             if end <= target.first_dirty:
                 return None
             context = self.cleaner.filter_context(cleaning.plan)
+            transactions = CleanedTransactions()
             for group in cleaning.groups(end):
                 worker = loop.run_in_executor(
-                    None, self.cleaner.clean_group, cleaning.plan, group, context, stats
-                )
+                    None, self.cleaner.clean_group, cleaning.plan, group, context, transactions,
+                    stats,
+                )  # fmt: skip
                 cleaned = await _await_worker(worker, self.cleaner)
                 assert isinstance(cleaned, LogSegment)
                 self._step("cleaned")

@@ -5,7 +5,10 @@ checkpoint format through `checkpoints`), the set of partitions marked uncleanab
 unexpected error (until the partition is deleted or the broker restarts, as Kafka), and the choice:
 - cleanable range (Kafka's cleanableOffsets): first dirty = the checkpoint, reset to the log start
   when it is below the log start or past the log end; first uncleanable = the lowest of the upper
-  bound the caller passes (the high watermark), the active segment's base offset and, with
+  bound the caller passes (the high watermark), the log's first unstable offset (the first offset
+  of a transaction still open or whose marker is not yet replicated; without replication, no
+  high watermark, of one still open: Kafka cleans up to the last stable offset, so the cleaner
+  only meets transactions whose outcome is in the log), the active segment's base offset and, with
   min.compaction.lag.ms > 0, the first dirty non-active segment whose largest timestamp is newer
   than now - lag;
 - dirty ratio = cleanable bytes / (clean + cleanable bytes), in whole segments as Kafka counts them:
@@ -144,6 +147,9 @@ class CleanerManager:
         segments = partition_log.segments
         first_dirty, reset = self._first_dirty(partition_log)
         candidates = [upper_bound_offset, partition_log.active_segment.base_offset]
+        unstable = _first_unstable_offset(partition_log)
+        if unstable is not None:
+            candidates.append(unstable)
         lag = partition_log.config.min_compaction_lag_ms
         if lag > 0:
             young = [
@@ -173,6 +179,12 @@ class CleanerManager:
                 )  # fmt: skip
             return start, True
         return checkpoint, False
+
+
+def _first_unstable_offset(partition_log: Log) -> int | None:
+    if partition_log.high_watermark is None:  # no replication: a written marker is stable
+        return min(partition_log.ongoing_transactions().values(), default=None)
+    return partition_log.first_unstable_offset()
 
 
 def _floor_index(segments: Sequence[LogSegment], offset: int) -> int:

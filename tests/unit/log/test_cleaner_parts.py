@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from brokers.common.clock import ManualClock
-from brokers.log.cleaner.batch_filter import FilterContext, batch_payload, filter_batch, record_keys
+from brokers.log.cleaner.batch_filter import (
+    FilterContext,
+    LastRecord,
+    batch_payload,
+    filter_batch,
+    record_keys,
+)
 from brokers.log.cleaner.cleaner import SourceSegment
 from brokers.log.cleaner.cleaning_pass import group_segments
 from brokers.log.cleaner.config import CleanerConfig
@@ -88,7 +94,7 @@ def test_unlimited_throttle_never_sleeps() -> None:
 def context(offsets: OffsetMap, **overrides: object) -> FilterContext:
     settings: dict[str, object] = {
         "now_ms": NOW, "delete_retention_ms": 1000, "latest_offset": offsets.latest_offset,
-        "upper_bound_offset": 10_000, "producer_last_offsets": {},
+        "upper_bound_offset": 10_000, "producer_last_records": {},
     }  # fmt: skip
     settings.update(overrides)
     return FilterContext(**settings)  # type: ignore[arg-type]
@@ -187,7 +193,7 @@ def test_emptied_batches_go_unless_they_hold_producer_state_or_the_round_end() -
     offsets = map_of({b"a": 9}, 9)
     assert filter_batch(batch, header, offsets, context(offsets)).data is None
     for ctx in (
-        context(offsets, producer_last_offsets={3: 5}),
+        context(offsets, producer_last_records={3: LastRecord(5, 1)}),
         context(offsets, upper_bound_offset=6),
     ):
         result = filter_batch(batch, header, offsets, ctx)
@@ -203,7 +209,7 @@ def test_an_empty_batch_goes_once_its_producer_moved_on() -> None:
     offsets = map_of({b"a": 9}, 9)
     result = filter_batch(empty, parse_header(empty), offsets, context(offsets))
     assert result.data is None
-    still_last = context(offsets, producer_last_offsets={3: 7})
+    still_last = context(offsets, producer_last_records={3: LastRecord(7, 0)})
     kept = filter_batch(empty, parse_header(empty), offsets, still_last)
     assert kept.data is not None and bytes(kept.data) == bytes(empty)
 

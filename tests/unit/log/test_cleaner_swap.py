@@ -14,6 +14,7 @@ from brokers.log.cleaner.cleaner import CleanerStats, CleaningAbortedError, Clea
 from brokers.log.cleaner.cleaning_pass import CleaningPass
 from brokers.log.cleaner.config import CleanerConfig
 from brokers.log.cleaner.log_cleaner import LogCleaner
+from brokers.log.cleaner.transactions import CleanedTransactions
 from brokers.log.log import Log
 from tests.polling import wait_until_async
 from tests.unit.log.cleaner_helpers import (
@@ -136,9 +137,10 @@ def test_reads_during_a_round_see_consistent_data_and_old_regions_stay_valid(
     end = cleaner.cleaner.build_offset_map(cleaning.plan, stats)
     context = cleaner.cleaner.filter_context(cleaning.plan)
     groups = cleaning.groups(end)
+    transactions = CleanedTransactions()
     assert len(groups) > 2
     for group in groups:
-        cleaned = cleaner.cleaner.clean_group(cleaning.plan, group, context, stats)
+        cleaned = cleaner.cleaner.clean_group(cleaning.plan, group, context, transactions, stats)
         assert_consistent(read_records(log), original, table)  # the cleaned copy is not visible
         cleaning.swap(group, cleaned)
         assert_consistent(read_records(log), original, table)
@@ -162,8 +164,9 @@ def test_a_log_truncated_during_a_round_is_not_swapped(tmp_path: Path) -> None:
     end = cleaner.cleaner.build_offset_map(cleaning.plan, CleanerStats())
     group = cleaning.groups(end)[0]
     cleaned = cleaner.cleaner.clean_group(
-        cleaning.plan, group, cleaner.cleaner.filter_context(cleaning.plan), CleanerStats()
-    )
+        cleaning.plan, group, cleaner.cleaner.filter_context(cleaning.plan),
+        CleanedTransactions(), CleanerStats(),
+    )  # fmt: skip
     log.truncate_to(log.segments[1].base_offset + 1)  # a follower truncating below the round
     before = stored_batches(log)
 
