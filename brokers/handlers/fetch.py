@@ -4,9 +4,13 @@ Sessionless (KIP-227 sessions are declined by answering session id 0, so clients
 fetches). A partition's records are a file region, sent with sendfile where possible. Limits, as
 Kafka: `partition_max_bytes` per partition, `max_bytes` per response, but the first partition
 with data always returns at least one whole batch (KIP-74). Consumers read up to the high
-watermark; replicas (replica_id ≥ 0) up to the log end, and only from the leader, which then
-records the follower's position (`Partition.update_follower_fetch_state`: ISR expansion, high
-watermark, waking acks=all produces). Runs on the event loop.
+watermark — read_committed ones (isolation_level 1, KIP-98) up to the last stable offset, with
+the aborted transactions of the data returned, so they can drop aborted records; a parked
+read_committed fetch is woken when a committed marker moves the last stable offset, because the
+high watermark then moves too. Replicas (replica_id ≥ 0) read up to the log end, and only from
+the leader, which then records the follower's position (`Partition.update_follower_fetch_state`:
+ISR expansion, high watermark, waking acks=all produces). Every partition's answer carries the
+last stable offset. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from brokers.handlers.fetch_response import PartitionData, TopicData, encode_fet
 from brokers.handlers.services import AppendWaiter, Replicas
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.errors import OffsetOutOfRangeError
+from brokers.log.txn_index import AbortedTxn
 from brokers.replication.errors import NotLeaderOrFollowerError
 from brokers.server.context import RequestContext
 from brokers.server.response import RawResponse
@@ -36,6 +41,7 @@ MAX_WAIT_MS = 30_000
 @dataclass(slots=True)
 class _Budget:
     remaining: int
+    read_committed: bool
     first_with_data: bool = True
 
 
@@ -70,7 +76,7 @@ def route(
         deadline = clock.monotonic() + max_wait
         keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
         while True:
-            topics, total, failed = _read_all(broker, request, replica_id)
+            topics, total, failed = _read_all(broker, request, replica_id, read_committed)
             remaining = deadline - clock.monotonic()
             if total >= request.min_bytes or failed or remaining <= 0 or not keys:
                 break
@@ -82,9 +88,12 @@ def route(
 
 
 def _read_all(
-    broker: _Services, request: Any, replica_id: int
+    broker: _Services, request: Any, replica_id: int, read_committed: bool
 ) -> tuple[list[TopicData], int, bool]:
-    budget = _Budget(remaining=min(request.max_bytes, broker.config.fetch_max_bytes))
+    budget = _Budget(
+        remaining=min(request.max_bytes, broker.config.fetch_max_bytes),
+        read_committed=read_committed and replica_id < 0,
+    )
     topics: list[TopicData] = []
     total = 0
     failed = False
@@ -115,6 +124,7 @@ def _read_partition(
             limit,
             for_follower=is_replica,
             min_one_batch=budget.first_with_data and wanted.partition_max_bytes > 0,
+            read_committed=budget.read_committed,
         )
         region = fetched.read.region if fetched.read is not None else None
         if is_replica:
@@ -146,7 +156,14 @@ def _read_partition(
         last_stable_offset=fetched.last_stable_offset,
         log_start_offset=fetched.log_start_offset,
         records=region,
+        aborted=_aborted(fetched.aborted_transactions),
     )
+
+
+def _aborted(found: list[AbortedTxn] | None) -> list[tuple[int, int]] | None:
+    if found is None:
+        return None
+    return [(txn.producer_id, txn.first_offset) for txn in found]
 
 
 def _count_bytes_out(broker: _Services, topics: list[TopicData]) -> None:

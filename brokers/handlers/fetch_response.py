@@ -8,6 +8,7 @@ parts in which each partition's records are a file region, so the connection can
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from brokers.server.response import FileSegment, Part, RawResponse
@@ -19,6 +20,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
 _TOP = struct.Struct(">ihi")  # throttle, error, session id (v7+)
 
 
@@ -30,6 +32,9 @@ class PartitionData:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileSegment | None = None
+    # read_committed: (producer id, first offset) of each aborted transaction in `records`;
+    # None: none listed (null for read_uncommitted, empty for read_committed)
+    aborted: Sequence[tuple[int, int]] | None = None
 
     @property
     def records_size(self) -> int:
@@ -87,13 +92,23 @@ def _partition_head(
     out += _PARTITION_HEAD.pack(p.index, p.error, p.high_watermark, p.last_stable_offset)
     if version >= 5:
         out += _I64.pack(p.log_start_offset)
-    # aborted transactions: null for read_uncommitted, empty for read_committed (no aborted
-    # transactions exist until the transaction coordinator lands)
-    if flexible:
-        out += b"\x01" if read_committed else b"\x00"
-    else:
-        out += _I32.pack(0 if read_committed else -1)
+    _aborted_transactions(out, p.aborted, flexible, read_committed)
     if version >= 11:
         out += _I32.pack(-1)  # preferred read replica
     size = p.records_size
     out += write_uvarint(size + 1) if flexible else _I32.pack(size)
+
+
+def _aborted_transactions(
+    out: bytearray, aborted: Sequence[tuple[int, int]] | None, flexible: bool, read_committed: bool
+) -> None:
+    """Null for read_uncommitted (as Kafka), else the list (empty on errors or no data)."""
+    if aborted is None and not read_committed:
+        out += b"\x00" if flexible else _I32.pack(-1)
+        return
+    entries = aborted or ()
+    out += _array_length(len(entries), flexible)
+    for producer_id, first_offset in entries:
+        out += _ABORTED.pack(producer_id, first_offset)
+        if flexible:
+            out += b"\x00"  # aborted transaction tagged fields

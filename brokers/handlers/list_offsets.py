@@ -4,13 +4,15 @@ Owns: answering as Kafka's ReplicaManager.fetchOffset / Partition.fetchOffsetFor
 UnifiedLog.fetchOffsetByTimestamp do, leader epochs included (v4+, KIP-320):
 - earliest (-2) and earliest local (-4, KIP-405: nothing is tiered, so the log start): the log
   start offset, with the epoch of the first leader-epoch entry if it starts at or below it;
-- latest (-1): the last fetchable offset (the high watermark for consumers, the log end for a
-  replica or debugging request) with the partition's current leader epoch;
+- latest (-1): the last fetchable offset (the high watermark for consumers, the last stable
+  offset for read_committed ones (isolation_level 1, v2+), the log end for a replica or
+  debugging request) with the partition's current leader epoch;
 - latest tiered (-5, KIP-1005): nothing is tiered, offset -1 and epoch -1;
 - a timestamp (≥ 0) or max timestamp (-3, KIP-734): the exact first record with timestamp ≥ the
   target (or the first holding the largest timestamp) and the leader epoch of the batch holding
-  it; none (offset -1) when there is no such record below the last fetchable offset. The log
-  finds the batch; only that batch is decoded, off the hot path.
+  it; none (offset -1) when there is no such record below the last fetchable offset (so, as in
+  Kafka's fetchOffsetForTimestamp, read_committed lookups stop at the last stable offset). The
+  log finds the batch; only that batch is decoded, off the hot path.
 A special value newer than the request version (-3 before v7, -4 before v8, -5 before v9) and any
 other negative one are UNSUPPORTED_VERSION; a partition named twice is INVALID_REQUEST; requests
 other than the debugging replica's (-2) go to the leader only (else NOT_LEADER_OR_FOLLOWER).
@@ -61,6 +63,7 @@ _NOTHING = _Found(-1)
 class _Asker:
     version: int
     replica_id: int
+    read_committed: bool = False
 
     @property
     def is_client(self) -> bool:
@@ -79,7 +82,8 @@ def route(replicas: Replicas) -> Route:
 
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
-        asker = _Asker(ctx.api_version, request.replica_id)
+        read_committed = getattr(request, "isolation_level", 0) == 1
+        asker = _Asker(ctx.api_version, request.replica_id, read_committed)
         named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
         topics = tuple(
             make(
@@ -148,7 +152,7 @@ def _resolve(partition: Partition, target: int, asker: _Asker) -> _Found:
         return _Found(log.log_start_offset, -1, epoch)
     if target == LATEST_TIERED:
         return _NOTHING
-    last_fetchable = partition.high_watermark if asker.is_client else log.log_end_offset
+    last_fetchable = _last_fetchable(partition, asker)
     lagging = asker.is_client and _epoch_start(partition) > partition.high_watermark
     if target == LATEST:
         if lagging:
@@ -162,6 +166,13 @@ def _resolve(partition: Partition, target: int, asker: _Asker) -> _Found:
             raise _OffsetNotAvailableError
         return _NOTHING
     return _exact_record(partition, batch.offset, target, last_fetchable)
+
+
+def _last_fetchable(partition: Partition, asker: _Asker) -> int:
+    """Kafka's lastFetchableOffset: by isolation level for consumers, the log end otherwise."""
+    if not asker.is_client:
+        return partition.log.log_end_offset
+    return partition.last_stable_offset if asker.read_committed else partition.high_watermark
 
 
 def _epoch_start(partition: Partition) -> int:

@@ -7,7 +7,10 @@ Pier has one log dir and stops on its failure, so a live broker has no offline r
 `IsrChangeCounters`, the replica manager's `isr_update_observer`, counting IsrShrinks, IsrExpands
 and FailedIsrUpdates when the leader's ISR write to ZooKeeper completes (Kafka marks them there,
 not when the change is decided). ISR changes the controller makes (a dead broker dropped from the
-ISRs) are not leader shrinks, in Kafka as here. Controller metrics: `brokers/controller/metrics.py`.
+ISRs) are not leader shrinks, in Kafka as here. Also `LastStableOffsetLagCollector`: per led
+partition, the high watermark minus the last stable offset (Kafka's
+`kafka.cluster:type=Partition,name=LastStableOffsetLag`): how far an open transaction holds
+read_committed consumers back. Controller metrics: `brokers/controller/metrics.py`.
 
 Concurrency: counters are prometheus-client objects (thread-safe). The collector runs on the
 metrics HTTP thread and only reads the event loop's state (`ReplicaManager.partitions()` copies
@@ -91,3 +94,32 @@ class ReplicaManagerCollector(Collector):
             ("offlinereplicacount", "Replicas on failed log dirs (none: one log dir).", 0),
         ):
             yield GaugeMetricFamily(prefix + name, doc, value=value)
+
+
+class LastStableOffsetLagCollector(Collector):
+    """kafka_cluster_partition_laststableoffsetlag{topic,partition} for the partitions this
+    broker leads. Read-only on the scrape thread: the open transactions' first offsets are copied
+    in one step (no pruning, unlike `Partition.last_stable_offset`), so a transaction whose marker
+    is written but not yet replicated already counts as stable here."""
+
+    def __init__(self, partitions: Callable[[], Iterable[Partition]]) -> None:
+        self._partitions = partitions
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "kafka_cluster_partition_laststableoffsetlag",
+            "High watermark minus last stable offset of a led partition (LastStableOffsetLag).",
+            labels=["topic", "partition"],
+        )
+        for partition in self._partitions():
+            if partition.is_leader:
+                family.add_metric([partition.topic, str(partition.index)], lso_lag(partition))
+        yield family
+
+
+def lso_lag(partition: Partition) -> int:
+    high_watermark = partition.high_watermark
+    firsts = list(partition.log.ongoing_transactions().values())
+    if not firsts:
+        return 0
+    return max(0, high_watermark - max(min(firsts), partition.log.log_start_offset))

@@ -10,6 +10,13 @@ and reads bounded by the high watermark for consumers or the log end for followe
 watermark is min log end offset over the (maximal) ISR (`isr.high_watermark`), so with an ISR
 of this broker alone it follows the log end offset.
 
+Transactions (KIP-98): `append_marker` writes a COMMIT/ABORT marker for the transaction
+coordinator with the checks of an acks=all append. The last stable offset is the log's
+(`Log.last_stable_offset` of the current high watermark, computed on each call, so it is right
+the moment a follower becomes leader); read_committed reads stop there and carry the aborted
+transactions of the data returned. A marker moves the LSO only once the high watermark passes
+it, and every HW move already calls `on_high_watermark`, so parked read_committed fetches wake.
+
 Standalone vs replicated: a partition becomes *replicated* once the controller's LeaderAndIsr
 reaches it (`become_leader`/`become_follower` from the replica manager). Until then — the
 standalone broker — the ISR is {self} by construction and `Log.high_watermark` stays None, as
@@ -35,7 +42,9 @@ from dataclasses import dataclass, field
 from brokers.common.clock import Clock
 from brokers.log.config import LogConfig
 from brokers.log.log import AppendResult, Log, ReadResult
+from brokers.log.txn_index import AbortedTxn
 from brokers.records.compression import CODEC_NAMES, GZIP, LZ4, ZSTD
+from brokers.records.control import EndTxnMarker
 from brokers.records.prepare import PreparedAppend, prepare_append
 from brokers.records.validate import AppendPolicy
 from brokers.replication import isr as isr_rules
@@ -61,6 +70,8 @@ class FetchedData:
     log_start_offset: int
     log_end_offset: int
     last_stable_offset: int
+    # read_committed: the aborted transactions overlapping what was read (None otherwise)
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 @dataclass(slots=True)
@@ -211,11 +222,26 @@ class Partition:
         result = self.log.append_as_leader(
             prepared.data, prepared.batches, leader_epoch=self.state.leader_epoch
         )
+        self._after_append()
+        return result
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, marker: EndTxnMarker
+    ) -> AppendResult:
+        """A COMMIT/ABORT marker from the transaction coordinator (WriteTxnMarkers), written
+        as an acks=all append: leadership and `min.insync.replicas` are checked first."""
+        self._check_writable(isr_rules.ACKS_ALL)
+        result = self.log.append_marker(
+            producer_id, producer_epoch, marker, leader_epoch=self.state.leader_epoch
+        )
+        self._after_append()
+        return result
+
+    def _after_append(self) -> None:
         if not self._maybe_advance_high_watermark() and self.followers:
             # Kafka wakes fetches parked on the log end: followers' fetches must not sit out
             # replica.fetch.wait.max.ms while an acks=all produce waits for them.
             self._on_high_watermark(self)
-        return result
 
     def _check_writable(self, acks: int) -> None:
         if not self.is_leader:
@@ -333,18 +359,42 @@ class Partition:
 
     # -- reads ----------------------------------------------------------------------------------
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided and replicated (KIP-98): read_committed
+        consumers read up to here. Computed from the log's producer state on each call, so a
+        follower that becomes leader has it right at once."""
+        return self.log.last_stable_offset(self.high_watermark)
+
     def read(
-        self, offset: int, max_bytes: int, *, for_follower: bool = False, min_one_batch: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        for_follower: bool = False,
+        min_one_batch: bool = True,
+        read_committed: bool = False,
     ) -> FetchedData:
+        """Whole batches from `offset`: up to the log end for a follower, the last stable offset
+        for a read_committed consumer (with the aborted transactions in the range returned,
+        from `offset` to the end of the data, as Kafka collects them), else the high watermark."""
         log_ = self.log
-        max_offset = log_.log_end_offset if for_follower else self.high_watermark
+        lso = self.last_stable_offset
+        if for_follower:
+            max_offset = log_.log_end_offset
+        else:
+            max_offset = lso if read_committed else self.high_watermark
         read = log_.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+        aborted = None
+        if read_committed and not for_follower:
+            aborted = [] if read.region is None else log_.collect_aborted(offset, read.next_offset)
         return FetchedData(
             read=read,
             high_watermark=self.high_watermark,
             log_start_offset=log_.log_start_offset,
             log_end_offset=log_.log_end_offset,
-            last_stable_offset=self.high_watermark,
+            last_stable_offset=lso,
+            aborted_transactions=aborted,
         )
 
     def delete_records_before(self, offset: int) -> int:

@@ -1,13 +1,15 @@
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
 from brokers.handlers.fetch_response import PartitionData, TopicData, encode_fetch_response
-from brokers.server.response import part_size
+from brokers.server.response import Part, part_size
 from brokers.wire.errors import ErrorCode
 
 pytestmark = pytest.mark.unit
@@ -23,8 +25,15 @@ class Region:
         return os.pread(self.fd, self.size, self.position)
 
 
-def _flatten(parts: list) -> bytes:
-    return b"".join(p if isinstance(p, bytes) else p.read() for p in parts)
+def _flatten(parts: Sequence[Part]) -> bytes:
+    return b"".join(
+        bytes(p) if isinstance(p, bytes | bytearray | memoryview) else p.read() for p in parts
+    )
+
+
+def _decode(version: int, body: bytes) -> tuple[Any, int]:
+    decoded, consumed = entity_reader(load_response_schema(1, version))(body, 0)
+    return decoded, consumed
 
 
 @pytest.mark.parametrize("version", range(4, 13))
@@ -46,8 +55,7 @@ def test_kio_decodes_what_we_encode(version: int) -> None:
         raw = encode_fetch_response(version, topics, read_committed=version % 2 == 0)
         body = _flatten(list(raw.parts))
         assert raw.size == len(body) == sum(part_size(p) for p in raw.parts)
-        schema = load_response_schema(1, version)
-        decoded, consumed = entity_reader(schema)(body, 0)
+        decoded, consumed = _decode(version, body)
     assert consumed == len(body)
     topic = decoded.responses[0]
     assert topic.topic == "orders"
@@ -66,3 +74,27 @@ def test_large_regions_stay_file_parts() -> None:
         12, [TopicData("t", [PartitionData(0, ErrorCode.none, 1, 1, 0, region)])]
     )
     assert region in raw.parts
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_aborted_transactions_by_isolation_level(version: int) -> None:
+    """read_committed: each partition's aborted list (empty when none or on errors);
+    read_uncommitted: null, as Kafka answers."""
+    listed = PartitionData(0, ErrorCode.none, 9, 4, 0, aborted=[(7, 0), (8, 2)])
+    errored = PartitionData(1, ErrorCode.not_leader_or_follower)
+
+    def decode(read_committed: bool, partitions: list[PartitionData]) -> tuple[Any, ...]:
+        raw = encode_fetch_response(
+            version, [TopicData("t", partitions)], read_committed=read_committed
+        )
+        body = _flatten(list(raw.parts))
+        decoded, consumed = _decode(version, body)
+        assert consumed == len(body)
+        return tuple(decoded.responses[0].partitions)
+
+    first, second = decode(True, [listed, errored])
+    assert [(a.producer_id, a.first_offset) for a in first.aborted_transactions] == [(7, 0), (8, 2)]
+    assert first.last_stable_offset == 4
+    assert second.aborted_transactions == ()
+    (plain,) = decode(False, [PartitionData(0, ErrorCode.none, 9, 9, 0)])
+    assert plain.aborted_transactions is None
