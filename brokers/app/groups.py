@@ -1,10 +1,8 @@
 """Wiring the group coordinator into a broker: `__consumer_offsets` over the broker's partitions.
 
-Owns: `BrokerOffsetsTopic` (the coordinator's `OffsetsTopic`: creates the internal topic on first
-use — `offsets.topic.num.partitions`, `cleanup.policy=compact`, `offsets.topic.segment.bytes` —
-appends as leader and waits for the high watermark to pass the batch, maps partition errors to
-coordinator errors, and reads a partition back batch by batch up to the log end seen when the
-read starts); `GroupWiring` (builds the coordinator from broker properties, makes it follow the
+Owns: `BrokerOffsetsTopic` (the coordinator's `OffsetsTopic`: `brokers.app.internal_topic`'s
+shared internal-topic class with `offsets.topic.num.partitions`, `cleanup.policy=compact`,
+`offsets.topic.segment.bytes` and the group coordinator's errors); `GroupWiring` (builds the coordinator from broker properties, makes it follow the
 offsets partitions this broker leads, drives `tick` and offset retention, registers the group
 metrics).
 
@@ -26,40 +24,59 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry
 
+from brokers.app.internal_topic import BrokerInternalTopic, InternalTopicSpec, TopicErrors
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfigError
-from brokers.common.descriptors import DescriptorLimitError
-from brokers.controller.errors import ControllerError
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.errors import (
     CoordinatorNotAvailableError,
     GroupConfigError,
     InvalidCommitOffsetSizeError,
+    InvalidProducerEpochError,
     NotCoordinatorError,
 )
 from brokers.coordinator.group_coordinator import GroupCoordinator
 from brokers.coordinator.metrics import GroupMetricsCollector
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
 from brokers.handlers.services import MetadataView, TopicAdmin
-from brokers.log.errors import LogError, StorageError
-from brokers.records.batch import iter_headers
-from brokers.records.errors import RecordTooLargeError
-from brokers.replication import errors as replication_errors
-from brokers.replication.partition import Partition
 from brokers.replication.replica_manager import ReplicaManager
 from brokers.server.purgatory import Purgatory
 
 log = logging.getLogger("pier.coordinator")
 TICK_INTERVAL_MS = 100
 COMMIT_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
-READ_CHUNK_BYTES = 1 << 20
 
 
-class BrokerOffsetsTopic:
+def offsets_topic_spec(config: GroupConfig) -> InternalTopicSpec:
+    return InternalTopicSpec(
+        name=OFFSETS_TOPIC,
+        partitions=config.offsets_topic_partitions,
+        replication_factor=config.offsets_topic_replication_factor,
+        replication_setting="offsets.topic.replication.factor",
+        configs={
+            "cleanup.policy": "compact",
+            "segment.bytes": str(config.offsets_topic_segment_bytes),
+            "compression.type": "producer",
+        },
+        commit_timeout_s=COMMIT_TIMEOUT_S,
+    )
+
+
+OFFSETS_TOPIC_ERRORS = TopicErrors(
+    not_coordinator=NotCoordinatorError,
+    not_available=CoordinatorNotAvailableError,
+    too_large=InvalidCommitOffsetSizeError,
+    fenced_producer=InvalidProducerEpochError,  # a fenced TxnOffsetCommit
+)
+
+
+class BrokerOffsetsTopic(BrokerInternalTopic):
+    """`__consumer_offsets` as the group coordinator's `OffsetsTopic`."""
+
     def __init__(
         self,
         config: GroupConfig,
@@ -71,107 +88,16 @@ class BrokerOffsetsTopic:
         clock: Clock,
         zookeeper_mode: bool,
     ) -> None:
-        self._config = config
-        self._metadata = metadata
-        self._topics = topics
-        self._replicas = replicas
-        self._purgatory = purgatory
-        self._clock = clock
-        self._zookeeper_mode = zookeeper_mode
-
-    def partition_count(self) -> int:
-        topic = self._metadata.topic(OFFSETS_TOPIC)
-        return len(topic.partitions) if topic is not None else self._config.offsets_topic_partitions
-
-    def ensure_created(self) -> None:
-        if self._metadata.topic(OFFSETS_TOPIC) is not None:
-            return
-        replication = self._replication_factor()
-        configs: dict[str, str | None] = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(self._config.offsets_topic_segment_bytes),
-            "compression.type": "producer",
-        }
-        with contextlib.suppress(replication_errors.TopicExistsError):
-            try:
-                self._topics.create_topic(
-                    OFFSETS_TOPIC, self._config.offsets_topic_partitions, replication, configs
-                )
-            except ControllerError as exc:  # ZooKeeper unreachable: FindCoordinator retries
-                raise CoordinatorNotAvailableError(str(exc)) from exc
-            except (DescriptorLimitError, StorageError) as exc:
-                # Out of open files (or a disk fault) creating the internal topic: the client
-                # retries FindCoordinator, as Kafka's answer while the topic cannot be created.
-                raise CoordinatorNotAvailableError(
-                    f"{OFFSETS_TOPIC} cannot be created: {exc}"
-                ) from exc
-            log.info(
-                "event=offsets_topic_created partitions=%d replication_factor=%d",
-                self.partition_count(),
-                replication,
-            )
-
-    def _replication_factor(self) -> int:
-        wanted = self._config.offsets_topic_replication_factor
-        alive = len(self._metadata.brokers)
-        if not self._zookeeper_mode:
-            return min(wanted, alive)
-        if alive < wanted:  # Kafka's createInternalTopic refuses rather than under-replicate
-            raise CoordinatorNotAvailableError(
-                f"{OFFSETS_TOPIC} needs {wanted} live brokers "
-                f"(offsets.topic.replication.factor), {alive} alive"
-            )
-        return wanted
-
-    async def append(self, partition: int, batch: bytes) -> int:
-        try:
-            self.ensure_created()
-            replica = self._replicas.get(OFFSETS_TOPIC, partition)
-            term = replica.leadership_term
-            last_offset = replica.append_as_leader(batch).last_offset
-        except (replication_errors.NotLeaderOrFollowerError, LogError) as exc:
-            raise NotCoordinatorError(str(exc)) from exc
-        except RecordTooLargeError as exc:
-            raise InvalidCommitOffsetSizeError(str(exc)) from exc
-        except replication_errors.ReplicationError as exc:
-            raise CoordinatorNotAvailableError(str(exc)) from exc
-        await self._committed(replica, term, last_offset)
-        return last_offset
-
-    async def _committed(self, replica: Partition, term: int, last_offset: int) -> None:
-        """acks=all for coordinator writes: answer only once the ISR has the batch. Leadership
-        lost meanwhile (even if regained) fails it; an epoch bump while leading (an ISR change)
-        does not, as Kafka's delayed produce."""
-        clock = self._clock
-        deadline = clock.monotonic() + COMMIT_TIMEOUT_S
-        key = (replica.topic, replica.index)
-        while replica.high_watermark <= last_offset:
-            if not replica.is_leader or replica.leadership_term != term:
-                raise NotCoordinatorError(f"{OFFSETS_TOPIC}-{replica.index}: leadership moved")
-            remaining = deadline - clock.monotonic()
-            if remaining <= 0:
-                raise CoordinatorNotAvailableError(f"{OFFSETS_TOPIC}-{replica.index} not committed")
-            await self._purgatory.wait([key], remaining)
-
-    def read_batches(self, partition: int, from_offset: int) -> Iterator[bytes]:
-        replica = self._replicas.find(OFFSETS_TOPIC, partition)
-        if replica is None:
-            return
-        log_ = replica.log
-        offset = max(from_offset, log_.log_start_offset)
-        end = log_.log_end_offset  # while loading nothing is appended: the coordinator refuses
-        while offset < end:
-            read = log_.read(offset, READ_CHUNK_BYTES, max_offset=end)
-            if read.region is None or read.next_offset <= offset:
-                return
-            data = read.region.read()
-            for position, header in iter_headers(data):
-                yield data[position : position + header.size]
-            offset = read.next_offset
-
-    def high_watermark(self, partition: int) -> int:
-        replica = self._replicas.find(OFFSETS_TOPIC, partition)
-        return -1 if replica is None else replica.high_watermark
+        super().__init__(
+            offsets_topic_spec(config),
+            OFFSETS_TOPIC_ERRORS,
+            metadata=metadata,
+            topics=topics,
+            replicas=replicas,
+            purgatory=purgatory,
+            clock=clock,
+            zookeeper_mode=zookeeper_mode,
+        )
 
 
 class GroupWiring:

@@ -5,7 +5,8 @@ build_zk_broker` return: the parts they built (public, for tests and tools; hand
 this object), start-up order (log recovery before the listener opens; in ZooKeeper mode the
 membership starts once the listener is open so the registration advertises the real port), the
 periodic jobs (retention, flush, checkpoints, delayed segment deletes, compaction, group ticks and
-offset expiry; ISR shrink in ZooKeeper mode), the metrics endpoint, and clean shutdown
+offset expiry, timed-out transactions and expired transactional ids; ISR shrink in ZooKeeper
+mode), the metrics endpoint, and clean shutdown
 (controlled shutdown first in ZooKeeper mode, then the listener closed, then logs flushed,
 checkpoints and the clean-shutdown marker written). Also the construction steps both roots share
 (`log_manager_for`, `metadata_cache_for`, `register_storage_metrics`).
@@ -24,6 +25,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, start_http_server
 
 from brokers.app.groups import TICK_INTERVAL_MS, GroupWiring
+from brokers.app.transactions import TransactionWiring
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfig
 from brokers.handlers import build_route_table
@@ -35,7 +37,7 @@ from brokers.log.config import LogConfig
 from brokers.log.log_manager import LogManager
 from brokers.log.metrics import LogSizeCollector
 from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
-from brokers.replication.metrics import ReplicaManagerCollector
+from brokers.replication.metrics import LastStableOffsetLagCollector, ReplicaManagerCollector
 from brokers.replication.replica_manager import ReplicaManager
 from brokers.server.dispatcher import Dispatcher
 from brokers.server.listener import Listener
@@ -90,6 +92,7 @@ def register_storage_metrics(
 
     registry.register(LogSizeCollector(log_sizes))
     registry.register(ReplicaManagerCollector(replicas.partitions))
+    registry.register(LastStableOffsetLagCollector(replicas.partitions))
     if log_manager.cleaner is not None:
         registry.register(CleanerCollector(log_manager.cleaner))
 
@@ -112,6 +115,7 @@ class Broker:
         topics: TopicRegistry,
         producer_ids: ProducerIdSource,
         groups: GroupWiring,
+        transactions: TransactionWiring,
         routes: RouteTable,
         cluster: Membership | None = None,
     ) -> None:
@@ -127,6 +131,7 @@ class Broker:
         self.topics = topics
         self.producer_ids = producer_ids
         self.groups = groups
+        self.transactions = transactions
         self.routes = routes
         self.cluster = cluster
         self._listener: Listener | None = None
@@ -143,6 +148,7 @@ class Broker:
         self.replicas.startup()
         self.topics.load()
         self.groups.start()  # reads __consumer_offsets back; COORDINATOR_LOAD_IN_PROGRESS until done
+        self.transactions.start()  # and __transaction_state
         dispatcher = Dispatcher(self.routes, self.server_metrics)
         limits = FrameLimits(max_request_bytes=self.config.socket_request_max_bytes)
         self._listener = Listener(
@@ -178,6 +184,9 @@ class Broker:
         self._schedule(TICK_INTERVAL_MS, self.groups.tick)
         retention_check_ms = self.groups.config.offsets_retention_check_interval_ms
         self._schedule(retention_check_ms, self.groups.expire_offsets)
+        txn = self.transactions.config
+        self._schedule(txn.abort_timed_out_interval_ms, self.transactions.abort_timed_out)
+        self._schedule(txn.remove_expired_interval_ms, self.transactions.expire_ids)
 
     async def stop(self) -> None:
         """Close the listener first so no append races the final flush and checkpoint."""
@@ -190,6 +199,7 @@ class Broker:
         for job in self._jobs:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
+        await self.transactions.stop()
         await self.groups.stop()
         if self.cluster is not None:
             await self.cluster.stop()
@@ -253,7 +263,7 @@ def assemble(
     cluster: Membership | None = None,
 ) -> Broker:
     """The last steps both roots share: the group coordinator over `__consumer_offsets`, the
-    handlers' narrow services, the route table (plus `extra_routes`), and the `Broker`."""
+    transaction coordinator over `__transaction_state`, the handlers' narrow services, the route table (plus `extra_routes`), and the `Broker`."""
     groups = GroupWiring(
         core.config.properties,
         metadata=core.metadata,
@@ -264,6 +274,19 @@ def assemble(
         registry=core.registry,
         zookeeper_mode=zookeeper_mode,
     )
+    transactions = TransactionWiring(
+        core.config.properties,
+        node_id=core.config.node_id,
+        metadata=core.metadata,
+        topics=topics,
+        replicas=core.replicas,
+        purgatory=core.purgatory,
+        clock=core.clock,
+        registry=core.registry,
+        producer_ids=producer_ids,
+        groups=groups,
+        zookeeper_mode=zookeeper_mode,
+    )
     services = HandlerServices(
         config=core.config,
         clock=core.clock,
@@ -272,6 +295,7 @@ def assemble(
         purgatory=core.purgatory,
         topics=topics,
         groups=groups,
+        transactions=transactions,
         producer_ids=producer_ids,
         log_dirs=core.log_manager,
         topic_metrics=core.topic_metrics,
@@ -290,6 +314,7 @@ def assemble(
         topics=topics,
         producer_ids=producer_ids,
         groups=groups,
+        transactions=transactions,
         routes=build_route_table(services, extra_routes),
         cluster=cluster,
     )

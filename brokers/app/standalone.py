@@ -4,7 +4,8 @@ Owns: `build_standalone`, the only place a broker without ZooKeeper is assembled
 registry and request purgatory, the log manager, the metadata cache (this broker alone, its
 cluster id read from or written to `meta.properties`), the replica manager, the local topic
 registry (every replica on this broker), producer ids from a block file, the group coordinator
-over `__consumer_offsets`, and the route table built from the handlers' narrow services. The
+over `__consumer_offsets` and the transaction coordinator over `__transaction_state` (both in
+`runtime.assemble`), and the route table built from the handlers' narrow services. The
 result is a `brokers.app.runtime.Broker`, whose `start`/`stop` run the shared lifecycle.
 `isr_writer` is for in-process replication tests only (a test playing the controller); a real
 cluster is built by `brokers.app.zk_mode.build_zk_broker`. Called before the event loop serves;

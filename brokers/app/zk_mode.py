@@ -6,7 +6,8 @@ overrides from ZooKeeper, applied to the log manager's logs and read by new logs
 `ZkIsrWriter`, the replica manager (given both), the `ZkTopicAdmin` the handlers use as their
 topic admin, producer-id blocks from ZooKeeper (`ZkBlockStore`), the controller election and the
 `Controller` it drives (with its `ControllerChannel` and metrics), the broker-side `BrokerFence`,
-the group coordinator, and the route table: the client routes plus the four control APIs and the
+the group and transaction coordinators (`runtime.assemble`; both follow the leadership of
+their internal topics' partitions), and the route table: the client routes plus the four control APIs and the
 controller's admin APIs (ElectLeaders, Alter/List partition reassignments; NOT_CONTROLLER on the
 other brokers). `ClusterMode` is ZooKeeper mode's part of `brokers.app.runtime.Broker`'s
 lifecycle. Start-up order (`start`, after the listener is open so the registration advertises

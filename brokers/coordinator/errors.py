@@ -81,6 +81,15 @@ class UnstableOffsetCommitError(GroupError):
     """require_stable: a commit for the partition is still being written."""
 
 
+class InvalidProducerEpochError(GroupError):
+    """TxnOffsetCommit from a producer epoch older than the one the offsets partition has seen
+    (the log's producer-state check fenced it; Kafka passes INVALID_PRODUCER_EPOCH through)."""
+
+
+class InvalidProducerIdMappingError(GroupError):
+    """TxnOffsetCommit without a producer id: its offsets could never be completed by a marker."""
+
+
 class GroupRecordError(GroupError):
     """A `__consumer_offsets` key or value that does not parse (a corrupt or unknown format)."""
 

@@ -2,7 +2,8 @@
 
 Owns: `describe_group` (members with their metadata and assignment only while Stable, as Kafka's
 group summary), `list_groups` (KIP-518 state filter, case-insensitive), and `delete_groups` (only
-Empty groups; tombstones for every offset and the group metadata are written before answering).
+Empty groups; tombstones for every offset, pending transactional ones included, and the group
+metadata are written before answering).
 Functions over a `GroupCoordinator`; run on the event loop; not thread-safe.
 """
 
@@ -84,7 +85,10 @@ def _deletable(group: Group | None, group_id: str) -> GroupError | None:
 
 
 async def _delete(coordinator: GroupCoordinator, group: Group) -> GroupError | None:
-    entries = [offset_entry(group.group_id, tp, None) for tp, _ in group.offsets.items()]
+    # Tombstones for every committed offset and for partitions with only pending transactional
+    # offsets (Kafka's deleteAllOffsets): the loader then drops those too.
+    doomed = {tp for tp, _ in group.offsets.items()} | group.offsets.txn_partitions()
+    entries = [offset_entry(group.group_id, tp, None) for tp in sorted(doomed)]
     entries.append(group_entry(group.group_id, None))
     group.transition_to(S.DEAD, coordinator.clock.time_ms())
     coordinator.groups.pop(group.group_id, None)

@@ -4,8 +4,8 @@
 Owns: `GroupCoordinator` — ownership of offsets partitions (loading → COORDINATOR_LOAD_IN_PROGRESS,
 not ours → NOT_COORDINATOR; `on_election` / `on_resignation` follow the partitions' leadership
 through `OffsetsOwnership`), the group directory, and the entry points handlers call: JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup, OffsetCommit/Fetch/Delete, DescribeGroups, ListGroups,
-DeleteGroups, plus `tick()` (timers; the broker calls it every ~100 ms, tests call it after moving
+SyncGroup, Heartbeat, LeaveGroup, OffsetCommit/Fetch/Delete, TxnOffsetCommit, DescribeGroups,
+ListGroups, DeleteGroups, `complete_transaction` (the transaction markers' side, KIP-98), plus `tick()` (timers; the broker calls it every ~100 ms, tests call it after moving
 a ManualClock) and `expire_offsets()` (every `offsets.retention.check.interval.ms`). Parked
 JoinGroup/SyncGroup requests are asyncio futures that the rebalance machinery completes.
 Mirrors Kafka's GroupCoordinator / GroupMetadataManager for classic groups.
@@ -29,17 +29,26 @@ from brokers.coordinator.errors import (
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidGroupIdError,
+    InvalidProducerIdMappingError,
     InvalidSessionTimeoutError,
     NotCoordinatorError,
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
 from brokers.coordinator.group import Group, GroupState
-from brokers.coordinator.group_log import GroupLog
+from brokers.coordinator.group_log import GroupLog, TxnProducer
+from brokers.coordinator.group_records import OffsetAndMetadata
 from brokers.coordinator.joining import Joiner, JoinRequest
 from brokers.coordinator.loader import LoadedPartition
-from brokers.coordinator.offset_store import CommitRequest, FetchedOffset, OffsetCommit, OffsetStore
+from brokers.coordinator.offset_store import (
+    CommitRequest,
+    FetchedOffset,
+    OffsetCommit,
+    OffsetStore,
+    TxnCommitRequest,
+)
 from brokers.coordinator.offsets_topic import OffsetsTopic
+from brokers.coordinator.open_transactions import OpenTransactions
 from brokers.coordinator.ownership import NO_EPOCH, OffsetsOwnership
 from brokers.coordinator.rebalance import Rebalancer
 from brokers.coordinator.results import JoinResult, LeavingMember, MemberLeave, SyncResult
@@ -48,6 +57,7 @@ from brokers.coordinator.timers import DeadlineQueue
 log = logging.getLogger("pier.coordinator")
 S = GroupState
 Topics = Sequence[tuple[str, Sequence[int]]]
+TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +81,10 @@ class GroupCoordinator:
         self._deadlines = DeadlineQueue()
         self.rebalancer = Rebalancer(config, clock, self.log, self._deadlines)
         self._joiner = Joiner(self.rebalancer)
-        self.offsets = OffsetStore(config, clock, self.log, self.rebalancer)
+        self.transactions = OpenTransactions()
+        self.offsets = OffsetStore(config, clock, self.log, self.rebalancer, self.transactions)
+        # Markers that completed while their partition was loading: applied once it is loaded.
+        self._deferred_markers: dict[int, list[tuple[int, bool]]] = {}
 
     # ---- ownership of offsets partitions --------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -118,12 +131,16 @@ class GroupCoordinator:
             self.groups[group_id] = group
             for member in group.members.values():  # they must heartbeat to stay
                 self.rebalancer.reschedule_heartbeat(group, member)
-        for group_id, offsets in loaded.offsets.items():
+        for group_id, offsets in loaded.offset_groups().items():
             group = self.groups.get(group_id) or self._create(group_id)
-            for tp, value in offsets.items():
-                group.offsets.put(tp, value)
+            group.offsets = offsets
+        self.transactions.install(loaded.partition, loaded.open_transactions)
+        for producer_id, commit in self._deferred_markers.pop(loaded.partition, []):
+            self._complete(loaded.partition, producer_id, commit)
 
     def _forget(self, partition: int) -> None:
+        self.transactions.forget(partition)
+        self._deferred_markers.pop(partition, None)
         gone = [g for g in self.groups if self.partition_for(g) == partition]
         for group_id in gone:
             group = self.groups.pop(group_id)
@@ -321,6 +338,67 @@ class GroupCoordinator:
             return None, await self.offsets.delete(group, topics)
         except GroupError as exc:
             return exc, []
+
+    # ---- transactions (KIP-98, KIP-447) ---------------------------------------------------
+    async def txn_offset_commit(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, GroupError | None]:
+        """TxnOffsetCommit: per-partition errors (None: written, pending until the marker).
+
+        An unknown group is created for generation -1 (a "simple" transactional commit, as
+        Kafka); with a generation it is ILLEGAL_GENERATION. Each offset's commit time is set
+        here. A fenced producer epoch fails every partition (INVALID_PRODUCER_EPOCH); so does
+        a missing producer id (INVALID_PRODUCER_ID_MAPPING: no marker could complete it)."""
+        error = self.check(group_id)
+        if error is None and producer_id < 0:
+            error = InvalidProducerIdMappingError(f"TxnOffsetCommit from producer id {producer_id}")
+        group = self.groups.get(group_id)
+        if error is None and group is None:
+            if generation_id < 0:
+                group = self._create(group_id)
+            else:
+                error = IllegalGenerationError(group_id)
+        if error is not None or group is None:
+            return dict.fromkeys(offsets, error)
+        request = TxnCommitRequest(
+            transactional_id, group_id, TxnProducer(producer_id, producer_epoch), member_id,
+            generation_id, group_instance_id, offsets,
+        )  # fmt: skip
+        return await self.offsets.commit_transactional(group, request)
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of `producer_id` is committed in `offsets_partition`: its pending
+        offsets of the partition's groups are committed (where their records are the latest) or
+        dropped. While the partition loads, the marker waits for the load to finish (the load
+        may not have read it); on a partition this broker does not coordinate it is ignored:
+        its coordinator reads the marker from the log."""
+        if offsets_partition in self.ownership.loading:
+            deferred = self._deferred_markers.setdefault(offsets_partition, [])
+            deferred.append((producer_id, commit))
+            return
+        if offsets_partition in self.ownership.owned:
+            self._complete(offsets_partition, producer_id, commit)
+
+    def _complete(self, partition: int, producer_id: int, commit: bool) -> None:
+        materialised = 0
+        groups = self.transactions.take(partition, producer_id)
+        for group_id in groups:
+            group = self.groups.get(group_id)
+            if group is not None:
+                materialised += group.offsets.complete_txn(producer_id, commit)
+        log.debug(
+            "event=txn_offsets_completed partition=%d producer_id=%d commit=%s groups=%d "
+            "offsets=%d",
+            partition, producer_id, commit, len(groups), materialised,
+        )  # fmt: skip
 
     # ---- timers ---------------------------------------------------------------------------
     def tick(self) -> None:

@@ -25,7 +25,8 @@ class OffsetsTopic(Protocol):
     async def append(self, partition: int, batch: bytes) -> int:
         """Append one batch as leader once it is committed; returns its last offset.
 
-        Raises NotCoordinatorError / CoordinatorNotAvailableError / InvalidCommitOffsetSizeError.
+        Raises NotCoordinatorError / CoordinatorNotAvailableError / InvalidCommitOffsetSizeError,
+        and InvalidProducerEpochError for a transactional batch of a fenced producer epoch.
         """
         ...
 

@@ -1,15 +1,17 @@
-"""Which `__consumer_offsets` partitions this coordinator serves, and for which leader epoch.
+"""Which partitions of a coordinator's internal topic this broker serves, and for which epoch.
 
-Owns: `OffsetsOwnership` — the `loading` and `owned` sets (COORDINATOR_LOAD_IN_PROGRESS and
+Owns: `PartitionOwnership` — the `loading` and `owned` sets (COORDINATOR_LOAD_IN_PROGRESS and
 NOT_COORDINATOR come from them), the leader epoch last ordered per partition, and one background
-load task per partition. Mirrors Kafka's `GroupCoordinator.onElection` / `onResignation` with
-`GroupMetadataManager.epochForPartitionId`:
+load task per partition — shared by the group coordinator (`__consumer_offsets`, through
+`OffsetsOwnership`) and the transaction coordinator (`__transaction_state`). Mirrors Kafka's
+`onElection` / `onResignation` with `GroupMetadataManager.epochForPartitionId`:
 - `elect(p, epoch)`: this broker now leads p. An order older than the last one seen is ignored;
   while p is served (loading or loaded) a newer epoch only records it — leadership that was lost
-  in between came with a `resign`, which dropped the groups, so the next `elect` reads p back.
+  in between came with a `resign`, which dropped the partition's state, so the next `elect`
+  reads p back.
 - `resign(p, epoch)`: this broker no longer leads p (follower, stopped, deleted). Ignored when
-  older than the last order; otherwise the load is cancelled and the groups are forgotten.
-A load installs its groups only if it is still the partition's current load when it finishes,
+  older than the last order; otherwise the load is cancelled and the state is forgotten.
+A load installs its result only if it is still the partition's current load when it finishes,
 so a cancelled load (resigned meanwhile) never overwrites a newer one. `NO_EPOCH` is the
 standalone broker's term (it leads every partition and never changes).
 Runs on the event loop; not thread-safe.
@@ -20,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
 
 from brokers.coordinator.loader import LoadedPartition, load_partition
 from brokers.coordinator.offsets_topic import OffsetsTopic
@@ -28,15 +31,21 @@ from brokers.coordinator.offsets_topic import OffsetsTopic
 log = logging.getLogger("pier.coordinator")
 NO_EPOCH = -1
 
+T = TypeVar("T")
+Load = Callable[[int, int], Awaitable[T]]  # (partition, epoch) -> what was read back
+InstallLoaded = Callable[[int, int, T], None]  # (partition, epoch, loaded)
 Install = Callable[[LoadedPartition], None]
 Forget = Callable[[int], None]
 
 
-class OffsetsOwnership:
-    def __init__(self, topic: OffsetsTopic, install: Install, forget: Forget) -> None:
-        self._topic = topic
+class PartitionOwnership(Generic[T]):
+    def __init__(
+        self, load: Load[T], install: InstallLoaded[T], forget: Forget, *, name: str
+    ) -> None:
+        self._load_partition = load
         self._install = install
         self._forget = forget
+        self._name = name
         self.owned: set[int] = set()
         self.loading: set[int] = set()
         self._epochs: dict[int, int] = {}
@@ -55,7 +64,7 @@ class OffsetsOwnership:
         self._epochs[partition] = epoch
         if serving:
             # Still serving means no resignation came in between: the same leader under a newer
-            # epoch (an ISR change). Kafka's makeLeader does not re-elect then; groups stay.
+            # epoch (an ISR change). Kafka's makeLeader does not re-elect then; state stays.
             return self._loads.get(partition)
         self.loading.add(partition)
         task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
@@ -101,16 +110,33 @@ class OffsetsOwnership:
             return  # resigned meanwhile (and perhaps elected again: a newer load runs)
         del self._loads[partition]
         self.loading.discard(partition)
-        if loaded is None:  # unreadable log: its groups stay NOT_COORDINATOR
+        if loaded is None:  # unreadable log: its state stays NOT_COORDINATOR
             return
-        self._install(loaded)
+        self._install(partition, epoch, loaded)
         self.owned.add(partition)
 
-    async def _read(self, partition: int, epoch: int) -> LoadedPartition | None:
+    async def _read(self, partition: int, epoch: int) -> T | None:
         try:
-            return await load_partition(self._topic, partition)
+            return await self._load_partition(partition, epoch)
         except Exception as exc:
             log.error(
-                "event=offsets_load_failed partition=%d epoch=%d error=%r", partition, epoch, exc
+                "event=%s_load_failed partition=%d epoch=%d error=%r",
+                self._name,
+                partition,
+                epoch,
+                exc,
             )
             return None
+
+
+class OffsetsOwnership(PartitionOwnership[LoadedPartition]):
+    """The group coordinator's: `__consumer_offsets` partitions read back into groups."""
+
+    def __init__(self, topic: OffsetsTopic, install: Install, forget: Forget) -> None:
+        async def load(partition: int, epoch: int) -> LoadedPartition:
+            return await load_partition(topic, partition)
+
+        def install_loaded(partition: int, epoch: int, loaded: LoadedPartition) -> None:
+            install(loaded)
+
+        super().__init__(load, install_loaded, forget, name="offsets")

@@ -9,6 +9,8 @@ on top, in its composition root `brokers.app.zk_mode`.) Handlers run on the even
 from __future__ import annotations
 
 from brokers.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     create_partitions,
@@ -21,6 +23,8 @@ from brokers.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -30,6 +34,7 @@ from brokers.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -37,8 +42,11 @@ from brokers.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from brokers.handlers.services import HandlerServices
+from brokers.replication.txn_markers import TxnCompletion
 from brokers.server.routes import Route, RouteTable
 
 
@@ -51,7 +59,8 @@ def client_routes(s: HandlerServices) -> list[Route]:
         metadata.route(s.config, s.metadata, s.topics),
         offset_commit.route(s.groups, s.metadata),
         offset_fetch.route(s.groups),
-        find_coordinator.route(s.groups, s.metadata),
+        txn_offset_commit.route(s.groups, s.metadata),
+        find_coordinator.route(s.groups, s.metadata, s.transactions),
         join_group.route(s.groups),
         heartbeat.route(s.groups),
         leave_group.route(s.groups),
@@ -59,7 +68,12 @@ def client_routes(s: HandlerServices) -> list[Route]:
         describe_groups.route(s.groups),
         list_groups.route(s.groups),
         delete_records.route(s.metadata, s.replicas),
-        init_producer_id.route(s.producer_ids),
+        init_producer_id.route(s.producer_ids, s.transactions),
+        add_partitions_to_txn.route(s.transactions),
+        add_offsets_to_txn.route(s.transactions),
+        end_txn.route(s.transactions),
+        describe_transactions.route(s.transactions),
+        list_transactions.route(s.transactions),
         offset_for_leader_epoch.route(s.replicas),
         create_topics.route(s.config, s.metadata, s.topics, s.zookeeper_mode),
         delete_topics.route(s.config, s.metadata, s.topics),
@@ -72,7 +86,20 @@ def client_routes(s: HandlerServices) -> list[Route]:
         describe_cluster.route(s.metadata),
         describe_log_dirs.route(s.log_dirs),
         describe_producers.route(s.replicas, s.metadata),
+        # inter-broker (the transaction coordinator's markers); the gateway never forwards it
+        write_txn_markers.route(
+            s.replicas, s.purgatory, s.clock, on_offsets_marker=_offsets_marker(s)
+        ),
     ]
+
+
+def _offsets_marker(s: HandlerServices) -> TxnCompletion:
+    """A committed marker on a `__consumer_offsets` partition, for the group coordinator."""
+
+    def complete(offsets_partition: int, producer_id: int, commit: bool) -> None:
+        s.groups.coordinator.complete_transaction(offsets_partition, producer_id, commit)
+
+    return complete
 
 
 def build_route_table(services: HandlerServices, extra: list[Route] | None = None) -> RouteTable:

@@ -113,6 +113,8 @@ _CODES.update(
         group_errors.NonEmptyGroupError: ErrorCode.non_empty_group,
         group_errors.GroupIdNotFoundError: ErrorCode.group_id_not_found,
         group_errors.UnstableOffsetCommitError: ErrorCode.unstable_offset_commit,
+        group_errors.InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
+        group_errors.InvalidProducerIdMappingError: ErrorCode.invalid_producer_id_mapping,
     }
 )
 
@@ -153,3 +155,8 @@ _leadership_codes()
 # Kafka's controller answers a request too large to carry out with POLICY_VIOLATION; the message
 # names the limit and how many partitions it still allows.
 _CODES[DescriptorLimitError] = ErrorCode.policy_violation
+
+
+# ---- transactions (issue 14) -------------------------------------------------------------------
+_CODES[log_errors.InvalidTxnStateError] = ErrorCode.invalid_txn_state
+_CODES[log_errors.TransactionCoordinatorFencedError] = ErrorCode.transaction_coordinator_fenced

@@ -1,35 +1,28 @@
-"""FindCoordinator (key 10, v0–6): which broker coordinates a group (v4+: a batch of keys).
+"""FindCoordinator (key 10, v0–6): which broker coordinates a group or a transactional id (v4+: a
+batch of keys).
 
-A group's coordinator is the leader of its `__consumer_offsets` partition as this broker's
-metadata cache knows it (in ZooKeeper mode the controller's UpdateMetadata keeps it; the leader
-then learns it leads from LeaderAndIsr and answers COORDINATOR_LOAD_IN_PROGRESS until its load
-ends). Asking creates that topic on first use, as Kafka does; until the topic exists, while the
-partition has no leader or its leader is not a live broker, and while too few brokers are alive to
-create the topic, the answer is COORDINATOR_NOT_AVAILABLE, a retriable code. Other key types are
-INVALID_REQUEST. Runs on the event loop.
-
-Transaction coordinators (key type 1) are not built yet. A retriable code such as
-COORDINATOR_NOT_AVAILABLE made clients spin (~10,000 lookups a second, never an error to the
-application), so they answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) with a message saying
-transactions are unavailable, until transactions land. 53 is the one code both main client
-families treat as fatal here: librdkafka's transactional FindCoordinator handler raises a fatal
-error only for it and CLUSTER_AUTHORIZATION_FAILED (anything else, UNSUPPORTED_VERSION included,
-is retried), and the Java producer's TransactionManager fails fatally on it (as on every
-non-retriable code). It is also what Kafka itself answers a client that may not use a
-transactional id, so no client mistakes it for a transient state; CLUSTER_AUTHORIZATION_FAILED
-would wrongly suggest a cluster-wide ACL problem. InitProducerId with a transactional id answers
-the same code (see init_producer_id).
+A group's coordinator is the leader of its `__consumer_offsets` partition, a transactional id's
+(key type 1) the leader of its `__transaction_state` partition, as this broker's metadata cache
+knows it (in ZooKeeper mode the controller's UpdateMetadata keeps it; the leader then learns it
+leads from LeaderAndIsr and answers COORDINATOR_LOAD_IN_PROGRESS until its load ends). Asking
+creates the internal topic on first use, as Kafka does; until the topic exists, while the
+partition has no leader or its leader is not a live broker, and while too few brokers are alive
+to create the topic, the answer is COORDINATOR_NOT_AVAILABLE, a retriable code. Other key types
+(share groups) are INVALID_REQUEST. Runs on the event loop.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from brokers.coordinator.errors import GroupError
 from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
+from brokers.coordinator.transactions import TRANSACTION_STATE_TOPIC
+from brokers.coordinator.transactions.errors import TransactionError
 from brokers.handlers.build import make, response_module, throttle
-from brokers.handlers.services import GroupService, MetadataView
+from brokers.handlers.services import GroupService, MetadataView, TransactionService
 from brokers.log.errors import LogError
 from brokers.replication.errors import ReplicationError
 from brokers.server.context import RequestContext
@@ -40,14 +33,9 @@ API_KEY = 10
 FIRST_BATCHED_VERSION = 4
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
-TRANSACTIONS_UNAVAILABLE = (
-    "Transactions are not available on this cluster: a transactional.id cannot be used "
-    "(an idempotent producer can)."
-)
 _MESSAGES = {
     ErrorCode.coordinator_not_available: "The coordinator is not available.",
     ErrorCode.invalid_request: "Unknown coordinator key type.",
-    ErrorCode.transactional_id_authorization_failed: TRANSACTIONS_UNAVAILABLE,
 }
 
 
@@ -65,11 +53,12 @@ class _Services:
     """What this handler uses."""
 
     groups: GroupService
+    transactions: TransactionService
     metadata: MetadataView
 
 
-def route(groups: GroupService, metadata: MetadataView) -> Route:
-    broker = _Services(groups, metadata)
+def route(groups: GroupService, metadata: MetadataView, transactions: TransactionService) -> Route:
+    broker = _Services(groups, transactions, metadata)
 
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
@@ -107,16 +96,29 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
 
 
 def _find(broker: _Services, key_type: int, key: str) -> _Found:
+    if key_type == GROUP_KEY_TYPE:
+        groups = broker.groups
+        return _leader_of(broker, key, groups.topic.ensure_created, OFFSETS_TOPIC,
+                          groups.coordinator.partition_for)  # fmt: skip
     if key_type == TRANSACTION_KEY_TYPE:
-        return _Found(key, ErrorCode.transactional_id_authorization_failed)  # see the docstring
-    if key_type != GROUP_KEY_TYPE:
-        return _Found(key, ErrorCode.invalid_request)
-    wiring = broker.groups
+        txns = broker.transactions
+        return _leader_of(broker, key, txns.topic.ensure_created, TRANSACTION_STATE_TOPIC,
+                          txns.coordinator.partition_for)  # fmt: skip
+    return _Found(key, ErrorCode.invalid_request)
+
+
+def _leader_of(
+    broker: _Services,
+    key: str,
+    ensure_created: Callable[[], None],
+    topic: str,
+    partition_for: Callable[[str], int],
+) -> _Found:
     try:
-        wiring.topic.ensure_created()
-    except (GroupError, ReplicationError, LogError, OSError):
+        ensure_created()
+    except (GroupError, TransactionError, ReplicationError, LogError, OSError):
         return _Found(key, ErrorCode.coordinator_not_available)  # e.g. too few brokers: retry
-    partition = broker.metadata.partition(OFFSETS_TOPIC, wiring.coordinator.partition_for(key))
+    partition = broker.metadata.partition(topic, partition_for(key))
     endpoint = None if partition is None else broker.metadata.brokers.get(partition.leader)
     if endpoint is None:
         return _Found(key, ErrorCode.coordinator_not_available)

@@ -3,7 +3,9 @@
 v1–7 ask for one group; v8+ for several (`groups`). A partition without a committed offset
 answers offset -1 and empty metadata. Group-level errors (not coordinator, loading) go in the
 top-level/group error field from v2; in v1, which has none, every requested partition carries it.
-`require_stable` (v7+, KIP-447) reports commits still being written as UNSTABLE_OFFSET_COMMIT.
+`require_stable` (v7+, KIP-447) answers UNSTABLE_OFFSET_COMMIT (offset -1) for each partition with
+a commit still being written or transactional offsets awaiting their marker (KIP-98); in v7 per
+partition, in v8+ per partition of each group; without it the last committed offset is answered.
 v9's member id/epoch belong to KIP-848 groups and are ignored for classic groups; v10 names topics
 by id and is not served yet. Runs on the event loop.
 """

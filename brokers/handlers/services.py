@@ -4,9 +4,10 @@ Owns: the protocols a handler sees instead of the broker — the replica side (`
 partition by name; `AppendWaiter`: park until an append or high-watermark move), the log
 directory (`LogDirs`), topic administration (`TopicAdmin`: the standalone registry or the
 ZooKeeper admin), the metadata view (`MetadataView`), the group side (`GroupService`: the
-coordinator and its offsets topic), producer ids (`ProducerIdSource`) — and `HandlerServices`,
-the one bundle `brokers.handlers.build_route_table` takes apart so that each route receives only
-the services it uses. Static settings (`BrokerConfig`), the clock (`Clock`) and the per-topic
+coordinator and its offsets topic), the transaction side (`TransactionService`: the
+transaction coordinator and `__transaction_state`), producer ids (`ProducerIdSource`) — and
+`HandlerServices`, the one bundle `brokers.handlers.build_route_table` takes apart so that each
+route receives only the services it uses. Static settings (`BrokerConfig`), the clock (`Clock`) and the per-topic
 counters (`BrokerTopicMetrics`) are plain values of lower layers and passed as they are.
 
 Which handler gets what (the route table's wiring, `brokers.handlers.build_route_table`):
@@ -21,9 +22,12 @@ Which handler gets what (the route table's wiring, `brokers.handlers.build_route
 | delete_topics, describe_configs          | config, metadata, topics                      |
 | alter_configs, incremental_alter_configs | config, metadata, topics                      |
 | describe_log_dirs                        | log_dirs                                      |
-| init_producer_id                         | producer_ids                                  |
-| find_coordinator                         | groups, metadata                              |
-| offset_commit, offset_delete             | groups, metadata                              |
+| init_producer_id                         | producer_ids, transactions                    |
+| find_coordinator                         | groups, transactions, metadata                |
+| add_partitions/add_offsets_to_txn, end_txn | transactions (add_partitions: + metadata)   |
+| describe/list_transactions               | transactions                                  |
+| offset_commit, offset_delete, txn_offset_commit | groups, metadata                       |
+| write_txn_markers (inter-broker)         | replicas, purgatory, clock, groups (the marker callback) |
 | join/sync/heartbeat/leave/list/describe/delete groups, offset_fetch | groups             |
 | api_versions                             | the route table itself                        |
 ZooKeeper mode's control and controller routes are added by `brokers.app.zk_mode` (fence,
@@ -43,6 +47,7 @@ from typing import Protocol
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfig
 from brokers.coordinator.group_coordinator import GroupCoordinator
+from brokers.coordinator.transactions.coordinator import TransactionCoordinator
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.log import Log
 from brokers.replication.metadata_cache import BrokerEndpoint, PartitionMetadata, TopicMetadata
@@ -146,6 +151,22 @@ class GroupService(Protocol):
     def topic(self) -> OffsetsTopicAdmin: ...
 
 
+class StateTopicAdmin(Protocol):
+    def ensure_created(self) -> None:
+        """Create `__transaction_state` on first use (StateTopicError when it cannot be)."""
+        ...
+
+
+class TransactionService(Protocol):
+    """The transaction coordinator and the state topic it keeps transactional ids in."""
+
+    @property
+    def coordinator(self) -> TransactionCoordinator: ...
+
+    @property
+    def topic(self) -> StateTopicAdmin: ...
+
+
 class ProducerIdSource(Protocol):
     def next_producer_id(self) -> int: ...
 
@@ -161,6 +182,7 @@ class HandlerServices:
     purgatory: AppendWaiter
     topics: TopicAdmin
     groups: GroupService
+    transactions: TransactionService
     producer_ids: ProducerIdSource
     log_dirs: LogDirs
     topic_metrics: BrokerTopicMetrics

@@ -1,5 +1,5 @@
-"""AddOffsetsToTxn (key 25), versions 0-4 (all kio 0.6.5 has; Pier's brokers do not serve it
-yet, so it is not advertised until they do): the transactional id and group id are the tenant's
+"""AddOffsetsToTxn (key 25), versions 0-4 (all kio 0.6.5 has; advertised within the
+brokers' range): the transactional id and group id are the tenant's
 (RW); the answer carries no names. Kafka's ACLs, in Kafka's order: WRITE on the transactional id
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (GROUP_AUTHORIZATION_FAILED).
 Runs on the event loop.

@@ -1,5 +1,5 @@
-"""AddPartitionsToTxn (key 24), versions 0-3 (CAP 3: v4+ batches transactions, brokers only;
-Pier's brokers do not serve it yet, so it is not advertised until they do): the transactional id
+"""AddPartitionsToTxn (key 24), versions 0-3 (CAP 3: v4+ batches transactions, brokers only,
+and is never forwarded): the transactional id
 and topic names are the tenant's (RW); results stripped, topics not the tenant's dropped.
 Kafka's ACLs: WRITE on the transactional id (else every partition gets
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic; as Kafka does, if any topic is

@@ -1,5 +1,5 @@
-"""DescribeTransactions (key 65), version 0 (all there is; Pier's brokers do not serve it yet,
-so it is not advertised until they do): transactional ids are the tenant's (RW); the answer's
+"""DescribeTransactions (key 65), version 0 (all there is; advertised as the brokers serve
+it): transactional ids are the tenant's (RW); the answer's
 states not the tenant's are dropped, the others stripped, and within each the topics not the
 tenant's dropped and the rest stripped. Kafka's ACLs: DESCRIBE on each transactional id (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED locally, the rest forwarded, merged in request order);

@@ -1,5 +1,5 @@
-"""EndTxn (key 26), versions 0-5 (all kio 0.6.5 has; Pier's brokers do not serve it yet, so it
-is not advertised until they do): the transactional id is the tenant's (RW); the answer carries
+"""EndTxn (key 26), versions 0-5 (all kio 0.6.5 has; advertised within the brokers' range,
+v0-4 today): the transactional id is the tenant's (RW); the answer carries
 no names. Kafka's ACL: WRITE on the transactional id (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Runs on the event loop.
 """

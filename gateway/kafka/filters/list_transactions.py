@@ -1,6 +1,6 @@
 """ListTransactions (key 66), versions 0-1 (CAP 1: v2's `TransactionalIdPattern` is a regex over
-every id in the fleet; Pier's brokers do not serve it yet, so it is not advertised until they
-do): the state and producer filters carry no names and pass; the answer keeps only the tenant's
+every id in the fleet, which the gateway would have to anchor to the tenant's prefix): the
+state and producer filters carry no names and pass; the answer keeps only the tenant's
 transactional ids, stripped, and of those only the ones the caller may DESCRIBE (Kafka's ACL:
 transactions are filtered by DESCRIBE on each id). Runs on the event loop.
 """

@@ -1,5 +1,5 @@
-"""TxnOffsetCommit (key 28), versions 0-5 (all kio 0.6.5 has; Pier's brokers do not serve it yet,
-so it is not advertised until they do): the transactional id, group id and topic names are the
+"""TxnOffsetCommit (key 28), versions 0-5 (all kio 0.6.5 has; advertised within the brokers'
+range, v0-4 today): the transactional id, group id and topic names are the
 tenant's (RW); topics stripped in the answer, any not the tenant's dropped. Kafka's ACLs, in
 Kafka's order: WRITE on the transactional id (else every partition gets
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (GROUP_AUTHORIZATION_FAILED), READ on

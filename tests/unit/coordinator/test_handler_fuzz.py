@@ -25,7 +25,7 @@ millis = st.integers(-(2**31), 2**31 - 1).map(lambda v: datetime.timedelta(milli
 
 VERSIONS = {
     8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6),
-    16: (0, 5), 42: (0, 2), 47: (0, 0),
+    16: (0, 5), 28: (0, 4), 42: (0, 2), 47: (0, 0),
 }  # fmt: skip
 
 
@@ -104,6 +104,17 @@ def _fields(draw: st.DrawFn, api_key: int, version: int) -> dict[str, Any]:
         return dict(
             _class="OffsetFetchRequest", group_id=group, topics=(topic,), require_stable=False
         )
+    if api_key == 28:
+        p = entity(
+            28, version, "TxnOffsetCommitRequestPartition", partition_index=draw(st.integers(-1, 2)),
+            committed_offset=draw(int64), committed_leader_epoch=number, committed_metadata=maybe,
+        )  # fmt: skip
+        topic = entity(28, version, "TxnOffsetCommitRequestTopic", name=text, partitions=(p,))
+        return dict(
+            _class="TxnOffsetCommitRequest", transactional_id=text, group_id=group,
+            producer_id=draw(st.integers(-1, 3) | int64), producer_epoch=draw(st.integers(-1, 3)),
+            generation_id=number, member_id=member, group_instance_id=maybe, topics=(topic,),
+        )  # fmt: skip
     if api_key == 10:
         return dict(
             _class="FindCoordinatorRequest",
