@@ -17,7 +17,7 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-from pier import billing_cli, cluster_cli, gateway_cli, groups_cli, tenancy_cli
+from pier import billing_cli, cluster_cli, gateway_cli, groups_cli, tenancy_cli, transactions
 
 EXIT_USAGE = 2
 
@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     groups_cli.add_parser(commands)
+    transactions.add_parser(commands)
     cluster_cli.add_parser(commands)
     tenancy_cli.add_parser(commands)
     gateway_cli.add_parser(commands)
@@ -73,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_broker(args)
     if args.command == "groups":
         return groups_cli.run(args)
+    if args.command == "transactions":
+        return transactions.run(args)
     if args.command == "cluster":
         return cluster_cli.run(args)
     if args.command == "billing":

@@ -66,6 +66,11 @@ class NoLeaderError(ClientError):
     retriable = True
 
 
+class UnexpectedAnswerError(ClientError):
+    """An answer that decodes but is not about what was asked (entries missing or repeated), as
+    Kafka's Admin handlers refuse such answers. Not retriable: the broker would answer alike."""
+
+
 class OffsetResetError(ClientError):
     """An offset reset that cannot be planned (e.g. shifting a partition with no committed offset)."""
 

@@ -32,12 +32,16 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    WRITE_TXN_MARKERS = 27
     DESCRIBE_CONFIGS = 32
     DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 _KNOWN = frozenset(int(key) for key in ApiKey)
@@ -60,12 +64,16 @@ CLIENT_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.INIT_PRODUCER_ID: (0, 5),
+        ApiKey.WRITE_TXN_MARKERS: (1, 2),  # v0 is gone from Kafka 4 (and kio)
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.DESCRIBE_LOG_DIRS: (1, 4),  # v0 is gone from Kafka (and kio)
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.LIST_TRANSACTIONS: (0, 2),
     }
 )
 
