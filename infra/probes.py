@@ -12,6 +12,7 @@ which a lock guards, so every function is safe from any thread.
 from __future__ import annotations
 
 import http.client
+import os
 import random
 import socket
 import struct
@@ -47,7 +48,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     Remembering what we returned keeps two servers of one test from colliding.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    low, high = _LISTEN_PORTS
+    low, high = listen_ports()
     for _ in range(256):
         port = random.randint(low, high)
         with _handed_out_lock:
@@ -65,8 +66,17 @@ def free_port(host: str = "127.0.0.1") -> int:
     raise LaunchError(f"no free TCP port found on {host} in {low}-{high}")
 
 
-def _listen_ports() -> tuple[int, int]:
-    """The ports below the ephemeral range (20000 up to its start), where nothing binds by chance."""
+def listen_ports() -> tuple[int, int]:
+    """The ports below the ephemeral range (20000 up to its start), where nothing binds by chance;
+    or `PIER_PORT_RANGE=LOW-HIGH` when set (the test harness gives each parallel pytest worker a
+    slice of its own, which processes it starts inherit)."""
+    configured = os.environ.get(PORT_RANGE_ENV, "").strip()
+    if configured:
+        low, _, high = configured.partition("-")
+        try:
+            return int(low), int(high)
+        except ValueError:
+            raise LaunchError(f"{PORT_RANGE_ENV}={configured!r} is not LOW-HIGH") from None
     try:
         first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -74,7 +84,7 @@ def _listen_ports() -> tuple[int, int]:
     return (20000, max(first_ephemeral - 1, 20999)) if first_ephemeral > 21000 else (49152, 65535)
 
 
-_LISTEN_PORTS = _listen_ports()
+PORT_RANGE_ENV = "PIER_PORT_RANGE"
 
 
 def port_in_use(host: str, port: int) -> bool:

@@ -19,11 +19,25 @@ from pathlib import Path
 
 import pytest
 
+from infra.probes import PORT_RANGE_ENV, listen_ports
 from infra.process import log_tail
 from infra.stack import BrokerProcess, ZooKeeperProcess, start_broker, start_zookeeper
 from tests.polling import wait_until
 
 _LOGS = pytest.StashKey[dict[str, Path]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`infra/test` runs two workers), each worker picks free ports from its
+    own slice of the listen range, so two workers never hand out the same port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count < 2 or os.environ.get(PORT_RANGE_ENV):
+        return
+    low, high = listen_ports()
+    width = (high - low + 1) // count
+    start = low + int(worker[2:]) * width
+    os.environ[PORT_RANGE_ENV] = f"{start}-{start + width - 1}"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

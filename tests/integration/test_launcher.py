@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from infra.errors import LaunchError
+from infra.probes import PORT_RANGE_ENV, listen_ports
 from infra.process import pid_running
 from infra.stack import (
     NotReadyError,
@@ -89,6 +91,17 @@ def test_free_ports_are_distinct_and_bindable() -> None:
     for port in ports:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_free_ports_come_from_the_configured_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What keeps parallel pytest workers apart: each has its own PIER_PORT_RANGE slice."""
+    low, _ = listen_ports()
+    monkeypatch.setenv(PORT_RANGE_ENV, f"{low}-{low + 63}")
+    ports = {free_port() for _ in range(16)}
+    assert all(low <= port <= low + 63 for port in ports), sorted(ports)
+    monkeypatch.setenv(PORT_RANGE_ENV, "not-a-range")
+    with pytest.raises(LaunchError, match="PIER_PORT_RANGE"):
+        free_port()
 
 
 def test_zookeeper_serves_and_stops_leaving_no_process(tmp_path: Path) -> None:
