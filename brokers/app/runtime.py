@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from brokers.app.groups import TICK_INTERVAL_MS, GroupWiring
 from brokers.app.transactions import TransactionWiring
 from brokers.common.clock import Clock
-from brokers.common.config import BrokerConfig
+from brokers.common.config import BrokerConfig, BrokerConfigError, int_setting
 from brokers.handlers import build_route_table
 from brokers.handlers.services import HandlerServices, ProducerIdSource, TopicAdmin
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
@@ -72,6 +72,11 @@ def log_manager_for(config: BrokerConfig, clock: Clock) -> LogManager:
         clock=clock,
         default_config=LogConfig.from_properties({}, config.properties),
         cleaner_config=CleanerConfig.from_properties(config.properties),
+        # Kafka's setting: producer state of an idle producer id is forgotten after this long
+        # (checked with retention); one with an open transaction never is.
+        producer_id_expiration_ms=int_setting(
+            config.properties, "producer.id.expiration.ms", 86_400_000, 1, BrokerConfigError
+        ),
     )
 
 
