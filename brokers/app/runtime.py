@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from brokers.app.groups import TICK_INTERVAL_MS, GroupWiring
 from brokers.app.transactions import TransactionWiring
+from brokers.app.txn_verification import TxnVerification
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfig, BrokerConfigError, int_setting
 from brokers.handlers import build_route_table
@@ -123,6 +124,7 @@ class Broker:
         transactions: TransactionWiring,
         routes: RouteTable,
         cluster: Membership | None = None,
+        txn_verification: TxnVerification | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -139,6 +141,7 @@ class Broker:
         self.transactions = transactions
         self.routes = routes
         self.cluster = cluster
+        self.txn_verification = txn_verification  # None: partition verification disabled
         self._listener: Listener | None = None
         self._jobs: list[asyncio.Task[None]] = []
         self._joined = False  # registered in ZooKeeper; stop() before that has nothing to move
@@ -204,6 +207,8 @@ class Broker:
         for job in self._jobs:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
+        if self.txn_verification is not None:
+            await self.txn_verification.close()
         await self.transactions.stop()
         await self.groups.stop()
         if self.cluster is not None:
@@ -268,7 +273,8 @@ def assemble(
     cluster: Membership | None = None,
 ) -> Broker:
     """The last steps both roots share: the group coordinator over `__consumer_offsets`, the
-    transaction coordinator over `__transaction_state`, the handlers' narrow services, the route table (plus `extra_routes`), and the `Broker`."""
+    transaction coordinator over `__transaction_state` (and the produce path's verification
+    with it, KIP-890 part 1), the handlers' narrow services, the route table (plus `extra_routes`), and the `Broker`."""
     groups = GroupWiring(
         core.config.properties,
         metadata=core.metadata,
@@ -292,6 +298,14 @@ def assemble(
         groups=groups,
         zookeeper_mode=zookeeper_mode,
     )
+    verification = None
+    if transactions.config.partition_verification_enable:
+        verification = TxnVerification(
+            transactions.coordinator,
+            core.metadata,
+            node_id=core.config.node_id,
+            zookeeper_mode=zookeeper_mode,
+        )
     services = HandlerServices(
         config=core.config,
         clock=core.clock,
@@ -305,6 +319,7 @@ def assemble(
         log_dirs=core.log_manager,
         topic_metrics=core.topic_metrics,
         zookeeper_mode=zookeeper_mode,
+        txn_verifier=verification,
     )
     return Broker(
         core.config,
@@ -322,4 +337,5 @@ def assemble(
         transactions=transactions,
         routes=build_route_table(services, extra_routes),
         cluster=cluster,
+        txn_verification=verification,
     )

@@ -53,7 +53,7 @@ from brokers.server.routes import Route, RouteTable
 def client_routes(s: HandlerServices) -> list[Route]:
     """The client-facing APIs, each wired to what it uses."""
     return [
-        produce.route(s.replicas, s.purgatory, s.clock, s.topic_metrics),
+        produce.route(s.replicas, s.purgatory, s.clock, s.topic_metrics, s.txn_verifier),
         fetch.route(s.replicas, s.purgatory, s.clock, s.topic_metrics, s.config),
         list_offsets.route(s.replicas),
         metadata.route(s.config, s.metadata, s.topics),

@@ -21,6 +21,16 @@ takes (each thread at most pier.batch.max.decompressed.bytes plus max.message.by
 connection sends one request at a time, so its appends keep their order; the partition checks
 leadership and the ISR again after the hop. A record-level refusal names the record in
 `record_errors` (v8+), as Kafka's RecordValidationException does.
+
+Transaction verification (KIP-890 part 1, Kafka's `transaction.partition.verification.enable`):
+a request with a transactional id whose first batch on a partition is transactional while this
+leader knows no ongoing transaction of that producer at that epoch there (the transaction's first
+batch on the partition) is checked with the transaction coordinator first — one `TxnVerifier`
+call per producer for all such partitions of the request. A partition not in the transaction is
+refused (INVALID_TXN_STATE before v11, TRANSACTION_ABORTABLE from v11) and nothing is written; a
+coordinator that cannot answer yields the retriable NOT_ENOUGH_REPLICAS, as Kafka's
+ReplicaManager maps it. Only the first batch header is peeked; requests without a transactional
+id take the unchanged path.
 Runs on the event loop.
 """
 
@@ -35,8 +45,10 @@ from typing import TYPE_CHECKING, Any
 from brokers.common.clock import Clock
 from brokers.handlers.build import make, response_module, throttle, timestamp_or_none
 from brokers.handlers.errors import error_code_for, error_message_for
-from brokers.handlers.services import AppendWaiter, Replicas
+from brokers.handlers.services import AppendWaiter, Replicas, TxnVerifier
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
+from brokers.log.producer_state.entry import ProducerStateEntry
+from brokers.records.batch import HEADER_SIZE, BatchHeader, parse_header
 from brokers.records.errors import RecordError
 from brokers.records.prepare import NeedsWorker, PreparedAppend, prepare_append
 from brokers.records.validate import AppendPolicy
@@ -55,6 +67,21 @@ API_KEY = 0
 FIRST_SERVED_VERSION = 3
 VALID_ACKS = (-1, 0, 1)
 PREPARE_WORKERS = 2
+FIRST_ABORTABLE_VERSION = 11  # Kafka answers TRANSACTION_ABORTABLE to produce v11+ (KIP-890)
+NOT_ADDED = "Partition was not added to the transaction"
+STATE_MOVED = "The producer's state changed while the transaction was verified; retry"
+# Coordinator answers that only mean "ask again": older clients retry NOT_ENOUGH_REPLICAS
+# without a metadata refresh (Kafka's ReplicaManager picks it for the same reason).
+_RETRY_VERIFICATION = frozenset(
+    {
+        ErrorCode.network_exception,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+        ErrorCode.concurrent_transactions,
+    }
+)
+Refusals = dict[tuple[str, int], tuple[ErrorCode, str | None]]
 _workers: ThreadPoolExecutor | None = None
 
 
@@ -66,12 +93,17 @@ class _Services:
     purgatory: AppendWaiter
     clock: Clock
     topic_metrics: BrokerTopicMetrics
+    verifier: TxnVerifier | None = None
 
 
 def route(
-    replicas: Replicas, purgatory: AppendWaiter, clock: Clock, topic_metrics: BrokerTopicMetrics
+    replicas: Replicas,
+    purgatory: AppendWaiter,
+    clock: Clock,
+    topic_metrics: BrokerTopicMetrics,
+    verifier: TxnVerifier | None = None,
 ) -> Route:
-    broker = _Services(replicas, purgatory, clock, topic_metrics)
+    broker = _Services(replicas, purgatory, clock, topic_metrics, verifier)
 
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
@@ -79,12 +111,21 @@ def route(
         failed = False
         answers: list[tuple[str, list[Any]]] = []
         waiting: list[_Waiting] = []
+        refused: Refusals = {}
+        verifying = request.transactional_id is not None and acks in VALID_ACKS
+        if verifying and broker.verifier is not None:
+            refused = await _verify(broker, broker.verifier, request, ctx.api_version)
         for topic in request.topic_data:
             partitions: list[Any] = []
             for data in topic.partition_data:
-                response, appended = await _append(
-                    module, broker, topic.name, data.index, data.records, acks
-                )
+                if refused and (topic.name, data.index) in refused:
+                    code, message = refused[(topic.name, data.index)]
+                    broker.topic_metrics.failed_produce.labels(topic.name).inc()
+                    response, appended = _partition(module, data.index, code, message), None
+                else:
+                    response, appended = await _append(
+                        module, broker, topic.name, data.index, data.records, acks
+                    )
                 failed = failed or response.error_code != ErrorCode.none
                 if appended is not None and acks == -1:
                     waiting.append(_Waiting(partitions, len(partitions), *appended))
@@ -149,6 +190,104 @@ async def _append(
         error_message=None,
     )
     return response, (partition, result.last_offset + 1)
+
+
+async def _verify(broker: _Services, verifier: TxnVerifier, request: Any, version: int) -> Refusals:
+    """Ask the coordinator about every partition whose first batch starts a transaction here;
+    the refusals to answer instead of appending. A partition whose producer state moved while
+    the coordinator was asked (a marker written meanwhile: Kafka's verification guard) is
+    refused with the retriable NOT_ENOUGH_REPLICAS, so the retry is verified afresh."""
+    asks: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    before: dict[tuple[str, int], _Fingerprint] = {}
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            header = first_header(data.records)
+            if header is None or not header.is_transactional:
+                continue
+            partition = broker.replicas.find(topic.name, data.index)
+            if partition is None or not partition.is_leader:
+                continue  # the append answers with the partition's own error
+            entry = partition.log.producer_state.last_entry(header.producer_id)
+            if needs_verification(header, entry):
+                key = (header.producer_id, header.producer_epoch)
+                asks.setdefault(key, []).append((topic.name, data.index))
+                before[(topic.name, data.index)] = _fingerprint(entry)
+    refused: Refusals = {}
+    for (producer_id, producer_epoch), partitions in asks.items():
+        answers = await verifier.verify(
+            request.transactional_id, producer_id, producer_epoch, partitions
+        )
+        for tp in partitions:
+            code, message = produce_error(answers.get(tp, ErrorCode.unknown_server_error), version)
+            if code == ErrorCode.none and _moved(broker, tp, producer_id, before[tp]):
+                code, message = ErrorCode.not_enough_replicas, STATE_MOVED
+            if code != ErrorCode.none:
+                refused[tp] = (code, message)
+    return refused
+
+
+_Fingerprint = tuple[int, int, int, int | None, int] | None
+
+
+def _fingerprint(entry: ProducerStateEntry | None) -> _Fingerprint:
+    """What any append or marker of the producer changes in its state."""
+    if entry is None:
+        return None
+    return (
+        entry.producer_epoch,
+        entry.coordinator_epoch,
+        entry.last_timestamp,
+        entry.current_txn_first_offset,
+        entry.last_data_offset,
+    )
+
+
+def _moved(broker: _Services, tp: tuple[str, int], producer_id: int, seen: _Fingerprint) -> bool:
+    partition = broker.replicas.find(*tp)
+    if partition is None:
+        return False  # the append answers for the partition
+    return _fingerprint(partition.log.producer_state.last_entry(producer_id)) != seen
+
+
+def first_header(records: bytes | None) -> BatchHeader | None:
+    """The first batch's header, or None when there is none to read (the append reports it)."""
+    if records is None or len(records) < HEADER_SIZE:
+        return None
+    try:
+        return parse_header(records)
+    except RecordError:
+        return None
+
+
+def needs_verification(header: BatchHeader, entry: ProducerStateEntry | None) -> bool:
+    """A transactional data batch of a producer with no ongoing transaction at its epoch on
+    the partition: the first batch of a transaction there (Kafka's hasOngoingTransaction)."""
+    if not header.is_transactional or header.is_control or not header.has_producer_id:
+        return False
+    return (
+        entry is None
+        or entry.producer_epoch != header.producer_epoch
+        or entry.current_txn_first_offset is None
+    )
+
+
+def produce_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str | None]:
+    """A coordinator's verification answer as the produce answer of `version` (Kafka's
+    AddPartitionsToTxnManager and ReplicaManager mapping)."""
+    if code == ErrorCode.none:
+        return code, None
+    if code in _RETRY_VERIFICATION:
+        return ErrorCode.not_enough_replicas, (
+            "Unable to verify the partition has been added to the transaction. "
+            f"Underlying error: {code.name.upper()}"
+        )
+    if code == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch, None
+    if code == ErrorCode.transaction_abortable and version < FIRST_ABORTABLE_VERSION:
+        code = ErrorCode.invalid_txn_state
+    if code in (ErrorCode.invalid_txn_state, ErrorCode.transaction_abortable):
+        return code, NOT_ADDED
+    return code, None
 
 
 async def _prepare(data: bytes, policy: AppendPolicy) -> PreparedAppend:

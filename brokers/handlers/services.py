@@ -12,7 +12,7 @@ counters (`BrokerTopicMetrics`) are plain values of lower layers and passed as t
 
 Which handler gets what (the route table's wiring, `brokers.handlers.build_route_table`):
 | handler                                  | services                                      |
-| produce                                  | replicas, purgatory, clock, topic_metrics     |
+| produce                                  | replicas, purgatory, clock, topic_metrics, txn_verifier |
 | fetch                                    | replicas, purgatory, clock, topic_metrics, config |
 | list_offsets, offset_for_leader_epoch    | replicas                                      |
 | delete_records                           | metadata, replicas                            |
@@ -52,6 +52,7 @@ from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.log import Log
 from brokers.replication.metadata_cache import BrokerEndpoint, PartitionMetadata, TopicMetadata
 from brokers.replication.partition import Partition
+from brokers.wire.errors import ErrorCode
 
 
 class Replicas(Protocol):
@@ -167,6 +168,22 @@ class TransactionService(Protocol):
     def topic(self) -> StateTopicAdmin: ...
 
 
+class TxnVerifier(Protocol):
+    """KIP-890 part 1: asks the transaction coordinator (AddPartitionsToTxn v4 verify_only)
+    whether partitions are in the producer's ongoing transaction at that epoch."""
+
+    async def verify(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """The coordinator's code per partition; COORDINATOR_NOT_AVAILABLE / NETWORK_EXCEPTION
+        when it cannot be asked."""
+        ...
+
+
 class ProducerIdSource(Protocol):
     def next_producer_id(self) -> int: ...
 
@@ -187,3 +204,4 @@ class HandlerServices:
     log_dirs: LogDirs
     topic_metrics: BrokerTopicMetrics
     zookeeper_mode: bool  # replicas may go to other brokers (else every replica is this broker)
+    txn_verifier: TxnVerifier | None = None  # None: transaction.partition.verification.enable=false

@@ -5,6 +5,8 @@ Owns: `TransactionConfig` (immutable). Kafka's defaults: transactions may run at
 (`transactional.id.expiration.ms`, checked every hour), timed-out transactions are looked for
 every 10 s; `__transaction_state` has 50 partitions of 100 MiB segments, replication factor 3 and
 min.insync.replicas 2 (both capped by the brokers there are when it is created standalone).
+Partition leaders verify the first transactional batch of a transaction on a partition with the
+coordinator (KIP-890 part 1) unless `transaction.partition.verification.enable` is false.
 Pure; thread-safe.
 """
 
@@ -29,6 +31,7 @@ class TransactionConfig:
     topic_replication_factor: int = 3
     topic_min_isr: int = 2
     topic_segment_bytes: int = 100 * 1024 * 1024
+    partition_verification_enable: bool = True
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> TransactionConfig:
@@ -48,4 +51,17 @@ class TransactionConfig:
             topic_replication_factor=read("transaction.state.log.replication.factor", 3, 1),
             topic_min_isr=read("transaction.state.log.min.isr", 2, 1),
             topic_segment_bytes=read("transaction.state.log.segment.bytes", 100 * 1024 * 1024, 1),
+            partition_verification_enable=_flag(
+                properties, "transaction.partition.verification.enable", True
+            ),
         )
+
+
+def _flag(properties: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = properties.get(key)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise TransactionConfigError(f"{key} must be true or false, got {raw!r}")
+    return value == "true"

@@ -1,0 +1,173 @@
+"""The partition leader's side of KIP-890 part 1: asking the transaction coordinator whether
+partitions are in a producer's ongoing transaction (Kafka's AddPartitionsToTxnManager).
+
+Owns: `TxnVerification`, the produce handler's `TxnVerifier`. The coordinator of a transactional
+id is the leader of its `__transaction_state` partition: this broker (always, standalone) → a
+direct `TransactionCoordinator.add_partitions(..., verify_only=True)`; another broker (per the
+metadata cache) → AddPartitionsToTxn v4 with `verify_only` over one reused `BrokerConnection` per
+broker (dropped on a failure, reopened by the next call, as `RemoteBrokers` does for markers). No
+leader known → COORDINATOR_NOT_AVAILABLE; an unreachable broker → NETWORK_EXCEPTION (the produce
+handler turns both into the retriable NOT_ENOUGH_REPLICAS, as Kafka does). Calls are not batched
+across requests (Kafka's manager batches per coordinator; one request per produce is enough here).
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from brokers.client.config import ClientConfig
+from brokers.client.connection import BrokerConnection
+from brokers.client.errors import BrokerConnectionError, ClientError
+from brokers.client.messages import make, request_module
+from brokers.coordinator.transactions import TRANSACTION_STATE_TOPIC
+from brokers.coordinator.transactions.coordinator import TransactionCoordinator
+from brokers.replication.metadata_cache import MetadataCache
+from brokers.wire.errors import ErrorCode
+
+log = logging.getLogger("pier.transactions")
+ADD_PARTITIONS_TO_TXN = 24
+VERIFY_VERSION = 4  # the first version with verify_only; inter-broker only
+CLIENT_CONFIG = ClientConfig(client_id="pier-txn-verification", request_timeout_s=30.0)
+TopicPartition = tuple[str, int]
+
+
+class TxnVerification:
+    """`TxnVerifier`: the coordinator's verify-only answer per partition."""
+
+    def __init__(
+        self,
+        coordinator: TransactionCoordinator,
+        metadata: MetadataCache,
+        *,
+        node_id: int,
+        zookeeper_mode: bool,
+        config: ClientConfig = CLIENT_CONFIG,
+    ) -> None:
+        self._coordinator = coordinator
+        self._metadata = metadata
+        self._node_id = node_id
+        self._zookeeper_mode = zookeeper_mode
+        self._config = config
+        self._connections: dict[int, BrokerConnection] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def verify(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        leader = self._coordinator_node(transactional_id)
+        if leader == self._node_id:
+            return await self._coordinator.add_partitions(
+                transactional_id, producer_id, producer_epoch, partitions, verify_only=True
+            )
+        if leader is None:
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+        try:
+            return await self._remote(
+                leader, transactional_id, producer_id, producer_epoch, partitions
+            )
+        except ClientError as exc:  # unreachable, timed out, or an answer we cannot read
+            log.warning("event=txn_verify_failed broker=%d error=%s", leader, exc)
+            return dict.fromkeys(partitions, ErrorCode.network_exception)
+
+    def _coordinator_node(self, transactional_id: str) -> int | None:
+        if not self._zookeeper_mode:
+            return self._node_id
+        index = self._coordinator.partition_for(transactional_id)
+        meta = self._metadata.partition(TRANSACTION_STATE_TOPIC, index)
+        if meta is None or meta.leader < 0:
+            return None
+        return meta.leader
+
+    async def _remote(
+        self,
+        broker_id: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        connection = await self._connection(broker_id)
+        request = _request(transactional_id, producer_id, producer_epoch, partitions)
+        try:
+            response = await connection.send(request)
+        except BrokerConnectionError:
+            self._drop(broker_id, connection)
+            raise
+        return _answers(response, transactional_id, partitions)
+
+    async def _connection(self, broker_id: int) -> BrokerConnection:
+        lock = self._locks.setdefault(broker_id, asyncio.Lock())
+        async with lock:
+            endpoint = self._metadata.inter_broker_endpoint(broker_id)
+            if endpoint is None:
+                raise BrokerConnectionError(f"broker {broker_id} is not in the metadata cache")
+            address = f"{endpoint.host}:{endpoint.port}"
+            current = self._connections.get(broker_id)
+            if current is not None and not current.closed and current.address == address:
+                return current
+            if current is not None:
+                await current.aclose()
+            connection = await BrokerConnection.connect(endpoint.host, endpoint.port, self._config)
+            self._connections[broker_id] = connection
+            return connection
+
+    def _drop(self, broker_id: int, connection: BrokerConnection) -> None:
+        connection.close()
+        if self._connections.get(broker_id) is connection:
+            del self._connections[broker_id]
+
+    async def close(self) -> None:
+        connections, self._connections = list(self._connections.values()), {}
+        for connection in connections:
+            await connection.aclose()
+
+
+def _request(
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: Sequence[TopicPartition],
+) -> Any:
+    module = request_module(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION)
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        by_topic.setdefault(topic, []).append(index)
+    txn = make(
+        module,
+        "AddPartitionsToTxnTransaction",
+        transactional_id=transactional_id,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        verify_only=True,
+        topics=tuple(
+            make(module, "AddPartitionsToTxnTopic", name=name, partitions=tuple(indexes))
+            for name, indexes in by_topic.items()
+        ),
+    )
+    return make(module, "AddPartitionsToTxnRequest", transactions=(txn,))
+
+
+def _answers(
+    response: Any, transactional_id: str, partitions: Sequence[TopicPartition]
+) -> dict[TopicPartition, ErrorCode]:
+    """Per-partition codes; a top-level error (or a partition missing) applies to the rest."""
+    top = ErrorCode(response.error_code)
+    missing = top if top != ErrorCode.none else ErrorCode.unknown_server_error
+    out: dict[TopicPartition, ErrorCode] = dict.fromkeys(partitions, missing)
+    for result in response.results_by_transaction:
+        if result.transactional_id != transactional_id:
+            continue
+        for topic in result.topic_results:
+            for p in topic.results_by_partition:
+                tp = (topic.name, p.partition_index)
+                if tp in out:
+                    out[tp] = ErrorCode(p.partition_error_code)
+    return out
