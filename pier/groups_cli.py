@@ -49,7 +49,7 @@ def add_parser(commands: Any) -> None:
     bootstrap.add_argument("--bootstrap", default=argparse.SUPPRESS, help="HOST:PORT[,HOST:PORT]")
     groups = commands.add_parser("groups", help="consumer group administration")
     groups.add_argument("--bootstrap", default=None, help="HOST:PORT[,HOST:PORT] of a broker")
-    groups.add_argument("--timeout", type=_positive_float, default=30.0, help="seconds")
+    groups.add_argument("--timeout", type=positive_float, default=30.0, help="seconds")
     sub = groups.add_subparsers(dest="groups_command", required=True)
     listing = sub.add_parser("list", parents=[bootstrap], help="list groups")
     listing.add_argument("--state", type=_states, default=(), help="e.g. Stable,Empty")
@@ -306,7 +306,8 @@ def _print_table(rows: list[dict[str, Any]], headers: Sequence[str]) -> None:
         )
 
 
-def _positive_float(text: str) -> float:
+def positive_float(text: str) -> float:
+    """An argparse type: a number above zero (timeouts in seconds)."""
     try:
         value = float(text)
     except ValueError:

@@ -41,6 +41,7 @@ from brokers.client.transactions import (
     list_transactions,
 )
 from brokers.wire.errors import ErrorCode
+from pier.groups_cli import positive_float
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 COMMANDS = ("list", "describe", "describe-producers", "abort", "find-hanging")
@@ -164,7 +165,7 @@ def add_parser(commands: Any) -> None:
         "--bootstrap-server", "--bootstrap", dest="bootstrap", default=None,
         metavar="HOST:PORT", help="broker(s) to connect to, HOST:PORT[,HOST:PORT]",
     )  # fmt: skip
-    parser.add_argument("--timeout", type=_positive_float, default=30.0, help="seconds")
+    parser.add_argument("--timeout", type=positive_float, default=30.0, help="seconds")
     sub = parser.add_subparsers(dest="transactions_command", required=True, metavar="COMMAND")
     _add_list(sub, bootstrap)
     describe = sub.add_parser(
@@ -472,16 +473,6 @@ def _describe_error(exc: Exception) -> str:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
 
 
 def _states(text: str) -> list[str]:

@@ -21,14 +21,17 @@ thread-safe.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry
 
-from brokers.app.internal_topic import BrokerInternalTopic, InternalTopicSpec, TopicErrors
+from brokers.app.internal_topic import (
+    BrokerInternalTopic,
+    InternalTopicSpec,
+    LeadershipFollower,
+    TopicErrors,
+)
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfigError
 from brokers.coordinator.config import GroupConfig
@@ -118,7 +121,6 @@ class GroupWiring:
         except GroupConfigError as exc:
             raise BrokerConfigError(str(exc)) from None
         self._replicas = replicas
-        self._zookeeper_mode = zookeeper_mode
         self.topic = BrokerOffsetsTopic(
             self.config,
             metadata=metadata,
@@ -131,45 +133,26 @@ class GroupWiring:
         self.coordinator = GroupCoordinator(self.config, self.topic, clock)
         self.metrics = GroupMetricsCollector(self.coordinator, self._high_watermark)
         registry.register(self.metrics)
-        self._loading: asyncio.Task[None] | None = None
-        replicas.on_leadership_change(self._on_leadership_change)
+        self._follower = LeadershipFollower(
+            OFFSETS_TOPIC,
+            self.coordinator,
+            replicas,
+            zookeeper_mode=zookeeper_mode,
+            event="offsets_leadership",
+        )
 
     def start(self) -> None:
         """Standalone: read back every offsets partition (this broker leads them all). In
         ZooKeeper mode nothing is ours until a LeaderAndIsr says so."""
-        if self._zookeeper_mode:
-            return
-        partitions = range(self.topic.partition_count())
-        self._loading = asyncio.ensure_future(self.coordinator.load_partitions(partitions))
-
-    def _on_leadership_change(
-        self, topic: str, partition: int, is_leader: bool, leader_epoch: int
-    ) -> None:
-        if topic != OFFSETS_TOPIC:
-            return
-        log.info(
-            "event=offsets_leadership partition=%d leader=%s epoch=%d",
-            partition,
-            is_leader,
-            leader_epoch,
-        )
-        if is_leader:
-            self.coordinator.on_election(partition, leader_epoch)
-        else:
-            self.coordinator.on_resignation(partition, leader_epoch)
+        self._follower.start(self.topic.partition_count())
 
     async def stop(self) -> None:
-        if self._loading is not None and not self._loading.done():
-            self._loading.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loading
+        await self._follower.stop()
         await self.coordinator.shutdown()
 
     async def loaded(self) -> None:
         """Wait until the start-up load and any load begun since finished (tests, benchmarks)."""
-        if self._loading is not None:
-            await asyncio.shield(self._loading)
-        await self.coordinator.ownership.wait_loaded()
+        await self._follower.loaded()
 
     async def tick(self) -> None:
         self.coordinator.tick()

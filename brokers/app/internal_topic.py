@@ -7,7 +7,8 @@ for the three outcomes a write can have besides success) and `BrokerInternalTopi
 coordinators' topic protocols (`OffsetsTopic`, `StateTopic`) are satisfied by: it creates the
 topic on first use, appends as leader and waits until the write is committed, maps partition
 errors to the coordinator's errors, and reads a partition back batch by batch up to the log end
-seen when the read starts.
+seen when the read starts; `LeadershipFollower`, which makes a coordinator load and unload the
+partitions this broker leads.
 
 Creation: standalone, the replication factor (and a `min.insync.replicas` in the configs) is
 capped by the live brokers, so a single broker works out of the box; in ZooKeeper mode, as
@@ -21,11 +22,13 @@ not thread-safe.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from brokers.common.clock import Clock
 from brokers.common.descriptors import DescriptorLimitError
@@ -201,3 +204,75 @@ class BrokerInternalTopic:
     def high_watermark(self, partition: int) -> int:
         replica = self._replicas.find(self.spec.name, partition)
         return -1 if replica is None else replica.high_watermark
+
+
+class PartitionCoordinator(Protocol):
+    """What `LeadershipFollower` drives: the group or the transaction coordinator."""
+
+    async def load_partitions(self, partitions: Iterable[int]) -> None: ...
+
+    def on_election(self, partition: int, leader_epoch: int) -> None: ...
+
+    def on_resignation(self, partition: int, leader_epoch: int | None = None) -> None: ...
+
+    async def wait_loaded(self) -> None: ...
+
+
+class LeadershipFollower:
+    """A coordinator following the leadership of its internal topic's partitions (Kafka's
+    `onLeadershipChange` → `onElection` / `onResignation`): standalone, `start` loads every
+    partition (this broker leads them all); in ZooKeeper mode nothing is the coordinator's until
+    a LeaderAndIsr makes this broker leader of a partition, and becoming a follower or a
+    stopped/deleted replica unloads it."""
+
+    def __init__(
+        self,
+        topic: str,
+        coordinator: PartitionCoordinator,
+        replicas: ReplicaManager,
+        *,
+        zookeeper_mode: bool,
+        event: str,
+    ) -> None:
+        self._topic = topic
+        self._coordinator = coordinator
+        self._zookeeper_mode = zookeeper_mode
+        self._event = event
+        self._loading: asyncio.Task[None] | None = None
+        replicas.on_leadership_change(self._on_leadership_change)
+
+    def start(self, partition_count: int) -> None:
+        if self._zookeeper_mode:
+            return
+        loads = self._coordinator.load_partitions(range(partition_count))
+        self._loading = asyncio.ensure_future(loads)
+
+    def _on_leadership_change(
+        self, topic: str, partition: int, is_leader: bool, leader_epoch: int
+    ) -> None:
+        if topic != self._topic:
+            return
+        log.info(
+            "event=%s partition=%d leader=%s epoch=%d",
+            self._event,
+            partition,
+            is_leader,
+            leader_epoch,
+        )
+        if is_leader:
+            self._coordinator.on_election(partition, leader_epoch)
+        else:
+            self._coordinator.on_resignation(partition, leader_epoch)
+
+    async def stop(self) -> None:
+        """Cancel the start-up load (the coordinator's own shutdown follows)."""
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loading
+
+    async def loaded(self) -> None:
+        """Until the start-up load and any load begun since finished (tests, benchmarks)."""
+        if self._loading is not None:
+            await asyncio.shield(self._loading)
+        await self._coordinator.wait_loaded()

@@ -16,8 +16,6 @@ not thread-safe.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import Mapping
@@ -25,7 +23,12 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry
 
 from brokers.app.groups import GroupWiring
-from brokers.app.internal_topic import BrokerInternalTopic, InternalTopicSpec, TopicErrors
+from brokers.app.internal_topic import (
+    BrokerInternalTopic,
+    InternalTopicSpec,
+    LeadershipFollower,
+    TopicErrors,
+)
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfigError
 from brokers.coordinator.transactions import TRANSACTION_STATE_TOPIC
@@ -112,7 +115,6 @@ class TransactionWiring:
             self.config = TransactionConfig.from_properties(properties)
         except TransactionConfigError as exc:
             raise BrokerConfigError(str(exc)) from None
-        self._zookeeper_mode = zookeeper_mode
         self.topic = BrokerInternalTopic(
             transaction_state_spec(self.config),
             STATE_TOPIC_ERRORS,
@@ -142,46 +144,27 @@ class TransactionWiring:
             partition_exists=lambda topic, index: metadata.partition(topic, index) is not None,
         )
         registry.register(TransactionMetricsCollector(self.coordinator))
-        self._loading: asyncio.Task[None] | None = None
-        replicas.on_leadership_change(self._on_leadership_change)
+        self._follower = LeadershipFollower(
+            TRANSACTION_STATE_TOPIC,
+            self.coordinator,
+            replicas,
+            zookeeper_mode=zookeeper_mode,
+            event="txn_state_leadership",
+        )
 
     def start(self) -> None:
         """Standalone: read back every partition (this broker leads them all). In ZooKeeper
         mode nothing is ours until a LeaderAndIsr says so."""
-        if self._zookeeper_mode:
-            return
-        partitions = range(self.topic.partition_count())
-        self._loading = asyncio.ensure_future(self.coordinator.load_partitions(partitions))
-
-    def _on_leadership_change(
-        self, topic: str, partition: int, is_leader: bool, leader_epoch: int
-    ) -> None:
-        if topic != TRANSACTION_STATE_TOPIC:
-            return
-        log.info(
-            "event=txn_state_leadership partition=%d leader=%s epoch=%d",
-            partition,
-            is_leader,
-            leader_epoch,
-        )
-        if is_leader:
-            self.coordinator.on_election(partition, leader_epoch)
-        else:
-            self.coordinator.on_resignation(partition, leader_epoch)
+        self._follower.start(self.topic.partition_count())
 
     async def stop(self) -> None:
-        if self._loading is not None and not self._loading.done():
-            self._loading.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loading
+        await self._follower.stop()
         await self.coordinator.shutdown()
         await self.channel.close()
 
     async def loaded(self) -> None:
         """Wait until the start-up load and any load begun since finished (tests, benchmarks)."""
-        if self._loading is not None:
-            await asyncio.shield(self._loading)
-        await self.coordinator.ownership.wait_loaded()
+        await self._follower.loaded()
 
     async def abort_timed_out(self) -> None:
         started = await self.coordinator.abort_timed_out()

@@ -4,8 +4,8 @@ partitions are in a producer's ongoing transaction (Kafka's AddPartitionsToTxnMa
 Owns: `TxnVerification`, the produce handler's `TxnVerifier`. The coordinator of a transactional
 id is the leader of its `__transaction_state` partition: this broker (always, standalone) → a
 direct `TransactionCoordinator.add_partitions(..., verify_only=True)`; another broker (per the
-metadata cache) → AddPartitionsToTxn v4 with `verify_only` over one reused `BrokerConnection` per
-broker (dropped on a failure, reopened by the next call, as `RemoteBrokers` does for markers). No
+metadata cache) → AddPartitionsToTxn v4 with `verify_only` over `BrokerConnections` (one reused
+connection per broker, shared code with the marker channel). No
 leader known → COORDINATOR_NOT_AVAILABLE; an unreachable broker → NETWORK_EXCEPTION (the produce
 handler turns both into the retriable NOT_ENOUGH_REPLICAS, as Kafka does). Calls are not batched
 across requests (Kafka's manager batches per coordinator; one request per produce is enough here).
@@ -14,17 +14,16 @@ Runs on the event loop; not thread-safe.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 from brokers.client.config import ClientConfig
-from brokers.client.connection import BrokerConnection
-from brokers.client.errors import BrokerConnectionError, ClientError
+from brokers.client.errors import ClientError
 from brokers.client.messages import make, request_module
 from brokers.coordinator.transactions import TRANSACTION_STATE_TOPIC
 from brokers.coordinator.transactions.coordinator import TransactionCoordinator
+from brokers.replication.broker_connections import BrokerConnections
 from brokers.replication.metadata_cache import MetadataCache
 from brokers.wire.errors import ErrorCode
 
@@ -51,9 +50,7 @@ class TxnVerification:
         self._metadata = metadata
         self._node_id = node_id
         self._zookeeper_mode = zookeeper_mode
-        self._config = config
-        self._connections: dict[int, BrokerConnection] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._connections = BrokerConnections(metadata, config)
 
     async def verify(
         self,
@@ -94,40 +91,12 @@ class TxnVerification:
         producer_epoch: int,
         partitions: Sequence[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
-        connection = await self._connection(broker_id)
         request = _request(transactional_id, producer_id, producer_epoch, partitions)
-        try:
-            response = await connection.send(request)
-        except BrokerConnectionError:
-            self._drop(broker_id, connection)
-            raise
+        response = await self._connections.send(broker_id, request)
         return _answers(response, transactional_id, partitions)
 
-    async def _connection(self, broker_id: int) -> BrokerConnection:
-        lock = self._locks.setdefault(broker_id, asyncio.Lock())
-        async with lock:
-            endpoint = self._metadata.inter_broker_endpoint(broker_id)
-            if endpoint is None:
-                raise BrokerConnectionError(f"broker {broker_id} is not in the metadata cache")
-            address = f"{endpoint.host}:{endpoint.port}"
-            current = self._connections.get(broker_id)
-            if current is not None and not current.closed and current.address == address:
-                return current
-            if current is not None:
-                await current.aclose()
-            connection = await BrokerConnection.connect(endpoint.host, endpoint.port, self._config)
-            self._connections[broker_id] = connection
-            return connection
-
-    def _drop(self, broker_id: int, connection: BrokerConnection) -> None:
-        connection.close()
-        if self._connections.get(broker_id) is connection:
-            del self._connections[broker_id]
-
     async def close(self) -> None:
-        connections, self._connections = list(self._connections.values()), {}
-        for connection in connections:
-            await connection.aclose()
+        await self._connections.close()
 
 
 def _request(

@@ -1,9 +1,10 @@
-"""Kafka's message-schema primitives for `__consumer_offsets` keys and values.
+"""Kafka's message-schema primitives for the coordinators' records (`__consumer_offsets`,
+`__transaction_state` keys and values).
 
-Owns: `Reader` (int16/32/64, strings, bytes, arrays, in the classic and the flexible KIP-482
-encodings, skipping tagged fields) and `Writer` (the classic encoding, which is what Kafka still
-writes for these records). Any overrun or bad length raises GroupRecordError, never IndexError.
-Pure; not thread-safe per instance.
+Owns: `Reader` (int8/16/32/64, strings, bytes, arrays, in the classic and the flexible KIP-482
+encodings, tagged fields) and `Writer` (the classic encoding, which is what Kafka still writes for
+these records). Any overrun or bad length raises the reader's `error` (GroupRecordError unless a
+subclass names another), never IndexError. Pure; not thread-safe per instance.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import struct
 
 from brokers.coordinator.errors import GroupRecordError
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
 class Reader:
+    error: type[Exception] = GroupRecordError
+
     def __init__(self, data: bytes, *, flexible: bool = False) -> None:
         self._data = data
         self._pos = 0
@@ -26,10 +30,13 @@ class Reader:
     def _take(self, size: int) -> bytes:
         end = self._pos + size
         if size < 0 or end > len(self._data):
-            raise GroupRecordError(f"field of {size} bytes overruns the record at {self._pos}")
+            raise self.error(f"field of {size} bytes overruns the record at {self._pos}")
         chunk = self._data[self._pos : end]
         self._pos = end
         return chunk
+
+    def int8(self) -> int:
+        return int(_I8.unpack(self._take(1))[0])
 
     def int16(self) -> int:
         return int(_I16.unpack(self._take(2))[0])
@@ -49,7 +56,7 @@ class Reader:
                 return value
             shift += 7
             if shift > 28:
-                raise GroupRecordError("unsigned varint longer than 5 bytes")
+                raise self.error("unsigned varint longer than 5 bytes")
 
     def _length(self) -> int:
         """Length of a string/bytes/array; -1 for null."""
@@ -62,33 +69,42 @@ class Reader:
         try:
             return self._take(size).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise GroupRecordError(f"string is not UTF-8: {exc}") from None
+            raise self.error(f"string is not UTF-8: {exc}") from None
 
     def string(self) -> str:
         value = self.nullable_string()
         if value is None:
-            raise GroupRecordError("null where a string is required")
+            raise self.error("null where a string is required")
         return value
 
     def bytes_(self) -> bytes:
         size = self._length()
         if size < 0:
-            raise GroupRecordError("null where bytes are required")
+            raise self.error("null where bytes are required")
         return self._take(size)
 
     def array_length(self) -> int:
-        size = self._length()
-        if size < 0 or size > len(self._data) - self._pos:
-            raise GroupRecordError(f"array of {size} entries cannot fit the record")
+        size = self.nullable_array_length()
+        if size < 0:
+            raise self.error("null where an array is required")
         return size
 
-    def tagged_fields(self) -> None:
-        """Skip a flexible struct's tagged fields (none are defined for these records yet)."""
+    def nullable_array_length(self) -> int:
+        """Entries of an array; -1 for null."""
+        size = self._length()
+        if size > len(self._data) - self._pos:
+            raise self.error(f"array of {size} entries cannot fit the record")
+        return max(size, -1)
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        """A flexible struct's tagged fields, by tag (empty in the classic encoding)."""
+        fields: dict[int, bytes] = {}
         if not self.flexible:
-            return
+            return fields
         for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
+            tag = self.uvarint()
+            fields[tag] = self._take(self.uvarint())
+        return fields
 
 
 class Writer:

@@ -112,6 +112,10 @@ class GroupCoordinator:
         if tasks:
             await asyncio.wait(tasks)
 
+    async def wait_loaded(self) -> None:
+        """Until no partition load is running (loads started meanwhile included)."""
+        await self.ownership.wait_loaded()
+
     def on_election(self, partition: int, leader_epoch: int) -> None:
         """Kafka's onElection: this broker now leads `partition`; it is loaded in the background."""
         self.ownership.elect(partition, leader_epoch)

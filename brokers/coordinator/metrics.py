@@ -22,20 +22,29 @@ HighWatermark = Callable[[str, int], int | None]
 _ATTEMPTS = 3
 
 
-class GroupMetricsCollector(Collector):
-    def __init__(self, coordinator: GroupCoordinator, high_watermark: HighWatermark) -> None:
-        self._coordinator = coordinator
-        self._high_watermark = high_watermark
+class RetryingCollector(Collector):
+    """A collector reading the event loop's dicts from the scrape thread: a scrape that meets a
+    dict changing under it ("dictionary changed size during iteration") is retried, and after
+    `_ATTEMPTS` gives nothing rather than a broken family."""
 
     def collect(self) -> Iterator[Metric]:
         for attempt in range(_ATTEMPTS):
             try:
                 families = self._families()
                 break
-            except RuntimeError:  # "dictionary changed size during iteration"
+            except RuntimeError:
                 if attempt == _ATTEMPTS - 1:
                     return
         yield from families
+
+    def _families(self) -> list[Metric]:
+        raise NotImplementedError
+
+
+class GroupMetricsCollector(RetryingCollector):
+    def __init__(self, coordinator: GroupCoordinator, high_watermark: HighWatermark) -> None:
+        self._coordinator = coordinator
+        self._high_watermark = high_watermark
 
     def _families(self) -> list[Metric]:
         members = GaugeMetricFamily(

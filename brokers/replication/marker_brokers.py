@@ -1,24 +1,20 @@
 """The channel's connections to remote leaders, and WriteTxnMarkers (key 27) on the wire.
 
-Owns: `RemoteBrokers` — one `BrokerConnection` per broker, found through the metadata cache's
-inter-broker endpoints, reused by every marker sent there (requests are pipelined), dropped on a
-failure and reopened by the next send, or when the broker's address changed — and the request
-and answer of WriteTxnMarkers at a fixed version, as Kafka's inter-broker protocol fixes it (the
-client's negotiated APIs do not list it). Runs on the event loop; not thread-safe.
+Owns: `RemoteBrokers` — markers sent over `BrokerConnections` (one reused connection per
+broker, reopened after a failure or an address change) — and the request and answer of
+WriteTxnMarkers at a fixed version, as Kafka's inter-broker protocol fixes it (the client's
+negotiated APIs do not list it). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, Protocol
+from typing import Any
 
 from brokers.client.config import ClientConfig
-from brokers.client.connection import BrokerConnection
-from brokers.client.errors import BrokerConnectionError
 from brokers.client.messages import make, request_module
+from brokers.replication.broker_connections import BrokerConnections, BrokerEndpoints
 from brokers.replication.local_markers import DEFAULT_MARKER_TIMEOUT_S
 from brokers.replication.marker_request import MarkerErrors, MarkerRequest
-from brokers.replication.metadata_cache import BrokerEndpoint
 from brokers.wire.errors import ErrorCode
 
 WRITE_TXN_MARKERS = 27
@@ -30,55 +26,20 @@ CHANNEL_CLIENT_CONFIG = ClientConfig(
 )
 
 
-class BrokerEndpoints(Protocol):
-    def inter_broker_endpoint(self, node_id: int) -> BrokerEndpoint | None: ...
-
-
 class RemoteBrokers:
-    """One `BrokerConnection` per remote broker, reused and reopened after a failure."""
+    """WriteTxnMarkers to remote leaders over the shared per-broker connections."""
 
     def __init__(self, metadata: BrokerEndpoints, config: ClientConfig) -> None:
-        self._metadata = metadata
-        self._config = config
-        self._connections: dict[int, BrokerConnection] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._connections = BrokerConnections(metadata, config)
 
     async def write(self, broker_id: int, marker: MarkerRequest) -> MarkerErrors:
         """Send one WriteTxnMarkers request to `broker_id`; per-partition codes.
         Raises BrokerConnectionError when the broker cannot be reached or answered nothing."""
-        connection = await self._connection(broker_id)
-        try:
-            response = await connection.send(_request(marker))
-        except BrokerConnectionError:
-            self._drop(broker_id, connection)
-            raise
+        response = await self._connections.send(broker_id, _request(marker))
         return _answers(response, marker.producer_id)
 
-    async def _connection(self, broker_id: int) -> BrokerConnection:
-        lock = self._locks.setdefault(broker_id, asyncio.Lock())
-        async with lock:
-            endpoint = self._metadata.inter_broker_endpoint(broker_id)
-            if endpoint is None:
-                raise BrokerConnectionError(f"broker {broker_id} is not in the metadata cache")
-            address = f"{endpoint.host}:{endpoint.port}"
-            current = self._connections.get(broker_id)
-            if current is not None and not current.closed and current.address == address:
-                return current
-            if current is not None:
-                await current.aclose()
-            connection = await BrokerConnection.connect(endpoint.host, endpoint.port, self._config)
-            self._connections[broker_id] = connection
-            return connection
-
-    def _drop(self, broker_id: int, connection: BrokerConnection) -> None:
-        connection.close()
-        if self._connections.get(broker_id) is connection:
-            del self._connections[broker_id]
-
     async def close(self) -> None:
-        connections, self._connections = list(self._connections.values()), {}
-        for connection in connections:
-            await connection.aclose()
+        await self._connections.close()
 
 
 def _request(marker: MarkerRequest) -> Any:

@@ -115,6 +115,10 @@ class TransactionCoordinator:
         if tasks:
             await asyncio.wait(tasks)
 
+    async def wait_loaded(self) -> None:
+        """Until no partition load is running (loads started meanwhile included)."""
+        await self.ownership.wait_loaded()
+
     def on_election(self, partition: int, leader_epoch: int) -> None:
         self.state.ownership.elect(partition, leader_epoch)
 

@@ -13,32 +13,20 @@ retries a copy that raced a resize, so a scrape may be one operation stale but n
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
+from brokers.coordinator.metrics import RetryingCollector
 from brokers.coordinator.transactions.coordinator import TransactionCoordinator
 from brokers.coordinator.transactions.metadata import TxnState
 
-_ATTEMPTS = 3
 _OPEN = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 _LOAD = "kafka_server_transaction_coordinator_metrics_partition_load_time"
 
 
-class TransactionMetricsCollector(Collector):
+class TransactionMetricsCollector(RetryingCollector):
     def __init__(self, coordinator: TransactionCoordinator) -> None:
         self._coordinator = coordinator
-
-    def collect(self) -> Iterator[Metric]:
-        for attempt in range(_ATTEMPTS):
-            try:
-                families = self._families()
-                break
-            except RuntimeError:  # "dictionary changed size during iteration"
-                if attempt == _ATTEMPTS - 1:
-                    return
-        yield from families
 
     def _families(self) -> list[Metric]:
         coordinator = self._coordinator

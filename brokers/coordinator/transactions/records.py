@@ -14,6 +14,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from brokers.coordinator.binary import Reader
 from brokers.coordinator.transactions.errors import TxnRecordError
 
 KEY_VERSION = 0
@@ -167,80 +168,18 @@ def _tag_int(tags: dict[int, bytes], tag: int, shape: struct.Struct, default: in
     return int(shape.unpack(data)[0])
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self._data = memoryview(data)
-        self._pos = 0
-        self.flexible = False
-
-    def _take(self, size: int) -> memoryview:
-        end = self._pos + size
-        if size < 0 or end > len(self._data):
-            raise TxnRecordError(f"field of {size} bytes overruns the record at {self._pos}")
-        chunk = self._data[self._pos : end]
-        self._pos = end
-        return chunk
-
-    def _unpack(self, shape: struct.Struct) -> int:
-        return int(shape.unpack(self._take(shape.size))[0])
-
-    def int8(self) -> int:
-        return self._unpack(_I8)
-
-    def int16(self) -> int:
-        return self._unpack(_I16)
-
-    def int32(self) -> int:
-        return self._unpack(_I32)
-
-    def int64(self) -> int:
-        return self._unpack(_I64)
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise TxnRecordError("unsigned varint longer than 5 bytes")
-
-    def string(self) -> str:
-        size = self.uvarint() - 1 if self.flexible else self.int16()
-        if size < 0:
-            raise TxnRecordError("null where a string is required")
-        try:
-            return str(self._take(size), "utf-8")
-        except UnicodeDecodeError as exc:
-            raise TxnRecordError(f"string is not UTF-8: {exc}") from None
-
-    def array_length(self) -> int:
-        """Entries of an array; -1 for null."""
-        size = self.uvarint() - 1 if self.flexible else self.int32()
-        if size > len(self._data) - self._pos:
-            raise TxnRecordError(f"array of {size} entries cannot fit the record")
-        return max(size, -1)
+class _Reader(Reader):
+    error = TxnRecordError
 
     def partitions(self) -> Partitions | None:
-        count = self.array_length()
+        count = self.nullable_array_length()
         if count < 0:
             return None
         topics = []
         for _ in range(count):
             topic = self.string()
-            size = self.array_length()
+            size = self.nullable_array_length()
             ids = tuple(self.int32() for _ in range(max(size, 0)))
             self.tagged_fields()
             topics.append((topic, ids))
         return tuple(topics)
-
-    def tagged_fields(self) -> dict[int, bytes]:
-        if not self.flexible:
-            return {}
-        fields: dict[int, bytes] = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            fields[tag] = bytes(self._take(self.uvarint()))
-        return fields
