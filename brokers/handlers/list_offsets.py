@@ -9,8 +9,9 @@ UnifiedLog.fetchOffsetByTimestamp do, leader epochs included (v4+, KIP-320):
   debugging request) with the partition's current leader epoch;
 - latest tiered (-5, KIP-1005): nothing is tiered, offset -1 and epoch -1;
 - a timestamp (≥ 0) or max timestamp (-3, KIP-734): the exact first record with timestamp ≥ the
-  target (or the first holding the largest timestamp) and the leader epoch of the batch holding
-  it; none (offset -1) when there is no such record below the last fetchable offset (so, as in
+  target at or above the log start offset (or the first holding the largest timestamp, even
+  below the log start when DeleteRecords passed it, as Kafka answers from the segment) and the
+  leader epoch of the batch holding it; none (offset -1) when there is no such record below the last fetchable offset (so, as in
   Kafka's fetchOffsetForTimestamp, read_committed lookups stop at the last stable offset). The
   log finds the batch; only that batch is decoded, off the hot path.
 A special value newer than the request version (-3 before v7, -4 before v8, -5 before v9) and any
@@ -185,16 +186,22 @@ def _epoch_start(partition: Partition) -> int:
 
 def _exact_record(partition: Partition, batch_offset: int, target: int, upper: int) -> _Found:
     """The log answers per batch; find the record inside it (the first with timestamp ≥ target,
-    or for max-timestamp the first record holding the batch's max timestamp)."""
-    read = partition.log.read(batch_offset, 1, max_offset=upper, min_one_batch=True)
+    or for max-timestamp the first record holding the batch's max timestamp). As Kafka's
+    fetchOffsetByTimestamp: a timestamp lookup never answers below the log start offset
+    (DeleteRecords may have moved it inside the batch), but max-timestamp answers from the
+    segment's record even when DeleteRecords has since moved the log start past it."""
+    max_timestamp = target == MAX_TIMESTAMP
+    read = partition.log.read(
+        batch_offset, 1, max_offset=upper, min_one_batch=True, below_log_start=max_timestamp
+    )
     if read.region is None:
         return _NOTHING
     header, records = read_batch(read.region.read())
     epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else NO_EPOCH
+    start = -1 if max_timestamp else partition.log.log_start_offset
     if header.is_log_append_time:
-        return _Found(header.base_offset, header.max_timestamp, epoch)
-    wanted = header.max_timestamp if target == MAX_TIMESTAMP else target
-    start = partition.log.log_start_offset  # DeleteRecords may have moved it inside the batch
+        return _Found(max(header.base_offset, start), header.max_timestamp, epoch)
+    wanted = header.max_timestamp if max_timestamp else target
     for record in records:
         timestamp = header.base_timestamp + record.timestamp_delta
         offset = header.base_offset + record.offset_delta

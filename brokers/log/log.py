@@ -381,11 +381,14 @@ class Log:
 
     def read(
         self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-        min_one_batch: bool = True,
+        min_one_batch: bool = True, below_log_start: bool = False,
     ) -> ReadResult:  # fmt: skip
-        """Whole batches from the one holding `offset`, within one segment (like Kafka)."""
+        """Whole batches from the one holding `offset`, within one segment (like Kafka).
+        `below_log_start`: an offset below the log start offset whose segment is still there may
+        be read (ListOffsets MAX_TIMESTAMP answers from the segment, as Kafka does)."""
         self._check_open()
-        if offset < self.log_start_offset or offset > self.log_end_offset:
+        first = self._segments.first.base_offset if below_log_start else self.log_start_offset
+        if offset < first or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"{self.topic}-{self.partition}: offset {offset} outside "
                 f"[{self.log_start_offset}, {self.log_end_offset}]"

@@ -250,7 +250,8 @@ def list_offsets(plan: Plan) -> Op | None:
     )
     spec = rng.choice(specs)
     if spec in (specs[2], specs[3]) and (topic, partition) in plan.trimmed:
-        spec = specs[1]  # docs/compatibility.md C5, C6: known differences, held by their own tests
+        # Timestamp lookups on trimmed partitions (once C5, C6) are compared by their own tests.
+        spec = specs[1]
     if spec is specs[2] and ((topic, partition) in plan.clock_stamped or topic in plan.log_append):
         # Timestamps from a clock (the client's create time, the broker's append time) may tie
         # or not by the millisecond: which offset holds the largest is a race, not an answer.
@@ -467,12 +468,9 @@ def max_timestamp_offset(clients: Clients, topic: str) -> Outcome:
     return settled(attempt)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="docs/compatibility.md C5: max-timestamp offset below log start"
-)
 def test_max_timestamp_offset_after_delete_records(both: tuple[Clients, Clients]) -> None:
     """Found by seed 529: the record with the largest timestamp is below the log start offset
-    after DeleteRecords; Kafka 4.1 still answers its offset, Pier OFFSET_OUT_OF_RANGE."""
+    after DeleteRecords; Kafka 4.1 still answers its offset (Pier answered OFFSET_OUT_OF_RANGE)."""
     topic = f"c6-{uuid.uuid4().hex[:8]}"
     answers = []
     for clients in both:
@@ -490,13 +488,10 @@ def test_max_timestamp_offset_after_delete_records(both: tuple[Clients, Clients]
     assert pier == kafka
 
 
-@pytest.mark.xfail(
-    strict=True, reason="docs/compatibility.md C6: by-timestamp offset below log start"
-)
 def test_timestamp_offset_after_delete_records(both: tuple[Clients, Clients]) -> None:
     """Found by seed 3668: on a LogAppendTime topic, one batch of 3 records (all stamped with
     the append time), records below offset 2 deleted; ListOffsets for a time before the append:
-    Kafka 4.1 answers the log start offset (2), Pier the batch's first, deleted, offset (0)."""
+    Kafka 4.1 answers the log start offset (2) (Pier answered the batch's first, deleted, 0)."""
     topic = f"c6-{uuid.uuid4().hex[:8]}"
     spec = OffsetSpec.for_timestamp(BASE_TIMESTAMP_MS)
     answers = []

@@ -114,6 +114,15 @@ def test_the_log_start_inside_a_batch_bounds_timestamp_lookups(broker: Broker) -
     assert list_one(broker, EARLIEST) == (ErrorCode.none, 2, -1, 0)
 
 
+def test_max_timestamp_answers_its_record_even_below_the_log_start(broker: Broker) -> None:
+    """As Kafka 4.1 (docs/compatibility.md, once C5): DeleteRecords past the record holding the
+    largest timestamp leaves MAX_TIMESTAMP answering it from the segment; timestamp lookups stay
+    at or above the log start."""
+    broker.replicas.get("t", 0).delete_records_before(4)
+    assert list_one(broker, MAX_TIMESTAMP) == (ErrorCode.none, 3, T0 + 50, 3)
+    assert list_one(broker, T0) == (ErrorCode.none, 4, T0 + 30, 3)
+
+
 @pytest.mark.parametrize(
     ("timestamp", "first_version"), [(MAX_TIMESTAMP, 7), (EARLIEST_LOCAL, 8), (LATEST_TIERED, 9)]
 )
