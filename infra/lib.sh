@@ -45,15 +45,17 @@ sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Pyth
     2>/dev/null
 }
 
-# pier_system_packages STANDALONE: the Debian packages infra/up needs (Java and ZooKeeper unless
-# STANDALONE is 1; gcc and Python's headers for the native record walker; kcat, which the README's
+# pier_system_packages STANDALONE BILLING: the Debian packages infra/up needs (ZooKeeper unless
+# STANDALONE is 1; Java unless STANDALONE is 1 and BILLING is 0, since Spark runs on it; gcc and Python's headers for the native record walker; kcat, which the README's
 # examples use; Python 3.11 while .venv does not exist),
 # installed with apt when missing and we are root (`apt-get update` once, only then). Not root: a
 # missing required package is an error naming the apt-get command; a missing kcat only a note.
 pier_system_packages() {
-  local standalone="$1" required=() optional=()
-  if [ "$standalone" != 1 ]; then
+  local standalone="$1" billing="${2:-1}" required=() optional=()
+  if [ "$standalone" != 1 ] || [ "$billing" = 1 ]; then
     command -v java >/dev/null 2>&1 || required+=(default-jre-headless)
+  fi
+  if [ "$standalone" != 1 ]; then
     dpkg -s zookeeper >/dev/null 2>&1 || [ -n "${PIER_ZOOKEEPER_CLASSPATH:-}" ] || required+=(zookeeper)
   fi
   if [ ! -x "$VENV/bin/python" ]; then
