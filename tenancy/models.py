@@ -211,6 +211,32 @@ class ChangeCounterRow(Base):
     version: Mapped[int] = mapped_column(BigInteger)
 
 
+class PartitionAllocationRow(Base):
+    """Revision 0006: one tenant's partitions as the store knows them. `allocated`: what its topics
+    hold on the fleet (last reconciled, then adjusted by creations and deletions); `reserved`:
+    what creations under way hold; `version`: bumped by every change (reconciliation's fence)."""
+
+    __tablename__ = "partition_allocations"
+    tenant_id: Mapped[str] = mapped_column(ID, ForeignKey("tenants.id"), primary_key=True)
+    allocated: Mapped[int] = mapped_column(BigInteger)
+    reserved: Mapped[int] = mapped_column(BigInteger)
+    version: Mapped[int] = mapped_column(BigInteger)
+    reconciled_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class PartitionReservationRow(Base):
+    """Revision 0006: one creation under way (its partitions are in the tenant's `reserved`)."""
+
+    __tablename__ = "partition_reservations"
+    __table_args__ = (Index("ix_partition_reservations_tenant", "tenant_id", "created_at"),)
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ID, ForeignKey("tenants.id"))
+    partitions: Mapped[int] = mapped_column(BigInteger)
+    holder: Mapped[str] = mapped_column(NAME)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
 # --- billing (revision 0004): written by `billing/`, read by `tenancy.billing_store` ------------
 # Counters are BIGINT; storage byte-milliseconds can pass 2^63 for a large topic over an hour, so
 # they are exact decimals (`Money`: NUMERIC(38, 12) on PostgreSQL, decimal text on SQLite).
