@@ -149,7 +149,7 @@ class Gateway:
         self._tasks.append(asyncio.create_task(self._follow(store, directory), name="change-feed"))
         if config.metrics_port is not None:
             self._metrics_server = start_http_server(
-                config.metrics_port, addr=config.host, registry=self.registry
+                config.metrics_port, addr=config.metrics_bind_host, registry=self.registry
             )
 
     async def _start_http(self, services: SessionServices, port: int) -> None:

@@ -22,6 +22,7 @@ Properties (Java-properties file, all optional):
 | `fleet.refresh.interval.ms` | 10000 | how often broker addresses are re-read |
 | `http.port` | none | the tenant HTTP API's port (`--http-port` wins; none: no HTTP API; 0: any free port) |
 | `consumer.instance.timeout.ms` | 300000 | an HTTP v2 consumer instance unused this long is closed (leaves its group) |
+| `metrics.host` | 127.0.0.1 | the Prometheus endpoint's address (`--metrics-host` wins): operators only, never the tenant listener's address by default (it names every tenant) |
 | `listeners.reuse.port` | false | open the ports with `SO_REUSEPORT`: several gateway processes on one host share them (the kernel spreads connections); off, a port in use is an error |
 """
 
@@ -55,6 +56,7 @@ _KNOWN = {
     "usage.topic.replication.factor",
     "listeners.reuse.port",
     "http.port",
+    "metrics.host",
 }
 
 
@@ -71,6 +73,7 @@ class GatewayConfig:
     advertised_host: str | None = None
     broker_port_base: int | None = None  # default: port + 1 (broker N listens on base + N)
     metrics_port: int | None = None
+    metrics_host: str | None = None  # --metrics-host; else `metrics.host`; else 127.0.0.1
     gateway_id: str | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -146,6 +149,12 @@ class GatewayConfig:
             return int(raw)
         except ValueError:
             raise GatewayConfigError(f"http.port={raw!r} is not an integer") from None
+
+    @property
+    def metrics_bind_host(self) -> str:
+        """The metrics endpoint's address: `--metrics-host`, else `metrics.host`, else loopback
+        (never `host`: the tenant listener may face the internet, the metrics name every tenant)."""
+        return self.metrics_host or self.properties.get("metrics.host") or "127.0.0.1"
 
     @property
     def reuse_port(self) -> bool:

@@ -45,6 +45,12 @@ def add_parser(commands: Any) -> None:
     )
     gateway.add_argument("--metrics-port", type=int, default=None, help="Prometheus endpoint port")
     gateway.add_argument(
+        "--metrics-host",
+        default=None,
+        help="Prometheus endpoint address (default: the metrics.host property, else 127.0.0.1; "
+        "never --host, which tenants reach)",
+    )
+    gateway.add_argument(
         "--http-port",
         type=int,
         default=None,
@@ -77,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             advertised_host=args.advertised_host,
             broker_port_base=args.broker_port_base,
             metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
             http_port=args.http_port,
             gateway_id=args.gateway_id,
             tls_cert=args.tls_cert,
