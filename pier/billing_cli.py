@@ -110,9 +110,21 @@ def parse_duration(name: str, text: str) -> timedelta:
 
 
 def _database(url: str) -> Any:
-    from tenancy.database import Database
+    from tenancy.database import Database, normalise_url
     from tenancy.errors import ValidationError
 
+    try:
+        parsed = normalise_url(url)
+    except ValidationError as exc:
+        raise _Failure(f"--db: {exc.message}", EXIT_USAGE) from None
+    # Billing reads and writes an existing store: a SQLite URL naming no file is a mistyped
+    # path, never a request for a new, empty store.
+    if parsed.drivername == "sqlite" and not Path(parsed.database or "").is_file():
+        raise _Failure(
+            f"--db: no tenant store at {parsed.database}: infra/up's is .pier/tenancy.db; "
+            "`pier tenancy init --db URL` creates one",
+            EXIT_USAGE,
+        )
     try:
         return Database(url)
     except ValidationError as exc:
@@ -257,11 +269,13 @@ def _usage(args: argparse.Namespace) -> int:
 
 
 def _chart(rows: list[dict[str, Any]], tenant: str, path: Path) -> None:
-    try:
-        from pier.usage_chart import draw
-    except ImportError:
-        raise _Failure("--chart needs matplotlib: pip install 'pier[bench]'", EXIT_USAGE) from None
+    from pier.usage_chart import draw
+
     try:
         draw(rows, tenant, path)
+    except ImportError:
+        raise _Failure(
+            "--chart needs matplotlib: pip install 'pier[billing]'", EXIT_USAGE
+        ) from None
     except OSError as exc:
         raise _Failure(f"cannot write {path}: {exc.strerror}", EXIT_USAGE) from None

@@ -42,6 +42,12 @@ def test_run_rolls_up_and_prints_its_offsets(usage_broker: BrokerProcess, sqlite
 def test_errors_are_one_line(usage_broker: BrokerProcess, tmp_path: Path) -> None:
     bad = pier("billing", "run", "--db", "mysql://x", "--bootstrap", usage_broker.bootstrap)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--db" in bad.stderr
+    absent = tmp_path / "absent.db"
+    typo = pier("billing", "run", "--db", f"sqlite:///{absent}", "--bootstrap", "x:1")
+    assert typo.returncode == 2 and typo.stderr.count("\n") == 1, typo.stderr
+    assert f"no tenant store at {absent}" in typo.stderr and ".pier/tenancy.db" in typo.stderr
+    assert not absent.exists()  # a mistyped path never becomes a new, empty store
+    (tmp_path / "empty.db").touch()
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     missing = pier("billing", "run", "--db", empty, "--bootstrap", usage_broker.bootstrap)
     assert missing.returncode == 1, missing.stderr
@@ -86,6 +92,13 @@ def test_invoice_and_usage_commands(usage_broker: BrokerProcess, sqlite_url: str
         "billing", "usage", "--db", sqlite_url, "--tenant", "acme", "--csv",
         "--from", "2026-01-01", "--to", "2026-01-02",
     )  # fmt: skip
+    chart = Path(sqlite_url.removeprefix("sqlite:///")).with_name("usage.png")
+    drawn = pier(
+        "billing", "usage", "--db", sqlite_url, "--tenant", "acme", "--chart", str(chart),
+        "--from", "2026-01-01", "--to", "2026-01-02",
+    )  # fmt: skip
+    assert drawn.returncode == 0, drawn.stderr
+    assert chart.read_bytes().startswith(b"\x89PNG")
     header, *lines = csv_out.stdout.splitlines()
     assert header.startswith("hour,tenant,principal,client_id,topic,bytes_in") and len(
         lines
