@@ -26,6 +26,7 @@ from tenancy.errors import ValidationError
 from tenancy.operators import OperatorCommands
 from tenancy.plans import PlanCommands
 from tenancy.quotas import QuotaCommands
+from tenancy.reservations import PartitionReservations
 from tenancy.service_accounts import ServiceAccountCommands
 from tenancy.store_base import Clock, utcnow
 from tenancy.tenants import TenantCommands
@@ -44,6 +45,7 @@ class TenantStore(
     PlanCommands,
     OperatorCommands,
     BillingReads,
+    PartitionReservations,
 ):
     @classmethod
     def open(
