@@ -23,6 +23,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from brokers.client import ClientConfig, Cluster
 from gateway.auth.authenticator import Authenticator
+from gateway.auth.backoff import BackoffPolicy, LoginBackoff
+from gateway.auth.hashing import HashingPool
 from gateway.auth.metrics import AuthMetrics
 from gateway.config import GatewayConfig
 from gateway.directory import TenantDirectory
@@ -68,6 +70,7 @@ class Gateway:
         self._metrics_server: Any = None
         self.http: HttpServer | None = None
         self._http_cluster: Cluster | None = None
+        self._hash_pool: HashingPool | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -115,6 +118,8 @@ class Gateway:
                 store,
                 failure_delay_s=config.setting("sasl.failure.delay.ms") / 1000,
                 metrics=AuthMetrics(self.registry),
+                hashing=self._hashing(),
+                backoff=LoginBackoff(BackoffPolicy.from_settings(config.setting)),
             ),
             directory=directory,
             throttling=GatewayThrottling(
@@ -185,6 +190,15 @@ class Gateway:
     def http_port(self) -> int | None:
         return None if self.http is None else self.http.port
 
+    def _hashing(self) -> HashingPool:
+        """The bounded threads that check secrets (docs/security.md, logins); closed by `stop`."""
+        self._hash_pool = HashingPool(
+            self.config.setting("sasl.hash.threads"),
+            self.config.setting("sasl.hash.queue.size"),
+            self.config.setting("sasl.hash.queue.timeout.ms") / 1000,
+        )
+        return self._hash_pool
+
     def _tls(self) -> ssl.SSLContext | None:
         if self.config.tls_cert is None or self.config.tls_key is None:
             return None
@@ -238,5 +252,7 @@ class Gateway:
         if self._metrics_server is not None:
             with contextlib.suppress(Exception):
                 self._metrics_server[0].shutdown()
+        if self._hash_pool is not None:
+            self._hash_pool.close()
         if self._store is not None:
             self._store.close()

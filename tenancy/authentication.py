@@ -6,11 +6,19 @@ for an unknown id reveals nothing new). Successful checks go through the `Verifi
 `last_used_at` is written at most once per `LAST_USED_PRECISION` per key, outside any audit
 (it is telemetry, not a change), so busy keys do not turn every login into a write. Inputs that
 could not be a key (wrong shape, oversized secret) are refused before any database work.
-Mixin of `TenantStore`; thread-safe.
+
+The gateway splits a PLAIN check in three so that only the scrypt runs on its bounded hashing
+threads and a cached success costs no thread at all (docs/security.md, logins): `cached_plain` /
+`cached_scram` (the cache only: cheap, callable on an event loop), `plain_verifier` (the database
+read: the stored hash of a usable key, with the cache epoch taken before the read), then
+`remember_plain` after the caller verified the secret with `tenancy.credentials.verify_secret`
+(False when the key changed meanwhile: the check is void). `verify_api_key` does all three on the
+calling thread. Mixin of `TenantStore`; thread-safe.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import or_, select, update
@@ -27,6 +35,36 @@ LAST_USED_PRECISION = timedelta(minutes=1)
 MAX_SECRET_LENGTH = 256
 
 
+@dataclass(frozen=True)
+class KeyLogin:
+    """What a verified key logs in as, and until when the key itself is valid."""
+
+    principal: Principal
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class PlainVerifier:
+    """A usable key's stored secret hash, read at cache `epoch` (see `remember_plain`)."""
+
+    login: KeyLogin
+    secret_hash: str = field(repr=False)
+    epoch: int
+    last_used_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ScramLogin:
+    login: KeyLogin
+    credential: ScramCredential
+
+
+def _plausible(key_id: str, secret: str) -> bool:
+    if not isinstance(key_id, str) or KEY_ID.fullmatch(key_id) is None:
+        return False
+    return isinstance(secret, str) and 0 < len(secret) <= MAX_SECRET_LENGTH
+
+
 def _usable(row: ApiKeyRow, tenant_status: str, now: datetime) -> bool:
     if row.revoked_at is not None or tenant_status != "active":
         return False
@@ -36,44 +74,80 @@ def _usable(row: ApiKeyRow, tenant_status: str, now: datetime) -> bool:
 class Authentication(StoreCore):
     def verify_api_key(self, key_id: str, secret: str) -> Principal | None:
         """The principal for a (key id, secret) pair, or None: unknown, revoked, expired, suspended."""
-        if not isinstance(key_id, str) or KEY_ID.fullmatch(key_id) is None:
-            return None
-        if not isinstance(secret, str) or not 0 < len(secret) <= MAX_SECRET_LENGTH:
-            return None
-        cache_key = self._cache.plain_key(key_id, secret)
-        cached = self._cache.get(cache_key)
+        cached = self.cached_plain(key_id, secret)
         if cached is not None:
             return cached.principal
-        now = self._now()
+        verifier = self.plain_verifier(key_id) if _plausible(key_id, secret) else None
+        if verifier is None or not verify_secret(secret, verifier.secret_hash):
+            return None
+        if not self.remember_plain(verifier, secret):
+            return None
+        used = verifier.last_used_at
+        if used is None or self._now() - used >= LAST_USED_PRECISION:
+            self.record_key_use(key_id)
+        return verifier.login.principal
+
+    def cached_plain(self, key_id: str, secret: str) -> KeyLogin | None:
+        """A cached success of exactly this (key id, secret); no database work."""
+        if not _plausible(key_id, secret):
+            return None
+        cached = self._cache.get(self._cache.plain_key(key_id, secret))
+        return None if cached is None else KeyLogin(cached.principal, cached.expires_at)
+
+    def plain_verifier(self, key_id: str) -> PlainVerifier | None:
+        """The stored secret hash of a usable key, or None (unknown, revoked, expired, suspended)."""
+        if not isinstance(key_id, str) or KEY_ID.fullmatch(key_id) is None:
+            return None
+        epoch = self._cache.epoch()
         with self._db.read() as session:
             query = select(ApiKeyRow, TenantRow.status).join(
                 TenantRow, TenantRow.id == ApiKeyRow.tenant_id
             )
             found = session.execute(query.where(ApiKeyRow.key_id == key_id)).first()
-        if found is None or not _usable(found[0], found[1], now):
+        if found is None or not _usable(found[0], found[1], self._now()):
             return None
         row: ApiKeyRow = found[0]
-        if not verify_secret(secret, row.secret_hash):
-            return None
         principal = Principal(row.tenant_id, row.service_account_id, key_id)
-        self._cache.put(cache_key, principal, row.expires_at)
-        if row.last_used_at is None or now - row.last_used_at >= LAST_USED_PRECISION:
-            self.record_key_use(key_id)
-        return principal
+        login = KeyLogin(principal, row.expires_at)
+        return PlainVerifier(login, row.secret_hash, epoch, row.last_used_at)
+
+    def remember_plain(self, verifier: PlainVerifier, secret: str) -> bool:
+        """After `secret` matched `verifier.secret_hash`: cache the success. False when the key or
+        its tenant changed since the verifier was read (the check must not count)."""
+        login = verifier.login
+        cache_key = self._cache.plain_key(login.principal.key_id, secret)
+        return self._cache.put(cache_key, login.principal, login.expires_at, epoch=verifier.epoch)
+
+    def cached_scram(self, key_id: str, mechanism: str) -> ScramLogin | None:
+        """A cached SCRAM verifier of the key; no database work."""
+        if mechanism not in MECHANISMS or not isinstance(key_id, str):
+            return None
+        cached = self._cache.get(self._cache.scram_key(key_id, mechanism))
+        if cached is None or cached.credential is None:
+            return None
+        return ScramLogin(KeyLogin(cached.principal, cached.expires_at), cached.credential)
 
     def scram_credential(
         self, key_id: str, mechanism: str
     ) -> tuple[Principal, ScramCredential] | None:
         """The stored SCRAM verifier of a usable key, or None. After the client's proof checks out
         (`tenancy.scram.verify_client_proof`), the gateway should call `record_key_use`."""
+        found_login = self.scram_login(key_id, mechanism)
+        if found_login is None:
+            return None
+        return found_login.login.principal, found_login.credential
+
+    def scram_login(self, key_id: str, mechanism: str) -> ScramLogin | None:
+        """The SCRAM verifier of a usable key (cached, else read and cached), or None."""
         if mechanism not in MECHANISMS:
             raise ValidationError("mechanism", f"must be one of {', '.join(MECHANISMS)}")
         if not isinstance(key_id, str) or KEY_ID.fullmatch(key_id) is None:
             return None
+        cached = self.cached_scram(key_id, mechanism)
+        if cached is not None:
+            return cached
         cache_key = self._cache.scram_key(key_id, mechanism)
-        cached = self._cache.get(cache_key)
-        if cached is not None and cached.credential is not None:
-            return cached.principal, cached.credential
+        epoch = self._cache.epoch()
         with self._db.read() as session:
             query = (
                 select(ApiKeyRow, TenantRow.status, ScramCredentialRow)
@@ -93,8 +167,9 @@ class Authentication(StoreCore):
             bytes(verifier.stored_key),
             bytes(verifier.server_key),
         )
-        self._cache.put(cache_key, principal, row.expires_at, credential)
-        return principal, credential
+        if not self._cache.put(cache_key, principal, row.expires_at, credential, epoch=epoch):
+            return None  # revoked or suspended while we read: treat as gone
+        return ScramLogin(KeyLogin(principal, row.expires_at), credential)
 
     def record_key_use(self, key_id: str) -> None:
         """Set the key's `last_used_at` to now unless it was set less than a minute ago."""

@@ -1,18 +1,27 @@
 """The async face of SASL authentication that a client connection's session uses.
 
 Owns: choosing the mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), driving the sans-io PLAIN
-parser and SCRAM state machine round by round, the credential look-ups (synchronous SQLAlchemy,
-so each runs in a worker thread), the failure policy and the KIP-368 session lifetime.
+parser and SCRAM state machine round by round, the order of a credential check, the failure
+policy and the KIP-368 session lifetime.
+
+Order of a check (docs/security.md, logins), so that wrong secrets sent at full speed starve no
+one: (1) the verification cache, on the loop (a secret verified before, or a SCRAM verifier read
+before, costs no thread and no throttling: the key's owner gets in at once); (2) the failed-login
+backoff (`LoginBackoff`, per source address and per key id), which may refuse without any check;
+(3) the store read, in a worker thread; (4) for PLAIN, the scrypt on the bounded hashing threads
+(`HashingPool`; full: the attempt fails at once). SCRAM's server side stretches nothing (the client
+pays the PBKDF2), so its proof check, three HMACs, runs on the loop; a wrong proof still counts as
+a failure of the address.
 
 Failure policy: whatever the cause (bad syntax, unknown, revoked or expired key, suspended tenant,
-wrong secret or proof, a store error), the failure is counted, logged once at INFO as
-`event=sasl_failed mechanism=… key_id=… reason=…` (never a secret or proof; a key id only when
-it has a key id's shape, since a client may paste its secret into the username), delayed by
-`failure_delay_s` (Kafka's `connection.failed.authentication.delay.ms`) and raised as
-`AuthenticationFailed` with one message that says nothing of the cause. A failed exchange stays
-failed. Keys already expired by the authenticator's clock are refused even if the store (with its
-own clock or cache) let them through. Runs on the event loop; not thread-safe (one exchange per
-connection, one round at a time).
+wrong secret or proof, throttled, no hashing capacity, a store error), the failure is counted,
+logged once at INFO as `event=sasl_failed mechanism=… key_id=… reason=…` (never a secret or
+proof; a key id only when it has a key id's shape, since a client may paste its secret into the
+username), delayed by `failure_delay_s` (Kafka's `connection.failed.authentication.delay.ms`)
+and raised as `AuthenticationFailed` with one message that says nothing of the cause. A failed
+exchange stays failed. Keys already expired by the authenticator's clock are refused even if the
+store (with its own clock or cache) let them through. Runs on the event loop; not thread-safe
+(one exchange per connection, one round at a time).
 """
 
 from __future__ import annotations
@@ -24,10 +33,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, NoReturn, Protocol, TypeVar
 
+from gateway.auth.backoff import LoginBackoff, Ticket
+from gateway.auth.hashing import HashingBusy, HashingPool
 from gateway.auth.metrics import AuthMetrics
 from gateway.auth.plain import PlainCredentials, PlainError, parse_plain
 from gateway.auth.scram import ScramError, ScramServer, ScramState
-from tenancy.domain import ApiKey, Principal, ScramCredential
+from tenancy.authentication import KeyLogin, PlainVerifier, ScramLogin
+from tenancy.credentials import verify_secret
+from tenancy.domain import Principal
 from tenancy.ids import KEY_ID
 
 log = logging.getLogger(__name__)
@@ -36,20 +49,24 @@ T = TypeVar("T")
 MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 FAILED_MESSAGE: Final = "Authentication failed: invalid credentials"
 REJECTED: Final = "credentials_rejected"  # the store said no: unknown, revoked, expired, suspended
+THROTTLED: Final = "throttled"  # the failed-login backoff refused a check
 
 
 class CredentialStore(Protocol):
-    """What authentication needs of the tenant store (`tenancy.store.TenantStore` satisfies it)."""
+    """What authentication needs of the tenant store (`tenancy.store.TenantStore` satisfies it).
+    The `cached_*` methods are called on the event loop (cache only); the others in threads."""
 
-    def verify_api_key(self, key_id: str, secret: str) -> Principal | None: ...
+    def cached_plain(self, key_id: str, secret: str) -> KeyLogin | None: ...
 
-    def scram_credential(
-        self, key_id: str, mechanism: str
-    ) -> tuple[Principal, ScramCredential] | None: ...
+    def plain_verifier(self, key_id: str) -> PlainVerifier | None: ...
+
+    def remember_plain(self, verifier: PlainVerifier, secret: str) -> bool: ...
+
+    def cached_scram(self, key_id: str, mechanism: str) -> ScramLogin | None: ...
+
+    def scram_login(self, key_id: str, mechanism: str) -> ScramLogin | None: ...
 
     def record_key_use(self, key_id: str) -> None: ...
-
-    def get_api_key(self, key_id: str) -> ApiKey: ...
 
 
 @dataclass(frozen=True)
@@ -123,27 +140,29 @@ class Authenticator:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         metrics: AuthMetrics | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        hashing: HashingPool | None = None,
+        backoff: LoginBackoff | None = None,
     ) -> None:
         self._store = store
         self._failure_delay_s = failure_delay_s
         self._sleep = sleep
         self._metrics = metrics
         self._clock_ms = clock_ms
-        # A key's record (its expiry) never changes once issued, and revocation is seen by the
-        # credential checks themselves, so it is read once per key, not once per login.
-        self._keys: dict[str, ApiKey] = {}
+        self.hashing = hashing or HashingPool()
+        self.backoff = backoff or LoginBackoff()
         self._use_recorded_ms: dict[str, int] = {}
 
     @property
     def mechanisms(self) -> tuple[str, ...]:
         return MECHANISMS
 
-    def exchange(self, mechanism: str) -> SaslExchange:
-        """A new exchange for `mechanism`; UnsupportedMechanismError for any other name."""
+    def exchange(self, mechanism: str, peer: str = "") -> SaslExchange:
+        """A new exchange for `mechanism` from source address `peer`; UnsupportedMechanismError
+        for any other name."""
         if mechanism == "PLAIN":
-            return PlainExchange(self, mechanism)
+            return PlainExchange(self, mechanism, peer)
         if mechanism in MECHANISMS:
-            return ScramExchange(self, mechanism)
+            return ScramExchange(self, mechanism, peer)
         raise UnsupportedMechanismError(mechanism)
 
     async def _in_thread(self, call: Callable[[], T]) -> T:
@@ -152,38 +171,78 @@ class Authenticator:
         except Exception as exc:  # the store is down or misbehaves: a failure like any other
             raise _Refused(f"store_error:{type(exc).__name__}") from None
 
-    async def _plain(self, credentials: PlainCredentials) -> Authenticated:
-        def check() -> tuple[Principal, ApiKey] | None:
-            principal = self._store.verify_api_key(credentials.key_id, credentials.secret)
-            if principal is None:
-                return None
-            return principal, self._key(credentials.key_id)
+    def _admit(self, mechanism: str, peer: str, key_id: str) -> Ticket:
+        ticket = self.backoff.admit(peer, key_id)
+        if ticket is None:
+            if self._metrics is not None:
+                self._metrics.throttled(mechanism)
+            raise _Refused(THROTTLED)
+        return ticket
 
-        found = await self._in_thread(check)
-        if found is None:
+    async def _plain(self, credentials: PlainCredentials, peer: str) -> Authenticated:
+        cached = self._store.cached_plain(credentials.key_id, credentials.secret)
+        if cached is not None:
+            if self._metrics is not None:
+                self._metrics.cache_hit("PLAIN")
+            login = cached
+        else:
+            ticket = self._admit("PLAIN", peer, credentials.key_id)
+            login = await self._settled(ticket, self._checked_plain(credentials))
+        authenticated = self._accept("PLAIN", login)
+        await self._record_use(credentials.key_id)
+        return authenticated
+
+    async def _settled(self, ticket: Ticket, check: Awaitable[T]) -> T:
+        """Await a check admitted by `ticket` and tell the backoff how it ended."""
+        outcome = self.backoff.abandoned
+        try:
+            result = await check
+            outcome = self.backoff.succeeded
+            return result
+        except _Refused as refused:
+            if refused.reason == REJECTED:
+                outcome = self.backoff.failed
+            raise
+        finally:
+            outcome(ticket)
+
+    async def _checked_plain(self, credentials: PlainCredentials) -> KeyLogin:
+        verifier = await self._in_thread(lambda: self._store.plain_verifier(credentials.key_id))
+        if verifier is None:
             raise _Refused(REJECTED)
-        return self._accept("PLAIN", *found)
+        try:
+            matched = await self.hashing.run(
+                lambda: verify_secret(credentials.secret, verifier.secret_hash)
+            )
+        except HashingBusy:
+            self._secret_checked("busy")
+            raise _Refused("hashing_busy") from None
+        self._secret_checked("match" if matched else "mismatch")
+        if not matched:
+            raise _Refused(REJECTED)
+        if not self._store.remember_plain(verifier, credentials.secret):
+            raise _Refused("key_changed_during_check")
+        return verifier.login
 
-    async def _scram_credential(
-        self, key_id: str, mechanism: str
-    ) -> tuple[Principal, ScramCredential, ApiKey] | None:
-        def fetch() -> tuple[Principal, ScramCredential, ApiKey] | None:
-            found = self._store.scram_credential(key_id, mechanism)
+    def _secret_checked(self, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.secret_checked(outcome)
+
+    async def _scram_login(self, mechanism: str, peer: str, key_id: str) -> ScramLogin | None:
+        cached = self._store.cached_scram(key_id, mechanism)
+        if cached is not None:
+            if self._metrics is not None:
+                self._metrics.cache_hit(mechanism)
+            return cached
+        ticket = self._admit(mechanism, peer, key_id)
+
+        async def read() -> ScramLogin:
+            found = await self._in_thread(lambda: self._store.scram_login(key_id, mechanism))
             if found is None:
-                return None
-            return found[0], found[1], self._key(key_id)
+                raise _Refused(REJECTED)
+            return found
 
-        return await self._in_thread(fetch)
-
-    def _key(self, key_id: str) -> ApiKey:
-        """The key's record, read from the store once (called in a worker thread)."""
-        key = self._keys.get(key_id)
-        if key is None:
-            key = self._store.get_api_key(key_id)
-            if len(self._keys) >= MAX_CACHED_KEYS:
-                self._keys.pop(next(iter(self._keys)))
-            self._keys[key_id] = key
-        return key
+        return await self._settled(ticket, read())
 
     async def _record_use(self, key_id: str) -> None:
         """`last_used_at` is telemetry: failing to write it does not fail the login, and it is
@@ -199,13 +258,14 @@ class Authenticator:
         except Exception as exc:
             log.warning("event=key_use_not_recorded key_id=%s error=%s", key_id, type(exc).__name__)
 
-    def _accept(self, mechanism: str, principal: Principal, key: ApiKey) -> Authenticated:
-        expires_ms = None if key.expires_at is None else int(key.expires_at.timestamp() * 1000)
+    def _accept(self, mechanism: str, login: KeyLogin) -> Authenticated:
+        expires = login.expires_at
+        expires_ms = None if expires is None else int(expires.timestamp() * 1000)
         if expires_ms is not None and expires_ms <= self._clock_ms():
             raise _Refused("key_expired")
         if self._metrics is not None:
-            self._metrics.authenticated(mechanism, principal.tenant_id)
-        return Authenticated(principal, mechanism, expires_ms)
+            self._metrics.authenticated(mechanism, login.principal.tenant_id)
+        return Authenticated(login.principal, mechanism, expires_ms)
 
     async def _reject(self, mechanism: str, key_id: str | None, reason: str) -> NoReturn:
         if self._metrics is not None:
@@ -223,8 +283,9 @@ class Authenticator:
 class SaslExchange:
     """One SASL authentication (or KIP-368 re-authentication) of one connection."""
 
-    def __init__(self, authenticator: Authenticator, mechanism: str) -> None:
+    def __init__(self, authenticator: Authenticator, mechanism: str, peer: str = "") -> None:
         self.mechanism = mechanism
+        self.peer = peer
         self._authenticator = authenticator
         self._key_id: str | None = None
         self._failed = False
@@ -257,16 +318,16 @@ class PlainExchange(SaslExchange):
         except PlainError as error:
             raise _Refused(error.reason) from None
         self._key_id = credentials.key_id
-        return SaslStep(b"", await self._authenticator._plain(credentials))
+        return SaslStep(b"", await self._authenticator._plain(credentials, self.peer))
 
 
 class ScramExchange(SaslExchange):
     """SCRAM is two rounds: client-first → server-first, client-final → server-final."""
 
-    def __init__(self, authenticator: Authenticator, mechanism: str) -> None:
-        super().__init__(authenticator, mechanism)
+    def __init__(self, authenticator: Authenticator, mechanism: str, peer: str = "") -> None:
+        super().__init__(authenticator, mechanism, peer)
         self._server = ScramServer(mechanism)
-        self._found: tuple[Principal, ApiKey] | None = None
+        self._found: KeyLogin | None = None
         self._missing = REJECTED  # why there is no credential, for the log at the proof
 
     async def _round(self, token: bytes) -> SaslStep:
@@ -275,26 +336,26 @@ class ScramExchange(SaslExchange):
                 return await self._client_first(token)
             return await self._client_final(token)
         except ScramError as error:
+            if error.reason == "wrong_proof":
+                self._authenticator.backoff.note_failure(self.peer)
             raise _Refused(
                 self._missing if error.reason == "no_credential" else error.reason
             ) from None
 
     async def _client_first(self, token: bytes) -> SaslStep:
         self._key_id = self._server.receive_client_first(token)
-        credential: ScramCredential | None = None
+        found: ScramLogin | None = None
         try:
-            found = await self._authenticator._scram_credential(self._key_id, self.mechanism)
+            found = await self._authenticator._scram_login(self.mechanism, self.peer, self._key_id)
         except _Refused as refused:  # decoy on, as for an unknown key: fail at the proof
-            found, self._missing = None, refused.reason
+            self._missing = refused.reason
         if found is not None:
-            principal, credential, key = found
-            self._found = (principal, key)
-        return SaslStep(self._server.server_first(credential))
+            self._found = found.login
+        return SaslStep(self._server.server_first(None if found is None else found.credential))
 
     async def _client_final(self, token: bytes) -> SaslStep:
         server_final = self._server.receive_client_final(token)
         assert self._found is not None  # a proof only verifies against a credential we found
-        principal, key = self._found
-        authenticated = self._authenticator._accept(self.mechanism, principal, key)
-        await self._authenticator._record_use(principal.key_id)
+        authenticated = self._authenticator._accept(self.mechanism, self._found)
+        await self._authenticator._record_use(self._found.principal.key_id)
         return SaslStep(server_final, authenticated)

@@ -149,10 +149,11 @@ class HttpServer:
             self._runner = None
         await self.registry.stop()
 
-    async def _authenticated(self, key_id: str, secret: str) -> Authenticated:
-        """The key's login, as a SASL/PLAIN login would get it; a success is remembered for
-        `AUTH_CACHE_S` (so a revocation or expiry reaches HTTP requests within a second, as it
-        reaches open Kafka connections)."""
+    async def _authenticated(self, key_id: str, secret: str, peer: str = "") -> Authenticated:
+        """The key's login, as a SASL/PLAIN login would get it (the same verification cache,
+        failed-login backoff per `peer` address and bounded hashing threads); a success is
+        remembered for `AUTH_CACHE_S` (so a revocation or expiry reaches HTTP requests within a
+        second, as it reaches open Kafka connections)."""
         cache_key = (key_id, hashlib.sha256(secret.encode()).digest())
         now = time.monotonic()
         cached = self._auth_cache.get(cache_key)
@@ -160,7 +161,7 @@ class HttpServer:
             expires_ms = cached[0].key_expires_at_ms
             if expires_ms is None or expires_ms > self.services.session.clock_ms():
                 return cached[0]
-        exchange = self.services.session.authenticator.exchange("PLAIN")
+        exchange = self.services.session.authenticator.exchange("PLAIN", peer)
         token = b"\0" + key_id.encode() + b"\0" + secret.encode()
         try:
             step = await exchange.evaluate(token)
@@ -186,7 +187,7 @@ class HttpServer:
             return cached
         key_id, secret = _basic(request.headers.get("Authorization", ""))
         session = self.services.session
-        principal = (await self._authenticated(key_id, secret)).principal
+        principal = (await self._authenticated(key_id, secret, request.remote or "")).principal
         state = await session.directory.state(principal.tenant_id)
         if state.tenant.status != "active":
             raise ApiError(403, f"tenant {state.tenant.id} is {state.tenant.status}", 40303)

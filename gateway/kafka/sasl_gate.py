@@ -9,8 +9,9 @@ Owns: the authentication states of a connection and their transitions:
 
 After a v0 handshake the client sends bare SASL tokens (no Kafka header) and gets bare tokens
 back (`raw_tokens`). A re-authentication must end with the same principal and mechanism (Kafka's
-rule); while it runs, the connection stays authenticated. Answers are kio response entities; the
-session writes them. Runs on the event loop; not thread-safe.
+rule); while it runs, the connection stays authenticated. The client's address (`peer`) goes to
+every exchange: failed logins back off per source address (docs/security.md, logins). Answers are
+kio response entities; the session writes them. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ class GateAnswer:
 
 
 class SaslGate:
-    def __init__(self, authenticator: Authenticator) -> None:
+    def __init__(self, authenticator: Authenticator, peer: str = "") -> None:
         self._authenticator = authenticator
+        self._peer = peer
         self.state = AuthState.HANDSHAKE
         self.identity: Authenticated | None = None
         self.raw_tokens = False
@@ -73,7 +75,7 @@ class SaslGate:
                 self._handshake(module, ErrorCode.illegal_sasl_state, mechanisms), close=True
             )
         try:
-            self._exchange = self._authenticator.exchange(str(request.mechanism))
+            self._exchange = self._authenticator.exchange(str(request.mechanism), self._peer)
         except UnsupportedMechanismError:
             return GateAnswer(
                 self._handshake(module, ErrorCode.unsupported_sasl_mechanism, mechanisms),

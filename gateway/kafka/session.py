@@ -97,7 +97,7 @@ class Session:
         self.peer_host = peer_host
         self.node_id = node_id
         self.metrics = metrics
-        self.gate = SaslGate(services.authenticator)
+        self.gate = SaslGate(services.authenticator, peer_host)
         self.principal: Principal | None = None
         self._tenant: TenantState | None = None  # as at login; `tenant` gives the current one
         self.client_id = ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -20,7 +21,11 @@ from gateway.auth import (
     SaslStep,
     UnsupportedMechanismError,
 )
-from tenancy.domain import ApiKey, Principal, ScramCredential
+from gateway.auth.backoff import BackoffPolicy, LoginBackoff
+from gateway.auth.hashing import HashingPool
+from tenancy.authentication import KeyLogin, PlainVerifier, ScramLogin
+from tenancy.credentials import hash_secret
+from tenancy.domain import Principal
 from tenancy.scram import make_credential
 from tests.unit.gateway.auth.scram_client import ScramClient
 
@@ -29,6 +34,7 @@ KEY, SECRET = "KEYID00000000001", "correcthorsebatterystaple"
 PRINCIPAL = Principal("acme", "sa-1", KEY)
 NOW_MS = 1_700_000_000_000
 EXPIRES = datetime.fromtimestamp((NOW_MS + 60_000) / 1000, UTC)
+SECRET_HASH = hash_secret(SECRET)
 
 
 @dataclass
@@ -36,28 +42,44 @@ class FakeStore:
     expires_at: datetime | None = EXPIRES
     error: Exception | None = None
     uses: list[str] = field(default_factory=list)
+    cache: dict[tuple[str, str], KeyLogin] = field(default_factory=dict)
+    reads: int = 0
+    changed: bool = False  # remember_plain reports a change during the check
 
     def _usable(self, key_id: str) -> bool:
         if self.error is not None:
             raise self.error
         return key_id == KEY
 
-    def verify_api_key(self, key_id: str, secret: str) -> Principal | None:
-        return PRINCIPAL if self._usable(key_id) and secret == SECRET else None
+    def _login(self) -> KeyLogin:
+        return KeyLogin(PRINCIPAL, self.expires_at)
 
-    def scram_credential(
-        self, key_id: str, mechanism: str
-    ) -> tuple[Principal, ScramCredential] | None:
+    def cached_plain(self, key_id: str, secret: str) -> KeyLogin | None:
+        return self.cache.get((key_id, secret))
+
+    def plain_verifier(self, key_id: str) -> PlainVerifier | None:
+        self.reads += 1
         if not self._usable(key_id):
             return None
-        return PRINCIPAL, make_credential(mechanism, SECRET, iterations=4096)
+        return PlainVerifier(self._login(), SECRET_HASH, 0)
+
+    def remember_plain(self, verifier: PlainVerifier, secret: str) -> bool:
+        if self.changed:
+            return False
+        self.cache[(verifier.login.principal.key_id, secret)] = verifier.login
+        return True
+
+    def cached_scram(self, key_id: str, mechanism: str) -> ScramLogin | None:
+        return None
+
+    def scram_login(self, key_id: str, mechanism: str) -> ScramLogin | None:
+        self.reads += 1
+        if not self._usable(key_id):
+            return None
+        return ScramLogin(self._login(), make_credential(mechanism, SECRET, iterations=4096))
 
     def record_key_use(self, key_id: str) -> None:
         self.uses.append(key_id)
-
-    def get_api_key(self, key_id: str) -> ApiKey:
-        created = datetime(2024, 1, 1, tzinfo=UTC)
-        return ApiKey(key_id, "acme", "sa-1", "", created, self.expires_at, None, None)
 
 
 class Harness:
@@ -105,7 +127,7 @@ def test_plain_logs_in_with_the_key_expiry() -> None:
     assert step.authenticated.principal == PRINCIPAL
     assert step.authenticated.mechanism == "PLAIN"
     assert step.authenticated.key_expires_at_ms == NOW_MS + 60_000
-    assert harness.store.uses == []  # verify_api_key records the use itself
+    assert harness.store.uses == [KEY]
     labels = {"mechanism": "PLAIN", "tenant": "acme"}
     assert harness.count("pier_gateway_authentications_total", **labels) == 1
     assert harness.sleeps == []
@@ -254,3 +276,106 @@ def test_a_failed_key_use_write_does_not_fail_the_login() -> None:
             raise OSError("database is locked")
 
     assert scram(Harness(Flaky()), "SCRAM-SHA-256").authenticated is not None
+
+
+# -- the order of a check: cache, backoff, store read, bounded hashing ---------------------------
+def plain_from(harness: Harness, peer: str, secret: str) -> bool:
+    async def run() -> bool:
+        exchange = harness.authenticator.exchange("PLAIN", peer)
+        try:
+            await exchange.evaluate(f"\0{KEY}\0{secret}".encode())
+        except AuthenticationFailed:
+            return False
+        return True
+
+    return asyncio.run(run())
+
+
+def throttling_harness(store: FakeStore | None = None) -> Harness:
+    harness = Harness(store or FakeStore())
+    harness.authenticator.backoff = LoginBackoff(BackoffPolicy(free_failures=2, initial_s=60))
+    return harness
+
+
+def test_wrong_secrets_back_off_without_a_store_read_or_a_hash(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    harness = throttling_harness()
+    with caplog.at_level(logging.INFO, logger="gateway.auth"):
+        assert [plain_from(harness, "10.0.0.1", "wrong") for _ in range(6)] == [False] * 6
+    assert harness.store.reads == 2  # the two free failures; the other four were refused unread
+    assert harness.count("pier_gateway_secret_checks_total", outcome="mismatch") == 2
+    assert harness.count("pier_gateway_authentication_throttled_total", mechanism="PLAIN") == 4
+    assert harness.count("pier_gateway_authentication_failures_total", mechanism="PLAIN") == 6
+    assert harness.sleeps == [0.5] * 6  # a refused attempt looks and waits like any failure
+    assert caplog.text.count("reason=throttled") == 4
+
+
+def test_the_owner_on_another_address_is_not_throttled() -> None:
+    harness = throttling_harness()
+    for _ in range(4):
+        plain_from(harness, "10.0.0.1", "wrong")
+    assert plain_from(harness, "192.0.2.7", SECRET), "a cold owner from its own address"
+
+
+def test_a_cached_secret_is_accepted_before_any_throttling() -> None:
+    harness = throttling_harness()
+    assert plain_from(harness, "10.0.0.1", SECRET)  # verified once: cached
+    for _ in range(4):
+        plain_from(harness, "10.0.0.1", "wrong")
+    reads = harness.store.reads
+    assert plain_from(harness, "10.0.0.1", SECRET), "the owner behind the attacker's address"
+    assert harness.store.reads == reads, "no store read, no hash for a cached secret"
+    assert harness.count("pier_gateway_authentication_cache_hits_total", mechanism="PLAIN") == 1
+
+
+def test_no_hashing_capacity_fails_the_attempt_without_counting_it_against_the_address(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    harness = throttling_harness()
+
+    async def run() -> None:
+        pool = HashingPool(threads=1, queue_size=0, max_wait_s=1)
+        harness.authenticator.hashing = pool
+        blocker = threading.Event()
+        hold = asyncio.create_task(pool.run(lambda: blocker.wait(5)))
+        await asyncio.sleep(0.01)
+        for _ in range(3):
+            exchange = harness.authenticator.exchange("PLAIN", "10.0.0.1")
+            with pytest.raises(AuthenticationFailed):
+                await exchange.evaluate(f"\0{KEY}\0{SECRET}".encode())
+        blocker.set()
+        await hold
+        pool.close()
+
+    with caplog.at_level(logging.INFO, logger="gateway.auth"):
+        asyncio.run(run())
+    assert caplog.text.count("reason=hashing_busy") == 3
+    assert harness.count("pier_gateway_secret_checks_total", outcome="busy") == 3
+    assert harness.authenticator.backoff.wait_s("10.0.0.1") == 0.0
+    harness.authenticator.hashing = HashingPool()
+    assert plain_from(harness, "10.0.0.1", SECRET)
+
+
+def test_a_key_changed_during_the_check_is_refused() -> None:
+    harness = Harness(FakeStore(changed=True))
+    assert not plain_from(harness, "10.0.0.1", SECRET)
+    assert harness.store.cache == {}
+
+
+def test_wrong_scram_proofs_count_against_the_address() -> None:
+    harness = throttling_harness()
+
+    async def attempt(secret: str) -> bool:
+        exchange = harness.authenticator.exchange("SCRAM-SHA-256", "10.0.0.1")
+        client = ScramClient("SCRAM-SHA-256", KEY, secret)
+        try:
+            first = await exchange.evaluate(client.first())
+            await exchange.evaluate(client.final(first.challenge))
+        except AuthenticationFailed:
+            return False
+        return True
+
+    assert [asyncio.run(attempt("wrong")) for _ in range(4)] == [False] * 4
+    assert harness.store.reads == 2, "the credential read is refused once the address backs off"
+    assert harness.count("pier_gateway_authentication_throttled_total", mechanism="SCRAM-SHA-256")
