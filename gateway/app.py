@@ -23,8 +23,6 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from brokers.client import ClientConfig, Cluster
 from gateway.auth.authenticator import Authenticator
-from gateway.auth.backoff import BackoffPolicy, LoginBackoff
-from gateway.auth.hashing import HashingPool
 from gateway.auth.metrics import AuthMetrics
 from gateway.config import GatewayConfig
 from gateway.directory import TenantDirectory
@@ -41,6 +39,7 @@ from gateway.metering.meter import UsageMeter
 from gateway.metering.storage_sampler import StorageSampler
 from gateway.metering.writer import UsageWriter
 from gateway.quotas.quota_book import QuotaBook
+from gateway.reservations import LedgerSettings, PartitionLedger
 from gateway.throttling import GatewayThrottling
 from tenancy.store import TenantStore
 
@@ -70,7 +69,7 @@ class Gateway:
         self._metrics_server: Any = None
         self.http: HttpServer | None = None
         self._http_cluster: Cluster | None = None
-        self._hash_pool: HashingPool | None = None
+        self.ledger: PartitionLedger | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -90,6 +89,7 @@ class Gateway:
             on_brokers=self._brokers_changed,
         )
         await fleet.start()
+        self.ledger = self._ledger(store, fleet)
         quota_book = QuotaBook(store)
         directory = TenantDirectory(store, on_quota_change=quota_book.refresh)
         self._directory = directory
@@ -118,8 +118,6 @@ class Gateway:
                 store,
                 failure_delay_s=config.setting("sasl.failure.delay.ms") / 1000,
                 metrics=AuthMetrics(self.registry),
-                hashing=self._hashing(),
-                backoff=LoginBackoff(BackoffPolicy.from_settings(config.setting)),
             ),
             directory=directory,
             throttling=GatewayThrottling(
@@ -134,6 +132,7 @@ class Gateway:
             clock_ms=clock_ms,
             max_reauth_ms=config.setting("connections.max.reauth.ms") or None,
             max_request_bytes=config.setting("socket.request.max.bytes"),
+            partitions=self.ledger,
         )
         metrics = GatewayMetrics(self.registry)
 
@@ -190,14 +189,22 @@ class Gateway:
     def http_port(self) -> int | None:
         return None if self.http is None else self.http.port
 
-    def _hashing(self) -> HashingPool:
-        """The bounded threads that check secrets (docs/security.md, logins); closed by `stop`."""
-        self._hash_pool = HashingPool(
-            self.config.setting("sasl.hash.threads"),
-            self.config.setting("sasl.hash.queue.size"),
-            self.config.setting("sasl.hash.queue.timeout.ms") / 1000,
+    def _ledger(self, store: TenantStore, fleet: FleetDirectory) -> PartitionLedger:
+        """Partition limits reserved in the tenant store, reconciled with the fleet (stopped by
+        `stop`)."""
+        setting = self.config.setting
+        ledger = PartitionLedger(
+            store,
+            fleet,
+            holder=f"{self.config.id}/{self.incarnation}",
+            settings=LedgerSettings(
+                interval_s=setting("partition.reconcile.interval.ms") / 1000,
+                quiet_s=setting("partition.reconcile.quiet.ms") / 1000,
+                stale_s=setting("partition.reservation.timeout.ms") / 1000,
+            ),
         )
-        return self._hash_pool
+        ledger.start()
+        return ledger
 
     def _tls(self) -> ssl.SSLContext | None:
         if self.config.tls_cert is None or self.config.tls_key is None:
@@ -245,6 +252,8 @@ class Gateway:
             await self.sampler.stop()
         if self.writer is not None:
             await self.writer.stop()
+        if self.ledger is not None:
+            await self.ledger.stop()
         if self.fleet is not None:
             await self.fleet.stop()
         if self._cluster is not None:
@@ -252,7 +261,5 @@ class Gateway:
         if self._metrics_server is not None:
             with contextlib.suppress(Exception):
                 self._metrics_server[0].shutdown()
-        if self._hash_pool is not None:
-            self._hash_pool.close()
         if self._store is not None:
             self._store.close()

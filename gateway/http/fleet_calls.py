@@ -90,6 +90,7 @@ async def kafka_call(
         limits=state.tenant.limits,
         fleet=services.fleet,
         mutations=budget,
+        partitions=services.partitions,
     )
     outcome = await FILTERS[api_key].handle(ctx, request)
     caller.meter(None, requests=1)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.kafka.namespace import TenantNamespace
+from gateway.reservations import PartitionBudget
 from tenancy.domain import Principal, TenantLimits
 
 
@@ -96,6 +97,7 @@ class FilterContext:
     limits: TenantLimits
     fleet: Fleet
     mutations: MutationBudget
+    partitions: PartitionBudget | None = None  # None: creations are refused (fail closed)
 
     def allowed(self, operation: str, resource_type: str, name: str) -> bool:
         """Whether the caller may do `operation` on the tenant resource `name` (tenant's name)."""

@@ -54,6 +54,7 @@ async def handle(
         limits=session.tenant.tenant.limits,
         fleet=session.services.fleet,
         mutations=budget,
+        partitions=session.services.partitions,
     )
     outcome = await module.handle(ctx, request)
     mutation_throttle = 0

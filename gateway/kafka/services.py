@@ -16,6 +16,7 @@ from gateway.kafka.api_table import ApiRange
 from gateway.kafka.filter import Access, Fleet, MutationBudget
 from gateway.kafka.namespace import TenantNamespace
 from gateway.metering.meter import UsageMeter
+from gateway.reservations import PartitionBudget
 from tenancy.domain import Principal, Tenant
 
 
@@ -111,3 +112,4 @@ class SessionServices:
     clock_ms: Callable[[], int]
     max_reauth_ms: int | None = None
     max_request_bytes: int = 100 * 1024 * 1024
+    partitions: PartitionBudget | None = None  # `max_partitions`, reserved in the store

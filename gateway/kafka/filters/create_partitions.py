@@ -3,7 +3,9 @@
 Per topic, in order: ALTER on the topic (Kafka's KafkaApis/ControllerApis, else
 TOPIC_AUTHORIZATION_FAILED); no manual assignment (INVALID_REQUEST: placement is the fleet's);
 the strict controller mutation quota from v3 (KIP-599: THROTTLING_QUOTA_EXCEEDED); the tenant's
-partition limit (POLICY_VIOLATION). `count` is the new total, so a topic grows by count minus
+partition limit: the growth of every topic left is reserved in the tenant store in one transaction
+before anything is forwarded (`partition_limit`; POLICY_VIOLATION for what does not fit) and
+settled with the growth the broker made when it answers. `count` is the new total, so a topic grows by count minus
 its current partitions (`Fleet.topic_partitions`; when unknown, the whole count is assumed).
 Forwarded growth is charged to the mutation budget unless `validate_only`. Response names are
 stripped and messages made safe. Runs on the event loop.
@@ -17,7 +19,8 @@ from typing import Any
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import entity, response
-from gateway.kafka.filters.topics_common import Batch, over_limit, stripped, topic_partitions
+from gateway.kafka.filters.partition_limit import refusals, reserve, settle
+from gateway.kafka.filters.topics_common import Batch, stripped, topic_partitions
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -36,31 +39,37 @@ def _refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | None] | N
 
 
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
-    batch, sent, charges = Batch(), [], 0
-    in_use: int | None = None
-    for topic in request.topics:
-        refused = _refusal(ctx, topic)
-        growth = 0
-        if refused is None:
-            fleet_name = ctx.namespace.fleet(topic.name)
-            current = await topic_partitions(ctx, fleet_name)
-            growth = max(0, topic.count - (current or 0))
-            in_use = await ctx.fleet.tenant_partitions(ctx.namespace) if in_use is None else in_use
-            message = over_limit(ctx, in_use + charges, growth)
-            refused = None if message is None else (ErrorCode.policy_violation, message)
+    early = [_refusal(ctx, topic) for topic in request.topics]
+    growth: dict[str, int] = {}
+    for topic, refused in zip(request.topics, early, strict=True):
+        if refused is None:  # `count` is the new total: the growth is what is reserved
+            current = await topic_partitions(ctx, ctx.namespace.fleet(topic.name))
+            growth[topic.name] = max(0, topic.count - (current or 0))
+    wanted = [
+        growth[t.name] for t, refused in zip(request.topics, early, strict=True) if not refused
+    ]
+    grant = await reserve(ctx, wanted)
+    over = iter(refusals(grant, wanted))
+    batch, sent, sizes = Batch(), [], {}
+    for topic, first in zip(request.topics, early, strict=True):
+        refused = first or next(over)
         if refused is not None:
             batch.refuse(topic.name, _result(ctx, topic.name, *refused))
             continue
         batch.forward(topic.name)
-        sent.append(dataclasses.replace(topic, name=fleet_name))
-        charges += growth
+        sent.append(dataclasses.replace(topic, name=ctx.namespace.fleet(topic.name)))
+        sizes[topic.name] = growth[topic.name]
     if not batch.forwarded:
         return Reply(response(ctx, "CreatePartitionsResponse", results=batch.merge(())))
     if not request.validate_only:
-        ctx.mutations.record(charges)
+        ctx.mutations.record(sum(sizes.values()))
 
     def on_response(answer: Any) -> Any:
-        return dataclasses.replace(answer, results=batch.merge(stripped(ctx, answer.results)))
+        shown = list(stripped(ctx, answer.results))
+        done = {name for name, result in shown if result.error_code == ErrorCode.none}
+        created = 0 if request.validate_only else sum(sizes[n] for n in done if n in sizes)
+        settle(ctx, grant, created)
+        return dataclasses.replace(answer, results=batch.merge(shown))
 
     return Forward(dataclasses.replace(request, topics=tuple(sent)), on_response)
 

@@ -5,7 +5,9 @@ else TOPIC_AUTHORIZATION_FAILED); the name fits the tenant's `max_topic_length`
 (INVALID_TOPIC_EXCEPTION naming the limit); no manual assignment (INVALID_REQUEST: placement is
 the fleet's); configs within the allowlist (`topic_configs`); the strict controller mutation
 quota from v6 (KIP-599: THROTTLING_QUOTA_EXCEEDED); the tenant's partition limit, counting the
-broker default for -1 (POLICY_VIOLATION). Forwarded topics are charged to the mutation budget
+broker default for -1: the topics left are RESERVED in the tenant store in one transaction before
+anything is forwarded (`partition_limit`; POLICY_VIOLATION for those that do not fit), and the
+reservation is settled with what the broker really created when it answers. Forwarded topics are charged to the mutation budget
 unless `validate_only`. Response: names stripped, the broker's collision message (it names the
 other topic) replaced, broker-level config sources shown as defaults (v5+), topic ids (v7) of
 the tenant's own topics kept. Runs on the event loop.
@@ -20,8 +22,9 @@ from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.cluster_view import CLUSTER_NAME
 from gateway.kafka.filters.common import entity, response
+from gateway.kafka.filters.partition_limit import refusals, reserve, settle
 from gateway.kafka.filters.topic_configs import refusal, shown_source
-from gateway.kafka.filters.topics_common import Batch, over_limit, stripped
+from gateway.kafka.filters.topics_common import Batch, stripped
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -46,39 +49,51 @@ def _static_refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | No
     return refusal(((c.name, c.value) for c in topic.configs), ctx.limits)
 
 
+def _early_refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | None] | None:
+    refused = _static_refusal(ctx, topic)
+    if refused is None and ctx.api_version >= FIRST_STRICT_VERSION and ctx.mutations.exceeded():
+        return ErrorCode.throttling_quota_exceeded, "The controller mutation quota is exceeded."
+    return refused
+
+
+def _size(ctx: FilterContext, topic: Any) -> int:
+    return int(topic.num_partitions) if topic.num_partitions > 0 else ctx.fleet.default_partitions
+
+
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
-    batch, sent, charges = Batch(), [], 0
-    in_use: int | None = None
-    for topic in request.topics:
-        refused = _static_refusal(ctx, topic)
-        if refused is None and ctx.api_version >= FIRST_STRICT_VERSION and ctx.mutations.exceeded():
-            refused = (
-                ErrorCode.throttling_quota_exceeded,
-                "The controller mutation quota is exceeded.",
-            )
-        if refused is None:
-            in_use = await ctx.fleet.tenant_partitions(ctx.namespace) if in_use is None else in_use
-            wanted = (
-                topic.num_partitions if topic.num_partitions > 0 else ctx.fleet.default_partitions
-            )
-            message = over_limit(ctx, in_use + charges, wanted)
-            refused = None if message is None else (ErrorCode.policy_violation, message)
+    early = [_early_refusal(ctx, topic) for topic in request.topics]
+    wanted = [
+        _size(ctx, t) for t, refused in zip(request.topics, early, strict=True) if not refused
+    ]
+    grant = await reserve(ctx, wanted)
+    over = iter(refusals(grant, wanted))
+    batch, sent, sizes = Batch(), [], {}
+    for topic, first in zip(request.topics, early, strict=True):
+        refused = first or next(over)
         if refused is not None:
             batch.refuse(topic.name, _result(ctx, topic.name, *refused))
             continue
         batch.forward(topic.name)
         sent.append(dataclasses.replace(topic, name=ctx.namespace.fleet(topic.name)))
-        charges += wanted
+        sizes[topic.name] = _size(ctx, topic)
     if not batch.forwarded:
         return Reply(response(ctx, "CreateTopicsResponse", topics=batch.merge(())))
     if not request.validate_only:
-        ctx.mutations.record(charges)
+        ctx.mutations.record(sum(sizes.values()))
 
     def on_response(answer: Any) -> Any:
-        shown = ((name, _shown(ctx, topic)) for name, topic in stripped(ctx, answer.topics))
+        shown = [(name, _shown(ctx, topic)) for name, topic in stripped(ctx, answer.topics)]
+        created = 0 if request.validate_only else _created(shown, sizes)
+        settle(ctx, grant, created)
         return dataclasses.replace(answer, topics=batch.merge(shown))
 
     return Forward(dataclasses.replace(request, topics=tuple(sent)), on_response)
+
+
+def _created(shown: list[tuple[Any, Any]], sizes: dict[str, int]) -> int:
+    """The partitions the broker created: those of each topic it answered without an error."""
+    done = {name for name, topic in shown if topic.error_code == ErrorCode.none}
+    return sum(size for name, size in sizes.items() if name in done)
 
 
 def _shown(ctx: FilterContext, topic: Any) -> Any:

@@ -5,7 +5,7 @@ upstream response in → what the client gets).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -13,7 +13,9 @@ from typing import Any
 from brokers.wire.entities import has_field, known_fields, make, request_module, response_module
 from gateway.kafka.filter import Caller, FilterContext, FilterModule, Forward, Outcome, Reply
 from gateway.kafka.namespace import TenantNamespace
+from gateway.reservations import LedgerUnavailable
 from tenancy.domain import DEFAULT_LIMITS, Principal, TenantLimits
+from tenancy.reservations import PartitionGrant
 
 TENANT = "acme"
 OTHER = "bolt"
@@ -59,6 +61,35 @@ class FakeFleet:
 
 
 @dataclass
+class FakePartitions:
+    """The partition ledger in memory: the fleet's count plus what this test reserved."""
+
+    fleet: FakeFleet
+    limit: int = DEFAULT_LIMITS.max_partitions
+    reserved: int = 0
+    settled: list[int] = field(default_factory=list)
+    released: list[int] = field(default_factory=list)
+    unavailable: bool = False
+
+    async def reserve(self, tenant_id: str, sizes: Sequence[int]) -> PartitionGrant:
+        if self.unavailable:
+            raise LedgerUnavailable("store down")
+        in_use = self.fleet.partitions + self.reserved
+        room, granted = self.limit - in_use, []
+        for size in sizes:
+            granted.append(size <= room)
+            room -= size if granted[-1] else 0
+        self.reserved += sum(s for s, ok in zip(sizes, granted, strict=True) if ok)
+        return PartitionGrant("r1" if any(granted) else None, tuple(granted), in_use, self.limit)
+
+    def settle(self, tenant_id: str, grant: PartitionGrant, created: int) -> None:
+        self.settled.append(created)
+
+    def release(self, tenant_id: str, partitions: int) -> None:
+        self.released.append(partitions)
+
+
+@dataclass
 class FakeBudget:
     over: bool = False
     charged: int = 0
@@ -79,7 +110,9 @@ def context(
     fleet: FakeFleet | None = None,
     limits: TenantLimits = DEFAULT_LIMITS,
     budget: FakeBudget | None = None,
+    partitions: FakePartitions | None = None,
 ) -> FilterContext:
+    fleet = fleet or FakeFleet()
     return FilterContext(
         api_key=module.API_KEY,
         api_version=version,
@@ -87,8 +120,9 @@ def context(
         namespace=TenantNamespace(tenant),
         access=access or FakeAccess(),
         limits=limits,
-        fleet=fleet or FakeFleet(),
+        fleet=fleet,
         mutations=budget or FakeBudget(),
+        partitions=partitions or FakePartitions(fleet, limit=limits.max_partitions),
     )
 
 
