@@ -23,6 +23,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from brokers.client import ClientConfig, Cluster
 from gateway.auth.authenticator import Authenticator
+from gateway.auth.backoff import BackoffPolicy, LoginBackoff
+from gateway.auth.hashing import HashingPool
 from gateway.auth.metrics import AuthMetrics
 from gateway.config import GatewayConfig
 from gateway.directory import TenantDirectory
@@ -70,6 +72,7 @@ class Gateway:
         self.http: HttpServer | None = None
         self._http_cluster: Cluster | None = None
         self.ledger: PartitionLedger | None = None
+        self._hash_pool: HashingPool | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -118,6 +121,8 @@ class Gateway:
                 store,
                 failure_delay_s=config.setting("sasl.failure.delay.ms") / 1000,
                 metrics=AuthMetrics(self.registry),
+                hashing=self._hashing(),
+                backoff=LoginBackoff(BackoffPolicy.from_settings(config.setting)),
             ),
             directory=directory,
             throttling=GatewayThrottling(
@@ -188,6 +193,15 @@ class Gateway:
     @property
     def http_port(self) -> int | None:
         return None if self.http is None else self.http.port
+
+    def _hashing(self) -> HashingPool:
+        """The bounded threads that check secrets (docs/security.md, logins); closed by `stop`."""
+        self._hash_pool = HashingPool(
+            self.config.setting("sasl.hash.threads"),
+            self.config.setting("sasl.hash.queue.size"),
+            self.config.setting("sasl.hash.queue.timeout.ms") / 1000,
+        )
+        return self._hash_pool
 
     def _ledger(self, store: TenantStore, fleet: FleetDirectory) -> PartitionLedger:
         """Partition limits reserved in the tenant store, reconciled with the fleet (stopped by
@@ -261,5 +275,7 @@ class Gateway:
         if self._metrics_server is not None:
             with contextlib.suppress(Exception):
                 self._metrics_server[0].shutdown()
+        if self._hash_pool is not None:
+            self._hash_pool.close()
         if self._store is not None:
             self._store.close()

@@ -9,6 +9,14 @@ Properties (Java-properties file, all optional):
 | `gateway.id` | `gw-<port>` | this gateway's id in usage-record ids (`[A-Za-z0-9._-]`, ≤ 64) |
 | `connections.max.reauth.ms` | 3600000 | KIP-368 session lifetime bound (0 = only key expiry) |
 | `sasl.failure.delay.ms` | 1000 | the pause before a failed login is answered |
+| `sasl.hash.threads` | 1 | threads that check PLAIN / HTTP Basic secrets (scrypt), apart from the event loop and the store's threads |
+| `sasl.hash.queue.size` | 32 | secret checks that may wait for a hashing thread; past it an attempt fails at once |
+| `sasl.hash.queue.timeout.ms` | 5000 | the longest a secret check waits for a hashing thread before the attempt fails |
+| `sasl.failure.backoff.free.failures` | 5 | failed checks a source address (IPv4, IPv6 /64) may make before it backs off |
+| `sasl.failure.backoff.ms` | 1000 | the first backoff of an address; it doubles with each further failure |
+| `sasl.failure.backoff.max.ms` | 60000 | the longest backoff; an address quiet this long is forgiven |
+| `sasl.key.check.burst` | 10 | checks of one key id from addresses that have failed (a token bucket; clean addresses are exempt) |
+| `sasl.key.check.refill.ms` | 1000 | one more such check of the key per this interval |
 | `quota.window.num` | 11 | quota samples (Kafka's) |
 | `quota.window.size.seconds` | 1 | quota sample length (Kafka's) |
 | `usage.flush.interval.ms` | 5000 | how often usage windows go to `__usage` |
@@ -41,6 +49,14 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     # name: (default, minimum, maximum)
     "connections.max.reauth.ms": (3_600_000, 0, None),
     "sasl.failure.delay.ms": (1000, 0, 60_000),
+    "sasl.hash.threads": (1, 1, 64),
+    "sasl.hash.queue.size": (32, 0, 10_000),
+    "sasl.hash.queue.timeout.ms": (5000, 1, 60_000),
+    "sasl.failure.backoff.free.failures": (5, 0, 1000),
+    "sasl.failure.backoff.ms": (1000, 0, 3_600_000),
+    "sasl.failure.backoff.max.ms": (60_000, 0, 86_400_000),
+    "sasl.key.check.burst": (10, 1, 100_000),
+    "sasl.key.check.refill.ms": (1000, 0, 3_600_000),
     "quota.window.num": (11, 2, 1000),
     "quota.window.size.seconds": (1, 1, 3600),
     "usage.flush.interval.ms": (5000, 100, 3_600_000),
