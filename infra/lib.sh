@@ -46,10 +46,11 @@ sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Pyth
 }
 
 # pier_system_packages STANDALONE BILLING: the Debian packages infra/up needs (ZooKeeper unless
-# STANDALONE is 1; Java unless STANDALONE is 1 and BILLING is 0, since Spark runs on it; gcc and Python's headers for the native record walker; kcat, which the README's
+# STANDALONE is 1; Java unless STANDALONE is 1 and BILLING is 0, since Spark runs on it; gcc and
+# Python's headers for the native record walker; kcat and jq, which the README's
 # examples use; Python 3.11 while .venv does not exist),
 # installed with apt when missing and we are root (`apt-get update` once, only then). Not root: a
-# missing required package is an error naming the apt-get command; a missing kcat only a note.
+# missing required package is an error naming the apt-get command; a missing kcat or jq only a note.
 pier_system_packages() {
   local standalone="$1" billing="${2:-1}" required=() optional=()
   if [ "$standalone" != 1 ] || [ "$billing" = 1 ]; then
@@ -65,6 +66,7 @@ pier_system_packages() {
   command -v gcc >/dev/null 2>&1 || required+=(gcc) # pip install builds brokers/records/_native.c
   pier_has_python_headers || required+=(python3.11-dev)
   command -v kcat >/dev/null 2>&1 || optional+=(kcat)
+  command -v jq >/dev/null 2>&1 || optional+=(jq)
   local missing=("${required[@]}" "${optional[@]}")
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -77,7 +79,7 @@ pier_system_packages() {
     echo "infra: missing Debian packages: ${required[*]}; run as root, or: sudo apt-get install ${missing[*]}" >&2
     return 1
   fi
-  echo "infra: note: kcat is missing (the README's kcat examples need it): sudo apt-get install kcat" >&2
+  echo "infra: note: ${optional[*]} missing (the README's examples use kcat and jq): sudo apt-get install ${optional[*]}" >&2
 }
 
 # now_seconds: wall clock with sub-second precision, for step timings.
