@@ -39,6 +39,7 @@ def spark_session(
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", str(shuffle_partitions))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # no progress bars in logs
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
