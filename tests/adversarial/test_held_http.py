@@ -1,0 +1,279 @@
+"""Attacks on the tenant HTTP API that held (issue 21): kept as tests.
+
+The routes come from the gateway's own OpenAPI document (`gateway/http/openapi.py`), so a route
+added there is attacked here too without editing this file. Every route, called without
+credentials, with a wrong secret, with an unknown key id or with a bearer token, is answered 401
+(with `WWW-Authenticate: Basic`) and changes nothing. Every route that names a tenant's cluster id
+or consumer instance, called with bolt's valid key and acme's ids, is answered 404 and changes
+nothing of acme's; the only routes that name neither are listed (`UNSCOPED`) and answer bolt's own
+things. The operator's routes take no tenant key. Fleet names (`bolt_orders`) and internal topics
+reach nothing over HTTP. A revoked key is refused within the contract's second. One stack for
+the module; blocking, pytest's main thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from gateway.http.openapi import openapi_document
+from tests.e2e.gateway.http_stack import TenantHttp, http_gateway_stack, http_url, wait_http
+from tests.gateway_stack import OPERATOR, GatewayStack
+from tests.polling import wait_until
+
+pytestmark = pytest.mark.e2e
+
+V2 = "application/vnd.kafka.v2+json"
+PUBLIC = {("get", "/"), ("get", "/openapi.json")}
+ROUTES = sorted(
+    (method, path)
+    for path, operations in openapi_document("http://pier")["paths"].items()
+    for method in operations
+    if method in ("get", "post", "put", "delete") and (method, path) not in PUBLIC
+)
+# Routes naming neither a cluster id nor a consumer instance: they can only answer the caller's own.
+UNSCOPED = {("get", "/v3/clusters"), ("post", "/consumers/{group_name}")}
+REVOKE_WITHIN_S = 1.0  # the issue's bound for a revocation to be in force on every gateway
+REVOKE_MARGIN_S = 0.5  # this test's own overhead (the store write, 2 shared cores)
+STRING = {"type": "STRING", "data": "intruder"}
+OFFSETS = {"offsets": [{"topic": "orders", "partition": 0, "offset": 0}]}
+PARTITIONS = {"partitions": [{"topic": "orders", "partition": 0}]}
+BODIES: dict[tuple[str, str], Any] = {
+    ("post", "/topics"): {"topic_name": "intruder", "partitions_count": 1, "replication_factor": 1},
+    ("post", "/configs:alter"): {"data": [{"name": "retention.ms", "value": "1000"}]},
+    ("put", "/configs/{name}"): {"value": "1000"},
+    ("post", "/records"): {"value": STRING},
+    ("post", "/consumers/{group_name}"): {"format": "binary"},
+    ("post", "/subscription"): {"topics": ["orders"]},
+    ("post", "/assignments"): PARTITIONS,
+    ("post", "/offsets"): OFFSETS,
+    ("post", "/positions"): OFFSETS,
+    ("post", "/positions/beginning"): PARTITIONS,
+    ("post", "/positions/end"): PARTITIONS,
+}
+
+
+@dataclass(frozen=True)
+class AcmeThings:
+    """acme's ids an attacker would put into the routes, and how to see they are intact."""
+
+    acme: TenantHttp
+    params: dict[str, str]
+    instance: str
+
+    def intact(self) -> None:
+        topic = self.acme.get(self.acme.cluster + "/topics/orders")
+        assert topic.status_code == 200, topic.text
+        config = self.acme.get(self.acme.cluster + "/topics/orders/configs/retention.ms")
+        assert config.json()["value"] != "1000", config.text
+        subscription = self.acme.get(self.instance + "/subscription")
+        assert subscription.status_code == 200 and subscription.json()["topics"] == ["orders"]
+        topics = self.acme.get(self.acme.cluster + "/topics").json()["data"]
+        assert "intruder" not in {t["topic_name"] for t in topics}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
+    settings = {"consumer.instance.timeout.ms": "600000"}  # acme's instance lives all along
+    with http_gateway_stack(Path(tmp_path_factory.mktemp("held-http")), settings) as running:
+        wait_http(running)
+        yield running
+
+
+@pytest.fixture(scope="module")
+def things(stack: GatewayStack) -> AcmeThings:
+    acme = TenantHttp(stack, stack.credentials["acme"])
+    acme.create_topic("orders", 1)
+    assert (
+        acme.produce("orders", {"value": {"type": "STRING", "data": "acme-1"}}).status_code == 200
+    )
+    instance = acme.consumer("readers", name="first", format="binary")
+    assert acme.post(instance + "/subscription", {"topics": ["orders"]}).status_code == 204
+    params = {
+        "cluster_id": acme.cluster_id,
+        "topic_name": "orders",
+        "consumer_group_id": "readers",
+        "group_name": "readers",
+        "instance": "first",
+        "name": "retention.ms",
+        "partition_id": "0",
+    }
+    return AcmeThings(acme, params, instance)
+
+
+def body_of(method: str, path: str) -> Any:
+    for (body_method, suffix), body in BODIES.items():
+        if method == body_method and path.endswith(suffix):
+            return body
+    return None
+
+
+def send(
+    stack: GatewayStack, method: str, path: str, params: dict[str, str], headers: dict[str, str]
+) -> requests.Response:
+    url = http_url(stack) + path.format(**params)
+    body = body_of(method, path)
+    content_type = V2 if path.startswith("/consumers") else "application/json"
+    data = None if body is None else json.dumps(body).encode()
+    return requests.request(
+        method,
+        url,
+        data=data,
+        headers={"Content-Type": content_type, "Accept": "application/json", **headers},
+        timeout=30,
+    )
+
+
+def basic(key_id: str, secret: str) -> dict[str, str]:
+    token = base64.b64encode(f"{key_id}:{secret}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def route_id(route: tuple[str, str]) -> str:
+    return f"{route[0].upper()} {route[1]}"
+
+
+@pytest.mark.parametrize("auth", ["none", "wrong-secret", "unknown-key", "bearer"])
+@pytest.mark.parametrize("route", ROUTES, ids=route_id)
+def test_attack_every_route_without_valid_credentials_is_401(
+    stack: GatewayStack, things: AcmeThings, route: tuple[str, str], auth: str
+) -> None:
+    creds = stack.credentials["acme"]
+    headers = {
+        "none": {},
+        "wrong-secret": basic(creds.key_id, creds.secret[:-1] + "x"),
+        "unknown-key": basic("AAAAAAAAAAAAAAAA", creds.secret),
+        "bearer": {"Authorization": f"Bearer {creds.secret}"},
+    }[auth]
+    method, path = route
+    answer = send(stack, method, path, things.params, headers)
+    assert answer.status_code == 401, answer.text
+    assert answer.headers["WWW-Authenticate"].startswith("Basic")
+    assert answer.json()["error_code"] == 401
+    assert creds.secret not in answer.text and "acme" not in answer.text
+    if method != "get":
+        things.intact()
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=route_id)
+def test_attack_every_route_with_another_tenants_key_and_ids_finds_nothing(
+    stack: GatewayStack, things: AcmeThings, route: tuple[str, str]
+) -> None:
+    """bolt's valid key with acme's cluster id, topic, group and instance: 404, nothing changed."""
+    method, path = route
+    bolt = stack.credentials["bolt"]
+    answer = send(stack, method, path, things.params, basic(bolt.key_id, bolt.secret))
+    if route in UNSCOPED:
+        assert answer.status_code == 200, answer.text
+        assert things.params["cluster_id"] not in answer.text
+        assert "first" not in answer.text
+    else:
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["error_code"] in (404, 40401, 40402, 40403, 40404)
+    assert "acme" not in answer.text
+    if method != "get":
+        things.intact()
+
+
+def test_attack_the_unscoped_routes_are_only_the_listed_ones() -> None:
+    """A route naming no cluster id and no instance answers any key: each must be reviewed."""
+    unscoped = {r for r in ROUTES if "{cluster_id}" not in r[1] and "{instance}" not in r[1]}
+    assert unscoped == UNSCOPED
+
+
+@pytest.mark.parametrize("tenant", ["acme", "bolt"])
+def test_attack_operator_routes_refuse_tenant_keys(
+    stack: GatewayStack, things: AcmeThings, tenant: str
+) -> None:
+    creds = stack.credentials[tenant]
+    base = http_url(stack) + "/operator/v1/tenants/acme/http-consumers"
+    for headers in (
+        {},
+        basic(creds.key_id, creds.secret),
+        {"Authorization": f"Bearer {creds.secret}"},
+        {"Authorization": f"Bearer {creds.key_id}:{creds.secret}"},
+    ):
+        listed = requests.get(base, headers=headers, timeout=30)
+        assert listed.status_code == 401, listed.text
+        assert "first" not in listed.text
+        deleted = requests.delete(base + "/readers/first", headers=headers, timeout=30)
+        assert deleted.status_code == 401, deleted.text
+    things.intact()
+
+
+@pytest.mark.parametrize(
+    "name", ["bolt_orders", "__consumer_offsets", "__usage", "__transaction_state"]
+)
+def test_attack_fleet_and_internal_topic_names_over_http_reach_nothing(
+    stack: GatewayStack, things: AcmeThings, name: str
+) -> None:
+    bolt = TenantHttp(stack, stack.credentials["bolt"])
+    if bolt.get(bolt.cluster + "/topics/orders").status_code == 404:
+        bolt.create_topic("orders", 1)
+        assert (
+            bolt.produce("orders", {"value": {"type": "STRING", "data": "bolt-1"}}).status_code
+            == 200
+        )
+    acme = things.acme
+    t = f"{acme.cluster}/topics/{name}"
+    for answer in (
+        acme.get(t),
+        acme.get(t + "/partitions"),
+        acme.get(t + "/configs"),
+        acme.post(t + "/configs:alter", {"data": [{"name": "retention.ms", "value": "1"}]}),
+        acme.produce(name, {"value": STRING}),
+        acme.delete(t),
+    ):
+        assert answer.status_code == 404, answer.text
+        unechoed = answer.text.replace(name, "")  # acme's own words may come back
+        assert "bolt" not in unechoed and "__" not in unechoed
+    instance = acme.consumer("intruders", format="binary")
+    try:
+        assigned = acme.session.post(
+            acme.base + instance + "/assignments",
+            data=json.dumps({"partitions": [{"topic": name, "partition": 0}]}),
+            headers={"Content-Type": V2},
+            timeout=30,
+        )
+        assert assigned.status_code in (204, 404), assigned.text
+        if assigned.status_code == 204:  # accepted as a name: then its poll reads nothing
+            polled = acme.get(
+                instance + "/records?timeout=500",
+                headers={"Accept": "application/vnd.kafka.binary.v2+json"},
+            )
+            assert (polled.status_code, polled.json()) in ((200, []), (404, polled.json()))
+            assert "bolt" not in polled.text
+    finally:
+        acme.delete(instance)
+    records = bolt.get(bolt.cluster + "/topics/orders/partitions/0")
+    assert records.status_code == 200
+
+
+def test_attack_a_revoked_key_is_refused_over_http_within_a_second(stack: GatewayStack) -> None:
+    """A leaked key is revoked: its next requests get 401 within the bound, even though its last
+    success was remembered (the gateway keeps HTTP logins for at most a second)."""
+    with stack.store() as store:
+        leaked = GatewayStack.add_tenant(store, "acme", name="leaked")
+    headers = basic(leaked.key_id, leaked.secret)
+    url = http_url(stack) + "/v3/clusters"
+    assert requests.get(url, headers=headers, timeout=30).status_code == 200  # remembered
+    with stack.store() as store:
+        store.revoke_api_key(leaked.key_id, actor=OPERATOR)
+    revoked_at = time.monotonic()
+    wait_until(
+        lambda: requests.get(url, headers=headers, timeout=30).status_code == 401,
+        what="the revoked key refused over HTTP",
+        timeout=10,
+        interval=0.02,
+    )
+    elapsed = time.monotonic() - revoked_at
+    assert elapsed <= REVOKE_WITHIN_S + REVOKE_MARGIN_S, f"revoked key served for {elapsed:.2f}s"
+    assert requests.get(url, headers=headers, timeout=30).status_code == 401
