@@ -1,7 +1,7 @@
 """The README's first command on a fresh clone (issue 22): `infra/up` from a clone of the
 repository with no virtualenv makes one, installs what every process it starts needs, and keeps
-running: the billing rollup completes a round against the demo tenant's usage, then Ctrl-C stops
-everything with exit 0.
+running: the billing rollup completes a round against the demo tenant's usage (its log a JSON
+report a line, no Spark progress bars), then Ctrl-C stops everything with exit 0.
 
 The clone is `git clone` of this repository, so it holds what is committed (CI tests a fresh
 clone of the submission, so there the two are the same). The run installs into an empty venv from
@@ -97,6 +97,7 @@ def test_infra_up_on_a_fresh_clone_installs_what_it_runs_and_keeps_running(
             a_round_completed, what="a completed billing round", timeout=ROUND_S, interval=1.0
         )
         assert process.poll() is None, output.read_text()
+        assert "[Stage " not in log.read_text(errors="replace")  # no Spark progress bars
         assert (clone / ".venv" / "bin" / "pier").exists()
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=STOP_S) == 0, output.read_text()
