@@ -52,8 +52,8 @@ class Line:
             "kind": self.kind,
             "for_period": self.for_period,
             "dimension": self.dimension,
-            "measure": str(self.measure),
-            "quantity": str(pricing.shown(pricing.quantity(self.dimension, self.measure))),
+            "measure": format(self.measure, "f"),  # fixed-point, never 3.8E-8
+            "quantity": format(pricing.shown(pricing.quantity(self.dimension, self.measure)), "f"),
             "amount": pricing.money(self.amount),
         }
 

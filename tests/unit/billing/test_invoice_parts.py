@@ -38,3 +38,12 @@ def test_each_line_is_rounded_once_half_even() -> None:
     assert amount(price, "requests", Decimal(15)) == Decimal("0.02")  # 0.015 → 0.02 (even)
     assert amount(price, "requests", Decimal(16)) == Decimal("0.02")
     assert money(Decimal(3)) == "3.00"
+
+
+def test_invoice_lines_write_numbers_fixed_point() -> None:
+    from billing.invoice.issue import Line
+
+    tiny = Line("usage", "2026-01", "ingress_gib", Decimal(41), Decimal("0.00")).json()
+    assert tiny["quantity"] == "0.000000038184" and tiny["measure"] == "41"
+    big = Line("usage", "2026-01", "requests", Decimal("1E+3"), Decimal("0.00")).json()
+    assert big["measure"] == "1000"
