@@ -2,7 +2,7 @@
 
 Owns: the session settings the job relies on (few shuffle partitions: rollups are small; no UI;
 UTC session time zone so hours are UTC hours; the `pier-usage` source registered). PySpark needs
-`SPARK_LOCAL_IP` and `PYSPARK_PYTHON` (DESIGN.md "Running it"): unset ones default to 127.0.0.1
+`SPARK_LOCAL_IP` and `PYSPARK_PYTHON` (infra/deploy/billing.md): unset ones default to 127.0.0.1
 (local masters only) and this interpreter. One session per process; call from the main thread.
 """
 

@@ -1,4 +1,4 @@
-"""`pier-usage`: a PySpark Python data source reading `__usage` (DESIGN.md "Billing").
+"""`pier-usage`: a PySpark Python data source reading `__usage` (README.md, "Billing"; docs/design.md, "A tenant's request").
 
 Owns: `UsageDataSource` (the registered name, the schema, the readers), `UsageBatchReader` and
 `UsageStreamReader`. Offsets are resolved once on the driver (`partitions()` for a batch read,

@@ -33,7 +33,7 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 API_KEY = 1
-MIN_VERSION = 4  # librdkafka falls back to the legacy message format below v4 (DESIGN.md)
+MIN_VERSION = 4  # librdkafka falls back to the legacy message format below v4
 MAX_VERSION = 12  # v13+ names topics by id
 MAX_WAIT_MS = 30_000
 

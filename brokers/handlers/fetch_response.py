@@ -2,7 +2,7 @@
 
 Why not kio: its writer would need the records as bytes in memory. Here the body is a list of
 parts in which each partition's records are a file region, so the connection can sendfile them
-(DESIGN.md "Fetch reads straight from segment files"). Pure; thread-safe.
+(docs/design.md, "Fetch"). Pure; thread-safe.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Produce (key 0): append each partition's batches as leader and answer per partition.
 
 Versions 0–2 are advertised (librdkafka's feature probes read the range) and answered with
-UNSUPPORTED_VERSION per partition, since only magic v2 batches are stored (DESIGN.md). acks=0
+UNSUPPORTED_VERSION per partition, since only magic v2 batches are stored (docs/design.md, "Produce"). acks=0
 gets no response; if such a request fails, the connection is closed so the client notices, as
 Kafka does. Record data stays opaque bytes unless validation must look inside (below).
 

@@ -1,6 +1,6 @@
 """The leader's in-sync-replica rules: who is in sync, the high watermark, and acks=all.
 
-Owns the pure decisions of Kafka's `Partition` (seed 002 "Replication"; DESIGN.md "Cluster"):
+Owns the pure decisions of Kafka's `Partition` (docs/design.md, "Replication"):
 - shrink (`maybeShrinkIsr`): a follower in the ISR that has not been caught up for longer than
   `replica.lag.time.max.ms` leaves it; the leader never removes itself;
 - expand (`maybeExpandIsr`): a follower joins once its log end reaches both the high watermark

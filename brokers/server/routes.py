@@ -33,8 +33,8 @@ LegacyHandler = Callable[[RequestContext, memoryview, int], bytes | None]
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One API. Versions below `refused_below` are advertised but answered by `legacy` (see
-    DESIGN.md: Produce v0–2 are advertised for librdkafka's feature probes, then refused)."""
+    """One API. Versions below `refused_below` are advertised but answered by `legacy` (Produce
+    v0–2 are advertised for librdkafka's feature probes, then refused)."""
 
     api_key: int
     min_version: int

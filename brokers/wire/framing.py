@@ -2,7 +2,7 @@
 
 Owns: the limits a frame must respect before anything is allocated for it. Pure; thread-safe.
 The listener reads the 4-byte prefix, asks `frame_size`, and only then reads the body, so a
-hostile 2 GiB prefix costs nothing (DESIGN.md "Limits"). A prefix that spells the start of an HTTP
+hostile 2 GiB prefix costs nothing (docs/broker-config.md, `socket.request.max.bytes`). A prefix that spells the start of an HTTP
 request line ("GET ", "POST", ...) or a TLS record header is not a size at all: someone pointed an
 HTTP or TLS client at the plaintext Kafka port, and `NotKafkaProtocolError` says so instead of
 reporting a nonsensical frame size.

@@ -107,7 +107,7 @@ def test_api_versions_unknown_version_answers_error_35_in_v0_body(
 
 
 def test_fetch_v3_closes_connection(module_broker: BrokerProcess, sentinel: RawConnection) -> None:
-    """Fetch starts at v4 here (DESIGN.md); an unserved version closes the connection, as Kafka."""
+    """Fetch starts at v4 here; an unserved version closes the connection, as Kafka."""
     topic = b"fetch-v3"
     body = struct.pack(">iiiii", -1, 100, 1, 1 << 20, 1) + struct.pack(">h", len(topic)) + topic
     body += struct.pack(">iiqi", 1, 0, 0, 1 << 20)

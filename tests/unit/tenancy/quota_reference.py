@@ -1,4 +1,4 @@
-"""A deliberately plain reference of Kafka's quota precedence, written from DESIGN.md's list and
+"""A deliberately plain reference of Kafka's quota precedence, written from Kafka's documented list and
 independent of `tenancy.quota_chain`: the eight levels spelled out as ZooKeeper paths."""
 
 from __future__ import annotations
