@@ -28,6 +28,7 @@ from gateway.auth.hashing import HashingPool
 from gateway.auth.metrics import AuthMetrics
 from gateway.config import GatewayConfig
 from gateway.directory import TenantDirectory
+from gateway.feed_follower import FeedFollower
 from gateway.http.context import HttpServices, HttpSettings
 from gateway.http.server import HttpServer
 from gateway.kafka.client_connection import ClientConnection
@@ -46,6 +47,7 @@ from gateway.throttling import GatewayThrottling
 from tenancy.store import TenantStore
 
 log = logging.getLogger("pier.gateway")
+FEED_START_S = 30.0
 
 
 class GatewayStartError(Exception):
@@ -71,6 +73,7 @@ class Gateway:
         self._metrics_server: Any = None
         self.http: HttpServer | None = None
         self._http_cluster: Cluster | None = None
+        self.follower: FeedFollower | None = None
         self.ledger: PartitionLedger | None = None
         self._hash_pool: HashingPool | None = None
 
@@ -96,6 +99,7 @@ class Gateway:
         quota_book = QuotaBook(store)
         directory = TenantDirectory(store, on_quota_change=quota_book.refresh)
         self._directory = directory
+        await self._follow(store, directory)
         meter = UsageMeter(config.id, self.incarnation, clock_ms)
         self.writer = UsageWriter(
             cluster,
@@ -155,7 +159,6 @@ class Gateway:
         await self.listeners.start(fleet.broker_ids())
         if config.tenant_http_port is not None:
             await self._start_http(services, config.tenant_http_port)
-        self._tasks.append(asyncio.create_task(self._follow(store, directory), name="change-feed"))
         if config.metrics_port is not None:
             self._metrics_server = start_http_server(
                 config.metrics_port, addr=config.metrics_bind_host, registry=self.registry
@@ -227,25 +230,26 @@ class Gateway:
         context.load_cert_chain(self.config.tls_cert, self.config.tls_key)
         return context
 
+    async def _follow(self, store: TenantStore, directory: TenantDirectory) -> None:
+        """Start applying the store's changes (and reporting them) before any tenant is served:
+        a tenant loaded before the feed's starting version could miss a change."""
+        self.follower = FeedFollower(
+            store,
+            directory,
+            gateway_id=f"{self.config.id}/{self.incarnation}",
+            heartbeat_s=self.config.setting("gateway.heartbeat.interval.ms") / 1000,
+        )
+        self._tasks.append(asyncio.create_task(self.follower.run(), name="change-feed"))
+        try:
+            await asyncio.wait_for(self.follower.started.wait(), FEED_START_S)
+        except TimeoutError:
+            raise GatewayStartError(
+                f"cannot follow the tenant store's change feed ({store!r}) within {FEED_START_S:g} s"
+            ) from None
+
     def _brokers_changed(self, node_ids: set[int]) -> None:
         if self.listeners is not None:
             self._tasks.append(asyncio.create_task(self.listeners.ensure(node_ids)))
-
-    async def _follow(self, store: TenantStore, directory: TenantDirectory) -> None:
-        """Apply every tenancy change; a lost database connection is retried, never fatal."""
-        while True:
-            try:
-                async with store.watch(poll_interval_s=0.2) as feed:
-                    async for change in feed:
-                        if feed.resync_needed:
-                            feed.resync_needed = False
-                            await directory.resync()
-                        await directory.apply(change)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("event=change_feed_failed error=%r; retrying in 1 s", exc)
-                await asyncio.sleep(1.0)
 
     @property
     def bootstrap_port(self) -> int:

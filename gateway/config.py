@@ -28,6 +28,7 @@ Properties (Java-properties file, all optional):
 | `socket.request.max.bytes` | 104857600 | the largest frame after login (a tenant's own limit applies to Produce) |
 | `verification.cache.ttl.ms` | 60000 | how long a successful credential check is cached |
 | `fleet.refresh.interval.ms` | 10000 | how often broker addresses are re-read |
+| `gateway.heartbeat.interval.ms` | 1000 | how often the gateway reports the change-feed version it has applied to the tenant store while idle (it reports at once after applying a change); the admin API waits, up to 1 s, for every gateway heard from in the last 10 s before it answers a change that takes access away |
 | `http.port` | none | the tenant HTTP API's port (`--http-port` wins; none: no HTTP API; 0: any free port) |
 | `consumer.instance.timeout.ms` | 300000 | an HTTP v2 consumer instance unused this long is closed (leaves its group) |
 | `partition.reconcile.interval.ms` | 60000 | how often a tenant's reserved partition count (tenant store) is compared with the fleet's real count |
@@ -66,6 +67,7 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     "socket.request.max.bytes": (100 * 1024 * 1024, 1024, 2**31 - 1),
     "verification.cache.ttl.ms": (60_000, 0, 3_600_000),
     "fleet.refresh.interval.ms": (10_000, 100, 3_600_000),
+    "gateway.heartbeat.interval.ms": (1_000, 100, 5_000),
     "consumer.instance.timeout.ms": (300_000, 100, 86_400_000),
     "partition.reconcile.interval.ms": (60_000, 100, 86_400_000),
     "partition.reconcile.quiet.ms": (30_000, 0, 3_600_000),

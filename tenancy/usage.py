@@ -14,6 +14,10 @@ Rules a reader can rely on (`decode` refuses anything else with `UsageRecordErro
 - counters are non-negative integers (JSON integers, never floats);
 - `tenant` matches the tenant-id syntax; `topic` is a tenant topic name without the fleet prefix
   (null in a traffic record for work tied to no topic: connections, metadata, groups);
+- `principal` (1–255 characters) and `client_id` (0–255) are printable text: no C0 control
+  character, no DEL (the admin API's rule for client ids, and PostgreSQL cannot store NUL), no
+  lone surrogate (it has no UTF-8 encoding); a writer makes any client id fit with `fitted_text`;
+- the encoded value is at most `MAX_RECORD_BYTES`, so `encode` refuses what `decode` would;
 - `id` is unique per record: `<gateway id>/<incarnation>/<sequence>` for traffic, and
   `<sampler id>/<tenant>/<topic>/<partition>/<at_ms>` for storage (the tenant is in it because
   two tenants may both have a topic `orders`), so a retried or replayed record has the same id
@@ -42,6 +46,8 @@ TOPIC_CONFIGS: Final = {"cleanup.policy": "delete", "retention.ms": str(RETENTIO
 
 _WRITER_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+REPLACEMENT: Final = "\ufffd"
 
 
 class UsageRecordError(ValueError):
@@ -140,6 +146,19 @@ def window_end_limit(start_ms: int) -> int:
     return hour_start(start_ms) + HOUR_MS
 
 
+def fitted_text(value: str, limit: int = MAX_NAME) -> str:
+    """`value` made a valid text field: cut to `limit` characters, each control character, DEL
+    and lone surrogate replaced by U+FFFD. Writers pass tenant-controlled text (a client id) through
+    it, so no record is refused for what a client sent."""
+    value = value[:limit]
+    return value if _UNPRINTABLE.search(value) is None else _UNPRINTABLE.sub(REPLACEMENT, value)
+
+
+def is_topic_name(value: object) -> bool:
+    """Whether `value` may stand in a record's `topic` field."""
+    return isinstance(value, str) and _TOPIC_NAME.fullmatch(value) is not None
+
+
 # --- encoding ---------------------------------------------------------------------------------
 
 
@@ -167,6 +186,8 @@ def encode(record: UsageRecord) -> tuple[bytes, bytes]:
             at_ms=record.at_ms,
         )
     value = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(value) > MAX_RECORD_BYTES:
+        raise UsageRecordError(f"value of {len(value)} bytes over {MAX_RECORD_BYTES}")
     return record.id.encode("utf-8"), value
 
 
@@ -228,8 +249,10 @@ def validate(record: UsageRecord) -> None:
 
 def _validate_traffic(record: TrafficRecord) -> None:
     _check_text("principal", record.principal, MAX_NAME)
+    _check_printable("principal", record.principal)
     if not isinstance(record.client_id, str) or len(record.client_id) > MAX_NAME:
         raise UsageRecordError(f"client_id must be a string of at most {MAX_NAME} characters")
+    _check_printable("client_id", record.client_id)
     if record.topic is not None:
         _check_topic(record.topic)
     if record.id.count("/") != 2:
@@ -259,8 +282,13 @@ def _check_tenant(tenant: object) -> None:
 
 
 def _check_topic(topic: object) -> None:
-    if not isinstance(topic, str) or _TOPIC_NAME.fullmatch(topic) is None:
+    if not is_topic_name(topic):
         raise UsageRecordError("topic must be 1-249 characters of [A-Za-z0-9._-]")
+
+
+def _check_printable(name: str, value: str) -> None:
+    if _UNPRINTABLE.search(value) is not None:
+        raise UsageRecordError(f"{name} must not hold control characters, DEL or lone surrogates")
 
 
 def _check_text(name: str, value: object, limit: int) -> None:

@@ -12,7 +12,8 @@ from collections.abc import Container, Mapping
 from brokers.replication.errors import InvalidPartitionsError, InvalidTopicError, TopicExistsError
 
 MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+# fullmatch, never `^…$` with match: `$` also matches before a final newline, so "nl\n" would pass.
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def validate_topic_name(name: str | None) -> str:
@@ -22,7 +23,7 @@ def validate_topic_name(name: str | None) -> str:
         raise InvalidTopicError('Topic name cannot be "." or ".."')
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidTopicError(f"Topic name is longer than {MAX_NAME_LENGTH} characters")
-    if not _LEGAL.match(name):
+    if _LEGAL.fullmatch(name) is None:
         raise InvalidTopicError(
             f"Topic name {name!r} is illegal, it contains a character other than "
             "ASCII alphanumerics, '.', '_' and '-'"

@@ -3,25 +3,27 @@
 Owns: `HttpServices` (the same `SessionServices` the Kafka listeners use — authenticator, tenant
 directory, throttling, meter, fleet view, storage use — plus the fleet client the HTTP side talks
 through and its own settings) and `Caller` (one authenticated request: principal, tenant state,
-peer host, client id), with the checks every route makes the same way a Kafka session does:
-ACLs through the tenant's `Authorizer` under the principal `User:<service account>`, quota
-subjects (tenant, service account, client id) and usage keys. The client id of an HTTP request is
-its `X-Client-Id` header, else its `User-Agent` (clipped to 255 characters). Runs on the event
-loop; not thread-safe.
+peer host, client id). Every check a route makes goes through the caller's `TenantPolicy`
+(`gateway.policy`), the same policy stage a Kafka session uses: ACLs under the principal
+`User:<service account>`, quota subjects (tenant, service account, client id), usage keys. The
+client id of an HTTP request is its `X-Client-Id` header, else its `User-Agent`, kept as sent
+(invalid UTF-8 bytes read as U+FFFD), as a Kafka client's header client id is: the quota chain sees
+it whole, usage meters the policy's bounded form. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from brokers.client import Cluster
 from gateway.http.errors import ApiError
 from gateway.kafka.services import QuotaSubject, SessionServices, TenantState
-from gateway.metering.meter import UsageKey
+from gateway.policy import Identity, TenantPolicy
 from tenancy.domain import Principal
 
-MAX_CLIENT_ID = 255
+_UNDECODABLE = re.compile("[\ud800-\udfff]")  # bytes aiohttp kept with surrogateescape
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,19 @@ class Caller:
     host: str
     client_id: str
     services: HttpServices
+    policy: TenantPolicy = field(init=False)
+
+    def __post_init__(self) -> None:
+        session = self.services.session
+        directory, tenant_id, at_login = session.directory, self.tenant_id, self.tenant_state
+        self.policy = TenantPolicy(
+            Identity(self.principal, self.host, self.client_id),
+            lambda: directory.current(tenant_id) or at_login,  # no cycle back to the caller
+            quotas=session.throttling,
+            storage=session.storage,
+            meter=session.meter,
+            clock_ms=session.clock_ms,
+        )
 
     @property
     def state(self) -> TenantState:
@@ -63,27 +78,24 @@ class Caller:
 
     @property
     def kafka_principal(self) -> str:
-        return f"User:{self.principal.service_account_id}"
+        return self.policy.identity.kafka_principal
 
     @property
     def subject(self) -> QuotaSubject:
-        return QuotaSubject(self.tenant_id, self.principal.service_account_id, self.client_id)
+        return self.policy.subject()
 
     def allowed(self, operation: str, resource_type: str, name: str) -> bool:
-        return self.state.access.allowed(
-            self.kafka_principal, self.host, operation, resource_type, name
-        )
+        return self.policy.allowed(operation, resource_type, name)
 
     def require(self, operation: str, resource_type: str, name: str) -> None:
         """403 unless the ACLs allow it (the message names only the tenant's own resource)."""
-        if not self.allowed(operation, resource_type, name):
+        if not self.policy.allowed(operation, resource_type, name):
             raise ApiError(
                 403, f"not authorized to {operation} {resource_type.lower()} {name!r}", 40301
             )
 
     def meter(self, topic: str | None, **counters: int) -> None:
-        key = UsageKey(self.tenant_id, self.principal.service_account_id, self.client_id, topic)
-        self.services.session.meter.record(key, **counters)
+        self.policy.meter(topic, **counters)
 
     def fleet(self, name: str) -> str:
         return self.state.namespace.fleet(name)
@@ -93,8 +105,9 @@ class Caller:
 
 
 def client_id_of(headers: dict[str, str] | object) -> str:
-    """`X-Client-Id`, else `User-Agent`, else empty (as a Kafka client without client.id)."""
+    """`X-Client-Id`, else `User-Agent`, else empty (as a Kafka client without client.id); as
+    sent, but for undecodable bytes, which read as U+FFFD (a Kafka client id is valid UTF-8)."""
     get = getattr(headers, "get", None)
     assert get is not None
-    value = get("X-Client-Id") or get("User-Agent") or ""
-    return str(value)[:MAX_CLIENT_ID]
+    value = str(get("X-Client-Id") or get("User-Agent") or "")
+    return value if _UNDECODABLE.search(value) is None else _UNDECODABLE.sub("\ufffd", value)

@@ -21,7 +21,6 @@ from brokers.client.errors import BrokerResponseError, ClientError
 from brokers.wire.errors import ErrorCode
 from gateway.http.context import Caller
 from gateway.http.errors import ApiError
-from gateway.kafka.filter import Caller as KafkaCaller
 from gateway.kafka.filter import FilterContext, Forward, MutationBudget
 from gateway.kafka.filters import FILTERS
 from gateway.kafka.kio_path import STRICT_MUTATIONS_FROM
@@ -84,7 +83,7 @@ async def kafka_call(
     ctx = FilterContext(
         api_key=api_key,
         api_version=version,
-        caller=KafkaCaller(caller.principal, caller.host, caller.client_id),
+        caller=caller.policy.identity,
         namespace=state.namespace,
         access=state.access,
         limits=state.tenant.limits,

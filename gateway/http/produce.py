@@ -1,8 +1,10 @@
 """Producing over HTTP: one record per request, or a stream of them on one connection.
 
-Owns: `HttpProducer` — `prepare` applies the Kafka path's rules to one record: WRITE on the topic
-(the tenant's ACLs), the tenant's `max_request_bytes` and storage limit, the producer byte-rate
-quota charged with the request's bytes through the same `GatewayThrottling` (the caller delays
+Owns: `HttpProducer` — `prepare` applies the Kafka path's rules to one record, asking the same
+policy stage (`TenantPolicy.produce_refusals`: a legal topic name, WRITE on the topic, the tenant's
+`max_request_bytes` and storage limit; each refusal mapped to a problem: 400 40002, 403 40301, 413
+41301, 403 40302), the producer byte-rate quota charged with the request's bytes through the same
+`GatewayThrottling` (the caller delays
 the answer by the throttle time it earns, so a tenant is never answered faster than its quota; a
 request larger than the quota allows in a whole window is refused at once with 429 and
 `Retry-After`); `send` hands the record to the `PartitionBatcher`, which appends it with acks=all
@@ -27,6 +29,7 @@ from gateway.http.batcher import PartitionBatcher
 from gateway.http.context import Caller, HttpServices
 from gateway.http.errors import PARTITION_NOT_FOUND, TOPIC_NOT_FOUND, ApiError, from_client
 from gateway.http.records import ProduceRecord, RoundRobin, choose_partition, iso_ms
+from gateway.policy import Reason, Refusal
 
 
 class HttpProducer:
@@ -56,8 +59,7 @@ class HttpProducer:
         return len(found.partitions)
 
     def check_quota_size(self, caller: Caller, request_bytes: int) -> None:
-        limit = getattr(self._services.session.throttling, "produce_max_bytes", None)
-        most = None if limit is None else limit(caller.subject)
+        most = caller.policy.produce_window_bytes(caller.subject)
         if most is not None and request_bytes > most:
             window_s = max(1, math.ceil(self._services.settings.quota_window_ms / 1000))
             raise ApiError(
@@ -69,22 +71,9 @@ class HttpProducer:
             )
 
     def check_limits(self, caller: Caller, topic: str, request_bytes: int) -> None:
-        caller.require("WRITE", "TOPIC", topic)
-        tenant = caller.state.tenant
-        if request_bytes > tenant.limits.max_request_bytes:
-            raise ApiError(
-                413,
-                f"request of {request_bytes} bytes over the tenant's limit of "
-                f"{tenant.limits.max_request_bytes}",
-                41301,
-            )
-        stored = self._services.session.storage.stored_bytes(tenant.id)
-        if stored >= tenant.limits.max_storage_bytes:
-            raise ApiError(
-                403,
-                f"storage limit reached: {stored} of {tenant.limits.max_storage_bytes} bytes stored",
-                40302,
-            )
+        refusal = caller.policy.produce_refusals((topic,), request_bytes).get(topic)
+        if refusal is not None:
+            raise _problem(refusal, topic)
         self.check_quota_size(caller, request_bytes)
 
     async def prepare(
@@ -99,10 +88,9 @@ class HttpProducer:
             raise ApiError(
                 404, f"partition {partition} of topic {topic!r} not found", PARTITION_NOT_FOUND
             )
-        session = self._services.session
-        now = session.clock_ms()
+        now = self._services.session.clock_ms()
         timestamp = record.timestamp_ms if record.timestamp_ms is not None else now
-        throttle = session.throttling.produce(caller.subject, request_bytes, now)
+        throttle = caller.policy.charge_produce(caller.subject, request_bytes)
         caller.meter(topic, bytes_in=request_bytes, requests=1, throttle_ms=throttle)
         return Prepared(topic, partition, timestamp, record), throttle
 
@@ -144,3 +132,20 @@ class Prepared:
     partition: int
     timestamp_ms: int
     record: ProduceRecord
+
+
+_PROBLEMS = {
+    Reason.INVALID_NAME: (400, 40002),
+    Reason.NOT_AUTHORIZED: (403, 40301),
+    Reason.TOO_LARGE: (413, 41301),
+    Reason.STORAGE_FULL: (403, 40302),
+}
+
+
+def _problem(refusal: Refusal, topic: str) -> ApiError:
+    """The HTTP problem for a policy refusal of a produce to `topic`."""
+    status, code = _PROBLEMS[refusal.reason]
+    message = refusal.message or f"not authorized to WRITE topic {topic!r}"
+    if refusal.reason is Reason.INVALID_NAME:
+        message = f"topic {topic!r}: {message}"
+    return ApiError(status, message, code)

@@ -4,8 +4,9 @@ Owns: the request's checks and rewrite (kio: Fetch requests are small) and the a
 on raw bytes (`gateway.kafka.raw.fetch_response`: topic names stripped, topics that are not the
 tenant's dropped, record batches passed on as the broker's bytes). A replica fetch (replica id
 ≠ −1) or a request naming a cluster id is refused: only consumers come through the gateway.
-Topics the caller may not READ get TOPIC_AUTHORIZATION_FAILED (that rare answer is merged through
-kio). `max_bytes` is capped by the consumer byte-rate quota's window (Kafka's
+Every decision is the session's `TenantPolicy`'s (the policy stage, `gateway.policy`): topics the
+caller may not READ get TOPIC_AUTHORIZATION_FAILED (that rare answer is merged through kio);
+`max_bytes` is capped by the consumer byte-rate quota's window (Kafka's
 `getMaxValueInQuotaWindow`); the answer's record bytes are charged to that quota, and a throttled
 fetch goes out with no records and its bytes taken back, as Kafka does. Metering counts each
 topic's record bytes delivered. Runs on the event loop; not thread-safe.
@@ -31,16 +32,16 @@ CONSUMER_REPLICA_ID = -1
 
 
 def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offset: int) -> None:
-    assert session.tenant is not None and exchange.subject is not None
+    policy = session.policy
+    assert session.tenant is not None and exchange.subject is not None and policy is not None
     request = decode_request(API_KEY, exchange.version, frame, offset)
     if request.replica_id != CONSUMER_REPLICA_ID or getattr(request, "cluster_id", None):
         session.refuse("fetch with a replica id or cluster id")
         return
     namespace = session.tenant.namespace
-    denied = {t.topic for t in request.topics if not _may_read(session, t.topic)}
-    cap = session.services.throttling.fetch_max_bytes(exchange.subject)
+    denied = {t.topic for t in request.topics if not policy.allowed("READ", "TOPIC", t.topic)}
     changes: dict[str, Any] = {
-        "max_bytes": request.max_bytes if cap is None else min(request.max_bytes, cap),
+        "max_bytes": policy.fetch_max_bytes(exchange.subject, request.max_bytes),
         "topics": tuple(
             dataclasses.replace(t, topic=namespace.fleet(t.topic))
             for t in request.topics
@@ -54,7 +55,7 @@ def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offse
         )
     rewritten = dataclasses.replace(request, **changes)
     topics = {t.topic for t in request.topics}
-    session.meter(topics.pop() if len(topics) == 1 else None, requests=1)
+    policy.meter(topics.pop() if len(topics) == 1 else None, requests=1)
     body = encode_entity(rewritten)
     handled_at = time.perf_counter()
 
@@ -72,23 +73,15 @@ def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offse
         else:
             parts, size, per_topic, throttle = _raw(session, exchange, answer, start)
         for topic, count in per_topic.items():
-            session.meter(topic, bytes_out=count)
+            policy.meter(topic, bytes_out=count)
             session.metrics.bytes_out(namespace.tenant_id, count)
         # A fetch parks in the broker's purgatory: only the gateway's own work is request time.
         work_ms = ((handled_at - exchange.started) + (time.perf_counter() - started)) * 1000
-        time_throttle = session.services.throttling.request_time(
-            subject, work_ms, session.services.clock_ms()
-        )
+        time_throttle = policy.charge_request_time(subject, work_ms)
         total = max(throttle, time_throttle)
         session.finish(exchange, exchange.framed(parts, size), total)
 
     session.forward(exchange, [body], len(body), on_response)
-
-
-def _may_read(session: RequestSession, topic: str) -> bool:
-    assert session.tenant is not None and session.principal is not None
-    principal = f"User:{session.principal.service_account_id}"
-    return session.tenant.access.allowed(principal, session.peer_host, "READ", "TOPIC", topic)
 
 
 def _raw(
@@ -101,9 +94,8 @@ def _raw(
         body, exchange.version, rename=rename, drop_records=False, throttle_time_ms=0
     )
     delivered = sum(rewrite.bytes_per_topic.values())
-    throttle = session.services.throttling.fetch(
-        exchange.subject, delivered, session.services.clock_ms()
-    )
+    assert session.policy is not None
+    throttle = session.policy.charge_fetch(exchange.subject, delivered)
     if throttle <= 0:
         return list(rewrite.parts), rewrite.size, rewrite.bytes_per_topic, 0
     empty = rewrite_fetch_response(
@@ -153,9 +145,8 @@ def _merged(
             topics.append(
                 make(module, "FetchableTopicResponse", topic=topic.topic, partitions=partitions)
             )
-    throttle = session.services.throttling.fetch(
-        exchange.subject, sum(per_topic.values()), session.services.clock_ms()
-    )
+    assert session.policy is not None
+    throttle = session.policy.charge_fetch(exchange.subject, sum(per_topic.values()))
     if throttle > 0:
         per_topic = {}
         topics = [

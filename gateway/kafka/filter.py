@@ -13,7 +13,9 @@ block. The session sets `throttle_time_ms` on the final response itself, so filt
 
 Everything a filter may consult is on `FilterContext`: the caller, the tenant's namespace, ACLs,
 limits, the fleet view (endpoints, virtual cluster id, the tenant's partition count) and the
-mutation budget. Filters never see sockets. Runs on the event loop; not thread-safe.
+mutation budget. Its ACL checks and topic-name rule are the policy stage's (`gateway.policy`):
+the caller is the policy's `Identity`, whose principal string is built there and nowhere else.
+Filters never see sockets. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -23,34 +25,26 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.kafka.namespace import TenantNamespace
+from gateway.policy.identity import Identity
+from gateway.policy.names import topic_name_problem
+from gateway.policy.policy import Access
 from gateway.reservations import PartitionBudget
-from tenancy.domain import Principal, TenantLimits
+from tenancy.domain import TenantLimits
 
+Caller = Identity  # the authenticated client behind a request (principal, host, client id)
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """The authenticated client behind a request."""
-
-    principal: Principal
-    host: str
-    client_id: str
-
-    @property
-    def kafka_principal(self) -> str:
-        """Kafka's principal string: `User:<service account id>` (DESIGN.md "Auth")."""
-        return f"User:{self.principal.service_account_id}"
-
-
-class Access(Protocol):
-    """The tenant's ACLs (`gateway.kafka.authorizer.Authorizer` satisfies it)."""
-
-    def allowed(
-        self, principal: str, host: str, operation: str, resource_type: str, name: str
-    ) -> bool: ...
-
-    def allowed_any(
-        self, principal: str, host: str, operation: str, resource_type: str
-    ) -> bool: ...
+__all__ = [
+    "Access",
+    "Caller",
+    "FilterContext",
+    "FilterModule",
+    "Fleet",
+    "Forward",
+    "MutationBudget",
+    "Outcome",
+    "Reply",
+    "ResponseRewrite",
+]
 
 
 class Fleet(Protocol):
@@ -109,6 +103,10 @@ class FilterContext:
         return self.access.allowed_any(
             self.caller.kafka_principal, self.caller.host, operation, resource_type
         )
+
+    def topic_name_problem(self, name: str) -> str | None:
+        """Why the tenant may not name a topic `name` (INVALID_TOPIC_EXCEPTION), or None."""
+        return topic_name_problem(name, self.namespace.max_topic_length)
 
 
 ResponseRewrite = Callable[[Any], Any]

@@ -1,15 +1,16 @@
 """Produce (key 0, v3–11) through the gateway, on raw bytes: the hot path in.
 
-Owns: the checks a Produce must pass before its batches go upstream, and the answer. The request
-is parsed into a view of spans (`gateway.kafka.raw.produce_request`); topic names and the
-transactional id are prefixed while the record batches go out as the very bytes the client sent.
-Partitions refused locally get Kafka's error codes, merged into the broker's answer in request
-order: the request over the tenant's `max_request_bytes` → MESSAGE_TOO_LARGE; the tenant over its
-storage cap → POLICY_VIOLATION; no WRITE on the topic → TOPIC_AUTHORIZATION_FAILED; no WRITE on
-the transactional id → TRANSACTIONAL_ID_AUTHORIZATION_FAILED. The request size is charged to the
+Owns: the Kafka edge of the policy stage for a Produce, and the answer. The request is parsed into
+a view of spans (`gateway.kafka.raw.produce_request`); the session's `TenantPolicy` decides which
+topics may go upstream (`produce_refusals`, in Kafka's order: the transactional id's WRITE →
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; per topic a legal name → INVALID_TOPIC_EXCEPTION and WRITE →
+TOPIC_AUTHORIZATION_FAILED; then the request over the tenant's `max_request_bytes` →
+MESSAGE_TOO_LARGE and the tenant over its storage cap → POLICY_VIOLATION). Topic names and the
+transactional id are prefixed while the record batches go out as the very bytes the client sent;
+refusals are merged into the broker's answer in request order. The request size is charged to the
 producer byte-rate quota (as Kafka charges it); acks=0 is exempt from the request-time quota and
-gets no answer (a throttle then only mutes). Metering counts each topic's record-batch bytes as
-sent. Runs on the event loop; not thread-safe.
+gets no answer (a throttle then only mutes). Metering counts each forwarded topic's record-batch
+bytes as sent. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 
 from brokers.client.messages import decode_response
 from brokers.wire.entities import make, response_module
-from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import encode_entity
 from gateway.kafka.exchange import Exchange
 from gateway.kafka.raw.produce_request import (
@@ -31,25 +31,29 @@ from gateway.kafka.raw.produce_request import (
 )
 from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
+from gateway.policy import Refusal
+
+Refusals = dict[str, Refusal]  # tenant topic → why it was not forwarded
 
 API_KEY = 0
-Refusals = dict[str, tuple[ErrorCode, str | None]]  # tenant topic → (error, message)
 
 
 def handle(session: RequestSession, exchange: Exchange, body: memoryview) -> None:
-    assert session.tenant is not None and exchange.subject is not None
+    policy = session.policy
+    assert session.tenant is not None and exchange.subject is not None and policy is not None
     view = parse_produce_request(body, exchange.version)
-    refusals = _refusals(session, view, len(body))
+    refusals = policy.produce_refusals(
+        (topic.name for topic in view.topics), len(body), view.transactional_id
+    )
     namespace = session.tenant.namespace
     forwarded = [topic for topic in view.topics if topic.name not in refusals]
-    now = session.services.clock_ms()
-    throttle = session.services.throttling.produce(exchange.subject, len(body), now)
+    throttle = policy.charge_produce(exchange.subject, len(body))
     session.throttled(throttle)  # no request is taken behind a throttled one (Kafka's mute)
     for topic in forwarded:
         size = sum(len(p.records) for p in topic.partitions if p.records is not None)
-        session.meter(topic.name, bytes_in=size)
+        policy.meter(topic.name, bytes_in=size)
         session.metrics.bytes_in(namespace.tenant_id, size)
-    session.meter(_single_topic(view.topics), requests=1)
+    policy.meter(_single_topic(view.topics), requests=1)
     if not forwarded:
         session.finish(exchange, _local_answer(exchange, view, refusals, throttle), throttle)
         return
@@ -75,45 +79,12 @@ def handle(session: RequestSession, exchange: Exchange, body: memoryview) -> Non
         time_throttle = 0
         if view.acks == 1:  # acks=all waits on replication: broker time, not request work
             elapsed = (time.perf_counter() - exchange.started) * 1000
-            time_throttle = session.services.throttling.request_time(
-                subject, elapsed, session.services.clock_ms()
-            )
+            time_throttle = policy.charge_request_time(subject, elapsed)
         total = max(throttle, time_throttle)
         encoded = encode_entity(with_throttle(answer, total))
         session.finish(exchange, exchange.framed([encoded], len(encoded)), total)
 
     session.forward(exchange, parts, size, on_response)
-
-
-def _refusals(session: RequestSession, view: ProduceRequestView, request_bytes: int) -> Refusals:
-    assert session.tenant is not None
-    tenant = session.tenant.tenant
-    if request_bytes > tenant.limits.max_request_bytes:
-        message = f"request of {request_bytes} bytes over the tenant's limit of {tenant.limits.max_request_bytes}"
-        return dict.fromkeys((t.name for t in view.topics), (ErrorCode.message_too_large, message))
-    stored = session.services.storage.stored_bytes(tenant.id)
-    if stored >= tenant.limits.max_storage_bytes:
-        message = (
-            f"storage limit reached: {stored} of {tenant.limits.max_storage_bytes} bytes stored"
-        )
-        return dict.fromkeys((t.name for t in view.topics), (ErrorCode.policy_violation, message))
-    tid = view.transactional_id
-    if tid is not None and not _allowed(session, "WRITE", "TRANSACTIONAL_ID", tid):
-        error = (ErrorCode.transactional_id_authorization_failed, None)
-        return dict.fromkeys((t.name for t in view.topics), error)
-    return {
-        topic.name: (ErrorCode.topic_authorization_failed, None)
-        for topic in view.topics
-        if not _allowed(session, "WRITE", "TOPIC", topic.name)
-    }
-
-
-def _allowed(session: RequestSession, operation: str, resource_type: str, name: str) -> bool:
-    assert session.tenant is not None and session.principal is not None
-    principal = f"User:{session.principal.service_account_id}"
-    return session.tenant.access.allowed(
-        principal, session.peer_host, operation, resource_type, name
-    )
 
 
 def _single_topic(topics: Iterable[ProduceTopic]) -> str | None:
@@ -131,8 +102,8 @@ def _local_answer(
     return exchange.framed([encoded], len(encoded))
 
 
-def _refused_topic(module: Any, topic: ProduceTopic, refusal: tuple[ErrorCode, str | None]) -> Any:
-    error, message = refusal
+def _refused_topic(module: Any, topic: ProduceTopic, refusal: Refusal) -> Any:
+    error, message = refusal.error, refusal.message
     partitions = tuple(
         make(
             module,

@@ -1,8 +1,9 @@
 """What the per-API request paths (`gateway.kafka.produce`, `fetch`, `kio_path`) use of a session.
 
 Owns: `RequestSession`, the protocol `gateway.kafka.session.Session` implements, so the paths the
-session dispatches to depend on this narrow interface rather than importing the session back.
-Protocol only; runs on the event loop like the session.
+session dispatches to depend on this narrow interface rather than importing the session back; and
+`session_policy`, the session's `TenantPolicy` (the policy stage, `gateway.policy`), built once at
+login. Runs on the event loop like the session.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Protocol
 from gateway.kafka.exchange import Buffer, Exchange
 from gateway.kafka.metrics import GatewayMetrics
 from gateway.kafka.services import SessionServices, TenantState
+from gateway.policy import Identity, TenantPolicy
 from tenancy.domain import Principal
 
 
@@ -21,6 +23,7 @@ class RequestSession(Protocol):
     metrics: GatewayMetrics
     peer_host: str
     principal: Principal | None
+    policy: TenantPolicy | None  # set at login
 
     @property
     def tenant(self) -> TenantState | None: ...
@@ -42,3 +45,23 @@ class RequestSession(Protocol):
     def throttled(self, throttle_ms: int) -> None: ...
 
     def refuse(self, reason: str) -> None: ...
+
+
+def session_policy(
+    services: SessionServices,
+    principal: Principal,
+    peer_host: str,
+    client_id: str,
+    at_login: TenantState,
+) -> TenantPolicy:
+    """The policy of a session that logged in as `principal` with `client_id` (the client id of
+    its first requests: usage is metered under it); the tenant's state is read fresh per decision."""
+    directory, tenant_id = services.directory, principal.tenant_id
+    return TenantPolicy(
+        Identity(principal, peer_host, client_id),
+        lambda: directory.current(tenant_id) or at_login,
+        quotas=services.throttling,
+        storage=services.storage,
+        meter=services.meter,
+        clock_ms=services.clock_ms,
+    )

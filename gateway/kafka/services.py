@@ -16,8 +16,20 @@ from gateway.kafka.api_table import ApiRange
 from gateway.kafka.filter import Access, Fleet, MutationBudget
 from gateway.kafka.namespace import TenantNamespace
 from gateway.metering.meter import UsageMeter
+from gateway.policy.identity import QuotaSubject
 from gateway.reservations import PartitionBudget
 from tenancy.domain import Principal, Tenant
+
+__all__ = [
+    "Closable",
+    "Directory",
+    "FleetView",
+    "QuotaSubject",
+    "SessionServices",
+    "StorageUse",
+    "TenantState",
+    "Throttling",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +59,6 @@ class Directory(Protocol):
         ...
 
     def release(self, session: Closable) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaSubject:
-    """Who a request is charged to: Kafka's (user, client-id) within a tenant."""
-
-    tenant: str
-    user: str
-    client_id: str
 
 
 class Throttling(Protocol):

@@ -53,9 +53,11 @@ from gateway.kafka.api_table import (
 from gateway.kafka.exchange import Buffer, Exchange, ResponseQueue
 from gateway.kafka.metrics import GatewayMetrics
 from gateway.kafka.sasl_gate import GateAnswer, SaslGate
+from gateway.kafka.request_session import session_policy
 from gateway.kafka.services import QuotaSubject, SessionServices, TenantState
 from gateway.kafka.upstream import Upstream
 from gateway.metering.meter import UsageKey
+from gateway.policy import TenantPolicy
 from tenancy.domain import Principal
 
 log = logging.getLogger("pier.gateway.session")
@@ -99,6 +101,7 @@ class Session:
         self.metrics = metrics
         self.gate = SaslGate(services.authenticator, peer_host)
         self.principal: Principal | None = None
+        self.policy: TenantPolicy | None = None  # the policy stage, built at login
         self._tenant: TenantState | None = None  # as at login; `tenant` gives the current one
         self.client_id = ""
         self.upstream: Upstream | None = None
@@ -355,6 +358,9 @@ class Session:
             log.info("event=connection_refused tenant=%s reason=%r", state.tenant.id, refused)
             return refused
         self._tenant = state
+        self.policy = session_policy(
+            self.services, identity.principal, self.peer_host, self.client_id, state
+        )
         if not await self._connect_upstream():
             return "broker unavailable"
         self.channel.set_frame_limit(self.services.max_request_bytes)

@@ -9,17 +9,23 @@ open. `cut(now_ms)` closes the current window and returns its non-zero records w
 A window never crosses a UTC hour boundary (DESIGN.md "Usage records"): the writer cuts at every
 boundary; should a cut come late, the window is closed at the boundary (connection time split
 exactly there, the other counters, which carry no timestamps, stay in the earlier hour) and a new
-one runs from the boundary to `now_ms`. Pure; runs on the event loop; not thread-safe.
+one runs from the boundary to `now_ms`.
+
+Every record cut satisfies the usage contract whatever a client sent: at the cut (once per key
+and window, off the per-request path) each key is fitted — client id and principal through
+`tenancy.usage.fitted_text`, a topic the contract would refuse (`nl\n`) metered as no topic — and
+keys that fit to the same one are summed. A refused usage record is lost revenue. Pure; runs on
+the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tenancy.usage import TrafficRecord, traffic_id, window_end_limit
+from tenancy.usage import TrafficRecord, fitted_text, is_topic_name, traffic_id, window_end_limit
 
-_BYTES_IN, _BYTES_OUT, _REQUESTS, _THROTTLE_MS = range(4)
+_BYTES_IN, _BYTES_OUT, _REQUESTS, _THROTTLE_MS, _CONNECTION_MS = range(5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +34,14 @@ class UsageKey:
     principal: str
     client_id: str
     topic: str | None  # the tenant's topic name without prefix; None for work tied to no topic
+
+    def fitted(self) -> UsageKey:
+        """This key as the usage contract takes it (itself when it already fits)."""
+        client_id, principal = fitted_text(self.client_id), fitted_text(self.principal)
+        topic = self.topic if self.topic is None or is_topic_name(self.topic) else None
+        if (client_id, principal, topic) == (self.client_id, self.principal, self.topic):
+            return self
+        return UsageKey(self.tenant, principal, client_id, topic)
 
 
 class _Connections:
@@ -111,19 +125,20 @@ class UsageMeter:
     def _close_window(self, end_ms: int) -> list[TrafficRecord]:
         start_ms, self._window_start = self._window_start, end_ms
         counters, self._counters = self._counters, {}
-        connection_ms = {key: c.take(end_ms) for key, c in self._connections.items()}
+        totals: dict[UsageKey, list[int]] = {}
+        for key, values in counters.items():
+            _add(totals, key.fitted(), values)
+        for key, connections in self._connections.items():
+            _add(totals, key.fitted(), (0, 0, 0, 0, connections.take(end_ms)))
         self._connections = {k: c for k, c in self._connections.items() if c.count > 0}
-        records = []
-        for key in [*counters, *(k for k in connection_ms if k not in counters)]:
-            values = counters.get(key, [0, 0, 0, 0])
-            connected = connection_ms.get(key, 0)
-            if connected == 0 and not any(values):
-                continue
-            records.append(self._record(key, start_ms, end_ms, values, connected))
-        return records
+        return [
+            self._record(key, start_ms, end_ms, values)
+            for key, values in totals.items()
+            if any(values)
+        ]
 
     def _record(
-        self, key: UsageKey, start_ms: int, end_ms: int, values: list[int], connection_ms: int
+        self, key: UsageKey, start_ms: int, end_ms: int, values: list[int]
     ) -> TrafficRecord:
         record_id = traffic_id(self._gateway_id, self._incarnation, self._sequence)
         self._sequence += 1
@@ -139,5 +154,13 @@ class UsageMeter:
             bytes_out=values[_BYTES_OUT],
             requests=values[_REQUESTS],
             throttle_ms=values[_THROTTLE_MS],
-            connection_ms=connection_ms,
+            connection_ms=values[_CONNECTION_MS],
         )
+
+
+def _add(totals: dict[UsageKey, list[int]], key: UsageKey, values: Sequence[int]) -> None:
+    summed = totals.get(key)
+    if summed is None:
+        summed = totals[key] = [0, 0, 0, 0, 0]
+    for index, value in enumerate(values):
+        summed[index] += value

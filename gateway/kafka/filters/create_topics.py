@@ -1,16 +1,17 @@
 """CreateTopics (key 19, v2–7): create topics in the tenant's namespace, within its limits.
 
 Per topic, in order: CREATE on the cluster or the topic (Kafka's KafkaApis/ControllerApis,
-else TOPIC_AUTHORIZATION_FAILED); the name fits the tenant's `max_topic_length`
-(INVALID_TOPIC_EXCEPTION naming the limit); no manual assignment (INVALID_REQUEST: placement is
-the fleet's); configs within the allowlist (`topic_configs`); the strict controller mutation
-quota from v6 (KIP-599: THROTTLING_QUOTA_EXCEEDED); the tenant's partition limit, counting the
-broker default for -1: the topics left are RESERVED in the tenant store in one transaction before
-anything is forwarded (`partition_limit`; POLICY_VIOLATION for those that do not fit), and the
-reservation is settled with what the broker really created when it answers. Forwarded topics are charged to the mutation budget
-unless `validate_only`. Response: names stripped, the broker's collision message (it names the
-other topic) replaced, broker-level config sources shown as defaults (v5+), topic ids (v7) of
-the tenant's own topics kept. Runs on the event loop.
+else TOPIC_AUTHORIZATION_FAILED); a legal name that fits the tenant's `max_topic_length`
+(`gateway.policy.names`, else INVALID_TOPIC_EXCEPTION with Kafka's message); no manual
+assignment (INVALID_REQUEST: placement is the fleet's); configs within the allowlist
+(`topic_configs`); the strict controller mutation quota from v6 (KIP-599:
+THROTTLING_QUOTA_EXCEEDED); the tenant's partition limit, counting the broker default for -1:
+the topics left are RESERVED in the tenant store in one transaction before anything is
+forwarded (`partition_limit`; POLICY_VIOLATION for those that do not fit), and the reservation
+is settled with what the broker really created when it answers. Forwarded topics are charged to
+the mutation budget unless `validate_only`. Response: names stripped, the broker's collision
+message (it names the other topic) replaced, broker-level config sources shown as defaults (v5+),
+topic ids (v7) of the tenant's own topics kept. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -38,12 +39,9 @@ def _static_refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | No
         ctx.allowed("CREATE", "CLUSTER", CLUSTER_NAME) or ctx.allowed("CREATE", "TOPIC", topic.name)
     ):
         return ErrorCode.topic_authorization_failed, None
-    limit = ctx.namespace.max_topic_length
-    if len(topic.name) > limit:
-        return ErrorCode.invalid_topic_exception, (
-            f"Topic name '{topic.name}' is illegal: topic names of tenant "
-            f"{ctx.namespace.tenant_id} can be at most {limit} characters long"
-        )
+    problem = ctx.topic_name_problem(topic.name)  # the policy stage's rule (fullmatch, ≤ 249)
+    if problem is not None:
+        return ErrorCode.invalid_topic_exception, problem
     if topic.assignments:
         return ErrorCode.invalid_request, "Manual partition assignments are not supported."
     return refusal(((c.name, c.value) for c in topic.configs), ctx.limits)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -109,6 +110,11 @@ def _mutated(**changes: object) -> bytes:
         ({"end_ms": 1764075600001}, "hour boundary"),
         ({"id": "no-slashes"}, "traffic id"),
         ({"principal": ""}, "principal"),
+        ({"principal": "sa-1\u0000"}, "principal must not hold control"),
+        ({"client_id": "c" * 256}, "client_id must be a string of at most 255"),
+        ({"client_id": "nl\n"}, "client_id must not hold control"),
+        ({"client_id": "del\u007f"}, "client_id must not hold control"),
+        ({"topic": "nl\n"}, "topic"),
     ],
 )
 def test_decode_refuses(changes: dict[str, object], reason: str) -> None:
@@ -148,7 +154,7 @@ counts = st.integers(min_value=0, max_value=2**53)
     length=st.integers(min_value=0, max_value=usage.HOUR_MS),
     bytes_in=counts,
     bytes_out=counts,
-    client_id=st.text(max_size=40),
+    client_id=st.text(max_size=40).map(usage.fitted_text),
 )
 def test_round_trip(start: int, length: int, bytes_in: int, bytes_out: int, client_id: str) -> None:
     end = min(start + length, usage.window_end_limit(start))
@@ -163,4 +169,29 @@ def test_round_trip(start: int, length: int, bytes_in: int, bytes_out: int, clie
         bytes_in=bytes_in,
         bytes_out=bytes_out,
     )
+    assert usage.decode(*usage.encode(record)) == record
+
+
+def test_a_lone_surrogate_is_refused_by_validate_not_by_the_encoder() -> None:
+    """Text with no UTF-8 encoding (an HTTP header's invalid bytes, decoded with surrogateescape)
+    must be refused as a contract error, never reach `str.encode` and raise something else."""
+    record = dataclasses.replace(TRAFFIC_NO_TOPIC, client_id="x\udcff")
+    with pytest.raises(UsageRecordError, match="client_id"):
+        usage.encode(record)
+
+
+def test_encode_refuses_a_value_decode_would_refuse() -> None:
+    record = dataclasses.replace(TRAFFIC, bytes_in=10**4000)
+    with pytest.raises(UsageRecordError, match="over"):
+        usage.encode(record)
+
+
+@given(text=st.text(max_size=600))
+def test_fitted_text_always_fits_the_contract(text: str) -> None:
+    fitted = usage.fitted_text(text)
+    assert len(fitted) <= usage.MAX_NAME
+    if len(text) <= usage.MAX_NAME and text.isprintable():
+        assert fitted == text  # printable text that fits is kept as sent
+    principal = ("p" + fitted)[: usage.MAX_NAME]
+    record = dataclasses.replace(TRAFFIC, client_id=fitted, principal=principal)
     assert usage.decode(*usage.encode(record)) == record

@@ -1,0 +1,208 @@
+"""`TenantPolicy`: what every tenant request passes through, whichever door it came in by.
+
+Owns: the decisions the edges used to make each in their own words — authorization (the tenant's
+ACLs under the caller's one principal string), topic-name validity, the tenant's produce limits
+(`max_request_bytes`, the storage cap), charging the quota chain (producer and consumer byte rates,
+request time) and metering usage under a contract-valid key. Decisions are data: `Refusal` carries
+a `Reason`, Kafka's error code and a message; the Kafka edge writes the code into its answer, the
+HTTP edge maps the reason to a problem JSON. Checks are a dict lookup or a few comparisons per
+topic per request, never per record.
+
+Kafka's order for a produce (its KafkaApis): the transactional id's WRITE, then per topic a legal
+name and WRITE, then the request size and the tenant's storage for what is left.
+
+Built once per authenticated caller; reads the tenant's current state on every decision, so ACL
+and limit changes apply to open connections. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from brokers.wire.errors import ErrorCode
+from gateway.metering.meter import UsageMeter
+from gateway.policy.identity import Identity, QuotaSubject
+from gateway.policy.names import topic_name_problem
+from tenancy.domain import Tenant
+
+
+class Access(Protocol):
+    """The tenant's ACLs (`gateway.kafka.authorizer.Authorizer` satisfies it)."""
+
+    def allowed(
+        self, principal: str, host: str, operation: str, resource_type: str, name: str
+    ) -> bool: ...
+
+    def allowed_any(
+        self, principal: str, host: str, operation: str, resource_type: str
+    ) -> bool: ...
+
+
+class Namespace(Protocol):
+    @property
+    def max_topic_length(self) -> int: ...
+
+
+class TenantView(Protocol):
+    """What the policy reads of a tenant's current state (`TenantState` satisfies it)."""
+
+    @property
+    def tenant(self) -> Tenant: ...
+
+    @property
+    def namespace(self) -> Namespace: ...
+
+    @property
+    def access(self) -> Access: ...
+
+
+class Quotas(Protocol):
+    """The quota chain (`gateway.throttling.GatewayThrottling` satisfies it)."""
+
+    def produce(self, subject: QuotaSubject, request_bytes: int, now_ms: int) -> int: ...
+
+    def fetch(self, subject: QuotaSubject, response_bytes: int, now_ms: int) -> int: ...
+
+    def fetch_max_bytes(self, subject: QuotaSubject) -> int | None: ...
+
+    def request_time(self, subject: QuotaSubject, elapsed_ms: float, now_ms: int) -> int: ...
+
+
+class StorageUse(Protocol):
+    def stored_bytes(self, tenant_id: str) -> int: ...
+
+
+class Reason(enum.Enum):
+    NOT_AUTHORIZED = "not_authorized"
+    INVALID_NAME = "invalid_name"
+    TOO_LARGE = "too_large"
+    STORAGE_FULL = "storage_full"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    reason: Reason
+    error: ErrorCode  # Kafka's code for this refusal
+    message: str | None = None
+
+
+class TenantPolicy:
+    def __init__(
+        self,
+        identity: Identity,
+        state: Callable[[], TenantView],
+        *,
+        quotas: Quotas,
+        storage: StorageUse,
+        meter: UsageMeter,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self.identity = identity
+        self._state = state
+        self._quotas = quotas
+        self._storage = storage
+        self._meter = meter
+        self._clock_ms = clock_ms
+
+    @property
+    def state(self) -> TenantView:
+        """The tenant's current state (ACL and limit changes apply at once)."""
+        return self._state()
+
+    # -- authorization and names ---------------------------------------------------------------
+    def allowed(self, operation: str, resource_type: str, name: str) -> bool:
+        """Whether the caller may do `operation` on the tenant resource `name` (tenant's name)."""
+        identity = self.identity
+        return self._state().access.allowed(
+            identity.kafka_principal, identity.host, operation, resource_type, name
+        )
+
+    def allowed_any(self, operation: str, resource_type: str) -> bool:
+        identity = self.identity
+        return self._state().access.allowed_any(
+            identity.kafka_principal, identity.host, operation, resource_type
+        )
+
+    def topic_name_refusal(self, name: str) -> Refusal | None:
+        """INVALID_TOPIC_EXCEPTION unless `name` is legal and its fleet name fits 249 chars."""
+        problem = topic_name_problem(name, self._state().namespace.max_topic_length)
+        if problem is None:
+            return None
+        return Refusal(Reason.INVALID_NAME, ErrorCode.invalid_topic_exception, problem)
+
+    # -- produce -------------------------------------------------------------------------------
+    def produce_refusals(
+        self, topics: Iterable[str], request_bytes: int, transactional_id: str | None = None
+    ) -> dict[str, Refusal]:
+        """Per topic (tenant's names) of a produce request, why it may not be written; topics
+        missing from the answer may go upstream."""
+        names = list(dict.fromkeys(topics))
+        if transactional_id is not None and not self.allowed(
+            "WRITE", "TRANSACTIONAL_ID", transactional_id
+        ):
+            refusal = Refusal(
+                Reason.NOT_AUTHORIZED, ErrorCode.transactional_id_authorization_failed
+            )
+            return dict.fromkeys(names, refusal)
+        refusals: dict[str, Refusal] = {}
+        for name in names:
+            refused = self.topic_name_refusal(name)
+            if refused is None and not self.allowed("WRITE", "TOPIC", name):
+                refused = Refusal(Reason.NOT_AUTHORIZED, ErrorCode.topic_authorization_failed)
+            if refused is not None:
+                refusals[name] = refused
+        rest = [name for name in names if name not in refusals]
+        limit = self._limit_refusal(request_bytes) if rest else None
+        if limit is not None:
+            refusals.update(dict.fromkeys(rest, limit))
+        return refusals
+
+    def _limit_refusal(self, request_bytes: int) -> Refusal | None:
+        tenant = self._state().tenant
+        limits = tenant.limits
+        if request_bytes > limits.max_request_bytes:
+            message = (
+                f"request of {request_bytes} bytes over the tenant's limit of "
+                f"{limits.max_request_bytes}"
+            )
+            return Refusal(Reason.TOO_LARGE, ErrorCode.message_too_large, message)
+        stored = self._storage.stored_bytes(tenant.id)
+        if stored >= limits.max_storage_bytes:
+            message = f"storage limit reached: {stored} of {limits.max_storage_bytes} bytes stored"
+            return Refusal(Reason.STORAGE_FULL, ErrorCode.policy_violation, message)
+        return None
+
+    # -- quotas --------------------------------------------------------------------------------
+    def subject(self, client_id: str | None = None) -> QuotaSubject:
+        return self.identity.subject(client_id)
+
+    def charge_produce(self, subject: QuotaSubject, request_bytes: int) -> int:
+        """Charge a produce request's size to the producer byte-rate quota; its throttle (ms)."""
+        return self._quotas.produce(subject, request_bytes, self._clock_ms())
+
+    def charge_fetch(self, subject: QuotaSubject, response_bytes: int) -> int:
+        """Charge a fetch answer's record bytes to the consumer byte-rate quota; > 0 means the
+        fetch is throttled and its bytes were taken back (it goes out with no records)."""
+        return self._quotas.fetch(subject, response_bytes, self._clock_ms())
+
+    def fetch_max_bytes(self, subject: QuotaSubject, asked: int) -> int:
+        """A fetch's `max_bytes`, capped by what the consumer quota allows in its window."""
+        cap = self._quotas.fetch_max_bytes(subject)
+        return asked if cap is None else min(asked, cap)
+
+    def produce_window_bytes(self, subject: QuotaSubject) -> int | None:
+        """The most a produce request may carry in one quota window (None without a quota)."""
+        limit = getattr(self._quotas, "produce_max_bytes", None)
+        most = None if limit is None else limit(subject)
+        return most if isinstance(most, int) else None
+
+    def charge_request_time(self, subject: QuotaSubject, elapsed_ms: float) -> int:
+        return self._quotas.request_time(subject, elapsed_ms, self._clock_ms())
+
+    # -- usage ---------------------------------------------------------------------------------
+    def meter(self, topic: str | None, **counters: int) -> None:
+        """Count usage on one of the tenant's topics (None: work tied to no topic)."""
+        self._meter.record(self.identity.usage_key(topic), **counters)
