@@ -4,9 +4,13 @@ Owns: `TenantDirectory` — each tenant's record, namespace and ACLs, loaded on 
 tenant store (in a worker thread) and kept current by the change feed; the registry of live
 authenticated sessions (per tenant and per API key), so that a revoked key, or a suspended or
 deleted tenant, loses its open connections within the feed's latency (DESIGN.md: within 1 s);
-and the tenant's connection limit. `follow(store)` runs the feed: ACL changes reload the tenant's
+and the tenant's connection limit. `apply(change)` is what the change feed's follower
+(`gateway.feed_follower`) calls for each change, in version order: ACL changes reload the tenant's
 ACLs, tenant changes reload the tenant (closing its sessions unless it is active), quota changes
-refresh the quota book, and a feed gap reloads everything. Runs on the event loop; not
+refresh the quota book; `resync()` after a feed gap reloads everything. When `apply` returns the
+change is in force on every connection (sessions read `current()` per request), which is what
+the follower reports to the store. The tenant's ACL mode is its explicit `authorization` ("acls"
+unless it says "open"), never inferred from whether it has ACLs. Runs on the event loop; not
 thread-safe.
 """
 
@@ -81,7 +85,8 @@ class TenantDirectory:
 
     async def _load(self, tenant_id: str, generation: int) -> TenantState:
         tenant, acls = await asyncio.to_thread(self._read, tenant_id)
-        state = TenantState(tenant, TenantNamespace(tenant.id), Authorizer(acls))
+        authorizer = Authorizer(acls, required=tenant.authorization != "open")
+        state = TenantState(tenant, TenantNamespace(tenant.id), authorizer)
         if self._generations.get(tenant_id) == generation:  # no newer load started meanwhile
             self._states[tenant_id] = state
         return state

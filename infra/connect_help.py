@@ -33,6 +33,8 @@ export PIER_ADMIN_TOKEN="$(cat {token_file})"   # read by `pier admin`
 {admin} tenants list
 {admin} service-accounts create TENANT_ID --name app
 {admin} api-keys create TENANT_ID --service-account SERVICE_ACCOUNT_ID
+{admin} acls create TENANT_ID --principal User:SERVICE_ACCOUNT_ID --resource-type TOPIC \
+    --pattern-type literal --resource-name '*' --operation ALL --permission allow
 """
 
 

@@ -137,8 +137,12 @@ def demo_credentials(db_url: str, path: Path) -> dict[str, str]:
         if saved is not None and store.verify_api_key(saved["key_id"], saved["secret"]) is not None:
             return saved
         if not any(t.id == DEMO_TENANT for t in store.list_tenants(limit=100).items):
-            store.create_tenant(
-                display_name="Demo", plan=DEMO_PLAN, tenant_id=DEMO_TENANT, actor=OPERATOR
+            store.create_tenant(  # open: the demo key may use any topic without ACLs
+                display_name="Demo",
+                plan=DEMO_PLAN,
+                tenant_id=DEMO_TENANT,
+                authorization="open",
+                actor=OPERATOR,
             )
         account = store.create_service_account(DEMO_TENANT, name=DEMO_ACCOUNT, actor=OPERATOR)
         key, secret = store.create_api_key(

@@ -77,10 +77,17 @@ def _page_query(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
 
 
 def _tenant_call(args: argparse.Namespace) -> Call:
-    tenant_columns = ("id", "display_name", "plan", "status", "created_at")
+    tenant_columns = ("id", "display_name", "plan", "status", "authorization", "created_at")
     verb = args.verb
     if verb == "create":
-        body = _drop_none({"id": args.id, "display_name": args.display_name, "plan": args.plan})
+        body = _drop_none(
+            {
+                "id": args.id,
+                "display_name": args.display_name,
+                "plan": args.plan,
+                "authorization": args.authorization,
+            }
+        )
         limits = _limits(args)
         if limits and not all(name in limits for name in LIMIT_FLAGS):
             raise UsageError(
@@ -100,7 +107,13 @@ def _tenant_call(args: argparse.Namespace) -> Call:
         )
     path = f"/v1/tenants/{_q(args.tenant)}"
     if verb == "update":
-        body = _drop_none({"display_name": args.display_name, "plan": args.plan})
+        body = _drop_none(
+            {
+                "display_name": args.display_name,
+                "plan": args.plan,
+                "authorization": args.authorization,
+            }
+        )
         if _limits(args):
             body["limits"] = _limits(args)
         return Call("PATCH", path, body)

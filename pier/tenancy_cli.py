@@ -155,6 +155,10 @@ def _with_limits(parser: argparse.ArgumentParser, absent: str) -> None:
 
 
 _PLAN_HELP = "free, standard, enterprise or any plan defined (`pier admin plans list`)"
+_AUTHORIZATION_HELP = (
+    "acls: its service accounts may do only what an ACL allows (Kafka's "
+    "allow.everyone.if.no.acl.found=false); open: a resource no ACL names is open to them (=true)"
+)
 
 
 def _tenant_parsers(resources: Any) -> None:
@@ -168,6 +172,12 @@ def _tenant_parsers(resources: Any) -> None:
     create.add_argument("--display-name", required=True)
     create.add_argument("--plan", required=True, help=_PLAN_HELP)
     create.add_argument("--id", default=None, help="tenant id (generated when absent)")
+    create.add_argument(
+        "--authorization",
+        choices=["acls", "open"],
+        default=None,
+        help=_AUTHORIZATION_HELP + " (default: the plan's; the default plans say acls)",
+    )
     create.add_argument("--idempotency-key", default=None)
     _with_limits(create, "default: the plan's")
     listing = verbs.add_parser("list")
@@ -177,7 +187,15 @@ def _tenant_parsers(resources: Any) -> None:
     update.add_argument("tenant")
     update.add_argument("--display-name", default=None)
     update.add_argument(
-        "--plan", default=None, help=_PLAN_HELP + "; moving takes the new plan's limits and quotas"
+        "--plan",
+        default=None,
+        help=_PLAN_HELP + "; moving takes the new plan's limits, quotas and authorization",
+    )
+    update.add_argument(
+        "--authorization",
+        choices=["acls", "open"],
+        default=None,
+        help=_AUTHORIZATION_HELP + " (absent: unchanged)",
     )
     _with_limits(update, "absent: unchanged")
     for verb in ("get", "delete", "suspend", "resume"):

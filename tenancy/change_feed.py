@@ -13,8 +13,15 @@ starting version is read, so nothing committed in between is missed. A version j
 pruned before this subscriber read them, or a database restored to an older state) sets
 `resync_needed` and clears the store's verification cache; every delivered change is also applied
 to that cache, so a watching process stops accepting a revoked key within the feed's latency.
-Store reads run in worker threads (`asyncio.to_thread`). One feed belongs to one task on one
-event loop.
+
+The feed never skips a change because the store went away: a failed read (a lost connection, a
+database restarting) is logged and retried with a backoff (`RETRY_S` doubling up to
+`MAX_RETRY_S`) from the version of the last change delivered, and a lost LISTEN connection is
+reopened before the next read. A subscriber whose feed dies anyway reopens it with
+`store.watch(from_version=<the last version it applied>)` (`gateway.directory.TenantDirectory.
+follow` does), never from the current version: a revocation committed during the outage is
+delivered after it. Store reads run in worker threads (`asyncio.to_thread`). One feed belongs to
+one task on one event loop.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from tenancy.domain import Change
 log = logging.getLogger(__name__)
 SAFETY_POLL_S = 5.0
 BATCH = 1000
+RETRY_S = 0.05
+MAX_RETRY_S = 1.0
 
 
 class ChangeSource(Protocol):
@@ -102,6 +111,7 @@ class ChangeFeed:
         self._listener = _Listener(notify_url, channel) if notify_url else None
         self._buffer: deque[Change] = deque()
         self._closed = False
+        self._retry_s = RETRY_S
 
     @property
     def version(self) -> int | None:
@@ -140,12 +150,29 @@ class ChangeFeed:
         while not self._buffer:
             if self._closed:
                 raise StopAsyncIteration
-            if not await self._fetch():
+            if not await self._fetch_or_back_off():
                 await self._wait()
         change = self._buffer.popleft()
         self._version = change.version
         self._source.invalidate(change)
         return change
+
+    async def _fetch_or_back_off(self) -> bool:
+        """`_fetch`, or after a failed read a backoff; the position is kept either way."""
+        try:
+            found = await self._fetch()
+        except Exception as exc:
+            log.warning(
+                "event=change_feed_read_failed version=%s error=%s retry_s=%s",
+                self._version,
+                type(exc).__name__,
+                self._retry_s,
+            )
+            await asyncio.sleep(self._retry_s)
+            self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
+            return True  # retry the read at once after the backoff
+        self._retry_s = RETRY_S
+        return found
 
     async def _fetch(self) -> bool:
         assert self._version is not None

@@ -59,6 +59,9 @@ class Tenant:
     limits: TenantLimits
     created_at: datetime
     updated_at: datetime
+    # Whether its service accounts need ACLs (revision 0007; `tenancy.plan_rules.AUTHORIZATIONS`):
+    # "acls" = deny by default, "open" = a resource no ACL names is open to its accounts.
+    authorization: str = "acls"
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ class Plan:
     dimensions: dict[str, PlanDimension]
     limits: TenantLimits = DEFAULT_LIMITS
     quotas: dict[str, float] = field(default_factory=dict)
+    authorization: str = "acls"  # what its tenants get: "acls" (required) or "open"
 
 
 @dataclass(frozen=True)

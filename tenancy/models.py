@@ -56,6 +56,8 @@ class TenantRow(Base):
     max_consumer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)  # revision 0003
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # revision 0007: "acls" (its service accounts need ACLs) or "open"; never inferred from its ACLs
+    authorization: Mapped[str] = mapped_column(String(8), server_default="acls")
 
 
 class ServiceAccountRow(Base):
@@ -148,6 +150,7 @@ class PlanRow(Base):
     consumer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)
     request_percentage: Mapped[float | None] = mapped_column(Float)
     controller_mutation_rate: Mapped[float | None] = mapped_column(Float)
+    authorization: Mapped[str] = mapped_column(String(8), server_default="acls")  # revision 0007
 
 
 class PlanDimensionRow(Base):
@@ -235,6 +238,17 @@ class PartitionReservationRow(Base):
     partitions: Mapped[int] = mapped_column(BigInteger)
     holder: Mapped[str] = mapped_column(NAME)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class GatewayRow(Base):
+    """Revision 0007: one running gateway's heartbeat: the change-feed version it has applied (every
+    change up to it is in force on its connections) and when it last said so."""
+
+    __tablename__ = "gateways"
+    id: Mapped[str] = mapped_column(NAME, primary_key=True)
+    applied_version: Mapped[int] = mapped_column(BigInteger)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_seen: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 # --- billing (revision 0004): written by `billing/`, read by `tenancy.billing_store` ------------

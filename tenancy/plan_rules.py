@@ -5,9 +5,11 @@ any `[a-z][a-z0-9_]*` name). For each, `included` units are free; the rest is pr
 tiers: tier i covers billable units up to `up_to` (cumulative, counted after the allowance), each
 unit at `unit_price`; the last tier has no bound. Money is `Decimal`, at most 12 decimal places
 (the NUMERIC(38, 12) column), never a float. A plan also carries the limits its tenants get
-(`TenantLimits`; absent from a document: `DEFAULT_LIMITS`) and their default client quotas (Kafka
-quota names and units; absent: none). The format is documented in docs/plans.md. Pure; safe from
-any thread.
+(`TenantLimits`; absent from a document: `DEFAULT_LIMITS`), their default client quotas (Kafka
+quota names and units; absent: none) and their `authorization`: "acls" (a service account may do
+only what an ACL allows; the default) or "open" (a resource no ACL names is open to the tenant's
+accounts), see `AUTHORIZATIONS`. The format is documented in docs/plans.md. Pure; safe from any
+thread.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ DIMENSION = re.compile(r"[a-z][a-z0-9_]{0,63}")
 CURRENCY = re.compile(r"[A-Z]{3}")  # ISO 4217
 MAX_DIMENSIONS = 64
 MAX_TIERS = 32
+# Whether a tenant's service accounts need ACLs, as Kafka's `allow.everyone.if.no.acl.found`
+# (false: "acls", true: "open"); the first is the default for plans and so for new tenants.
+AUTHORIZATIONS = ("acls", "open")
+DEFAULT_AUTHORIZATION = "acls"
 _LIMIT = Decimal(10) ** 26  # NUMERIC(38, 12) holds 26 integer digits
 
 
@@ -42,6 +48,12 @@ def check_amount(field: str, value: object, *, positive: bool = False) -> Decima
         raise ValidationError(field, "is too large")
     if isinstance(exponent, int) and exponent < -12:
         raise ValidationError(field, "must have at most 12 decimal places")
+    return value
+
+
+def check_authorization(field: str, value: object) -> str:
+    if not isinstance(value, str) or value not in AUTHORIZATIONS:
+        raise ValidationError(field, f"must be one of {', '.join(AUTHORIZATIONS)}")
     return value
 
 
@@ -81,6 +93,7 @@ def check_plan(plan: object) -> Plan:
     for name, dimension in plan.dimensions.items():
         _check_dimension(name, dimension)
     check_limits(plan.limits)
+    check_authorization("authorization", plan.authorization)
     return replace(plan, quotas=_check_plan_quotas(plan.quotas))
 
 
@@ -131,6 +144,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         },
         "limits": asdict(plan.limits),
         "quotas": dict(plan.quotas),
+        "authorization": plan.authorization,
     }
 
 
@@ -186,4 +200,6 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
         dimensions[name] = PlanDimension(included, tuple(tiers))
     name, currency, quotas = data.get("name"), data.get("currency"), data.get("quotas", {})
     limits = limits_from_json(data.get("limits"))
-    return check_plan(Plan(name, currency, dimensions, limits, quotas))  # type: ignore[arg-type]
+    authorization = data.get("authorization", DEFAULT_AUTHORIZATION)
+    plan = Plan(name, currency, dimensions, limits, quotas, authorization)  # type: ignore[arg-type]
+    return check_plan(plan)

@@ -4,7 +4,8 @@ tenants take their limits and default quotas from them when created on or moved 
 A plan is stored as rows (plan with its limits and quotas, its dimensions, their tiers) with money
 in NUMERIC columns, and is always replaced whole: `put_plan` deletes the old dimensions and writes
 the new ones in one transaction, so a reader sees either plan, never a mix. Replacing a plan does
-not change the tenants already on it. Migration 0005 adds the default plans (free, standard,
+not change the tenants already on it. A plan's `authorization` ("acls" or "open", revision 0007)
+is what a tenant created on it, or moved to it, gets. Migration 0005 adds the default plans (free, standard,
 enterprise; docs/plans.md). Mixin of `TenantStore`; thread-safe.
 """
 
@@ -44,6 +45,7 @@ def _write_terms(row: PlanRow, plan: Plan) -> None:
         setattr(row, name, getattr(plan.limits, name))
     for name in QUOTA_NAMES:
         setattr(row, name, plan.quotas.get(name))
+    row.authorization = plan.authorization
 
 
 def known_plan(session: Session, name: str, field: str = "plan") -> Plan:
@@ -76,7 +78,7 @@ def _load(session: Session, row: PlanRow) -> Plan:
         dimensions[dimension.dimension] = PlanDimension(
             dimension.included, tuple(tiers.get(dimension.dimension, ()))
         )
-    return Plan(row.name, row.currency, dimensions, _limits(row), _quotas(row))
+    return Plan(row.name, row.currency, dimensions, _limits(row), _quotas(row), row.authorization)
 
 
 class PlanCommands(StoreCore):

@@ -23,6 +23,7 @@ from tenancy.change_feed import ChangeFeed
 from tenancy.database import Database
 from tenancy.domain import AuditEntry, Change, Page
 from tenancy.errors import ValidationError
+from tenancy.gateway_registry import GatewayRegistry
 from tenancy.operators import OperatorCommands
 from tenancy.plans import PlanCommands
 from tenancy.quotas import QuotaCommands
@@ -45,6 +46,7 @@ class TenantStore(
     PlanCommands,
     OperatorCommands,
     BillingReads,
+    GatewayRegistry,
     PartitionReservations,
 ):
     @classmethod

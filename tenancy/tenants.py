@@ -7,7 +7,10 @@ changes nothing and journals nothing. The plan must exist (an unknown name is re
 list of plans). A tenant created on a plan, or moved to another, takes the plan's limits unless
 limits are given, and the plan's quotas as its `/config/users/<default>` client quotas (replacing
 what that entity had); later changes of the plan leave its tenants alone. Limits are positive
-integers; the tenant-wide byte-rate caps (Kafka's bytes/s units) may be None, for no cap. Mixin of
+integers; the tenant-wide byte-rate caps (Kafka's bytes/s units) may be None, for no cap. The
+tenant's `authorization` ("acls": its service accounts need ACLs; "open": a resource no ACL names
+is open to them) is explicit: given, or the plan's when created on or moved to a plan; it is
+never inferred from whether the tenant has ACLs, so deleting its last ACL opens nothing. Mixin of
 `TenantStore`; thread-safe (one session per call).
 """
 
@@ -24,7 +27,7 @@ from tenancy.ids import check_tenant_id, new_tenant_id
 from tenancy.limits import check_limits
 from tenancy.models import TenantRow
 from tenancy.pagination import keyset_page
-from tenancy.plan_rules import PLAN_NAME
+from tenancy.plan_rules import PLAN_NAME, check_authorization
 from tenancy.plans import known_plan
 from tenancy.quotas import write_plan_quotas
 from tenancy.store_base import MAX_NAME, StoreCore, check_text
@@ -49,7 +52,14 @@ def tenant_from_row(row: TenantRow) -> Tenant:
         row.max_consumer_byte_rate,
     )
     return Tenant(
-        row.id, row.display_name, row.plan, row.status, limits, row.created_at, row.updated_at
+        row.id,
+        row.display_name,
+        row.plan,
+        row.status,
+        limits,
+        row.created_at,
+        row.updated_at,
+        row.authorization,
     )
 
 
@@ -70,30 +80,40 @@ class TenantCommands(StoreCore):
         plan: str,
         limits: TenantLimits | None = None,
         tenant_id: str | None = None,
+        authorization: str | None = None,
         actor: str,
     ) -> Tenant:
+        """`authorization` None: the plan's ("acls" unless the plan says "open")."""
         check_text("display_name", display_name, max_length=MAX_NAME, allow_empty=False)
         check_plan_name("plan", plan)
         if limits is not None:
             check_limits(limits)
+        if authorization is not None:
+            check_authorization("authorization", authorization)
+        terms = (display_name, plan, limits, authorization, actor)
         if tenant_id is not None:
-            return self._insert_tenant(
-                check_tenant_id(tenant_id), display_name, plan, limits, actor
-            )
+            return self._insert_tenant(check_tenant_id(tenant_id), *terms)
         for _ in range(_ID_ATTEMPTS):  # a generated id colliding is ~1e-14 per attempt
             try:
-                return self._insert_tenant(new_tenant_id(), display_name, plan, limits, actor)
+                return self._insert_tenant(new_tenant_id(), *terms)
             except ConflictError:
                 continue
         raise ConflictError("could not generate a free tenant id")
 
     def _insert_tenant(
-        self, tenant_id: str, display_name: str, plan: str, limits: TenantLimits | None, actor: str
+        self,
+        tenant_id: str,
+        display_name: str,
+        plan: str,
+        limits: TenantLimits | None,
+        authorization: str | None,
+        actor: str,
     ) -> Tenant:
         try:
             with self._db.write() as session:
                 terms = known_plan(session, plan)
                 limits = limits if limits is not None else terms.limits
+                authorization = authorization or terms.authorization
                 if session.get(TenantRow, tenant_id) is not None:
                     raise ConflictError(f"tenant {tenant_id!r} already exists")
                 now = self._now()
@@ -102,6 +122,7 @@ class TenantCommands(StoreCore):
                     display_name=display_name,
                     plan=plan,
                     status="active",
+                    authorization=authorization,
                     created_at=now,
                     updated_at=now,
                 )
@@ -114,6 +135,7 @@ class TenantCommands(StoreCore):
                     "plan": plan,
                     "limits": asdict(limits),
                     "quotas": dict(terms.quotas),
+                    "authorization": authorization,
                 }
                 self._journal(
                     session,
@@ -156,7 +178,9 @@ class TenantCommands(StoreCore):
         display_name: str | None = None,
         plan: str | None = None,
         limits: TenantLimits | None = None,
+        authorization: str | None = None,
     ) -> Tenant:
+        """A move to another plan takes its limits, quotas and authorization unless given."""
         changed: dict[str, object] = {}
         if display_name is not None:
             changed["display_name"] = check_text(
@@ -166,6 +190,8 @@ class TenantCommands(StoreCore):
             changed["plan"] = check_plan_name("plan", plan)
         if limits is not None:
             changed["limits"] = asdict(check_limits(limits))
+        if authorization is not None:
+            changed["authorization"] = check_authorization("authorization", authorization)
         with self._db.write() as session:
             row = self._live_tenant(session, tenant_id)
             if display_name is not None:
@@ -177,10 +203,15 @@ class TenantCommands(StoreCore):
                     changed["limits"] = asdict(limits)
                 write_plan_quotas(session, tenant_id, terms.quotas)
                 changed["quotas"] = dict(terms.quotas)
+                if authorization is None:
+                    authorization = terms.authorization
+                    changed["authorization"] = authorization
             if plan is not None:
                 row.plan = plan
             if limits is not None:
                 _apply_limits(row, limits)
+            if authorization is not None:
+                row.authorization = authorization
             if changed:
                 row.updated_at = self._now()
                 self._journal(

@@ -99,8 +99,14 @@ class GatewayStack:
     @staticmethod
     def add_tenant(store: TenantStore, tenant_id: str, name: str = "app") -> Credentials:
         if not any(t.id == tenant_id for t in store.list_tenants(limit=100).items):
+            # "open": the tests' accounts may use what no ACL names (the adversarial tests of
+            # tests/adversarial/test_access.py build tenants whose accounts need ACLs).
             store.create_tenant(
-                display_name=tenant_id, plan="free", tenant_id=tenant_id, actor=OPERATOR
+                display_name=tenant_id,
+                plan="free",
+                tenant_id=tenant_id,
+                authorization="open",
+                actor=OPERATOR,
             )
             # Without the free plan's default quotas: each test sets the quotas it means.
             no_quotas = dict.fromkeys(QUOTA_NAMES, None)

@@ -9,10 +9,13 @@ DELETE and ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS); DENY b
 their own operation (or everything, for ALL). `allowed_any` is Kafka's `authorizeByResourceType`
 (KIP-679), without its super-user probe: we have no super users.
 
-Tenant policy (the plan default): a tenant that defines no ACL is open to its own service
-accounts; the first ACL switches the tenant to Kafka's deny-by-default (Kafka's
-`allow.everyone.if.no.acl.found=false`, applied to the whole tenant rather than per resource).
-Resource names are the tenant's own (no fleet prefix). `__init__` indexes the bindings so that
+Tenant policy: the tenant's explicit `authorization` setting (`tenancy.plan_rules.AUTHORIZATIONS`),
+never whether it has ACLs. "acls" (`required=True`, the default) is Kafka's deny-by-default
+(`allow.everyone.if.no.acl.found=false`): only what an ALLOW grants. "open" (`required=False`) is
+Kafka's `allow.everyone.if.no.acl.found=true`: a resource that no binding names (of any principal,
+operation or permission) is open to the tenant's service accounts; a resource some binding names
+is decided by the bindings as above. Deleting a tenant's last ACL thus changes nothing in
+"acls" mode. Resource names are the tenant's own (no fleet prefix). `__init__` indexes the bindings so that
 `allowed`, which runs per request, is a few set and dict look-ups. Immutable after construction;
 pure; thread-safe.
 """
@@ -123,8 +126,8 @@ def _dominated(name: str, deny_prefixes: set[str]) -> bool:
 
 
 class Authorizer:
-    def __init__(self, acls: Sequence[Acl], *, allow_when_no_acls: bool = True) -> None:
-        self._open = allow_when_no_acls and not acls
+    def __init__(self, acls: Sequence[Acl], *, required: bool = True) -> None:
+        self.required = required
         self._types: dict[str, _TypeIndex] = {}
         for acl in map(_normal, acls):
             self._types.setdefault(acl.resource_type, _TypeIndex()).add(acl)
@@ -135,12 +138,10 @@ class Authorizer:
         self, principal: str, host: str, operation: str, resource_type: str, name: str
     ) -> bool:
         _check(operation, resource_type)
-        if self._open:
-            return True
         index = self._types.get(resource_type)
-        if index is None:
-            return False
-        rules = list(index.matching(name))
+        rules = [] if index is None else list(index.matching(name))
+        if not rules:
+            return not self.required  # no binding names the resource
         asked = _asked(principal, _client_host(host), operation)
         if any(not asked.isdisjoint(found.deny) for found in rules):
             return False
@@ -150,14 +151,15 @@ class Authorizer:
         """Kafka's `authorizeByResourceType`: is `operation` allowed on at least one resource of
         the type, i.e. some ALLOW that no DENY dominates (a literal by the same literal or a
         covering prefix, a prefix by a covering prefix, anything by the `*` wildcard)? Unlike
-        `allowed`, only the exact operation or ALL counts, as in Kafka."""
+        `allowed`, only the exact operation or ALL counts, as in Kafka. In "open" mode a resource
+        no binding names is allowed, and one exists unless a literal `*` binding names them all."""
         _check(operation, resource_type)
-        if self._open:
+        index = self._types.get(resource_type, _TypeIndex())
+        if not self.required and WILDCARD not in index.literal:
             return True
         asked = _asked(principal, _client_host(host), operation)
         allow: dict[str, set[str]] = {"literal": set(), "prefixed": set()}
         deny: dict[str, set[str]] = {"literal": set(), "prefixed": set()}
-        index = self._types.get(resource_type, _TypeIndex())
         for acl in index.bindings:
             if (acl.principal, acl.host, acl.operation) not in asked:
                 continue

@@ -29,6 +29,7 @@ from tenancy.api.metrics import (
 )
 from tenancy.api.openapi import document
 from tenancy.api.problems import problem_middleware
+from tenancy.api.propagation import DEFAULT_PROPAGATION, PROPAGATION, Propagation
 from tenancy.api.routes import add_routes
 from tenancy.api.validation import RequestValidator, validation_middleware
 
@@ -62,8 +63,10 @@ def create_app(
     store_threads: int = 8,
     token_cache_ttl: timedelta = timedelta(seconds=30),
     gateway_http: tuple[str, ...] = (),
+    propagation: Propagation = DEFAULT_PROPAGATION,
 ) -> web.Application:
-    """The admin API over `store`; serve it with `web.AppRunner(app, access_log_class=...)`."""
+    """The admin API over `store`; serve it with `web.AppRunner(app, access_log_class=...)`.
+    `propagation`: how long a change that takes access away waits for the gateways."""
     runner = StoreRunner(store_threads)
     metrics = ApiMetrics()
     app = web.Application(
@@ -79,6 +82,7 @@ def create_app(
     )
     app[CONTEXT] = ApiContext(store=store, run=runner, clock=clock, gateway_http=gateway_http)
     app[METRICS] = metrics
+    app[PROPAGATION] = propagation
     app.router.add_get("/openapi.json", _openapi)
     app.router.add_get("/healthz", health_handler)
     app.router.add_get("/metrics", metrics_handler)

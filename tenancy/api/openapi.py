@@ -111,10 +111,28 @@ def _op(
 
 _LINK = {"Link": {"schema": {"type": "string"}, "description": 'RFC 8288, rel="next"'}}
 _NO_CONTENT = {"204": {"description": "Done"}}
+# Changes that take access away are answered once in force on every live gateway (at most 1 s).
+_IN_FORCE: JsonSchema = {
+    "Pier-Change-Version": {
+        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+        "description": "The store's change version when the change was committed",
+    },
+    "Pier-Propagation": {
+        "schema": {"enum": ["confirmed", "unconfirmed"]},
+        "description": "confirmed: every live gateway applied the change before this answer; "
+        "unconfirmed: 1 s passed first (Pier-Propagation-Pending names the gateways behind)",
+    },
+    "Pier-Propagation-Pending": {
+        "schema": {"type": "string"},
+        "description": "Comma-separated ids of the gateways that had not applied it",
+    },
+}
+_DONE_IN_FORCE = {"204": {"description": "Done", "headers": _IN_FORCE}}
 
 
 def _tenant_paths() -> dict[str, JsonSchema]:
     tenant = {"200": _json(ref("Tenant"), "The tenant")}
+    changed = {"200": _json(ref("Tenant"), "The tenant, once in force", _IN_FORCE)}
     one = ("TenantId",)
     status_filter = _param("status", "query", {"enum": ["active", "suspended", "deleted"]})
     listing = _op(
@@ -137,16 +155,20 @@ def _tenant_paths() -> dict[str, JsonSchema]:
         },
         "/v1/tenants/{id}": {
             "get": _op("getTenant", "Get a tenant", tenant, params=one),
-            "patch": _op("updateTenant", "Update a tenant", tenant, params=one, body="TenantPatch"),
-            "delete": _op("deleteTenant", "Soft-delete a tenant", tenant, params=one),
+            "patch": _op(
+                "updateTenant", "Update a tenant", changed, params=one, body="TenantPatch"
+            ),
+            "delete": _op("deleteTenant", "Soft-delete a tenant", changed, params=one),
         },
         "/v1/tenants/{id}/suspend": {
             "post": _op(
-                "suspendTenant", "Suspend a tenant", tenant, params=(*one, "IdempotencyKey")
+                "suspendTenant", "Suspend a tenant", changed, params=(*one, "IdempotencyKey")
             ),
         },
         "/v1/tenants/{id}/resume": {
-            "post": _op("resumeTenant", "Resume a tenant", tenant, params=(*one, "IdempotencyKey")),
+            "post": _op(
+                "resumeTenant", "Resume a tenant", changed, params=(*one, "IdempotencyKey")
+            ),
         },
     }
 
@@ -189,7 +211,7 @@ def _principal_paths() -> dict[str, JsonSchema]:
             "delete": _op(
                 "revokeApiKey",
                 "Revoke an API key",
-                {"200": _json(ref("ApiKey"), "Revoked")},
+                {"200": _json(ref("ApiKey"), "Revoked, once in force", _IN_FORCE)},
                 params=("KeyId",),
             ),
         },
@@ -248,7 +270,7 @@ def _acl_paths() -> dict[str, JsonSchema]:
     delete = _op(
         "deleteAcls",
         "Delete the ACLs matching every given filter (Kafka DeleteAcls)",
-        {"200": _json(ref("AclDeleted"), "The deleted ACLs")},
+        {"200": _json(ref("AclDeleted"), "The deleted ACLs, once in force", _IN_FORCE)},
         params=("TenantId",),
     )
     delete["parameters"] += filters
@@ -257,7 +279,7 @@ def _acl_paths() -> dict[str, JsonSchema]:
             "post": _op(
                 "createAcl",
                 "Create an ACL",
-                {"201": _json(ref("Acl"), "Created")},
+                {"201": _json(ref("Acl"), "Created, once in force", _IN_FORCE)},
                 params=("TenantId", "IdempotencyKey"),
                 body="AclCreate",
             ),
@@ -270,7 +292,9 @@ def _acl_paths() -> dict[str, JsonSchema]:
             "delete": delete,
         },
         "/v1/tenants/{id}/acls/{acl_id}": {
-            "delete": _op("deleteAcl", "Delete one ACL", _NO_CONTENT, params=("TenantId", "AclId")),
+            "delete": _op(
+                "deleteAcl", "Delete one ACL", _DONE_IN_FORCE, params=("TenantId", "AclId")
+            ),
         },
     }
 

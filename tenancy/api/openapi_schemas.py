@@ -66,6 +66,12 @@ _DECIMAL: JsonSchema = {"type": "string", "pattern": DECIMAL_PATTERN}
 _ENTITY_NAME: JsonSchema = {"type": ["string", "null"], "minLength": 1, "maxLength": 255}
 _LIMIT_NAMES = ["max_partitions", "max_storage_bytes", "max_connections", "max_request_bytes"]
 _RATE_CAP_NAMES = ["max_producer_byte_rate", "max_consumer_byte_rate"]
+_AUTHORIZATION: JsonSchema = {
+    "enum": ["acls", "open"],
+    "description": "Whether the tenant's service accounts need ACLs. acls: only what an ALLOW "
+    "binding grants (Kafka's allow.everyone.if.no.acl.found=false); open: a resource no binding "
+    "names is open to them (=true). Explicit: deleting the last ACL never opens a tenant",
+}
 _RATE_CAP: JsonSchema = {
     "type": ["integer", "null"],
     "minimum": 1,
@@ -96,13 +102,23 @@ def _tenancy_schemas() -> dict[str, JsonSchema]:
             [], limits, description="Only the limits given change; null removes a rate cap"
         ),
         "Tenant": _obj(
-            ["id", "display_name", "plan", "status", "limits", "created_at", "updated_at"],
+            [
+                "id",
+                "display_name",
+                "plan",
+                "status",
+                "limits",
+                "authorization",
+                "created_at",
+                "updated_at",
+            ],
             {
                 "id": {"type": "string"},
                 "display_name": {"type": "string"},
                 "plan": {"type": "string"},
                 "status": {"enum": ["active", "suspended", "deleted"]},
                 "limits": ref("TenantLimits"),
+                "authorization": _AUTHORIZATION,
                 "created_at": _TIME,
                 "updated_at": _TIME,
             },
@@ -114,6 +130,10 @@ def _tenancy_schemas() -> dict[str, JsonSchema]:
                 "display_name": _text(200, 1),
                 "plan": _text(64, 1),
                 "limits": ref("TenantLimitsCreate"),
+                "authorization": {
+                    **_AUTHORIZATION,
+                    "description": "absent: the plan's. " + _AUTHORIZATION["description"],
+                },
             },
         ),
         "TenantPatch": _obj(
@@ -122,6 +142,7 @@ def _tenancy_schemas() -> dict[str, JsonSchema]:
                 "display_name": _text(200, 1),
                 "plan": _text(64, 1),
                 "limits": ref("TenantLimitsPatch"),
+                "authorization": _AUTHORIZATION,
             },
         ),
         "TenantPage": _page("Tenant"),
@@ -256,18 +277,23 @@ def _plan_schemas() -> dict[str, JsonSchema]:
         "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,63}$"},
         "additionalProperties": ref("PlanDimension"),
     }
-    terms = {"limits": ref("TenantLimitsCreate"), "quotas": ref("PlanQuotas")}
+    terms = {
+        "limits": ref("TenantLimitsCreate"),
+        "quotas": ref("PlanQuotas"),
+        "authorization": {**_AUTHORIZATION, "description": "absent: acls. What its tenants get"},
+    }
     return {
         "PlanTier": tier,
         "PlanDimension": dimension,
         "Plan": _obj(
-            ["name", "currency", "dimensions", "limits", "quotas"],
+            ["name", "currency", "dimensions", "limits", "quotas", "authorization"],
             {
                 "name": {"type": "string"},
                 "currency": {"type": "string"},
                 "dimensions": dimensions,
                 "limits": ref("TenantLimits"),
                 "quotas": ref("PlanQuotas"),
+                "authorization": _AUTHORIZATION,
             },
         ),
         "PlanList": _obj(["items"], {"items": {"type": "array", "items": ref("Plan")}}),

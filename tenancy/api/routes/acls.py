@@ -4,8 +4,10 @@ Owns: `/v1/tenants/{id}/acls[/{acl_id}]` and the ACL's JSON form. `DELETE /acls`
 filters deletes every ACL of the tenant matching all given filters (an absent filter matches
 anything, as Kafka's ANY) and answers the deleted ones; with no filter at all it is refused
 (400) — unlike Kafka, so a stray request cannot wipe a tenant's ACLs. The principal must be
-`User:<service account id>` of the same tenant (the store checks it: 403 otherwise). Runs on the
-event loop; store calls go through the store thread pool.
+`User:<service account id>` of the same tenant (the store checks it: 403 otherwise). Every change
+is answered once it is in force on every live gateway, or after at most 1 s
+(`tenancy.api.propagation`: the `Pier-Propagation` header says which). Runs on the event loop;
+store calls go through the store thread pool.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from aiohttp import web
 
 from tenancy.api.context import actor_of, context_of
 from tenancy.api.errors import FieldProblem, RequestValidationError
+from tenancy.api.propagation import confirm_in_force
 from tenancy.api.responses import json_ok, page_args, page_response
 from tenancy.api.validation import BODY, PARAMS
 from tenancy.domain import Acl
@@ -44,7 +47,7 @@ async def create_acl(request: web.Request) -> web.Response:
     acl = await ctx.run(
         ctx.store.create_acl, request[PARAMS]["id"], actor=actor_of(request), **body
     )
-    return json_ok(acl_json(acl), status=201)
+    return await confirm_in_force(request, json_ok(acl_json(acl), status=201))
 
 
 @routes.get("/v1/tenants/{id}/acls")
@@ -58,7 +61,7 @@ async def list_acls(request: web.Request) -> web.Response:
 async def delete_acl(request: web.Request) -> web.Response:
     ctx, params = context_of(request), request[PARAMS]
     await ctx.run(ctx.store.delete_acl, params["id"], params["acl_id"], actor=actor_of(request))
-    return web.Response(status=204)
+    return await confirm_in_force(request, web.Response(status=204))
 
 
 @routes.delete("/v1/tenants/{id}/acls")
@@ -70,7 +73,9 @@ async def delete_matching_acls(request: web.Request) -> web.Response:
     matching = [acl for acl in await _all_acls(request) if _matches(acl, wanted)]
     for acl in matching:
         await ctx.run(ctx.store.delete_acl, params["id"], acl.id, actor=actor_of(request))
-    return json_ok({"deleted": [acl_json(acl) for acl in matching]})
+    return await confirm_in_force(
+        request, json_ok({"deleted": [acl_json(acl) for acl in matching]})
+    )
 
 
 async def _all_acls(request: web.Request) -> list[Acl]:

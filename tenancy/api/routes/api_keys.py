@@ -2,7 +2,8 @@
 
 Owns: `/v1/tenants/{id}/api-keys`, `/v1/api-keys/{key}` and the key's JSON form, which never has
 a secret field: only the create response adds `secret`, from the store's one-time value. Expiry
-is an RFC 3339 timestamp (no offset = UTC). Handlers run on the event loop; store calls go
+is an RFC 3339 timestamp (no offset = UTC). A revocation is answered once every live gateway has
+closed the key's connections, or after at most 1 s (`tenancy.api.propagation`). Handlers run on the event loop; store calls go
 through the store thread pool.
 """
 
@@ -14,6 +15,7 @@ from aiohttp import web
 
 from tenancy.api.context import actor_of, context_of
 from tenancy.api.errors import FieldProblem, RequestValidationError
+from tenancy.api.propagation import confirm_in_force
 from tenancy.api.responses import iso, json_ok, page_args, page_response, parse_time
 from tenancy.api.validation import BODY, PARAMS
 from tenancy.domain import ApiKey
@@ -65,4 +67,4 @@ async def list_api_keys(request: web.Request) -> web.Response:
 async def revoke_api_key(request: web.Request) -> web.Response:
     ctx = context_of(request)
     key = await ctx.run(ctx.store.revoke_api_key, request[PARAMS]["key"], actor=actor_of(request))
-    return json_ok(api_key_json(key))
+    return await confirm_in_force(request, json_ok(api_key_json(key)))

@@ -3,8 +3,9 @@
 Owns: `/v1/plans`, `/v1/plans/{name}` and the plan's JSON form (docs/plans.md). Money and
 allowances travel as decimal strings (never floats), parsed and checked by the store's
 `plan_from_json`; tier `up_to` null means "no upper bound". `limits` are the tenant limits and
-`quotas` the default client quotas (Kafka's names and units) a tenant gets on the plan. Runs on
-the event loop; store calls go through the store thread pool.
+`quotas` the default client quotas (Kafka's names and units) a tenant gets on the plan, and
+`authorization` whether its tenants' service accounts need ACLs ("acls", the default) or not
+("open"). Runs on the event loop; store calls go through the store thread pool.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         "dimensions": dimensions,
         "limits": asdict(plan.limits),
         "quotas": dict(plan.quotas),
+        "authorization": plan.authorization,
     }
 
 

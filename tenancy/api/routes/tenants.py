@@ -7,8 +7,12 @@ ETags). The tenant-wide rate caps (`max_producer_byte_rate`, `max_consumer_byte_
 optional on create (absent = no cap) and a PATCH sets one to null to remove it. A tenant created
 without `limits` gets its plan's; a PATCH that moves it to another plan gives it the new plan's
 limits, with the `limits` of the same PATCH applied over them. DELETE is the
-store's soft delete (status `deleted`) and answers the tenant. Handlers run on the event loop;
-every store call goes through the store thread pool.
+store's soft delete (status `deleted`) and answers the tenant. `authorization` ("acls": its
+service accounts need ACLs; "open") is the plan's unless given on create, and a PATCH may set it;
+a move to another plan takes the plan's unless the same PATCH gives one. A PATCH, suspension,
+resumption or deletion is answered once every live gateway applies it, or after at most 1 s
+(`tenancy.api.propagation`). Handlers run on the event loop; every store call goes through the
+store thread pool.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from tenancy.api.context import actor_of, context_of
+from tenancy.api.propagation import confirm_in_force
 from tenancy.api.responses import iso, json_ok, page_args, page_response
 from tenancy.api.validation import BODY, PARAMS
 from tenancy.domain import Tenant, TenantLimits
@@ -35,6 +40,7 @@ def tenant_json(tenant: Tenant) -> dict[str, Any]:
         "plan": tenant.plan,
         "status": tenant.status,
         "limits": asdict(tenant.limits),
+        "authorization": tenant.authorization,
         "created_at": iso(tenant.created_at),
         "updated_at": iso(tenant.updated_at),
     }
@@ -50,6 +56,7 @@ async def create_tenant(request: web.Request) -> web.Response:
         plan=body["plan"],
         limits=limits,
         tenant_id=body.get("id"),
+        authorization=body.get("authorization"),
         actor=actor_of(request),
     )
     response = json_ok(tenant_json(tenant), status=201)
@@ -89,8 +96,9 @@ async def update_tenant(request: web.Request) -> web.Response:
         display_name=body.get("display_name"),
         plan=body.get("plan"),
         limits=limits,
+        authorization=body.get("authorization"),
     )
-    return json_ok(tenant_json(tenant))
+    return await confirm_in_force(request, json_ok(tenant_json(tenant)))
 
 
 async def _set_status(request: web.Request, status: str) -> web.Response:
@@ -98,7 +106,7 @@ async def _set_status(request: web.Request, status: str) -> web.Response:
     tenant = await ctx.run(
         ctx.store.set_tenant_status, request[PARAMS]["id"], status, actor=actor_of(request)
     )
-    return json_ok(tenant_json(tenant))
+    return await confirm_in_force(request, json_ok(tenant_json(tenant)))
 
 
 @routes.delete("/v1/tenants/{id}")

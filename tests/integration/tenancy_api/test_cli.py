@@ -116,8 +116,10 @@ def test_admin_tenants_create_and_list(admin_api: RunningApi) -> None:
     assert [t["id"] for t in json.loads(listed.stdout)["items"]] == ["acme"]
     table = admin_api.admin("tenants", "list")
     header, row = table.stdout.splitlines()
-    assert header.split() == ["ID", "DISPLAY-NAME", "PLAN", "STATUS", "CREATED-AT"]
-    assert row.split()[:4] == ["acme", "Acme", "free", "active"]
+    assert header.split() == ["ID", "DISPLAY-NAME", "PLAN", "STATUS", "AUTHORIZATION", "CREATED-AT"]
+    assert row.split()[:5] == ["acme", "Acme", "free", "active", "acls"]
+    opened = admin_api.admin("tenants", "update", "acme", "--authorization", "open", "--json")
+    assert json.loads(opened.stdout)["authorization"] == "open", opened.stderr
     shown = admin_api.admin("tenants", "get", "acme")
     assert re.search(r"^limits\.max_partitions\s+\d+$", shown.stdout, re.M)
 

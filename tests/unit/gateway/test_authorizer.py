@@ -129,23 +129,52 @@ def test_allowed_any(bindings: list[Acl], operation: str, expected: bool) -> Non
     assert Authorizer(bindings).allowed_any(ALICE, HOST, operation, "TOPIC") is expected
 
 
-def test_a_tenant_without_acls_is_open_to_its_accounts() -> None:
+def test_acls_required_denies_a_tenant_without_acls() -> None:
     authorizer = Authorizer([])
+    assert not authorizer.allowed(ALICE, HOST, "READ", "TOPIC", "orders")
+    assert not authorizer.allowed(BOB, HOST, "CREATE", "CLUSTER", "kafka-cluster")
+    assert not authorizer.allowed_any(ALICE, HOST, "WRITE", "TOPIC")
+
+
+def test_open_mode_opens_what_no_binding_names() -> None:
+    authorizer = Authorizer([], required=False)
     assert authorizer.allowed(ALICE, HOST, "ALTER_CONFIGS", "TOPIC", "orders")
     assert authorizer.allowed(BOB, HOST, "CREATE", "CLUSTER", "kafka-cluster")
     assert authorizer.allowed_any(ALICE, HOST, "WRITE", "TRANSACTIONAL_ID")
 
 
-def test_the_first_acl_switches_the_tenant_to_deny_by_default() -> None:
-    authorizer = Authorizer([acl("READ", "orders", resource_type="GROUP")])
-    assert not authorizer.allowed(ALICE, HOST, "READ", "TOPIC", "orders")
-    assert not authorizer.allowed_any(ALICE, HOST, "WRITE", "TOPIC")
+def test_open_mode_decides_a_named_resource_by_its_bindings() -> None:
+    """Kafka's allow.everyone.if.no.acl.found=true: any binding on the resource (another
+    principal's, a DENY) takes the open fallback away for that resource only."""
+    authorizer = Authorizer(
+        [acl("WRITE", "orders"), acl("WRITE", "audit", permission="deny", principal=BOB)],
+        required=False,
+    )
+    assert authorizer.allowed(ALICE, HOST, "WRITE", "TOPIC", "orders")
+    assert not authorizer.allowed(BOB, HOST, "WRITE", "TOPIC", "orders")
+    assert not authorizer.allowed(BOB, HOST, "WRITE", "TOPIC", "audit")
+    assert not authorizer.allowed(ALICE, HOST, "WRITE", "TOPIC", "audit")  # named, no allow
+    assert authorizer.allowed(BOB, HOST, "WRITE", "TOPIC", "payments")  # named by nothing
+    assert authorizer.allowed(BOB, HOST, "READ", "GROUP", "orders")
 
 
-def test_a_closed_policy_denies_a_tenant_without_acls() -> None:
-    authorizer = Authorizer([], allow_when_no_acls=False)
-    assert not authorizer.allowed(ALICE, HOST, "READ", "TOPIC", "orders")
-    assert not authorizer.allowed_any(ALICE, HOST, "WRITE", "TOPIC")
+def test_open_mode_allowed_any_unless_a_wildcard_names_every_resource() -> None:
+    assert Authorizer([acl("WRITE", "orders", principal=BOB)], required=False).allowed_any(
+        ALICE, HOST, "WRITE", "TOPIC"
+    )
+    everything = [acl("READ", "*", principal=BOB)]
+    assert not Authorizer(everything, required=False).allowed_any(ALICE, HOST, "WRITE", "TOPIC")
+    assert Authorizer(everything, required=False).allowed_any(BOB, HOST, "READ", "TOPIC")
+
+
+def test_the_mode_never_depends_on_how_many_acls_there_are() -> None:
+    """Attack #9 of issue 21: deleting the last ACL must not open a tenant whose accounts need
+    ACLs (and the first ACL does not close an open tenant beyond the resources it names)."""
+    one = [acl("READ", "orders", resource_type="GROUP")]
+    assert not Authorizer(one).allowed(ALICE, HOST, "WRITE", "TOPIC", "orders")
+    assert not Authorizer([]).allowed(ALICE, HOST, "WRITE", "TOPIC", "orders")
+    assert Authorizer(one, required=False).allowed(ALICE, HOST, "WRITE", "TOPIC", "orders")
+    assert Authorizer([], required=False).allowed(ALICE, HOST, "WRITE", "TOPIC", "orders")
 
 
 def test_many_prefixes_of_different_lengths() -> None:

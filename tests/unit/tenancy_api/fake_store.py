@@ -111,6 +111,7 @@ class FakeStore:
         plan: str,
         limits: TenantLimits | None = None,
         tenant_id: str | None = None,
+        authorization: str | None = None,
         actor: str,
     ) -> Tenant:
         with self.lock:
@@ -120,7 +121,14 @@ class FakeStore:
                 raise ConflictError(f"tenant {tenant_id} exists")
             now = self._now()
             tenant = Tenant(
-                tenant_id, display_name, plan, "active", limits or DEFAULT_LIMITS, now, now
+                tenant_id,
+                display_name,
+                plan,
+                "active",
+                limits or DEFAULT_LIMITS,
+                now,
+                now,
+                authorization or self.plans[plan].authorization,
             )
             self.tenants[tenant_id] = tenant
             self._changed(f"create_tenant by {actor}")
@@ -146,12 +154,18 @@ class FakeStore:
         display_name: str | None = None,
         plan: str | None = None,
         limits: TenantLimits | None = None,
+        authorization: str | None = None,
     ) -> Tenant:
         with self.lock:
             tenant = self._live(tenant_id)
             if plan is not None:
                 self._known_plan(plan)
-            changes: dict[str, Any] = {"display_name": display_name, "plan": plan, "limits": limits}
+            changes: dict[str, Any] = {
+                "display_name": display_name,
+                "plan": plan,
+                "limits": limits,
+                "authorization": authorization,
+            }
             tenant = replace(tenant, **{k: v for k, v in changes.items() if v is not None})
             self.tenants[tenant_id] = tenant
             self._changed("update_tenant")
@@ -357,6 +371,9 @@ class FakeStore:
 
     def current_version(self) -> int:
         return self.version
+
+    def gateway_positions(self, *, stale_after_s: float) -> list[Any]:
+        return []  # no gateway: changes are in force at once
 
     def close(self) -> None:
         pass

@@ -241,6 +241,7 @@ def test_list_renders_a_table_and_the_next_cursor(capsys: pytest.CaptureFixture[
                 "display_name": "Acme Corp",
                 "plan": "free",
                 "status": "active",
+                "authorization": "acls",
                 "created_at": "2024-01-01T00:00:00Z",
             }
         ],
@@ -249,8 +250,8 @@ def test_list_renders_a_table_and_the_next_cursor(capsys: pytest.CaptureFixture[
     admin_client._render(made, 200, body, as_json=False)
     out, err = capsys.readouterr()
     assert out.splitlines() == [
-        "ID    DISPLAY-NAME  PLAN  STATUS  CREATED-AT",
-        "acme  Acme Corp     free  active  2024-01-01T00:00:00Z",
+        "ID    DISPLAY-NAME  PLAN  STATUS  AUTHORIZATION  CREATED-AT",
+        "acme  Acme Corp     free  active  acls           2024-01-01T00:00:00Z",
     ]
     assert "--cursor abc" in err
 

@@ -403,6 +403,7 @@ DEFAULT_TERMS: dict[str, Any] = {
         "max_consumer_byte_rate": None,
     },
     "quotas": {},
+    "authorization": "acls",  # a plan's tenants need ACLs unless it says "open"
 }
 
 
@@ -418,6 +419,7 @@ def test_plans(api: ServedApi) -> None:
     terms: dict[str, Any] = {
         "limits": {**DEFAULT_TERMS["limits"], "max_partitions": 5},
         "quotas": {"producer_byte_rate": 1048576, "request_percentage": 12.5},
+        "authorization": "open",
     }
     assert api.put("/v1/plans/pro", {**PLAN, **terms}).json == {"name": "pro", **PLAN, **terms}
     fraction = {**PLAN, "quotas": {"producer_byte_rate": 1.5}}
