@@ -9,6 +9,9 @@ PLAIN-authenticated connections and keep them until the caller is done). The cli
 (8192 iterations, the same cost as the whole server side) is computed once per key before any
 timing (`ScramKey.prime`), so the numbers are the gateway's, not the client's. Runs on one asyncio
 event loop; not thread-safe.
+
+The login flood of issue 21 (attacks 5 and 6: wrong secrets at full speed, a revocation meanwhile)
+is `infra.bench.login_flood`, built on this client.
 """
 
 from __future__ import annotations
@@ -65,8 +68,11 @@ class SaslConnection:
         self._correlation = 0
 
     @classmethod
-    async def open(cls, host: str, port: int) -> SaslConnection:
-        reader, writer = await asyncio.open_connection(host, port)
+    async def open(cls, host: str, port: int, local_host: str | None = None) -> SaslConnection:
+        """A connection from `local_host` (any loopback address on Linux: 127.0.0.2, ...) when
+        given, so that one machine can play several source addresses."""
+        local = None if local_host is None else (local_host, 0)
+        reader, writer = await asyncio.open_connection(host, port, local_addr=local)
         return cls(reader, writer)
 
     async def call(self, api_key: int, version: int, body: bytes) -> memoryview:
@@ -88,6 +94,14 @@ class SaslConnection:
     async def handshake(self, mechanism: str) -> None:
         name = mechanism.encode()
         _check(await self.call(SASL_HANDSHAKE, 1, _INT16.pack(len(name)) + name), "SaslHandshake")
+
+    async def send_authenticate(self, token: bytes) -> None:
+        """A SaslAuthenticate v1 written without waiting for its answer (a flood's guess)."""
+        self._correlation += 1
+        body = _INT32.pack(len(token)) + token
+        header = _HEADER.pack(SASL_AUTHENTICATE, 1, self._correlation, len(CLIENT_ID)) + CLIENT_ID
+        self.writer.write(_INT32.pack(len(header) + len(body)) + header + body)
+        await self.writer.drain()
 
     async def authenticate(self, token: bytes) -> bytes:
         """One SaslAuthenticate v1 round: the server's token."""
