@@ -34,6 +34,7 @@ from brokers.client.offsets import EARLIEST, LATEST, list_offsets
 from brokers.wire.errors import ErrorCode
 from gateway.http import kafka_requests as kr
 from gateway.http.context import Caller
+from gateway.http.decoding import off_loop
 from gateway.http.errors import (
     CONSUMER_ALREADY_EXISTS,
     CONSUMER_INSTANCE_NOT_FOUND,
@@ -44,12 +45,22 @@ from gateway.http.errors import (
 )
 from gateway.http.fleet_calls import coordinator, kafka_call
 from gateway.http.group_member import GroupMember
-from gateway.http.records import FORMATS, encode_headers, encode_value, fetched_records, next_offset
+from gateway.http.records import (
+    FORMATS,
+    Bookmark,
+    PollLimits,
+    encode_headers,
+    encode_value,
+    fetched_records,
+    next_offset,
+)
 
 log = logging.getLogger("pier.gateway.http.consumers")
 TP = tuple[str, int]
 RESETS = ("earliest", "latest", "none")
 POLL_SLICE_S = 0.5
+DEFAULT_MAX_POLL_RECORDS = 500  # Kafka's max.poll.records
+MAX_MAX_POLL_RECORDS = 10_000
 
 
 def _now_ms() -> int:
@@ -73,6 +84,8 @@ class ConsumerInstance:
     manual: list[TP] | None = None
     positions: dict[TP, int] = field(default_factory=dict)
     pending: dict[TP, int] = field(default_factory=dict)  # positions after the last poll
+    max_poll_records: int = DEFAULT_MAX_POLL_RECORDS
+    bookmarks: dict[TP, Bookmark] = field(default_factory=dict)  # where the last poll stopped
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     # -- what the instance reads -----------------------------------------------------------------
@@ -229,8 +242,11 @@ class ConsumerInstance:
         self.positions.update(await self._listed(reset, spec))
 
     # -- reading ---------------------------------------------------------------------------------
-    async def poll(self, timeout_ms: int, max_bytes: int) -> list[dict[str, Any]]:
-        """Records (JSON-ready); `advance()` once they are delivered."""
+    async def poll(
+        self, timeout_ms: int, max_bytes: int, max_records: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Records (JSON-ready), at most `max_records` (default `max.poll.records`) and about
+        `max_bytes`; `advance()` once they are delivered."""
         deadline = time.monotonic() + timeout_ms / 1000
         partitions = await self._wait_assignment(deadline)
         self.pending = {}
@@ -242,10 +258,11 @@ class ConsumerInstance:
         throttling = self.caller.services.session.throttling
         cap = throttling.fetch_max_bytes(self.caller.subject)
         fetch_bytes = max_bytes if cap is None else max(1, min(max_bytes, cap))
+        limits = PollLimits(max_records or self.max_poll_records, max_bytes)
         while True:
             remaining = deadline - time.monotonic()
             wait_s = max(0.0, min(POLL_SLICE_S, remaining))
-            records = await self._fetch_once(partitions, wait_s, fetch_bytes, max_bytes)
+            records = await self._fetch_once(partitions, wait_s, fetch_bytes, limits)
             if records or remaining <= POLL_SLICE_S:
                 return records
 
@@ -265,13 +282,13 @@ class ConsumerInstance:
         return self.assignment()
 
     async def _fetch_once(
-        self, partitions: Sequence[TP], wait_s: float, fetch_bytes: int, max_bytes: int
+        self, partitions: Sequence[TP], wait_s: float, fetch_bytes: int, limits: PollLimits
     ) -> list[dict[str, Any]]:
         fleet = {TopicPartition(self.caller.fleet(t), p): (t, p) for t, p in partitions}
         offsets = {ftp: self.positions[tp] for ftp, tp in fleet.items()}
-        limits = fetching.FetchLimits(max_wait_s=wait_s, min_bytes=1, max_bytes=fetch_bytes)
+        fetch_limits = fetching.FetchLimits(max_wait_s=wait_s, min_bytes=1, max_bytes=fetch_bytes)
         try:
-            answer = await fetching.fetch(self.fetch_cluster, offsets, limits)
+            answer = await fetching.fetch(self.fetch_cluster, offsets, fetch_limits)
         except BrokerResponseError as exc:
             if exc.code == ErrorCode.offset_out_of_range:
                 await self._reset_out_of_range(partitions)
@@ -279,20 +296,37 @@ class ConsumerInstance:
             raise from_kafka(exc.code, "fetch") from None
         except ClientError as exc:
             raise from_client(exc, "fetch") from None
+        parts = [(fleet[ftp], offsets[ftp], part.records) for ftp, part in answer.items()]
+        out, self.pending, bookmarks = await off_loop(self._decoded, parts, limits, self.bookmarks)
+        self.bookmarks.update(bookmarks)
+        return out
+
+    def _decoded(
+        self,
+        parts: list[tuple[TP, int, bytes]],
+        limits: PollLimits,
+        bookmarks: dict[TP, Bookmark],
+    ) -> tuple[list[dict[str, Any]], dict[TP, int], dict[TP, Bookmark]]:
+        """The fetched records within `limits` as JSON-ready dicts, the positions after them and
+        where in their batches they stopped (runs on a decoding thread: reads only its
+        arguments and the instance's format; the instance's lock keeps them unchanged)."""
         out: list[dict[str, Any]] = []
         used = 0
         advanced: dict[TP, int] = {}
-        for ftp, part in answer.items():
-            topic, partition = fleet[ftp]
-            start = offsets[ftp]
-            records = fetched_records(part.records, start)
-            if not records:
-                advanced[(topic, partition)] = next_offset(part.records, start)
+        stopped: dict[TP, Bookmark] = {}
+        for (topic, partition), start, raw in parts:
+            left = PollLimits(
+                limits.max_records - len(out),
+                max(0, limits.max_bytes - used) if out else limits.max_bytes,
+                limits.max_decompressed_bytes,
+            )
+            polled = fetched_records(raw, start, left, bookmarks.get((topic, partition)))
+            if polled.bookmark is not None:
+                stopped[(topic, partition)] = polled.bookmark
+            if not polled.records:
+                advanced[(topic, partition)] = next_offset(raw, start)
                 continue
-            for record in records:
-                size = len(record.key or b"") + len(record.value or b"")
-                if out and used + size > max_bytes:
-                    break
+            for record in polled.records:
                 where = f"{topic}-{partition}@{record.offset}"
                 out.append(
                     {
@@ -305,12 +339,11 @@ class ConsumerInstance:
                         "headers": encode_headers(record.headers),
                     }
                 )
-                used += size
-                advanced[(topic, partition)] = record.offset + 1
-            if out and used >= max_bytes:
+            used += polled.used_bytes
+            advanced[(topic, partition)] = polled.records[-1].offset + 1
+            if len(out) >= limits.max_records or used >= limits.max_bytes:
                 break
-        self.pending = advanced
-        return out
+        return out, advanced, stopped
 
     def advance(self) -> None:
         """The polled records were delivered: move the positions past them."""
@@ -362,6 +395,7 @@ class ConsumerRegistry:
         fmt = str(config.get("format", "binary")).lower()
         reset = str(config.get("auto.offset.reset", "latest")).lower()
         auto_commit = str(config.get("auto.commit.enable", "false")).lower()
+        max_poll_records = _max_poll_records(config.get("max.poll.records"))
         if fmt not in FORMATS:
             raise ApiError(
                 422, f"format must be one of {', '.join(FORMATS)}", INVALID_CONSUMER_CONFIG
@@ -392,6 +426,7 @@ class ConsumerRegistry:
             caller=caller,
             group_cluster=self._make_cluster(client_id),
             fetch_cluster=self._make_cluster(client_id),
+            max_poll_records=max_poll_records,
         )
         self._instances[key] = instance
         log.info("event=consumer_created tenant=%s group=%s instance=%s", key[0], group, name)
@@ -442,6 +477,24 @@ class ConsumerRegistry:
             await asyncio.sleep(interval)
             for key in self.expired(_now_ms()):
                 await self._close(key, "idle")
+
+
+def _max_poll_records(raw: Any) -> int:
+    """The instance's `max.poll.records` (Kafka's consumer setting: default 500, at most
+    `MAX_MAX_POLL_RECORDS`)."""
+    if raw is None:
+        return DEFAULT_MAX_POLL_RECORDS
+    try:
+        value = int(str(raw))
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_MAX_POLL_RECORDS:
+        raise ApiError(
+            422,
+            f"max.poll.records must be an integer from 1 to {MAX_MAX_POLL_RECORDS}",
+            INVALID_CONSUMER_CONFIG,
+        )
+    return value
 
 
 def records_body(records: list[dict[str, Any]]) -> bytes:

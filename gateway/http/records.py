@@ -6,8 +6,13 @@ Owns: parsing a Confluent v3 produce record (`ProduceRecord`: `partition_id`, `h
 records (murmur2 of the key, positive, modulo the partition count — so a key lands where the Java
 client and kafka-python put it) and a round robin for records without key or partition; turning
 fetched record batches into v2 consumer records in the `binary` (base64), `json` (the bytes parsed
-as JSON) or `string` (UTF-8 text) format. Bad input raises `ApiError` 422/400 with the field it is
-about. Pure; thread-safe except `RoundRobin` (event loop only).
+as JSON) or `string` (UTF-8 text) format. Fetched batches are decoded within `PollLimits`
+(docs/security.md): a record count (empty records count: bytes alone never bound a batch of
+empty records), key + value bytes, and each batch's decompression bounded
+(`MAX_DECOMPRESSED_BYTES`); only the records delivered are decoded (those before the poll's
+offset are skipped by their length, or from the `Bookmark` the last poll left). Bad input raises
+`ApiError` 422/400 with the field it is about. Pure; thread-safe except `RoundRobin` (event loop
+only).
 """
 
 from __future__ import annotations
@@ -19,12 +24,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from brokers.records.batch import BatchHeader, iter_headers
-from brokers.records.builder import read_batch
-from brokers.records.errors import CorruptRecordError
+from brokers.records.batch import HEADER_SIZE, BatchHeader, iter_headers, verify_crc
+from brokers.records.compression import decompress
+from brokers.records.errors import (
+    CorruptRecordError,
+    DecompressedSizeError,
+    InvalidRecordError,
+    RecordError,
+)
+from brokers.records.record import decode_records
+from brokers.records.varint import read_varint
 from gateway.http.errors import UNPROCESSABLE, ApiError
 
 FORMATS = ("binary", "json", "string")
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024  # one batch, as the brokers' own bound (docs/security.md)
+BATCH_TOO_LARGE = 42205
 _TYPES = ("BINARY", "JSON", "STRING")
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -194,26 +208,121 @@ class Fetched:
     headers: Headers
 
 
-def fetched_records(records: bytes, start: int) -> list[Fetched]:
+@dataclass(frozen=True, slots=True)
+class PollLimits:
+    """What one poll may decode: records (empty ones count), key + value bytes (the first record
+    is always taken, as Kafka's `fetch.max.bytes`), and the decompressed size of one batch."""
+
+    max_records: int
+    max_bytes: int
+    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class Bookmark:
+    """Where the record after the last one delivered starts in its batch's decompressed payload:
+    the next poll of the same batch (same base offset and CRC) goes on from there instead of
+    walking every record before it again."""
+
+    base_offset: int
+    crc: int
+    index: int
+    pos: int
+
+
+@dataclass(slots=True)
+class Polled:
+    records: list[Fetched]
+    used_bytes: int  # key + value bytes of `records`
+    bookmark: Bookmark | None  # set when the last batch read has records left
+
+
+def fetched_records(
+    records: bytes, start: int, limits: PollLimits, bookmark: Bookmark | None = None
+) -> Polled:
     """The records of whole batches at or after offset `start` (control batches and a partial
-    last batch skipped)."""
-    out: list[Fetched] = []
+    last batch skipped), at most `limits.max_records` and `limits.max_bytes`; each batch's
+    decompression bounded by `limits.max_decompressed_bytes` (422 beyond, a corrupt batch 502)."""
+    polled = Polled([], 0, None)
     view = memoryview(records)
     for pos, header in _whole_batches(view):
-        if header.next_offset <= start:
+        if header.next_offset <= start or header.is_control:
             continue
-        if header.is_control:
-            continue
-        _header, items = read_batch(view, pos)
-        for item in items:
-            offset = header.base_offset + item.offset_delta
-            if offset < start:
-                continue
-            stamp = header.max_timestamp
-            if not header.is_log_append_time:
-                stamp = header.base_timestamp + item.timestamp_delta
-            out.append(Fetched(offset, stamp, item.key, item.value, tuple(item.headers)))
-    return out
+        if len(polled.records) >= limits.max_records or polled.used_bytes >= limits.max_bytes:
+            break
+        try:
+            _read_batch(view, pos, header, max(start, header.base_offset), limits, bookmark, polled)
+        except DecompressedSizeError:
+            raise ApiError(
+                422,
+                f"the batch at offset {header.base_offset} decompresses beyond "
+                f"{limits.max_decompressed_bytes} bytes: read it over the Kafka protocol",
+                BATCH_TOO_LARGE,
+            ) from None
+        except RecordError as exc:
+            raise ApiError(
+                502, f"the batch at offset {header.base_offset} is unreadable: {exc}", 50201
+            ) from None
+        if polled.bookmark is not None:  # stopped inside this batch
+            break
+    return polled
+
+
+def _read_batch(
+    view: memoryview,
+    pos: int,
+    header: BatchHeader,
+    start: int,
+    limits: PollLimits,
+    bookmark: Bookmark | None,
+    polled: Polled,
+) -> None:
+    """Decode the records of one batch from offset `start` into `polled`, within the limits.
+    Offset deltas are record indexes (the brokers refuse batches where they are not)."""
+    verify_crc(view, pos, header)
+    body = view[pos + HEADER_SIZE : pos + header.size]
+    payload = decompress(header.compression, body, limits.max_decompressed_bytes)
+    count = header.records_count
+    index, at = 0, 0
+    if (
+        bookmark is not None
+        and (bookmark.base_offset, bookmark.crc) == (header.base_offset, header.crc)
+        and bookmark.index <= start - header.base_offset
+    ):
+        index, at = bookmark.index, bookmark.pos
+    while index < min(start - header.base_offset, count):
+        at = _record_end(payload, at)
+        index += 1
+    take = min(count - index, limits.max_records - len(polled.records))
+    ends = []
+    begin = at
+    for _ in range(take):
+        at = _record_end(payload, at)
+        ends.append(at)
+    items = decode_records(payload[begin:at], take)
+    kept = 0
+    for item in items:
+        size = len(item.key or b"") + len(item.value or b"")
+        if polled.records and polled.used_bytes + size > limits.max_bytes:
+            break
+        stamp = header.max_timestamp
+        if not header.is_log_append_time:
+            stamp = header.base_timestamp + item.timestamp_delta
+        offset = header.base_offset + item.offset_delta
+        polled.records.append(Fetched(offset, stamp, item.key, item.value, tuple(item.headers)))
+        polled.used_bytes += size
+        kept += 1
+    if index + kept < count:
+        position = ends[kept - 1] if kept else begin
+        polled.bookmark = Bookmark(header.base_offset, header.crc, index + kept, position)
+
+
+def _record_end(payload: bytes, pos: int) -> int:
+    """Where the record at `pos` ends (its length varint read, the rest skipped)."""
+    length, pos = read_varint(payload, pos)
+    if length < 0 or pos + length > len(payload):
+        raise InvalidRecordError(f"record length {length} at {pos} overruns the batch")
+    return pos + length
 
 
 def next_offset(records: bytes, start: int) -> int:

@@ -9,7 +9,10 @@ bound DESIGN.md sets for a revocation to reach open connections), then the tenan
 `QuotaBook` — and the error middleware: every `ApiError` becomes Confluent's error JSON with its
 status (401 with `WWW-Authenticate`, 429/503 with `Retry-After`), aiohttp's own refusals (404,
 405, 413) are rewritten to the same shape, and anything unexpected is logged once and answered 500
-without a stack trace. `/openapi.json` and `/` need no credentials; `/operator/v1/...`
+without a stack trace. Bodies are read by the routes through `gateway.http.bodies`, within its
+bounds (413 past them, 415 for an encoding other than identity/gzip/deflate), after the caller
+is authenticated and, for produce, authorized; aiohttp's `client_max_size` is the same bound for
+anything read otherwise. `/openapi.json` and `/` need no credentials; `/operator/v1/...`
 (`gateway.http.operator`) takes the admin API's operator tokens instead of API keys. Runs on the event loop; not
 thread-safe.
 """
@@ -28,6 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.auth.authenticator import FAILED_MESSAGE, Authenticated, AuthenticationFailed
+from gateway.http.bodies import MAX_BODY_BYTES
 from gateway.http.consumers import ConsumerRegistry
 from gateway.http.context import Caller, HttpServices, client_id_of
 from gateway.http.errors import ApiError
@@ -40,7 +44,6 @@ from gateway.http.v3 import V3, json_response
 log = logging.getLogger("pier.gateway.http")
 CALLER_KEY = "pier.caller"
 PUBLIC = frozenset({"/", "/openapi.json"})
-MAX_BODY_BYTES = 16 * 1024 * 1024
 AUTH_CACHE_S = 1.0
 MAX_CACHED_LOGINS = 10_000
 

@@ -20,10 +20,16 @@ from typing import Any
 from aiohttp import web
 
 from brokers.client.offsets import EARLIEST, LATEST
-from gateway.http.consumers import ConsumerInstance, ConsumerRegistry, records_body
+from gateway.http.bodies import read_json
+from gateway.http.consumers import (
+    MAX_MAX_POLL_RECORDS,
+    ConsumerInstance,
+    ConsumerRegistry,
+    records_body,
+)
 from gateway.http.context import Caller
+from gateway.http.decoding import off_loop
 from gateway.http.errors import CONSUMER_FORMAT_MISMATCH, ApiError
-from gateway.http.v3 import read_json
 
 V2_JSON = "application/vnd.kafka.v2+json"
 MAX_MAX_BYTES = 64 * 1024 * 1024
@@ -229,9 +235,12 @@ class V2:
             request, "timeout", settings.default_poll_wait_ms, settings.max_poll_wait_ms
         )
         max_bytes = _query_int(request, "max_bytes", settings.default_max_bytes, MAX_MAX_BYTES)
+        max_records = _query_int(
+            request, "max_records", instance.max_poll_records, MAX_MAX_POLL_RECORDS
+        )
         async with instance.lock:
-            records = await instance.poll(timeout, max(1, max_bytes))
-            body = records_body(records)
+            records = await instance.poll(timeout, max(1, max_bytes), max(1, max_records))
+            body = await off_loop(records_body, records)
             session = caller.services.session
             throttle = session.throttling.fetch(caller.subject, len(body), session.clock_ms())
             if throttle > 0:  # as Kafka answers a throttled fetch: no data, after the throttle

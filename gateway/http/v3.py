@@ -7,7 +7,9 @@ only its own names: the cluster is the tenant's virtual cluster (the same id a K
 in Metadata), and any other cluster id is 404. Produce takes one JSON record per request, or a
 stream of them on one request (chunked, or several objects back to back): each record is
 answered by one JSON result line, in order, errors included as `{"error_code", "message"}`
-lines, as Confluent's streaming produce does. Runs on the event loop; not thread-safe.
+lines, as Confluent's streaming produce does; WRITE on the topic is checked before the body is
+read, and bodies are read within `gateway.http.bodies`' bounds (a body that does not start as JSON
+is answered 400/413 before any line). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from brokers.client.errors import ClientError
 from brokers.client.offsets import LATEST, list_offsets
 from brokers.wire.errors import ErrorCode
 from gateway.http import kafka_requests as kr
+from gateway.http.bodies import (
+    MAX_BODY_BYTES,
+    TRAILING,
+    body_values,
+    json_stream,
+    read_body,
+    read_json,
+)
 from gateway.http.context import Caller
 from gateway.http.errors import (
     GROUP_NOT_FOUND,
@@ -40,7 +50,6 @@ from gateway.http.records import produce_record
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MAX_IN_FLIGHT = 2000  # records of one stream not yet answered before its reading pauses
 MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024  # and their bytes
-MAX_JSON_BYTES = 8 * 1024 * 1024
 CONFIG_SOURCES = {
     0: "UNKNOWN",
     1: "DYNAMIC_TOPIC_CONFIG",
@@ -58,16 +67,6 @@ def json_response(body: Any, status: int = 200) -> web.Response:
         status=status,
         content_type="application/json",
     )
-
-
-async def read_json(request: web.Request) -> Any:
-    raw = await request.read()
-    if not raw.strip():
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "the request body is not JSON", 400) from None
 
 
 def _base(request: web.Request) -> str:
@@ -388,17 +387,23 @@ class V3:
     async def produce(self, request: web.Request) -> web.StreamResponse:
         caller, cluster_id = await self._caller(request)
         topic = request.match_info["topic_name"]
+        caller.require("WRITE", "TOPIC", topic)  # before a byte of the body is read
         if request.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            stream = json_stream(request)
+            first = await anext(stream, None)  # a body that is not JSON: 400/413, not a stream
             return await self._produce_stream(
-                request, caller, cluster_id, topic, _json_stream(request)
+                request, caller, cluster_id, topic, _chained([first], stream)
             )
-        raw = await request.read()
-        objects = _split_json(raw)
-        if len(objects) > 1:
+        raw = await read_body(request, MAX_BODY_BYTES)
+        values = body_values(raw)
+        first, second = await anext(values, None), await anext(values, None)
+        if first is None or first[0] is TRAILING:
+            raise ApiError(400, "the request body is empty", 400)
+        if second is not None and second[0] is not TRAILING:
             return await self._produce_stream(
-                request, caller, cluster_id, topic, _listed(objects, raw)
+                request, caller, cluster_id, topic, _chained([first, second], values)
             )
-        record = produce_record(objects[0][0])
+        record = produce_record(first[0])
         prepared, throttle = await self._producer.prepare(caller, topic, record, len(raw))
         answer = await self._producer.send(caller, cluster_id, prepared)
         if throttle > 0:
@@ -444,7 +449,7 @@ class V3:
 
         try:
             async for value, size in values:
-                if value is _TRAILING:
+                if value is TRAILING:
                     caller.meter(topic, bytes_in=size)
                     continue
                 try:
@@ -726,81 +731,12 @@ def _owners(group: Any) -> dict[tuple[str, int], Any]:
     return owners
 
 
-_DECODER = json.JSONDecoder()
-
-
-def _split_json(raw: bytes) -> list[tuple[Any, int]]:
-    """The JSON values of a body (one, or several back to back), each with its byte count
-    (whitespace before it included; trailing whitespace goes to the last)."""
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        raise ApiError(400, "the request body is not UTF-8 JSON", 400) from None
-    values: list[tuple[Any, int]] = []
-    position = 0
-    while True:
-        start = position
-        while position < len(text) and text[position].isspace():
-            position += 1
-        if position >= len(text):
-            break
-        try:
-            value, position = _DECODER.raw_decode(text, position)
-        except ValueError:
-            raise ApiError(
-                400, f"the request body is not JSON (at character {position})", 400
-            ) from None
-        values.append((value, len(text[start:position].encode())))
-    if not values:
-        raise ApiError(400, "the request body is empty", 400)
-    return values
-
-
-_BLANKS = frozenset(" \t\r\n")  # JSON's whitespace
-_TRAILING: Any = object()  # the whitespace after a stream's last value (metered, not a record)
-
-
-async def _json_stream(request: web.Request) -> AsyncIterator[tuple[Any, int]]:
-    """Each JSON value of a streamed body as it arrives, with its byte count (whitespace before
-    it included; whitespace after the last value counts with it). The buffer is walked by
-    position and compacted once per chunk, so a large chunk is not copied once per value."""
-    buffer = ""
-    pending = b""
-    async for chunk in request.content.iter_any():
-        pending += chunk
-        try:
-            buffer += pending.decode()
-            pending = b""
-        except UnicodeDecodeError:
-            continue  # a multi-byte character split between chunks
-        ascii_only = buffer.isascii()
-        position = 0
-        while True:
-            start = position
-            while position < len(buffer) and buffer[position] in _BLANKS:
-                position += 1
-            if position >= len(buffer):
-                position = start  # only blanks left: they belong to the next value
-                break
-            try:
-                value, position = _DECODER.raw_decode(buffer, position)
-            except ValueError:
-                position = start  # incomplete: wait for more
-                break
-            size = position - start if ascii_only else len(buffer[start:position].encode())
-            yield value, size
-        buffer = buffer[position:]
-        if len(buffer) > MAX_JSON_BYTES:
-            raise ApiError(413, "a streamed record is larger than 8 MiB", 413)
-    if pending or buffer.strip():
-        raise ApiError(400, "the stream ends inside a JSON value", 400)
-    if buffer:
-        yield _TRAILING, len(buffer.encode())
-
-
-async def _listed(values: list[tuple[Any, int]], raw: bytes) -> AsyncIterator[tuple[Any, int]]:
-    for value in values:
+async def _chained(
+    head: list[tuple[Any, int] | None], rest: AsyncIterator[tuple[Any, int]]
+) -> AsyncIterator[tuple[Any, int]]:
+    """The values already read off a body (None: none was there), then the rest of them."""
+    for value in head:
+        if value is not None:
+            yield value
+    async for value in rest:
         yield value
-    trailing = len(raw) - sum(size for _value, size in values)
-    if trailing:
-        yield _TRAILING, trailing

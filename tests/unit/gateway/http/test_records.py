@@ -1,20 +1,20 @@
-"""Records over HTTP (pure): embedded formats, the partitioner, fetched batches, JSON streams."""
+"""Records over HTTP (pure): embedded formats, the partitioner, fetched batches within bounds."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import json
-from typing import Any
 
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from brokers.records.builder import build_batch
+from brokers.records.compression import GZIP, LZ4, SNAPPY, ZSTD
 from brokers.records.record import Record
 from brokers.wire.errors import ErrorCode
 from gateway.http.errors import ApiError, from_kafka
 from gateway.http.records import (
+    Bookmark,
+    PollLimits,
     RoundRobin,
     choose_partition,
     encode_value,
@@ -24,9 +24,9 @@ from gateway.http.records import (
     next_offset,
     produce_record,
 )
-from gateway.http.v3 import _TRAILING, _json_stream, _split_json
 
 pytestmark = pytest.mark.unit
+UNBOUNDED = PollLimits(max_records=10**9, max_bytes=10**9)
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_fetched_records_skip_before_start_and_partial_batches() -> None:
         base_timestamp=1000,
     )
     second = build_batch([(b"c", b"3")], base_offset=12, base_timestamp=2000)
-    records = fetched_records(first + second + second[:20], 11)
+    records = fetched_records(first + second + second[:20], 11, UNBOUNDED).records
     assert [(r.offset, r.key, r.value, r.timestamp_ms, r.headers) for r in records] == [
         (11, b"b", b"2", 1005, (("h", b"x"),)),
         (12, b"c", b"3", 2000, ()),
@@ -116,18 +116,6 @@ def test_encode_value_formats() -> None:
     assert error.value.error_code == 42203 and "t-0@3" in error.value.message
 
 
-def test_split_json_counts_every_byte() -> None:
-    body = b' {"a": 1}\n{"b": "\xc3\xa9"}\n\n'
-    values = _split_json(body)
-    assert [v for v, _ in values] == [{"a": 1}, {"b": "é"}]
-    assert sum(size for _, size in values) == len(body.rstrip())
-    assert len(_split_json(json.dumps({"x": 1}).encode())) == 1
-    for bad in (b"", b"   ", b"{nope", b"\xff"):
-        with pytest.raises(ApiError) as error:
-            _split_json(bad)
-        assert error.value.status == 400
-
-
 def test_kafka_errors_map_to_http() -> None:
     assert from_kafka(ErrorCode.topic_authorization_failed, "t").status == 403
     assert from_kafka(ErrorCode.unknown_topic_or_partition, "t").error_code == 40401
@@ -136,35 +124,65 @@ def test_kafka_errors_map_to_http() -> None:
     assert from_kafka(ErrorCode.topic_already_exists, "t").status == 409
 
 
-class _Chunks:
-    """What `_json_stream` reads of a request: `content.iter_any()` yielding the chunks."""
-
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.content = self
-        self._chunks = chunks
-
-    async def iter_any(self) -> Any:
-        for chunk in self._chunks:
-            yield chunk
+def _empty_records(count: int, *, base_offset: int = 0, compression: int = ZSTD) -> bytes:
+    return build_batch(
+        [Record(i, 0, None, None) for i in range(count)],
+        base_offset=base_offset,
+        compression=compression,
+        base_timestamp=1000,
+    )
 
 
-def stream_values(chunks: list[bytes]) -> list[tuple[object, int]]:
-    async def run() -> list[tuple[object, int]]:
-        return [item async for item in _json_stream(_Chunks(chunks))]  # type: ignore[arg-type]
-
-    return asyncio.run(run())
-
-
-def test_json_stream_splits_values_across_chunks_and_counts_every_byte() -> None:
-    body = ' {"a": 1}\n{"b": "é"}\n\n{"c": [1, 2]}\n'.encode()
-    for cut in range(1, len(body)):
-        values = stream_values([body[:cut], body[cut:]])
-        parsed = [v for v, _ in values if v is not _TRAILING]
-        assert parsed == [{"a": 1}, {"b": "é"}, {"c": [1, 2]}], cut
-        assert sum(size for _, size in values) == len(body), cut
+def test_attack_14_empty_records_are_bounded_by_count_not_bytes() -> None:
+    batch = _empty_records(20_000)  # what bytes alone never bound: each record is 0 bytes
+    polled = fetched_records(batch, 0, PollLimits(max_records=500, max_bytes=1))
+    assert [r.offset for r in polled.records] == list(range(500))
+    assert polled.bookmark is not None and polled.bookmark.index == 500
+    later = fetched_records(batch, 500, PollLimits(500, 1), polled.bookmark)
+    assert [r.offset for r in later.records] == list(range(500, 1000))
 
 
-def test_json_stream_refuses_a_cut_value() -> None:
+def test_a_bookmark_resumes_where_the_records_start_and_is_checked() -> None:
+    batch = _empty_records(1000, base_offset=100)
+    first = fetched_records(batch, 100, PollLimits(300, 10**6))
+    assert first.bookmark is not None
+    resumed = fetched_records(batch, 400, PollLimits(10, 10**6), first.bookmark)
+    assert [r.offset for r in resumed.records] == list(range(400, 410))
+    walked = fetched_records(batch, 650, PollLimits(5, 10**6), first.bookmark)  # from it on
+    assert [r.offset for r in walked.records] == list(range(650, 655))
+    behind = fetched_records(batch, 150, PollLimits(5, 10**6), first.bookmark)  # sought back
+    assert [r.offset for r in behind.records] == list(range(150, 155))
+    wrong = Bookmark(100, first.bookmark.crc ^ 1, 300, 3)  # another batch at the same offset
+    assert [r.offset for r in fetched_records(batch, 400, PollLimits(2, 10**6), wrong).records] == [
+        400,
+        401,
+    ]
+    assert fetched_records(batch, 1095, PollLimits(10, 10**6)).bookmark is None  # read to its end
+
+
+def test_the_byte_bound_still_holds_and_the_first_record_always_goes() -> None:
+    batch = build_batch([(b"k", b"v" * 100)] * 5, base_timestamp=0)
+    assert len(fetched_records(batch, 0, PollLimits(500, 1)).records) == 1
+    assert len(fetched_records(batch, 0, PollLimits(500, 250)).records) == 2
+    two = _empty_records(3) + build_batch([(b"k", b"v")], base_offset=3, base_timestamp=0)
+    assert [r.offset for r in fetched_records(two, 0, PollLimits(4, 10**6)).records] == [0, 1, 2, 3]
+    assert [r.offset for r in fetched_records(two, 0, PollLimits(2, 10**6)).records] == [0, 1]
+
+
+@pytest.mark.parametrize("codec", [GZIP, LZ4, ZSTD, SNAPPY])
+def test_every_decompression_is_bounded(codec: int) -> None:
+    bomb = build_batch([(None, b"\0" * 4_000_000)], compression=codec, base_timestamp=0)
+    assert len(bomb) < 400_000
     with pytest.raises(ApiError) as error:
-        stream_values([b'{"a": 1}\n{"b": '])
-    assert error.value.status == 400
+        fetched_records(bomb, 0, PollLimits(500, 10**9, max_decompressed_bytes=1_000_000))
+    assert error.value.status == 422 and "decompresses beyond 1000000 bytes" in error.value.message
+    whole = fetched_records(bomb, 0, PollLimits(500, 10**9, max_decompressed_bytes=8_000_000))
+    assert len(whole.records) == 1
+
+
+def test_a_corrupt_batch_is_a_clear_error() -> None:
+    batch = bytearray(_empty_records(10, compression=0))
+    batch[-1] ^= 0xFF
+    with pytest.raises(ApiError) as error:
+        fetched_records(bytes(batch), 0, PollLimits(500, 10))
+    assert error.value.status == 502

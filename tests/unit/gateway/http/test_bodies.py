@@ -1,0 +1,172 @@
+"""Request bodies within bounds (pure): the JSON splitter fed bytes, the streamed and whole readers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import Any
+
+import pytest
+
+from gateway.http.bodies import (
+    MAX_DEPTH,
+    TRAILING,
+    JsonSplitter,
+    body_values,
+    json_stream,
+    read_body,
+)
+from gateway.http.errors import ApiError
+
+pytestmark = pytest.mark.unit
+
+BODY = (
+    b' {"a": "x}\\"{[", "b": [1, {"c": "\\\\"}]}\n[1,2]  "s\\"}" 12 true null'
+    b'{"z":{}} {"\xc3\xa9": "\xe2\x82\xac"}  \n'
+)
+VALUES = [
+    {"a": 'x}"{[', "b": [1, {"c": "\\"}]},
+    [1, 2],
+    's"}',
+    12,
+    True,
+    None,
+    {"z": {}},
+    {"é": "€"},
+]
+
+
+class _Request:
+    """What the readers use of a request: headers, Content-Length and the body's chunks."""
+
+    def __init__(self, chunks: list[bytes], headers: dict[str, str] | None = None) -> None:
+        self.content = self
+        self.headers = headers or {}
+        self.content_length = (
+            int(self.headers["Content-Length"]) if "Content-Length" in self.headers else None
+        )
+        self._chunks = list(chunks)
+        self.read_chunks = 0
+
+    async def iter_any(self) -> Any:
+        for chunk in self._chunks:
+            self.read_chunks += 1
+            yield chunk
+
+    async def readany(self) -> bytes:
+        if not self._chunks:
+            return b""
+        self.read_chunks += 1
+        return self._chunks.pop(0)
+
+
+def split(parts: list[bytes], max_value_bytes: int = 1 << 20) -> tuple[list[Any], int]:
+    splitter = JsonSplitter(max_value_bytes)
+    values = []
+    for part in parts:
+        values += splitter.feed(part)
+    values += splitter.finish()
+    assert sum(size for _, size in values) + splitter.blanks == sum(map(len, parts))
+    return [json.loads(value) for value, _ in values], splitter.blanks
+
+
+def test_values_split_wherever_the_chunks_are_cut() -> None:
+    rng = random.Random(7)
+    assert split([BODY])[0] == VALUES
+    for _ in range(300):
+        cuts = sorted(rng.sample(range(1, len(BODY)), rng.randint(1, 12)))
+        parts = [BODY[a:b] for a, b in zip([0, *cuts], [*cuts, len(BODY)], strict=True)]
+        assert split(parts)[0] == VALUES, parts
+    one_byte_at_a_time = [BODY[i : i + 1] for i in range(len(BODY))]
+    assert split(one_byte_at_a_time) == (VALUES, 3)
+
+
+def test_attack_13_invalid_utf8_is_refused_at_its_first_byte() -> None:
+    splitter = JsonSplitter(1 << 20)
+    with pytest.raises(ApiError) as error:
+        splitter.feed(b"  \xff\xfe" + b"\xff" * 1000)
+    assert error.value.status == 400 and "at byte 2" in error.value.message
+
+
+def test_a_value_over_the_bound_is_413_before_it_is_held() -> None:
+    splitter = JsonSplitter(1000)
+    splitter.feed(b'{"value": "')
+    with pytest.raises(ApiError) as error:
+        for _ in range(100):
+            splitter.feed(b"\xff" * 100)  # invalid UTF-8 inside a string: bounded all the same
+    assert error.value.status == 413
+    with pytest.raises(ApiError) as whole:
+        JsonSplitter(1000).feed(b'{"v": "' + b"x" * 2000 + b'"}')
+    assert whole.value.status == 413
+
+
+def test_nesting_is_bounded() -> None:
+    with pytest.raises(ApiError) as error:
+        JsonSplitter(1 << 20).feed(b"[" * (MAX_DEPTH + 1))
+    assert error.value.status == 400
+    assert split([b"[" * MAX_DEPTH + b"]" * MAX_DEPTH])[0] != []
+
+
+def test_a_body_cut_inside_a_value_is_400() -> None:
+    splitter = JsonSplitter(1 << 20)
+    splitter.feed(b'{"a": 1}\n{"b": ')
+    with pytest.raises(ApiError) as error:
+        splitter.finish()
+    assert error.value.status == 400
+
+
+def stream_values(chunks: list[bytes], **headers: str) -> list[tuple[object, int]]:
+    async def run() -> list[tuple[object, int]]:
+        request = _Request(chunks, headers)
+        return [item async for item in json_stream(request)]  # type: ignore[arg-type]
+
+    return asyncio.run(run())
+
+
+def test_json_stream_counts_every_byte_and_the_trailing_blanks() -> None:
+    body = ' {"a": 1}\n{"b": "é"}\n\n{"c": [1, 2]}\n'.encode()
+    for cut in range(1, len(body)):
+        values = stream_values([body[:cut], body[cut:]])
+        assert [v for v, _ in values if v is not TRAILING] == [{"a": 1}, {"b": "é"}, {"c": [1, 2]}]
+        assert values[-1] == (TRAILING, 1)
+        assert sum(size for _, size in values) == len(body), cut
+
+
+def test_a_whole_value_that_is_not_utf8_json_ends_the_stream_with_400() -> None:
+    for bad in (b'{"a": "\xff"}', b'{"a" 1}', b"{nope}"):
+        with pytest.raises(ApiError) as error:
+            stream_values([bad])
+        assert error.value.status == 400, bad
+
+
+def test_unknown_content_encodings_are_415_before_the_body_is_read() -> None:
+    request = _Request([b"{}"], {"Content-Encoding": "br"})
+    for read in (read_body(request, 100), anext(json_stream(request))):  # type: ignore[arg-type]
+        with pytest.raises(ApiError) as error:
+            asyncio.run(read)  # type: ignore[arg-type]
+        assert error.value.status == 415
+    assert request.read_chunks == 0
+    for accepted in ("gzip", "deflate", "identity", "GZIP"):  # aiohttp decodes gzip/deflate
+        request = _Request([b"{}"], {"Content-Encoding": accepted})
+        assert asyncio.run(read_body(request, 100)) == b"{}"  # type: ignore[arg-type]
+
+
+def test_read_body_stops_at_its_limit() -> None:
+    declared = _Request([b"x" * 10] * 100, {"Content-Length": "1000"})
+    with pytest.raises(ApiError) as error:
+        asyncio.run(read_body(declared, 100))  # type: ignore[arg-type]
+    assert error.value.status == 413 and declared.read_chunks == 0  # refused before reading
+    chunked = _Request([b"x" * 10] * 100)
+    with pytest.raises(ApiError) as error:
+        asyncio.run(read_body(chunked, 100))  # type: ignore[arg-type]
+    assert error.value.status == 413 and chunked.read_chunks == 11  # no further than the limit
+
+
+def test_body_values_of_a_whole_body() -> None:
+    async def run(raw: bytes) -> list[tuple[object, int]]:
+        return [item async for item in body_values(raw)]
+
+    values = asyncio.run(run(BODY * 5000))  # several slices of the event loop's time
+    assert [v for v, _ in values if v is not TRAILING] == VALUES * 5000
+    assert sum(size for _, size in values) == len(BODY) * 5000
