@@ -335,3 +335,23 @@ def test_attack_14_a_poll_of_empty_records_is_bounded_and_stalls_no_one(
         headers={"Accept": "application/vnd.kafka.binary.v2+json"},
     )
     assert [r["offset"] for r in second.json()] == list(range(len(records), len(records) + 7))
+
+
+def test_max_poll_records_is_a_consumer_setting_with_bounds(stack: GatewayStack) -> None:
+    acme = TenantHttp(stack, stack.credentials["acme"])
+    topic = f"counted-{uuid.uuid4().hex[:8]}"
+    acme.create_topic(topic)
+    for i in range(5):
+        assert acme.produce(topic, {"value": {"type": "STRING", "data": str(i)}}).status_code == 200
+    for bad in ("0", "10001", "many"):
+        refused = acme.post(f"/consumers/g-{topic}", {"max.poll.records": bad})
+        assert refused.status_code == 422, (bad, refused.text)
+    instance = acme.consumer(
+        f"g-{topic}", format="string", **{"auto.offset.reset": "earliest", "max.poll.records": "3"}
+    )
+    assigned = acme.post(
+        instance + "/assignments", {"partitions": [{"topic": topic, "partition": 0}]}
+    )
+    assert assigned.status_code == 204, assigned.text
+    assert [r["value"] for r in acme.poll(instance, "string", 5000)] == ["0", "1", "2"]
+    assert [r["value"] for r in acme.poll(instance, "string", 5000)] == ["3", "4"]
