@@ -297,7 +297,9 @@ class ConsumerInstance:
         except ClientError as exc:
             raise from_client(exc, "fetch") from None
         parts = [(fleet[ftp], offsets[ftp], part.records) for ftp, part in answer.items()]
-        out, self.pending, bookmarks = await off_loop(self._decoded, parts, limits, self.bookmarks)
+        out, self.pending, bookmarks = await off_loop(
+            self.tenant, self._decoded, parts, limits, self.bookmarks
+        )
         self.bookmarks.update(bookmarks)
         return out
 
