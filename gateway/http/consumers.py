@@ -12,8 +12,15 @@ by the consumer byte-rate quota's window and the answer's bytes charged to it (a
 is answered after its throttle time with no records and positions unchanged, as Kafka answers a
 throttled fetch with no data), usage metered as the response body's bytes (`bytes_out`).
 Committed offsets and positions without one follow `auto.offset.reset` (earliest, latest, none).
-Each instance has its own fleet connections (one for its group, one for fetches), so a long poll
-never holds up another tenant's requests. Runs on the event loop; not thread-safe.
+An instance BELONGS to the service account that made it: it is found only under that account's
+name (another account of the same tenant gets 404 on every route, as if it did not exist, and may
+make an instance of the same name), and it counts as one of the tenant's connections
+(`max_connections`, admitted by the same `TenantDirectory` as the Kafka listener's sessions: the
+next one past the limit is 429, and a revoked key or a suspended tenant closes it as it closes a
+session). Fleet connections are bounded: an instance holds one connection for its group (a
+JoinGroup parks in the broker, so members cannot share one), and all the instances of a tenant
+share one fleet client for fetches and offset look-ups (another tenant's long poll never queues
+behind it). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -54,11 +61,13 @@ from gateway.http.records import (
     fetched_records,
     next_offset,
 )
+from tenancy.domain import Principal
 
 log = logging.getLogger("pier.gateway.http.consumers")
 TP = tuple[str, int]
 RESETS = ("earliest", "latest", "none")
 POLL_SLICE_S = 0.5
+TOO_MANY_CONNECTIONS = 42901  # the tenant's max_connections is reached (HTTP 429)
 DEFAULT_MAX_POLL_RECORDS = 500  # Kafka's max.poll.records
 MAX_MAX_POLL_RECORDS = 10_000
 
@@ -77,7 +86,8 @@ class ConsumerInstance:
     auto_commit: bool
     caller: Caller
     group_cluster: Cluster
-    fetch_cluster: Cluster
+    fetch_cluster: Cluster  # shared by the tenant's instances: the registry closes it
+    owner: str = ""  # the service account that made the instance; no other may use it
     created_ms: int = field(default_factory=_now_ms)
     last_used_ms: int = field(default_factory=_now_ms)
     member: GroupMember | None = None
@@ -150,7 +160,6 @@ class ConsumerInstance:
         await self.unsubscribe()
         self.manual = None
         await self.group_cluster.close()
-        await self.fetch_cluster.close()
 
     # -- offsets ---------------------------------------------------------------------------------
     def _generation(self) -> tuple[int, str]:
@@ -366,6 +375,21 @@ class ConsumerInstance:
             )
 
 
+Key = tuple[str, str, str, str]  # tenant, owning service account, group, instance name
+
+
+@dataclass(eq=False)
+class _Connection:
+    """An instance as one of its tenant's connections (`TenantDirectory.admit`): closing it (a
+    revoked key, a suspended tenant) closes the instance."""
+
+    principal: Principal | None
+    closer: Callable[[str], None]
+
+    def close(self, reason: str) -> None:
+        self.closer(reason)
+
+
 class ConsumerRegistry:
     """Every consumer instance of this process; idle ones expire."""
 
@@ -379,7 +403,10 @@ class ConsumerRegistry:
         self._make_cluster = make_cluster
         self._timeout_ms = timeout_ms
         self._clock_ms = clock_ms
-        self._instances: dict[tuple[str, str, str], ConsumerInstance] = {}
+        self._instances: dict[Key, ConsumerInstance] = {}
+        self._connections: dict[Key, _Connection] = {}
+        self._fetch_clients: dict[str, tuple[Cluster, set[Key]]] = {}  # per tenant
+        self._closing: set[asyncio.Task[None]] = set()
         self._sweeper: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -391,6 +418,7 @@ class ConsumerRegistry:
             await asyncio.gather(self._sweeper, return_exceptions=True)
         for key in list(self._instances):
             await self._close(key, "gateway stopping")
+        await asyncio.gather(*list(self._closing), return_exceptions=True)
 
     def create(self, caller: Caller, group: str, config: Mapping[str, Any]) -> ConsumerInstance:
         name = str(config.get("name") or f"rest-consumer-{secrets.token_hex(8)}")
@@ -412,11 +440,12 @@ class ConsumerRegistry:
             raise ApiError(422, "auto.commit.enable must be true or false", INVALID_CONSUMER_CONFIG)
         if len(name) > 200 or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
             raise ApiError(422, "name must be 1-200 of [A-Za-z0-9._-]", INVALID_CONSUMER_CONFIG)
-        key = (caller.tenant_id, group, name)
+        key = (caller.tenant_id, caller.principal.service_account_id, group, name)
         if key in self._instances:
             raise ApiError(
                 409, f"consumer instance {name!r} already exists", CONSUMER_ALREADY_EXISTS
             )
+        self._admit(caller, key)
         client_id = caller.client_id or "pier-http"
         instance = ConsumerInstance(
             tenant=caller.tenant_id,
@@ -427,15 +456,36 @@ class ConsumerRegistry:
             auto_commit=auto_commit == "true",
             caller=caller,
             group_cluster=self._make_cluster(client_id),
-            fetch_cluster=self._make_cluster(client_id),
+            fetch_cluster=self._fetch_client(caller.tenant_id, key),
+            owner=caller.principal.service_account_id,
             max_poll_records=max_poll_records,
         )
         self._instances[key] = instance
         log.info("event=consumer_created tenant=%s group=%s instance=%s", key[0], group, name)
         return instance
 
+    def _admit(self, caller: Caller, key: Key) -> None:
+        """Count the instance among its tenant's connections; 429 past `max_connections`."""
+        connection = _Connection(caller.principal, lambda reason: self._close_soon(key, reason))
+        refused = caller.services.session.directory.admit(connection, caller.state)
+        if refused is not None:
+            log.info("event=consumer_refused tenant=%s reason=%r", key[0], refused)
+            raise ApiError(429, refused, TOO_MANY_CONNECTIONS)
+        self._connections[key] = connection
+
+    def _fetch_client(self, tenant: str, key: Key) -> Cluster:
+        """The tenant's shared fleet client for fetches (made with its first instance)."""
+        entry = self._fetch_clients.get(tenant)
+        if entry is None:
+            entry = self._fetch_clients[tenant] = (self._make_cluster(f"pier-http-{tenant}"), set())
+        entry[1].add(key)
+        return entry[0]
+
     def get(self, caller: Caller, group: str, name: str) -> ConsumerInstance:
-        instance = self._instances.get((caller.tenant_id, group, name))
+        """The caller's own instance; 404 for a name only another service account uses."""
+        instance = self._instances.get(
+            (caller.tenant_id, caller.principal.service_account_id, group, name)
+        )
         if instance is None:
             raise ApiError(
                 404,
@@ -445,28 +495,61 @@ class ConsumerRegistry:
         instance.touch(caller)
         return instance
 
-    async def delete(self, tenant: str, group: str, name: str, reason: str) -> bool:
-        key = (tenant, group, name)
-        if key not in self._instances:
-            return False
-        await self._close(key, reason)
-        return True
+    async def delete(
+        self, tenant: str, group: str, name: str, reason: str, *, owner: str | None = None
+    ) -> bool:
+        """Close the instance `name` of `owner` (None: of any service account, for operators)."""
+        keys = [
+            k
+            for k in self._instances
+            if (k[0], k[2], k[3]) == (tenant, group, name) and owner in (None, k[1])
+        ]
+        for key in keys:
+            await self._close(key, reason)
+        return bool(keys)
 
     def of_tenant(self, tenant: str) -> list[ConsumerInstance]:
-        return [i for (t, _g, _n), i in self._instances.items() if t == tenant]
+        return [i for key, i in self._instances.items() if key[0] == tenant]
 
-    async def _close(self, key: tuple[str, str, str], reason: str) -> None:
+    def _close_soon(self, key: Key, reason: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._close(key, reason))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _close(self, key: Key, reason: str) -> None:
         instance = self._instances.pop(key, None)
         if instance is None:
             return
-        log.info("event=consumer_closed tenant=%s group=%s instance=%s reason=%s", *key, reason)
+        tenant, owner, group, name = key
+        log.info(
+            "event=consumer_closed tenant=%s owner=%s group=%s instance=%s reason=%s",
+            tenant,
+            owner,
+            group,
+            name,
+            reason,
+        )
+        connection = self._connections.pop(key, None)
+        if connection is not None:
+            instance.caller.services.session.directory.release(connection)
         try:
             async with instance.lock:
                 await instance.close()
         except (ApiError, ClientError) as exc:
-            log.info("event=consumer_close_failed instance=%s error=%s", key[2], exc)
+            log.info("event=consumer_close_failed instance=%s error=%s", name, exc)
+        await self._release_fetch_client(tenant, key)
 
-    def expired(self, now_ms: int) -> list[tuple[str, str, str]]:
+    async def _release_fetch_client(self, tenant: str, key: Key) -> None:
+        entry = self._fetch_clients.get(tenant)
+        if entry is None:
+            return
+        cluster, users = entry
+        users.discard(key)
+        if not users:
+            del self._fetch_clients[tenant]
+            await cluster.close()
+
+    def expired(self, now_ms: int) -> list[Key]:
         return [
             key
             for key, instance in self._instances.items()

@@ -123,7 +123,9 @@ class V2:
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         caller, instance = await self._instance(request)
-        await self._registry.delete(caller.tenant_id, instance.group, instance.name, "deleted")
+        await self._registry.delete(
+            caller.tenant_id, instance.group, instance.name, "deleted", owner=instance.owner
+        )
         return web.Response(status=204)
 
     async def subscribe(self, request: web.Request) -> web.StreamResponse:
