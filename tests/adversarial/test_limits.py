@@ -216,20 +216,19 @@ def _partitions(stack: GatewayStack, prefix: str) -> int:
 
 
 def test_attack_11_concurrent_creations_never_pass_max_partitions(stack: GatewayStack) -> None:
-    a = as_a(stack)
     in_use = _partitions(stack, "")
     set_limits(stack, max_partitions=in_use + 5)
-    wait_until(
-        lambda: (
-            a.post(
-                a.cluster + "/topics",
-                {"topic_name": "probe11", "partitions_count": 6, "replication_factor": 1},
-            ).status_code
-            == 400
-        ),
-        what="the new partition limit",
-        timeout=DEADLINE_S,
-    )
+    admin = AdminClient(stack.client_config("acme"))
+
+    def limit_in_force() -> bool:  # validate_only: a probe sent before the limit creates nothing
+        probe = admin.create_topics([NewTopic("probe11", 6)], validate_only=True)["probe11"]
+        try:
+            probe.result(30)
+        except KafkaException as exc:
+            return bool(exc.args[0].code() == POLICY_VIOLATION)
+        return False
+
+    wait_until(limit_in_force, what="the new partition limit", timeout=DEADLINE_S)
     kafka, http = _race(stack, "race")
     created = sum(r is None for r in kafka) + sum(r.status_code == 201 for r in http)
     for error in (r for r in kafka if r is not None):
