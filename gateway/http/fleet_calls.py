@@ -3,7 +3,8 @@
 Owns: `kafka_call` — build nothing itself: the route hands a kio request in the tenant's names;
 the API's filter from `gateway.kafka.filters` (the same module a Kafka client's request goes
 through: namespace prefixing, ACLs, tenant limits, the controller-mutation budget, answer
-rewriting and scrubbing) decides, and a forwarded request is sent to the broker that serves it
+rewriting and scrubbing) decides, with the caller's `TenantPolicy` (identity, mutation budget,
+metering) as on the Kafka path, and a forwarded request is sent to the broker that serves it
 (`Route`: any broker, the controller, or a group's coordinator) over the gateway's fleet client.
 A coordinator that moved or is loading is retried (`Cluster.call`), as Kafka clients do. The
 mutation quota's throttle delays the answer (an HTTP client cannot be muted). Every call counts
@@ -21,9 +22,8 @@ from brokers.client.errors import BrokerResponseError, ClientError
 from brokers.wire.errors import ErrorCode
 from gateway.http.context import Caller
 from gateway.http.errors import ApiError
-from gateway.kafka.filter import FilterContext, Forward, MutationBudget
+from gateway.kafka.filter import FilterContext, Forward
 from gateway.kafka.filters import FILTERS
-from gateway.kafka.kio_path import STRICT_MUTATIONS_FROM
 
 Route = Callable[[Cluster], Awaitable[BrokerConnection]]
 COORDINATOR_MOVED = frozenset(
@@ -74,11 +74,9 @@ async def kafka_call(
 ) -> Any:
     """The tenant's answer to `request` (tenant names), as a Kafka client would get it."""
     services = caller.services.session
+    policy = caller.policy
     subject = caller.subject
-    budget: MutationBudget = _NoBudget()
-    strict_from = STRICT_MUTATIONS_FROM.get(api_key)
-    if strict_from is not None:
-        budget = services.throttling.mutations(subject, version >= strict_from, services.clock_ms())
+    budget = policy.mutation_budget(subject, api_key, version)
     state = caller.state
     ctx = FilterContext(
         api_key=api_key,
@@ -88,7 +86,7 @@ async def kafka_call(
         access=state.access,
         limits=state.tenant.limits,
         fleet=services.fleet,
-        mutations=budget,
+        mutations=_NoBudget() if budget is None else budget,
         partitions=services.partitions,
     )
     outcome = await FILTERS[api_key].handle(ctx, request)
@@ -113,8 +111,8 @@ async def kafka_call(
             ) from None
     else:
         response = outcome.response
-    if strict_from is not None:
-        throttle = services.throttling.mutation_throttle_ms(subject, services.clock_ms())
+    if budget is not None:
+        throttle = policy.mutation_throttle(subject)
         if throttle > 0:
             caller.meter(None, throttle_ms=throttle)
             await asyncio.sleep(throttle / 1000)

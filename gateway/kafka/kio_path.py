@@ -1,10 +1,12 @@
 """Every API other than Produce and Fetch: decode with kio, run the API's filter, forward or
 answer, rewrite the broker's answer, encode.
 
-Owns: building the `FilterContext` of a request, the controller-mutation budget for the APIs
-that create or delete partitions (strict from the versions KIP-599 names), and charging request
-time (`request_percentage`). APIs that wait in the broker (JoinGroup and SyncGroup rebalances)
-are charged only the gateway's own work. Runs on the event loop; not thread-safe.
+Owns: building the `FilterContext` of a request from the session's `TenantPolicy` (the policy
+stage: the caller's identity for the filters' ACL checks, the controller-mutation budget for the
+APIs that create or delete partitions, strict from the versions KIP-599 names, usage metering and
+charging request time, `request_percentage`). APIs that wait in the broker (JoinGroup and
+SyncGroup rebalances) are charged only the gateway's own work. Runs on the event loop; not
+thread-safe.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ from typing import Any
 from brokers.client.messages import decode_response
 from brokers.wire.messages import decode_request, encode_entity
 from gateway.kafka.exchange import Exchange
-from gateway.kafka.filter import Caller, FilterContext, Forward, MutationBudget
+from gateway.kafka.filter import FilterContext, Forward
 from gateway.kafka.filters import FILTERS
 from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
 
-STRICT_MUTATIONS_FROM = {19: 6, 20: 5, 37: 3}  # CreateTopics, DeleteTopics, CreatePartitions
 WAITS_IN_BROKER = frozenset({11, 14})  # JoinGroup, SyncGroup
 
 
@@ -35,34 +36,26 @@ class _NoBudget:
 async def handle(
     session: RequestSession, exchange: Exchange, frame: memoryview, offset: int
 ) -> None:
-    assert session.tenant is not None and session.principal is not None
-    assert exchange.subject is not None
+    policy = session.policy
+    assert session.tenant is not None and policy is not None and exchange.subject is not None
+    subject = exchange.subject
     module = FILTERS[exchange.api_key]
     request = decode_request(exchange.api_key, exchange.version, frame, offset)
-    now = session.services.clock_ms()
-    budget: MutationBudget = _NoBudget()
-    strict_from = STRICT_MUTATIONS_FROM.get(exchange.api_key)
-    if strict_from is not None:
-        strict = exchange.version >= strict_from
-        budget = session.services.throttling.mutations(exchange.subject, strict, now)
+    budget = policy.mutation_budget(subject, exchange.api_key, exchange.version)
     ctx = FilterContext(
         api_key=exchange.api_key,
         api_version=exchange.version,
-        caller=Caller(session.principal, session.peer_host, exchange.subject.client_id),
+        caller=policy.identity.with_client_id(subject.client_id),
         namespace=session.tenant.namespace,
         access=session.tenant.access,
         limits=session.tenant.tenant.limits,
         fleet=session.services.fleet,
-        mutations=budget,
+        mutations=_NoBudget() if budget is None else budget,
         partitions=session.services.partitions,
     )
     outcome = await module.handle(ctx, request)
-    mutation_throttle = 0
-    if strict_from is not None:
-        mutation_throttle = session.services.throttling.mutation_throttle_ms(
-            exchange.subject, session.services.clock_ms()
-        )
-    session.meter(None, requests=1)
+    mutation_throttle = 0 if budget is None else policy.mutation_throttle(subject)
+    policy.meter(None, requests=1)
     if not isinstance(outcome, Forward):
         _finish(session, exchange, outcome.response, mutation_throttle, work_ms=_since(exchange))
         return
@@ -93,10 +86,8 @@ def _since(exchange: Exchange) -> float:
 def _finish(
     session: RequestSession, exchange: Exchange, response: Any, throttle: int, *, work_ms: float
 ) -> None:
-    assert exchange.subject is not None
-    time_throttle = session.services.throttling.request_time(
-        exchange.subject, work_ms, session.services.clock_ms()
-    )
+    assert exchange.subject is not None and session.policy is not None
+    time_throttle = session.policy.charge_request_time(exchange.subject, work_ms)
     total = max(throttle, time_throttle)
     encoded = encode_entity(with_throttle(response, total))
     session.finish(exchange, exchange.framed([encoded], len(encoded)), total)

@@ -42,6 +42,12 @@ class Identity:
         object.__setattr__(self, "kafka_principal", kafka_principal(self.principal))
         object.__setattr__(self, "usage_client_id", usage_client_id(self.client_id))
 
+    def with_client_id(self, client_id: str) -> Identity:
+        """This identity for a request that names its own client id (Kafka allows it)."""
+        if client_id == self.client_id:
+            return self
+        return Identity(self.principal, self.host, client_id)
+
     @property
     def tenant_id(self) -> str:
         return self.principal.tenant_id

@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from brokers.wire.errors import ErrorCode
 from gateway.metering.meter import UsageMeter
@@ -70,9 +70,26 @@ class Quotas(Protocol):
 
     def request_time(self, subject: QuotaSubject, elapsed_ms: float, now_ms: int) -> int: ...
 
+    def mutations(self, subject: QuotaSubject, strict: bool, now_ms: int) -> MutationBudget: ...
+
+    def mutation_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int: ...
+
+
+class MutationBudget(Protocol):
+    """The caller's `controller_mutation_rate` quota for one request (KIP-599)."""
+
+    def exceeded(self) -> bool: ...
+
+    def record(self, partitions: int) -> None: ...
+
 
 class StorageUse(Protocol):
     def stored_bytes(self, tenant_id: str) -> int: ...
+
+
+# CreateTopics, DeleteTopics, CreatePartitions: charged to the controller mutation quota, strict
+# (THROTTLING_QUOTA_EXCEEDED instead of a throttle) from these versions on (KIP-599).
+STRICT_MUTATIONS_FROM: Final = {19: 6, 20: 5, 37: 3}
 
 
 class Reason(enum.Enum):
@@ -200,7 +217,22 @@ class TenantPolicy:
         return most if isinstance(most, int) else None
 
     def charge_request_time(self, subject: QuotaSubject, elapsed_ms: float) -> int:
+        """Charge time spent on a request (`request_percentage`); its throttle (ms)."""
         return self._quotas.request_time(subject, elapsed_ms, self._clock_ms())
+
+    def mutation_budget(
+        self, subject: QuotaSubject, api_key: int, version: int
+    ) -> MutationBudget | None:
+        """The controller mutation budget of a request that creates or deletes partitions; None
+        for every other API."""
+        strict_from = STRICT_MUTATIONS_FROM.get(api_key)
+        if strict_from is None:
+            return None
+        return self._quotas.mutations(subject, version >= strict_from, self._clock_ms())
+
+    def mutation_throttle(self, subject: QuotaSubject) -> int:
+        """After a request's mutations were charged: its throttle (ms)."""
+        return self._quotas.mutation_throttle_ms(subject, self._clock_ms())
 
     # -- usage ---------------------------------------------------------------------------------
     def meter(self, topic: str | None, **counters: int) -> None:

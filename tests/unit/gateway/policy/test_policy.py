@@ -241,3 +241,22 @@ def test_attack_1_a_trailing_newline_is_no_topic_name() -> None:
 )
 def test_usage_client_id(sent: str | None, metered: str) -> None:
     assert usage_client_id(sent) == metered
+
+
+def test_only_partition_mutations_get_a_mutation_budget() -> None:
+    stage = Stage(WRITE_ORDERS)
+    subject = stage.policy.subject()
+    assert stage.policy.mutation_budget(subject, 0, 9) is None  # Produce
+    for api_key, version in ((19, 6), (20, 5), (37, 3), (19, 2)):
+        budget = stage.policy.mutation_budget(subject, api_key, version)
+        assert budget is not None and not budget.exceeded()  # no quota configured
+        budget.record(3)
+    assert stage.policy.mutation_throttle(subject) == 0
+
+
+def test_a_request_naming_its_own_client_id_gets_its_own_identity() -> None:
+    identity = Identity(ALICE, "10.0.0.1", "app")
+    assert identity.with_client_id("app") is identity
+    other = identity.with_client_id("x" * 300)
+    assert other.client_id == "x" * 300 and other.usage_client_id == "x" * 255
+    assert other.kafka_principal == identity.kafka_principal
