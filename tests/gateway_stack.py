@@ -4,7 +4,9 @@
 store with tenants `acme` and `bolt` (a service account and an API key each), and runs `pier
 gateway` in front through `infra.gateway.start_gateway` (the launcher `infra/up` uses). Test
 settings shorten the gateway's timers: usage flushed every 500 ms, storage sampled every second,
-failed logins answered after 50 ms. Optional metrics ports expose the broker's and the gateway's
+failed logins answered after 50 ms, and a source address backs off only after 1000 failed logins
+(every test client comes from 127.0.0.1; tests/adversarial/test_login.py restores the default to
+test the backoff). Optional metrics ports expose the broker's and the gateway's
 Prometheus endpoints. `client_config(tenant, mechanism)` gives confluent-kafka
 settings; `Credentials` carry the key id and secret for the other clients. Blocking; fixtures
 build it on pytest's main thread and `close()` stops every process by PID.
@@ -29,6 +31,7 @@ TEST_GATEWAY_SETTINGS = {
     "usage.flush.interval.ms": "500",
     "storage.sample.interval.ms": "1000",
     "sasl.failure.delay.ms": "50",
+    "sasl.failure.backoff.free.failures": "1000",
     "usage.topic.replication.factor": "1",
 }
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
