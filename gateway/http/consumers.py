@@ -61,6 +61,7 @@ from gateway.http.records import (
     fetched_records,
     next_offset,
 )
+from gateway.policy.names import valid_instance_name
 from tenancy.domain import Principal
 
 log = logging.getLogger("pier.gateway.http.consumers")
@@ -438,7 +439,7 @@ class ConsumerRegistry:
             )
         if auto_commit not in ("true", "false"):
             raise ApiError(422, "auto.commit.enable must be true or false", INVALID_CONSUMER_CONFIG)
-        if len(name) > 200 or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        if not valid_instance_name(name):
             raise ApiError(422, "name must be 1-200 of [A-Za-z0-9._-]", INVALID_CONSUMER_CONFIG)
         key = (caller.tenant_id, caller.principal.service_account_id, group, name)
         if key in self._instances:

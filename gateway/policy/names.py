@@ -18,11 +18,18 @@ from tenancy.usage import MAX_NAME, fitted_text
 MAX_TOPIC_LENGTH: Final = 249
 MAX_CLIENT_ID: Final = MAX_NAME  # what a usage record holds of a client id
 _TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_INSTANCE: Final = re.compile(r"[a-zA-Z0-9._-]{1,200}")
 
 
 def valid_topic_name(name: object) -> bool:
     """Whether `name` is a legal Kafka topic name."""
     return isinstance(name, str) and _TOPIC.fullmatch(name) is not None and name not in (".", "..")
+
+
+def valid_instance_name(name: object) -> bool:
+    """Whether `name` may name an HTTP consumer instance: 1–200 of `[A-Za-z0-9._-]` (ASCII only:
+    `str.isalnum` would also take any Unicode letter or digit)."""
+    return isinstance(name, str) and _INSTANCE.fullmatch(name) is not None
 
 
 def topic_name_problem(name: object, max_length: int = MAX_TOPIC_LENGTH) -> str | None:

@@ -172,6 +172,16 @@ def test_attack_1_newline_topic_refused_over_http(gateway_stack: GatewayStack) -
     with pytest.raises(urllib.error.HTTPError) as produced:
         urllib.request.urlopen(produce, timeout=10)
     assert produced.value.code == 400
+    for name in ("ünï", "١٢", "nl\n"):  # consumer instance names are ASCII too
+        instance = urllib.request.Request(
+            f"{base}/consumers/names-group",
+            data=json.dumps({"name": name}).encode(),
+            headers={**headers, "Content-Type": "application/vnd.kafka.v2+json"},
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as named:
+            urllib.request.urlopen(instance, timeout=10)
+        assert named.value.code == 422, name
     assert not on_disk(stack)
 
 

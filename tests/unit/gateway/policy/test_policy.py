@@ -24,7 +24,7 @@ from gateway.kafka.namespace import TenantNamespace
 from gateway.kafka.services import TenantState
 from gateway.metering.meter import UsageMeter
 from gateway.policy import Identity, Reason, TenantPolicy, valid_topic_name
-from gateway.policy.names import usage_client_id
+from gateway.policy.names import usage_client_id, valid_instance_name
 from gateway.quotas.quota_book import QuotaBook
 from gateway.throttling import GatewayThrottling
 from tenancy import usage
@@ -260,3 +260,12 @@ def test_a_request_naming_its_own_client_id_gets_its_own_identity() -> None:
     other = identity.with_client_id("x" * 300)
     assert other.client_id == "x" * 300 and other.usage_client_id == "x" * 255
     assert other.kafka_principal == identity.kafka_principal
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [("rest-1.a_b", True), ("a" * 200, True), ("a" * 201, False), ("", False), ("ünï", False),
+     ("١٢", False), ("nl\n", False), ("a b", False)],
+)  # fmt: skip
+def test_http_consumer_instance_names_are_ascii(name: str, valid: bool) -> None:
+    assert valid_instance_name(name) is valid
