@@ -26,7 +26,8 @@ from typing import Protocol
 from gateway.kafka.authorizer import Authorizer
 from gateway.kafka.namespace import TenantNamespace
 from gateway.kafka.services import Closable, TenantState
-from tenancy.domain import Acl, Change, Page, Tenant
+from tenancy.domain import Acl, ApiKey, Change, Page, Tenant
+from tenancy.errors import NotFoundError
 
 log = logging.getLogger("pier.gateway.directory")
 ACL_PAGE = 500
@@ -34,6 +35,8 @@ ACL_PAGE = 500
 
 class TenantSource(Protocol):
     def get_tenant(self, tenant_id: str) -> Tenant: ...
+
+    def get_api_key(self, key_id: str) -> ApiKey: ...
 
     def list_acls(
         self, tenant_id: str, *, cursor: str | None = None, limit: int = 100
@@ -124,10 +127,7 @@ class TenantDirectory:
     async def apply(self, change: Change) -> None:
         kind, tenant_id = change.kind, change.tenant_id
         if kind == "api_key.revoked":
-            self._close(
-                lambda s: s.principal is not None and s.principal.key_id == change.subject,
-                "api key revoked",
-            )
+            self._close_key(change.subject, "api key revoked")
         if tenant_id is None:
             return
         if kind.startswith("tenant."):
@@ -140,16 +140,34 @@ class TenantDirectory:
             await self._on_quota_change(tenant_id)
 
     async def resync(self) -> None:
-        """After a gap in the feed: forget every cached tenant and re-check live sessions."""
+        """After a gap in the feed: reload every tenant held or in use and re-check the key of
+        every live session (the gap may have held revocations). Each state is replaced, never
+        dropped first, so no session falls back to an older one meanwhile; a store error
+        propagates (the follower retries from the version it had applied)."""
         tenants = set(self._states) | {t for t, live in self._by_tenant.items() if live}
-        self._states.clear()
         for tenant_id in tenants:
             await self.apply(Change(0, "tenant.resync", tenant_id, tenant_id, datetime.now(UTC)))
+        keys = {
+            s.principal.key_id for live in self._by_tenant.values() for s in live if s.principal
+        }
+        for key_id in keys:
+            if not await asyncio.to_thread(self._key_usable, key_id):
+                self._close_key(key_id, "api key revoked or expired")
+
+    def _key_usable(self, key_id: str) -> bool:
+        try:
+            key = self._source.get_api_key(key_id)
+        except NotFoundError:
+            return False
+        now = datetime.now(UTC)
+        return key.revoked_at is None and (key.expires_at is None or key.expires_at > now)
 
     async def _reload(self, tenant_id: str) -> TenantState | None:
+        """The tenant reloaded; None (and its state dropped) when its row is gone. Any other
+        error propagates: the change is then not applied, and the follower retries it."""
         try:
             return await self._fresh(tenant_id, share=False)
-        except Exception as exc:  # a deleted tenant's row may be gone; fail closed
+        except NotFoundError as exc:
             log.warning("event=tenant_reload_failed tenant=%s error=%r", tenant_id, exc)
             self._states.pop(tenant_id, None)
             return None
@@ -157,6 +175,9 @@ class TenantDirectory:
     def _close_tenant(self, tenant_id: str, reason: str) -> None:
         for session in self.sessions(tenant_id):
             session.close(reason)
+
+    def _close_key(self, key_id: str, reason: str) -> None:
+        self._close(lambda s: s.principal is not None and s.principal.key_id == key_id, reason)
 
     def _close(self, match: Callable[[Closable], bool], reason: str) -> None:
         for live in list(self._by_tenant.values()):

@@ -321,3 +321,24 @@ def test_attack_16_a_revocation_made_while_the_gateway_lost_its_store_is_applied
         )
     assert revoked_at > 0
     assert_refused(stack, victim.key_id, victim.secret, "PLAIN")
+
+
+def test_a_revocation_and_a_suspension_have_closed_connections_when_the_admin_api_answers(
+    gateway_stack: GatewayStack, admin_api: AdminApi
+) -> None:
+    """The answer waits until every live gateway has applied the change, so the key's (and then
+    the suspended tenant's) open connections are already closing when it comes."""
+    with gateway_stack.store() as store:
+        store.create_tenant(
+            display_name="held", plan="free", tenant_id="held", authorization="open", actor=OPERATOR
+        )
+        revoked = GatewayStack.add_tenant(store, "held", name="revoked")
+        kept = GatewayStack.add_tenant(store, "held", name="kept")
+    doomed = logged_in(gateway_stack, revoked, "PLAIN")
+    survivor = logged_in(gateway_stack, kept, "PLAIN")
+    with contextlib.closing(doomed), contextlib.closing(survivor):
+        _in_force(admin_api.call("DELETE", f"/v1/api-keys/{revoked.key_id}"), 200)
+        assert doomed.closed_by_peer(1.0), "the revoked key's connection outlived the answer"
+        _in_force(admin_api.call("POST", "/v1/tenants/held/suspend"), 200)
+        assert survivor.closed_by_peer(1.0), "a suspended tenant's connection outlived the answer"
+    assert_refused(gateway_stack, kept.key_id, kept.secret, "PLAIN")
