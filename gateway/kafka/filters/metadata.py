@@ -5,8 +5,10 @@ ACLs and partition limit.
 ACL (Kafka's KafkaApis.handleTopicMetadataRequest): DESCRIBE on each topic; a topic named in the
 request without it is TOPIC_AUTHORIZATION_FAILED, one from an all-topics answer is left out.
 Auto-creation is forwarded only when the caller may CREATE (on the cluster, or on every topic
-named) and the tenant stays within `max_partitions` counting `default_partitions` for each topic
-named (which ones are missing is not known here, so every one counts). v0–3 cannot turn
+named) and the partitions of the named topics the fleet does not have (`default_partitions`
+each; at most `MAX_AUTO_CREATE` names are looked up, a longer request creates nothing) are
+RESERVED in the tenant store first (`partition_limit`, as CreateTopics), settled with the topics
+the answer shows when it comes. v0–3 cannot turn
 auto-creation off, so there the gateway asks for all topics instead and answers missing ones
 with UNKNOWN_TOPIC_OR_PARTITION. Topic ids (v10+): Pier's brokers assign real ids; a tenant's own
 topics show theirs, a look-up by id is UNKNOWN_TOPIC_ID (the gateway keeps no id map).
@@ -30,13 +32,16 @@ from gateway.kafka.filters.cluster_view import (
     cluster_operations,
 )
 from gateway.kafka.filters.common import entity
-from gateway.kafka.filters.topics_common import Batch, stripped
+from gateway.kafka.filters.partition_limit import reserve, settle
+from gateway.kafka.filters.topics_common import Batch, stripped, topic_partitions
+from tenancy.reservations import PartitionGrant
 
 API_KEY = 3
 MIN_VERSION = 0
 MAX_VERSION = 12
 FIRST_WITH_AUTO_CREATE_FLAG = 4
 FIRST_NULLABLE_NAME_VERSION = 12
+MAX_AUTO_CREATE = 16  # topics one Metadata request may auto-create (each is looked up first)
 
 
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
@@ -54,7 +59,8 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         else:
             batch.forward(topic.name)
             names.append(topic.name)
-    create = await _may_create(ctx, request, names)
+    grant, missing = await _may_create(ctx, request, names)
+    create = grant is not None
     sent = tuple(
         dataclasses.replace(t, name=ctx.namespace.fleet(t.name))
         for t in request.topics
@@ -67,18 +73,38 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         upstream = dataclasses.replace(request, topics=sent)
         if ctx.api_version >= FIRST_WITH_AUTO_CREATE_FLAG:
             upstream = dataclasses.replace(upstream, allow_auto_topic_creation=create)
-    return Forward(upstream, lambda answer: _answer(ctx, request, answer, batch))
+    if grant is None:
+        return Forward(upstream, lambda answer: _answer(ctx, request, answer, batch))
+
+    def created(answer: Any) -> Any:
+        made = {t.name for t in answer.topics if t.error_code == ErrorCode.none and t.partitions}
+        count = sum(ctx.fleet.default_partitions for n in missing if ctx.namespace.fleet(n) in made)
+        settle(ctx, grant, count)
+        return _answer(ctx, request, answer, batch)
+
+    return Forward(upstream, created)
 
 
-async def _may_create(ctx: FilterContext, request: Any, names: list[str]) -> bool:
+async def _may_create(
+    ctx: FilterContext, request: Any, names: list[str]
+) -> tuple[PartitionGrant | None, list[str]]:
+    """A grant for the partitions of the named topics the fleet lacks, and their names; (None,
+    []) when nothing may (or need) be created."""
     if not names or not getattr(request, "allow_auto_topic_creation", True):
-        return False
+        return None, []
     if not ctx.allowed("CREATE", "CLUSTER", CLUSTER_NAME) and not all(
         ctx.allowed("CREATE", "TOPIC", name) for name in names
     ):
-        return False
-    in_use = await ctx.fleet.tenant_partitions(ctx.namespace)
-    return in_use + len(names) * ctx.fleet.default_partitions <= ctx.limits.max_partitions
+        return None, []
+    if len(names) > MAX_AUTO_CREATE:
+        return None, []
+    missing = [n for n in names if await topic_partitions(ctx, ctx.namespace.fleet(n)) is None]
+    if not missing:
+        return None, []
+    grant = await reserve(ctx, [len(missing) * ctx.fleet.default_partitions])
+    if grant is None or not all(grant.granted):
+        return None, []
+    return grant, missing
 
 
 def _answer(ctx: FilterContext, request: Any, answer: Any, batch: Batch | None) -> Any:
