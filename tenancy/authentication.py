@@ -9,7 +9,7 @@ could not be a key (wrong shape, oversized secret) are refused before any databa
 
 The gateway splits a PLAIN check in three so that only the scrypt runs on its bounded hashing
 threads and a cached success costs no thread at all (docs/security.md, logins): `cached_plain` /
-`cached_scram` (the cache only: cheap, callable on an event loop), `plain_verifier` (the database
+`cached_scram` / `has_verified_secret` (the cache only: cheap, callable on an event loop), `plain_verifier` (the database
 read: the stored hash of a usable key, with the cache epoch taken before the read), then
 `remember_plain` after the caller verified the secret with `tenancy.credentials.verify_secret`
 (False when the key changed meanwhile: the check is void). `verify_api_key` does all three on the
@@ -93,6 +93,11 @@ class Authentication(StoreCore):
             return None
         cached = self._cache.get(self._cache.plain_key(key_id, secret))
         return None if cached is None else KeyLogin(cached.principal, cached.expires_at)
+
+    def has_verified_secret(self, key_id: str) -> bool:
+        """True while a secret of the key is cached: any other secret is wrong (no check needed:
+        a key's secret never changes). Cache only; callable on an event loop."""
+        return isinstance(key_id, str) and self._cache.has_verified_secret(key_id)
 
     def plain_verifier(self, key_id: str) -> PlainVerifier | None:
         """The stored secret hash of a usable key, or None (unknown, revoked, expired, suspended)."""

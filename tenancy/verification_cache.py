@@ -50,6 +50,7 @@ class VerificationCache:
         self._floor = 0  # a put or check from before this epoch is refused (a clear, an overflow)
         self._key_epochs: dict[str, int] = {}
         self._tenant_epochs: dict[str, int] = {}
+        self._verified: dict[str, datetime] = {}  # key id -> until when its PLAIN secret is cached
 
     @property
     def enabled(self) -> bool:
@@ -74,6 +75,18 @@ class VerificationCache:
         """True when the key or its tenant changed (or the cache was cleared) after `epoch`."""
         with self._lock:
             return self._stale(principal, epoch)
+
+    def has_verified_secret(self, key_id: str) -> bool:
+        """True while a PLAIN secret of `key_id` is cached. A key's secret never changes (a new
+        secret is a new key), so any other secret offered for it is wrong: no check needed."""
+        if not self.enabled:
+            return False
+        with self._lock:
+            until = self._verified.get(key_id)
+            if until is not None and until <= self._clock():
+                del self._verified[key_id]
+                return False
+            return until is not None
 
     def get(self, key: bytes) -> CacheEntry | None:
         if not self.enabled:
@@ -106,6 +119,10 @@ class VerificationCache:
             if len(self._entries) >= MAX_ENTRIES:
                 self._evict()
             self._entries[key] = CacheEntry(principal, credential, until, expires_at)
+            if credential is None:
+                if len(self._verified) >= MAX_ENTRIES:
+                    self._verified.clear()  # forgetting only costs checks, never lets one through
+                self._verified[principal.key_id] = until
             return True
 
     def apply(self, change: Change) -> None:
@@ -121,6 +138,7 @@ class VerificationCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._verified.clear()
             self._epoch += 1
             self._floor = self._epoch
             self._key_epochs.clear()
@@ -149,7 +167,7 @@ class VerificationCache:
     def _drop(self, stale: Callable[[CacheEntry], bool]) -> None:
         with self._lock:
             for key in [key for key, entry in self._entries.items() if stale(entry)]:
-                del self._entries[key]
+                self._verified.pop(self._entries.pop(key).principal.key_id, None)
 
     def _evict(self) -> None:
         """Called with the lock held: drop expired entries, else the oldest tenth."""
@@ -158,4 +176,4 @@ class VerificationCache:
         if not expired:
             expired = list(self._entries)[: MAX_ENTRIES // 10]
         for key in expired:
-            del self._entries[key]
+            self._verified.pop(self._entries.pop(key).principal.key_id, None)

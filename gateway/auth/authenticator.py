@@ -6,7 +6,9 @@ policy and the KIP-368 session lifetime.
 
 Order of a check (docs/security.md, logins), so that wrong secrets sent at full speed starve no
 one: (1) the verification cache, on the loop (a secret verified before, or a SCRAM verifier read
-before, costs no thread and no throttling: the key's owner gets in at once); (2) the failed-login
+before, costs no thread and no throttling: the key's owner gets in at once; and while a key's
+secret is cached any other PLAIN secret for it is known wrong, a failure without a check); (2) the
+failed-login
 backoff (`LoginBackoff`, per source address and per key id), which may refuse without any check;
 (3) the store read, in a worker thread; (4) for PLAIN, the scrypt on the bounded hashing threads
 (`HashingPool`; full: the attempt fails at once). SCRAM's server side stretches nothing (the client
@@ -50,6 +52,7 @@ MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 FAILED_MESSAGE: Final = "Authentication failed: invalid credentials"
 REJECTED: Final = "credentials_rejected"  # the store said no: unknown, revoked, expired, suspended
 THROTTLED: Final = "throttled"  # the failed-login backoff refused a check
+KNOWN_WRONG: Final = "secret_differs_from_verified"  # the key's own secret is in the cache
 
 
 class CredentialStore(Protocol):
@@ -57,6 +60,8 @@ class CredentialStore(Protocol):
     The `cached_*` methods are called on the event loop (cache only); the others in threads."""
 
     def cached_plain(self, key_id: str, secret: str) -> KeyLogin | None: ...
+
+    def has_verified_secret(self, key_id: str) -> bool: ...
 
     def plain_verifier(self, key_id: str) -> PlainVerifier | None: ...
 
@@ -185,6 +190,9 @@ class Authenticator:
             if self._metrics is not None:
                 self._metrics.cache_hit("PLAIN")
             login = cached
+        elif self._store.has_verified_secret(credentials.key_id):
+            self.backoff.note_failure(peer)  # another secret is cached: this one is wrong
+            raise _Refused(KNOWN_WRONG)
         else:
             ticket = self._admit("PLAIN", peer, credentials.key_id)
             login = await self._settled(ticket, self._checked_plain(credentials))

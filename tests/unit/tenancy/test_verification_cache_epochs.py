@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tenancy.domain import Change, Principal
+from tenancy.domain import Change, Principal, ScramCredential
 from tenancy.verification_cache import MAX_ENTRIES, VerificationCache
 
 pytestmark = pytest.mark.unit
@@ -74,3 +74,27 @@ def test_many_changed_keys_stay_bounded_and_void_older_checks() -> None:
     assert len(verification._key_epochs) <= MAX_ENTRIES
     assert verification.changed_since(WHO, epoch), "details forgotten: older checks are void"
     assert not verification.changed_since(WHO, verification.epoch())
+
+
+def test_a_cached_secret_marks_its_key_verified_until_the_entry_goes() -> None:
+    now = [T0]
+    verification = VerificationCache(60, lambda: now[0])
+    assert not verification.has_verified_secret("K1")
+    verification.put(verification.scram_key("K1", "SCRAM-SHA-256"), WHO, None, _credential())
+    assert not verification.has_verified_secret("K1"), "a SCRAM verifier is no verified secret"
+    verification.put(verification.plain_key("K1", "s"), WHO, None)
+    assert verification.has_verified_secret("K1") and not verification.has_verified_secret("K2")
+    verification.apply(Change(1, "api_key.revoked", "acme", "K1", T0))
+    assert not verification.has_verified_secret("K1")
+    verification.put(verification.plain_key("K1", "s"), WHO, T0 + timedelta(seconds=5))
+    now[0] = T0 + timedelta(seconds=5)
+    assert not verification.has_verified_secret("K1"), "not past the key's expiry"
+    now[0] = T0
+    verification.put(verification.plain_key("K1", "s"), WHO, None)
+    verification.clear()
+    assert not verification.has_verified_secret("K1")
+    assert not VerificationCache(0, lambda: T0).has_verified_secret("K1")
+
+
+def _credential() -> ScramCredential:
+    return ScramCredential("SCRAM-SHA-256", b"s" * 16, 4096, b"k" * 32, b"v" * 32)

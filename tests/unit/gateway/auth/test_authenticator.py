@@ -57,6 +57,9 @@ class FakeStore:
     def cached_plain(self, key_id: str, secret: str) -> KeyLogin | None:
         return self.cache.get((key_id, secret))
 
+    def has_verified_secret(self, key_id: str) -> bool:
+        return any(cached == key_id for cached, _secret in self.cache)
+
     def plain_verifier(self, key_id: str) -> PlainVerifier | None:
         self.reads += 1
         if not self._usable(key_id):
@@ -379,3 +382,19 @@ def test_wrong_scram_proofs_count_against_the_address() -> None:
     assert [asyncio.run(attempt("wrong")) for _ in range(4)] == [False] * 4
     assert harness.store.reads == 2, "the credential read is refused once the address backs off"
     assert harness.count("pier_gateway_authentication_throttled_total", mechanism="SCRAM-SHA-256")
+
+
+def test_once_a_secret_is_verified_other_secrets_for_the_key_fail_unchecked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    harness = throttling_harness()
+    assert plain_from(harness, "192.0.2.7", SECRET)
+    reads = harness.store.reads
+    with caplog.at_level(logging.INFO, logger="gateway.auth"):
+        assert not plain_from(harness, "10.0.0.9", "wrong")  # a clean address, too
+    assert harness.store.reads == reads, "no store read, no scrypt for a known-wrong secret"
+    assert harness.count("pier_gateway_secret_checks_total", outcome="mismatch") == 0
+    assert "reason=secret_differs_from_verified" in caplog.text
+    assert harness.authenticator.backoff.wait_s("10.0.0.9") == 0.0  # 1 failure of 2 free
+    assert not plain_from(harness, "10.0.0.9", "wrong")
+    assert harness.authenticator.backoff.wait_s("10.0.0.9") > 0, "they count against the address"
