@@ -20,6 +20,19 @@ def call(*argv: str) -> admin_client.Call:
     return admin_client._CALLS[args.resource](args)
 
 
+def test_tenant_authorization_is_sent_only_when_given() -> None:
+    made = call("tenants", "create", "--display-name", "A", "--plan", "free")
+    assert "authorization" not in made.body  # the plan's
+    made = call(
+        "tenants", "create", "--display-name", "A", "--plan", "free", "--authorization", "open"
+    )
+    assert made.body["authorization"] == "open"
+    made = call("tenants", "update", "acme", "--authorization", "acls")
+    assert (made.method, made.body) == ("PATCH", {"authorization": "acls"})
+    with pytest.raises(SystemExit):
+        parse("tenants", "create", "--display-name", "A", "--plan", "free", "--authorization", "x")
+
+
 def test_tenant_create_with_limits_and_idempotency_key() -> None:
     made = call(
         "tenants",
