@@ -37,6 +37,8 @@ from kio.schema.alter_configs.v2 import request as alter_configs_req
 from kio.schema.alter_configs.v2 import response as alter_configs_res
 from kio.schema.create_partitions.v3 import request as create_partitions_req
 from kio.schema.create_partitions.v3 import response as create_partitions_res
+from kio.schema.create_topics.v7 import request as create_topics_req
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.delete_groups.v2.response import DeleteGroupsResponse
 from kio.schema.delete_records.v2 import request as delete_records_req
@@ -51,12 +53,16 @@ from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.describe_groups.v5.response import DescribeGroupsResponse
 from kio.schema.describe_producers.v0 import request as describe_producers_req
 from kio.schema.describe_producers.v0 import response as describe_producers_res
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.describe_transactions.v0.response import DescribeTransactionsResponse
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.fetch.v12 import response as fetch_res
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
 from kio.schema.incremental_alter_configs.v1 import request as inc_alter_req
 from kio.schema.incremental_alter_configs.v1 import response as inc_alter_res
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
 from kio.schema.join_group.v7 import request as join_req
 from kio.schema.join_group.v7.response import JoinGroupResponse
 from kio.schema.leave_group.v4 import request as leave_req
@@ -65,6 +71,8 @@ from kio.schema.list_groups.v4.request import ListGroupsRequest
 from kio.schema.list_groups.v4.response import ListGroupsResponse
 from kio.schema.list_offsets.v7 import request as list_offsets_req
 from kio.schema.list_offsets.v7 import response as list_offsets_res
+from kio.schema.list_transactions.v0.request import ListTransactionsRequest
+from kio.schema.list_transactions.v0.response import ListTransactionsResponse
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.offset_commit.v8 import request as commit_req
@@ -83,7 +91,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from kio.schema.sync_group.v5 import request as sync_req
 from kio.schema.sync_group.v5.response import SyncGroupResponse
-from kio.schema.types import TopicName
+from kio.schema.types import TopicName, TransactionalId
 
 from brokers.records.builder import build_batch
 from brokers.wire.errors import ErrorCode
@@ -188,13 +196,16 @@ def assigned_after_a_poll(consumer: Consumer) -> bool:
 def bolt(gateway_stack: GatewayStack) -> Iterator[BoltState]:
     """Bolt's topics, records, committed offsets and one live group member; its state before."""
     stack = gateway_stack
-    admin = AdminClient(stack.client_config("bolt"))
-    futures = admin.create_topics(
-        [NewTopic(n, num_partitions=c, replication_factor=1) for n, c in BOLT_TOPICS.items()]
-    )
-    acme = AdminClient(stack.client_config("acme"))
-    futures |= acme.create_topics([NewTopic("orders", num_partitions=1, replication_factor=1)])
-    for future in futures.values():
+    admins = [AdminClient(stack.client_config(t)) for t in ("bolt", "acme")]  # kept referenced
+    futures = [
+        *admins[0]
+        .create_topics(
+            [NewTopic(n, num_partitions=c, replication_factor=1) for n, c in BOLT_TOPICS.items()]
+        )
+        .values(),
+        *admins[1].create_topics([NewTopic("orders", 1, 1)]).values(),
+    ]
+    for future in futures:
         future.result(TIMEOUT_S)
     producer = Producer(stack.client_config("bolt", acks="all"))
     for name, count in BOLT_TOPICS.items():
@@ -658,6 +669,139 @@ def test_attack_join_bolts_live_group_as_a_new_member_lands_in_acmes_own(
     described = view.describe_consumer_groups([LIVE_GROUP])[LIVE_GROUP].result(TIMEOUT_S)
     assert [m.client_id for m in described.members] == [f"{SECRET}-member"]
     assert str(described.state).split(".")[-1] == "STABLE"
+
+
+# ---------------------------------------------------------------- transactional ids
+
+
+def test_attack_transactional_ids_of_bolt_are_neither_seen_nor_fenced(
+    gateway_stack: GatewayStack, bolt: BoltState
+) -> None:
+    """bolt runs transactions as `tx`. acme describes and lists transactions by `tx` and
+    `bolt_tx` (nothing of bolt's), then InitProducerId with both ids: each is acme's own id,
+    and bolt's producer, which a fenced epoch would kill, still commits."""
+    producer = Producer(
+        gateway_stack.client_config("bolt", **{"transactional.id": "tx", "acks": "all"})
+    )
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce("ledger", f"{SECRET}-tx-1".encode())
+    producer.commit_transaction(TIMEOUT_S)
+    described = call(
+        gateway_stack,
+        "acme",
+        DescribeTransactionsRequest(
+            transactional_ids=(TransactionalId("tx"), TransactionalId("bolt_tx"))
+        ),
+        DescribeTransactionsResponse,
+    )
+    assert [(t.transactional_id, t.error_code, t.topics) for t in described.transaction_states] == [
+        ("tx", ErrorCode.transactional_id_not_found, ()),
+        ("bolt_tx", ErrorCode.transactional_id_not_found, ()),
+    ]
+    listed = call(
+        gateway_stack,
+        "acme",
+        ListTransactionsRequest(state_filters=(), producer_id_filters=()),
+        ListTransactionsResponse,
+    )
+    assert listed.error_code == 0 and listed.transaction_states == ()
+    producer_ids = set()
+    for transactional_id in ("tx", "bolt_tx"):
+        init = build(
+            InitProducerIdRequest,
+            transactional_id=transactional_id,
+            transaction_timeout=60_000 * MS,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        answer = call(gateway_stack, "acme", init, InitProducerIdResponse)
+        assert answer.error_code == 0 and answer.producer_epoch == 0, answer
+        producer_ids.add(answer.producer_id)
+    bolt_view = call(
+        gateway_stack,
+        "bolt",
+        DescribeTransactionsRequest(transactional_ids=(TransactionalId("tx"),)),
+        DescribeTransactionsResponse,
+    )
+    (bolt_tx,) = bolt_view.transaction_states
+    assert bolt_tx.error_code == 0 and bolt_tx.producer_id not in producer_ids
+    producer.begin_transaction()  # a fenced producer fails here or at the commit
+    producer.produce("ledger", f"{SECRET}-tx-2".encode())
+    producer.commit_transaction(TIMEOUT_S)
+
+
+# ---------------------------------------------------------------- error messages
+
+
+def create_topic(name: str, partitions: int, **configs: str) -> Any:
+    topic = build(
+        create_topics_req.CreatableTopic,
+        name=name,
+        num_partitions=partitions,
+        replication_factor=1,
+        assignments=(),
+        configs=tuple(
+            build(create_topics_req.CreatableTopicConfig, name=k, value=v)
+            for k, v in configs.items()
+        ),
+    )
+    return build(
+        create_topics_req.CreateTopicsRequest,
+        topics=(topic,),
+        timeout=5000 * MS,
+        validate_only=False,
+    )
+
+
+def test_attack_error_messages_never_name_fleet_or_internal_names(
+    gateway_stack: GatewayStack, bolt: BoltState
+) -> None:
+    """Refusals the brokers word with fleet names (`Topic 'acme_orders' already exists.`) come
+    back in acme's words or without a message: never `acme_`, `bolt_` or an internal topic."""
+    messages: dict[str, str | None] = {}
+    exists = call(gateway_stack, "acme", create_topic("orders", 1), CreateTopicsResponse)
+    (result,) = exists.topics
+    assert result.error_code == ErrorCode.topic_already_exists
+    messages["create existing"] = result.error_message
+    bad = call(
+        gateway_stack,
+        "acme",
+        create_topic("fresh", 1, **{"cleanup.policy": "nonsense"}),
+        CreateTopicsResponse,
+    )
+    (result,) = bad.topics
+    assert result.error_code == ErrorCode.invalid_config
+    messages["create invalid config"] = result.error_message
+    shrink = call(
+        gateway_stack,
+        "acme",
+        dataclasses.replace(
+            create_partitions("orders"),
+            topics=(
+                build(
+                    create_partitions_req.CreatePartitionsTopic,
+                    name="orders",
+                    count=1,
+                    assignments=None,
+                ),
+            ),
+        ),
+        create_partitions_res.CreatePartitionsResponse,
+    )
+    (result,) = shrink.results
+    assert result.error_code == ErrorCode.invalid_partitions
+    messages["shrink"] = result.error_message
+    for topic in ("bolt_orders", "__consumer_offsets"):
+        gone = call(gateway_stack, "acme", delete_topics(topic), DeleteTopicsResponse)
+        message = gone.responses[0].error_message
+        # acme's own word for its own (absent) topic may come back; nothing else may.
+        messages[f"delete {topic}"] = None if message is None else message.replace(topic, "")
+    for what, text in messages.items():
+        assert text is None or not any(token in text for token in ("acme_", "bolt", "__")), (
+            f"{what}: {text!r}"
+        )
+    assert messages["create existing"] is not None and "orders" in messages["create existing"]
 
 
 # ---------------------------------------------------------------- the fleet's own things
