@@ -32,6 +32,8 @@ from gateway.feed_follower import FeedFollower
 from gateway.http.context import HttpServices, HttpSettings
 from gateway.http.server import HttpServer
 from gateway.kafka.client_connection import ClientConnection
+from gateway.kafka.connection_guard import ConnectionGuard
+from gateway.kafka.connection_limits import ConnectionLimits
 from gateway.kafka.fleet import FleetDirectory
 from gateway.kafka.listener import Listeners
 from gateway.kafka.metrics import GatewayMetrics
@@ -156,6 +158,10 @@ class Gateway:
             make_session,
             tls=self._tls(),
             reuse_port=config.reuse_port,
+            guard=ConnectionGuard(
+                ConnectionLimits.from_settings(config.setting, config.connections_per_ip_overrides),
+                registry=self.registry,
+            ),
         )
         await self.listeners.start(fleet.broker_ids())
         if config.tenant_http_port is not None:

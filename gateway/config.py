@@ -26,6 +26,14 @@ Properties (Java-properties file, all optional):
 | `storage.sampler.id` | `fleet` | the sampler id in storage-sample ids (same on every gateway: samples dedupe) |
 | `num.partitions` | 1 | what the brokers give an auto-created topic (counts against tenant limits) |
 | `socket.request.max.bytes` | 104857600 | the largest frame after login (a tenant's own limit applies to Produce) |
+| `authentication.timeout.ms` | 10000 | a connection not logged in this long after accept is closed |
+| `max.unauthenticated.connections` | 1000 | connections not yet logged in (gateway-wide); past it a new one is closed at once |
+| `unauthenticated.buffer.max.bytes` | 33554432 | bytes of frames read before login (gateway-wide, announced sizes); a frame that does not fit closes its connection |
+| `max.connections.per.ip` | 100 | open connections from one address (Kafka's; its default is unbounded); past it a new one is closed at once |
+| `max.connections.per.ip.overrides` | none | `host:count,...` per-address exceptions (Kafka's) |
+| `frame.read.timeout.ms` | 30000 | a partial frame that receives no byte this long closes its connection (time the gateway itself does not read is not counted) |
+| `connections.max.idle.ms` | 600000 | a connection with no traffic and no request pending this long is closed (Kafka's) |
+| `queued.max.request.bytes` | 33554432 | request bytes read and not yet answered, per tenant (Kafka's, per broker there); a tenant over it is not read until answers drain; also caps a frame's size |
 | `verification.cache.ttl.ms` | 60000 | how long a successful credential check is cached |
 | `fleet.refresh.interval.ms` | 10000 | how often broker addresses are re-read |
 | `gateway.heartbeat.interval.ms` | 1000 | how often the gateway reports the change-feed version it has applied to the tenant store while idle (it reports at once after applying a change); the admin API waits, up to 1 s, for every gateway heard from in the last 10 s before it answers a change that takes access away |
@@ -44,6 +52,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from gateway.kafka.connection_limits import parse_overrides
 
 _ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
@@ -65,6 +75,13 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     "storage.sample.interval.ms": (60_000, 1000, 3_600_000),
     "num.partitions": (1, 1, 100_000),
     "socket.request.max.bytes": (100 * 1024 * 1024, 1024, 2**31 - 1),
+    "authentication.timeout.ms": (10_000, 100, 3_600_000),
+    "max.unauthenticated.connections": (1000, 1, 1_000_000),
+    "unauthenticated.buffer.max.bytes": (32 * 1024 * 1024, 512 * 1024, 2**40),
+    "max.connections.per.ip": (100, 1, 2**31 - 1),
+    "frame.read.timeout.ms": (30_000, 100, 3_600_000),
+    "connections.max.idle.ms": (600_000, 1000, 2**31 - 1),
+    "queued.max.request.bytes": (32 * 1024 * 1024, 1024, 2**40),
     "verification.cache.ttl.ms": (60_000, 0, 3_600_000),
     "fleet.refresh.interval.ms": (10_000, 100, 3_600_000),
     "gateway.heartbeat.interval.ms": (1_000, 100, 5_000),
@@ -79,6 +96,7 @@ _KNOWN = {
     "storage.sampler.id",
     "usage.topic.replication.factor",
     "listeners.reuse.port",
+    "max.connections.per.ip.overrides",
     "http.port",
     "metrics.host",
 }
@@ -119,6 +137,7 @@ class GatewayConfig:
         for name, value in (("gateway.id", self.id), ("storage.sampler.id", self.sampler_id)):
             if _ID.fullmatch(value) is None:
                 raise GatewayConfigError(f"{name} {value!r} must be 1-64 of [A-Za-z0-9._-]")
+        self.connections_per_ip_overrides  # noqa: B018 (validated when loaded)
         if self.properties.get("listeners.reuse.port", "false") not in ("true", "false"):
             raise GatewayConfigError("listeners.reuse.port must be true or false")
         port = self.tenant_http_port
@@ -179,6 +198,14 @@ class GatewayConfig:
         """The metrics endpoint's address: `--metrics-host`, else `metrics.host`, else loopback
         (never `host`: the tenant listener may face the internet, the metrics name every tenant)."""
         return self.metrics_host or self.properties.get("metrics.host") or "127.0.0.1"
+
+    @property
+    def connections_per_ip_overrides(self) -> dict[str, int]:
+        """`max.connections.per.ip.overrides` as {host: count}."""
+        try:
+            return parse_overrides(self.properties.get("max.connections.per.ip.overrides", ""))
+        except ValueError as exc:
+            raise GatewayConfigError(f"max.connections.per.ip.overrides: {exc}") from None
 
     @property
     def reuse_port(self) -> bool:

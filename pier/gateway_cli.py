@@ -60,6 +60,20 @@ def add_parser(commands: Any) -> None:
         "--gateway-id", default=None, help="id in usage-record ids (default gw-PORT)"
     )
     gateway.add_argument("--config", type=Path, default=None, help="gateway properties file")
+    gateway.add_argument(
+        "--max-connections-per-ip",
+        type=int,
+        default=None,
+        help="open connections allowed from one address (default 100; wins over the "
+        "max.connections.per.ip property)",
+    )
+    gateway.add_argument(
+        "--authentication-timeout-ms",
+        type=int,
+        default=None,
+        help="close a connection not logged in this long after it was accepted (default 10000; "
+        "wins over the authentication.timeout.ms property)",
+    )
     gateway.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate (SASL_SSL)")
     gateway.add_argument("--tls-key", type=Path, default=None, help="PEM private key (SASL_SSL)")
     gateway.add_argument(
@@ -75,6 +89,12 @@ def run(args: argparse.Namespace) -> int:
     configure(args.log_level)
     try:
         properties = read_properties(args.config) if args.config else {}
+        for name, flag in (
+            ("max.connections.per.ip", args.max_connections_per_ip),
+            ("authentication.timeout.ms", args.authentication_timeout_ms),
+        ):
+            if flag is not None:
+                properties = {**properties, name: str(flag)}
         config = GatewayConfig(
             bootstrap=args.bootstrap,
             db_url=args.db,

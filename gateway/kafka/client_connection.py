@@ -1,10 +1,15 @@
 """The socket side of one tenant connection: bytes in → frames → the session; answers out.
 
-Owns: the asyncio protocol of an accepted client socket: framing with the current size limit
-(512 KiB before authentication, raised at login), pausing and resuming reads (mute, back
-pressure), write back pressure (the client not reading its answers pauses reading its requests),
-and closing. TCP_NODELAY is set: answers are small and latency-bound. Runs on the event loop;
-not thread-safe.
+Owns: the asyncio protocol of an accepted client socket: admission by the `ConnectionGuard` (the
+per-address and pre-login caps: over a cap the socket is closed at once), framing with the current
+size limit (512 KiB before login; after it `ConnectionLimits.frame_limit` of the tenant's current
+`max_request_bytes`), charging each frame's announced size to a byte budget as soon as its prefix
+is read (before login the gateway-wide pre-login pool: full → closed at once; after login the
+tenant's `queued.max.request.bytes` pool: full → this connection stops reading until the tenant's
+answered requests give bytes back), pausing and resuming reads (mute, back pressure, the budget),
+write back pressure (the client not reading its answers pauses reading its requests), the
+deadlines the guard's sweep asks about (`overdue`), and closing. TCP_NODELAY is set: answers are
+small and latency-bound. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from brokers.wire.framing import PRE_AUTH_MAX_REQUEST_BYTES
+from gateway.kafka.byte_budget import Charge, Waiter
+from gateway.kafka.connection_guard import ConnectionGuard
 from gateway.kafka.exchange import Buffer
 from gateway.kafka.frames import FrameReader, FrameTooLargeError, write_parts
 from gateway.kafka.session import Channel, Session
@@ -22,41 +28,63 @@ from gateway.kafka.session import Channel, Session
 log = logging.getLogger("pier.gateway.connection")
 
 
+class _PreLoginBufferFull(ConnectionError):
+    """The gateway-wide pool of bytes read before login has no room for this frame."""
+
+
 class ClientConnection(asyncio.Protocol, Channel):
-    def __init__(self, make_session: Callable[[ClientConnection, str], Session]) -> None:
+    def __init__(
+        self,
+        make_session: Callable[[ClientConnection, str], Session],
+        guard: ConnectionGuard | None = None,
+    ) -> None:
         self._make_session = make_session
-        self._frames = FrameReader(PRE_AUTH_MAX_REQUEST_BYTES)
+        self._guard = guard if guard is not None else ConnectionGuard()
+        self._frames = FrameReader(self._guard.limits.pre_auth_max_request_bytes, self._admit)
         self._transport: asyncio.Transport | None = None
         self._session: Session | None = None
+        self._peer = "?"
+        self._tenant_id: str | None = None  # set at login: charges go to the tenant's budget
+        self._charge: Charge | None = None  # the announced size of the frame being read
+        self._waiter: Waiter | None = None  # waiting for the tenant's budget
+        now = self._guard.clock()
+        self._accepted_at = self._last_read = self._last_write = self._progress_at = now
         self._paused = False
         self._write_blocked = False
         self._stopping = False
+        self._gone = False
         self.closed = asyncio.get_event_loop().create_future()
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self._peer = str(peer[0])
+        refused = self._guard.admit(self, self._peer)
+        if refused is not None:
+            self._guard.refuse_at_accept(self._peer, refused)
+            transport.abort()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        peer = transport.get_extra_info("peername") or ("?", 0)
-        self._session = self._make_session(self, str(peer[0]))
+        self._session = self._make_session(self, self._peer)
 
     def data_received(self, data: bytes) -> None:
-        session = self._session
-        if session is None:
+        self._last_read = self._progress_at = self._guard.clock()
+        if self._session is None or self._gone:
             return
-        try:
-            for frame in self._frames.feed(data):
-                session.on_frame(frame)
-        except FrameTooLargeError as exc:
-            session.refuse(f"frame: {exc}")
+        self._frames.limit = self._frame_limit()
+        self._deliver(lambda: self._frames.feed(data))
 
     def eof_received(self) -> bool | None:
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._gone = True
+        self._guard.gone(self, self._peer)
+        self._drop_charges()
         if self._session is not None:
             self._session.connection_lost()
         if not self.closed.done():
@@ -70,9 +98,103 @@ class ClientConnection(asyncio.Protocol, Channel):
         self._write_blocked = False
         self._apply_pause()
 
+    # -- frames and their budget ---------------------------------------------------------------
+    def _deliver(self, frames: Callable[[], Iterator[memoryview]]) -> None:
+        session = self._session
+        assert session is not None
+        try:
+            for frame in frames():
+                charge, self._charge = self._charge, None
+                session.on_frame(frame, charge)
+                if self._gone:
+                    return
+        except FrameTooLargeError as exc:
+            self._guard.count_close("frame_too_large")
+            session.refuse(f"frame: {exc}")
+        except _PreLoginBufferFull as exc:
+            self.close_for("unauthenticated_buffer_full", str(exc))
+
+    def _frame_limit(self) -> int:
+        limits = self._guard.limits
+        tenant = self._session.tenant if self._session is not None else None
+        if self._tenant_id is None or tenant is None:
+            return limits.pre_auth_max_request_bytes
+        return limits.frame_limit(tenant.tenant.limits.max_request_bytes)
+
+    def _admit(self, size: int) -> bool:
+        """Charge a frame's announced size before its body is read; False: wait for the budget."""
+        if self._tenant_id is None:
+            charge = self._guard.unauthenticated_bytes.try_take(size)
+            if charge is None:
+                raise _PreLoginBufferFull(f"no room for a frame of {size} bytes before login")
+            self._charge = charge
+            return True
+        budget = self._guard.tenant_budget(self._tenant_id)
+        charge = budget.try_take(size)
+        if charge is None:
+            self._waiter = budget.wait(size, self._granted)
+            self._apply_pause()
+            return False
+        self._charge = charge
+        return True
+
+    def _granted(self, charge: Charge) -> None:
+        self._waiter = None
+        if self._gone or self._session is None:
+            charge.release()
+            return
+        self._charge = charge
+        self._progress_at = self._guard.clock()
+        self._deliver(self._frames.admitted)
+        self._apply_pause()
+
+    def _drop_charges(self) -> None:
+        self._frames.clear()
+        if self._charge is not None:
+            self._charge.release()
+            self._charge = None
+        if self._waiter is not None:
+            self._waiter.cancel()
+            self._waiter = None
+
+    # -- deadlines (asked by the guard's sweep) ------------------------------------------------
+    def overdue(self, now: float) -> str | None:
+        limits = self._guard.limits
+        if self._gone or self._transport is None:
+            return None
+        if self._tenant_id is None and now - self._accepted_at >= limits.authentication_timeout_s:
+            return "authentication_timeout"
+        stalled = now - self._progress_at >= limits.frame_read_timeout_s
+        if self._frames.partial and self._transport.is_reading() and stalled:
+            return "frame_read_timeout"
+        quiet = now - max(self._last_read, self._last_write) >= limits.connections_max_idle_s
+        if quiet and not self._frames.partial and self.idle:
+            return "idle"
+        return None
+
+    def close_for(self, reason: str, detail: str) -> None:
+        """Close at once (no flushing to a client that may not read) with a log line and a count."""
+        if self._gone:
+            return
+        self._guard.count_close(reason)
+        tenant = self._tenant_id or ""
+        log.info(
+            "event=connection_closed reason=%s peer=%s tenant=%s detail=%r",
+            reason,
+            self._peer,
+            tenant,
+            detail,
+        )
+        if self._session is not None:
+            self._session.close(reason)
+        self._drop_charges()
+        if self._transport is not None:
+            self._transport.abort()
+
     # -- Channel -------------------------------------------------------------------------------
     def write(self, parts: Sequence[Buffer]) -> None:
         if self._transport is not None and not self._transport.is_closing():
+            self._last_write = self._guard.clock()
             write_parts(self._transport, parts)
 
     def pause(self) -> None:
@@ -83,8 +205,9 @@ class ClientConnection(asyncio.Protocol, Channel):
         self._paused = False
         self._apply_pause()
 
-    def set_frame_limit(self, limit: int) -> None:
-        self._frames.limit = limit
+    def authenticated(self, tenant_id: str) -> None:
+        self._tenant_id = tenant_id
+        self._guard.authenticated(self)
 
     def close(self) -> None:
         if self._transport is not None and not self._transport.is_closing():
@@ -94,7 +217,8 @@ class ClientConnection(asyncio.Protocol, Channel):
         reading = self._transport.is_reading() if self._transport is not None else None
         session = self._session.describe() if self._session is not None else "-"
         return (
-            f"reading={reading} paused={self._paused} write_blocked={self._write_blocked}"
+            f"peer={self._peer} reading={reading} paused={self._paused}"
+            f" write_blocked={self._write_blocked} budget_wait={self._waiter is not None}"
             f" buffered={self._frames.buffered} {session}"
         )
 
@@ -112,8 +236,10 @@ class ClientConnection(asyncio.Protocol, Channel):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if self._paused or self._write_blocked or self._stopping:
+        waiting = self._waiter is not None
+        if self._paused or self._write_blocked or self._stopping or waiting:
             if transport.is_reading():
                 transport.pause_reading()
         elif not transport.is_reading():
+            self._progress_at = self._guard.clock()  # time paused by us is not a stalled frame
             transport.resume_reading()

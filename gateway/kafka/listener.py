@@ -4,7 +4,9 @@ Owns: the asyncio servers (plain or TLS; `SO_REUSEPORT` only when asked, so that
 processes of one host share its ports on purpose and never by accident), opening a port when a broker appears, and draining on stop: stop accepting, stop reading,
 let the requests already read be answered (bounded), then close every connection. A client that
 dials the bootstrap port is paired with any live broker; one that dials a broker's port with
-that broker. Runs on the event loop; not thread-safe.
+that broker. Every connection is admitted and watched by one `ConnectionGuard` (per-address and
+pre-login caps, byte budgets, deadlines), whose sweep runs while the listeners do. Runs on the
+event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import ssl
 from collections.abc import Callable
 
 from gateway.kafka.client_connection import ClientConnection
+from gateway.kafka.connection_guard import ConnectionGuard
 from gateway.kafka.session import Session
 
 log = logging.getLogger("pier.gateway.listener")
@@ -31,6 +34,7 @@ class Listeners:
         *,
         tls: ssl.SSLContext | None = None,
         reuse_port: bool = False,
+        guard: ConnectionGuard | None = None,
     ) -> None:
         self._host = host
         self._bootstrap_port = bootstrap_port
@@ -40,6 +44,7 @@ class Listeners:
         self._reuse_port = reuse_port
         self._servers: dict[int | None, asyncio.Server] = {}
         self._connections: set[ClientConnection] = set()
+        self.guard = guard if guard is not None else ConnectionGuard()
 
     @property
     def bootstrap_port(self) -> int:
@@ -51,6 +56,7 @@ class Listeners:
     async def start(self, node_ids: set[int]) -> None:
         await self._open(None, self._bootstrap_port)
         await self.ensure(node_ids)
+        self.guard.start()
 
     async def ensure(self, node_ids: set[int]) -> None:
         """Open a port for every broker id that has none yet (ports of gone brokers stay open:
@@ -61,7 +67,7 @@ class Listeners:
     async def _open(self, node_id: int | None, port: int) -> None:
         def protocol() -> ClientConnection:
             connection = ClientConnection(
-                lambda conn, peer: self._make_session(conn, peer, node_id)
+                lambda conn, peer: self._make_session(conn, peer, node_id), self.guard
             )
             self._connections.add(connection)
             connection.closed.add_done_callback(lambda _f: self._connections.discard(connection))
@@ -83,6 +89,7 @@ class Listeners:
         """Stop accepting; let requests already read be answered (up to `drain_s`); close."""
         for server in self._servers.values():
             server.close()
+        await self.guard.stop()
         for connection in list(self._connections):
             connection.stop_reading()
         deadline = asyncio.get_running_loop().time() + drain_s

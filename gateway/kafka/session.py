@@ -13,7 +13,12 @@ throttled client is muted: the pump takes no request until the throttle has pass
 Before authentication only ApiVersions and SASL are answered and frames over 512 KiB close the
 connection (DESIGN.md "Limits"); an API the gateway does not serve is refused by closing the
 connection, never forwarded. The login's session lifetime (KIP-368) is enforced by a timer: a
-client that re-authenticates in time keeps its connection. Runs on the event loop; not thread-safe.
+client that re-authenticates in time keeps its connection.
+
+Every frame arrives with the `Charge` of its announced size (the connection's byte budget: see
+`gateway.kafka.client_connection`); the session gives it back once the request's answer has left
+in its turn (or the request needed none), or when the session closes, so a tenant's budget counts
+exactly its requests read and not yet answered. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -50,10 +55,11 @@ from gateway.kafka.api_table import (
     advertised_min,
     client_backs_off,
 )
-from gateway.kafka.exchange import Buffer, Exchange, ResponseQueue
+from gateway.kafka.byte_budget import Charge
+from gateway.kafka.exchange import Buffer, Exchange, ResponseQueue, Slot
 from gateway.kafka.metrics import GatewayMetrics
-from gateway.kafka.sasl_gate import GateAnswer, SaslGate
 from gateway.kafka.request_session import session_policy
+from gateway.kafka.sasl_gate import GateAnswer, SaslGate
 from gateway.kafka.services import QuotaSubject, SessionServices, TenantState
 from gateway.kafka.upstream import Upstream
 from gateway.metering.meter import UsageKey
@@ -77,7 +83,8 @@ class Channel:
     def resume(self) -> None:
         raise NotImplementedError
 
-    def set_frame_limit(self, limit: int) -> None:
+    def authenticated(self, tenant_id: str) -> None:
+        """The login succeeded: the connection's frames are the tenant's from now on."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -105,8 +112,10 @@ class Session:
         self._tenant: TenantState | None = None  # as at login; `tenant` gives the current one
         self.client_id = ""
         self.upstream: Upstream | None = None
-        self.answers = ResponseQueue(channel.write, self._mute)
-        self._frames: deque[memoryview] = deque()
+        self.answers = ResponseQueue(self._write_answer, self._mute)
+        self._frames: deque[tuple[memoryview, Charge | None]] = deque()
+        self._taking: Charge | None = None  # the charge of the frame being handled
+        self._answering: deque[Charge | None] = deque()  # one per reserved answer slot, in order
         self._busy = False
         self._muted_until = 0.0
         self._unmute: asyncio.TimerHandle | None = None
@@ -123,23 +132,55 @@ class Session:
         return self.services.directory.current(self._tenant.tenant.id) or self._tenant
 
     # -- the request pump ----------------------------------------------------------------------
-    def on_frame(self, frame: memoryview) -> None:
-        self._frames.append(frame)
+    def on_frame(self, frame: memoryview, charge: Charge | None = None) -> None:
+        if self._closed:
+            if charge is not None:
+                charge.release()
+            return
+        self._frames.append((frame, charge))
         self._pump()
 
     def _pump(self) -> None:
         while self._frames and not self._busy and not self._closed and not self._held():
-            frame = self._frames.popleft()
+            frame, self._taking = self._frames.popleft()
             try:
                 pending = self._handle(frame)
             except (MalformedRequestError, UnknownMessageError) as exc:
                 self.refuse(f"malformed request: {exc}")
                 return
+            finally:
+                self._untake()
             if pending is not None:
                 self._busy = True
                 task = asyncio.ensure_future(pending)
                 task.add_done_callback(self._resumed)
+        self._settle()
         self._update_reading()
+
+    def _untake(self) -> None:
+        """A frame handled without an answer slot (a bare SASL token, a refusal) is done with."""
+        charge, self._taking = self._taking, None
+        if charge is not None:
+            charge.release()
+
+    def _reserve_slot(self) -> Slot:
+        """The answer slot of the frame being handled; its charge is kept until the answer left."""
+        slot = self.answers.reserve()
+        self._answering.append(self._taking)
+        self._taking = None
+        return slot
+
+    def _settle(self) -> None:
+        """Give back the charges of the requests whose answers have left (in request order)."""
+        answering = self._answering
+        while len(answering) > len(self.answers):
+            charge = answering.popleft()
+            if charge is not None:
+                charge.release()
+
+    def _write_answer(self, parts: Sequence[Buffer]) -> None:
+        self.channel.write(parts)
+        self._settle()
 
     def _held(self) -> bool:
         """Take no request now: the client is muted, or the broker has enough of its requests."""
@@ -213,7 +254,7 @@ class Session:
             self._subject(header.client_id),
             time.perf_counter(),
         )
-        exchange.slot = self.answers.reserve()
+        exchange.slot = self._reserve_slot()
         self.metrics.request(self._tenant_id, api_key)
         if api_key in PRE_AUTH:
             return self._local(exchange, frame, offset, header.client_id)
@@ -237,6 +278,7 @@ class Session:
         """Encode a kio response for `exchange` and queue it."""
         body = encode_entity(response)
         self.answers.complete(exchange.slot, exchange.framed([body], len(body)))
+        self._settle()
 
     def forward(
         self,
@@ -259,6 +301,7 @@ class Session:
         if throttle_ms > 0:
             self.meter(None, throttle_ms=throttle_ms)
         self.answers.complete(exchange.slot, parts, delay_ms=delay)
+        self._settle()
         self.on_upstream_progress()
 
     def meter(self, topic: str | None, **counters: int) -> None:
@@ -293,7 +336,7 @@ class Session:
     def _unmuted(self) -> None:
         self._unmute = None
         self._muted_until = 0.0
-        self._pump()
+        self._pump()  # also settles answers that were held back by a throttle
 
     # -- authentication ------------------------------------------------------------------------
     def _local(
@@ -363,7 +406,7 @@ class Session:
         )
         if not await self._connect_upstream():
             return "broker unavailable"
-        self.channel.set_frame_limit(self.services.max_request_bytes)
+        self.channel.authenticated(state.tenant.id)
         self._usage_key = UsageKey(
             state.tenant.id, identity.principal.service_account_id, self.client_id, None
         )
@@ -443,9 +486,10 @@ class Session:
                 api_keys=keys,
             )
         )
-        slot = self.answers.reserve()
+        slot = self._reserve_slot()
         head = correlation_id.to_bytes(4, "big", signed=True)
         self.answers.complete(slot, [size_prefix(len(head) + len(body)) + head, body])
+        self._settle()
 
     # -- refusing and closing ------------------------------------------------------------------
     def refuse(self, reason: str) -> None:
@@ -477,8 +521,18 @@ class Session:
             self.metrics.connected(self._tenant.tenant.id, -1)
         if self._usage_key is not None:
             self.services.meter.connection_closed(self._usage_key)
-        self._frames.clear()
+        self._release_all()
         self.channel.close()
+
+    def _release_all(self) -> None:
+        charges = [charge for _frame, charge in self._frames]
+        charges += [*self._answering, self._taking]
+        self._frames.clear()
+        self._answering.clear()
+        self._taking = None
+        for charge in charges:
+            if charge is not None:
+                charge.release()
 
     def connection_lost(self) -> None:
         self.close("client disconnected")
