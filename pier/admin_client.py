@@ -206,6 +206,10 @@ def _plan_call(args: argparse.Namespace) -> Call:
         ) from None
 
 
+def _gateway_call(args: argparse.Namespace) -> Call:
+    return Call("GET", "/v1/gateways", columns=("id", "applied_version", "behind", "last_seen"))
+
+
 _CALLS: dict[str, Callable[[argparse.Namespace], Call]] = {
     "tenants": _tenant_call,
     "service-accounts": _account_call,
@@ -213,6 +217,7 @@ _CALLS: dict[str, Callable[[argparse.Namespace], Call]] = {
     "quotas": _quota_call,
     "acls": _acl_call,
     "plans": _plan_call,
+    "gateways": _gateway_call,
 }
 
 

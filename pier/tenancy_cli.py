@@ -78,6 +78,7 @@ def add_parser(commands: Any) -> None:
         _quota_parsers,
         _acl_parsers,
         _plan_parsers,
+        _gateway_parsers,
     ):
         adder(resources)
 
@@ -373,6 +374,15 @@ def _plan_parsers(resources: Any) -> None:
     put = verbs.add_parser("put", help="create or replace a plan (docs/plans.md has the format)")
     put.add_argument("name")
     put.add_argument("--file", required=True, help="JSON plan document ('-' for stdin)")
+
+
+def _gateway_parsers(resources: Any) -> None:
+    verbs = _verbs(resources, "gateways", "running gateways and the change version each applied")
+    verbs.add_parser(
+        "list",
+        help="gateways heard from in the last 10 s: an ACL change, a revocation or a tenant "
+        "change is answered once all of them applied it (at most 1 s)",
+    )
 
 
 # -- dispatch --------------------------------------------------------------------------------------

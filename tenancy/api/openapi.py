@@ -318,6 +318,41 @@ def _plan_paths() -> dict[str, JsonSchema]:
     }
 
 
+def _gateway_paths() -> dict[str, JsonSchema]:
+    count = {"type": "integer", "minimum": 0}
+    gateway = {
+        "type": "object",
+        "required": ["id", "applied_version", "behind", "last_seen"],
+        "additionalProperties": False,
+        "properties": {
+            "id": {"type": "string"},
+            "applied_version": count,
+            "behind": count,
+            "last_seen": {"type": "string", "format": "date-time"},
+        },
+    }
+    listing = {
+        "type": "object",
+        "required": ["version", "stale_after_s", "items"],
+        "additionalProperties": False,
+        "properties": {
+            "version": count,
+            "stale_after_s": {"type": "number"},
+            "items": {"type": "array", "items": gateway},
+        },
+    }
+    return {
+        "/v1/gateways": {
+            "get": _op(
+                "listGateways",
+                "The live gateways and the change version each has applied (what a change that "
+                "takes access away waits for)",
+                {"200": _json(listing, "The store's version and every live gateway")},
+            ),
+        },
+    }
+
+
 def _service_paths() -> dict[str, JsonSchema]:
     text = {"text/plain": {"schema": {"type": "string"}}}
     public: list[JsonSchema] = []
@@ -367,6 +402,7 @@ def document() -> dict[str, Any]:
             **_plan_paths(),
             **openapi_billing.paths(_op, _p),
             **openapi_http_consumers.paths(_op, _p),
+            **_gateway_paths(),
             **_service_paths(),
         },
         "components": {

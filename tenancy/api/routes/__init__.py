@@ -11,6 +11,7 @@ from tenancy.api.routes import (
     acls,
     api_keys,
     billing,
+    gateways,
     http_consumers,
     plans,
     quotas,
@@ -18,7 +19,17 @@ from tenancy.api.routes import (
     tenants,
 )
 
-MODULES = (tenants, service_accounts, api_keys, quotas, acls, plans, billing, http_consumers)
+MODULES = (
+    tenants,
+    service_accounts,
+    api_keys,
+    quotas,
+    acls,
+    plans,
+    billing,
+    http_consumers,
+    gateways,
+)
 
 
 def add_routes(app: web.Application) -> None:

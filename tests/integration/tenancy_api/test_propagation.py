@@ -141,3 +141,19 @@ def test_authorization_is_validated_and_settable(api: ServedApi) -> None:
     closed = api.patch("/v1/tenants/beta", {"authorization": "acls"})
     assert closed.json["authorization"] == "acls"
     assert api.get("/v1/tenants/beta").json["authorization"] == "acls"
+
+
+def test_the_operator_view_lists_the_live_gateways_and_how_far_behind(
+    api: ServedApi, store: TenantStore, tenancy_clock: TenancyClock
+) -> None:
+    store.report_gateway("gw-old/1", 0)
+    tenancy_clock.advance(Propagation().stale_after_s + 1)
+    _tenant_with_account(api)
+    store.report_gateway("gw-live/1", 1)
+    listed = api.get("/v1/gateways")
+    assert listed.status == 200, listed.body
+    version = store.current_version()
+    assert listed.json["version"] == version
+    assert [(g["id"], g["applied_version"], g["behind"]) for g in listed.json["items"]] == [
+        ("gw-live/1", 1, version - 1)
+    ]

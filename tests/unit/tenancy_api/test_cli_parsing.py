@@ -33,6 +33,11 @@ def test_tenant_authorization_is_sent_only_when_given() -> None:
         parse("tenants", "create", "--display-name", "A", "--plan", "free", "--authorization", "x")
 
 
+def test_gateways_list() -> None:
+    made = call("gateways", "list")
+    assert (made.method, made.path) == ("GET", "/v1/gateways")
+
+
 def test_tenant_create_with_limits_and_idempotency_key() -> None:
     made = call(
         "tenants",
