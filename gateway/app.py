@@ -2,9 +2,10 @@
 and stops them in reverse.
 
 Order: tenant store (with a verification cache) → the fleet view (a broker must answer) →
-quotas, directory, authenticator → usage meter, `__usage` writer, storage sampler → listeners
-(bootstrap plus one port per broker) → the tenant HTTP API when a port is set (`gateway.http`:
-the same services, its own fleet client) → the change-feed follower → the metrics endpoint.
+quotas, directory and the change-feed follower (open before any tenant is served; it reports the
+version applied, `gateway.feed_follower`) → authenticator → usage meter, `__usage` writer, storage
+sampler → listeners (bootstrap plus one port per broker) → the tenant HTTP API when a port is set
+(`gateway.http`: the same services, its own fleet client) → the metrics endpoint.
 `stop()` drains: listeners and the HTTP API close (its consumer instances leave their groups),
 the usage writer flushes what was metered, then the rest. Runs on one event loop; not thread-safe.
 """
