@@ -121,7 +121,11 @@ class ChangeFeed:
     async def __aenter__(self) -> ChangeFeed:
         if self._listener is not None:
             await self._listener.open()
-        current = await asyncio.to_thread(self._source.current_version)
+        try:
+            current = await asyncio.to_thread(self._source.current_version)
+        except BaseException:
+            await self.aclose()  # no LISTEN connection left behind by a failed open
+            raise
         if self._version is None:
             self._version = current
         elif self._version > current:  # the store is behind us: restored from a backup
