@@ -265,9 +265,8 @@ class ConsumerInstance:
         for topic in sorted({t for t, _ in partitions}):
             self.caller.require("READ", "TOPIC", topic)
         await self._initial_positions(partitions)
-        throttling = self.caller.services.session.throttling
-        cap = throttling.fetch_max_bytes(self.caller.subject)
-        fetch_bytes = max_bytes if cap is None else max(1, min(max_bytes, cap))
+        policy = self.caller.policy
+        fetch_bytes = max(1, policy.fetch_max_bytes(policy.subject(), max_bytes))
         limits = PollLimits(max_records or self.max_poll_records, max_bytes)
         while True:
             remaining = deadline - time.monotonic()

@@ -243,8 +243,7 @@ class V2:
         async with instance.lock:
             records = await instance.poll(timeout, max(1, max_bytes), max(1, max_records))
             body = await off_loop(caller.tenant_id, records_body, records)
-            session = caller.services.session
-            throttle = session.throttling.fetch(caller.subject, len(body), session.clock_ms())
+            throttle = caller.policy.charge_fetch(caller.subject, len(body))
             if throttle > 0:  # as Kafka answers a throttled fetch: no data, after the throttle
                 body = records_body([])
                 await asyncio.sleep(throttle / 1000)
