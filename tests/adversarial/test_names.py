@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -33,10 +34,13 @@ from kio.schema.create_topics.v5.request import CreatableTopic, CreateTopicsRequ
 from kio.schema.create_topics.v5.response import CreateTopicsResponse
 from kio.schema.metadata.v9.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v9.response import MetadataResponse
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import TopicName
-from kio.static.primitive import i16, i32, i32Timedelta
+from kio.static.primitive import Records, i16, i32, i32Timedelta
 from prometheus_client.parser import text_string_to_metric_families
 
+from brokers.records.builder import simple_batch
 from infra.probes import free_port
 from tenancy.usage import TrafficRecord
 from tests.e2e.gateway.broker_log import usage_records
@@ -143,6 +147,34 @@ def test_attack_1_newline_topic_refused_by_the_gateway(gateway_stack: GatewaySta
         connection.close()
     assert not {name for name in broker_topics(stack) if "\n" in name or "nl" in name}
     assert not on_disk(stack)
+
+
+def test_attack_1_produce_to_a_newline_topic_is_refused_per_topic(
+    gateway_stack: GatewayStack,
+) -> None:
+    """The raw Produce path asks the policy stage: the newline topic gets INVALID_TOPIC_EXCEPTION
+    in the answer, the other topic of the same request is written."""
+    connection = login(gateway_stack, "acme")
+    try:
+        assert create_raw(connection, "names-produce")[0] == 0
+        now = int(time.time() * 1000)
+        batch = simple_batch([b"v"], keys=[b"k"], timestamps=[now])
+        topics = tuple(
+            TopicProduceData(
+                name=TopicName(name),
+                partition_data=(PartitionProduceData(index=i32(0), records=Records(batch)),),
+            )
+            for name in (NEWLINE, "names-produce")
+        )
+        request = ProduceRequest(
+            acks=i16(-1), timeout=i32Timedelta.parse(timedelta(seconds=10)), topic_data=topics
+        )
+        answer = connection.call(request, ProduceResponse)
+    finally:
+        connection.close()
+    codes = {str(t.name): int(t.partition_responses[0].error_code) for t in answer.responses}
+    assert codes == {NEWLINE: INVALID_TOPIC_EXCEPTION, "names-produce": 0}
+    assert not on_disk(gateway_stack)
 
 
 def test_attack_1_newline_topic_refused_over_http(gateway_stack: GatewayStack) -> None:
