@@ -12,7 +12,7 @@ status (401 with `WWW-Authenticate`, 429/503 with `Retry-After`), aiohttp's own 
 without a stack trace. Bodies are read by the routes through `gateway.http.bodies`, within its
 bounds (413 past them, 415 for an encoding other than identity/gzip/deflate), after the caller
 is authenticated and, for produce, authorized; aiohttp's `client_max_size` is the same bound for
-anything read otherwise. `/openapi.json` and `/` need no credentials; `/operator/v1/...`
+anything read otherwise. `/openapi.json`, `/` and the console's pages (`/console/`, docs/console.md) need no credentials; `/operator/v1/...`
 (`gateway.http.operator`) takes the admin API's operator tokens instead of API keys. Runs on the event loop; not
 thread-safe.
 """
@@ -30,6 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
+from console.serve import console_routes
 from gateway.auth.authenticator import FAILED_MESSAGE, Authenticated, AuthenticationFailed
 from gateway.http.bodies import MAX_BODY_BYTES
 from gateway.http.consumers import ConsumerRegistry
@@ -128,6 +129,7 @@ class HttpServer:
         app.add_routes(v3.routes())
         app.add_routes(v2.routes())
         app.add_routes(operator.routes())
+        app.add_routes(console_routes("tenant"))  # the tenant console's pages (docs/console.md)
         return app
 
     async def start(self) -> None:

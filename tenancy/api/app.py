@@ -1,9 +1,10 @@
 """The admin API application factory: middlewares in order, routes, and the shared context.
 
 Owns: `create_app` and the order requests flow through —
-  metrics (counts the final status) → problems (typed error → problem+json) → body limit (413
-  before anything is read) → auth (401) → validation (400/415, typed params and body) →
-  idempotency (replay POSTs) → the resource handler.
+  metrics (counts the final status) → problems (typed error → problem+json) → the console's
+  public pages (`console.serve`, docs/console.md) → body limit (413 before anything is read) →
+  auth (401) → validation (400/415, typed params and body) → idempotency (replay POSTs) → the
+  resource handler.
 The store is synchronous; its calls run on a bounded thread pool (`store_threads`) owned by the
 app and shut down on cleanup — the store itself is the caller's to close. Runs on one event loop.
 """
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from console.serve import console_middleware
 from tenancy.api.auth import VerifiedTokens, auth_middleware
 from tenancy.api.context import CONTEXT, ApiContext, Clock, StoreRunner, utcnow
 from tenancy.api.errors import PayloadTooLargeError
@@ -74,6 +76,7 @@ def create_app(
         middlewares=[
             metrics_middleware(metrics),
             problem_middleware,
+            console_middleware("operator"),  # public pages (docs/console.md), before auth
             _body_limit(max_body_bytes),
             auth_middleware(VerifiedTokens(clock, token_cache_ttl)),
             validation_middleware(RequestValidator(document())),

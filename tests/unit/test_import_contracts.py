@@ -4,7 +4,7 @@
    `infra/test` runs the same contracts from the command line): the `brokers` layers, the
    forbidden edges of the other packages, and no cycles between sibling packages.
 2. A self-contained `ast` walk over every module of `brokers`, `gateway`, `tenancy`, `billing`,
-   `pier` and `infra` with the table below: every import of one of our packages (absolute,
+   `pier`, `infra` and `console` with the table below: every import of one of our packages (absolute,
    relative, inside functions or TYPE_CHECKING blocks) must stay in the importer's component or
    go to one it may import. A module outside every row fails the test.
 3. The same walk as a module-level graph: any import cycle (TYPE_CHECKING and function-level
@@ -30,8 +30,9 @@ may import may use):
 | 7     | pier                 | app, gateway, billing (the command line)                     |
 | 8     | infra                | pier and everything below (launchers, benchmarks)            |
 | -     | brokers (the package)| nothing                                                      |
-| -     | gateway              | brokers.wire, brokers.client, tenancy                        |
-| -     | tenancy              | nothing of ours                                              |
+| -     | gateway              | brokers.wire, brokers.client, tenancy (and console)          |
+| -     | tenancy              | console (the admin API serves the operator console)          |
+| -     | console              | nothing of ours (static pages and the routes serving them)   |
 | -     | billing              | brokers.client, brokers.records, tenancy                     |
 
 No `brokers.handlers` module imports `brokers.app` (handlers see narrow services, never the
@@ -52,7 +53,7 @@ from importlinter.application import use_cases
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
-OURS = ("brokers", "gateway", "tenancy", "billing", "pier", "infra")
+OURS = ("brokers", "gateway", "tenancy", "billing", "pier", "infra", "console")
 BROKER_COMPONENTS = (
     "common",
     "wire",
@@ -92,7 +93,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "pier": ("brokers.app", "gateway", "billing"),
     "infra": ("pier",),
     "gateway": GATEWAY,
-    "tenancy": (),
+    "tenancy": ("console",),
+    "console": (),
     "billing": ("brokers.client", "brokers.records", "tenancy"),
 }
 
