@@ -17,7 +17,11 @@ from gateway.kafka.byte_budget import ByteBudget, Charge
 from gateway.kafka.client_connection import ClientConnection
 from gateway.kafka.connection_guard import ConnectionGuard
 from gateway.kafka.connection_limits import ConnectionLimits, parse_overrides
+from gateway.kafka.exchange import Slot
 from gateway.kafka.frames import FrameReader
+from gateway.kafka.metrics import GatewayMetrics
+from gateway.kafka.services import SessionServices
+from gateway.kafka.session import Channel, Session
 
 pytestmark = pytest.mark.unit
 MiB = 1024 * 1024
@@ -352,3 +356,54 @@ def test_a_frame_over_the_tenants_limit_is_refused_before_its_body(
     connection.data_received(struct.pack(">i", 100_000 + MiB + 1))
     assert session.closed and session.closed[0].startswith("frame:")
     assert guard.tenant_budget("acme").used == 0
+
+
+# -- the session gives charges back when answers leave ------------------------------------------
+class SlotSession(Session):
+    """Reserves an answer slot per frame (as a request path does) and answers on demand."""
+
+    def __init__(self, channel: Channel) -> None:
+        services = cast(SessionServices, type("Services", (), {"authenticator": None})())
+        metrics = GatewayMetrics(CollectorRegistry())
+        super().__init__(services, channel, peer_host="127.0.0.1", node_id=0, metrics=metrics)
+        self.slots: list[Slot] = []
+
+    def _handle(self, frame: memoryview) -> Any:
+        self.slots.append(self._reserve_slot())
+        return None
+
+
+class SilentChannel(Channel):
+    def write(self, parts: Any) -> None:
+        pass
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_requests_bytes_are_given_back_when_its_answer_leaves_in_turn(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    budget = ByteBudget(1000, defer=Deferred())
+    session = SlotSession(SilentChannel())
+    for size in (100, 200, 300):
+        charge = budget.try_take(size)
+        assert charge is not None
+        session.on_frame(memoryview(b"x"), charge)
+    assert budget.used == 600
+    session.answers.complete(session.slots[1], [b"second"])  # ready, but waits for the first
+    assert budget.used == 600
+    session.answers.complete(session.slots[0], None)  # no answer (acks=0): still done
+    session.on_upstream_progress()  # what `finish` calls: the pump settles what has left
+    assert budget.used == 300
+    session.close("client disconnected")  # the third is given back with the connection
+    assert budget.used == 0
+    late = budget.try_take(50)
+    session.on_frame(memoryview(b"y"), late)  # after close: given back at once
+    assert budget.used == 0
