@@ -8,7 +8,8 @@ auto-creation, HTTP v3 topic creation, the request-policy stage) checks `max_par
   together. A tenant the store has no count for yet is first counted from the fleet.
 - `settle(tenant, grant, created)` after the broker answered (what it really created is added, the
   rest given back); `release(tenant, partitions)` after a deletion. Both are called from
-  synchronous response rewrites, so they schedule their store write; `stop()` waits for them.
+  synchronous response rewrites, so they schedule their store write; the tenant's next `reserve`
+  on this gateway, and `stop()`, wait for them.
 - A background task reconciles, every `interval_s`, the tenants whose count is older than that
   with the fleet's real partition count (fenced in the store: a creation under way or a change
   younger than `quiet_s` is never overwritten), and expires reservations older than `stale_s`:
@@ -111,7 +112,7 @@ class PartitionLedger:
         self._fleet = fleet
         self._holder = holder
         self._settings = settings or LedgerSettings()
-        self._writes: set[asyncio.Task[None]] = set()
+        self._writes: dict[str, set[asyncio.Task[None]]] = {}  # per tenant, under way
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -121,11 +122,18 @@ class PartitionLedger:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        await asyncio.gather(*list(self._writes), return_exceptions=True)
+        await asyncio.gather(
+            *(t for ts in self._writes.values() for t in ts), return_exceptions=True
+        )
 
     # -- what filters and the policy stage call --------------------------------------------------
     async def reserve(self, tenant_id: str, sizes: Sequence[int]) -> PartitionGrant:
-        """Reserve `sizes` (partitions per topic, in request order) for the tenant."""
+        """Reserve `sizes` (partitions per topic, in request order) for the tenant. The tenant's
+        settlements and releases under way on this gateway are written first, so a creation that
+        follows a refused or deleted one sees its partitions given back."""
+        pending = self._writes.get(tenant_id)
+        if pending:
+            await asyncio.gather(*list(pending), return_exceptions=True)
         try:
             try:
                 return await self._reserve(tenant_id, sizes)
@@ -146,14 +154,16 @@ class PartitionLedger:
     def settle(self, tenant_id: str, grant: PartitionGrant, created: int) -> None:
         """The broker answered: `created` of the granted partitions exist now."""
         if grant.reservation_id is not None:
-            self._write(self._store.settle_partitions, tenant_id, grant.reservation_id, created)
+            self._write(
+                tenant_id, self._store.settle_partitions, tenant_id, grant.reservation_id, created
+            )
 
     def release(self, tenant_id: str, partitions: int) -> None:
         """`partitions` of the tenant's were deleted."""
         if partitions > 0:
-            self._write(self._store.release_partitions, tenant_id, partitions)
+            self._write(tenant_id, self._store.release_partitions, tenant_id, partitions)
 
-    def _write(self, call: object, *args: object) -> None:
+    def _write(self, tenant_id: str, call: object, *args: object) -> None:
         async def run() -> None:
             try:
                 await asyncio.to_thread(call, *args)  # type: ignore[arg-type]
@@ -161,8 +171,16 @@ class PartitionLedger:
                 log.warning("event=partition_ledger_write_failed error=%r", exc)
 
         task = asyncio.create_task(run())
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        tasks = self._writes.setdefault(tenant_id, set())
+        tasks.add(task)
+        task.add_done_callback(lambda done: self._written(tenant_id, done))
+
+    def _written(self, tenant_id: str, task: asyncio.Task[None]) -> None:
+        tasks = self._writes.get(tenant_id)
+        if tasks is not None:
+            tasks.discard(task)
+            if not tasks:
+                del self._writes[tenant_id]
 
     # -- keeping the store's count true ----------------------------------------------------------
     async def reconcile(self, tenant_id: str) -> bool:

@@ -4,11 +4,14 @@ reconciliation with the fleet is fenced and expires what a crashed gateway left 
 
 from __future__ import annotations
 
+import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
 
+from gateway.kafka.namespace import TenantNamespace
+from gateway.reservations import LedgerUnavailable, PartitionLedger
 from tenancy.reservations import AllocationUnknown
 from tenancy.store import TenantStore
 from tests.integration.tenancy.helpers import OPERATOR, tenant
@@ -127,3 +130,47 @@ def test_a_lower_limit_applies_to_the_next_reservation(store: TenantStore) -> No
     _ready(store, "acme", 10, in_fleet=4)
     _limit(store, "acme", 4)
     assert store.reserve_partitions("acme", [1], holder=HOLDER).granted == (False,)
+
+
+class _Fleet:
+    """The fleet's count of a tenant's partitions, as `PartitionLedger` asks for it."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    async def tenant_partitions(self, namespace: TenantNamespace) -> int:
+        return self.count
+
+
+def test_the_gateway_ledger_counts_from_the_fleet_and_sees_its_own_settlements(
+    store: TenantStore,
+) -> None:
+    tenant(store, "acme")
+    _limit(store, "acme", 5)
+    ledger = PartitionLedger(store, _Fleet(3), holder=HOLDER)
+
+    async def scenario() -> None:
+        first = await ledger.reserve("acme", [2, 1])  # no row yet: counted from the fleet first
+        assert first.granted == (True, False) and first.in_use == 3
+        ledger.settle("acme", first, 0)  # the broker refused it: the next reservation sees that
+        again = await ledger.reserve("acme", [2])
+        assert again.granted == (True,)
+        ledger.settle("acme", again, 2)
+        ledger.release("acme", 1)
+        await ledger.stop()
+
+    asyncio.run(scenario())
+    allocation = store.partition_allocation("acme")
+    assert allocation is not None and (allocation.allocated, allocation.reserved) == (4, 0)
+
+
+def test_the_gateway_ledger_fails_closed_for_a_tenant_it_cannot_count(
+    store: TenantStore,
+) -> None:
+    ledger = PartitionLedger(store, _Fleet(0), holder=HOLDER)
+
+    async def scenario() -> None:
+        with pytest.raises(LedgerUnavailable):
+            await ledger.reserve("ghost", [1])  # no tenant row: no allocation can be made
+
+    asyncio.run(scenario())
