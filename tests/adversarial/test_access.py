@@ -342,3 +342,27 @@ def test_a_revocation_and_a_suspension_have_closed_connections_when_the_admin_ap
         _in_force(admin_api.call("POST", "/v1/tenants/held/suspend"), 200)
         assert survivor.closed_by_peer(1.0), "a suspended tenant's connection outlived the answer"
     assert_refused(gateway_stack, kept.key_id, kept.secret, "PLAIN")
+
+
+def test_attack_8_on_postgresql_a_deny_acl_is_in_force_when_the_admin_api_answers(
+    postgres_gateway: tuple[GatewayStack, CuttableProxy, str], tmp_path: Path
+) -> None:
+    """The same attack where the gateway hears of changes by LISTEN/NOTIFY (its store is
+    PostgreSQL, reached through the proxy, which stays up here)."""
+    stack, _proxy, direct = postgres_gateway
+    with TenantStore.open(direct) as store:
+        token = str(store.create_operator("access-pg", actor=OPERATOR))
+        attacker = GatewayStack.add_tenant(store, "acme", name="pg-attacker")
+    process = start_admin_api(direct, tmp_path / "admin-api.log")
+    try:
+        admin = AdminApi(process, token)
+        writer = Writer(stack, attacker)
+        topics = [f"pg-open-{index}" for index in range(TRIES // 2)]
+        assert writer.create_topics(topics) == dict.fromkeys(topics, 0)
+        for index, topic in enumerate(topics):
+            assert writer.write(topic) == 0, "open: a topic no ACL names is writable"
+            deny = _acl(f"User:{attacker.service_account}", topic, "WRITE", "deny")
+            _in_force(admin.call("POST", "/v1/tenants/acme/acls", deny), 201)
+            assert writer.write(topic) == REFUSED, f"try {index}: a write the DENY forbids passed"
+    finally:
+        process.stop()
