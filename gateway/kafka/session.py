@@ -305,12 +305,8 @@ class Session:
         self.on_upstream_progress()
 
     def meter(self, topic: str | None, **counters: int) -> None:
-        if self.principal is None:
-            return
-        key = UsageKey(
-            self.principal.tenant_id, self.principal.service_account_id, self.client_id, topic
-        )
-        self.services.meter.record(key, **counters)
+        if self.policy is not None:  # usage is metered by the policy stage (bounded client id)
+            self.policy.meter(topic, **counters)
 
     def throttled(self, throttle_ms: int) -> None:
         """A request earned `throttle_ms` as it was taken: take no further request from now on.
@@ -407,9 +403,7 @@ class Session:
         if not await self._connect_upstream():
             return "broker unavailable"
         self.channel.authenticated(state.tenant.id)
-        self._usage_key = UsageKey(
-            state.tenant.id, identity.principal.service_account_id, self.client_id, None
-        )
+        self._usage_key = self.policy.identity.usage_key(None)
         self.services.meter.connection_opened(self._usage_key)
         self.metrics.connected(state.tenant.id, +1)
         log.info(
