@@ -255,6 +255,7 @@ class Gateway:
             directory,
             gateway_id=f"{self.config.id}/{self.incarnation}",
             heartbeat_s=self.config.setting("gateway.heartbeat.interval.ms") / 1000,
+            registry=self.registry,
         )
         self._tasks.append(asyncio.create_task(self.follower.run(), name="change-feed"))
         try:

@@ -3,12 +3,14 @@
 Owns: applying every change to the `TenantDirectory` in version order, remembering the version
 last applied (`applied`), and reporting it to the store (`report_gateway`: a row per gateway, see
 `tenancy.gateway_registry`) as soon as it moves and every `heartbeat_s` while idle, so the admin
-API can wait until a change that takes access away is in force here before it answers. After
+API can wait until a change that takes access away is in force here before it answers
+(`pier_gateway_change_feed_applied_version`, `pier_gateway_change_feed_failures_total`). After
 any failure (the store unreachable, a lost LISTEN connection, an apply that raised) the feed is
 reopened from `applied`, never from the store's current version: a revocation committed during
 an outage is applied once the store is back (attack #16 of issue 21). The starting point is the
 store's version when the follower first opens the feed; everything before it the directory reads
-fresh from the store, so the gateway should wait for `started` before it admits connections. Runs on the event loop; not thread-safe; store calls run in worker threads.
+fresh from the store, so the gateway waits for `started` before it admits connections. Runs on
+the event loop; not thread-safe; store calls run in worker threads.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import asyncio
 import contextlib
 import logging
 from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from gateway.directory import TenantDirectory
 from tenancy.change_feed import ChangeFeed
@@ -47,6 +51,7 @@ class FeedFollower:
         heartbeat_s: float = HEARTBEAT_S,
         poll_interval_s: float = POLL_INTERVAL_S,
         reopen_s: float = REOPEN_S,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.applied: int | None = None
         self._store = store
@@ -57,6 +62,17 @@ class FeedFollower:
         self._reopen_s = reopen_s
         self._moved = asyncio.Event()
         self.started = asyncio.Event()  # set once the feed is open (its starting version read)
+        registry = registry or CollectorRegistry()
+        self._version_gauge = Gauge(
+            "pier_gateway_change_feed_applied_version",
+            "The tenant store's change version this gateway has applied",
+            registry=registry,
+        )
+        self._failures = Counter(
+            "pier_gateway_change_feed_failures",
+            "Times the change feed was reopened after a store error or a failed apply",
+            registry=registry,
+        )
 
     async def run(self) -> None:
         """Follow until cancelled; then remove this gateway's heartbeat row (best effort)."""
@@ -89,6 +105,7 @@ class FeedFollower:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            self._failures.inc()
             log.warning(
                 "event=change_feed_failed applied_version=%s error=%r reopen_s=%s",
                 self.applied,
@@ -103,11 +120,13 @@ class FeedFollower:
         await self._directory.resync()
         if feed.version is not None:
             self.applied = feed.version
+            self._version_gauge.set(feed.version)
             self._moved.set()
 
     def _advance(self, version: int | None) -> None:
         if version is not None and (self.applied is None or version > self.applied):
             self.applied = version
+            self._version_gauge.set(version)
             self._moved.set()
 
     async def _heartbeat(self) -> None:

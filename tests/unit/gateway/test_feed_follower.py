@@ -10,6 +10,7 @@ import asyncio
 from typing import Any, cast
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from gateway.directory import TenantDirectory
 from gateway.feed_follower import FeedFollower
@@ -70,6 +71,7 @@ def test_a_failed_apply_reopens_the_feed_from_the_last_version_applied() -> None
         journal = FlakyJournal()
         journal.commit("acl.created", "before-start")
         store, directory = JournalStore(journal), Directory(fail_on={3})
+        registry = CollectorRegistry()
         follower = FeedFollower(
             store,
             cast(TenantDirectory, directory),
@@ -77,6 +79,7 @@ def test_a_failed_apply_reopens_the_feed_from_the_last_version_applied() -> None
             heartbeat_s=5.0,
             poll_interval_s=0.01,
             reopen_s=0.01,
+            registry=registry,
         )
         task = asyncio.ensure_future(follower.run())
         await asyncio.wait_for(follower.started.wait(), 10)
@@ -87,6 +90,8 @@ def test_a_failed_apply_reopens_the_feed_from_the_last_version_applied() -> None
         await until(lambda: directory.applied == [2, 3, 4, 5])
         assert store.opened_from == [None, 2]  # reopened where it stopped, not at version 5
         await until(lambda: store.reports and store.reports[-1] == ("gw/1", 5))
+        assert registry.get_sample_value("pier_gateway_change_feed_applied_version") == 5
+        assert registry.get_sample_value("pier_gateway_change_feed_failures_total") == 1
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         assert store.forgotten == ["gw/1"]
