@@ -470,7 +470,7 @@ class ConsumerRegistry:
         refused = caller.services.session.directory.admit(connection, caller.state)
         if refused is not None:
             log.info("event=consumer_refused tenant=%s reason=%r", key[0], refused)
-            raise ApiError(429, refused, TOO_MANY_CONNECTIONS)
+            raise ApiError(429, refused, TOO_MANY_CONNECTIONS, retry_after_s=1)
         self._connections[key] = connection
 
     def _fetch_client(self, tenant: str, key: Key) -> Cluster:

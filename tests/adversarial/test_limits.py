@@ -333,6 +333,7 @@ def test_attack_12_consumer_instances_count_as_connections(stack: GatewayStack) 
     refused.append(b.post("/consumers/b-12", {"format": "binary"}))  # same tenant, other account
     for answer in refused:
         assert answer.status_code == 429, answer.text
+        assert answer.headers["Retry-After"] == "1"
         problem = answer.json()
         assert problem["error_code"] == 42901, problem
         assert "connection limit of 5" in problem["message"], problem
