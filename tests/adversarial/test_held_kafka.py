@@ -98,12 +98,13 @@ from brokers.wire.errors import ErrorCode
 from gateway.auth.authenticator import FAILED_MESSAGE
 from gateway.kafka.sasl_gate import CHANGED_IDENTITY
 from tenancy.domain import DEFAULT_ENTITY, QuotaEntity
+from tenancy.quota_chain import QUOTA_NAMES
 from tenancy.usage import TrafficRecord, encode, traffic_id
 from tests.e2e.gateway.broker_log import usage_records
 from tests.e2e.gateway.sasl_wire import authenticate, login, open_raw
 from tests.e2e.raw_wire import RawConnection, decode_response, frame, request_bytes
 from tests.e2e.request_fuzz import plain_entity
-from tests.gateway_stack import OPERATOR, GatewayStack
+from tests.gateway_stack import OPERATOR, Credentials, GatewayStack
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -924,6 +925,262 @@ def test_attack_addresses_handed_out_are_the_gateways_never_a_brokers(
         timeout=TIMEOUT_S
     )
     assert metadata.cluster_id != fleet.cluster_id and cluster.cluster_id != fleet.cluster_id
+
+
+# ---------------------------------------------------------------- a tenant's own accounts
+
+
+@dataclass(frozen=True)
+class Cora:
+    """A tenant whose accounts need ACLs: `admin` may do anything, `reader` may only READ topic
+    `orders` and group `readers`."""
+
+    admin: Credentials
+    reader: Credentials
+
+    def config(self, stack: GatewayStack, creds: Credentials, **extra: str) -> dict[str, Any]:
+        return {
+            **stack.client_config("acme"),
+            "sasl.username": creds.key_id,
+            "sasl.password": creds.secret,
+            **extra,
+        }
+
+    def state(self, stack: GatewayStack) -> dict[str, Any]:
+        """What the reader might change, as the admin sees it."""
+        admin = AdminClient(self.config(stack, self.admin))
+        topics = admin.list_topics(timeout=TIMEOUT_S).topics
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in CORA_TOPICS]
+        configs = {
+            r.name: str(f.result(TIMEOUT_S)["retention.ms"].value)
+            for r, f in admin.describe_configs(resources).items()
+        }
+        consumer = Consumer(self.config(stack, self.admin, **{"group.id": "readers"}))
+        try:
+            marks = {
+                n: consumer.get_watermark_offsets(TopicPartition(n, 0), TIMEOUT_S, cached=False)
+                for n in CORA_TOPICS
+            }
+            committed = consumer.committed(
+                [TopicPartition(n, 0) for n in CORA_TOPICS], timeout=TIMEOUT_S
+            )
+        finally:
+            consumer.close()
+        return {
+            "partitions": {n: len(t.partitions) for n, t in topics.items()},
+            "configs": configs,
+            "marks": marks,
+            "committed": {(tp.topic, tp.offset) for tp in committed},
+        }
+
+
+CORA_TOPICS = ("orders", "secret")
+
+
+def allow(store: Any, account: str, resource: str, name: str, operation: str) -> None:
+    store.create_acl(
+        "cora",
+        resource_type=resource,
+        pattern_type="literal",
+        resource_name=name,
+        operation=operation,
+        permission="allow",
+        principal=f"User:{account}",
+        actor=OPERATOR,
+    )
+
+
+@pytest.fixture(scope="module")
+def cora(gateway_stack: GatewayStack) -> Cora:
+    with gateway_stack.store() as store:
+        store.create_tenant(
+            display_name="cora", plan="free", tenant_id="cora", authorization="acls", actor=OPERATOR
+        )
+        store.set_quotas(
+            "cora", QuotaEntity(DEFAULT_ENTITY, None), dict.fromkeys(QUOTA_NAMES), actor=OPERATOR
+        )
+        tenant = Cora(
+            GatewayStack.add_tenant(store, "cora", name="admin"),
+            GatewayStack.add_tenant(store, "cora", name="reader"),
+        )
+        for resource in ("TOPIC", "GROUP", "TRANSACTIONAL_ID"):
+            allow(store, tenant.admin.service_account, resource, "*", "ALL")
+        allow(store, tenant.admin.service_account, "CLUSTER", "kafka-cluster", "ALL")
+        allow(store, tenant.reader.service_account, "TOPIC", "orders", "READ")
+        allow(store, tenant.reader.service_account, "GROUP", "readers", "READ")
+    admin = AdminClient(tenant.config(gateway_stack, tenant.admin))
+
+    def created() -> bool:  # once the ACLs are in force at the gateway (refused until then)
+        futures = admin.create_topics([NewTopic(n, 1, 1) for n in CORA_TOPICS])
+        for future in futures.values():
+            try:
+                future.result(TIMEOUT_S)
+            except Exception as error:
+                if "already exists" not in str(error):
+                    return False
+        return True
+
+    wait_until(created, what="cora's admin creates its topics", timeout=TIMEOUT_S)
+    producer = Producer(tenant.config(gateway_stack, tenant.admin, acks="all"))
+    for name in CORA_TOPICS:
+        producer.produce(name, b"cora-record")
+    assert producer.flush(TIMEOUT_S) == 0
+    for group in ("readers", "private"):
+        committer = Consumer(tenant.config(gateway_stack, tenant.admin, **{"group.id": group}))
+        try:
+            offsets = [TopicPartition(n, 0, 1) for n in CORA_TOPICS]
+            committer.commit(offsets=offsets, asynchronous=False)
+        finally:
+            committer.close()
+    return tenant
+
+
+def reader_call(stack: GatewayStack, cora: Cora, request: Any, response_cls: Any) -> Any:
+    with open_raw(stack) as connection:
+        connection.api_versions()
+        authenticate(connection, cora.reader)
+        return connection.call(request, response_cls, timeout=TIMEOUT_S)
+
+
+TOPIC_DENIED = ErrorCode.topic_authorization_failed
+GROUP_DENIED = ErrorCode.group_authorization_failed
+
+
+def group_request(api: str) -> tuple[Any, Any, Callable[[Any], set[int]]]:
+    if api == "OffsetCommit":
+        partition = build(
+            commit_req.OffsetCommitRequestPartition, partition_index=0, committed_offset=0
+        )
+        topic = build(commit_req.OffsetCommitRequestTopic, name="orders", partitions=(partition,))
+        request = build(
+            commit_req.OffsetCommitRequest,
+            group_id="private",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=(topic,),
+        )
+        return (
+            request,
+            commit_res.OffsetCommitResponse,
+            lambda r: partition_codes(r, "topics", "partitions"),
+        )
+    if api == "OffsetFetch":
+        return (
+            offset_fetch_all("private"),
+            offset_fetch_res.OffsetFetchResponse,
+            lambda r: {g.error_code for g in r.groups},
+        )
+    if api == "DescribeGroups":
+        request = build(
+            DescribeGroupsRequest, groups=("private",), include_authorized_operations=False
+        )
+        return request, DescribeGroupsResponse, lambda r: {g.error_code for g in r.groups}
+    if api == "DeleteGroups":
+        return (
+            build(DeleteGroupsRequest, groups_names=("readers", "private")),
+            DeleteGroupsResponse,
+            lambda r: {x.error_code for x in r.results},
+        )
+    if api == "JoinGroup":
+        return join("private", ""), JoinGroupResponse, lambda r: {r.error_code}
+    assert api == "OffsetDelete"
+    delete = build(
+        offset_delete_req.OffsetDeleteRequest,
+        group_id="readers",
+        topics=(
+            build(
+                offset_delete_req.OffsetDeleteRequestTopic,
+                name="orders",
+                partitions=(
+                    build(offset_delete_req.OffsetDeleteRequestPartition, partition_index=0),
+                ),
+            ),
+        ),
+    )
+    return delete, offset_delete_res.OffsetDeleteResponse, lambda r: {r.error_code}
+
+
+@pytest.mark.parametrize(
+    "api,topic",
+    [
+        *[(api, "orders") for api in sorted(WRITES)],
+        *[(api, "secret") for api in sorted(READS)],
+    ],
+)
+def test_attack_an_account_without_acls_is_refused_on_its_own_tenants_topics(
+    gateway_stack: GatewayStack, cora: Cora, api: str, topic: str
+) -> None:
+    """cora's reader may only READ `orders`: writing, deleting, truncating, growing or
+    reconfiguring `orders`, and reading `secret`, are TOPIC_AUTHORIZATION_FAILED."""
+    before = cora.state(gateway_stack)
+    if api in WRITES:
+        make, response_cls, codes = WRITES[api]
+        found = codes(reader_call(gateway_stack, cora, make(topic), response_cls))
+    else:
+        make, response_cls, (topics, partitions) = READS[api]
+        response = reader_call(gateway_stack, cora, make(topic), response_cls)
+        found = partition_codes(response, topics, partitions)
+    assert found == {TOPIC_DENIED}
+    assert cora.state(gateway_stack) == before
+
+
+@pytest.mark.parametrize(
+    "api",
+    ["OffsetCommit", "OffsetFetch", "DescribeGroups", "DeleteGroups", "JoinGroup", "OffsetDelete"],
+)
+def test_attack_an_account_without_acls_is_refused_on_its_own_tenants_groups(
+    gateway_stack: GatewayStack, cora: Cora, api: str
+) -> None:
+    """The reader may READ group `readers` only: group `private`, and deleting anything, are
+    GROUP_AUTHORIZATION_FAILED."""
+    before = cora.state(gateway_stack)
+    request, response_cls, codes = group_request(api)
+    response = reader_call(gateway_stack, cora, request, response_cls)
+    assert codes(response) == {GROUP_DENIED}
+    assert cora.state(gateway_stack) == before
+
+
+def test_attack_an_account_without_acls_sees_and_creates_nothing_else(
+    gateway_stack: GatewayStack, cora: Cora
+) -> None:
+    """Metadata lists only what the reader may describe; CreateTopics, a transactional id and
+    DescribeConfigs of `orders` (READ does not imply DESCRIBE_CONFIGS) are refused."""
+    metadata = reader_call(
+        gateway_stack,
+        cora,
+        MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        ),
+        MetadataResponse,
+    )
+    assert [t.name for t in metadata.topics] == ["orders"]
+    created = reader_call(gateway_stack, cora, create_topic("mine", 1), CreateTopicsResponse)
+    assert [t.error_code for t in created.topics] == [TOPIC_DENIED]
+    init = build(
+        InitProducerIdRequest,
+        transactional_id="tx",
+        transaction_timeout=60_000 * MS,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    answer = reader_call(gateway_stack, cora, init, InitProducerIdResponse)
+    assert answer.error_code == ErrorCode.transactional_id_authorization_failed
+    resource = build(
+        describe_configs_req.DescribeConfigsResource,
+        resource_type=2,
+        resource_name="orders",
+        configuration_keys=None,
+    )
+    configs = reader_call(
+        gateway_stack,
+        cora,
+        build(describe_configs_req.DescribeConfigsRequest, resources=(resource,)),
+        describe_configs_res.DescribeConfigsResponse,
+    )
+    assert [(r.error_code, r.configs) for r in configs.results] == [(TOPIC_DENIED, ())]
+    topics = AdminClient(cora.config(gateway_stack, cora.admin)).list_topics(timeout=TIMEOUT_S)
+    assert set(topics.topics) == set(CORA_TOPICS)
 
 
 # ---------------------------------------------------------------- logins
