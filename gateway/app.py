@@ -194,6 +194,7 @@ class Gateway:
                 settings,
                 make_cluster,
                 verify_operator=None if self._store is None else self._store.verify_operator,
+                billing=self._store,  # a tenant's own usage and invoices (gateway.http.usage)
             ),
             host=config.host,
             port=port,

@@ -2,7 +2,8 @@
 
 Owns: `HttpServices` (the same `SessionServices` the Kafka listeners use — authenticator, tenant
 directory, throttling, meter, fleet view, storage use — plus the fleet client the HTTP side talks
-through and its own settings) and `Caller` (one authenticated request: principal, tenant state,
+through, the store's billing reads for a tenant's own usage and invoices (`gateway.http.usage`)
+and its own settings) and `Caller` (one authenticated request: principal, tenant state,
 peer host, client id). Every check a route makes goes through the caller's `TenantPolicy`
 (`gateway.policy`), the same policy stage a Kafka session uses: ACLs under the principal
 `User:<service account>`, quota subjects (tenant, service account, client id), usage keys. The
@@ -16,11 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from brokers.client import Cluster
 from gateway.http.errors import ApiError
 from gateway.kafka.services import QuotaSubject, SessionServices, TenantState
 from gateway.policy import Identity, TenantPolicy
+from tenancy.billing_store import UsageFilter
 from tenancy.domain import Principal
 
 _UNDECODABLE = re.compile("[\ud800-\udfff]")  # bytes aiohttp kept with surrogateescape
@@ -36,6 +39,14 @@ class HttpSettings:
     quota_window_ms: int = 11_000  # quota.window.num × quota.window.size.seconds
 
 
+class BillingReader(Protocol):
+    """The tenant store's billing reads (`tenancy.billing_store.BillingReads`); blocking."""
+
+    def usage(self, wanted: UsageFilter) -> list[dict[str, Any]]: ...
+    def invoices(self, tenant: str) -> list[dict[str, Any]]: ...
+    def invoice(self, tenant: str, invoice_id: str) -> dict[str, Any]: ...
+
+
 @dataclass(slots=True)
 class HttpServices:
     session: SessionServices
@@ -43,6 +54,7 @@ class HttpServices:
     settings: HttpSettings
     make_cluster: Callable[[str], Cluster]  # a new fleet client with this client id
     verify_operator: Callable[[str], str | None] | None = None  # the store's operator tokens
+    billing: BillingReader | None = None  # a tenant's own usage and invoices (gateway.http.usage)
 
 
 @dataclass(slots=True)

@@ -39,6 +39,7 @@ from gateway.http.errors import ApiError
 from gateway.http.openapi import openapi_document
 from gateway.http.operator import OperatorRoutes
 from gateway.http.produce import HttpProducer
+from gateway.http.usage import TenantBilling
 from gateway.http.v2 import V2
 from gateway.http.v3 import V3, json_response
 
@@ -129,6 +130,7 @@ class HttpServer:
         app.add_routes(v3.routes())
         app.add_routes(v2.routes())
         app.add_routes(operator.routes())
+        app.add_routes(TenantBilling(self.caller_of, self.services.billing).routes())
         app.add_routes(console_routes("tenant"))  # the tenant console's pages (docs/console.md)
         return app
 

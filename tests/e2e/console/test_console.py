@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -29,16 +28,14 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
-from billing.invoice.issue import issue
-from billing.rollup import ledger
-from billing.rollup.sums import Cursor, RollupKey, RunOutput, Sums
+from billing.rollup.sums import Sums
 from infra.admin_api import AdminApiProcess, start_admin_api
+from tests.e2e.console.seed import HOUR_MS, hour_iso, seed_usage, this_hour_ms
 from tests.e2e.gateway.http_stack import http_gateway_stack, http_url, wait_http
 from tests.gateway_stack import GatewayStack
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
-HOUR_MS = 3_600_000
 TENANT = "cargo"
 MESSAGE = "hello from the console test"
 BROWSER_WAIT_S = 20.0
@@ -111,21 +108,6 @@ def no_banner_error(driver: webdriver.Chrome) -> None:
     assert errors == [], errors
 
 
-def seed_usage(stack: GatewayStack, hours: list[int]) -> None:
-    """Rollup rows for TENANT at `hours` (epoch ms), committed as a rollup run would, then the
-    month's (draft) invoice."""
-    with stack.store() as store:
-        cursor, offset = None, 0
-        for i, hour_ms in enumerate(hours):
-            end = {0: offset + 10}
-            out = RunOutput("__usage", cursor, {0: offset}, end, hour_ms + HOUR_MS)
-            sums = Sums(bytes_in=(i + 1) * 40_000, bytes_out=(i + 1) * 25_000, requests=10 + i)
-            out.rollups = {RollupKey(TENANT, "sa-app", "console", "orders", hour_ms): sums}
-            run_id = ledger.commit(store.database, out)
-            cursor, offset = Cursor(run_id, end), end[0]
-        issue(store, datetime.now(UTC).strftime("%Y-%m"), tenant=TENANT)
-
-
 def produce_message(stack: GatewayStack, key_id: str, secret: str) -> None:
     config: dict[str, str | int | float | bool] = {
         "bootstrap.servers": stack.bootstrap,
@@ -175,25 +157,39 @@ def operator_creates_tenant_and_key(
     return key_id, secret
 
 
-def operator_sees_usage_and_invoice(driver: webdriver.Chrome, url: str, hours: list[int]) -> None:
-    driver.get(f"{url}/console/#/tenants/{TENANT}/usage")
+def chart_shows(driver: webdriver.Chrome, hours: list[int], total_in: str) -> None:
+    """The usage chart has a bar (bytes in, bytes out) for each of `hours`; totals say `total_in`."""
     for hour_ms in hours:
-        iso = datetime.fromtimestamp(hour_ms / 1000, UTC).strftime("%Y-%m-%dT%H:00:00Z")
-        bars = driver.find_elements(By.CSS_SELECTOR, f"#usage-chart rect.bar[data-hour='{iso}']")
-        if not bars:
-            find(driver, f"#usage-chart rect.bar.in[data-hour='{iso}']")
-            bars = driver.find_elements(
-                By.CSS_SELECTOR, f"#usage-chart rect.bar[data-hour='{iso}']"
-            )
+        css = f"#usage-chart rect.bar[data-hour='{hour_iso(hour_ms)}']"
+        find(driver, css)
+        bars = driver.find_elements(By.CSS_SELECTOR, css)
         assert len(bars) == 2 and float(bars[0].get_attribute("height") or 0) > 0
-    assert "117.2 KiB in" in find(driver, "#usage-totals").text  # 40 000 + 80 000 bytes
+    assert f"{total_in} in" in find(driver, "#usage-totals").text
+
+
+def operator_sees_usage_and_invoice(
+    driver: webdriver.Chrome, url: str, hours: list[int], period: str
+) -> None:
+    driver.get(f"{url}/console/#/tenants/{TENANT}/usage")
+    chart_shows(driver, hours, "117.2 KiB")  # 40 000 + 80 000 bytes
     driver.save_screenshot(str(SHOTS / "operator-usage.png"))
     find(driver, "a[data-tab=invoices]").click()
-    period = datetime.now(UTC).strftime("%Y-%m")
     find(driver, "#invoices a", f"{TENANT}-{period}").click()
     find(driver, "#invoice-lines", "ingress_gib")
     no_banner_error(driver)
     driver.save_screenshot(str(SHOTS / "operator-invoice.png"))
+
+
+def tenant_sees_its_usage_and_invoice(
+    driver: webdriver.Chrome, hours: list[int], period: str
+) -> None:
+    find(driver, "a[data-nav=usage]").click()
+    chart_shows(driver, hours, "117.2 KiB")
+    driver.save_screenshot(str(SHOTS / "tenant-usage.png"))
+    find(driver, "a[data-nav=invoices]").click()
+    find(driver, "#invoices a", f"{TENANT}-{period}").click()
+    find(driver, "#invoice-lines", "ingress_gib")
+    no_banner_error(driver)
 
 
 def tenant_reads_the_message(driver: webdriver.Chrome, url: str, key_id: str, secret: str) -> None:
@@ -244,12 +240,18 @@ def test_operator_and_tenant_consoles_in_a_browser(
     browser.get(api.url + "/console/#/tenants")
     find(browser, "#tenants", TENANT)
     browser.save_screenshot(str(SHOTS / "operator-tenants.png"))
-    now_hour = datetime.now(UTC).timestamp() * 1000 // HOUR_MS * HOUR_MS
-    hours = [int(now_hour - 2 * HOUR_MS), int(now_hour - HOUR_MS)]
-    seed_usage(stack, hours)
-    operator_sees_usage_and_invoice(browser, api.url, hours)
+    hours = [this_hour_ms() - 2 * HOUR_MS, this_hour_ms() - HOUR_MS]
+    period = seed_usage(
+        stack,
+        [
+            (TENANT, hours[0], Sums(bytes_in=40_000, bytes_out=25_000, requests=10)),
+            (TENANT, hours[1], Sums(bytes_in=80_000, bytes_out=50_000, requests=11)),
+        ],
+    )
+    operator_sees_usage_and_invoice(browser, api.url, hours, period)
     produce_message(stack, key_id, secret)
     tenant_reads_the_message(browser, http_url(stack), key_id, secret)
+    tenant_sees_its_usage_and_invoice(browser, hours, period)
     operator_revokes(browser, api.url, key_id)
     tenant_sees_401(browser, http_url(stack), key_id, secret)
 
