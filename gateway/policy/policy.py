@@ -27,6 +27,7 @@ from gateway.metering.meter import UsageMeter
 from gateway.policy.identity import Identity, QuotaSubject
 from gateway.policy.names import topic_name_problem
 from tenancy.domain import Tenant
+from tenancy.usage import is_topic_name
 
 
 class Access(Protocol):
@@ -236,5 +237,9 @@ class TenantPolicy:
 
     # -- usage ---------------------------------------------------------------------------------
     def meter(self, topic: str | None, **counters: int) -> None:
-        """Count usage on one of the tenant's topics (None: work tied to no topic)."""
+        """Count usage on one of the tenant's topics (None: work tied to no topic). A name that
+        is no topic name (a request may name anything, up to 32 KiB) is counted as no topic, so a
+        meter key never holds more than a topic name."""
+        if topic is not None and not is_topic_name(topic):
+            topic = None
         self._meter.record(self.identity.usage_key(topic), **counters)

@@ -269,3 +269,13 @@ def test_a_request_naming_its_own_client_id_gets_its_own_identity() -> None:
 )  # fmt: skip
 def test_http_consumer_instance_names_are_ascii(name: str, valid: bool) -> None:
     assert valid_instance_name(name) is valid
+
+
+def test_a_name_that_is_no_topic_is_metered_as_no_topic_at_once() -> None:
+    """The meter's keys never hold what a request merely named (up to 32 KiB a name)."""
+    stage = Stage(WRITE_ORDERS)
+    stage.policy.meter("x" * 30_000, requests=1)
+    stage.policy.meter("nl\n", requests=1)
+    stage.policy.meter("orders", requests=1)
+    keys = set(stage.meter._counters)  # the window's keys before any cut
+    assert {key.topic for key in keys} == {None, "orders"}
