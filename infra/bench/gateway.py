@@ -151,7 +151,13 @@ def prepare_store(db_url: str, plan: Mapping[str, float]) -> Tenants:
 
 
 def _tenant(store: TenantStore, tenant_id: str) -> tuple[Key, str]:
-    store.create_tenant(display_name=tenant_id, plan="free", tenant_id=tenant_id, actor=OPERATOR)
+    store.create_tenant(  # open: the bench's key may use its topics without ACLs
+        display_name=tenant_id,
+        plan="free",
+        tenant_id=tenant_id,
+        authorization="open",
+        actor=OPERATOR,
+    )
     no_quotas = dict.fromkeys(QUOTA_NAMES, None)  # not the free plan's: the bench sets its own
     store.set_quotas(tenant_id, QuotaEntity(DEFAULT_ENTITY, None), no_quotas, actor=OPERATOR)
     account = store.create_service_account(tenant_id, name="bench", actor=OPERATOR)

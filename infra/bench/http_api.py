@@ -50,7 +50,13 @@ RESULTS = Path(__file__).parent / "results"
 def prepare(db_url: str) -> tuple[str, str]:
     with TenantStore.open(db_url) as store:
         store.upgrade()
-        store.create_tenant(display_name="bench", plan="free", tenant_id="bench", actor=OPERATOR)
+        store.create_tenant(  # open: the bench's key may use its topics without ACLs
+            display_name="bench",
+            plan="free",
+            tenant_id="bench",
+            authorization="open",
+            actor=OPERATOR,
+        )
         no_quotas = dict.fromkeys(QUOTA_NAMES, None)
         store.set_quotas("bench", QuotaEntity(DEFAULT_ENTITY, None), no_quotas, actor=OPERATOR)
         account = store.create_service_account("bench", name="bench", actor=OPERATOR)
