@@ -147,7 +147,6 @@ const Pier = (() => {
 
   function loginPage(title, intro, fields, message, submit) {
     return h("div", { class: "login" },
-      h("div", { class: "brand" }),
       h("section", { class: "card" },
         h("h1", null, h("img", { src: "/console/static/pier.svg", alt: "", width: 22, height: 22 }), " Pier · ", title),
         h("p", { class: "sub" }, intro),
