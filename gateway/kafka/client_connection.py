@@ -7,7 +7,8 @@ size limit (512 KiB before login; after it `ConnectionLimits.frame_limit` of the
 is read (before login the gateway-wide pre-login pool: full → closed at once; after login the
 tenant's `queued.max.request.bytes` pool: full → this connection stops reading until the tenant's
 answered requests give bytes back), pausing and resuming reads (mute, back pressure, the budget),
-write back pressure (the client not reading its answers pauses reading its requests), the
+write back pressure (the client not reading its answers pauses reading its requests and its
+answers from the broker), the
 deadlines the guard's sweep asks about (`overdue`), and closing. TCP_NODELAY is set: answers are
 small and latency-bound. Runs on the event loop; not thread-safe.
 """
@@ -26,6 +27,9 @@ from gateway.kafka.frames import FrameReader, FrameTooLargeError, write_parts
 from gateway.kafka.session import Channel, Session
 
 log = logging.getLogger("pier.gateway.connection")
+# Answers buffered for a client before it counts as not reading (its requests are then not read,
+# nor its answers from the broker): above one large fetch answer, so streaming is not stalled.
+WRITE_BUFFER_HIGH = 1024 * 1024
 
 
 class _PreLoginBufferFull(ConnectionError):
@@ -69,6 +73,7 @@ class ClientConnection(asyncio.Protocol, Channel):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self._session = self._make_session(self, self._peer)
 
     def data_received(self, data: bytes) -> None:
@@ -93,10 +98,14 @@ class ClientConnection(asyncio.Protocol, Channel):
     def pause_writing(self) -> None:
         self._write_blocked = True
         self._apply_pause()
+        if self._session is not None:
+            self._session.client_blocked(True)
 
     def resume_writing(self) -> None:
         self._write_blocked = False
         self._apply_pause()
+        if self._session is not None:
+            self._session.client_blocked(False)
 
     # -- frames and their budget ---------------------------------------------------------------
     def _deliver(self, frames: Callable[[], Iterator[memoryview]]) -> None:

@@ -224,6 +224,11 @@ class Session:
             return
         self._pump()
 
+    def client_blocked(self, blocked: bool) -> None:
+        """The client stopped (or went on) reading its answers: so does the upstream socket."""
+        if self.upstream is not None:
+            self.upstream.hold_answers(blocked)
+
     def on_upstream_progress(self) -> None:
         """An answer came back: a client held for MAX_IN_FLIGHT may go on."""
         self._pump()

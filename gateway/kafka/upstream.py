@@ -83,6 +83,19 @@ class Upstream(asyncio.Protocol):
     def close(self) -> None:
         self._fail("closed by the gateway", notify=False)
 
+    def hold_answers(self, held: bool) -> None:
+        """Stop (or go on) reading answers while the client is not reading its own: the broker
+        and TCP keep them, so a client that stops reading holds at most its write buffer and one
+        answer in the gateway (Kafka's network thread likewise mutes a connection it cannot
+        write to)."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if held and transport.is_reading():
+            transport.pause_reading()
+        elif not held and not transport.is_reading():
+            transport.resume_reading()
+
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)

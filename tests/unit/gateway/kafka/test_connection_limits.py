@@ -22,6 +22,7 @@ from gateway.kafka.frames import FrameReader
 from gateway.kafka.metrics import GatewayMetrics
 from gateway.kafka.services import SessionServices
 from gateway.kafka.session import Channel, Session
+from gateway.kafka.upstream import Upstream
 
 pytestmark = pytest.mark.unit
 MiB = 1024 * 1024
@@ -221,6 +222,9 @@ class FakeTransport(asyncio.Transport):
     def write(self, data: Any) -> None:
         pass
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
 
 class FakeSession:
     """Keeps the frames it is given with their charges; `answer()` gives the oldest one back."""
@@ -229,6 +233,7 @@ class FakeSession:
         self.frames: list[tuple[bytes, Charge | None]] = []
         self.closed: list[str] = []
         self.tenant: Any = None
+        self.blocked = False
         self._limits = SimpleNamespace(max_request_bytes=max_request_bytes)
 
     def log_in(self, connection: ClientConnection, tenant_id: str) -> None:
@@ -255,6 +260,9 @@ class FakeSession:
 
     def connection_lost(self) -> None:
         self.closed.append("lost")
+
+    def client_blocked(self, blocked: bool) -> None:
+        self.blocked = blocked
 
 
 @pytest.fixture
@@ -407,3 +415,20 @@ def test_a_requests_bytes_are_given_back_when_its_answer_leaves_in_turn(
     late = budget.try_take(50)
     session.on_frame(memoryview(b"y"), late)  # after close: given back at once
     assert budget.used == 0
+
+
+def test_a_client_that_stops_reading_its_answers_stops_the_answers_from_the_broker(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    connection, session, transport = connect(ConnectionGuard())
+    connection.pause_writing()
+    assert session.blocked and not transport.reading  # nor are its requests read
+    connection.resume_writing()
+    assert not session.blocked and transport.reading
+    upstream = Upstream("broker:9092", lambda _reason: None)
+    broker_side = FakeTransport()
+    upstream.connection_made(broker_side)
+    upstream.hold_answers(True)
+    assert not broker_side.reading
+    upstream.hold_answers(False)
+    assert broker_side.reading
