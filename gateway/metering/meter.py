@@ -14,8 +14,15 @@ one runs from the boundary to `now_ms`.
 Every record cut satisfies the usage contract whatever a client sent: at the cut (once per key
 and window, off the per-request path) each key is fitted — client id and principal through
 `tenancy.usage.fitted_text`, a topic the contract would refuse (`nl\n`) metered as no topic — and
-keys that fit to the same one are summed. A refused usage record is lost revenue. Pure; runs on
-the event loop; not thread-safe.
+keys that fit to the same one are summed. A refused usage record is lost revenue.
+
+A tenant names its client ids and topics, so it could make a new key per request (an HTTP
+`X-Client-Id` per request, a fetch of a new topic name each time): memory, and records enough to
+overflow the writer's queue, where they would be lost. So a tenant has at most
+`max_keys_per_tenant` keys (default 1000) in a window; traffic past that is counted under the key
+(tenant, principal, `OVERFLOW_CLIENT_ID`, no topic): still billed to the tenant and its service
+account, only no longer split by client id and topic. Pure; runs on the event loop; not
+thread-safe.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from dataclasses import dataclass
 from tenancy.usage import TrafficRecord, fitted_text, is_topic_name, traffic_id, window_end_limit
 
 _BYTES_IN, _BYTES_OUT, _REQUESTS, _THROTTLE_MS, _CONNECTION_MS = range(5)
+MAX_KEYS_PER_TENANT = 1000
+OVERFLOW_CLIENT_ID = "(overflow)"  # the client id of traffic past a tenant's keys in a window
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +77,17 @@ class _Connections:
 
 
 class UsageMeter:
-    def __init__(self, gateway_id: str, incarnation: str, clock_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        gateway_id: str,
+        incarnation: str,
+        clock_ms: Callable[[], int],
+        *,
+        max_keys_per_tenant: int = MAX_KEYS_PER_TENANT,
+    ) -> None:
         traffic_id(gateway_id, incarnation, 0)  # refuse ids that would break the contract now
+        self._max_keys = max_keys_per_tenant
+        self._keys_per_tenant: dict[str, int] = {}
         self._gateway_id = gateway_id
         self._incarnation = incarnation
         self._clock_ms = clock_ms
@@ -93,11 +111,24 @@ class UsageMeter:
     ) -> None:
         counters = self._counters.get(key)
         if counters is None:
-            counters = self._counters[key] = [0, 0, 0, 0]
+            counters = self._new_key(key)
         counters[_BYTES_IN] += bytes_in
         counters[_BYTES_OUT] += bytes_out
         counters[_REQUESTS] += requests
         counters[_THROTTLE_MS] += throttle_ms
+
+    def _new_key(self, key: UsageKey) -> list[int]:
+        """The counters of a key not yet seen in this window (the tenant's overflow key's once
+        the tenant has `max_keys_per_tenant` keys)."""
+        held = self._keys_per_tenant.get(key.tenant, 0)
+        if held >= self._max_keys:
+            key = UsageKey(key.tenant, key.principal, OVERFLOW_CLIENT_ID, None)
+            counters = self._counters.get(key)
+            if counters is not None:
+                return counters
+        self._keys_per_tenant[key.tenant] = held + 1
+        counters = self._counters[key] = [0, 0, 0, 0]
+        return counters
 
     def connection_opened(self, key: UsageKey) -> None:
         self._connection(key).change(self._clock_ms(), +1)
@@ -125,6 +156,7 @@ class UsageMeter:
     def _close_window(self, end_ms: int) -> list[TrafficRecord]:
         start_ms, self._window_start = self._window_start, end_ms
         counters, self._counters = self._counters, {}
+        self._keys_per_tenant = {}
         totals: dict[UsageKey, list[int]] = {}
         for key, values in counters.items():
             _add(totals, key.fitted(), values)

@@ -179,3 +179,24 @@ def test_pending_queue_keeps_a_failed_batch_as_it_was() -> None:
     assert not queue.droppable() or queue.oldest_arrival() == 3  # a batch being sent stays
     queue.settled(batch, written=True)
     assert [e.arrival for e in queue.waiting] == [3, 4, 9] and len(queue) == 3
+
+
+def test_a_tenant_past_its_keys_in_a_window_is_counted_under_its_overflow_key() -> None:
+    """A new client id or topic per request cannot grow the meter (or the records of a window)
+    without bound: past `max_keys_per_tenant`, traffic is still counted, under one key."""
+    from gateway.metering.meter import OVERFLOW_CLIENT_ID
+
+    meter = UsageMeter("gw-1", "9f3c2a", lambda: HOUR, max_keys_per_tenant=3)
+    for i in range(10):
+        meter.record(UsageKey("acme", "sa-0123456789", f"client-{i}", "orders"), bytes_in=10)
+    meter.record(UsageKey("bolt", "sa-0000000002", "other", None), bytes_in=5)  # bolt unaffected
+    records = meter.cut(HOUR + 5000)
+    acme = [r for r in records if r.tenant == "acme"]
+    assert len(acme) == 4  # 3 keys, then the overflow key
+    assert sum(r.bytes_in for r in acme) == 100  # nothing lost
+    (overflow,) = [r for r in acme if r.client_id == OVERFLOW_CLIENT_ID]
+    assert (overflow.bytes_in, overflow.topic) == (70, None)
+    assert [r.bytes_in for r in records if r.tenant == "bolt"] == [5]
+    meter.record(UsageKey("acme", "sa-0123456789", "client-new", "orders"), bytes_in=1)
+    (fresh,) = meter.cut(HOUR + 10_000)  # a new window starts counting keys again
+    assert fresh.client_id == "client-new"
