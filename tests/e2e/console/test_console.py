@@ -192,6 +192,26 @@ def tenant_sees_its_usage_and_invoice(
     no_banner_error(driver)
 
 
+def operator_sees_other_pages(driver: webdriver.Chrome, url: str) -> None:
+    """Overview with suspend and reactivate, quotas explained, HTTP consumers, plans."""
+    driver.get(f"{url}/console/#/tenants/{TENANT}")
+    find(driver, "#content .kv", "Cargo Ltd")
+    find(driver, "#tenant-suspend").click()
+    find(driver, "#content h1 .badge.suspended")
+    find(driver, "#tenant-resume").click()
+    find(driver, "#content h1 .badge.active")
+    find(driver, "a[data-tab=quotas]").click()
+    find(driver, "#quotas")
+    fill(driver, {"#effective-user": "sa-someone", "#effective-client": "cli"})
+    find(driver, "#explain-quotas button[type=submit]").click()
+    find(driver, "#effective table", "producer_byte_rate")
+    find(driver, "a[data-tab=consumers]").click()
+    find(driver, "#http-consumers")
+    find(driver, "a[data-nav=plans]").click()
+    find(driver, "#plans", "standard")
+    no_banner_error(driver)
+
+
 def tenant_reads_the_message(driver: webdriver.Chrome, url: str, key_id: str, secret: str) -> None:
     driver.get(url + "/console/")
     fill(driver, {"#key-id": key_id, "#key-secret": secret})
@@ -203,6 +223,9 @@ def tenant_reads_the_message(driver: webdriver.Chrome, url: str, key_id: str, se
     assert "k1" in row.text
     no_banner_error(driver)
     driver.save_screenshot(str(SHOTS / "tenant-messages.png"))
+    find(driver, "a[data-nav=groups]").click()
+    find(driver, "#groups")
+    no_banner_error(driver)
 
 
 def operator_revokes(driver: webdriver.Chrome, url: str, key_id: str) -> None:
@@ -249,6 +272,7 @@ def test_operator_and_tenant_consoles_in_a_browser(
         ],
     )
     operator_sees_usage_and_invoice(browser, api.url, hours, period)
+    operator_sees_other_pages(browser, api.url)
     produce_message(stack, key_id, secret)
     tenant_reads_the_message(browser, http_url(stack), key_id, secret)
     tenant_sees_its_usage_and_invoice(browser, hours, period)
