@@ -13,6 +13,7 @@ from typing import Any, cast
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gateway.config import GatewayConfig, GatewayConfigError
 from gateway.kafka.byte_budget import ByteBudget, Charge
 from gateway.kafka.client_connection import ClientConnection
 from gateway.kafka.connection_guard import ConnectionGuard
@@ -432,3 +433,33 @@ def test_a_client_that_stops_reading_its_answers_stops_the_answers_from_the_brok
     assert not broker_side.reading
     upstream.hold_answers(False)
     assert broker_side.reading
+
+
+def test_the_settings_are_read_from_the_gateway_properties_with_kafkas_names() -> None:
+    properties = {
+        "authentication.timeout.ms": "1500",
+        "max.unauthenticated.connections": "7",
+        "unauthenticated.buffer.max.bytes": str(2 * MiB),
+        "max.connections.per.ip": "9",
+        "max.connections.per.ip.overrides": "10.1.1.1:50",
+        "frame.read.timeout.ms": "2500",
+        "connections.max.idle.ms": "60000",
+        "queued.max.request.bytes": str(8 * MiB),
+    }
+    config = GatewayConfig(bootstrap="b:9092", db_url="sqlite://", port=9092, properties=properties)
+    limits = ConnectionLimits.from_settings(config.setting, config.connections_per_ip_overrides)
+    assert limits == ConnectionLimits(
+        authentication_timeout_s=1.5,
+        max_unauthenticated_connections=7,
+        unauthenticated_buffer_max_bytes=2 * MiB,
+        max_connections_per_ip=9,
+        max_connections_per_ip_overrides={"10.1.1.1": 50},
+        frame_read_timeout_s=2.5,
+        connections_max_idle_s=60.0,
+        queued_max_request_bytes=8 * MiB,
+    )
+    defaults = GatewayConfig(bootstrap="b:9092", db_url="sqlite://", port=9092)
+    assert ConnectionLimits.from_settings(defaults.setting, {}) == ConnectionLimits()
+    for bad in ({"max.connections.per.ip.overrides": "10.1.1.1"}, {"max.connections.per.ip": "0"}):
+        with pytest.raises(GatewayConfigError):
+            GatewayConfig(bootstrap="b:9092", db_url="sqlite://", port=9092, properties=bad)
