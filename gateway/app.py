@@ -18,6 +18,7 @@ import logging
 import secrets
 import ssl
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -38,7 +39,7 @@ from gateway.kafka.connection_limits import ConnectionLimits
 from gateway.kafka.fleet import FleetDirectory
 from gateway.kafka.listener import Listeners
 from gateway.kafka.metrics import GatewayMetrics
-from gateway.kafka.namespace import tenant_of
+from gateway.kafka.namespace import TenantNamespace, tenant_of
 from gateway.kafka.services import SessionServices
 from gateway.kafka.session import Session
 from gateway.metering.meter import UsageMeter
@@ -79,7 +80,6 @@ class Gateway:
         self._hash_pool: HashingPool | None = None
         self.follower: FeedFollower | None = None
         self.ledger: PartitionLedger | None = None
-        self._hash_pool: HashingPool | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -219,9 +219,13 @@ class Gateway:
         """Partition limits reserved in the tenant store, reconciled with the fleet (stopped by
         `stop`)."""
         setting = self.config.setting
+
+        def fleet_count(tenant_id: str) -> Awaitable[int]:
+            return fleet.tenant_partitions(TenantNamespace(tenant_id))
+
         ledger = PartitionLedger(
             store,
-            fleet,
+            fleet_count,
             holder=f"{self.config.id}/{self.incarnation}",
             settings=LedgerSettings(
                 interval_s=setting("partition.reconcile.interval.ms") / 1000,
@@ -231,15 +235,6 @@ class Gateway:
         )
         ledger.start()
         return ledger
-
-    def _hashing(self) -> HashingPool:
-        """The bounded threads that check secrets (docs/security.md, logins); closed by `stop`."""
-        self._hash_pool = HashingPool(
-            self.config.setting("sasl.hash.threads"),
-            self.config.setting("sasl.hash.queue.size"),
-            self.config.setting("sasl.hash.queue.timeout.ms") / 1000,
-        )
-        return self._hash_pool
 
     def _tls(self) -> ssl.SSLContext | None:
         if self.config.tls_cert is None or self.config.tls_key is None:

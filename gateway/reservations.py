@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.kafka.namespace import TenantNamespace
 from tenancy.reservations import AllocationUnknown, PartitionAllocation, PartitionGrant
 
 log = logging.getLogger("pier.gateway.reservations")
@@ -80,8 +79,7 @@ class PartitionBudget(Protocol):
         ...
 
 
-class FleetCount(Protocol):
-    async def tenant_partitions(self, namespace: TenantNamespace) -> int: ...
+FleetCount = Callable[[str], Awaitable[int]]  # tenant id -> its partitions on the fleet now
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +101,13 @@ class PartitionLedger:
     def __init__(
         self,
         store: ReservationStore,
-        fleet: FleetCount,
+        fleet_count: FleetCount,
         *,
         holder: str,
         settings: LedgerSettings | None = None,
     ) -> None:
         self._store = store
-        self._fleet = fleet
+        self._fleet_count = fleet_count
         self._holder = holder
         self._settings = settings or LedgerSettings()
         self._writes: dict[str, set[asyncio.Task[None]]] = {}  # per tenant, under way
@@ -186,7 +184,7 @@ class PartitionLedger:
     async def reconcile(self, tenant_id: str) -> bool:
         """Set the tenant's count to the fleet's, unless a change is under way (see module doc)."""
         seen = await asyncio.to_thread(self._store.partition_allocation, tenant_id)
-        count = await self._fleet.tenant_partitions(TenantNamespace(tenant_id))
+        count = await self._fleet_count(tenant_id)
         settings = self._settings
         applied = await asyncio.to_thread(
             self._store.reconcile_partitions,

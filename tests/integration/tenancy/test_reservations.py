@@ -5,12 +5,12 @@ reconciliation with the fleet is fenced and expires what a crashed gateway left 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
 
-from gateway.kafka.namespace import TenantNamespace
 from gateway.reservations import LedgerUnavailable, PartitionLedger
 from tenancy.reservations import AllocationUnknown
 from tenancy.store import TenantStore
@@ -132,14 +132,13 @@ def test_a_lower_limit_applies_to_the_next_reservation(store: TenantStore) -> No
     assert store.reserve_partitions("acme", [1], holder=HOLDER).granted == (False,)
 
 
-class _Fleet:
+def _fleet(count: int) -> Callable[[str], Awaitable[int]]:
     """The fleet's count of a tenant's partitions, as `PartitionLedger` asks for it."""
 
-    def __init__(self, count: int) -> None:
-        self.count = count
+    async def tenant_partitions(tenant_id: str) -> int:
+        return count
 
-    async def tenant_partitions(self, namespace: TenantNamespace) -> int:
-        return self.count
+    return tenant_partitions
 
 
 def test_the_gateway_ledger_counts_from_the_fleet_and_sees_its_own_settlements(
@@ -147,7 +146,7 @@ def test_the_gateway_ledger_counts_from_the_fleet_and_sees_its_own_settlements(
 ) -> None:
     tenant(store, "acme")
     _limit(store, "acme", 5)
-    ledger = PartitionLedger(store, _Fleet(3), holder=HOLDER)
+    ledger = PartitionLedger(store, _fleet(3), holder=HOLDER)
 
     async def scenario() -> None:
         first = await ledger.reserve("acme", [2, 1])  # no row yet: counted from the fleet first
@@ -167,7 +166,7 @@ def test_the_gateway_ledger_counts_from_the_fleet_and_sees_its_own_settlements(
 def test_the_gateway_ledger_fails_closed_for_a_tenant_it_cannot_count(
     store: TenantStore,
 ) -> None:
-    ledger = PartitionLedger(store, _Fleet(0), holder=HOLDER)
+    ledger = PartitionLedger(store, _fleet(0), holder=HOLDER)
 
     async def scenario() -> None:
         with pytest.raises(LedgerUnavailable):
