@@ -2,8 +2,8 @@
 
 Owns: `ConsumerInstance` (one tenant consumer in a group: its format, `auto.offset.reset`,
 subscription — a `GroupMember` in the tenant's group — or manual assignment, and its fetch
-positions) and `ConsumerRegistry` (every instance of this gateway process, keyed by tenant, group
-and name; an instance unused for `consumer.instance.timeout.ms` is closed: it leaves its group, so
+positions) and `ConsumerRegistry` (every instance of this gateway process, keyed by tenant, owning
+service account, group and name; an instance unused for `consumer.instance.timeout.ms` is closed: it leaves its group, so
 its membership ends at once). Instances live in one gateway process: their `base_uri` points at
 it, and a client behind a load balancer must stick to it (docs/gateway-http.md).
 
