@@ -291,6 +291,52 @@ def test_undecodable_http_client_id_loses_no_usage(gateway_stack: GatewayStack) 
     assert lost_usage_records(stack) == 0
 
 
+def test_a_new_client_id_per_request_cannot_flood_usage(tmp_path: Path) -> None:
+    """2500 HTTP requests, each with its own `X-Client-Id`, within one usage window (60 s here):
+    the meter keeps at most 1000 keys of the tenant per window and counts the rest under
+    `(overflow)`; every request is still billed (the gateway's SIGTERM flush writes the window)
+    and no usage record is lost."""
+    http_port = free_port()
+    with GatewayStack(
+        tmp_path,
+        gateway_settings={"http.port": str(http_port), "usage.flush.interval.ms": "60000"},
+        gateway_metrics_port=free_port(),
+    ) as stack:
+        stack.http_url = f"http://127.0.0.1:{http_port}"  # type: ignore[attr-defined]
+        wait_http(stack)
+        creds = stack.credentials["bolt"]
+        auth = base64.b64encode(f"{creds.key_id}:{creds.secret}".encode())
+        cluster = json.loads(raw_get(http_port, "/v3/clusters", auth)[1])["data"][0]["cluster_id"]
+        sent = 2500  # at most two windows: one of them holds over 1000 client ids
+        connection = http.client.HTTPConnection("127.0.0.1", http_port, timeout=10)
+        try:
+            for i in range(sent):  # one keep-alive connection: the flood is fast
+                connection.putrequest("GET", f"/v3/clusters/{cluster}/topics")
+                connection.putheader("Authorization", b"Basic " + auth)
+                connection.putheader("X-Client-Id", f"flood-{i}")
+                connection.endheaders()
+                answer = connection.getresponse()
+                answer.read()
+                assert answer.status == 200
+        finally:
+            connection.close()
+        assert lost_usage_records(stack) == 0
+        assert stack.gateway is not None and stack.broker is not None
+        assert stack.gateway.stop() == 0  # SIGTERM: the last window is cut and written
+        records = [
+            record
+            for record in usage_records(stack.broker.bootstrap).values()
+            if isinstance(record, TrafficRecord) and record.principal == creds.service_account
+        ]
+    flood = [r for r in records if r.client_id.startswith("flood-") or r.client_id == "(overflow)"]
+    assert sum(r.requests for r in flood) == sent  # every request billed
+    windows = {r.start_ms for r in flood}
+    assert len(windows) <= 2
+    for start in windows:
+        assert len({r.client_id for r in flood if r.start_ms == start}) <= 1001
+    assert any(r.client_id == "(overflow)" for r in flood)
+
+
 def raw_get(port: int, path: str, auth: bytes, client_id: bytes | None = None) -> tuple[int, bytes]:
     """A GET with headers as raw bytes (`requests` would refuse to send invalid UTF-8)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
