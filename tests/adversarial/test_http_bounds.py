@@ -18,7 +18,6 @@ import gzip
 import json
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -315,13 +314,13 @@ def test_attack_14_a_poll_of_empty_records_is_bounded_and_stalls_no_one(
 
     poller = threading.Thread(target=poll, name="attack-14-poll")
     poller.start()
-    answered = 0
-    while poller.is_alive() or answered == 0:  # another tenant, all the while
-        started = time.monotonic()
+
+    def another_tenant_answered_until_the_poll_ended() -> bool:  # asked all the while
         clusters = bolt.session.get(bolt.base + "/v3/clusters", timeout=ANSWER_DEADLINE_S)
         assert clusters.status_code == 200, clusters.text
-        answered += 1
-        time.sleep(max(0.0, 0.05 - (time.monotonic() - started)))
+        return not poller.is_alive()
+
+    wait_until(another_tenant_answered_until_the_poll_ended, what="the poll's answer", timeout=60)
     poller.join(60)
     (first,) = polls
     assert first.status_code == 200, first.text

@@ -16,6 +16,7 @@ from gateway.directory import TenantDirectory
 from gateway.feed_follower import FeedFollower
 from tenancy.change_feed import ChangeFeed
 from tenancy.domain import Change
+from tests.polling import wait_until_async
 from tests.unit.tenancy.test_change_feed_resume import FlakyJournal
 
 pytestmark = pytest.mark.unit
@@ -61,9 +62,10 @@ class Directory:
 
 
 async def until(condition: Any) -> None:
-    async with asyncio.timeout(10):
-        while not condition():
-            await asyncio.sleep(0.005)
+    async def holds() -> bool:
+        return bool(condition())
+
+    await wait_until_async(holds, what="the follower's state", timeout=10, interval=0.005)
 
 
 def test_a_failed_apply_reopens_the_feed_from_the_last_version_applied() -> None:

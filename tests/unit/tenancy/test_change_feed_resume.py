@@ -13,6 +13,7 @@ import pytest
 
 from tenancy.change_feed import ChangeFeed
 from tenancy.domain import Change
+from tests.polling import wait_until_async
 
 pytestmark = pytest.mark.unit
 AT = datetime(2026, 11, 28, tzinfo=UTC)
@@ -63,9 +64,10 @@ async def next_change(subscription: ChangeFeed) -> Change:
 
 
 async def wait_for_failed_reads(journal: FlakyJournal, count: int) -> None:
-    async with asyncio.timeout(10):
-        while journal.failed_reads < count:
-            await asyncio.sleep(0.005)
+    async def failed_enough() -> bool:
+        return journal.failed_reads >= count
+
+    await wait_until_async(failed_enough, what=f"{count} failed reads", timeout=10, interval=0.005)
 
 
 def test_a_change_committed_during_an_outage_is_delivered_after_it() -> None:
