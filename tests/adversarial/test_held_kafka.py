@@ -108,6 +108,7 @@ from tests.e2e.raw_wire import RawConnection, decode_response, frame, request_by
 from tests.e2e.request_fuzz import plain_entity
 from tests.gateway_stack import OPERATOR, Credentials, GatewayStack
 from tests.polling import wait_until
+from tests.unit.gateway.auth.scram_client import ScramClient
 
 pytestmark = pytest.mark.e2e
 
@@ -1228,6 +1229,70 @@ def test_attack_reauthenticate_as_bolt_on_acmes_connection_is_refused(
         assert answer.error_code == ErrorCode.sasl_authentication_failed
         assert answer.error_message == CHANGED_IDENTITY
         assert connection.closed_by_peer(5.0)
+
+
+def scram_call(connection: RawConnection, token: bytes) -> Any:
+    return connection.call(SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse)
+
+
+def test_attack_a_replayed_scram_exchange_is_refused(gateway_stack: GatewayStack) -> None:
+    """Someone who recorded acme's SCRAM-SHA-256 login replays its client messages on a new
+    connection: the gateway's nonce differs, so the recorded proof is refused."""
+    acme = gateway_stack.credentials["acme"]
+    client = ScramClient("SCRAM-SHA-256", acme.key_id, acme.secret, nonce=uuid.uuid4().hex)
+    recorded = []
+    with open_raw(gateway_stack) as connection:
+        handshake = connection.call(
+            SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), SaslHandshakeResponse
+        )
+        assert handshake.error_code == 0
+        recorded.append(client.first())
+        server_first = scram_call(connection, recorded[0])
+        recorded.append(client.final(bytes(server_first.auth_bytes)))
+        assert scram_call(connection, recorded[1]).error_code == 0  # the genuine login
+    with open_raw(gateway_stack) as connection:
+        connection.call(SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), SaslHandshakeResponse)
+        assert scram_call(connection, recorded[0]).error_code == 0  # a fresh server nonce
+        replayed = scram_call(connection, recorded[1])
+        assert replayed.error_code == ErrorCode.sasl_authentication_failed
+        assert replayed.error_message == FAILED_MESSAGE
+        assert connection.closed_by_peer(5.0)
+
+
+@pytest.mark.parametrize("attempt", ["unknown-mechanism", "authenticate-first", "two-handshakes"])
+def test_attack_a_confused_sasl_exchange_is_refused_and_closed(
+    gateway_stack: GatewayStack, attempt: str
+) -> None:
+    """GSSAPI (not offered), SaslAuthenticate before any handshake, a second handshake in the
+    middle of an exchange: each refused with Kafka's code and the connection closed, no login."""
+    acme = gateway_stack.credentials["acme"]
+    token = b"\0" + acme.key_id.encode() + b"\0" + acme.secret.encode()
+    with open_raw(gateway_stack) as connection:
+        if attempt == "unknown-mechanism":
+            answer = connection.call(
+                SaslHandshakeRequest(mechanism="GSSAPI"), SaslHandshakeResponse
+            )
+            assert answer.error_code == ErrorCode.unsupported_sasl_mechanism
+            assert "PLAIN" in answer.mechanisms
+        elif attempt == "authenticate-first":
+            answer = scram_call(connection, token)
+            assert answer.error_code == ErrorCode.illegal_sasl_state
+        else:
+            connection.call(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), SaslHandshakeResponse)
+            answer = connection.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse)
+            assert answer.error_code == ErrorCode.illegal_sasl_state
+        assert connection.closed_by_peer(5.0)
+
+
+def test_attack_cluster_ids_do_not_link_tenants(gateway_stack: GatewayStack) -> None:
+    """Each tenant sees a virtual cluster id of its own: nothing tells acme that bolt shares
+    its fleet."""
+    request = build(DescribeClusterRequest, include_cluster_authorized_operations=False)
+    ids = {
+        t: call(gateway_stack, t, request, DescribeClusterResponse).cluster_id
+        for t in ("acme", "bolt")
+    }
+    assert ids["acme"] != ids["bolt"]
 
 
 # ---------------------------------------------------------------- quotas
