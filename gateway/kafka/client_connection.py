@@ -57,6 +57,7 @@ class ClientConnection(asyncio.Protocol, Channel):
         self._write_blocked = False
         self._stopping = False
         self._gone = False
+        self._closing_at: float | None = None  # closed by the session: flushing its last answers
         self.closed = asyncio.get_event_loop().create_future()
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
@@ -171,6 +172,9 @@ class ClientConnection(asyncio.Protocol, Channel):
         limits = self._guard.limits
         if self._gone or self._transport is None:
             return None
+        if self._closing_at is not None:  # a client that never reads its last answers
+            late = now - self._closing_at >= limits.frame_read_timeout_s
+            return "close_timeout" if late else None
         if self._tenant_id is None and now - self._accepted_at >= limits.authentication_timeout_s:
             return "authentication_timeout"
         stalled = now - self._progress_at >= limits.frame_read_timeout_s
@@ -220,6 +224,7 @@ class ClientConnection(asyncio.Protocol, Channel):
 
     def close(self) -> None:
         if self._transport is not None and not self._transport.is_closing():
+            self._closing_at = self._guard.clock()
             self._transport.close()
 
     def describe(self) -> str:

@@ -37,6 +37,7 @@ CLOSE_REASONS = (
     "frame_read_timeout",
     "idle",
     "frame_too_large",
+    "close_timeout",  # closed by the gateway, but its last answers were never read
 )
 
 

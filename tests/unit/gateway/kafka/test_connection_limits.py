@@ -463,3 +463,19 @@ def test_the_settings_are_read_from_the_gateway_properties_with_kafkas_names() -
     for bad in ({"max.connections.per.ip.overrides": "10.1.1.1"}, {"max.connections.per.ip": "0"}):
         with pytest.raises(GatewayConfigError):
             GatewayConfig(bootstrap="b:9092", db_url="sqlite://", port=9092, properties=bad)
+
+
+def test_a_closed_connection_whose_client_never_reads_its_last_answers_is_aborted(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    clock = Clock()
+    guard = ConnectionGuard(ConnectionLimits(frame_read_timeout_s=2.0), clock=clock)
+    connection, _session, transport = connect(guard)
+    transport.close = lambda: None  # type: ignore[method-assign]  # flushing, never done
+    connection.close()
+    clock.now += 1.9
+    assert connection.overdue(clock.now) is None
+    clock.now += 0.2
+    assert connection.overdue(clock.now) == "close_timeout"
+    connection.close_for("close_timeout", "deadline passed")
+    assert transport.aborted
