@@ -7,7 +7,8 @@ credentials, with a wrong secret, with an unknown key id or with a bearer token,
 or consumer instance, called with bolt's valid key and acme's ids, is answered 404 and changes
 nothing of acme's; the only routes that name neither are listed (`UNSCOPED`) and answer bolt's own
 things. The operator's routes take no tenant key. Fleet names (`bolt_orders`) and internal topics
-reach nothing over HTTP. A revoked key is refused within the contract's second. One stack for
+reach nothing over HTTP. A revoked key is refused within the contract's second. Rotating
+`X-Client-Id` escapes no quota. One stack for
 the module; blocking, pytest's main thread.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,9 @@ import pytest
 import requests
 
 from gateway.http.openapi import openapi_document
+from tenancy.domain import DEFAULT_ENTITY, QuotaEntity
+from tenancy.usage import TrafficRecord
+from tests.e2e.gateway.broker_log import usage_records
 from tests.e2e.gateway.http_stack import TenantHttp, http_gateway_stack, http_url, wait_http
 from tests.gateway_stack import OPERATOR, GatewayStack
 from tests.polling import wait_until
@@ -82,7 +87,13 @@ class AcmeThings:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
-    settings = {"consumer.instance.timeout.ms": "600000"}  # acme's instance lives all along
+    settings = {
+        "consumer.instance.timeout.ms": "600000",  # acme's instance lives all along
+        # A quota window of 2 samples of 1 s: a throttle earned over HTTP is waited before the
+        # answer, and stays short (the quota attack below).
+        "quota.window.num": "2",
+        "quota.window.size.seconds": "1",
+    }
     with http_gateway_stack(Path(tmp_path_factory.mktemp("held-http")), settings) as running:
         wait_http(running)
         yield running
@@ -283,3 +294,57 @@ def test_attack_a_revoked_key_is_refused_over_http_within_a_second(stack: Gatewa
     elapsed = time.monotonic() - revoked_at
     assert elapsed <= REVOKE_WITHIN_S + REVOKE_MARGIN_S, f"revoked key served for {elapsed:.2f}s"
     assert requests.get(url, headers=headers, timeout=30).status_code == 401
+
+
+def test_attack_rotating_http_client_ids_does_not_escape_the_user_quota(
+    stack: GatewayStack,
+) -> None:
+    """The HTTP door keeps the Kafka door's quota subject: a tenant whose default user quota is
+    20 kB/s sends 10 kB records, each under a new `X-Client-Id`. The window (1 s) allows about
+    20 kB; the later requests earn throttle time, which the usage records of their client ids
+    show. Were the quota kept per client id, each id would stay under it and earn none."""
+    tenant = f"h{uuid.uuid4().hex[:8]}"
+    with stack.store() as store:
+        creds = GatewayStack.add_tenant(store, tenant)
+        store.set_quotas(
+            tenant,
+            QuotaEntity(DEFAULT_ENTITY, None),
+            {"producer_byte_rate": 20_000.0},
+            actor=OPERATOR,
+        )
+    # A login racing the key's creation through the change feed can be refused once.
+    client = wait_until(
+        lambda: TenantHttp(stack, creds),
+        what="the new tenant's key accepted",
+        timeout=10,
+        retry_on=(AssertionError,),
+    )
+    client.create_topic("metered", 1)
+    value = base64.b64encode(uuid.uuid4().bytes * 625).decode()  # 10 kB of record value
+    client_ids = [f"rotating-{i}" for i in range(6)]
+    for client_id in client_ids:
+        answer = client.post(
+            f"{client.cluster}/topics/metered/records",
+            {"value": {"type": "BINARY", "data": value}},
+            headers={"X-Client-Id": client_id},
+        )
+        assert answer.status_code == 200, answer.text
+    assert stack.broker is not None
+    bootstrap = stack.broker.bootstrap
+
+    def throttled() -> dict[str, int] | None:
+        records = [
+            r
+            for r in usage_records(bootstrap).values()
+            if isinstance(r, TrafficRecord) and r.tenant == tenant and r.client_id in client_ids
+        ]
+        if {r.client_id for r in records} != set(client_ids):
+            return None  # not all flushed yet
+        sums: dict[str, int] = dict.fromkeys(client_ids, 0)
+        for record in records:
+            sums[record.client_id] += record.throttle_ms
+        return sums
+
+    sums = wait_until(throttled, what="usage records of every client id", timeout=30)
+    assert sums is not None
+    assert sum(1 for ms in sums.values() if ms > 0) >= 2, sums
