@@ -238,7 +238,12 @@ def operator_revokes(driver: webdriver.Chrome, url: str, key_id: str) -> None:
 
 def tenant_sees_401(driver: webdriver.Chrome, url: str, key_id: str, secret: str) -> None:
     """Once the gateway refuses the revoked key, reloading the tenant console lands on the sign-in
-    form, which says the gateway refused the key (401), and the key is gone from the tab."""
+    form, which says the gateway refused the key (401), and the key is gone from the tab.
+
+    The gateway may serve a key up to a second after its revocation (it remembers an HTTP login
+    that long: gateway/http/server.py), and the operator's clicks take less, so the test first
+    waits for the gateway's refusal, then loads the page (a new document: navigating to the same
+    URL with only a fragment would not reload it)."""
     wait_until(
         lambda: (
             requests.get(url + "/v3/clusters", auth=(key_id, secret), timeout=10).status_code == 401
