@@ -37,7 +37,7 @@ from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 TENANT = "cargo"
-MESSAGE = "hello from the console test"
+MESSAGE = "hello <b>from</b> the console <img src=x onerror=alert(1)>"  # shown as text
 BROWSER_WAIT_S = 20.0
 SHOTS = Path(os.environ.get("PIER_CONSOLE_SCREENSHOTS") or tempfile.mkdtemp(prefix="console-"))
 
