@@ -58,6 +58,7 @@ class ClientConnection(asyncio.Protocol, Channel):
         self._stopping = False
         self._gone = False
         self._closing_at: float | None = None  # closed by the session: flushing its last answers
+        self._blocked_at = 0.0  # when the client last stopped reading its answers
         self.closed = asyncio.get_event_loop().create_future()
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
@@ -98,6 +99,7 @@ class ClientConnection(asyncio.Protocol, Channel):
 
     def pause_writing(self) -> None:
         self._write_blocked = True
+        self._blocked_at = self._guard.clock()
         self._apply_pause()
         if self._session is not None:
             self._session.client_blocked(True)
@@ -183,6 +185,8 @@ class ClientConnection(asyncio.Protocol, Channel):
         quiet = now - max(self._last_read, self._last_write) >= limits.connections_max_idle_s
         if quiet and not self._frames.partial and self.idle:
             return "idle"
+        if self._write_blocked and now - self._blocked_at >= limits.connections_max_idle_s:
+            return "idle"  # its answers unread all this time: no traffic either (as Kafka sees it)
         return None
 
     def close_for(self, reason: str, detail: str) -> None:

@@ -479,3 +479,22 @@ def test_a_closed_connection_whose_client_never_reads_its_last_answers_is_aborte
     assert connection.overdue(clock.now) == "close_timeout"
     connection.close_for("close_timeout", "deadline passed")
     assert transport.aborted
+
+
+def test_a_client_that_never_reads_its_answers_is_idle_however_much_it_has_pending(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    clock = Clock()
+    guard = ConnectionGuard(ConnectionLimits(connections_max_idle_s=5.0), clock=clock)
+    connection, session, _transport = connect(guard)
+    session.log_in(connection, "acme")
+    connection.data_received(framed(b"a request"))  # pending: not idle by itself
+    connection.pause_writing()
+    clock.now += 4.9
+    assert connection.overdue(clock.now) is None
+    connection.resume_writing()
+    connection.pause_writing()  # it read a little: the clock starts again
+    clock.now += 4.9
+    assert connection.overdue(clock.now) is None
+    clock.now += 0.2
+    assert connection.overdue(clock.now) == "idle"
