@@ -369,9 +369,15 @@ class AdminApi:
     url: str
     token: str
 
-    def call(self, method: str, path: str) -> requests.Response:
+    def call(self, method: str, path: str, body: Any = None) -> requests.Response:
         headers = {"Authorization": f"Bearer {self.token}"}
-        return requests.request(method, self.url + path, headers=headers, timeout=30)
+        return requests.request(method, self.url + path, json=body, headers=headers, timeout=30)
+
+    def in_force(self, method: str, path: str, body: Any = None) -> None:
+        """Call; the answer says every gateway has applied the change."""
+        answer = self.call(method, path, body)
+        assert answer.status_code in (200, 201, 204), answer.text
+        assert answer.headers["Pier-Propagation"] == "confirmed", dict(answer.headers)
 
 
 @pytest.mark.xfail(
@@ -399,3 +405,38 @@ def test_attack_a_key_revoked_through_the_admin_api_is_refused_over_http_when_it
     assert answer.status_code == 200, answer.text
     assert answer.headers["Pier-Propagation"] == "confirmed", dict(answer.headers)
     assert requests.get(url, headers=headers, timeout=30).status_code == 401
+
+
+def test_attack_a_deny_acl_and_a_suspension_are_in_force_over_http_when_the_admin_api_answers(
+    stack: GatewayStack, admin_api: AdminApi
+) -> None:
+    """Over HTTP too, nothing passes between the admin API's answer and the new state: a DENY
+    WRITE ACL refuses the very next produce (403), a suspension the very next request (403)."""
+    tenant = f"d{uuid.uuid4().hex[:8]}"
+    with stack.store() as store:
+        store.create_tenant(
+            display_name=tenant, plan="free", tenant_id=tenant, authorization="open", actor=OPERATOR
+        )
+        creds = GatewayStack.add_tenant(store, tenant)
+    client = wait_until(
+        lambda: TenantHttp(stack, creds),
+        what="the new tenant's key accepted",
+        timeout=10,
+        retry_on=(AssertionError,),
+    )
+    client.create_topic("guarded", 1)
+    assert client.produce("guarded", {"value": STRING}).status_code == 200
+    deny = {
+        "resource_type": "TOPIC",
+        "pattern_type": "literal",
+        "resource_name": "guarded",
+        "operation": "WRITE",
+        "permission": "deny",
+        "principal": f"User:{creds.service_account}",
+    }
+    admin_api.in_force("POST", f"/v1/tenants/{tenant}/acls", deny)
+    refused = client.produce("guarded", {"value": STRING})
+    assert refused.status_code == 403 and refused.json()["error_code"] == 40301, refused.text
+    admin_api.in_force("POST", f"/v1/tenants/{tenant}/suspend")
+    suspended = client.get(client.cluster + "/topics")
+    assert suspended.status_code == 403 and suspended.json()["error_code"] == 40303, suspended.text
