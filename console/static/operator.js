@@ -137,11 +137,29 @@
         { title: "Comes from", cell: (q) => answer.quotas[q].source || "no quota applies" },
       ], QUOTAS, ""));
     }, { id: "explain-quotas" });
+    const reload = async () => show(await tenantPage(tenant.id, "quotas"));
+    const remove = (q) => h("button", { type: "button", class: "danger", "data-delete-quota": entity(q.entity), onclick: async () => {
+      const params = new URLSearchParams();
+      if (q.entity.user !== null && q.entity.user !== undefined) params.set("user", q.entity.user);
+      if (q.entity.client_id !== null && q.entity.client_id !== undefined) params.set("client_id", q.entity.client_id);
+      try { await api("DELETE", `/v1/tenants/${id}/quotas?${params}`); await reload(); } catch (e) { show(banner("error", e.message)); }
+    } }, "Delete");
+    const setter = form([
+      field("User (blank: any; <default>: the default)", h("input", { name: "user", id: "quota-user" })),
+      field("Client id (blank: any)", h("input", { name: "client_id", id: "quota-client" })),
+      ...QUOTAS.map((name) => field(name, h("input", { name, id: `quota-${name}`, type: "number", min: 0, step: "any", placeholder: "unchanged" }))),
+    ], "Set quotas", async (v) => {
+      const quotas = {};
+      for (const name of QUOTAS) if (v[name] !== "") quotas[name] = name.endsWith("byte_rate") ? Math.round(Number(v[name])) : Number(v[name]);
+      await api("PUT", `/v1/tenants/${id}/quotas`, { entity: { user: v.user || null, client_id: v.client_id || null }, quotas });
+      await reload();
+    }, { id: "set-quotas" });
     return h("div", null,
       card("Quota entities (Kafka's client quotas: user, client id, defaults)", table([
         { title: "Entity", cell: (q) => entity(q.entity) },
         ...QUOTAS.map((name) => ({ title: name, num: true, cell: (q) => (q.quotas[name] === undefined || q.quotas[name] === null ? "—" : String(q.quotas[name])) })),
-      ], listing.items, "No quotas: the plan's defaults apply.", { id: "quotas" })),
+        { title: "", cell: remove },
+      ], listing.items, "No quotas: the plan's defaults apply.", { id: "quotas" }), setter),
       card("Effective quotas for (user, client id)", h("p", { class: "sub" }, "Which entity each quota comes from, in Kafka's order of precedence."), effective, explained));
   }
 

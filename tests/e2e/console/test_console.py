@@ -83,12 +83,16 @@ def find(driver: webdriver.Chrome, css: str, text: str = "") -> WebElement:
                 return element
         return None
 
-    found: WebElement | None = wait_until(
-        present,
-        what=f"{css!r} with {text!r} on {driver.current_url}",
-        timeout=BROWSER_WAIT_S,
-        retry_on=(StaleElementReferenceException,),
-    )
+    try:
+        found: WebElement | None = wait_until(
+            present,
+            what=f"{css!r} with {text!r} on {driver.current_url}",
+            timeout=BROWSER_WAIT_S,
+            retry_on=(StaleElementReferenceException,),
+        )
+    except AssertionError as missing:
+        banners = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".banner")]
+        raise AssertionError(f"{missing}; the page's banners: {banners}") from None
     assert found is not None
     return found
 
@@ -125,7 +129,7 @@ def produce_message(stack: GatewayStack, key_id: str, secret: str) -> None:
 
 def operator_creates_tenant_and_key(
     driver: webdriver.Chrome, url: str, token: str
-) -> tuple[str, str]:
+) -> tuple[str, str, str]:
     driver.get(url + "/console/")
     fill(driver, {"#token": token})
     find(driver, "#login button[type=submit]").click()
@@ -143,7 +147,9 @@ def operator_creates_tenant_and_key(
     find(driver, "#accounts", "No service accounts yet")
     fill(driver, {"#new-account-name": "app", "#new-account-description": "the console test"})
     find(driver, "#create-account button[type=submit]").click()
-    find(driver, "#accounts", "the console test")
+    account = (
+        find(driver, "#accounts", "the console test").find_element(By.CSS_SELECTOR, "code").text
+    )
     fill(driver, {"#new-key-description": "browser key"})
     find(driver, "#create-key button[type=submit]").click()
     key_id = find(driver, "#new-key-id").text
@@ -154,7 +160,7 @@ def operator_creates_tenant_and_key(
     find(driver, "#keys", key_id)
     assert driver.find_elements(By.CSS_SELECTOR, "#new-secret") == []
     assert secret not in driver.page_source
-    return key_id, secret
+    return account, key_id, secret
 
 
 def chart_shows(driver: webdriver.Chrome, hours: list[int], total_in: str) -> None:
@@ -192,8 +198,9 @@ def tenant_sees_its_usage_and_invoice(
     no_banner_error(driver)
 
 
-def operator_sees_other_pages(driver: webdriver.Chrome, url: str) -> None:
-    """Overview with suspend and reactivate, quotas explained, HTTP consumers, plans."""
+def operator_sees_other_pages(driver: webdriver.Chrome, url: str, account: str) -> None:
+    """Overview with suspend and reactivate, a quota set, explained and deleted, HTTP consumers,
+    plans."""
     driver.get(f"{url}/console/#/tenants/{TENANT}")
     find(driver, "#content .kv", "Cargo Ltd")
     find(driver, "#tenant-suspend").click()
@@ -202,9 +209,19 @@ def operator_sees_other_pages(driver: webdriver.Chrome, url: str) -> None:
     find(driver, "#content h1 .badge.active")
     find(driver, "a[data-tab=quotas]").click()
     find(driver, "#quotas")
-    fill(driver, {"#effective-user": "sa-someone", "#effective-client": "cli"})
+    fill(driver, {"#quota-user": account, "#quota-producer_byte_rate": "2048"})
+    find(driver, "#set-quotas button[type=submit]").click()
+    find(driver, "#quotas", f"user={account}")
+    fill(driver, {"#effective-user": account, "#effective-client": "cli"})
     find(driver, "#explain-quotas button[type=submit]").click()
-    find(driver, "#effective table", "producer_byte_rate")
+    assert "2048" in find(driver, "#effective table", "producer_byte_rate").text
+    find(driver, f"button[data-delete-quota^='user={account}']").click()
+    wait_until(
+        lambda: f"user={account}" not in find(driver, "#quotas").text,
+        what="the quota entity deleted",
+        timeout=BROWSER_WAIT_S,
+        retry_on=(StaleElementReferenceException,),
+    )
     find(driver, "a[data-tab=consumers]").click()
     find(driver, "#http-consumers")
     find(driver, "a[data-nav=plans]").click()
@@ -264,7 +281,7 @@ def test_operator_and_tenant_consoles_in_a_browser(
 ) -> None:
     api, token = admin
     SHOTS.mkdir(parents=True, exist_ok=True)
-    key_id, secret = operator_creates_tenant_and_key(browser, api.url, token)
+    account, key_id, secret = operator_creates_tenant_and_key(browser, api.url, token)
     browser.get(api.url + "/console/#/tenants")
     find(browser, "#tenants", TENANT)
     browser.save_screenshot(str(SHOTS / "operator-tenants.png"))
@@ -277,7 +294,7 @@ def test_operator_and_tenant_consoles_in_a_browser(
         ],
     )
     operator_sees_usage_and_invoice(browser, api.url, hours, period)
-    operator_sees_other_pages(browser, api.url)
+    operator_sees_other_pages(browser, api.url, account)
     produce_message(stack, key_id, secret)
     tenant_reads_the_message(browser, http_url(stack), key_id, secret)
     tenant_sees_its_usage_and_invoice(browser, hours, period)
