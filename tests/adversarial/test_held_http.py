@@ -28,6 +28,7 @@ import pytest
 import requests
 
 from gateway.http.openapi import openapi_document
+from gateway.http.server import AUTH_CACHE_S
 from infra.admin_api import start_admin_api
 from tenancy.domain import DEFAULT_ENTITY, QuotaEntity
 from tenancy.usage import TrafficRecord
@@ -401,10 +402,14 @@ def test_attack_a_key_revoked_through_the_admin_api_is_refused_over_http_when_it
         what="the new key accepted over HTTP",
         timeout=10,
     )
+    accepted_at = time.monotonic()  # the first success: its login is remembered from here
     answer = admin_api.call("DELETE", f"/v1/api-keys/{leaked.key_id}")
     assert answer.status_code == 200, answer.text
     assert answer.headers["Pier-Propagation"] == "confirmed", dict(answer.headers)
-    assert requests.get(url, headers=headers, timeout=30).status_code == 401
+    status = requests.get(url, headers=headers, timeout=30).status_code
+    # Past the memo's second a 401 proves nothing (the memo had lapsed anyway): no verdict.
+    assert time.monotonic() - accepted_at < AUTH_CACHE_S, "too slow to tell"
+    assert status == 401
 
 
 def test_attack_a_deny_acl_and_a_suspension_are_in_force_over_http_when_the_admin_api_answers(
