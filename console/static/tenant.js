@@ -30,7 +30,15 @@
 
   async function topicsPage() {
     const topics = (await api("GET", `${cluster()}/topics`)).data;
+    const create = form([
+      field("Name", h("input", { name: "name", id: "new-topic-name", required: true, pattern: "[A-Za-z0-9._-]+", maxlength: 200 })),
+      field("Partitions", h("input", { name: "partitions", id: "new-topic-partitions", type: "number", min: 1, max: 50, value: 1 })),
+    ], "Create topic", async (v) => {
+      await api("POST", `${cluster()}/topics`, { topic_name: v.name, partitions_count: Number(v.partitions) || 1 });
+      location.hash = `#/topics/${enc(v.name)}`;
+    }, { id: "create-topic" });
     return h("div", null, h("h1", null, "Topics"), h("p", { class: "sub" }, `${topics.length} topic(s) in your namespace`),
+      card("New topic", create),
       card(null, table([
         { title: "Topic", cell: (t) => h("a", { href: `#/topics/${enc(t.topic_name)}` }, t.topic_name) },
         { title: "Partitions", num: true, cell: (t) => String(t.partitions_count) },
@@ -69,6 +77,17 @@
     return records.slice(0, limit);
   }
 
+  // A topic created a moment ago may not be in every broker's metadata yet: a 404 is retried a
+  // few times, half a second apart, before it is shown.
+  async function produceOnce(name, record) {
+    for (let attempt = 1; ; attempt += 1) {
+      try { return await api("POST", `${cluster()}/topics/${enc(name)}/records`, record); } catch (error) {
+        if (!(error instanceof ApiError && error.status === 404) || attempt >= 6) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  }
+
   async function topicPage(name) {
     const partitions = (await api("GET", `${cluster()}/topics/${enc(name)}/partitions`)).data;
     const results = h("div", { id: "messages" }, h("p", { class: "empty" }, "Press Read to see the topic's first messages."));
@@ -84,7 +103,19 @@
         { title: "Value", cell: (r) => h("div", { class: "value mono" }, text(r.value)) },
       ], records, "No messages in this topic.", { id: "message-table" }));
     }, { id: "browse" });
+    const sent = h("div", { id: "produced" });
+    const producer = form([
+      field("Key (text, optional)", h("input", { name: "key", id: "produce-key" })),
+      field("Value (text)", h("input", { name: "value", id: "produce-value", required: true })),
+    ], "Produce", async (v) => {
+      const record = { value: { type: "STRING", data: v.value } };
+      if (v.key) record.key = { type: "STRING", data: v.key };
+      const done = await produceOnce(name, record);
+      if (done.error_code !== undefined && done.error_code !== 200) throw new Error(done.message || `error ${done.error_code}`);
+      sent.replaceChildren(banner("note", `Written to partition ${done.partition_id} at offset ${done.offset}.`));
+    }, { id: "produce" });
     return h("div", null, h("h1", null, name), h("p", { class: "sub" }, h("a", { href: "#/topics" }, "Topics"), ` / ${name}`),
+      card("Produce a message", producer, sent),
       card("Partitions", table([
         { title: "Partition", num: true, cell: (p) => String(p.partition_id) }, { title: "Leader", num: true, cell: (p) => String(p.leader_id ?? "—") },
         { title: "Replicas", cell: (p) => (p.replicas || []).join(", ") }, { title: "In sync", cell: (p) => (p.isr || []).join(", ") },
