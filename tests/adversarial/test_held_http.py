@@ -17,6 +17,8 @@ the module; blocking, pytest's main thread.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import datetime
 import json
 import time
 import uuid
@@ -27,7 +29,10 @@ from typing import Any
 
 import pytest
 import requests
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v12.response import FetchResponse
 
+from brokers.wire.errors import ErrorCode
 from gateway.http.openapi import openapi_document
 from gateway.http.server import AUTH_CACHE_S
 from infra.admin_api import start_admin_api
@@ -35,7 +40,9 @@ from tenancy.domain import DEFAULT_ENTITY, QuotaEntity
 from tenancy.usage import TrafficRecord
 from tests.e2e.gateway.broker_log import usage_records
 from tests.e2e.gateway.http_stack import TenantHttp, http_gateway_stack, http_url, wait_http
+from tests.e2e.gateway.sasl_wire import authenticate, open_raw
 from tests.e2e.gateway.test_refusals import assert_refused, sasl_login
+from tests.e2e.request_fuzz import plain_entity
 from tests.gateway_stack import OPERATOR, GatewayStack
 from tests.polling import wait_until
 
@@ -466,3 +473,77 @@ def test_attack_a_key_revoked_through_the_admin_api_cannot_log_in_over_kafka_whe
     wait_until(accepted, what="the new key accepted over Kafka", timeout=10)
     admin_api.in_force("DELETE", f"/v1/api-keys/{leaked.key_id}")
     assert_refused(stack, leaked.key_id, leaked.secret, mechanism)
+
+
+def fetch_request(topic: str) -> Any:
+    partition = dataclasses.replace(
+        plain_entity(FetchPartition), partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+    )
+    return dataclasses.replace(
+        plain_entity(FetchRequest),
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=10),
+        min_bytes=0,
+        max_bytes=1 << 20,
+        session_epoch=-1,
+        topics=(
+            dataclasses.replace(plain_entity(FetchTopic), topic=topic, partitions=(partition,)),
+        ),
+        forgotten_topics_data=(),
+    )
+
+
+def test_attack_open_readers_are_cut_off_by_a_deny_read_acl_when_the_admin_api_answers(
+    stack: GatewayStack, admin_api: AdminApi
+) -> None:
+    """A Kafka connection and an HTTP consumer instance, both reading a topic, both opened before
+    a DENY READ ACL: once the admin API has answered, the connection's next Fetch is
+    TOPIC_AUTHORIZATION_FAILED and the instance's next poll reads no record."""
+    tenant = f"r{uuid.uuid4().hex[:8]}"
+    with stack.store() as store:
+        store.create_tenant(
+            display_name=tenant, plan="free", tenant_id=tenant, authorization="open", actor=OPERATOR
+        )
+        creds = GatewayStack.add_tenant(store, tenant)
+    client = wait_until(
+        lambda: TenantHttp(stack, creds),
+        what="the new tenant's key accepted",
+        timeout=10,
+        retry_on=(AssertionError,),
+    )
+    client.create_topic("guarded", 1)
+    assert (
+        client.produce("guarded", {"value": {"type": "STRING", "data": "secret"}}).status_code
+        == 200
+    )
+    instance = client.consumer(
+        "guarded-readers", format="string", **{"auto.offset.reset": "earliest"}
+    )
+    assigned = client.post(
+        instance + "/assignments", {"partitions": [{"topic": "guarded", "partition": 0}]}
+    )
+    assert assigned.status_code == 204, assigned.text
+    with open_raw(stack) as connection:
+        connection.api_versions()
+        authenticate(connection, creds)
+        before = connection.call(fetch_request("guarded"), FetchResponse, timeout=30)
+        assert [p.error_code for t in before.responses for p in t.partitions] == [0]
+        deny = {
+            "resource_type": "TOPIC",
+            "pattern_type": "literal",
+            "resource_name": "guarded",
+            "operation": "READ",
+            "permission": "deny",
+            "principal": f"User:{creds.service_account}",
+        }
+        admin_api.in_force("POST", f"/v1/tenants/{tenant}/acls", deny)
+        after = connection.call(fetch_request("guarded"), FetchResponse, timeout=30)
+        codes = [p.error_code for t in after.responses for p in t.partitions]
+        assert codes == [ErrorCode.topic_authorization_failed]
+        assert b"secret" not in repr(after).encode()
+    polled = client.get(
+        instance + "/records?timeout=500",
+        headers={"Accept": "application/vnd.kafka.string.v2+json"},
+    )
+    assert polled.status_code == 403 or polled.json() == [], polled.text
+    assert "secret" not in polled.text
