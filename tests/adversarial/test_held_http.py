@@ -1,4 +1,5 @@
-"""Attacks on the tenant HTTP API that held (issue 21): kept as tests.
+"""Attacks on the tenant HTTP API that held (issue 21), and changes made through the admin API
+against both doors: kept as tests.
 
 The routes come from the gateway's own OpenAPI document (`gateway/http/openapi.py`), so a route
 added there is attacked here too without editing this file. Every route, called without
@@ -8,10 +9,13 @@ or consumer instance, called with bolt's valid key and acme's ids, is answered 4
 nothing of acme's; the only routes that name neither are listed (`UNSCOPED`) and answer bolt's own
 things. The operator's routes take no tenant key. Fleet names (`bolt_orders`) and internal topics
 reach nothing over HTTP. A revoked key is refused within the contract's second. Rotating
-`X-Client-Id` escapes no quota. Not yet held (a strict xfail): a key revoked through the admin API
-is still served over HTTP when the admin API has answered that every gateway applied it (its
-new Kafka logins are refused by then, as is checked here too). One stack for
-the module; blocking, pytest's main thread.
+`X-Client-Id` escapes no quota.
+
+With `pier admin-api` on the same store: once it has answered a change (`Pier-Propagation:
+confirmed`), a DENY ACL refuses the next HTTP produce, a suspension the next HTTP request, a DENY
+READ the next Fetch of an open Kafka connection and the next poll of an HTTP consumer instance, and
+a revoked key any new Kafka login. Not yet held (a strict xfail): the revoked key's next HTTP
+request is still served. One gateway stack for the module; blocking, pytest's main thread.
 """
 
 from __future__ import annotations
