@@ -141,3 +141,10 @@ def test_only_known_file_kinds_are_loaded(tmp_path: Path) -> None:
         assert await (await client.get("/console/")).text() == "tenant.html"
 
     run(routed("tenant", tmp_path), check)
+
+
+def test_no_asset_comes_from_another_origin() -> None:
+    """No CDN: every script, style and image is one of ours (the CSP would block others)."""
+    for path in STATIC_DIR.iterdir():
+        text = path.read_text().replace("http://www.w3.org/2000/svg", "")  # the SVG namespace
+        assert "http://" not in text and "https://" not in text and "//cdn" not in text, path
