@@ -1,8 +1,8 @@
 """Login flood benchmark (issue 21, attacks 5 and 6): wrong secrets at full speed against one key
 id, while another tenant logs in and the attacked key is revoked.
 
-Usage: `python -m infra.bench.login_flood [--quick] [--connections N] [--seconds S]
-[--attacker-addresses K] [--out DIR]` from the repository root. Starts one broker, a SQLite tenant
+Usage: `python -m infra.bench.login_flood [--quick] [--connections N] [--attacker-addresses K]
+[--out DIR]` from the repository root. Starts one broker, a SQLite tenant
 store and `pier gateway` with default settings (its metrics on a loopback port) in a temporary
 directory, with tenants `target` (the attacked key K and its owner) and `victim` (fresh keys for
 cold logins, one key for warm ones). Then:
@@ -15,7 +15,8 @@ cold logins, one key for warm ones). Then:
    (delayed) answer → close, so the gateway's failure delay does not slow it;
 3. meanwhile the victim's logins again, from 127.0.0.200 (another address, as another tenant's
    client would be), p50/p99 per kind;
-4. meanwhile (2 s into step 3) K's owner, logged in before the flood from 127.0.0.201, has K
+4. then, the flood still running, K's owner, logged in (SCRAM, so that the gateway holds no verified
+   PLAIN secret of K and every guess meets the backoff) before the flood from 127.0.0.201, has K
    revoked through the tenant store (as the admin API does); the time from the revoke's return to
    the gateway closing that connection is the revocation latency.
 Output: one JSON document (stdout and `<out>/login_flood.json`): the attacker's attempts and
@@ -56,10 +57,10 @@ from tenancy.store import TenantStore
 RESULTS = Path(__file__).resolve().parent / "results"
 OPERATOR = "op-bench"
 VICTIM_HOST, OWNER_HOST = "127.0.0.200", "127.0.0.201"
-FULL = {"connections": 64, "seconds": 20.0, "cold": 30, "warm": 200}
-QUICK = {"connections": 32, "seconds": 10.0, "cold": 15, "warm": 60}
+FULL = {"connections": 64, "cold": 30, "warm": 200}
+QUICK = {"connections": 32, "cold": 15, "warm": 60}
 RAMP_S = 1.0  # the flood runs this long before the victim is measured
-REVOKE_AFTER_S = 2.0  # after the ramp, while the victim logs in
+MAX_FLOOD_S = 600.0
 P50_TARGET_MS, REVOCATION_TARGET_MS = 50.0, 1000.0
 COUNTERS = (
     "pier_gateway_authentication_failures_total",
@@ -77,7 +78,7 @@ class Key:
 
 @dataclass(frozen=True)
 class Cast:
-    attacked: Key  # K: guessed at, its owner's connection revoked
+    attacked: ScramKey  # K: guessed at (PLAIN), its owner's connection (SCRAM) revoked
     victim_cold: list[Key]  # one PLAIN login each, before and during the flood (halves)
     victim_warm: Key
     victim_scram: list[ScramKey]
@@ -89,13 +90,14 @@ def prepare_store(db_url: str, cold: int) -> Cast:
         store.upgrade()
         target = _account(store, "target")
         victim = _account(store, "victim")
-        attacked = _key(store, "target", target)
+        target_key = _key(store, "target", target)
+        attacked = ScramKey(target_key.key_id, target_key.secret)
         plain = [_key(store, "victim", victim) for _ in range(2 * cold)]
         scram = [
             ScramKey(k.key_id, k.secret)
             for k in (_key(store, "victim", victim) for _ in range(2 * cold))
         ]
-        for key in scram:  # the client's PBKDF2, before anything is timed
+        for key in [*scram, attacked]:  # the client's PBKDF2, before anything is timed
             found = store.scram_credential(key.key_id, SCRAM)
             assert found is not None
             key.prime(found[1].salt, found[1].iterations)
@@ -116,22 +118,23 @@ def _key(store: TenantStore, tenant_id: str, account_id: str) -> Key:
 
 # -- the attacker (a child process) ------------------------------------------------------------
 def attacker(
-    host: str, port: int, key_id: str, connections: int, addresses: int, seconds: float, out: Any
+    host: str, port: int, key_id: str, connections: int, addresses: int, stop: Any, out: Any
 ) -> None:
-    """Entry point of the child process: `out` (a shared array) gets [attempts, errors]."""
-    out[0], out[1] = asyncio.run(_flood(host, port, key_id, connections, addresses, seconds))
+    """Entry point of the child process: floods until `stop` (an Event) is set (at most
+    MAX_FLOOD_S); `out` (a shared array) gets [attempts, errors]."""
+    out[0], out[1] = asyncio.run(_flood(host, port, key_id, connections, addresses, stop))
 
 
 async def _flood(
-    host: str, port: int, key_id: str, connections: int, addresses: int, seconds: float
+    host: str, port: int, key_id: str, connections: int, addresses: int, stop: Any
 ) -> tuple[int, int]:
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
+    deadline = loop.time() + MAX_FLOOD_S
     counts = [0, 0]
 
     async def guesser(index: int) -> None:
         local = f"127.0.0.{1 + index % addresses}"
-        while loop.time() < deadline:
+        while loop.time() < deadline and not stop.is_set():
             try:
                 connection = await SaslConnection.open(host, port, local)
                 try:
@@ -152,6 +155,7 @@ async def _flood(
 
 # -- the victim and the owner ------------------------------------------------------------------
 LOGIN_TIMEOUT_S = 10.0
+KIND_MAX_S = 40.0
 
 
 @dataclass
@@ -163,9 +167,13 @@ class Logins:
 
 
 async def timed_logins(keys: Sequence[Any], login: Callable[[Any], Awaitable[None]]) -> Logins:
-    """One login per key, in sequence, each bounded by LOGIN_TIMEOUT_S."""
+    """One login per key, in sequence, each bounded by LOGIN_TIMEOUT_S, all by KIND_MAX_S (a
+    starved gateway would otherwise keep the run going for keys × timeout)."""
     result = Logins([])
+    stop_at = time.perf_counter() + KIND_MAX_S
     for key in keys:
+        if time.perf_counter() > stop_at:
+            break
         began = time.perf_counter()
         try:
             async with asyncio.timeout(LOGIN_TIMEOUT_S):
@@ -239,12 +247,6 @@ async def revocation_ms(owner: SaslConnection, db_url: str, key_id: str) -> floa
     return (time.perf_counter() - answered) * 1000
 
 
-async def revoke_later(owner: SaslConnection, db_url: str, key_id: str) -> float:
-    """The revocation, REVOKE_AFTER_S into the victim's logins (so in the thick of the flood)."""
-    await asyncio.sleep(REVOKE_AFTER_S)
-    return await revocation_ms(owner, db_url, key_id)
-
-
 def cpu_s(pid: int) -> float:
     """The process's CPU time so far (user + system), from /proc/<pid>/stat."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -267,7 +269,6 @@ def gateway_counters(metrics_port: int) -> dict[str, float]:
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     plan = QUICK if args.quick else FULL
     connections = args.connections or int(plan["connections"])
-    seconds = args.seconds or float(plan["seconds"])
     db_url = f"sqlite:///{root / 'tenancy.db'}"
     cast = prepare_store(db_url, int(plan["cold"]))
     broker = start_broker(root / "broker")
@@ -281,9 +282,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             node_ids=[broker.node_id],
             metrics_port=metrics_port,
         )
-        return asyncio.run(
-            _measure(gateway, cast, db_url, plan, connections, seconds, args, metrics_port)
-        )
+        return asyncio.run(_measure(gateway, cast, db_url, plan, connections, args, metrics_port))
     finally:
         if gateway is not None:
             gateway.stop()
@@ -294,9 +293,8 @@ async def _measure(
     gateway: GatewayProcess,
     cast: Cast,
     db_url: str,
-    plan: dict[str, float],
+    plan: dict[str, int],
     connections: int,
-    seconds: float,
     args: argparse.Namespace,
     metrics_port: int,
 ) -> dict[str, Any]:
@@ -304,11 +302,12 @@ async def _measure(
     baseline = await victim_round(gateway, cast, 0, warm)
     print(f"baseline: {baseline}", file=sys.stderr)
     owner = await SaslConnection.open(gateway.host, gateway.port, OWNER_HOST)
-    await owner.login_plain(cast.attacked.key_id, cast.attacked.secret)
+    await owner.login_scram(cast.attacked)  # SCRAM: K's PLAIN secret stays unverified (cold)
     before = gateway_counters(metrics_port)
     cpu_before = cpu_s(gateway.pid)
-    counts = multiprocessing.get_context("spawn").Array("q", 2)
-    child = multiprocessing.get_context("spawn").Process(
+    context = multiprocessing.get_context("spawn")
+    counts, stop = context.Array("q", 2), context.Event()
+    child = context.Process(
         target=attacker,
         args=(
             gateway.host,
@@ -316,7 +315,7 @@ async def _measure(
             cast.attacked.key_id,
             connections,
             args.attacker_addresses,
-            seconds,
+            stop,
             counts,
         ),
     )
@@ -324,13 +323,13 @@ async def _measure(
     child.start()
     try:
         await asyncio.sleep(RAMP_S)
-        revocation = asyncio.create_task(revoke_later(owner, db_url, cast.attacked.key_id))
         during = await victim_round(gateway, cast, 1, warm)
         print(f"under attack: {during}", file=sys.stderr)
-        revoked_ms = await revocation
+        revoked_ms = await revocation_ms(owner, db_url, cast.attacked.key_id)
         print(f"revocation: {revoked_ms:.1f} ms", file=sys.stderr)
     finally:
-        await asyncio.to_thread(child.join, seconds + 60)
+        stop.set()
+        await asyncio.to_thread(child.join, 60)
         if child.is_alive():
             child.terminate()
     elapsed = time.perf_counter() - started
@@ -372,7 +371,6 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="a shorter, smaller flood")
     parser.add_argument("--connections", type=int, default=0, help="attacker connections")
-    parser.add_argument("--seconds", type=float, default=0.0, help="how long the flood lasts")
     parser.add_argument(
         "--attacker-addresses", type=int, default=1, help="loopback addresses the flood uses"
     )
