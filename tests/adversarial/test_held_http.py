@@ -13,8 +13,9 @@ reach nothing over HTTP. A revoked key is refused within the contract's second. 
 
 With `pier admin-api` on the same store: once it has answered a change (`Pier-Propagation:
 confirmed`), a DENY ACL refuses the next HTTP produce, a suspension the next HTTP request, a DENY
-READ the next Fetch of an open Kafka connection and the next poll of an HTTP consumer instance, and
-a revoked key any new Kafka login. Not yet held (a strict xfail): the revoked key's next HTTP
+READ the next Fetch of an open Kafka connection and the next poll of an HTTP consumer instance,
+`authorization` turned to `acls` the next produce on both doors, a deleted tenant its open
+connection and HTTP, and a revoked key any new Kafka login. Not yet held (a strict xfail): the revoked key's next HTTP
 request is still served. One gateway stack for the module; blocking, pytest's main thread.
 """
 
@@ -35,7 +36,10 @@ import pytest
 import requests
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.fetch.v12.response import FetchResponse
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.produce.v9.response import ProduceResponse
 
+from brokers.records.builder import build_batch
 from brokers.wire.errors import ErrorCode
 from gateway.http.openapi import openapi_document
 from gateway.http.server import AUTH_CACHE_S
@@ -551,3 +555,56 @@ def test_attack_open_readers_are_cut_off_by_a_deny_read_acl_when_the_admin_api_a
     )
     assert polled.status_code == 403 or polled.json() == [], polled.text
     assert "secret" not in polled.text
+
+
+def produce_request(topic: str) -> Any:
+    data = dataclasses.replace(
+        plain_entity(PartitionProduceData), index=0, records=build_batch([(b"k", b"v")])
+    )
+    return dataclasses.replace(
+        plain_entity(ProduceRequest),
+        transactional_id=None,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(
+            dataclasses.replace(plain_entity(TopicProduceData), name=topic, partition_data=(data,)),
+        ),
+    )
+
+
+def produce_codes(connection: Any, topic: str) -> list[int]:
+    answer = connection.call(produce_request(topic), ProduceResponse, timeout=30)
+    return [p.error_code for t in answer.responses for p in t.partition_responses]
+
+
+def test_attack_an_open_tenant_made_acls_and_a_deleted_tenant_are_in_force_when_answered(
+    stack: GatewayStack, admin_api: AdminApi
+) -> None:
+    """A tenant's authorization changed from `open` to `acls` (its account has no ACL): the next
+    produce on an already open Kafka connection and over HTTP is refused. The tenant deleted: its
+    open connection is closed and HTTP refuses it, when the admin API answers."""
+    tenant = f"o{uuid.uuid4().hex[:8]}"
+    with stack.store() as store:
+        store.create_tenant(
+            display_name=tenant, plan="free", tenant_id=tenant, authorization="open", actor=OPERATOR
+        )
+        creds = GatewayStack.add_tenant(store, tenant)
+    client = wait_until(
+        lambda: TenantHttp(stack, creds),
+        what="the new tenant's key accepted",
+        timeout=10,
+        retry_on=(AssertionError,),
+    )
+    client.create_topic("orders", 1)
+    with open_raw(stack) as connection:
+        connection.api_versions()
+        authenticate(connection, creds)
+        assert produce_codes(connection, "orders") == [0]
+        admin_api.in_force("PATCH", f"/v1/tenants/{tenant}", {"authorization": "acls"})
+        assert produce_codes(connection, "orders") == [ErrorCode.topic_authorization_failed]
+        refused = client.produce("orders", {"value": STRING})
+        assert refused.status_code == 403, refused.text
+        admin_api.in_force("DELETE", f"/v1/tenants/{tenant}")
+        assert connection.closed_by_peer(1.0), "a deleted tenant's connection outlived the answer"
+    gone = client.get(client.cluster + "/topics")
+    assert gone.status_code in (401, 403), gone.text
