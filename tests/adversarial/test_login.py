@@ -7,7 +7,8 @@ own counters show that almost none reaches a scrypt), the scrypts run on bounded
 event loop, and another tenant's logins (cold and warm) and the attacked key's owner, logging in
 from other addresses, each succeed within 2 s while the flood goes on. Attack 6: the attacked key is
 revoked (through the tenant store, as the admin API does) during the flood: its open connection is
-closed, and the writes of its producer refused, within 1 s of the revoke's answer.
+closed, and the writes of its producer refused, within 1 s of the revoke's answer. The tenant HTTP
+API's Basic credentials go through the same checks: wrong secrets there back off the same way.
 
 One machine plays several source addresses through Linux's loopback (127.0.0.0/8): each test's
 attacker, victim and owner use addresses of their own, so backoff state never leaks between
@@ -18,6 +19,8 @@ runs in threads bounded in count and time.
 
 from __future__ import annotations
 
+import base64
+import http.client
 import socket
 import threading
 import time
@@ -51,10 +54,18 @@ FREE_FAILURES = 5  # the gateway's default `sasl.failure.backoff.free.failures` 
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
+def http_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, http_port: int) -> Iterator[GatewayStack]:
     with GatewayStack(
         Path(tmp_path_factory.mktemp("logins")),
-        gateway_settings={"sasl.failure.backoff.free.failures": str(FREE_FAILURES)},
+        gateway_settings={
+            "sasl.failure.backoff.free.failures": str(FREE_FAILURES),
+            "http.port": str(http_port),
+        },
         gateway_metrics_port=free_port(),
     ) as started:
         yield started
@@ -256,3 +267,33 @@ def test_attack_6_a_key_revoked_during_the_flood_is_cut_off_within_1s(stack: Gat
         thread.join(10)
         live.close()
         survivor.close()
+
+
+def http_status(port: int, source: str, key_id: str, secret: str) -> int:
+    """GET /v3/clusters on the gateway's HTTP API with HTTP Basic from `source`: the status."""
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=LOGIN_WITHIN_S, source_address=(source, 0)
+    )
+    try:
+        basic = base64.b64encode(f"{key_id}:{secret}".encode()).decode()
+        connection.request("GET", "/v3/clusters", headers={"Authorization": f"Basic {basic}"})
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_attack_5_over_http_basic_wrong_secrets_back_off_too(
+    stack: GatewayStack, http_port: int
+) -> None:
+    [attacked] = fresh_tenant(stack)
+    checks_before = gateway_counter(stack, "pier_gateway_secret_checks_total", outcome="mismatch")
+    throttled_before = gateway_counter(stack, "pier_gateway_authentication_throttled_total")
+    for _ in range(30):
+        assert http_status(http_port, "127.0.7.1", attacked.key_id, uuid.uuid4().hex) == 401
+    checks = gateway_counter(stack, "pier_gateway_secret_checks_total", outcome="mismatch")
+    throttled = gateway_counter(stack, "pier_gateway_authentication_throttled_total")
+    assert checks - checks_before <= FREE_FAILURES + 2, "wrong Basic secrets reached a scrypt"
+    assert throttled - throttled_before >= 20, "wrong Basic secrets were not refused unchecked"
+    assert http_status(http_port, "127.0.7.2", attacked.key_id, attacked.secret) == 200, (
+        "the key's owner, from its own address, is not locked out"
+    )
