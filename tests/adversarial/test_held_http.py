@@ -15,7 +15,8 @@ With `pier admin-api` on the same store: once it has answered a change (`Pier-Pr
 confirmed`), a DENY ACL refuses the next HTTP produce, a suspension the next HTTP request, a DENY
 READ the next Fetch of an open Kafka connection and the next poll of an HTTP consumer instance,
 `authorization` turned to `acls` the next produce on both doors, a deleted tenant its open
-connection and HTTP, and a revoked key any new Kafka login. Not yet held (a strict xfail): the revoked key's next HTTP
+connection and HTTP, and a revoked key any new Kafka login. A key that expires loses its open
+connection and HTTP at its expiry. Not yet held (a strict xfail): the revoked key's next HTTP
 request is still served. One gateway stack for the module; blocking, pytest's main thread.
 """
 
@@ -51,7 +52,7 @@ from tests.e2e.gateway.http_stack import TenantHttp, http_gateway_stack, http_ur
 from tests.e2e.gateway.sasl_wire import authenticate, open_raw
 from tests.e2e.gateway.test_refusals import assert_refused, sasl_login
 from tests.e2e.request_fuzz import plain_entity
-from tests.gateway_stack import OPERATOR, GatewayStack
+from tests.gateway_stack import OPERATOR, Credentials, GatewayStack
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -608,3 +609,37 @@ def test_attack_an_open_tenant_made_acls_and_a_deleted_tenant_are_in_force_when_
         assert connection.closed_by_peer(1.0), "a deleted tenant's connection outlived the answer"
     gone = client.get(client.cluster + "/topics")
     assert gone.status_code in (401, 403), gone.text
+
+
+EXPIRES_IN_S = 3.0
+EXPIRY_MARGIN_S = 1.0  # the contract's second for a change to reach open connections
+
+
+def test_attack_an_expired_key_loses_its_open_connection_and_http(stack: GatewayStack) -> None:
+    """A key issued with an expiry (a leaked key dies by itself): its open Kafka connection is
+    closed at the expiry (KIP-368 session lifetime), HTTP answers 401 and a new login is refused,
+    with nothing done by an operator."""
+    with stack.store() as store:
+        account = store.create_service_account("acme", name="expiring", actor=OPERATOR)
+        expires_at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=EXPIRES_IN_S)
+        key, secret = store.create_api_key(
+            "acme", service_account_id=account.id, expires_at=expires_at, actor=OPERATOR
+        )
+    deadline = time.monotonic() + EXPIRES_IN_S
+    creds = Credentials("acme", account.id, key.key_id, str(secret))
+    headers = basic(creds.key_id, creds.secret)
+    url = http_url(stack) + "/v3/clusters"
+    wait_until(
+        lambda: requests.get(url, headers=headers, timeout=30).status_code == 200,
+        what="the expiring key accepted over HTTP",
+        timeout=EXPIRES_IN_S,
+    )
+    with open_raw(stack) as connection:
+        connection.api_versions()
+        authenticate(connection, creds)
+        assert produce_codes(connection, "unknown-topic") == [ErrorCode.unknown_topic_or_partition]
+        assert connection.closed_by_peer(EXPIRES_IN_S + EXPIRY_MARGIN_S + 5.0)
+        closed_at = time.monotonic()
+    assert closed_at <= deadline + EXPIRY_MARGIN_S, f"closed {closed_at - deadline:.2f}s late"
+    assert requests.get(url, headers=headers, timeout=30).status_code == 401
+    assert_refused(stack, creds.key_id, creds.secret, "PLAIN")
