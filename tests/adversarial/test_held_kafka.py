@@ -1190,6 +1190,35 @@ def test_attack_an_account_without_acls_sees_and_creates_nothing_else(
     assert set(topics.topics) == set(CORA_TOPICS)
 
 
+def test_attack_an_account_reads_no_committed_offset_of_a_topic_it_may_not_describe(
+    gateway_stack: GatewayStack, cora: Cora
+) -> None:
+    """The reader may READ group `readers`, which holds offsets of `orders` and `secret`: as in
+    Kafka, OffsetFetch of all topics answers only the topics the reader may describe, and naming
+    `secret` is TOPIC_AUTHORIZATION_FAILED."""
+    every = call_as_reader(gateway_stack, cora, offset_fetch_all("readers"))
+    (group,) = every.groups
+    assert group.error_code == 0
+    assert [t.name for t in group.topics] == ["orders"]
+    wanted = build(offset_fetch_req.OffsetFetchRequestTopics, name="secret", partition_indexes=(0,))
+    named = build(
+        offset_fetch_req.OffsetFetchRequest,
+        groups=(
+            build(offset_fetch_req.OffsetFetchRequestGroup, group_id="readers", topics=(wanted,)),
+        ),
+        require_stable=False,
+    )
+    (group,) = call_as_reader(gateway_stack, cora, named).groups
+    assert [(t.name, [p.error_code for p in t.partitions]) for t in group.topics] == [
+        ("secret", [TOPIC_DENIED])
+    ]
+    assert all(p.committed_offset == -1 for t in group.topics for p in t.partitions)
+
+
+def call_as_reader(stack: GatewayStack, cora: Cora, request: Any) -> Any:
+    return reader_call(stack, cora, request, offset_fetch_res.OffsetFetchResponse)
+
+
 # ---------------------------------------------------------------- logins
 
 
