@@ -1215,6 +1215,42 @@ def test_attack_an_account_reads_no_committed_offset_of_a_topic_it_may_not_descr
     assert all(p.committed_offset == -1 for t in group.topics for p in t.partitions)
 
 
+def test_attack_an_account_lists_only_the_groups_and_transactions_it_may_describe(
+    gateway_stack: GatewayStack, cora: Cora
+) -> None:
+    """ListGroups shows the reader `readers` (READ implies DESCRIBE), never `private`; the admin's
+    transactional id is not in the reader's ListTransactions, and DescribeTransactions of it is
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    producer = Producer(
+        cora.config(gateway_stack, cora.admin, **{"transactional.id": "cora-tx", "acks": "all"})
+    )
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce("orders", b"in a transaction")
+    producer.abort_transaction(TIMEOUT_S)
+    listed = reader_call(
+        gateway_stack, cora, build(ListGroupsRequest, states_filter=()), ListGroupsResponse
+    )
+    names = {g.group_id for g in listed.groups}
+    assert "private" not in names and names <= {"readers"}, names
+    transactions = reader_call(
+        gateway_stack,
+        cora,
+        ListTransactionsRequest(state_filters=(), producer_id_filters=()),
+        ListTransactionsResponse,
+    )
+    assert transactions.error_code == 0 and transactions.transaction_states == ()
+    described = reader_call(
+        gateway_stack,
+        cora,
+        DescribeTransactionsRequest(transactional_ids=(TransactionalId("cora-tx"),)),
+        DescribeTransactionsResponse,
+    )
+    assert [(t.error_code, t.topics) for t in described.transaction_states] == [
+        (ErrorCode.transactional_id_authorization_failed, ())
+    ]
+
+
 def call_as_reader(stack: GatewayStack, cora: Cora, request: Any) -> Any:
     return reader_call(stack, cora, request, offset_fetch_res.OffsetFetchResponse)
 
