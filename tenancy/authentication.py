@@ -12,7 +12,9 @@ threads and a cached success costs no thread at all (docs/security.md, logins): 
 `cached_scram` / `has_verified_secret` (the cache only: cheap, callable on an event loop), `plain_verifier` (the database
 read: the stored hash of a usable key, with the cache epoch taken before the read), then
 `remember_plain` after the caller verified the secret with `tenancy.credentials.verify_secret`
-(False when the key changed meanwhile: the check is void). `verify_api_key` does all three on the
+(False when the key or its tenant changed in the cache's view since the read: the caller re-reads
+the key, and the check stands if it is still usable with the same hash; the change may have been
+committed before the read and applied to the cache only after). `verify_api_key` does all three on the
 calling thread. Mixin of `TenantStore`; thread-safe.
 """
 
@@ -33,6 +35,7 @@ from tenancy.store_base import StoreCore
 
 LAST_USED_PRECISION = timedelta(minutes=1)
 MAX_SECRET_LENGTH = 256
+RECONFIRMATIONS = 3  # re-reads of a key that changed (in the cache's view) while it was checked
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,9 @@ class ScramLogin:
     credential: ScramCredential
 
 
+_CHANGED = ScramLogin(KeyLogin(Principal("", "", ""), None), ScramCredential("", b"", 0, b"", b""))
+
+
 def _plausible(key_id: str, secret: str) -> bool:
     if not isinstance(key_id, str) or KEY_ID.fullmatch(key_id) is None:
         return False
@@ -80,7 +86,14 @@ class Authentication(StoreCore):
         verifier = self.plain_verifier(key_id) if _plausible(key_id, secret) else None
         if verifier is None or not verify_secret(secret, verifier.secret_hash):
             return None
-        if not self.remember_plain(verifier, secret):
+        for _ in range(RECONFIRMATIONS):  # changed meanwhile: still usable with the same hash?
+            if self.remember_plain(verifier, secret):
+                break
+            fresh = self.plain_verifier(key_id)
+            if fresh is None or fresh.secret_hash != verifier.secret_hash:
+                return None
+            verifier = fresh
+        else:
             return None
         used = verifier.last_used_at
         if used is None or self._now() - used >= LAST_USED_PRECISION:
@@ -151,6 +164,15 @@ class Authentication(StoreCore):
         cached = self.cached_scram(key_id, mechanism)
         if cached is not None:
             return cached
+        for _ in range(RECONFIRMATIONS):  # a change applied during the read: read again
+            found = self._read_scram(key_id, mechanism)
+            if found is None or found is not _CHANGED:
+                return found
+        return None
+
+    def _read_scram(self, key_id: str, mechanism: str) -> ScramLogin | None:
+        """The verifier from the database, cached; `_CHANGED` when the key or its tenant changed
+        in the cache's view during the read (the read may predate the change)."""
         cache_key = self._cache.scram_key(key_id, mechanism)
         epoch = self._cache.epoch()
         with self._db.read() as session:
@@ -173,7 +195,7 @@ class Authentication(StoreCore):
             bytes(verifier.server_key),
         )
         if not self._cache.put(cache_key, principal, row.expires_at, credential, epoch=epoch):
-            return None  # revoked or suspended while we read: treat as gone
+            return _CHANGED
         return ScramLogin(KeyLogin(principal, row.expires_at), credential)
 
     def record_key_use(self, key_id: str) -> None:

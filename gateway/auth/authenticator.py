@@ -107,6 +107,7 @@ class _Refused(Exception):
 
 
 MAX_CACHED_KEYS = 10_000
+RECONFIRMATIONS = 3  # re-reads of a key changed while its secret was being checked
 RECORD_USE_EVERY_MS = 60_000
 
 
@@ -228,9 +229,20 @@ class Authenticator:
         self._secret_checked("match" if matched else "mismatch")
         if not matched:
             raise _Refused(REJECTED)
-        if not self._store.remember_plain(verifier, credentials.secret):
-            raise _Refused("key_changed_during_check")
-        return verifier.login
+        return await self._remembered(verifier, credentials)
+
+    async def _remembered(self, verifier: PlainVerifier, credentials: PlainCredentials) -> KeyLogin:
+        """Cache the verified secret. A change to the key or its tenant applied since the read
+        (`remember_plain` False) may predate the read or not: re-read the key (the change is
+        committed by now), and the check stands if the key is still usable with the same hash."""
+        for _ in range(RECONFIRMATIONS):
+            if self._store.remember_plain(verifier, credentials.secret):
+                return verifier.login
+            fresh = await self._in_thread(lambda: self._store.plain_verifier(credentials.key_id))
+            if fresh is None or fresh.secret_hash != verifier.secret_hash:
+                raise _Refused(REJECTED)
+            verifier = fresh
+        raise _Refused("key_changed_during_check")
 
     def _secret_checked(self, outcome: str) -> None:
         if self._metrics is not None:

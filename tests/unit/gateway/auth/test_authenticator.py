@@ -44,7 +44,9 @@ class FakeStore:
     uses: list[str] = field(default_factory=list)
     cache: dict[tuple[str, str], KeyLogin] = field(default_factory=dict)
     reads: int = 0
-    changed: bool = False  # remember_plain reports a change during the check
+    changed: bool = False  # remember_plain reports a change during the check, always
+    stale_remembers: int = 0  # ... this many times
+    revoked_on_reread: bool = False  # plain_verifier reads after the first find the key revoked
 
     def _usable(self, key_id: str) -> bool:
         if self.error is not None:
@@ -62,12 +64,13 @@ class FakeStore:
 
     def plain_verifier(self, key_id: str) -> PlainVerifier | None:
         self.reads += 1
-        if not self._usable(key_id):
+        if not self._usable(key_id) or (self.revoked_on_reread and self.reads > 1):
             return None
         return PlainVerifier(self._login(), SECRET_HASH, 0)
 
     def remember_plain(self, verifier: PlainVerifier, secret: str) -> bool:
-        if self.changed:
+        if self.changed or self.stale_remembers > 0 or self.revoked_on_reread:
+            self.stale_remembers -= 1
             return False
         self.cache[(verifier.login.principal.key_id, secret)] = verifier.login
         return True
@@ -360,10 +363,16 @@ def test_no_hashing_capacity_fails_the_attempt_without_counting_it_against_the_a
     assert plain_from(harness, "10.0.0.1", SECRET)
 
 
-def test_a_key_changed_during_the_check_is_refused() -> None:
-    harness = Harness(FakeStore(changed=True))
-    assert not plain_from(harness, "10.0.0.1", SECRET)
-    assert harness.store.cache == {}
+def test_a_key_changed_during_the_check_is_re_read_before_it_counts() -> None:
+    harness = Harness(FakeStore(stale_remembers=1))
+    assert plain_from(harness, "10.0.0.1", SECRET), "a change that left the key usable"
+    assert harness.store.reads == 2
+    revoked = Harness(FakeStore(revoked_on_reread=True))
+    assert not plain_from(revoked, "10.0.0.1", SECRET), "the change was the key's revocation"
+    assert revoked.store.cache == {}
+    churning = Harness(FakeStore(changed=True))
+    assert not plain_from(churning, "10.0.0.1", SECRET)
+    assert churning.store.cache == {} and churning.store.reads == 4
 
 
 def test_wrong_scram_proofs_count_against_the_address() -> None:
