@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from gateway.auth.backoff import BackoffPolicy, LoginBackoff, Ticket, address_key
+from gateway.config import GatewayConfig, GatewayConfigError
 
 pytestmark = pytest.mark.unit
 KEY = "KEYID00000000001"
+HASH_SETTINGS = ("threads", "queue.size", "queue.timeout.ms")
 POLICY = BackoffPolicy(free_failures=3, initial_s=1.0, max_s=8.0, key_burst=2, key_refill_s=5.0)
 
 
@@ -163,3 +165,25 @@ def test_the_tables_are_bounded() -> None:
         fail(guard, f"10.0.2.{index}", f"KEYID000000000{index:02}")
     assert len(guard._addresses) == 4 and len(guard._keys) <= 4
     assert guard.admit("10.0.2.9", "KEYID00000000099") is None  # the newest are kept
+
+
+def test_the_policy_from_the_gateway_settings_and_their_checks() -> None:
+    defaults = GatewayConfig(bootstrap="b:9092", db_url="sqlite://", port=9092)
+    assert BackoffPolicy.from_settings(defaults.setting) == BackoffPolicy()
+    assert [defaults.setting(f"sasl.hash.{name}") for name in HASH_SETTINGS] == [1, 32, 5000]
+    tuned = GatewayConfig(
+        bootstrap="b:9092",
+        db_url="sqlite://",
+        port=9092,
+        properties={
+            "sasl.failure.backoff.free.failures": "2",
+            "sasl.failure.backoff.ms": "250",
+            "sasl.failure.backoff.max.ms": "4000",
+            "sasl.key.check.burst": "3",
+            "sasl.key.check.refill.ms": "500",
+        },
+    )
+    assert BackoffPolicy.from_settings(tuned.setting) == BackoffPolicy(2, 0.25, 4.0, 3, 0.5)
+    for name, bad in (("sasl.hash.threads", "0"), ("sasl.key.check.burst", "0")):
+        with pytest.raises(GatewayConfigError, match=name):
+            GatewayConfig(bootstrap="b:9092", db_url="sqlite://", port=9092, properties={name: bad})
