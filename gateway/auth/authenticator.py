@@ -19,8 +19,10 @@ Failure policy: whatever the cause (bad syntax, unknown, revoked or expired key,
 wrong secret or proof, throttled, no hashing capacity, a store error), the failure is counted,
 logged once at INFO as `event=sasl_failed mechanism=… key_id=… reason=…` (never a secret or
 proof; a key id only when it has a key id's shape, since a client may paste its secret into the
-username), delayed by `failure_delay_s` (Kafka's `connection.failed.authentication.delay.ms`)
-and raised as `AuthenticationFailed` with one message that says nothing of the cause. A failed
+username; failures refused without a check, which a flood sends as fast as it can, at most one
+line a second with `suppressed=N` for those left out), delayed by `failure_delay_s` (Kafka's
+`connection.failed.authentication.delay.ms`) and raised as `AuthenticationFailed` with one
+message that says nothing of the cause. A failed
 exchange stays failed. Keys already expired by the authenticator's clock are refused even if the
 store (with its own clock or cache) let them through. Runs on the event loop; not thread-safe
 (one exchange per connection, one round at a time).
@@ -108,6 +110,8 @@ class _Refused(Exception):
 
 MAX_CACHED_KEYS = 10_000
 RECONFIRMATIONS = 3  # re-reads of a key changed while its secret was being checked
+UNCHECKED = frozenset({THROTTLED, KNOWN_WRONG})  # failures logged at most once a second
+UNCHECKED_LOG_EVERY_MS = 1000
 RECORD_USE_EVERY_MS = 60_000
 
 
@@ -157,6 +161,8 @@ class Authenticator:
         self.hashing = hashing or HashingPool()
         self.backoff = backoff or LoginBackoff()
         self._use_recorded_ms: dict[str, int] = {}
+        self._unchecked_logged_ms = -UNCHECKED_LOG_EVERY_MS
+        self._unchecked_suppressed = 0
 
     @property
     def mechanisms(self) -> tuple[str, ...]:
@@ -290,14 +296,35 @@ class Authenticator:
     async def _reject(self, mechanism: str, key_id: str | None, reason: str) -> NoReturn:
         if self._metrics is not None:
             self._metrics.failed(mechanism)
-        log.info(
-            "event=sasl_failed mechanism=%s key_id=%s reason=%s",
-            mechanism,
-            _loggable(key_id),
-            reason,
-        )
+        if self._should_log(reason):
+            log.info(
+                "event=sasl_failed mechanism=%s key_id=%s reason=%s%s",
+                mechanism,
+                _loggable(key_id),
+                reason,
+                self._suppressed_note(reason),
+            )
         await self._sleep(self._failure_delay_s)
         raise AuthenticationFailed()
+
+    def _should_log(self, reason: str) -> bool:
+        """Failures refused without a check come as fast as a flood can send them: one line a
+        second for all of them (with the count left out), not one each, so a flood cannot fill
+        the log's disk; every other failure is logged."""
+        if reason not in UNCHECKED:
+            return True
+        now = self._clock_ms()
+        if now - self._unchecked_logged_ms >= UNCHECKED_LOG_EVERY_MS:
+            self._unchecked_logged_ms = now
+            return True
+        self._unchecked_suppressed += 1
+        return False
+
+    def _suppressed_note(self, reason: str) -> str:
+        if reason not in UNCHECKED or not self._unchecked_suppressed:
+            return ""
+        note, self._unchecked_suppressed = f" suppressed={self._unchecked_suppressed}", 0
+        return note
 
 
 class SaslExchange:

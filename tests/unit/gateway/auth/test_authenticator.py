@@ -91,6 +91,7 @@ class FakeStore:
 class Harness:
     def __init__(self, store: FakeStore, now_ms: int = NOW_MS) -> None:
         self.store = store
+        self.now_ms = now_ms
         self.sleeps: list[float] = []
         self.registry = CollectorRegistry()
         self.authenticator = Authenticator(
@@ -98,7 +99,7 @@ class Harness:
             failure_delay_s=0.5,
             sleep=self.sleep,
             metrics=AuthMetrics(self.registry),
-            clock_ms=lambda: now_ms,
+            clock_ms=lambda: self.now_ms,
         )
 
     async def sleep(self, seconds: float) -> None:
@@ -314,7 +315,22 @@ def test_wrong_secrets_back_off_without_a_store_read_or_a_hash(
     assert harness.count("pier_gateway_authentication_throttled_total", mechanism="PLAIN") == 4
     assert harness.count("pier_gateway_authentication_failures_total", mechanism="PLAIN") == 6
     assert harness.sleeps == [0.5] * 6  # a refused attempt looks and waits like any failure
-    assert caplog.text.count("reason=throttled") == 4
+    assert caplog.text.count("reason=throttled") == 1  # unchecked failures: a line a second
+
+
+def test_unchecked_failures_are_logged_once_a_second_with_the_count_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    harness = throttling_harness()
+    with caplog.at_level(logging.INFO, logger="gateway.auth"):
+        for _ in range(7):
+            plain_from(harness, "10.0.0.1", "wrong")  # 2 checked, then 5 throttled
+        harness.now_ms += 1000
+        plain_from(harness, "10.0.0.1", "wrong")
+    lines = [r.getMessage() for r in caplog.records if "reason=throttled" in r.getMessage()]
+    assert len(lines) == 2
+    assert lines[1].endswith("reason=throttled suppressed=4")
+    assert caplog.text.count("reason=credentials_rejected") == 2, "checked failures: each"
 
 
 def test_the_owner_on_another_address_is_not_throttled() -> None:
