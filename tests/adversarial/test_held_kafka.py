@@ -37,6 +37,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 from kio.schema.alter_configs.v2 import request as alter_configs_req
 from kio.schema.alter_configs.v2 import response as alter_configs_res
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.create_partitions.v3 import request as create_partitions_req
 from kio.schema.create_partitions.v3 import response as create_partitions_res
 from kio.schema.create_topics.v7 import request as create_topics_req
@@ -1360,6 +1362,36 @@ def test_attack_cluster_ids_do_not_link_tenants(gateway_stack: GatewayStack) -> 
     assert ids["acme"] != ids["bolt"]
 
 
+# ---------------------------------------------------------------- metering
+
+
+def test_attack_acks_0_produce_is_still_billed(
+    gateway_stack: GatewayStack, bolt: BoltState
+) -> None:
+    """Produce with acks=0 gets no answer, so nothing about it ever comes back: its bytes are
+    metered anyway (a request that is never answered is not a request never billed)."""
+    client_id = f"acks0-{uuid.uuid4().hex[:8]}"
+    value = uuid.uuid4().bytes * 4096  # 64 KiB
+    request = dataclasses.replace(produce("orders", value), acks=0)
+    with login_as_client(gateway_stack, gateway_stack.credentials["acme"], client_id) as connection:
+        connection.send(frame(request_bytes(request, connection.correlation_id(), client_id)))
+        ping = MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        )
+        call_as_client(connection, ping, MetadataResponse, client_id)  # served after the produce
+    assert gateway_stack.broker is not None
+    bootstrap = gateway_stack.broker.bootstrap
+
+    def billed() -> int:
+        return sum(
+            r.bytes_in
+            for r in usage_records(bootstrap).values()
+            if isinstance(r, TrafficRecord) and r.client_id == client_id and r.topic == "orders"
+        )
+
+    assert wait_until(billed, what=f"usage of {client_id}", timeout=TIMEOUT_S) >= len(value)
+
+
 # ---------------------------------------------------------------- quotas
 
 
@@ -1390,11 +1422,10 @@ def test_attack_rotating_client_ids_does_not_escape_the_default_user_quota(
     payload = uuid.uuid4().bytes * 6_250  # 100 kB
     throttles = []
     for i in range(12):
-        with open_raw(gateway_stack) as connection:
-            connection.api_versions()
-            authenticate(connection, creds)
+        client_id = f"rotating-{i}"  # the connection's every request, its login included
+        with login_as_client(gateway_stack, creds, client_id) as connection:
             answer = call_as_client(
-                connection, produce("metered", payload), ProduceResponse, f"rotating-{i}"
+                connection, produce("metered", payload), ProduceResponse, client_id
             )
         assert partition_codes(answer, "responses", "partition_responses") == {ErrorCode.none}
         throttles.append(answer.throttle_time.total_seconds())
@@ -1411,3 +1442,19 @@ def call_as_client(
     answered, response = decode_response(response_cls, connection.read_frame(TIMEOUT_S))
     assert answered == correlation_id
     return response
+
+
+def login_as_client(stack: GatewayStack, creds: Credentials, client_id: str) -> RawConnection:
+    """A raw connection logged in with SASL/PLAIN, every request (the login's too) sent with
+    `client_id`, as a real client sends its own."""
+    connection = open_raw(stack)
+    call_as_client(connection, build(ApiVersionsRequest), ApiVersionsResponse, client_id)
+    handshake = call_as_client(
+        connection, SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, client_id
+    )
+    assert handshake.error_code == 0
+    token = b"\0" + creds.key_id.encode() + b"\0" + creds.secret.encode()
+    request = SaslAuthenticateRequest(auth_bytes=token)
+    answer = call_as_client(connection, request, SaslAuthenticateResponse, client_id)
+    assert answer.error_code == 0, answer
+    return connection
