@@ -50,6 +50,7 @@ ATTACK_THREADS = 6
 ATTACK_MAX_S = 60.0  # a bound on the flood whatever happens to the test
 LOGIN_WITHIN_S = 2.0  # each victim login, while the flood runs
 REVOKED_WITHIN_S = 1.0  # the issue's bound, from the revoke's answer
+FLOOD_UNDER_WAY = 200  # failed guesses before the victims start
 FREE_FAILURES = 5  # the gateway's default `sasl.failure.backoff.free.failures` (tests raise it)
 
 
@@ -151,7 +152,7 @@ class Flood:
 
 @contextmanager
 def flooding(stack: GatewayStack, key_id: str, source: str) -> Iterator[Flood]:
-    """The flood runs inside the block (and at least until the gateway has failed 50 of its
+    """The flood runs inside the block (and at least until the gateway has failed 200 of its
     guesses: the attack is in full swing); it is stopped and joined on the way out."""
     flood = Flood(stack, key_id, source)
     failed_before = gateway_counter(stack, "pier_gateway_authentication_failures_total")
@@ -164,7 +165,7 @@ def flooding(stack: GatewayStack, key_id: str, source: str) -> Iterator[Flood]:
         wait_until(
             lambda: (
                 gateway_counter(stack, "pier_gateway_authentication_failures_total")
-                >= failed_before + 50
+                >= failed_before + FLOOD_UNDER_WAY
             ),
             what="the flood under way",
         )
