@@ -814,6 +814,74 @@ def test_attack_error_messages_never_name_fleet_or_internal_names(
     assert messages["create existing"] is not None and "orders" in messages["create existing"]
 
 
+# ---------------------------------------------------------------- topic configs that harm the fleet
+
+HARMFUL_CONFIGS = [
+    # (name, value, code): a file per few records, a frame per message, settings of the fleet
+    ("segment.bytes", "1024", ErrorCode.invalid_config),
+    ("segment.ms", "1", ErrorCode.invalid_config),
+    ("max.message.bytes", "104857600", ErrorCode.invalid_config),
+    ("unclean.leader.election.enable", "true", ErrorCode.policy_violation),
+    ("leader.replication.throttled.replicas", "*", ErrorCode.policy_violation),
+    ("remote.storage.enable", "true", ErrorCode.policy_violation),
+]
+
+
+def broker_topic_config(stack: GatewayStack, fleet_topic: str) -> dict[str, tuple[str, int]]:
+    """(value, source) of every config of a fleet topic, straight from the broker."""
+    assert stack.broker is not None
+    direct = AdminClient({"bootstrap.servers": stack.broker.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, fleet_topic)
+    entries = direct.describe_configs([resource])[resource].result(TIMEOUT_S)
+    return {k: (str(v.value), int(v.source)) for k, v in entries.items()}
+
+
+@pytest.mark.parametrize(("name", "value", "code"), HARMFUL_CONFIGS, ids=str)
+def test_attack_topic_configs_that_harm_the_fleet_are_refused(
+    gateway_stack: GatewayStack, bolt: BoltState, name: str, value: str, code: ErrorCode
+) -> None:
+    """CreateTopics, AlterConfigs and IncrementalAlterConfigs with a config outside the allowlist
+    (POLICY_VIOLATION) or past its bound (INVALID_CONFIG): refused, no topic created, acme's
+    `orders` unchanged on the broker."""
+    before = broker_topic_config(gateway_stack, "acme_orders")
+    created = call(
+        gateway_stack, "acme", create_topic("harmful", 1, **{name: value}), CreateTopicsResponse
+    )
+    assert [t.error_code for t in created.topics] == [code]
+    config = build(alter_configs_req.AlterableConfig, name=name, value=value)
+    resource = build(
+        alter_configs_req.AlterConfigsResource,
+        resource_type=2,
+        resource_name="orders",
+        configs=(config,),
+    )
+    alter = build(alter_configs_req.AlterConfigsRequest, resources=(resource,), validate_only=False)
+    altered = call(gateway_stack, "acme", alter, alter_configs_res.AlterConfigsResponse)
+    assert topic_level_codes(altered) == {code}
+    incremental = incremental_alter_configs("orders")
+    incremental = dataclasses.replace(
+        incremental,
+        resources=(
+            dataclasses.replace(
+                incremental.resources[0],
+                configs=(
+                    build(
+                        inc_alter_req.AlterableConfig, name=name, config_operation=0, value=value
+                    ),
+                ),
+            ),
+        ),
+    )
+    answered = call(
+        gateway_stack, "acme", incremental, inc_alter_res.IncrementalAlterConfigsResponse
+    )
+    assert {r.error_code for r in answered.responses} == {code}
+    assert broker_topic_config(gateway_stack, "acme_orders") == before
+    assert gateway_stack.broker is not None
+    fleet = AdminClient({"bootstrap.servers": gateway_stack.broker.bootstrap})
+    assert "acme_harmful" not in fleet.list_topics(timeout=TIMEOUT_S).topics
+
+
 # ---------------------------------------------------------------- the fleet's own things
 
 
