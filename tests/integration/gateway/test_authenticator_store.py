@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import timedelta
+from typing import TypeVar
 
 import pytest
 
@@ -17,6 +18,7 @@ from gateway.auth import (
     Authenticator,
     session_lifetime_ms,
 )
+from gateway.auth.hashing import HashingPool
 from tenancy.domain import ApiKey, Principal, Secret
 from tenancy.store import TenantStore
 from tests.integration.tenancy.helpers import OPERATOR, key_for, tenant
@@ -30,6 +32,7 @@ from tests.tenancy_fixtures import (  # noqa: F401  (fixtures are found by name)
 from tests.unit.gateway.auth.scram_client import ScramClient
 
 pytestmark = pytest.mark.integration
+T = TypeVar("T")
 Login = Callable[[Authenticator, ApiKey, str], Authenticated]
 
 
@@ -146,3 +149,33 @@ def test_the_key_expiry_bounds_the_session_lifetime(
     assert session_lifetime_ms(now(), 60_000, authenticated.key_expires_at_ms) == 60_000
     tenancy_clock.advance(540)
     assert session_lifetime_ms(now(), None, authenticated.key_expires_at_ms) == 60_000
+
+
+class RevokingPool(HashingPool):
+    """Hashing threads that revoke the key (through the store, which applies its own change to its
+    verification cache) just before they check its secret: the race of attack 6."""
+
+    def __init__(self, store: TenantStore, key_id: str) -> None:  # noqa: F811
+        super().__init__()
+        self._store, self._key_id = store, key_id
+
+    async def run(self, check: Callable[[], T]) -> T:
+        self._store.revoke_api_key(self._key_id, actor=OPERATOR)
+        return await super().run(check)
+
+
+def test_a_key_revoked_while_its_secret_is_checked_is_refused_and_not_cached(
+    store_url: str,  # noqa: F811
+    tenancy_clock: TenancyClock,  # noqa: F811
+) -> None:
+    with TenantStore.open(store_url, clock=tenancy_clock, verification_cache_ttl_s=60) as cached:
+        key, secret, _ = issued(cached)
+        authenticator = Authenticator(
+            cached,
+            sleep=Sleeps(),
+            clock_ms=clock_ms(tenancy_clock),
+            hashing=RevokingPool(cached, key.key_id),
+        )
+        assert refused(plain, authenticator, key, secret) == FAILED_MESSAGE
+        assert cached.cached_plain(key.key_id, secret) is None
+        assert cached.verify_api_key(key.key_id, secret) is None
