@@ -725,3 +725,30 @@ def test_attack_an_account_learns_nothing_over_http_of_a_topic_it_may_not_descri
         assert "secret" not in answer.text, f"{path}: {answer.text}"
         if path.endswith("/lags") and answer.status_code == 200:
             assert [lag["topic_name"] for lag in answer.json()["data"]] == ["orders"]
+
+
+def test_attack_a_pattern_subscription_over_http_reads_nothing_of_bolt(
+    stack: GatewayStack, things: AcmeThings
+) -> None:
+    """Confluent's v2 API lets a consumer subscribe by `topic_pattern`: acme asks for `.*` and
+    `bolt_.*`. Either refused (4xx), or its polls read only acme's records."""
+    bolt = TenantHttp(stack, stack.credentials["bolt"])
+    bolt.create_topic(f"pattern-{uuid.uuid4().hex[:6]}", 1)
+    acme = things.acme
+    for pattern in (".*", "bolt_.*"):
+        instance = acme.consumer(
+            f"pattern-{uuid.uuid4().hex[:6]}", format="string", **{"auto.offset.reset": "earliest"}
+        )
+        try:
+            answer = acme.post(instance + "/subscription", {"topic_pattern": pattern})
+            assert answer.status_code in (204, 400, 404, 422), answer.text
+            if answer.status_code == 204:
+                polled = acme.get(
+                    instance + "/records?timeout=500",
+                    headers={"Accept": "application/vnd.kafka.string.v2+json"},
+                )
+                assert all(r["topic"] == "orders" for r in polled.json()), polled.text
+            subscription = acme.get(instance + "/subscription")
+            assert "bolt" not in subscription.text and "pattern-" not in subscription.text
+        finally:
+            acme.delete(instance)
