@@ -1348,16 +1348,24 @@ def test_attack_plain_login_naming_another_identity_as_authzid_is_refused(
             assert connection.closed_by_peer(5.0)
 
 
-def test_attack_reauthenticate_as_bolt_on_acmes_connection_is_refused(
-    gateway_stack: GatewayStack, bolt: BoltState
+@pytest.mark.parametrize("as_whom", ["bolt", "cora-admin"])
+def test_attack_reauthenticate_as_another_principal_on_an_open_connection_is_refused(
+    gateway_stack: GatewayStack, bolt: BoltState, cora: Cora, as_whom: str
 ) -> None:
-    """KIP-368 re-authentication must keep the principal: switching to bolt's key mid-connection
-    is refused and the connection closed, before any request runs as bolt."""
-    with login(gateway_stack, "acme") as connection:
+    """KIP-368 re-authentication must keep the principal: acme's connection switching to bolt's
+    key, or cora's reader switching to cora's admin (a privilege escalation inside one tenant),
+    is refused and the connection closed, before any request runs as the other."""
+    first, then = (
+        (gateway_stack.credentials["acme"], gateway_stack.credentials["bolt"])
+        if as_whom == "bolt"
+        else (cora.reader, cora.admin)
+    )
+    with open_raw(gateway_stack) as connection:
+        connection.api_versions()
+        authenticate(connection, first)
         handshake = connection.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse)
         assert handshake.error_code == 0
-        creds = gateway_stack.credentials["bolt"]
-        token = b"\0" + creds.key_id.encode() + b"\0" + creds.secret.encode()
+        token = b"\0" + then.key_id.encode() + b"\0" + then.secret.encode()
         answer = connection.call(
             SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse
         )
