@@ -2,19 +2,20 @@
 
 Tenant `bolt` owns topics `orders` (2 partitions), `secret_stuff` and `ledger` holding records
 marked `BOLTSECRET`, groups `g` and `audit` with committed offsets, and a live member in group
-`live`. Tenant `acme`, hostile, then tries to read, change and disturb bolt's things over raw
-frames after a real SASL login, by bolt's fleet names (`bolt_orders`: the gateway prefixes every
-name, so `acme` only ever reaches `acme_bolt_orders`), by a name containing `_`, by a regex
-subscription, by group ids and transactional ids with bolt's prefix; reaches for the fleet's
-internal topics and broker configs; reads the addresses it is given; logs in naming another
-identity or re-authenticates as bolt on its own connection; and rotates client ids to escape its
-quota. Tenant `cora`, whose accounts need ACLs, has a reader allowed only READ on topic `orders`
-and group `readers`: it tries everything else in its own tenant. Each test asserts the defended
-answer precisely (the error code per partition or resource, a refused login and a closed
-connection, a throttle) and, where the attack would change something, that bolt's state (end
-offsets, partitions, configs, committed offsets, members; cora's as its admin sees it) is as
-before. The attacks already covered elsewhere are listed in docs/security.md. One stack for the
-module; blocking, pytest's main thread.
+`live`. Tenant `acme`, hostile, then tries, over raw frames after a real SASL login, to read,
+change and disturb bolt's things by bolt's fleet names (`bolt_orders`: the gateway prefixes every
+name, so acme only ever reaches `acme_bolt_orders`), by a name containing `_`, by a regex
+subscription, by group ids and transactional ids with bolt's prefix; to reach the fleet's internal
+topics (a forged usage record among them), broker and logger configs, and topic configs that would
+harm the fleet; to learn broker addresses or link cluster ids; to log in naming another identity,
+replay a recorded SCRAM login, confuse the SASL exchange or re-authenticate as someone else; to
+avoid paying (acks=0) or escape its quota by rotating client ids. Tenant `cora`, whose accounts
+need ACLs, has a reader allowed only READ on topic `orders` and group `readers`: it tries
+everything else in its own tenant. Each test asserts the defended answer precisely (the error
+code per partition or resource, a refused login and a closed connection, a throttle, a usage
+record) and, where the attack would change something, that the victim's state (end offsets,
+partitions, configs, committed offsets, members) is as before. The attacks covered elsewhere are
+listed in docs/security.md. One stack for the module; blocking, pytest's main thread.
 """
 
 from __future__ import annotations
