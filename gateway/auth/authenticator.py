@@ -46,6 +46,7 @@ from tenancy.authentication import KeyLogin, PlainVerifier, ScramLogin
 from tenancy.credentials import verify_secret
 from tenancy.domain import Principal
 from tenancy.ids import KEY_ID
+from tenancy.verification_cache import VerificationCache
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -135,6 +136,15 @@ def session_lifetime_ms(
     return min(limits, default=0)
 
 
+def _started(check: Awaitable[T]) -> asyncio.Future[T]:
+    """`check` as a task several logins may await (each through `asyncio.shield`, so one
+    closing its connection cancels nothing of the others'); its exception counts as retrieved
+    even when every waiter has gone."""
+    task = asyncio.ensure_future(check)
+    task.add_done_callback(lambda done: None if done.cancelled() else done.exception())
+    return task
+
+
 def _loggable(key_id: str | None) -> str:
     if not key_id:
         return "-"
@@ -161,6 +171,8 @@ class Authenticator:
         self.hashing = hashing or HashingPool()
         self.backoff = backoff or LoginBackoff()
         self._use_recorded_ms: dict[str, int] = {}
+        self._plain_checks: dict[bytes, asyncio.Future[KeyLogin]] = {}  # under way, by credentials
+        self._scram_reads: dict[tuple[str, str], asyncio.Future[ScramLogin]] = {}
         self._unchecked_logged_ms = -UNCHECKED_LOG_EVERY_MS
         self._unchecked_suppressed = 0
 
@@ -201,11 +213,24 @@ class Authenticator:
             self.backoff.note_failure(peer)  # another secret is cached: this one is wrong
             raise _Refused(KNOWN_WRONG)
         else:
-            ticket = self._admit("PLAIN", peer, credentials.key_id)
-            login = await self._settled(ticket, self._checked_plain(credentials))
+            login = await self._shared_plain_check(credentials, peer)
         authenticated = self._accept("PLAIN", login)
         await self._record_use(credentials.key_id)
         return authenticated
+
+    async def _shared_plain_check(self, credentials: PlainCredentials, peer: str) -> KeyLogin:
+        """One check of the same key id and secret at a time: a client's connections logging in
+        together (a pool, a consumer group on one host) wait for the first one's check instead of
+        each paying a store read and a scrypt, and, from one address, counting against the
+        backoff as checks under way. Its outcome, success or failure, is theirs too."""
+        flight = VerificationCache.plain_key(credentials.key_id, credentials.secret)
+        running = self._plain_checks.get(flight)
+        if running is None:
+            ticket = self._admit("PLAIN", peer, credentials.key_id)
+            running = _started(self._settled(ticket, self._checked_plain(credentials)))
+            self._plain_checks[flight] = running
+            running.add_done_callback(lambda _done: self._plain_checks.pop(flight, None))
+        return await asyncio.shield(running)
 
     async def _settled(self, ticket: Ticket, check: Awaitable[T]) -> T:
         """Await a check admitted by `ticket` and tell the backoff how it ended."""
@@ -260,15 +285,22 @@ class Authenticator:
             if self._metrics is not None:
                 self._metrics.cache_hit(mechanism)
             return cached
-        ticket = self._admit(mechanism, peer, key_id)
+        running = self._scram_reads.get((key_id, mechanism))  # one read per key at a time
+        if running is None:
+            ticket = self._admit(mechanism, peer, key_id)
 
-        async def read() -> ScramLogin:
-            found = await self._in_thread(lambda: self._store.scram_login(key_id, mechanism))
-            if found is None:
-                raise _Refused(REJECTED)
-            return found
+            async def read() -> ScramLogin:
+                found = await self._in_thread(lambda: self._store.scram_login(key_id, mechanism))
+                if found is None:
+                    raise _Refused(REJECTED)
+                return found
 
-        return await self._settled(ticket, read())
+            running = _started(self._settled(ticket, read()))
+            self._scram_reads[(key_id, mechanism)] = running
+            running.add_done_callback(
+                lambda _done: self._scram_reads.pop((key_id, mechanism), None)
+            )
+        return await asyncio.shield(running)
 
     async def _record_use(self, key_id: str) -> None:
         """`last_used_at` is telemetry: failing to write it does not fail the login, and it is

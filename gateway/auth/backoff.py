@@ -7,8 +7,11 @@ verification cache first), so a key's owner whose secret was verified once is ne
 - Per source address (an IPv4 address; an IPv6 /64, what one host usually holds): the first
   `free_failures` failed checks are free; after that the address waits `initial_s * 2**k` (k
   failures past the free ones, capped at `max_s`) from its last failure before its next check.
-  Checks under way count as failures until they end, so a burst of parallel attempts cannot all
-  slip in before the first failure is known. Attempts refused meanwhile do not extend the wait
+  Once an address has failed, its checks under way count as failures until they end, so a burst
+  of parallel attempts cannot all slip in before the next failure is known. An address that has
+  not failed may have any number of checks under way (many clients behind one NAT logging in at
+  once are not throttled); each beyond the first pays its key's bucket below, so a first burst of
+  guesses against one key gets at most `key_burst` checks, and the hashing queue bounds the rest. Attempts refused meanwhile do not extend the wait
   (the address gets its next check on schedule however hard it hammers). An address quiet for
   `max_s` since its last failure is forgotten. A success does not forgive earlier failures (an
   attacker could interleave logins of its own key).
@@ -115,8 +118,13 @@ class LoginBackoff:
         address = address_key(peer)
         state = self._address(address, now)
         pending = state.failures + state.in_flight
-        if pending >= self.policy.free_failures and (
-            state.in_flight > 0 or now < state.last_failure + self.policy.delay_s(state.failures)
+        if (
+            state.failures > 0
+            and pending >= self.policy.free_failures
+            and (
+                state.in_flight > 0
+                or now < state.last_failure + self.policy.delay_s(state.failures)
+            )
         ):
             return None
         paid = pending > 0

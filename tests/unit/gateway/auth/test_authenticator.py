@@ -423,3 +423,60 @@ def test_once_a_secret_is_verified_other_secrets_for_the_key_fail_unchecked(
     assert harness.authenticator.backoff.wait_s("10.0.0.9") == 0.0  # 1 failure of 2 free
     assert not plain_from(harness, "10.0.0.9", "wrong")
     assert harness.authenticator.backoff.wait_s("10.0.0.9") > 0, "they count against the address"
+
+
+def test_a_pool_logging_in_together_with_one_key_shares_one_check() -> None:
+    harness = throttling_harness()  # two checks under way from one address would be throttled
+
+    async def run() -> list[bool]:
+        async def login(secret: str) -> bool:
+            exchange = harness.authenticator.exchange("PLAIN", "10.0.0.1")
+            try:
+                await exchange.evaluate(f"\0{KEY}\0{secret}".encode())
+            except AuthenticationFailed:
+                return False
+            return True
+
+        return await asyncio.gather(*(login(SECRET) for _ in range(20)))
+
+    assert asyncio.run(run()) == [True] * 20
+    assert harness.store.reads == 1, "one store read and one scrypt for the twenty"
+    assert harness.count("pier_gateway_secret_checks_total", outcome="match") == 1
+    assert harness.count("pier_gateway_authentication_throttled_total", mechanism="PLAIN") == 0
+
+
+def test_the_same_wrong_secret_sent_together_is_checked_once_and_fails_every_login() -> None:
+    harness = throttling_harness()
+
+    async def run() -> list[bool]:
+        async def login() -> bool:
+            exchange = harness.authenticator.exchange("PLAIN", "10.0.0.1")
+            try:
+                await exchange.evaluate(f"\0{KEY}\0wrong".encode())
+            except AuthenticationFailed:
+                return False
+            return True
+
+        return await asyncio.gather(*(login() for _ in range(8)))
+
+    assert asyncio.run(run()) == [False] * 8
+    assert harness.count("pier_gateway_secret_checks_total", outcome="mismatch") == 1
+    assert harness.count("pier_gateway_authentication_failures_total", mechanism="PLAIN") == 8
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_a_pool_logging_in_together_with_scram_shares_one_store_read(mechanism: str) -> None:
+    harness = throttling_harness()
+
+    async def run() -> list[bool]:
+        async def login() -> bool:
+            exchange = harness.authenticator.exchange(mechanism, "10.0.0.1")
+            client = ScramClient(mechanism, KEY, SECRET)
+            first = await exchange.evaluate(client.first())
+            step = await exchange.evaluate(client.final(first.challenge))
+            return step.authenticated is not None
+
+        return await asyncio.gather(*(login() for _ in range(12)))
+
+    assert asyncio.run(run()) == [True] * 12
+    assert harness.store.reads == 1

@@ -1,5 +1,5 @@
 """`LoginBackoff` with an injected clock: free failures, exponential waits per address (IPv6 per
-/64), checks under way counted, the per-key budget for suspect addresses only, forgiveness after
+/64), checks under way counted once an address has failed, the per-key budget for suspect addresses only, forgiveness after
 a quiet period, and bounded tables."""
 
 from __future__ import annotations
@@ -72,15 +72,32 @@ def test_other_addresses_are_not_slowed() -> None:
     assert guard.wait_s("10.0.0.2") == 0.0
 
 
-def test_checks_under_way_count_until_they_end() -> None:
+def test_checks_under_way_count_until_they_end_once_the_address_has_failed() -> None:
     guard, _ = backoff()
-    tickets = [guard.admit("10.0.0.1", f"KEYID0000000000{i}") for i in range(3)]
+    fail(guard, "10.0.0.1", "KEYID00000000009")
+    tickets = [guard.admit("10.0.0.1", f"KEYID0000000000{i}") for i in range(2)]
     assert all(tickets)
     assert guard.admit("10.0.0.1", "KEYID00000000005") is None  # 3 pending: no 4th in parallel
     for ticket in tickets:
         assert ticket is not None
         guard.succeeded(ticket)
     assert guard.admit("10.0.0.1", "KEYID00000000005") is not None
+
+
+def test_a_clean_address_logs_in_many_keys_at_once_each_beyond_the_first_paying_its_key() -> None:
+    """Many clients behind one NAT, each with its own key, logging in together."""
+    guard, _ = backoff()
+    tickets = [guard.admit("10.0.0.1", f"KEYID000000000{i:02}") for i in range(20)]
+    assert all(tickets)
+    assert [ticket.paid_key_token for ticket in tickets if ticket is not None] == [False] + [
+        True
+    ] * 19
+
+
+def test_a_first_burst_of_guesses_against_one_key_gets_the_key_budget() -> None:
+    guard, _ = backoff()
+    admitted = [guard.admit("10.0.0.1", KEY) for _ in range(10)]
+    assert sum(ticket is not None for ticket in admitted) == 1 + POLICY.key_burst
 
 
 def test_abandoned_checks_are_not_failures() -> None:
