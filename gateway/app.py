@@ -236,15 +236,6 @@ class Gateway:
         ledger.start()
         return ledger
 
-    def _hashing(self) -> HashingPool:
-        """The bounded threads that check secrets (docs/security.md, logins); closed by `stop`."""
-        self._hash_pool = HashingPool(
-            self.config.setting("sasl.hash.threads"),
-            self.config.setting("sasl.hash.queue.size"),
-            self.config.setting("sasl.hash.queue.timeout.ms") / 1000,
-        )
-        return self._hash_pool
-
     def _tls(self) -> ssl.SSLContext | None:
         if self.config.tls_cert is None or self.config.tls_key is None:
             return None
