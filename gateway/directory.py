@@ -3,7 +3,7 @@
 Owns: `TenantDirectory` — each tenant's record, namespace and ACLs, loaded on first use from the
 tenant store (in a worker thread) and kept current by the change feed; the registry of live
 authenticated sessions (per tenant and per API key), so that a revoked key, or a suspended or
-deleted tenant, loses its open connections within the feed's latency (DESIGN.md: within 1 s);
+deleted tenant, loses its open connections within the feed's latency (docs/security.md: within 1 s);
 and the tenant's connection limit. `apply(change)` is what the change feed's follower
 (`gateway.feed_follower`) calls for each change, in version order: ACL changes reload the tenant's
 ACLs, tenant changes reload the tenant (closing its sessions unless it is active), quota changes

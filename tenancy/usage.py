@@ -3,7 +3,7 @@
 Owns: the two record kinds (a traffic window, a storage sample), their JSON encoding (one UTF-8
 object, `v` first, compact, keys in a fixed order so the same record always encodes to the same
 bytes), the Kafka key (the record id), the partition (by tenant id, so one tenant's records stay in
-order), the id formats, and validation. DESIGN.md "Usage records" is the prose of this module; the
+order), the id formats, and validation. docs/gateway.md "Usage" is the prose of this module; the
 golden files in `tests/golden/usage/` pin the bytes and are read by the gateway's and billing's
 tests alike.
 

@@ -4,7 +4,7 @@ Owns: `HttpServer` (start/stop of the aiohttp site, TLS with the gateway's certi
 has one), resolving the `Caller` of a request — HTTP Basic with an API key (key id : secret),
 checked by the gateway's `Authenticator` exactly as a SASL/PLAIN login (same store, same failure
 delay, same `event=sasl_failed` log line, same metrics; a success is reused for one second, the
-bound DESIGN.md sets for a revocation to reach open connections), then the tenant's state from the
+bound docs/security.md sets for a revocation to reach open connections), then the tenant's state from the
 `TenantDirectory` (a tenant that is not active is refused 403) and its quotas loaded into the
 `QuotaBook` — and the error middleware: every `ApiError` becomes Confluent's error JSON with its
 status (401 with `WWW-Authenticate`, 429/503 with `Retry-After`), aiohttp's own refusals (404,

@@ -1,4 +1,4 @@
-"""The gateway's API table (`gateway-apis.md` as code): which APIs it serves, at which versions,
+"""The gateway's API table (docs/gateway.md, "A request's way"): which APIs it serves, at which versions,
 and how; what it advertises in ApiVersions is derived from it.
 
 Three kinds of API are served:

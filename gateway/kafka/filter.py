@@ -2,7 +2,7 @@
 one-module-per-API filters in `gateway/kafka/filters/`.
 
 A filter module declares `API_KEY`, `MIN_VERSION`, `MAX_VERSION` (the versions the gateway serves
-for that API: its CAP from `gateway-apis.md`) and `async def handle(ctx, request) -> Forward |
+for that API: its cap in `gateway/kafka/api_table.py`) and `async def handle(ctx, request) -> Forward |
 Reply`. The request is the client's kio request entity, decoded; the filter returns either
 - `Forward(request, on_response)`: the rewritten request (tenant names prefixed) goes to the
   upstream broker, and `on_response` turns the broker's decoded response into the client's (names

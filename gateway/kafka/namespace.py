@@ -2,7 +2,7 @@
 
 Owns: adding the prefix on the way in (`fleet`), stripping it on the way out (`local`), and the
 rule that anything not carrying this tenant's prefix is not the tenant's (fail closed). Tenant ids
-never contain `_` or `.` (DESIGN.md "Tenancy and the gateway"), so the first `_` ends the prefix and
+never contain `_` or `.` (docs/gateway.md, "Names"), so the first `_` ends the prefix and
 no two tenants' names collide, not even under Kafka's rule that `.` and `_` collide in topic names.
 Internal topics (`__consumer_offsets`, `__transaction_state`, `__usage`) start with `_`, which no
 tenant id does, so they are never a tenant's. Topic names get at most 249 characters in the fleet,

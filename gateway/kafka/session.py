@@ -11,7 +11,7 @@ sequence depends on it), while answers arrive asynchronously and leave in reques
 throttled client is muted: the pump takes no request until the throttle has passed.
 
 Before authentication only ApiVersions and SASL are answered and frames over 512 KiB close the
-connection (DESIGN.md "Limits"); an API the gateway does not serve is refused by closing the
+connection (docs/security.md); an API the gateway does not serve is refused by closing the
 connection, never forwarded. The login's session lifetime (KIP-368) is enforced by a timer: a
 client that re-authenticates in time keeps its connection.
 

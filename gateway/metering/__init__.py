@@ -1,5 +1,5 @@
 """Usage metering of the gateway: counters per request, `__usage` traffic windows and storage
-samples (DESIGN.md "Usage records"; the record contract is `tenancy.usage`).
+samples (the record contract is `tenancy.usage`; docs/design.md, "A tenant's request").
 
 `UsageMeter` counts on the event loop's hot path; `UsageWriter` cuts it and writes `__usage` with
 an idempotent producer; `StorageSampler` sizes tenant partitions on their leaders. Everything runs

@@ -6,7 +6,7 @@ milliseconds accrued), so each open connection accrues for exactly the part of e
 open. `cut(now_ms)` closes the current window and returns its non-zero records with ids
 `<gateway id>/<incarnation>/<sequence>` from a sequence that never repeats in this process.
 
-A window never crosses a UTC hour boundary (DESIGN.md "Usage records"): the writer cuts at every
+A window never crosses a UTC hour boundary (docs/gateway.md, "Usage"): the writer cuts at every
 boundary; should a cut come late, the window is closed at the boundary (connection time split
 exactly there, the other counters, which carry no timestamps, stay in the earlier hour) and a new
 one runs from the boundary to `now_ms`.

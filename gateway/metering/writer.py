@@ -10,7 +10,7 @@ producer replaced meanwhile, the copy that lands twice has the same ids and bill
 Beyond `max_pending` records the oldest are dropped and counted as lost.
 
 Failure contract: a gateway that crashes loses at most what it had not flushed (its current window
-and pending records): under-billing, never double billing (DESIGN.md "Usage records"). `stop()`
+and pending records): under-billing, never double billing (docs/gateway.md, "Usage"). `stop()`
 makes a last cut and flush, bounded by `stop_timeout_s`; what it cannot write is counted as lost.
 Runs on the event loop; not thread-safe.
 """

@@ -1,4 +1,4 @@
-"""Client quotas at the gateway, as Kafka enforces them per broker (DESIGN.md "Quotas").
+"""Client quotas at the gateway, as Kafka enforces them per broker (README.md, "The gateway").
 
 Owns: Kafka's windowed rate (`SampledRate`) and throttle arithmetic, per-quota rate sensors keyed
 by the matched quota entity (`ClientQuotaManager`, with a tenant-wide `TenantAggregate`), the

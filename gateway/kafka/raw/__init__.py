@@ -3,7 +3,7 @@
 A Produce request and a Fetch response carry megabytes of record batches, so the gateway never
 decodes them with kio: it walks the frame with a bounds-checked `Reader`, and emits the rewritten
 message as buffer parts — small new bytes for renamed fields, views of the original buffer for
-the record sets — for `transport.writelines` (DESIGN.md "Tenancy and the gateway", hot path).
+the record sets — for `transport.writelines` (docs/gateway.md, "A request's way").
 The cost per message grows with the number of topics and partitions, never with record bytes.
 Pure; thread-safe.
 """

@@ -3,7 +3,7 @@
 Owns: parsing a Produce body into `ProduceRequestView` — names and numbers decoded, each
 partition's record set kept as a view of the request buffer — and writing the body back out as
 buffer parts with the topic names and transactional id replaced. The records are never decoded or
-copied: the rebuilt body holds the very views the parse made (DESIGN.md "Tenancy and the gateway",
+copied: the rebuilt body holds the very views the parse made (docs/gateway.md, "A request's way",
 hot path). Unknown tagged fields are dropped at every level: Produce ≤ 12 defines none, and a field
 the gateway cannot read could carry a name it cannot prefix, so it is never forwarded (fail
 closed). Pure; thread-safe.
