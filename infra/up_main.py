@@ -74,7 +74,8 @@ def start_admin_api(stack: Stack, args: argparse.Namespace) -> str:
     api = stack.start_admin_api(db_url, port=args.admin_port, gateway_http=(http,) if http else ())
     where = f"tenant store {shown(db_path)}, log {shown(api.log_path)}"
     token_file = shlex.quote(shown(args.root / OPERATOR_TOKEN))
-    return f"admin API: {api.url}  ({where})\n{token_note}\n\n" + admin_snippets(
+    console = f"operator console: {api.url}/console/ (sign in with the operator token)\n"
+    return f"admin API: {api.url}  ({where})\n{console}{token_note}\n\n" + admin_snippets(
         api.url, token_file, args.pier
     )
 
