@@ -49,6 +49,7 @@ from gateway.http.server import AUTH_CACHE_S
 from infra.admin_api import start_admin_api
 from tenancy.domain import DEFAULT_ENTITY, QuotaEntity
 from tenancy.usage import TrafficRecord
+from tests.conftest import remember_log
 from tests.e2e.gateway.broker_log import usage_records
 from tests.e2e.gateway.http_stack import TenantHttp, http_gateway_stack, http_url, wait_http
 from tests.e2e.gateway.sasl_wire import authenticate, open_raw
@@ -120,6 +121,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
     with http_gateway_stack(Path(tmp_path_factory.mktemp("held-http")), settings) as running:
         wait_http(running)
         yield running
+
+
+@pytest.fixture(autouse=True)
+def _logs(stack: GatewayStack, request: pytest.FixtureRequest) -> None:
+    """The gateway's and broker's log tails on a failing test's report."""
+    if stack.gateway is not None:
+        remember_log(request.node, "gateway", stack.gateway.log_path)
+    if stack.broker is not None:
+        remember_log(request.node, "broker", stack.broker.log_path)
 
 
 @pytest.fixture(scope="module")
