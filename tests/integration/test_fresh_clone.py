@@ -1,6 +1,6 @@
 """The README's first command on a fresh clone (issue 22): `infra/up` from a clone of the
 repository with no virtualenv makes one, installs what every process it starts needs, and keeps
-running: the billing rollup completes a round against the demo tenant's usage (its log a JSON
+running: both web consoles it prints answer, the billing rollup completes a round against the demo tenant's usage (its log a JSON
 report a line, no Spark progress bars), then Ctrl-C stops everything with exit 0.
 
 The clone is `git clone` of this repository, so it holds what is committed (CI tests a fresh
@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,7 +85,11 @@ def test_infra_up_on_a_fresh_clone_installs_what_it_runs_and_keeps_running(
             env=env,
         )
     try:
-        wait_for_output(output, process, "Press Ctrl-C", timeout=INSTALL_AND_START_S)
+        printed = wait_for_output(output, process, "Press Ctrl-C", timeout=INSTALL_AND_START_S)
+        for console in ("operator console: ", "tenant console: "):
+            url = next(line for line in printed.splitlines() if line.startswith(console)).split()[2]
+            with urllib.request.urlopen(url, timeout=10) as page:  # what a browser opens first
+                assert page.status == 200 and b"<html" in page.read().lower(), url
         log = tmp_path / "state" / "billing.log"
 
         def a_round_completed() -> bool:
