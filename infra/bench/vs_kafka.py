@@ -233,16 +233,32 @@ def process_tree(pids: Sequence[int]) -> list[int]:
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:
-    """utime+stime (and reaped children's) of the processes and their descendants."""
-    total = 0
+    """CPU time of the processes and their descendants, and of their reaped children. A live
+    process's own time is the larger of its threads' `/proc/PID/task/TID/schedstat` (nanoseconds
+    on a CPU) and `stat`'s utime+stime, which count whole clock ticks (10 ms): a short run's
+    sendfile-served consume costs less than one tick and would read as no CPU at all, while
+    threads that have exited are only in `stat`."""
+    total = 0.0
     for pid in process_tree(pids):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         # after the name: state(0) ppid ... utime(11) stime(12) cutime(13) cstime(14)
-        total += sum(int(fields[i]) for i in (11, 12, 13, 14))
-    return total / TICKS
+        ticks = sum(int(fields[i]) for i in (11, 12)) / TICKS
+        reaped = sum(int(fields[i]) for i in (13, 14)) / TICKS
+        total += max(ticks, _threads_on_cpu_s(pid)) + reaped
+    return total
+
+
+def _threads_on_cpu_s(pid: int) -> float:
+    total_ns = 0
+    for task in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total_ns += int(task.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that has just exited
+    return total_ns / 1e9
 
 
 def peak_rss_mib(pids: Sequence[int]) -> float:
@@ -300,7 +316,8 @@ def measured(
     start = time.perf_counter()
     mb_per_s, extra = action()
     seconds = time.perf_counter() - start
-    return mb_per_s, cpu_seconds(server.pids()) - before, {"wall_s": round(seconds, 2), **extra}
+    cpu = max(0.0, cpu_seconds(server.pids()) - before)  # the two clocks may disagree by a tick
+    return mb_per_s, cpu, {"wall_s": round(seconds, 2), **extra}
 
 
 # --- the tools -----------------------------------------------------------------------------------
