@@ -79,6 +79,18 @@ class ByteBudget:
         self.used += size
         return Charge(self, size)
 
+    def take_up_to(self, wanted: int) -> Charge | None:
+        """As many of `wanted` bytes as are free now (all of them from an empty pool, up to its
+        capacity), for an answer whose size the taker can bound; None when nothing is free or
+        connections wait before us."""
+        self._drop_cancelled()
+        free = self.capacity - self.used
+        if self._waiters or free <= 0 or wanted <= 0:
+            return None
+        size = min(wanted, free)
+        self.used += size
+        return Charge(self, size)
+
     def wait(self, size: int, granted: Callable[[Charge], None]) -> Waiter:
         """Queue for `size` bytes; `granted(charge)` is called (deferred) once they are taken."""
         waiter = Waiter(size, granted)

@@ -226,6 +226,11 @@ class ClientConnection(asyncio.Protocol, Channel):
         self._tenant_id = tenant_id
         self._guard.authenticated(self)
 
+    def take_answer_bytes(self, wanted: int) -> Charge | None:
+        if self._tenant_id is None:
+            return None
+        return self._guard.tenant_budget(self._tenant_id).take_up_to(wanted)
+
     def close(self) -> None:
         if self._transport is not None and not self._transport.is_closing():
             self._closing_at = self._guard.clock()

@@ -7,7 +7,9 @@ tenant's dropped, record batches passed on as the broker's bytes). A replica fet
 Every decision is the session's `TenantPolicy`'s (the policy stage, `gateway.policy`): topics the
 caller may not READ get TOPIC_AUTHORIZATION_FAILED (that rare answer is merged through kio);
 `max_bytes` is capped by the consumer byte-rate quota's window (Kafka's
-`getMaxValueInQuotaWindow`); the answer's record bytes are charged to that quota, and a throttled
+`getMaxValueInQuotaWindow`) and then by the tenant's byte budget (`queued.max.request.bytes`): the
+answer's bytes are held from it until the answer has gone to the client, so a tenant's fetches
+cannot grow the gateway past its budget (64 KiB when none is free); the answer's record bytes are charged to that quota, and a throttled
 fetch goes out with no records and its bytes taken back, as Kafka does. Metering counts each
 topic's record bytes delivered. Runs on the event loop; not thread-safe.
 """
@@ -29,6 +31,7 @@ from gateway.kafka.response_frames import body_offset, with_throttle
 
 API_KEY = 1
 CONSUMER_REPLICA_ID = -1
+UNHELD_ANSWER_BYTES = 64 * 1024  # a fetch's max_bytes while the tenant's budget has nothing free
 
 
 def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offset: int) -> None:
@@ -40,8 +43,13 @@ def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offse
         return
     namespace = session.tenant.namespace
     denied = {t.topic for t in request.topics if not policy.allowed("READ", "TOPIC", t.topic)}
+    # The answer is held in the gateway on its way: its bytes come from the tenant's budget, and
+    # `max_bytes` is cut to what was held (a floor when none is free; the broker's first batch
+    # is always whole, KIP-74).
+    wanted = policy.fetch_max_bytes(exchange.subject, request.max_bytes)
+    held = session.hold_answer_bytes(wanted)
     changes: dict[str, Any] = {
-        "max_bytes": policy.fetch_max_bytes(exchange.subject, request.max_bytes),
+        "max_bytes": held.size if held is not None else min(wanted, UNHELD_ANSWER_BYTES),
         "topics": tuple(
             dataclasses.replace(t, topic=namespace.fleet(t.topic))
             for t in request.topics
@@ -62,6 +70,13 @@ def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offse
     subject = exchange.subject
 
     def on_response(answer: memoryview | None) -> None:
+        try:
+            answered(answer)
+        finally:
+            if held is not None:
+                session.release_answer_bytes(held)
+
+    def answered(answer: memoryview | None) -> None:
         if answer is None:
             return
         started = time.perf_counter()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from gateway.kafka.byte_budget import Charge
 from gateway.kafka.exchange import Buffer, Exchange
 from gateway.kafka.metrics import GatewayMetrics
 from gateway.kafka.services import SessionServices, TenantState
@@ -45,6 +46,10 @@ class RequestSession(Protocol):
     def throttled(self, throttle_ms: int) -> None: ...
 
     def refuse(self, reason: str) -> None: ...
+
+    def hold_answer_bytes(self, wanted: int) -> Charge | None: ...
+
+    def release_answer_bytes(self, charge: Charge) -> None: ...
 
 
 def session_policy(

@@ -87,6 +87,10 @@ class Channel:
         """The login succeeded: the connection's frames are the tenant's from now on."""
         raise NotImplementedError
 
+    def take_answer_bytes(self, wanted: int) -> Charge | None:
+        """Up to `wanted` bytes of the tenant's budget for an answer (None: none free)."""
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -116,6 +120,7 @@ class Session:
         self._frames: deque[tuple[memoryview, Charge | None]] = deque()
         self._taking: Charge | None = None  # the charge of the frame being handled
         self._answering: deque[Charge | None] = deque()  # one per reserved answer slot, in order
+        self._answer_holds: set[Charge] = set()  # budget held for answers still on their way
         self._busy = False
         self._muted_until = 0.0
         self._unmute: asyncio.TimerHandle | None = None
@@ -523,9 +528,23 @@ class Session:
         self._release_all()
         self.channel.close()
 
+    def hold_answer_bytes(self, wanted: int) -> Charge | None:
+        """Hold up to `wanted` bytes of the tenant's budget for an answer on its way (a Fetch's:
+        its `max_bytes` is cut to what was held); `release_answer_bytes` once it has left, or
+        the session's close gives it back."""
+        charge = self.channel.take_answer_bytes(wanted)
+        if charge is not None:
+            self._answer_holds.add(charge)
+        return charge
+
+    def release_answer_bytes(self, charge: Charge) -> None:
+        self._answer_holds.discard(charge)
+        charge.release()
+
     def _release_all(self) -> None:
         charges = [charge for _frame, charge in self._frames]
-        charges += [*self._answering, self._taking]
+        charges += [*self._answering, self._taking, *self._answer_holds]
+        self._answer_holds.clear()
         self._frames.clear()
         self._answering.clear()
         self._taking = None
