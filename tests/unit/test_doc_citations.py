@@ -1,5 +1,5 @@
 """The project cites only its own documents (issue 22): no file in the repository points a reader
-at `DESIGN.md` or `gateway-apis.md`, the starting design, which is not part of the repository."""
+at the starting design's two documents (`FOREIGN` below), which are not part of the repository."""
 
 from __future__ import annotations
 
