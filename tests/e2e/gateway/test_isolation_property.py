@@ -480,7 +480,7 @@ def run_property(stack: GatewayStack, pool: NamePool, traffic: Traffic) -> None:
     def sequences(draw: st.DrawFn) -> list[Step]:
         steps: list[Step] = []
         for _ in range(draw(st.integers(1, 4))):
-            if draw(st.integers(0, 4)) == 0:  # one step in five: a new member's group session
+            if draw(st.integers(0, 7)) == 0:  # one step in eight: a new member's group session
                 steps.append(draw(join_sessions()))
                 continue
             key = draw(st.sampled_from(sorted(apis)))
