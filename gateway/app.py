@@ -124,13 +124,14 @@ class Gateway:
             clock_ms=clock_ms,
         )
         await self.sampler.start()
+        backoff = LoginBackoff(BackoffPolicy.from_settings(config.setting))
         services = SessionServices(
             authenticator=Authenticator(
                 store,
                 failure_delay_s=config.setting("sasl.failure.delay.ms") / 1000,
                 metrics=AuthMetrics(self.registry),
                 hashing=self._hashing(),
-                backoff=LoginBackoff(BackoffPolicy.from_settings(config.setting)),
+                backoff=backoff,
             ),
             directory=directory,
             throttling=GatewayThrottling(
@@ -162,6 +163,7 @@ class Gateway:
             guard=ConnectionGuard(
                 ConnectionLimits.from_settings(config.setting, config.connections_per_ip_overrides),
                 registry=self.registry,
+                failing=lambda host: backoff.wait_s(host) > 0,
             ),
         )
         await self.listeners.start(fleet.broker_ids())

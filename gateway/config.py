@@ -82,6 +82,7 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     "frame.read.timeout.ms": (30_000, 100, 3_600_000),
     "connections.max.idle.ms": (600_000, 1000, 2**31 - 1),
     "queued.max.request.bytes": (32 * 1024 * 1024, 1024, 2**40),
+    "failed.login.connection.rate": (10, 1, 1_000_000),
     "verification.cache.ttl.ms": (60_000, 0, 3_600_000),
     "fleet.refresh.interval.ms": (10_000, 100, 3_600_000),
     "gateway.heartbeat.interval.ms": (1_000, 100, 5_000),

@@ -1,7 +1,9 @@
 """The gateway-wide bookkeeping that keeps client connections bounded (`ConnectionLimits`).
 
-Owns: admission at accept (the per-address cap, Kafka's `max.connections.per.ip`, and the cap on
-connections not yet logged in), the pool of bytes read before login (gateway-wide) and each
+Owns: admission at accept (the per-address cap, Kafka's `max.connections.per.ip`, the cap on
+connections not yet logged in, and a rate of new connections for an address whose failed logins
+are backing off: its logins fail unchecked anyway, so a flood of guesses is refused at accept
+instead of costing a SASL exchange each, as Kafka's KIP-612 per-IP connection rate would), the pool of bytes read before login (gateway-wide) and each
 tenant's pool of request bytes in flight (`ByteBudget`), the sweep that closes connections past a
 deadline (authentication, a stalled frame, idleness) and the metrics of all of it: closures by
 reason (`pier_gateway_connection_close_total`, as Kafka's `connection-close-total`), and gauges read
@@ -16,6 +18,7 @@ import contextlib
 import logging
 import time
 from collections import Counter as Tally
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -27,6 +30,7 @@ from gateway.kafka.byte_budget import ByteBudget, Defer, call_soon
 from gateway.kafka.connection_limits import ConnectionLimits
 
 log = logging.getLogger("pier.gateway.connection")
+MAX_FAILING_TRACKED = 65_536
 
 # Why the gateway closes a connection on its own (the `reason` label).
 CLOSE_REASONS = (
@@ -37,6 +41,7 @@ CLOSE_REASONS = (
     "frame_read_timeout",
     "idle",
     "frame_too_large",
+    "failed_login_connection_rate",  # an address backing off after failed logins, too fast
     "close_timeout",  # closed by the gateway, but its last answers were never read
 )
 
@@ -59,9 +64,12 @@ class ConnectionGuard:
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
         defer: Defer = call_soon,
+        failing: Callable[[str], bool] = lambda _host: False,
     ) -> None:
         self.limits = limits or ConnectionLimits()
         self.clock = clock
+        self._failing = failing  # the login backoff: this address is waiting out its failures
+        self._failing_rate: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, at
         self._defer = defer
         self.unauthenticated_bytes = ByteBudget(
             self.limits.unauthenticated_buffer_max_bytes, defer=defer
@@ -89,10 +97,25 @@ class ConnectionGuard:
             return "max_connections_per_ip"
         if len(self._unauthenticated) >= self.limits.max_unauthenticated_connections:
             return "max_unauthenticated_connections"
+        if self._failing(host) and not self._take_failing_token(host):
+            return "failed_login_connection_rate"
         self._per_host[host] += 1
         self._connections.add(connection)
         self._unauthenticated.add(connection)
         return None
+
+    def _take_failing_token(self, host: str) -> bool:
+        """A token bucket per failing address (`failed.login.connection.rate` a second, as many
+        at once); the table forgets its oldest entries past `MAX_FAILING_TRACKED`."""
+        rate = self.limits.failed_login_connection_rate
+        now = self.clock()
+        tokens, at = self._failing_rate.pop(host, (rate, now))
+        tokens = min(rate, tokens + (now - at) * rate)
+        taken = tokens >= 1.0
+        self._failing_rate[host] = (tokens - 1.0 if taken else tokens, now)
+        while len(self._failing_rate) > MAX_FAILING_TRACKED:
+            self._failing_rate.popitem(last=False)
+        return taken
 
     def authenticated(self, connection: Guarded) -> None:
         self._unauthenticated.discard(connection)

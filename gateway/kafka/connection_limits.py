@@ -14,6 +14,7 @@ connection may send. Defaults, with Kafka's equivalent where there is one:
 | `connections.max.idle.ms` | 600000 | a connection with no traffic and nothing pending (Kafka's) |
 | `queued.max.request.bytes` | 32 MiB | request bytes in flight per tenant (Kafka's is per broker) |
 | `socket.request.max.bytes` | 100 MiB | the largest frame after login (Kafka's) |
+| `failed.login.connection.rate` | 10 | new connections a second from an address whose failed logins are backing off (KIP-612's per-IP `connection_creation_rate`, applied to failing addresses only) |
 
 After login a frame is also limited to the tenant's `max_request_bytes` plus as much again (at
 least 1 MiB), so a request a little over the tenant's limit still gets MESSAGE_TOO_LARGE while one
@@ -44,6 +45,7 @@ class ConnectionLimits:
     queued_max_request_bytes: int = 32 * MiB
     socket_request_max_bytes: int = 100 * MiB
     pre_auth_max_request_bytes: int = PRE_AUTH_MAX_REQUEST_BYTES
+    failed_login_connection_rate: float = 10.0
 
     @classmethod
     def from_settings(
@@ -60,6 +62,7 @@ class ConnectionLimits:
             connections_max_idle_s=setting("connections.max.idle.ms") / 1000,
             queued_max_request_bytes=setting("queued.max.request.bytes"),
             socket_request_max_bytes=setting("socket.request.max.bytes"),
+            failed_login_connection_rate=setting("failed.login.connection.rate"),
         )
 
     def per_ip(self, host: str) -> int:

@@ -498,3 +498,27 @@ def test_a_client_that_never_reads_its_answers_is_idle_however_much_it_has_pendi
     assert connection.overdue(clock.now) is None
     clock.now += 0.2
     assert connection.overdue(clock.now) == "idle"
+
+
+def test_an_address_backing_off_after_failed_logins_gets_new_connections_at_a_rate() -> None:
+    now = [100.0]
+    failing = {"10.0.0.9"}
+    guard = ConnectionGuard(
+        ConnectionLimits(failed_login_connection_rate=3, max_connections_per_ip=1000),
+        clock=lambda: now[0],
+        failing=failing.__contains__,
+    )
+    verdicts = [guard.admit(FakeGuarded(), "10.0.0.9") for _ in range(5)]
+    assert verdicts == [
+        None,
+        None,
+        None,
+        "failed_login_connection_rate",
+        "failed_login_connection_rate",
+    ]
+    assert all(guard.admit(FakeGuarded(), "10.0.0.1") is None for _ in range(20)), "clean: no rate"
+    now[0] += 0.34
+    assert guard.admit(FakeGuarded(), "10.0.0.9") is None  # a token back a third of a second on
+    assert guard.admit(FakeGuarded(), "10.0.0.9") == "failed_login_connection_rate"
+    failing.clear()
+    assert guard.admit(FakeGuarded(), "10.0.0.9") is None, "its backoff over: no rate"
