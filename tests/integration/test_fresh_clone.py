@@ -1,7 +1,8 @@
 """The README's first command on a fresh clone (issue 22): `infra/up` from a clone of the
 repository with no virtualenv makes one, installs what every process it starts needs, and keeps
-running: both web consoles it prints answer, the billing rollup completes a round against the demo tenant's usage (its log a JSON
-report a line, no Spark progress bars), then Ctrl-C stops everything with exit 0.
+running: both web consoles it prints answer, the billing rollup completes a round against the
+demo tenant's usage (its log a JSON report a line, no Spark progress bars), then Ctrl-C stops
+everything with exit 0.
 
 The clone is `git clone` of this repository, so it holds what is committed (CI tests a fresh
 clone of the submission, so there the two are the same). The run installs into an empty venv from
