@@ -3,8 +3,8 @@
 Owns: `HttpServer` (start/stop of the aiohttp site, TLS with the gateway's certificate when it
 has one), resolving the `Caller` of a request — HTTP Basic with an API key (key id : secret),
 checked by the gateway's `Authenticator` exactly as a SASL/PLAIN login (same store, same failure
-delay, same `event=sasl_failed` log line, same metrics; a success is reused for one second, the
-bound docs/security.md sets for a revocation to reach open connections), then the tenant's state from the
+delay, same `event=sasl_failed` log line, same metrics, the same verification cache, which a
+revocation clears before the admin API answers: docs/security.md), then the tenant's state from the
 `TenantDirectory` (a tenant that is not active is refused 403) and its quotas loaded into the
 `QuotaBook` — and the error middleware: every `ApiError` becomes Confluent's error JSON with its
 status (401 with `WWW-Authenticate`, 429/503 with `Retry-After`), aiohttp's own refusals (404,
@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 import logging
 import ssl
-import time
 from typing import Any
 
 from aiohttp import web
@@ -46,8 +44,6 @@ from gateway.http.v3 import V3, json_response
 log = logging.getLogger("pier.gateway.http")
 CALLER_KEY = "pier.caller"
 PUBLIC = frozenset({"/", "/openapi.json"})
-AUTH_CACHE_S = 1.0
-MAX_CACHED_LOGINS = 10_000
 
 
 def error_response(error: ApiError) -> web.Response:
@@ -118,7 +114,6 @@ class HttpServer:
             services.make_cluster, timeout_ms=services.settings.consumer_instance_timeout_ms
         )
         self._runner: web.AppRunner | None = None
-        self._auth_cache: dict[tuple[str, bytes], tuple[Authenticated, float]] = {}
         self.port: int | None = None
 
     def app(self) -> web.Application:
@@ -157,28 +152,18 @@ class HttpServer:
         await self.registry.stop()
 
     async def _authenticated(self, key_id: str, secret: str, peer: str = "") -> Authenticated:
-        """The key's login, as a SASL/PLAIN login would get it (the same verification cache,
-        failed-login backoff per `peer` address and bounded hashing threads); a success is
-        remembered for `AUTH_CACHE_S` (so a revocation or expiry reaches HTTP requests within a
-        second, as it reaches open Kafka connections)."""
-        cache_key = (key_id, hashlib.sha256(secret.encode()).digest())
-        now = time.monotonic()
-        cached = self._auth_cache.get(cache_key)
-        if cached is not None and cached[1] > now:
-            expires_ms = cached[0].key_expires_at_ms
-            if expires_ms is None or expires_ms > self.services.session.clock_ms():
-                return cached[0]
+        """The key's login, as a SASL/PLAIN login would get it, on every request: the same
+        verification cache (a dict lookup for a key verified before, forgotten the moment the
+        change feed delivers a revocation, so a key revoked through the admin API is refused by
+        the time it answers), failed-login backoff per `peer` address and bounded hashing
+        threads."""
         exchange = self.services.session.authenticator.exchange("PLAIN", peer)
         token = b"\0" + key_id.encode() + b"\0" + secret.encode()
         try:
             step = await exchange.evaluate(token)
         except AuthenticationFailed:
-            self._auth_cache.pop(cache_key, None)
             raise ApiError(401, FAILED_MESSAGE, 401) from None
         assert step.authenticated is not None
-        if len(self._auth_cache) >= MAX_CACHED_LOGINS:
-            self._auth_cache.clear()
-        self._auth_cache[cache_key] = (step.authenticated, now + AUTH_CACHE_S)
         return step.authenticated
 
     async def _root(self, request: web.Request) -> web.StreamResponse:
