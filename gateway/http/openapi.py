@@ -305,6 +305,7 @@ def _schemas() -> dict[str, Any]:
             **{
                 "auto.offset.reset": {"type": "string", "enum": ["earliest", "latest", "none"]},
                 "auto.commit.enable": {"type": "string", "enum": ["true", "false"]},
+                "max.poll.records": {"type": "integer", "minimum": 1, "maximum": 10000},
             },
         ),
         "ConsumerInstance": _obj(
@@ -363,6 +364,13 @@ def openapi_document(server_url: str) -> dict[str, Any]:
             "in": "query",
             "required": False,
             "schema": {"type": "integer", "minimum": 1, "maximum": 67108864},
+        },
+        {
+            "name": "max_records",
+            "in": "query",
+            "required": False,
+            "description": "at most this many records (default: the instance's max.poll.records)",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 10000},
         },
     ]
 
