@@ -16,7 +16,6 @@ import datetime
 import os
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +23,7 @@ from confluent_kafka import Consumer, Producer
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 
 from tenancy.domain import DEFAULT_LIMITS
+from tests.adversarial.test_connections import rss_bytes
 from tests.e2e.gateway.sasl_wire import login
 from tests.e2e.raw_wire import RawConnection, frame, request_bytes
 from tests.e2e.request_fuzz import plain_entity
@@ -48,14 +48,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
             limits = dataclasses.replace(DEFAULT_LIMITS, max_request_bytes=8 * MiB)
             store.update_tenant("acme", limits=limits, actor=OPERATOR)
         yield stack
-
-
-def rss_bytes(stack: GatewayStack) -> int:
-    assert stack.gateway is not None
-    for line in Path(f"/proc/{stack.gateway.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * KiB
-    raise AssertionError("no VmRSS")
 
 
 def fill(stack: GatewayStack, topic: str) -> None:
