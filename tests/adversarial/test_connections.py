@@ -14,18 +14,16 @@ import select
 import socket
 import struct
 import threading
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from prometheus_client.parser import text_string_to_metric_families
 
 from infra.probes import free_port
 from tenancy.domain import DEFAULT_LIMITS
+from tests.adversarial.gateway_probes import gateway_metric, rss_bytes
 from tests.e2e.gateway.sasl_wire import login
 from tests.e2e.raw_wire import RawConnection
 from tests.gateway_stack import OPERATOR, GatewayStack
@@ -64,38 +62,14 @@ def gateway_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayS
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def rss_bytes(stack: GatewayStack) -> int:
-    assert stack.gateway is not None
-    for line in Path(f"/proc/{stack.gateway.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * KiB
-    raise AssertionError("no VmRSS")
-
-
 def metric(stack: GatewayStack, name: str, **labels: str) -> float:
-    assert stack.gateway is not None and stack.gateway.metrics_port is not None
-    url = f"http://127.0.0.1:{stack.gateway.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as answer:
-        text = answer.read().decode()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
+    return gateway_metric(stack, name, **labels)
 
 
 def open_connections(stack: GatewayStack) -> float:
     """Client connections the gateway holds: not yet logged in, plus every tenant's."""
-    assert stack.gateway is not None and stack.gateway.metrics_port is not None
-    url = f"http://127.0.0.1:{stack.gateway.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as answer:
-        text = answer.read().decode()
-    wanted = ("pier_gateway_unauthenticated_connections", "pier_gateway_connections")
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name in wanted
+    return gateway_metric(stack, "pier_gateway_unauthenticated_connections") + gateway_metric(
+        stack, "pier_gateway_connections"
     )
 
 

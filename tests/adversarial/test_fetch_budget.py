@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, Producer
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 
 from tenancy.domain import DEFAULT_LIMITS
-from tests.adversarial.test_connections import rss_bytes
+from tests.adversarial.gateway_probes import rss_bytes
 from tests.e2e.gateway.sasl_wire import login
 from tests.e2e.raw_wire import RawConnection, frame, request_bytes
 from tests.e2e.request_fuzz import plain_entity

@@ -24,7 +24,6 @@ import http.client
 import socket
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -37,9 +36,9 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
-from prometheus_client.parser import text_string_to_metric_families
 
 from infra.probes import free_port
+from tests.adversarial.gateway_probes import gateway_metric
 from tests.e2e.raw_wire import RawConnection, frame, request_bytes
 from tests.gateway_stack import OPERATOR, Credentials, GatewayStack
 from tests.polling import wait_until
@@ -70,20 +69,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory, http_port: int) -> Iterator[
         gateway_metrics_port=free_port(),
     ) as started:
         yield started
-
-
-def gateway_counter(stack: GatewayStack, name: str, **labels: str) -> float:
-    """The gateway's counter `name` (a `_total` sample), summed over samples matching `labels`."""
-    assert stack.gateway is not None and stack.gateway.metrics_port is not None
-    url = f"http://127.0.0.1:{stack.gateway.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name and labels.items() <= sample.labels.items()
-    )
 
 
 def fresh_tenant(stack: GatewayStack, accounts: int = 1) -> list[Credentials]:
@@ -155,7 +140,7 @@ def flooding(stack: GatewayStack, key_id: str, source: str) -> Iterator[Flood]:
     """The flood runs inside the block (and at least until the gateway has failed 200 of its
     guesses: the attack is in full swing); it is stopped and joined on the way out."""
     flood = Flood(stack, key_id, source)
-    failed_before = gateway_counter(stack, "pier_gateway_authentication_failures_total")
+    failed_before = gateway_metric(stack, "pier_gateway_authentication_failures_total")
     threads = [threading.Thread(target=flood.run, daemon=True) for _ in range(ATTACK_THREADS)]
     bound = threading.Timer(ATTACK_MAX_S, flood.stop.set)
     bound.start()
@@ -164,7 +149,7 @@ def flooding(stack: GatewayStack, key_id: str, source: str) -> Iterator[Flood]:
     try:
         wait_until(
             lambda: (
-                gateway_counter(stack, "pier_gateway_authentication_failures_total")
+                gateway_metric(stack, "pier_gateway_authentication_failures_total")
                 >= failed_before + FLOOD_UNDER_WAY
             ),
             what="the flood under way",
@@ -181,15 +166,15 @@ def test_attack_5_wrong_secrets_at_full_speed_starve_no_one(stack: GatewayStack)
     [attacked] = fresh_tenant(stack)
     victims = fresh_tenant(stack, accounts=6)
     cold, warm = victims[:5], victims[5]
-    checks_before = gateway_counter(stack, "pier_gateway_secret_checks_total", outcome="mismatch")
-    throttled_before = gateway_counter(stack, "pier_gateway_authentication_throttled_total")
+    checks_before = gateway_metric(stack, "pier_gateway_secret_checks_total", outcome="mismatch")
+    throttled_before = gateway_metric(stack, "pier_gateway_authentication_throttled_total")
     with flooding(stack, attacked.key_id, "127.0.5.1") as flood:
         for key in [*cold, warm, *[warm] * 14]:  # 5 cold (a scrypt each), then 15 warm
             plain_login(stack, "127.0.5.2", key).close()
         plain_login(stack, "127.0.5.3", attacked).close()  # the attacked key's owner, cold
         sent_by_now = flood.sent
-    checks = gateway_counter(stack, "pier_gateway_secret_checks_total", outcome="mismatch")
-    throttled = gateway_counter(stack, "pier_gateway_authentication_throttled_total")
+    checks = gateway_metric(stack, "pier_gateway_secret_checks_total", outcome="mismatch")
+    throttled = gateway_metric(stack, "pier_gateway_authentication_throttled_total")
     assert sent_by_now >= 100, f"the flood sent only {sent_by_now} guesses"
     wrong_checked = checks - checks_before
     # The free failures, then one check per backoff period (1, 2, 4, 8 ... s): a handful at most.
@@ -287,12 +272,12 @@ def test_attack_5_over_http_basic_wrong_secrets_back_off_too(
     stack: GatewayStack, http_port: int
 ) -> None:
     [attacked] = fresh_tenant(stack)
-    checks_before = gateway_counter(stack, "pier_gateway_secret_checks_total", outcome="mismatch")
-    throttled_before = gateway_counter(stack, "pier_gateway_authentication_throttled_total")
+    checks_before = gateway_metric(stack, "pier_gateway_secret_checks_total", outcome="mismatch")
+    throttled_before = gateway_metric(stack, "pier_gateway_authentication_throttled_total")
     for _ in range(30):
         assert http_status(http_port, "127.0.7.1", attacked.key_id, uuid.uuid4().hex) == 401
-    checks = gateway_counter(stack, "pier_gateway_secret_checks_total", outcome="mismatch")
-    throttled = gateway_counter(stack, "pier_gateway_authentication_throttled_total")
+    checks = gateway_metric(stack, "pier_gateway_secret_checks_total", outcome="mismatch")
+    throttled = gateway_metric(stack, "pier_gateway_authentication_throttled_total")
     assert checks - checks_before <= FREE_FAILURES + 2, "wrong Basic secrets reached a scrypt"
     assert throttled - throttled_before >= 20, "wrong Basic secrets were not refused unchecked"
     assert http_status(http_port, "127.0.7.2", attacked.key_id, attacked.secret) == 200, (

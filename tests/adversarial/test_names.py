@@ -38,11 +38,11 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta
-from prometheus_client.parser import text_string_to_metric_families
 
 from brokers.records.builder import simple_batch
 from infra.probes import free_port
 from tenancy.usage import TrafficRecord
+from tests.adversarial.gateway_probes import gateway_metric
 from tests.e2e.gateway.broker_log import usage_records
 from tests.e2e.gateway.http_stack import wait_http
 from tests.e2e.gateway.sasl_wire import login
@@ -70,19 +70,6 @@ def gateway_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayS
         stack.http_url = f"http://127.0.0.1:{http_port}"  # type: ignore[attr-defined]
         wait_http(stack)
         yield stack
-
-
-def gateway_metric(stack: GatewayStack, name: str) -> float:
-    assert stack.gateway is not None and stack.gateway.metrics_port is not None
-    url = f"http://127.0.0.1:{stack.gateway.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name
-    )
 
 
 def lost_usage_records(stack: GatewayStack) -> float:
