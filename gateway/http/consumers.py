@@ -338,15 +338,15 @@ class ConsumerInstance:
                 advanced[(topic, partition)] = next_offset(raw, start)
                 continue
             for record in polled.records:
-                where = f"{topic}-{partition}@{record.offset}"
+                where = f"topic {topic!r} partition {partition} offset {record.offset}"
                 out.append(
                     {
                         "topic": topic,
                         "partition": partition,
                         "offset": record.offset,
                         "timestamp": record.timestamp_ms,
-                        "key": encode_value(self.format, record.key, where),
-                        "value": encode_value(self.format, record.value, where),
+                        "key": encode_value(self.format, record.key, where, part="key"),
+                        "value": encode_value(self.format, record.value, where, part="value"),
                         "headers": encode_headers(record.headers),
                     }
                 )

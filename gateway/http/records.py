@@ -344,7 +344,9 @@ def _whole_batches(view: memoryview) -> list[tuple[int, BatchHeader]]:
             return found
 
 
-def encode_value(fmt: str, data: bytes | None, where: str) -> Any:
+def encode_value(fmt: str, data: bytes | None, where: str, *, part: str) -> Any:
+    """One part (`part`: "key" or "value") of the record at `where` in the consumer's format;
+    422 naming the part and the record when the json format meets bytes that are not JSON."""
     if data is None:
         return None
     if fmt == "binary":
@@ -355,7 +357,10 @@ def encode_value(fmt: str, data: bytes | None, where: str) -> Any:
         return json.loads(data)
     except ValueError:
         raise ApiError(
-            422, f"the record at {where} is not JSON: consume it with the binary format", 42203
+            422,
+            f"the {part} of the record at {where} is not JSON:"
+            " consume it with the binary or string format",
+            42203,
         ) from None
 
 

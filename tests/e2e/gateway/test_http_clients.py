@@ -329,10 +329,35 @@ def test_json_format_refuses_records_that_are_not_json(
         )
         assert answer.status_code == 422, answer.text
         assert answer.json()["error_code"] == 42203
+        assert answer.json()["message"].startswith(
+            f"the value of the record at topic {topic!r} partition 0 offset 0 is not JSON"
+        )
         wrong = acme.get(
             instance + "/records", headers={"Accept": "application/vnd.kafka.binary.v2+json"}
         )
         assert wrong.status_code == 406 and wrong.json()["error_code"] == 40601
+    finally:
+        acme.delete(instance)
+
+
+def test_json_format_names_a_key_that_is_not_json(acme: TenantHttp) -> None:
+    topic = "not-json-key"
+    acme.create_topic(topic, 1)
+    record = {"key": {"type": "BINARY", "data": b64(b"\xffk")}, "value": {"data": {"ok": 1}}}
+    assert acme.produce(topic, record).status_code == 200
+    instance = acme.consumer(
+        "not-json-key-reader", format="json", **{"auto.offset.reset": "earliest"}
+    )
+    try:
+        acme.post(instance + "/assignments", {"partitions": [{"topic": topic, "partition": 0}]})
+        answer = acme.get(
+            instance + "/records?timeout=2000",
+            headers={"Accept": "application/vnd.kafka.json.v2+json"},
+        )
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["message"].startswith(
+            f"the key of the record at topic {topic!r} partition 0 offset 0 is not JSON"
+        )
     finally:
         acme.delete(instance)
 

@@ -93,6 +93,41 @@ def test_async_client_round_trip(stack: GatewayStack) -> None:
     assert asyncio.run(run()) == [{"i": 0}, {"i": 1}, {"i": 2}]
 
 
+def test_a_key_that_is_not_json_is_named_by_both_clients(stack: GatewayStack) -> None:
+    """Issue 22 item 7: the json format meets a binary key; the gateway's 422 names the key and
+    the record, and the SDK hands that message over unchanged."""
+    creds = stack.credentials["acme"]
+    url, topic = http_url(stack), "sdk-json-key"
+    expected = f"the key of the record at topic {topic!r} partition 0 offset 1 is not JSON"
+    with PierClient(url, creds.key_id, creds.secret) as pier:
+        pier.create_topic(topic)
+        pier.produce(topic, {"ok": 1}, key={"k": 0}, partition=0)
+        pier.produce(topic, {"ok": 2}, key=b"\xffraw", partition=0)
+        with pier.consumer("sdk-json-key-sync", format="json") as consumer:
+            consumer.assign([(topic, 0)])
+            with pytest.raises(PierApiError) as refused:
+                wait_until(lambda: consumer.poll(timeout_ms=500), what="a poll", timeout=30)
+    assert (refused.value.status, refused.value.error_code) == (422, 42203)
+    assert refused.value.message.startswith(expected), refused.value.message
+
+    async def poll_async() -> PierApiError:
+        async with (
+            AsyncPierClient(url, creds.key_id, creds.secret) as pier,
+            await pier.consumer("sdk-json-key-async", format="json") as consumer,
+        ):
+            await consumer.assign([(topic, 0)])
+            async with asyncio.timeout(30):
+                while True:
+                    try:
+                        await consumer.poll(timeout_ms=500)
+                    except PierApiError as error:
+                        return error
+
+    error = asyncio.run(poll_async())
+    assert (error.status, error.error_code) == (422, 42203)
+    assert error.message.startswith(expected), error.message
+
+
 def test_kafka_config_works_with_each_client(stack: GatewayStack, pier: PierClient) -> None:
     creds = stack.credentials["acme"]
     pier.create_topic("sdk-kafka")

@@ -107,13 +107,19 @@ def test_fetched_records_skip_before_start_and_partial_batches() -> None:
 
 
 def test_encode_value_formats() -> None:
-    assert encode_value("binary", b"\x00", "w") == "AA=="
-    assert encode_value("string", b"abc", "w") == "abc"
-    assert encode_value("json", b'{"a":1}', "w") == {"a": 1}
-    assert encode_value("json", None, "w") is None
+    assert encode_value("binary", b"\x00", "w", part="value") == "AA=="
+    assert encode_value("string", b"abc", "w", part="value") == "abc"
+    assert encode_value("json", b'{"a":1}', "w", part="value") == {"a": 1}
+    assert encode_value("json", None, "w", part="key") is None
+
+
+@pytest.mark.parametrize("part", ["key", "value"])
+def test_a_part_that_is_not_json_is_named_with_its_record(part: str) -> None:
     with pytest.raises(ApiError) as error:
-        encode_value("json", b"\xff", "t-0@3")
-    assert error.value.error_code == 42203 and "t-0@3" in error.value.message
+        encode_value("json", b"\xff", "topic 't' partition 0 offset 3", part=part)
+    assert error.value.status == 422 and error.value.error_code == 42203
+    assert error.value.message.startswith(f"the {part} of the record at topic 't' partition 0")
+    assert "offset 3" in error.value.message
 
 
 def test_kafka_errors_map_to_http() -> None:
