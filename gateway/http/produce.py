@@ -10,8 +10,11 @@ request larger than the quota allows in a whole window is refused at once with 4
 `Retry-After`); `send` hands the record to the `PartitionBatcher`, which appends it with acks=all
 through the fleet client, in one batch with the records of other requests for the same partition
 that arrived while the previous batch was at the broker. Usage: the request's bytes as
-`bytes_in` and one request, on the topic. Partition counts come from the fleet client's metadata,
-refreshed once when a topic is not in it. Runs on the event loop; not thread-safe.
+`bytes_in` and one request, on the topic. Partition counts come from the fleet client's metadata;
+a topic not in it is waited for up to `TOPIC_WAIT_S` (`gateway.http.topic_metadata`), as a Kafka
+producer waits for a new topic's metadata, so a produce right after the topic's creation succeeds
+and one to a topic that does not exist is 404 after that bound. Runs on the event loop; not
+thread-safe.
 """
 
 from __future__ import annotations
@@ -22,14 +25,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from brokers.client import producer
-from brokers.client.errors import ClientError
+from brokers.client.errors import ClientError, UnknownTopicError
 from brokers.client.metadata import TopicPartition
 from brokers.client.producer import ProduceResult
 from gateway.http.batcher import PartitionBatcher
 from gateway.http.context import Caller, HttpServices
 from gateway.http.errors import PARTITION_NOT_FOUND, TOPIC_NOT_FOUND, ApiError, from_client
 from gateway.http.records import ProduceRecord, RoundRobin, choose_partition, iso_ms
+from gateway.http.topic_metadata import TopicMetadata
 from gateway.policy import Reason, Refusal
+
+# How long a produce waits for a topic it does not see before answering 404: Kafka's producer
+# blocks on an unknown topic's metadata for max.block.ms (60 s); a REST answer should come sooner.
+TOPIC_WAIT_S = 3.0
 
 
 class HttpProducer:
@@ -37,26 +45,22 @@ class HttpProducer:
         self._services = services
         self._round_robin = RoundRobin()
         self._batcher = PartitionBatcher(self._produce)
+        self.topics = TopicMetadata(services.cluster)
 
     def _produce(self, tp: TopicPartition, batch: bytes) -> Awaitable[ProduceResult | None]:
         return producer.produce(self._services.cluster, tp, batch)
 
     async def partitions(self, caller: Caller, topic: str) -> int:
-        """The partition count of the tenant's topic; 404 when it does not exist."""
-        fleet_name = caller.fleet(topic)
-        cluster = self._services.cluster
+        """The partition count of the tenant's topic; 404 when it is not seen within
+        `TOPIC_WAIT_S` (a topic created a moment ago may not be in the metadata yet)."""
         try:
-            metadata = await cluster.metadata()
-            if fleet_name not in metadata.topics or not metadata.topics[fleet_name].partitions:
-                metadata = await cluster.metadata(refresh=True)
+            return await self.topics.partitions(caller.fleet(topic), TOPIC_WAIT_S)
+        except UnknownTopicError:
+            raise ApiError(404, f"topic {topic!r} not found", TOPIC_NOT_FOUND) from None
         except ClientError as exc:
             raise ApiError(
                 503, f"the fleet did not answer: {type(exc).__name__}", 50003, 1
             ) from None
-        found = metadata.topics.get(fleet_name)
-        if found is None or not found.partitions:
-            raise ApiError(404, f"topic {topic!r} not found", TOPIC_NOT_FOUND)
-        return len(found.partitions)
 
     def check_quota_size(self, caller: Caller, request_bytes: int) -> None:
         most = caller.policy.produce_window_bytes(caller.subject)

@@ -46,6 +46,7 @@ from gateway.http.errors import (
 from gateway.http.fleet_calls import any_broker, controller, coordinator, kafka_call
 from gateway.http.produce import HttpProducer
 from gateway.http.records import produce_record
+from gateway.http.topic_metadata import CREATED_TOPIC_WAIT_S
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MAX_IN_FLIGHT = 2000  # records of one stream not yet answered before its reading pauses
@@ -208,6 +209,8 @@ class V3:
         code = int(result.error_code)
         if code != ErrorCode.none:
             raise from_kafka(code, f"topic {name!r}", result.error_message)
+        # Answer once this gateway sees the topic led, so a produce right after it finds it.
+        await self._producer.topics.led(caller.fleet(name), CREATED_TOPIC_WAIT_S)
         return json_response(
             self._topic(
                 request,

@@ -1,0 +1,93 @@
+"""Waiting for a topic's metadata: what the HTTP API does for a topic it does not see yet.
+
+Owns `TopicMetadata`, the HTTP side's view of which fleet topics exist and how many partitions
+they have. A topic made a moment ago (by this gateway's v3 create route, another gateway or a Kafka
+client) reaches the fleet client's metadata only once the brokers have it: in a cluster the
+controller creates it, then every broker learns of it. Kafka's producer blocks a send for an
+unknown topic's metadata up to `max.block.ms`; this does the same, bounded by `wait_s`:
+`partitions` answers at once from the cached metadata, else refreshes it with a backoff of 50 ms
+doubling to 400 ms until the topic is there, and raises `UnknownTopicError` once `wait_s` has
+passed without it (the produce route then answers 404). `led` waits the same way until every
+partition of a topic has a leader: the v3 create route answers once a new topic is led, or
+after `CREATED_TOPIC_WAIT_S` (the topic exists either way). Concurrent waiters
+share one Metadata request in flight, so a burst of requests for unknown topics costs one request
+per backoff step, not one each. Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from brokers.client import Cluster
+from brokers.client.errors import ClientError, UnknownTopicError
+from brokers.client.metadata import NO_LEADER, ClusterMetadata, TopicInfo
+from brokers.wire.errors import ErrorCode
+
+CREATED_TOPIC_WAIT_S = 5.0  # the v3 create route's bound (Kafka's CreateTopics waits too)
+FIRST_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 0.4
+_Check = Callable[[ClusterMetadata, str], "TopicInfo | None"]
+
+
+class TopicMetadata:
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self._refreshing: asyncio.Future[ClusterMetadata] | None = None
+
+    async def partitions(self, fleet_name: str, wait_s: float) -> int:
+        """The topic's partition count; UnknownTopicError when it is not seen within `wait_s`."""
+        found = _known(await self._cluster.metadata(), fleet_name)
+        if found is None:
+            found = await self._wait(fleet_name, wait_s, _known)
+        if found is None:
+            raise UnknownTopicError(f"unknown topic {fleet_name!r}")
+        return len(found.partitions)
+
+    async def led(self, fleet_name: str, wait_s: float) -> bool:
+        """Whether every partition of the topic has a leader within `wait_s` (False, too, when
+        the fleet does not answer: the caller's answer does not depend on it)."""
+        try:
+            if _led(await self._cluster.metadata(), fleet_name) is not None:
+                return True
+            return await self._wait(fleet_name, wait_s, _led) is not None
+        except ClientError:
+            return False
+
+    async def _wait(self, fleet_name: str, wait_s: float, ready: _Check) -> TopicInfo | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        backoff = FIRST_BACKOFF_S
+        while True:
+            found = ready(await self._refreshed(), fleet_name)
+            left = deadline - loop.time()
+            if found is not None or left <= 0:
+                return found
+            await asyncio.sleep(min(backoff, left))
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    async def _refreshed(self) -> ClusterMetadata:
+        """Fresh metadata; callers that ask while a refresh is in flight share its answer."""
+        if self._refreshing is None:
+            self._refreshing = asyncio.ensure_future(self._cluster.metadata(refresh=True))
+            self._refreshing.add_done_callback(self._refreshed_done)
+        return await asyncio.shield(self._refreshing)
+
+    def _refreshed_done(self, future: asyncio.Future[ClusterMetadata]) -> None:
+        self._refreshing = None
+        if not future.cancelled():
+            future.exception()  # retrieved here, so a failure no waiter read is not logged
+
+
+def _known(metadata: ClusterMetadata, name: str) -> TopicInfo | None:
+    found = metadata.topics.get(name)
+    if found is None or found.error == ErrorCode.unknown_topic_or_partition:
+        return None
+    return found if found.partitions else None
+
+
+def _led(metadata: ClusterMetadata, name: str) -> TopicInfo | None:
+    found = _known(metadata, name)
+    if found is None or any(p.leader == NO_LEADER for p in found.partitions.values()):
+        return None
+    return found
