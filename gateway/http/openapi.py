@@ -341,6 +341,118 @@ def _schemas() -> dict[str, Any]:
     }
 
 
+def _billing_schemas() -> dict[str, Any]:
+    """A tenant's usage rows and invoices (gateway/http/usage.py), as `tenancy.billing_store`
+    writes them: measures are integers except `storage_byte_ms`, an exact decimal string; money
+    is a decimal string."""
+    count = {"type": "integer", "minimum": 0}
+    decimal = {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$"}
+    text = {"type": "string"}
+    measures = ("bytes_in", "bytes_out", "requests", "throttle_ms", "connection_ms")
+    usage = {
+        "hour": {"type": "string", "format": "date-time"},
+        "tenant": text,
+        "principal": text,
+        "client_id": text,
+        "topic": _nullable(text),
+        **dict.fromkeys((*measures, "partition_ms", "records"), count),
+        "storage_byte_ms": decimal,
+    }
+    summary = {
+        "id": text,
+        "period": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"},
+        "status": {"type": "string", "enum": ["draft", "final"]},
+        "currency": text,
+        "total": decimal,
+    }
+    line = _obj(
+        ["kind", "for_period", "dimension", "measure", "quantity", "amount"],
+        kind={"type": "string", "enum": ["usage", "adjustment"]},
+        for_period=text,
+        dimension=text,
+        measure=decimal,
+        quantity=decimal,
+        amount=decimal,
+    )
+    return {
+        "UsageRow": _obj(list(usage), **usage),
+        "UsageList": _obj(
+            ["kind", "items"], kind=text, items={"type": "array", "items": _ref("UsageRow")}
+        ),
+        "InvoiceSummary": _obj(list(summary), **summary),
+        "InvoiceList": _obj(
+            ["kind", "items"], kind=text, items={"type": "array", "items": _ref("InvoiceSummary")}
+        ),
+        "InvoiceLine": line,
+        "Invoice": _obj(
+            ["id", "tenant", "period", "status", "plan", "currency", "lines", "total"],
+            **summary,
+            tenant=text,
+            plan=text,
+            lines={"type": "array", "items": _ref("InvoiceLine")},
+            provenance={"type": "object"},
+            finalized_at=_nullable(text),
+        ),
+    }
+
+
+def _billing_paths(c: str, pc: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tenant's own usage and invoices; another tenant's cluster id answers 404."""
+
+    def query(name: str, schema: dict[str, Any], required: bool, about: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "in": "query",
+            "required": required,
+            "description": about,
+            "schema": schema,
+        }
+
+    window = [
+        query(
+            "from", {"type": "string", "format": "date-time"}, True, "start (RFC 3339, inclusive)"
+        ),
+        query(
+            "to",
+            {"type": "string", "format": "date-time"},
+            True,
+            "end (RFC 3339, exclusive): after 'from', at most 62 days later",
+        ),
+        query(
+            "granularity",
+            {"type": "string", "enum": ["hour", "day"]},
+            False,
+            "rows per UTC hour (default) or summed per UTC day",
+        ),
+        query("topic", {"type": "string", "maxLength": 255}, False, "one topic's rows only"),
+    ]
+    invoice_id = {
+        "name": "invoice_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "minLength": 1, "maxLength": 64},
+    }
+    return {
+        c + "/usage": {
+            "get": _op(
+                "The tenant's usage by UTC hour or day, oldest first (400: a bad window)",
+                [*pc, *window],
+                _ok(_ref("UsageList")),
+            )
+        },
+        c + "/invoices": {
+            "get": _op("The tenant's invoices, oldest period first", pc, _ok(_ref("InvoiceList")))
+        },
+        c + "/invoices/{invoice_id}": {
+            "get": _op(
+                "One of the tenant's invoices, with its lines",
+                [*pc, invoice_id],
+                _ok(_ref("Invoice")),
+            )
+        },
+    }
+
+
 def openapi_document(server_url: str) -> dict[str, Any]:
     c = "/v3/clusters/{cluster_id}"
     t = c + "/topics/{topic_name}"
@@ -486,6 +598,7 @@ def openapi_document(server_url: str) -> dict[str, Any]:
                 },
             )
         },
+        **_billing_paths(c, pc),
     }
     return {
         "openapi": "3.0.3",
@@ -505,6 +618,6 @@ def openapi_document(server_url: str) -> dict[str, Any]:
                     "content": {JSON: {"schema": _ref("Error")}},
                 }
             },
-            "schemas": _schemas(),
+            "schemas": {**_schemas(), **_billing_schemas()},
         },
     }

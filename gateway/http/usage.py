@@ -9,8 +9,10 @@ cluster id answers 404 as the v3 routes do. Rows are the admin API's (`tenancy.b
 the usage record's field names by hour or day. The store is synchronous: its reads run in a worker
 thread, at most `MAX_CONCURRENT_READS` at once per gateway, and a window is at most
 `MAX_SPAN_DAYS` days, so one tenant cannot make the gateway scan the whole ledger. Errors are
-Confluent's error JSON (400 bad window, 404 unknown cluster or invoice, 404 when the gateway was
-started without the store's billing reads). Runs on the event loop; not thread-safe.
+Confluent's error JSON (400/40002 bad window, 404/40404 another tenant's cluster id as the v3
+routes answer it, 404 unknown invoice or a gateway started without the store's billing reads),
+as the tenant HTTP API's OpenAPI document (`gateway.http.openapi`) states. Runs on the event
+loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ MAX_SPAN_DAYS = 62
 MAX_CONCURRENT_READS = 4
 DAY_MS = 86_400_000
 BAD_REQUEST = 40002
-NOT_FOUND = 40400
+NOT_FOUND = 404
+CLUSTER_NOT_FOUND = 40404  # as the v3 routes answer another tenant's cluster id
 T = TypeVar("T")
 
 
@@ -82,7 +85,7 @@ class TenantBilling:
         cluster_id = caller.services.session.fleet.cluster_id(caller.tenant_id)
         asked = request.match_info["cluster_id"]
         if asked != cluster_id:
-            raise ApiError(404, f"cluster {asked!r} not found", NOT_FOUND)
+            raise ApiError(404, f"cluster {asked!r} not found", CLUSTER_NOT_FOUND)
         if self._reader is None:
             raise ApiError(404, "this gateway does not serve usage or invoices", NOT_FOUND)
         return caller.tenant_id, self._reader

@@ -148,6 +148,7 @@ def things(stack: GatewayStack) -> AcmeThings:
         "instance": "first",
         "name": "retention.ms",
         "partition_id": "0",
+        "invoice_id": "acme-2026-11",  # the form of acme's invoice ids
     }
     return AcmeThings(acme, params, instance)
 

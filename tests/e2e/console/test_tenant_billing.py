@@ -80,7 +80,7 @@ def test_another_tenants_cluster_id_finds_nothing(
     url = acme.cluster + path.format(invoice=f"acme-{period}")
     answer = bolt.get(url, params=WINDOW)
     assert answer.status_code == 404, answer.text
-    assert answer.json()["error_code"] == 40400
+    assert answer.json()["error_code"] == 40404  # as the v3 routes answer another's cluster
     assert "111" not in answer.text and "total" not in answer.text
 
 

@@ -5,8 +5,9 @@ real gateway and broker, with Schemathesis' response checks: no 5xx, and status 
 headers and body conforming to the document. Not checked: `positive_data_acceptance` (schema-valid
 random names are rightly 404) and `negative_data_rejection` (the API accepts some values the
 document narrows, e.g. longer names; it must still never fail). Half of the positive cases aim at
-things that exist (the tenant's cluster id, a topic, a consumer instance), so handlers past the
-404 run too; deletes run last. Bounded by `EXAMPLES` per operation and mode, derandomised.
+things that exist (the tenant's cluster id, a topic, a consumer instance, an invoice, a usage
+window with rows), so handlers past the 404 and 400 run too; deletes run last. Bounded by
+`EXAMPLES` per operation and mode, derandomised.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from hypothesis import strategies as st
 from schemathesis import openapi
 from schemathesis.checks import negative_data_rejection, positive_data_acceptance
 
+from billing.rollup.sums import Sums
+from tests.e2e.console.seed import HOUR_MS, hour_iso, seed_usage, this_hour_ms
 from tests.e2e.gateway.http_stack import TenantHttp, http_gateway_stack, http_url, wait_http
 from tests.gateway_stack import GatewayStack
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = 10
-CALLS: list[int] = []  # statuses answered, so the test proves it ran
+USAGE_HOUR = this_hour_ms() - HOUR_MS
+USAGE_WINDOW = {"from": hour_iso(USAGE_HOUR), "to": hour_iso(USAGE_HOUR + HOUR_MS)}
+CALLS: list[tuple[str, int]] = []  # (operation, status) answered, so the test proves it ran
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +70,15 @@ def check_operation(
             if aim and not negative:
                 pinned = {**known, **pinned}
             case.path_parameters = {k: pinned.get(k, v) for k, v in case.path_parameters.items()}
+        if aim and not negative and case.query and "from" in case.query:
+            case.query = {**case.query, **USAGE_WINDOW}  # the seeded rows, so 200s are checked
         response = case.call_and_validate(
             base_url=tenant.base,
             auth=(tenant.creds.key_id, tenant.creds.secret),
             excluded_checks=[positive_data_acceptance, negative_data_rejection],
             timeout=30,
         )
-        CALLS.append(response.status_code)
+        CALLS.append((operation.label, response.status_code))
 
     run()
 
@@ -79,6 +86,7 @@ def check_operation(
 def test_responses_conform_to_the_document(stack: GatewayStack) -> None:
     tenant = TenantHttp(stack, stack.credentials["acme"])
     tenant.create_topic("known", 2)
+    period = seed_usage(stack, [("acme", USAGE_HOUR, Sums(bytes_in=1, bytes_out=2, requests=3))])
     instance = tenant.consumer("known-group", name="known-instance")
     known = {
         "topic_name": "known",
@@ -87,6 +95,7 @@ def test_responses_conform_to_the_document(stack: GatewayStack) -> None:
         "consumer_group_id": "known-group",
         "name": "retention.ms",
         "partition_id": "0",
+        "invoice_id": f"acme-{period}",
     }
     schema = openapi.from_url(http_url(stack) + "/openapi.json")
     results: list[Any] = list(schema.get_all_operations())
@@ -104,4 +113,8 @@ def test_responses_conform_to_the_document(stack: GatewayStack) -> None:
                     f"{operation.label} ({'negative' if negative else 'positive'}): {exc}"
                 )
     assert failures == [], "\n\n".join(failures)
-    assert len(CALLS) > 200 and {200, 204, 404} <= set(CALLS), sorted(set(CALLS))
+    statuses = {status for _, status in CALLS}
+    assert len(CALLS) > 200 and {200, 204, 404} <= statuses, sorted(statuses)
+    answered = {label for label, status in CALLS if status == 200}
+    for label in ("usage", "invoices", "invoices/{invoice_id}"):  # their 200 bodies were checked
+        assert f"GET /v3/clusters/{{cluster_id}}/{label}" in answered, sorted(answered)

@@ -51,7 +51,7 @@ def test_http_port_comes_from_the_flag_or_the_property() -> None:
 def test_openapi_document_names_every_operation_and_resolves_refs() -> None:
     document = openapi_document("http://x")
     operations = {(m, p) for p, item in document["paths"].items() for m in item}
-    assert len(operations) == 32
+    assert len(operations) == 35
     schemas = document["components"]["schemas"]
 
     def refs(node: object) -> list[str]:
