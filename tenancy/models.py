@@ -372,3 +372,29 @@ class InvoiceLineRow(Base):
     measure: Mapped[Decimal] = mapped_column(Money)  # raw units: bytes, byte-ms, ms, requests
     quantity: Mapped[Decimal] = mapped_column(Money)  # billing units, 12 places (display)
     amount: Mapped[Decimal] = mapped_column(Money)
+
+
+class LimitTotalRow(Base):
+    """Revision 0008: what every gateway holds together of one of a tenant's limits (`kind`:
+    "connections" or "storage"), beside the `base` it adds to (storage: the newest sample)."""
+
+    __tablename__ = "limit_totals"
+    tenant_id: Mapped[str] = mapped_column(ID, ForeignKey("tenants.id"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    base: Mapped[int] = mapped_column(BigInteger)
+    held: Mapped[int] = mapped_column(BigInteger)
+    sampled_ms: Mapped[int] = mapped_column(BigInteger)
+    version: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class LimitHoldingRow(Base):
+    """Revision 0008: one gateway's share of a tenant's limit (its id is the one in `gateways`)."""
+
+    __tablename__ = "limit_holdings"
+    __table_args__ = (Index("ix_limit_holdings_gateway", "gateway_id"),)
+    tenant_id: Mapped[str] = mapped_column(ID, ForeignKey("tenants.id"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    gateway_id: Mapped[str] = mapped_column(NAME, primary_key=True)
+    held: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -24,6 +24,7 @@ from tenancy.database import Database
 from tenancy.domain import AuditEntry, Change, Page
 from tenancy.errors import ValidationError
 from tenancy.gateway_registry import GatewayRegistry
+from tenancy.limit_holdings import LimitHoldings
 from tenancy.operators import OperatorCommands
 from tenancy.plans import PlanCommands
 from tenancy.quotas import QuotaCommands
@@ -48,6 +49,7 @@ class TenantStore(
     BillingReads,
     GatewayRegistry,
     PartitionReservations,
+    LimitHoldings,
 ):
     @classmethod
     def open(
