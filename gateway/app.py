@@ -18,7 +18,7 @@ import logging
 import secrets
 import ssl
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -33,6 +33,7 @@ from gateway.directory import TenantDirectory
 from gateway.feed_follower import FeedFollower
 from gateway.http.context import HttpServices, HttpSettings
 from gateway.http.server import HttpServer
+from gateway.kafka.byte_budget import ByteBudget
 from gateway.kafka.client_connection import ClientConnection
 from gateway.kafka.connection_guard import ConnectionGuard
 from gateway.kafka.connection_limits import ConnectionLimits
@@ -168,13 +169,20 @@ class Gateway:
         )
         await self.listeners.start(fleet.broker_ids())
         if config.tenant_http_port is not None:
-            await self._start_http(services, config.tenant_http_port)
+            await self._start_http(
+                services, config.tenant_http_port, self.listeners.guard.tenant_budget
+            )
         if config.metrics_port is not None:
             self._metrics_server = start_http_server(
                 config.metrics_port, addr=config.metrics_bind_host, registry=self.registry
             )
 
-    async def _start_http(self, services: SessionServices, port: int) -> None:
+    async def _start_http(
+        self,
+        services: SessionServices,
+        port: int,
+        tenant_budget: Callable[[str], ByteBudget] | None = None,
+    ) -> None:
         config = self.config
         bootstrap = config.bootstrap
 
@@ -201,6 +209,8 @@ class Gateway:
             host=config.host,
             port=port,
             tls=self._tls(),
+            body_timeout_s=config.setting("http.body.read.timeout.ms") / 1000,
+            tenant_budget=tenant_budget,  # HTTP bodies share the tenant's Kafka request pool
         )
         await self.http.start()
 

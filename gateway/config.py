@@ -39,6 +39,7 @@ Properties (Java-properties file, all optional):
 | `gateway.heartbeat.interval.ms` | 1000 | how often the gateway reports the change-feed version it has applied to the tenant store while idle (it reports at once after applying a change); the admin API waits, up to 1 s, for every gateway heard from in the last 10 s before it answers a change that takes access away |
 | `http.port` | none | the tenant HTTP API's port (`--http-port` wins; none: no HTTP API; 0: any free port) |
 | `consumer.instance.timeout.ms` | 300000 | an HTTP v2 consumer instance unused this long is closed (leaves its group) |
+| `http.body.read.timeout.ms` | 30000 | an HTTP request body that receives no byte this long is answered 408 and its connection closed (its bytes go back to the tenant's `queued.max.request.bytes` pool) |
 | `partition.reconcile.interval.ms` | 60000 | how often a tenant's reserved partition count (tenant store) is compared with the fleet's real count |
 | `partition.reconcile.quiet.ms` | 30000 | a count changed more recently than this is not reconciled yet (the fleet's metadata lags a creation) |
 | `partition.reservation.timeout.ms` | 120000 | a partition reservation not settled this long (a gateway died between reserve and create) expires |
@@ -87,6 +88,7 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     "fleet.refresh.interval.ms": (10_000, 100, 3_600_000),
     "gateway.heartbeat.interval.ms": (1_000, 100, 5_000),
     "consumer.instance.timeout.ms": (300_000, 100, 86_400_000),
+    "http.body.read.timeout.ms": (30_000, 100, 3_600_000),
     "partition.reconcile.interval.ms": (60_000, 100, 86_400_000),
     "partition.reconcile.quiet.ms": (30_000, 0, 3_600_000),
     "partition.reservation.timeout.ms": (120_000, 1000, 3_600_000),

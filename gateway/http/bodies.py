@@ -5,9 +5,19 @@ whole body of a non-streamed request: a declared `Content-Length` over the limit
 before a byte is read, a chunked body is refused 413 as soon as it passes the limit), `read_json`
 (a small control body, at most `MAX_CONTROL_BODY_BYTES`), `json_stream` (the JSON values of a
 streamed produce body as they arrive) and `body_values` (those of a whole body) — and the
-`Content-Encoding`s accepted: identity, gzip and deflate, which aiohttp decodes in bounded steps
-as the body is read (so the limits apply to decoded bytes and a compression bomb stops at them);
-anything else is 415 before the body is read.
+`Content-Encoding`s accepted: identity, gzip, deflate and zstd. aiohttp's own decoding is off
+(`auto_decompress=False`: it would answer codings it cannot decode, br and zstd, with a plain-text
+400 before any handler runs); `_Decoder` decodes here, at most `DECODE_STEP` bytes per step, so
+the limits apply to decoded bytes and a compression bomb stops at them. Any other coding (br
+included) is 415 before a byte is read; a body that is not what its coding says is 400.
+
+Every read of the body waits at most `BodyReading.timeout_s` (`http.body.read.timeout.ms`) for
+its next bytes: a body that stops arriving is 408 and its connection is closed. The bytes held
+are drawn from the tenant's pool of request bytes in flight (`queued.max.request.bytes`, the
+same `ByteBudget` its Kafka connections use) and given back when the request is answered
+(`BodyReading.release`, called by the server for every request), so no tenant's HTTP bodies hold
+more than its pool, however many connections it opens; a body that cannot get its bytes within
+the read timeout is 429.
 
 Streamed values are split by `JsonSplitter` on raw bytes, before any decoding: it follows
 strings, escapes and nesting with a few regular-expression steps per structural character, so
@@ -16,8 +26,8 @@ and it keeps only the bytes of the value being read: a value over `max_value_byt
 deeper than `MAX_DEPTH` or a byte that cannot start a JSON value (invalid UTF-8, say) is 400 at
 once, whitespace between values is counted (it is metered) but not kept. A whole value is then
 decoded as strict UTF-8 JSON; one that is not ends the stream with 400.
-Errors are `ApiError`s, answered as the API's error JSON. `JsonSplitter` is pure and not
-thread-safe; the readers run on the event loop.
+Errors are `ApiError`s, answered as the API's error JSON. `JsonSplitter` and `_Decoder` are pure
+and not thread-safe; the readers run on the event loop.
 """
 
 from __future__ import annotations
@@ -25,19 +35,27 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
+import zstandard
 from aiohttp import web
 
 from gateway.http.errors import ApiError
+from gateway.kafka.byte_budget import ByteBudget, Charge
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a non-streamed body (one record, or several back to back)
 MAX_CONTROL_BODY_BYTES = 1024 * 1024  # topics, configs, consumer settings, offsets
 MAX_VALUE_BYTES = 8 * 1024 * 1024  # one value of a streamed produce body
 MAX_DEPTH = 128
 SLICE_BYTES = 64 * 1024  # a whole body is split this much per turn of the event loop
-ACCEPTED_ENCODINGS = frozenset({"", "identity", "gzip", "deflate"})
+DECODE_STEP = 64 * 1024  # the most a gzip/deflate step decodes before the limit is checked
+ZSTD_SLICE = 32  # zstd input per step: at most 8 RLE blocks, 1 MiB, before the limit is checked
+BODY_READ_TIMEOUT_S = 30.0  # `http.body.read.timeout.ms`'s default
+ACCEPTED_ENCODINGS = frozenset({"", "identity", "gzip", "deflate", "zstd"})
+READING_KEY = "pier.body_reading"
 TRAILING: Any = object()  # the whitespace after a stream's last value (metered, not a record)
 
 _BLANK = re.compile(rb"[ \t\r\n]*")
@@ -52,13 +70,176 @@ def too_large(what: str, limit: int) -> ApiError:
     return ApiError(413, f"{what} is larger than {limit} bytes", 413)
 
 
-def check_encoding(request: web.BaseRequest) -> None:
-    """415 for a `Content-Encoding` the API does not decode (before the body is read)."""
+@dataclass(slots=True)
+class BodyReading:
+    """How one request's body is read: the wait for its next bytes, and the tenant's pool its
+    bytes are drawn from (None before the caller is known: no body is read before that). The
+    server makes one per request and calls `release` once it is answered."""
+
+    timeout_s: float = BODY_READ_TIMEOUT_S
+    budget: ByteBudget | None = None
+    started: bool = False  # a byte of the body was asked for
+    _held: list[Charge] = field(default_factory=list)
+
+    async def hold(self, size: int) -> None:
+        """Draw `size` bytes from the tenant's pool, waiting at most `timeout_s` (429 then)."""
+        if self.budget is None or size <= 0:
+            return
+        charge = self.budget.try_take(size)
+        if charge is None:
+            charge = await self._wait(self.budget, size)
+        self._held.append(charge)
+
+    async def _wait(self, budget: ByteBudget, size: int) -> Charge:
+        granted: asyncio.Future[Charge] = asyncio.get_running_loop().create_future()
+
+        def deliver(charge: Charge) -> None:
+            if granted.done():
+                charge.release()
+            else:
+                granted.set_result(charge)
+
+        waiter = budget.wait(size, deliver)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await granted
+        except TimeoutError:
+            waiter.cancel()
+            raise ApiError(
+                429, "the tenant's request bytes in flight are at their limit", 429, 1
+            ) from None
+
+    def release(self) -> None:
+        """Give back every byte held (the request was answered, or its body is done with)."""
+        held, self._held = self._held, []
+        for charge in held:
+            charge.release()
+
+
+def reading_of(request: web.BaseRequest) -> BodyReading:
+    reading = request.get(READING_KEY)
+    if not isinstance(reading, BodyReading):
+        reading = BodyReading()
+        request[READING_KEY] = reading
+    return reading
+
+
+def check_encoding(request: web.BaseRequest) -> str:
+    """The body's `Content-Encoding`; 415 for one the API does not decode (before any read)."""
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if encoding not in ACCEPTED_ENCODINGS:
         raise ApiError(
-            415, f"Content-Encoding {encoding!r} is not accepted (identity, gzip, deflate)", 415
+            415,
+            f"Content-Encoding {encoding[:64]!r} is not accepted (identity, gzip, deflate, zstd)",
+            415,
         )
+    return encoding
+
+
+class _Decoder:
+    """Decodes a body's `Content-Encoding` in bounded steps: `feed` and `finish` yield pieces of
+    at most `DECODE_STEP` bytes for gzip/deflate and about 1 MiB for zstd, so the reader checks
+    its limit between them and a bomb is never inflated past it. 400 for a malformed body."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding if encoding not in ("", "identity") else ""
+        self._zlib: Any = None
+        self._zstd: Any = None
+        self._seen = False
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if not self.encoding:
+            if data:
+                yield data
+            return
+        if not data:
+            return
+        try:
+            if self.encoding == "zstd":
+                yield from self._zstd_feed(data)
+            else:
+                yield from self._zlib_feed(data)
+        except (zlib.error, zstandard.ZstdError):
+            raise self._invalid() from None
+
+    def finish(self) -> Iterator[bytes]:
+        """At the end of the body: what is left; 400 when the compressed data ends early."""
+        if not self.encoding or not self._seen:
+            return
+        if self.encoding == "zstd":
+            if self._zstd is not None and not self._zstd.eof:
+                raise self._invalid()
+            return
+        try:
+            yield from self._zlib_feed(b"")
+        except zlib.error:
+            raise self._invalid() from None
+        if not self._zlib.eof:
+            raise self._invalid()
+
+    def _invalid(self) -> ApiError:
+        return ApiError(400, f"the request body is not valid {self.encoding} data", 400)
+
+    def _zlib_feed(self, data: bytes) -> Iterator[bytes]:
+        if self._zlib is None:
+            if self.encoding == "gzip":
+                wbits = 16 + zlib.MAX_WBITS
+            else:  # deflate: zlib-wrapped as RFC 9110 says, or raw as some clients send it
+                wbits = zlib.MAX_WBITS if data[0] & 0x0F == 8 else -zlib.MAX_WBITS
+            self._zlib = zlib.decompressobj(wbits)
+            self._seen = True
+        decoder = self._zlib
+        pending = data
+        while True:
+            if decoder.eof:
+                if pending or decoder.unused_data:
+                    raise zlib.error("data after the end of the compressed body")
+                return
+            out = decoder.decompress(pending, DECODE_STEP)
+            pending = decoder.unconsumed_tail
+            if out:
+                yield out
+            if not pending and len(out) < DECODE_STEP:
+                return
+
+    def _zstd_feed(self, data: bytes) -> Iterator[bytes]:
+        self._seen = True
+        view = memoryview(data)
+        for start in range(0, len(view), ZSTD_SLICE):
+            piece = bytes(view[start : start + ZSTD_SLICE])
+            while piece:
+                if self._zstd is None or self._zstd.eof:  # frames may follow one another
+                    self._zstd = zstandard.ZstdDecompressor().decompressobj()
+                out = self._zstd.decompress(piece)
+                piece = self._zstd.unused_data if self._zstd.eof else b""
+                if out:
+                    yield out
+
+
+async def _next_chunk(request: web.BaseRequest, reading: BodyReading) -> bytes:
+    """The body's next bytes as sent (b"" at its end), within the read timeout (408)."""
+    reading.started = True
+    try:
+        async with asyncio.timeout(reading.timeout_s):
+            return await request.content.readany()
+    except TimeoutError:
+        raise ApiError(
+            408, f"the request body stopped arriving for {reading.timeout_s:g} s", 408
+        ) from None
+
+
+async def decoded_chunks(request: web.BaseRequest) -> AsyncIterator[bytes]:
+    """The body's decoded bytes in pieces of at most about `DECODE_STEP` (1 MiB for zstd), each
+    drawn from the tenant's pool before it is handed on (the caller keeps what it keeps)."""
+    decoder = _Decoder(check_encoding(request))
+    reading = reading_of(request)
+    while chunk := await _next_chunk(request, reading):
+        for piece in decoder.feed(chunk):
+            await reading.hold(len(piece))
+            yield piece
+    for piece in decoder.finish():
+        await reading.hold(len(piece))
+        yield piece
 
 
 async def read_body(request: web.BaseRequest, limit: int) -> bytes:
@@ -68,8 +249,8 @@ async def read_body(request: web.BaseRequest, limit: int) -> bytes:
     if declared is not None and declared > limit and "Content-Encoding" not in request.headers:
         raise too_large("the request body", limit)
     body = bytearray()
-    while chunk := await request.content.readany():
-        body += chunk
+    async for piece in decoded_chunks(request):
+        body += piece
         if len(body) > limit:
             raise too_large("the request body", limit)
     return bytes(body)
@@ -111,10 +292,13 @@ async def json_stream(
 ) -> AsyncIterator[tuple[Any, int]]:
     """Each JSON value of a streamed body as it arrives, with its byte count (whitespace before
     it included); whitespace after the last value comes as `(TRAILING, count)`."""
-    check_encoding(request)
     splitter = JsonSplitter(max_value_bytes)
-    async for chunk in request.content.iter_any():
-        for value, size in splitter.feed(chunk):
+    reading = reading_of(request)
+    async for chunk in decoded_chunks(request):
+        done = splitter.feed(chunk)
+        if not splitter.retained:  # nothing of this chunk is kept: its bytes go back
+            reading.release()
+        for value, size in done:
             yield _decoded(value), size
     for value, size in splitter.finish():
         yield _decoded(value), size
@@ -158,6 +342,11 @@ class JsonSplitter:
                 start = len(data)
         self.offset += len(data)
         return done
+
+    @property
+    def retained(self) -> int:
+        """Bytes kept of a value that goes on in a later chunk."""
+        return len(self._value)
 
     def finish(self) -> list[tuple[bytes, int]]:
         """At the end of the body: a last scalar value, if one is pending; 400 inside a value."""

@@ -9,12 +9,20 @@ revocation clears before the admin API answers: docs/security.md), then the tena
 `QuotaBook` — and the error middleware: every `ApiError` becomes Confluent's error JSON with its
 status (401 with `WWW-Authenticate`, 429/503 with `Retry-After`), aiohttp's own refusals (404,
 405, 413) are rewritten to the same shape, and anything unexpected is logged once and answered 500
-without a stack trace. Bodies are read by the routes through `gateway.http.bodies`, within its
-bounds (413 past them, 415 for an encoding other than identity/gzip/deflate), after the caller
-is authenticated and, for produce, authorized; aiohttp's `client_max_size` is the same bound for
-anything read otherwise. `/openapi.json`, `/` and the console's pages (`/console/`, docs/console.md) need no credentials; `/operator/v1/...`
-(`gateway.http.operator`) takes the admin API's operator tokens instead of API keys. Runs on the event loop; not
-thread-safe.
+without a stack trace.
+
+Bodies are read by the routes through `gateway.http.bodies` only, after the caller is
+authenticated and authorized for the route (its ACL is known from its path and method), within
+its bounds (413 past them, 415 for a coding other than identity/gzip/deflate/zstd, 400 for a body
+that is not what it says, 408 when it stops arriving for `http.body.read.timeout.ms`), its bytes
+drawn from the tenant's pool of request bytes in flight and given back when the request is
+answered. aiohttp decodes nothing itself (`auto_decompress=False`). An answer that leaves the
+body unread (a refusal before it, or a 408/413/400 in the middle of it) says `Connection: close`:
+the rest of the body is discarded for at most `LINGER_S` (so the answer is not lost to a reset of
+a socket closed with unread bytes), then the connection is closed: a refused caller costs no body
+read and no drain past that. `/openapi.json`, `/` and the console's pages (`/console/`,
+docs/console.md) need no credentials; `/operator/v1/...` (`gateway.http.operator`) takes the admin
+API's operator tokens instead of API keys. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -24,13 +32,14 @@ import binascii
 import json
 import logging
 import ssl
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from console.serve import console_routes
 from gateway.auth.authenticator import FAILED_MESSAGE, Authenticated, AuthenticationFailed
-from gateway.http.bodies import MAX_BODY_BYTES
+from gateway.http.bodies import BODY_READ_TIMEOUT_S, MAX_BODY_BYTES, READING_KEY, BodyReading
 from gateway.http.consumers import ConsumerRegistry
 from gateway.http.context import Caller, HttpServices, client_id_of
 from gateway.http.errors import ApiError
@@ -40,10 +49,12 @@ from gateway.http.produce import HttpProducer
 from gateway.http.usage import TenantBilling
 from gateway.http.v2 import V2
 from gateway.http.v3 import V3, json_response
+from gateway.kafka.byte_budget import ByteBudget
 
 log = logging.getLogger("pier.gateway.http")
 CALLER_KEY = "pier.caller"
 PUBLIC = frozenset({"/", "/openapi.json"})
+LINGER_S = 2.0  # how long the unread rest of a refused body is discarded before the close
 
 
 def error_response(error: ApiError) -> web.Response:
@@ -57,8 +68,7 @@ def error_response(error: ApiError) -> web.Response:
     return response
 
 
-@web.middleware
-async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
+async def _answer(request: web.Request, handler: Any) -> web.StreamResponse:
     try:
         response: web.StreamResponse = await handler(request)
         return response
@@ -67,8 +77,7 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        code = exc.status if exc.status != 404 else 404
-        return error_response(ApiError(exc.status, exc.reason or "error", code))
+        return error_response(ApiError(exc.status, exc.reason or "error", exc.status))
     except (ConnectionResetError, TimeoutError):
         raise
     except Exception as exc:
@@ -79,6 +88,26 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
             exc,
         )
         return error_response(ApiError(500, "internal error", 500))
+
+
+def errors_middleware(body_timeout_s: float = BODY_READ_TIMEOUT_S) -> Any:
+    """The error middleware; it also gives every request its `BodyReading` (the read timeout;
+    the tenant's pool is added once the caller is known) and gives its bytes back when answered.
+    An answer that leaves the body unread closes the connection (see the module doc)."""
+
+    @web.middleware
+    async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
+        reading = BodyReading(timeout_s=body_timeout_s)
+        request[READING_KEY] = reading
+        try:
+            response = await _answer(request, handler)
+        finally:
+            reading.release()
+        if not request.content.is_eof():
+            response.force_close()
+        return response
+
+    return errors
 
 
 def _basic(header: str) -> tuple[str, str]:
@@ -105,8 +134,12 @@ class HttpServer:
         host: str,
         port: int,
         tls: ssl.SSLContext | None = None,
+        body_timeout_s: float = BODY_READ_TIMEOUT_S,
+        tenant_budget: Callable[[str], ByteBudget] | None = None,
     ) -> None:
         self.services = services
+        self._body_timeout_s = body_timeout_s
+        self._tenant_budget = tenant_budget  # the tenant's `queued.max.request.bytes` pool
         self._host = host
         self._port = port
         self._tls = tls
@@ -117,7 +150,9 @@ class HttpServer:
         self.port: int | None = None
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
+        app = web.Application(
+            middlewares=[errors_middleware(self._body_timeout_s)], client_max_size=MAX_BODY_BYTES
+        )
         v3 = V3(self.caller_of, HttpProducer(self.services))
         v2 = V2(self.caller_of, self.registry)
         operator = OperatorRoutes(self.registry, self.services.verify_operator)
@@ -131,7 +166,13 @@ class HttpServer:
 
     async def start(self) -> None:
         self.registry.start()
-        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            self.app(),
+            access_log=None,
+            handle_signals=False,
+            auto_decompress=False,  # bodies are decoded by gateway.http.bodies, within bounds
+            lingering_time=LINGER_S,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._tls)
         await site.start()
@@ -192,4 +233,7 @@ class HttpServer:
             services=self.services,
         )
         request[CALLER_KEY] = caller
+        reading = request.get(READING_KEY)
+        if isinstance(reading, BodyReading) and self._tenant_budget is not None:
+            reading.budget = self._tenant_budget(principal.tenant_id)
         return caller

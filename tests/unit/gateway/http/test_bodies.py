@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import random
+import zlib
 from typing import Any
 
 import pytest
+import zstandard
 
 from gateway.http.bodies import (
     MAX_DEPTH,
+    READING_KEY,
     TRAILING,
+    BodyReading,
     JsonSplitter,
     body_values,
     json_stream,
@@ -37,10 +42,12 @@ VALUES = [
 ]
 
 
-class _Request:
-    """What the readers use of a request: headers, Content-Length and the body's chunks."""
+class _Request(dict[str, Any]):
+    """What the readers use of a request: headers, Content-Length, the body's chunks and the
+    request's own mapping (where its `BodyReading` is)."""
 
     def __init__(self, chunks: list[bytes], headers: dict[str, str] | None = None) -> None:
+        super().__init__()
         self.content = self
         self.headers = headers or {}
         self.content_length = (
@@ -147,9 +154,79 @@ def test_unknown_content_encodings_are_415_before_the_body_is_read() -> None:
             asyncio.run(read)  # type: ignore[arg-type]
         assert error.value.status == 415
     assert request.read_chunks == 0
-    for accepted in ("gzip", "deflate", "identity", "GZIP"):  # aiohttp decodes gzip/deflate
-        request = _Request([b"{}"], {"Content-Encoding": accepted})
-        assert asyncio.run(read_body(request, 100)) == b"{}"  # type: ignore[arg-type]
+    for other in ("compress", "x-gzip", "zstd, gzip", "\u00e9"):
+        refused = _Request([b"{}"], {"Content-Encoding": other})
+        with pytest.raises(ApiError) as error:
+            asyncio.run(read_body(refused, 100))  # type: ignore[arg-type]
+        assert error.value.status == 415 and refused.read_chunks == 0
+    encoded = {
+        "gzip": gzip.compress(b"{}"),
+        "GZIP": gzip.compress(b"{}"),
+        "deflate": zlib.compress(b"{}"),
+        "zstd": zstandard.ZstdCompressor().compress(b"{}"),
+        "identity": b"{}",
+    }
+    for accepted, body in encoded.items():  # decoded here (aiohttp's own decoding is off)
+        request = _Request([body[:3], body[3:]], {"Content-Encoding": accepted})
+        assert asyncio.run(read_body(request, 100)) == b"{}", accepted  # type: ignore[arg-type]
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    raw = raw_deflate.compress(b"{}") + raw_deflate.flush()
+    request = _Request([raw], {"Content-Encoding": "deflate"})  # raw deflate, as some send it
+    assert asyncio.run(read_body(request, 100)) == b"{}"  # type: ignore[arg-type]
+
+
+def _bombs(size: int, plain: bytes = b"") -> dict[str, bytes]:
+    plain = plain or b" " * size
+    return {
+        "gzip": gzip.compress(plain, 9),
+        "deflate": zlib.compress(plain, 9),
+        "zstd": zstandard.ZstdCompressor(level=19).compress(plain),
+    }
+
+
+def test_compression_bombs_stop_at_the_limit_in_bounded_steps() -> None:
+    for encoding, bomb in _bombs(64 * 1024 * 1024).items():
+        assert len(bomb) < 200_000, encoding
+        request = _Request([bomb], {"Content-Encoding": encoding})
+        with pytest.raises(ApiError) as error:
+            asyncio.run(read_body(request, 1024 * 1024))  # type: ignore[arg-type]
+        assert error.value.status == 413, encoding
+    one_value = b'["' + b"x" * (64 * 1024 * 1024)
+    for encoding, bomb in _bombs(0, one_value).items():  # streamed: a value's bound
+        stream = _Request([bomb], {"Content-Encoding": encoding})
+        with pytest.raises(ApiError) as error:
+            asyncio.run(anext(json_stream(stream, 1024 * 1024)))  # type: ignore[arg-type]
+        assert error.value.status == 413, encoding
+
+
+def test_a_body_that_is_not_its_coding_is_400() -> None:
+    good = {e: b[:-4] for e, b in _bombs(1000).items()}  # cut short
+    bad = {"gzip": b"not gzip at all", "deflate": b"\x78\x9cnot deflate", "zstd": b"nope" * 8}
+    for cases in (good, bad):
+        for encoding, body in cases.items():
+            request = _Request([body], {"Content-Encoding": encoding})
+            with pytest.raises(ApiError) as error:
+                asyncio.run(read_body(request, 1 << 20))  # type: ignore[arg-type]
+            assert error.value.status == 400, (encoding, body[:10])
+    trailing = _Request([gzip.compress(b"{}") + b"junk"], {"Content-Encoding": "gzip"})
+    with pytest.raises(ApiError) as error:
+        asyncio.run(read_body(trailing, 1 << 20))  # type: ignore[arg-type]
+    assert error.value.status == 400
+
+
+def test_a_body_that_stops_arriving_is_408() -> None:
+    class Stalled(_Request):
+        async def readany(self) -> bytes:
+            if self._chunks:
+                return await super().readany()
+            await asyncio.sleep(3600)
+            return b""
+
+    request = Stalled([b'{"a": '])
+    request[READING_KEY] = BodyReading(timeout_s=0.05)
+    with pytest.raises(ApiError) as error:
+        asyncio.run(read_body(request, 100))  # type: ignore[arg-type]
+    assert error.value.status == 408
 
 
 def test_read_body_stops_at_its_limit() -> None:
