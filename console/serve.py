@@ -6,10 +6,12 @@ the file system and `..`, `%2F` or absolute names find nothing), the response he
 console answer (a strict `Content-Security-Policy` — `default-src 'self'`, no inline script or
 style, no framing —, `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`, and
 `Cache-Control: no-cache` with a strong `ETag`, so a browser revalidates and an upgrade is seen at
-once), `console_routes` (aiohttp routes for a host whose routes authenticate themselves, like the
-gateway's tenant HTTP API) and `console_middleware` (for a host whose middlewares authenticate every
-routed path, like the admin API: it answers the console's paths before them; the pages are public,
-the API calls they make carry the user's credentials). Two pages: `operator` (the admin API,
+once), the host's page rendered once from `console/page.html` (the one page head both consoles
+share: the stylesheet, the icon, the shared scripts, then `<page>.js`), `console_routes` (aiohttp
+routes for a host whose routes authenticate themselves, like the gateway's tenant HTTP API) and
+`console_middleware` (for a host whose middlewares authenticate every routed path, like the admin
+API: it answers the console's paths before them; the pages are public, the API calls they make
+carry the user's credentials). Two pages: `operator` (the admin API,
 operator token) and `tenant` (the gateway, an API key). See docs/console.md.
 
 Immutable after construction; handlers run on the event loop.
@@ -20,7 +22,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from string import Template
+from typing import Literal, get_args
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -28,6 +31,7 @@ from aiohttp.typedefs import Handler, Middleware
 Page = Literal["operator", "tenant"]
 PREFIX = "/console"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+PAGE_TEMPLATE = Path(__file__).resolve().parent / "page.html"
 CONTENT_TYPES: Mapping[str, str] = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -66,16 +70,25 @@ class Asset:
         return web.Response(body=self.body, headers=headers)
 
 
+def render_page(page: Page, template: Path = PAGE_TEMPLATE) -> bytes:
+    """The host's page: the shared head with `$page` (a `Page`, never request data) filled in."""
+    if page not in get_args(Page):
+        raise ValueError(f"no console page {page!r}")
+    return Template(template.read_text(encoding="utf-8")).substitute(page=page).encode()
+
+
 class ConsoleAssets:
     """The static files by name, and the page `/console/` answers for this host."""
 
-    def __init__(self, page: Page, directory: Path = STATIC_DIR) -> None:
+    def __init__(
+        self, page: Page, directory: Path = STATIC_DIR, template: Path = PAGE_TEMPLATE
+    ) -> None:
         self.files: dict[str, Asset] = {
             path.name: Asset(path.read_bytes(), CONTENT_TYPES[path.suffix])
             for path in sorted(directory.iterdir())
             if path.is_file() and path.suffix in CONTENT_TYPES
         }
-        self.index = self.files[f"{page}.html"]
+        self.index = Asset(render_page(page, template), CONTENT_TYPES[".html"])
 
     async def index_page(self, request: web.Request) -> web.StreamResponse:
         return self.index.response(request)

@@ -4,6 +4,7 @@ security headers, revalidation, and requests that try to reach files outside the
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -14,10 +15,12 @@ from aiohttp.typedefs import Handler
 
 from console.serve import (
     CONTENT_SECURITY_POLICY,
+    PAGE_TEMPLATE,
     STATIC_DIR,
     ConsoleAssets,
     console_middleware,
     console_routes,
+    render_page,
 )
 
 pytestmark = pytest.mark.unit
@@ -126,25 +129,39 @@ def test_the_middleware_answers_only_console_paths_and_only_reads() -> None:
 
 
 def test_only_known_file_kinds_are_loaded(tmp_path: Path) -> None:
-    for name in ("operator.html", "tenant.html", "app.js"):
+    for name in ("app.js", "app.css"):
         (tmp_path / name).write_text(name)
     (tmp_path / "notes.py").write_text("import os")
     (tmp_path / ".hidden").write_text("x")
-    assert sorted(ConsoleAssets("operator", tmp_path).files) == [
-        "app.js",
-        "operator.html",
-        "tenant.html",
-    ]
+    assert sorted(ConsoleAssets("operator", tmp_path).files) == ["app.css", "app.js"]
 
     async def check(client: TestClient[web.Request, web.Application]) -> None:
         assert (await client.get("/console/static/notes.py")).status == 404
-        assert await (await client.get("/console/")).text() == "tenant.html"
+        assert (await client.get("/console/static/page.html")).status == 404  # not a file
 
     run(routed("tenant", tmp_path), check)
 
 
+@pytest.mark.parametrize("page", ["operator", "tenant"])
+def test_both_pages_share_one_head_and_differ_only_in_their_script(page: str) -> None:
+    """One template (`console/page.html`): the shared stylesheet and scripts in both pages, in
+    order, then the page's own; no inline script or style (the policy allows none)."""
+    other = "tenant" if page == "operator" else "operator"
+    html = render_page(page).decode()  # type: ignore[arg-type]
+    assert f"<title>Pier console · {page}</title>" in html
+    assert f'data-console="{page}"' in html and "$" not in html
+    scripts = re.findall(r'<script src="/console/static/([a-z]+\.js)" defer></script>', html)
+    assert scripts == ["common.js", "chart.js", "billing.js", f"{page}.js"]
+    assert html.count("<script") == len(scripts) and "<style" not in html
+    assert 'href="/console/static/console.css"' in html and f"{other}.js" not in html
+    assert (STATIC_DIR / f"{page}.js").is_file()
+    assert render_page(other).replace(other.encode(), page.encode()) == html.encode()  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no console page"):
+        render_page("admin")  # type: ignore[arg-type]
+
+
 def test_no_asset_comes_from_another_origin() -> None:
     """No CDN: every script, style and image is one of ours (the CSP would block others)."""
-    for path in STATIC_DIR.iterdir():
+    for path in [*STATIC_DIR.iterdir(), PAGE_TEMPLATE]:
         text = path.read_text().replace("http://www.w3.org/2000/svg", "")  # the SVG namespace
         assert "http://" not in text and "https://" not in text and "//cdn" not in text, path
