@@ -110,6 +110,14 @@ class V2:
         instance = self._registry.get(caller, group, request.match_info["instance"])
         return caller, instance
 
+    async def _reading_instance(self, request: web.Request) -> tuple[Caller, ConsumerInstance]:
+        """The caller's own instance, for a route that reads a body: the instance is the
+        caller's (else 404) and the caller may still READ its group (else 403), both before a
+        byte of the body is read."""
+        caller, instance = await self._instance(request)
+        caller.require("READ", "GROUP", instance.group)
+        return caller, instance
+
     async def create(self, request: web.Request) -> web.StreamResponse:
         caller = await self._caller_of(request)
         group = request.match_info["group_name"]
@@ -129,7 +137,7 @@ class V2:
         return web.Response(status=204)
 
     async def subscribe(self, request: web.Request) -> web.StreamResponse:
-        _caller, instance = await self._instance(request)
+        _caller, instance = await self._reading_instance(request)
         body = await read_json(request)
         topics = body.get("topics") if isinstance(body, dict) else None
         if (
@@ -153,7 +161,7 @@ class V2:
         return web.Response(status=204)
 
     async def assign(self, request: web.Request) -> web.StreamResponse:
-        caller, instance = await self._instance(request)
+        caller, instance = await self._reading_instance(request)
         partitions = [
             tp for tp, _ in _partitions(await read_json(request), "partitions", offsets=False)
         ]
@@ -170,7 +178,7 @@ class V2:
         )
 
     async def commit(self, request: web.Request) -> web.StreamResponse:
-        _caller, instance = await self._instance(request)
+        _caller, instance = await self._reading_instance(request)
         body = await read_json(request)
         async with instance.lock:
             if body is None or (isinstance(body, dict) and not body.get("offsets")):
@@ -183,7 +191,7 @@ class V2:
         return web.Response(status=204)
 
     async def committed(self, request: web.Request) -> web.StreamResponse:
-        _caller, instance = await self._instance(request)
+        _caller, instance = await self._reading_instance(request)
         body = await read_json(request)
         if body is None:
             partitions = instance.assignment()
@@ -201,14 +209,14 @@ class V2:
         )
 
     async def seek(self, request: web.Request) -> web.StreamResponse:
-        _caller, instance = await self._instance(request)
+        _caller, instance = await self._reading_instance(request)
         wanted = _partitions(await read_json(request), "offsets", offsets=True)
         async with instance.lock:
             instance.positions.update(dict(wanted))
         return web.Response(status=204)
 
     async def _seek_to(self, request: web.Request, spec: int) -> web.StreamResponse:
-        _caller, instance = await self._instance(request)
+        _caller, instance = await self._reading_instance(request)
         partitions = [
             tp for tp, _ in _partitions(await read_json(request), "partitions", offsets=False)
         ]
