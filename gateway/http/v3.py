@@ -47,6 +47,7 @@ from gateway.http.fleet_calls import any_broker, controller, coordinator, kafka_
 from gateway.http.produce import HttpProducer
 from gateway.http.records import produce_record
 from gateway.http.topic_metadata import CREATED_TOPIC_WAIT_S
+from gateway.kafka.filters.cluster_view import CLUSTER_NAME
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MAX_IN_FLIGHT = 2000  # records of one stream not yet answered before its reading pauses
@@ -196,6 +197,13 @@ class V3:
 
     async def create_topic(self, request: web.Request) -> web.StreamResponse:
         caller, cluster_id = await self._caller(request)
+        # before a byte of the body is read: CREATE on the cluster or on some topic (the topic's
+        # own ACL is checked by CreateTopics' filter once its name is known)
+        if not (
+            caller.allowed("CREATE", "CLUSTER", CLUSTER_NAME)
+            or caller.policy.allowed_any("CREATE", "TOPIC")
+        ):
+            raise ApiError(403, "not authorized to create topics", 40301)
         body = await read_json(request)
         if not isinstance(body, dict) or not isinstance(body.get("topic_name"), str):
             raise ApiError(400, "topic_name is required", 40002)
@@ -312,6 +320,7 @@ class V3:
 
     async def alter_configs(self, request: web.Request) -> web.StreamResponse:
         caller, _cluster_id = await self._caller(request)
+        caller.require("ALTER_CONFIGS", "TOPIC", request.match_info["topic_name"])  # body unread
         body = await read_json(request)
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
@@ -332,6 +341,7 @@ class V3:
 
     async def set_config(self, request: web.Request) -> web.StreamResponse:
         caller, _cluster_id = await self._caller(request)
+        caller.require("ALTER_CONFIGS", "TOPIC", request.match_info["topic_name"])  # body unread
         body = await read_json(request)
         value = body.get("value") if isinstance(body, dict) else None
         if not isinstance(value, str):
