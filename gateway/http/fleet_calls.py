@@ -104,11 +104,16 @@ async def kafka_call(
             return answer
 
         try:
-            response = outcome.on_response(await fleet.call(attempt))
-        except ClientError as exc:
+            answer = await fleet.call(attempt)
+        except ClientError as exc:  # no answer will come: give back what the filter holds
+            outcome.on_failure()
             raise ApiError(
                 503, f"the fleet did not answer: {type(exc).__name__}", 50003, 1
             ) from None
+        except BaseException:  # the request ended (the client went away: cancelled) first
+            outcome.on_failure()
+            raise
+        response = outcome.on_response(answer)
     else:
         response = outcome.response
     if budget is not None:

@@ -4,12 +4,15 @@ one-module-per-API filters in `gateway/kafka/filters/`.
 A filter module declares `API_KEY`, `MIN_VERSION`, `MAX_VERSION` (the versions the gateway serves
 for that API: its cap in `gateway/kafka/api_table.py`) and `async def handle(ctx, request) -> Forward |
 Reply`. The request is the client's kio request entity, decoded; the filter returns either
-- `Forward(request, on_response)`: the rewritten request (tenant names prefixed) goes to the
-  upstream broker, and `on_response` turns the broker's decoded response into the client's (names
-  stripped, foreign entries dropped, endpoints replaced, local errors merged back); or
+- `Forward(request, on_response, on_failure)`: the rewritten request (tenant names prefixed)
+  goes to the upstream broker, and `on_response` turns the broker's decoded response into the
+  client's (names stripped, foreign entries dropped, endpoints replaced, local errors merged back).
+  When that answer will never come — the upstream connection failed or timed out, or the client
+  went away (its connection closed, its HTTP request ended) — `on_failure` is called instead,
+  once, so what the filter holds for the request (a partition reservation) is given back without
+  waiting for its expiry; exactly one of the two is called for a forwarded request; or
 - `Reply(response)`: the gateway answers itself (refused, or served from the gateway's own state).
-`on_response` runs synchronously on the event loop when the upstream answer arrives; it must not
-block. The session sets `throttle_time_ms` on the final response itself, so filters leave it alone.
+`on_response` and `on_failure` run synchronously on the event loop; they must not block. The session sets `throttle_time_ms` on the final response itself, so filters leave it alone.
 
 Everything a filter may consult is on `FilterContext`: the caller, the tenant's namespace, ACLs,
 limits, the fleet view (endpoints, virtual cluster id, the tenant's partition count) and the
@@ -36,6 +39,7 @@ Caller = Identity  # the authenticated client behind a request (principal, host,
 __all__ = [
     "Access",
     "Caller",
+    "Failure",
     "FilterContext",
     "FilterModule",
     "Fleet",
@@ -110,12 +114,18 @@ class FilterContext:
 
 
 ResponseRewrite = Callable[[Any], Any]
+Failure = Callable[[], None]
+
+
+def _nothing_held() -> None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class Forward:
     request: Any
     on_response: ResponseRewrite
+    on_failure: Failure = _nothing_held  # the answer will never come (see the module doc)
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,8 @@ async def handle(
     handled_at = time.perf_counter()
 
     def on_response(answer: memoryview | None) -> None:
-        if answer is None:
+        if answer is None:  # the upstream connection failed, or the client went away
+            outcome.on_failure()
             return
         started = time.perf_counter()
         response = decode_response(

@@ -5,9 +5,10 @@ TOPIC_AUTHORIZATION_FAILED); no manual assignment (INVALID_REQUEST: placement is
 the strict controller mutation quota from v3 (KIP-599: THROTTLING_QUOTA_EXCEEDED); the tenant's
 partition limit: the growth of every topic left is reserved in the tenant store in one transaction
 before anything is forwarded (`partition_limit`; POLICY_VIOLATION for what does not fit) and
-settled with the growth the broker made when it answers. `count` is the new total, so a topic grows by count minus
-its current partitions (`Fleet.topic_partitions`; when unknown, the whole count is assumed).
-Forwarded growth is charged to the mutation budget unless `validate_only`. Response names are
+settled with the growth the broker made when it answers (or, when its answer never comes, with
+the growth the fleet shows once the request's `timeout` has passed). `count` is the new
+total, so a topic grows by count minus its current partitions (`Fleet.topic_partitions`; when
+unknown, the whole count is assumed). Forwarded growth is charged to the mutation budget unless `validate_only`. Response names are
 stripped and messages made safe. Runs on the event loop.
 """
 
@@ -19,7 +20,13 @@ from typing import Any
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import entity, response
-from gateway.kafka.filters.partition_limit import refusals, reserve, settle
+from gateway.kafka.filters.partition_limit import (
+    grace_s,
+    refusals,
+    reserve,
+    settle,
+    settle_on_failure,
+)
 from gateway.kafka.filters.topics_common import Batch, stripped, topic_partitions
 
 API_KEY = 37
@@ -41,9 +48,11 @@ def _refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | None] | N
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
     early = [_refusal(ctx, topic) for topic in request.topics]
     growth: dict[str, int] = {}
+    before: dict[str, int] = {}
     for topic, refused in zip(request.topics, early, strict=True):
         if refused is None:  # `count` is the new total: the growth is what is reserved
             current = await topic_partitions(ctx, ctx.namespace.fleet(topic.name))
+            before[topic.name] = current or 0
             growth[topic.name] = max(0, topic.count - (current or 0))
     wanted = [
         growth[t.name] for t, refused in zip(request.topics, early, strict=True) if not refused
@@ -71,7 +80,17 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         settle(ctx, grant, created)
         return dataclasses.replace(answer, results=batch.merge(shown))
 
-    return Forward(dataclasses.replace(request, topics=tuple(sent)), on_response)
+    async def grown_now() -> int:  # the answer never came: the growth the fleet shows
+        if request.validate_only:
+            return 0
+        grown = 0
+        for name, size in sizes.items():
+            now = await topic_partitions(ctx, ctx.namespace.fleet(name)) or 0
+            grown += min(size, max(0, now - before[name]))
+        return grown
+
+    failed = settle_on_failure(ctx, grant, grown_now, grace_s(request.timeout))
+    return Forward(dataclasses.replace(request, topics=tuple(sent)), on_response, failed)
 
 
 def _result(ctx: FilterContext, name: str, error: ErrorCode, message: str | None) -> Any:

@@ -8,7 +8,9 @@ assignment (INVALID_REQUEST: placement is the fleet's); configs within the allow
 THROTTLING_QUOTA_EXCEEDED); the tenant's partition limit, counting the broker default for -1:
 the topics left are RESERVED in the tenant store in one transaction before anything is
 forwarded (`partition_limit`; POLICY_VIOLATION for those that do not fit), and the reservation
-is settled with what the broker really created when it answers. Forwarded topics are charged to
+is settled with what the broker really created when it answers (or, when its answer never
+comes, with what the fleet shows once the request's `timeout` has passed:
+`partition_limit.settle_on_failure`). Forwarded topics are charged to
 the mutation budget unless `validate_only`. Response: names stripped, the broker's collision
 message (it names the other topic) replaced, broker-level config sources shown as defaults (v5+),
 topic ids (v7) of the tenant's own topics kept. Runs on the event loop.
@@ -23,9 +25,15 @@ from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.cluster_view import CLUSTER_NAME
 from gateway.kafka.filters.common import entity, response
-from gateway.kafka.filters.partition_limit import refusals, reserve, settle
+from gateway.kafka.filters.partition_limit import (
+    grace_s,
+    refusals,
+    reserve,
+    settle,
+    settle_on_failure,
+)
 from gateway.kafka.filters.topic_configs import refusal, shown_source
-from gateway.kafka.filters.topics_common import Batch, stripped
+from gateway.kafka.filters.topics_common import Batch, stripped, topic_partitions
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -85,7 +93,14 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         settle(ctx, grant, created)
         return dataclasses.replace(answer, topics=batch.merge(shown))
 
-    return Forward(dataclasses.replace(request, topics=tuple(sent)), on_response)
+    async def exist_now() -> int:  # the answer never came: what the fleet shows was created
+        if request.validate_only:
+            return 0
+        counts = [await topic_partitions(ctx, ctx.namespace.fleet(name)) for name in sizes]
+        return sum(count or 0 for count in counts)
+
+    failed = settle_on_failure(ctx, grant, exist_now, grace_s(request.timeout))
+    return Forward(dataclasses.replace(request, topics=tuple(sent)), on_response, failed)
 
 
 def _created(shown: list[tuple[Any, Any]], sizes: dict[str, int]) -> int:

@@ -8,7 +8,8 @@ Auto-creation is forwarded only when the caller may CREATE (on the cluster, or o
 named) and the partitions of the named topics the fleet does not have (`default_partitions`
 each; at most `MAX_AUTO_CREATE` names are looked up, a longer request creates nothing) are
 RESERVED in the tenant store first (`partition_limit`, as CreateTopics), settled with the topics
-the answer shows when it comes. v0–3 cannot turn
+the answer shows when it comes (or, when it never comes, with those the fleet shows a few seconds
+later: `partition_limit.settle_on_failure`). v0–3 cannot turn
 auto-creation off, so there the gateway asks for all topics instead and answers missing ones
 with UNKNOWN_TOPIC_OR_PARTITION. Topic ids (v10+): Pier's brokers assign real ids; a tenant's own
 topics show theirs, a look-up by id is UNKNOWN_TOPIC_ID (the gateway keeps no id map).
@@ -32,7 +33,7 @@ from gateway.kafka.filters.cluster_view import (
     cluster_operations,
 )
 from gateway.kafka.filters.common import entity
-from gateway.kafka.filters.partition_limit import reserve, settle
+from gateway.kafka.filters.partition_limit import grace_s, reserve, settle, settle_on_failure
 from gateway.kafka.filters.topics_common import Batch, stripped, topic_partitions
 from tenancy.reservations import PartitionGrant
 
@@ -82,7 +83,11 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         settle(ctx, grant, count)
         return _answer(ctx, request, answer, batch)
 
-    return Forward(upstream, created)
+    async def made_now() -> int:  # the answer never came: the topics the fleet shows
+        counts = [await topic_partitions(ctx, ctx.namespace.fleet(n)) for n in missing]
+        return sum(ctx.fleet.default_partitions for count in counts if count is not None)
+
+    return Forward(upstream, created, settle_on_failure(ctx, grant, made_now, grace_s(None)))
 
 
 async def _may_create(

@@ -6,12 +6,19 @@ reserves only the topics the fleet lacks."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from brokers.wire.errors import ErrorCode
-from gateway.kafka.filters import create_partitions, create_topics, delete_topics, metadata
+from gateway.kafka.filters import (
+    create_partitions,
+    create_topics,
+    delete_topics,
+    metadata,
+    partition_limit,
+)
 from tests.unit.gateway.filters.harness import (
     FakeFleet,
     FakePartitions,
@@ -170,3 +177,51 @@ def test_metadata_auto_creation_reserves_only_the_missing_topics() -> None:
     ctx = context(metadata, 9, fleet=full.fleet, partitions=full)
     outcome = forwarded(asyncio.run(run(metadata, ctx, req)))
     assert outcome.request.allow_auto_topic_creation is False
+
+
+def _fail_after_forward(module: Any, ctx: Any, req: Any) -> None:
+    """Forward `req`, then fail it (the answer never comes), and let the settlement run."""
+
+    async def go() -> None:
+        outcome = forwarded(await run(module, ctx, req))
+        outcome.on_failure()
+        while partition_limit._settling:
+            await asyncio.gather(*list(partition_limit._settling))
+
+    asyncio.run(go())
+
+
+def test_an_answer_that_never_comes_settles_with_what_the_fleet_shows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(partition_limit, "DEFAULT_FAILURE_GRACE_S", 0.0)
+    fleet = FakeFleet()
+    ledger = FakePartitions(fleet, limit=10)
+    ctx = context(create_topics, V, fleet=fleet, partitions=ledger)
+    _fail_after_forward(create_topics, ctx, _create(3, 2))
+    assert ledger.settled == [0]  # nothing was created: every partition goes back at once
+    fleet.topic_counts["acme_t1"] = 2  # this time the broker made t1 before it went away
+    _fail_after_forward(create_topics, ctx, _create(3, 2))
+    assert ledger.settled == [0, 2]
+    topics = tuple(
+        request(metadata, 9, "MetadataRequestTopic", name=n, topic_id=None) for n in ("m1", "m2")
+    )
+    auto = request(
+        metadata,
+        9,
+        "MetadataRequest",
+        topics=topics,
+        allow_auto_topic_creation=True,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    fresh = FakePartitions(fleet)
+    _fail_after_forward(metadata, context(metadata, 9, fleet=fleet, partitions=fresh), auto)
+    assert fresh.settled == [0]
+
+
+def test_the_failure_settlement_waits_for_the_requests_own_deadline() -> None:
+    assert partition_limit.grace_s(timedelta(seconds=2)) == 2.0
+    assert partition_limit.grace_s(timedelta(minutes=5)) == partition_limit.MAX_FAILURE_GRACE_S
+    assert partition_limit.grace_s(0) == partition_limit.DEFAULT_FAILURE_GRACE_S
+    assert partition_limit.grace_s(None) == partition_limit.DEFAULT_FAILURE_GRACE_S
