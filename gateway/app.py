@@ -29,6 +29,7 @@ from gateway.auth.backoff import BackoffPolicy, LoginBackoff
 from gateway.auth.hashing import HashingPool
 from gateway.auth.metrics import AuthMetrics
 from gateway.config import GatewayConfig
+from gateway.connection_ledger import ConnectionLedger
 from gateway.directory import TenantDirectory
 from gateway.feed_follower import FeedFollower
 from gateway.http.context import HttpServices, HttpSettings
@@ -48,6 +49,7 @@ from gateway.metering.storage_sampler import StorageSampler
 from gateway.metering.writer import UsageWriter
 from gateway.quotas.quota_book import QuotaBook
 from gateway.reservations import LedgerSettings, PartitionLedger
+from gateway.storage_ledger import StorageLedger
 from gateway.throttling import GatewayThrottling
 from tenancy.store import TenantStore
 
@@ -81,6 +83,8 @@ class Gateway:
         self._hash_pool: HashingPool | None = None
         self.follower: FeedFollower | None = None
         self.ledger: PartitionLedger | None = None
+        self.connections: ConnectionLedger | None = None
+        self.storage: StorageLedger | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -102,7 +106,14 @@ class Gateway:
         await fleet.start()
         self.ledger = self._ledger(store, fleet)
         quota_book = QuotaBook(store)
-        directory = TenantDirectory(store, on_quota_change=quota_book.refresh)
+        self.connections, self.storage = self._limit_ledgers(store)
+        storage = self.storage
+        directory = TenantDirectory(
+            store,
+            on_quota_change=quota_book.refresh,
+            connections=self.connections,
+            on_admit=lambda tenant: storage.warm(tenant.id, tenant.limits.max_storage_bytes),
+        )
         self._directory = directory
         await self._follow(store, directory)
         meter = UsageMeter(config.id, self.incarnation, clock_ms)
@@ -123,6 +134,7 @@ class Gateway:
             interval_s=config.setting("storage.sample.interval.ms") / 1000,
             sampler_id=config.sampler_id,
             clock_ms=clock_ms,
+            on_round=storage.settle,
         )
         await self.sampler.start()
         backoff = LoginBackoff(BackoffPolicy.from_settings(config.setting))
@@ -143,7 +155,7 @@ class Gateway:
             ),
             meter=meter,
             fleet=fleet,
-            storage=self.sampler,
+            storage=storage,
             clock_ms=clock_ms,
             max_reauth_ms=config.setting("connections.max.reauth.ms") or None,
             max_request_bytes=config.setting("socket.request.max.bytes"),
@@ -248,6 +260,29 @@ class Gateway:
         ledger.start()
         return ledger
 
+    def _limit_ledgers(self, store: TenantStore) -> tuple[ConnectionLedger, StorageLedger]:
+        """`max_connections` and `max_storage_bytes` held in the tenant store under this gateway's
+        heartbeat id (docs/gateway.md, limits); stopped by `stop`."""
+        setting = self.config.setting
+        gateway_id = f"{self.config.id}/{self.incarnation}"
+        stale_s = setting("limit.holding.timeout.ms") / 1000
+        connections = ConnectionLedger(
+            store,
+            gateway_id,
+            stale_s=stale_s,
+            flush_s=setting("connection.release.interval.ms") / 1000,
+        )
+        connections.start()
+        storage = StorageLedger(
+            store,
+            gateway_id,
+            clock_ms=clock_ms,
+            lease_bytes=setting("storage.lease.bytes"),
+            stale_s=stale_s,
+            settle_ms=setting("storage.lease.settle.ms"),
+        )
+        return connections, storage
+
     def _tls(self) -> ssl.SSLContext | None:
         if self.config.tls_cert is None or self.config.tls_key is None:
             return None
@@ -298,6 +333,8 @@ class Gateway:
             await self.writer.stop()
         if self.ledger is not None:
             await self.ledger.stop()
+        if self.connections is not None:  # gives back this gateway's slots and headroom
+            await self.connections.stop()
         if self.fleet is not None:
             await self.fleet.stop()
         if self._cluster is not None:

@@ -4,7 +4,8 @@ Owns: `TenantDirectory` — each tenant's record, namespace and ACLs, loaded on 
 tenant store (in a worker thread) and kept current by the change feed; the registry of live
 authenticated sessions (per tenant and per API key), so that a revoked key, or a suspended or
 deleted tenant, loses its open connections within the feed's latency (docs/security.md: within 1 s);
-and the tenant's connection limit. `apply(change)` is what the change feed's follower
+and the tenant's connection limit (`admit`: a slot reserved in the tenant store through the
+`ConnectionSlots` ledger, so the limit holds across the fleet). `apply(change)` is what the change feed's follower
 (`gateway.feed_follower`) calls for each change, in version order: ACL changes reload the tenant's
 ACLs, tenant changes reload the tenant (closing its sessions unless it is active), quota changes
 refresh the quota book; `resync()` after a feed gap reloads everything. When `apply` returns the
@@ -50,12 +51,27 @@ class ChangeFeedSource(Protocol):
 QuotaRefresh = Callable[[str], Awaitable[None]]
 
 
+class ConnectionSlots(Protocol):
+    """The tenant's connections held fleet-wide (`gateway.connection_ledger.ConnectionLedger`)."""
+
+    async def acquire(self, tenant_id: str) -> str | None: ...
+
+    def release(self, tenant_id: str) -> None: ...
+
+
 class TenantDirectory:
     def __init__(
-        self, source: TenantSource, *, on_quota_change: QuotaRefresh | None = None
+        self,
+        source: TenantSource,
+        *,
+        on_quota_change: QuotaRefresh | None = None,
+        connections: ConnectionSlots | None = None,
+        on_admit: Callable[[Tenant], None] | None = None,
     ) -> None:
         self._source = source
         self._on_quota_change = on_quota_change
+        self._connections = connections
+        self._on_admit = on_admit  # e.g. lease the tenant's storage headroom ahead of its writes
         self._states: dict[str, TenantState] = {}
         self._loading: dict[str, asyncio.Future[TenantState]] = {}
         self._generations: dict[str, int] = {}
@@ -106,19 +122,35 @@ class TenantDirectory:
                 return tenant, acls
 
     # -- sessions ------------------------------------------------------------------------------
-    def admit(self, session: Closable, state: TenantState) -> str | None:
+    async def admit(self, session: Closable, state: TenantState) -> str | None:
+        """Count `session` (a Kafka session or an HTTP consumer instance) among its tenant's
+        connections; the refusal's reason, or None. Without a ledger the limit is this process's
+        own; with one, a slot is reserved in the tenant store (fleet-wide, fail closed)."""
         tenant = state.tenant
         if tenant.status != "active":
             return f"tenant {tenant.id} is {tenant.status}"
         live = self._by_tenant[tenant.id]
-        if len(live) >= tenant.limits.max_connections:
-            return f"tenant connection limit of {tenant.limits.max_connections} reached"
+        if self._connections is None:
+            if len(live) >= tenant.limits.max_connections:
+                return f"tenant connection limit of {tenant.limits.max_connections} reached"
+        else:
+            refused = await self._connections.acquire(tenant.id)
+            if refused is not None:
+                return refused
         live.add(session)
+        if self._on_admit is not None:
+            self._on_admit(tenant)
         return None
 
     def release(self, session: Closable) -> None:
-        if session.principal is not None:
-            self._by_tenant[session.principal.tenant_id].discard(session)
+        if session.principal is None:
+            return
+        tenant_id = session.principal.tenant_id
+        live = self._by_tenant[tenant_id]
+        if session in live:
+            live.discard(session)
+            if self._connections is not None:
+                self._connections.release(tenant_id)
 
     def sessions(self, tenant_id: str) -> set[Closable]:
         return set(self._by_tenant.get(tenant_id, ()))

@@ -11,9 +11,9 @@ repeated write is corrected by the next one.
 - `lease_storage(tenant, gateway, held, wanted)`: the gateway's share becomes `held` (bytes it has
   charged and not yet seen in a sample, plus unused headroom) plus up to `wanted` more, as much as
   `base + held of all` leaves under `max_storage_bytes`.
-- `settle_storage(tenant, gateway, held, stored, sampled_ms)`: a sample of the tenant's real size
-  replaces `base`, fenced: only a sample taken later than the one in the row (`sampled_ms`); the
-  gateway's share becomes `held` (it removed what the sample now counts).
+  With `sample` (the gateway's newest: stored bytes, when it was taken) the transaction first
+  replaces `base`, fenced: only by a sample taken later than the row's (`sampled_ms`). The
+  gateway calls it after each of its samples, with `held` less what the sample now counts.
 - `drop_holdings(gateway)`: a gateway stopping gives everything back.
 Every reservation is one transaction: the totals row is locked (SQLite: BEGIN IMMEDIATE;
 PostgreSQL: FOR UPDATE), the shares of gateways whose heartbeat (`gateways.last_seen`,
@@ -62,6 +62,7 @@ class _Totals:
     held: int
     own: int
     limit: int
+    newer: bool = False  # a sample given with the call replaced the base
 
     @property
     def others(self) -> int:
@@ -95,42 +96,27 @@ class LimitHoldings(StoreCore):
             return Holding(True, held, totals.others + held, totals.limit)
 
     def lease_storage(
-        self, tenant_id: str, gateway_id: str, held: int, wanted: int, *, stale_s: float
+        self,
+        tenant_id: str,
+        gateway_id: str,
+        held: int,
+        wanted: int,
+        *,
+        stale_s: float,
+        sample: tuple[int, int] | None = None,
     ) -> Holding:
         """The gateway's share becomes `held` plus as much of `wanted` as the tenant's storage
-        limit leaves; `granted` says whether any was added."""
+        limit leaves; `granted` says whether any was added. `sample`: the gateway's newest
+        (stored bytes, sampled_ms), applied first when newer than the row's (a first lease after
+        a fleet restart counts what the tenant already stores)."""
         _amount("held", held)
         _amount("wanted", wanted)
         with self._db.write() as session:
-            totals = self._lock(session, tenant_id, STORAGE, gateway_id, stale_s)
+            totals = self._lock(session, tenant_id, STORAGE, gateway_id, stale_s, sample=sample)
             room = max(0, totals.limit - totals.others - held)
             share = held + min(wanted, room)
             self._set_share(session, tenant_id, STORAGE, gateway_id, share, totals, checked=False)
             return Holding(share > held, share, totals.others + share, totals.limit)
-
-    def settle_storage(
-        self, tenant_id: str, gateway_id: str, held: int, stored: int, sampled_ms: int
-    ) -> bool:
-        """A sample of the tenant's size taken at `sampled_ms`; True when it replaced the row's
-        (it was newer). The gateway's share becomes `held` either way."""
-        _amount("held", held)
-        _amount("stored", stored)
-        _amount("sampled_ms", sampled_ms)
-        with self._db.write() as session:
-            totals = self._lock(session, tenant_id, STORAGE, gateway_id, stale_s=None)
-            table = TOTALS.c
-            newer = session.execute(
-                update(TOTALS)
-                .where(
-                    table.tenant_id == tenant_id,
-                    table.kind == STORAGE,
-                    table.sampled_ms < sampled_ms,
-                )
-                .values(base=stored, sampled_ms=sampled_ms)
-                .returning(table.tenant_id)
-            ).first()
-            self._set_share(session, tenant_id, STORAGE, gateway_id, held, totals, checked=False)
-            return newer is not None
 
     def drop_holdings(self, gateway_id: str) -> int:
         """Give back every share of `gateway_id` (it is stopping); the rows removed."""
@@ -156,16 +142,25 @@ class LimitHoldings(StoreCore):
 
     # -- one reservation's steps ------------------------------------------------------------------
     def _lock(
-        self, session: Session, tenant_id: str, kind: str, gateway_id: str, stale_s: float | None
+        self,
+        session: Session,
+        tenant_id: str,
+        kind: str,
+        gateway_id: str,
+        stale_s: float | None,
+        *,
+        sample: tuple[int, int] | None = None,
     ) -> _Totals:
-        """Lock the tenant's totals row (made if missing), expire dead gateways' shares (unless
-        `stale_s` is None) and read the limit and this gateway's share."""
+        """Lock the tenant's totals row (made if missing), apply `sample` (stored bytes,
+        sampled_ms) when newer, expire dead gateways' shares (unless `stale_s` is None) and read
+        the limit and this gateway's share."""
         check_text("gateway_id", gateway_id, max_length=MAX_NAME, allow_empty=False)
         now = self._now()
         limit = session.scalar(select(_limit_column(kind)).where(TenantRow.id == tenant_id))  # type: ignore[call-overload]
         if limit is None:
             raise NotFoundError(f"tenant {tenant_id!r} not found")
         _insert_totals(session, self._db.dialect, tenant_id, kind, now)
+        newer = sample is not None and _apply_sample(session, tenant_id, *sample)
         row = session.execute(
             select(T.base, T.held).where(T.tenant_id == tenant_id, T.kind == kind).with_for_update()
         ).one()
@@ -182,7 +177,7 @@ class LimitHoldings(StoreCore):
                 H.tenant_id == tenant_id, H.kind == kind, H.gateway_id == gateway_id
             )
         )
-        return _Totals(int(row.base), held, int(own or 0), int(limit))
+        return _Totals(int(row.base), held, int(own or 0), int(limit), newer)
 
     def _set_share(
         self,
@@ -224,6 +219,20 @@ def _insert_totals(
         tenant_id=tenant_id, kind=kind, base=0, held=0, sampled_ms=0, version=0, updated_at=now
     )
     session.execute(insert(TOTALS).values(**values).on_conflict_do_nothing())
+
+
+def _apply_sample(session: Session, tenant_id: str, stored: int, sampled_ms: int) -> bool:
+    """The fenced base update: `stored` replaces the base only if sampled after the row's."""
+    _amount("stored", stored)
+    _amount("sampled_ms", sampled_ms)
+    table = TOTALS.c
+    newer = session.execute(
+        update(TOTALS)
+        .where(table.tenant_id == tenant_id, table.kind == STORAGE, table.sampled_ms < sampled_ms)
+        .values(base=stored, sampled_ms=sampled_ms)
+        .returning(table.tenant_id)
+    ).first()
+    return newer is not None
 
 
 def _change_held(

@@ -420,7 +420,9 @@ class ConsumerRegistry:
             await self._close(key, "gateway stopping")
         await asyncio.gather(*list(self._closing), return_exceptions=True)
 
-    def create(self, caller: Caller, group: str, config: Mapping[str, Any]) -> ConsumerInstance:
+    async def create(
+        self, caller: Caller, group: str, config: Mapping[str, Any]
+    ) -> ConsumerInstance:
         name = str(config.get("name") or f"rest-consumer-{secrets.token_hex(8)}")
         fmt = str(config.get("format", "binary")).lower()
         reset = str(config.get("auto.offset.reset", "latest")).lower()
@@ -445,7 +447,7 @@ class ConsumerRegistry:
             raise ApiError(
                 409, f"consumer instance {name!r} already exists", CONSUMER_ALREADY_EXISTS
             )
-        self._admit(caller, key)
+        await self._admit(caller, key)
         client_id = caller.client_id or "pier-http"
         instance = ConsumerInstance(
             tenant=caller.tenant_id,
@@ -464,13 +466,20 @@ class ConsumerRegistry:
         log.info("event=consumer_created tenant=%s group=%s instance=%s", key[0], group, name)
         return instance
 
-    def _admit(self, caller: Caller, key: Key) -> None:
-        """Count the instance among its tenant's connections; 429 past `max_connections`."""
+    async def _admit(self, caller: Caller, key: Key) -> None:
+        """Count the instance among its tenant's connections (a slot held in the tenant store,
+        fleet-wide); 429 past `max_connections` or while the store cannot be asked."""
         connection = _Connection(caller.principal, lambda reason: self._close_soon(key, reason))
-        refused = caller.services.session.directory.admit(connection, caller.state)
+        directory = caller.services.session.directory
+        refused = await directory.admit(connection, caller.state)
         if refused is not None:
             log.info("event=consumer_refused tenant=%s reason=%r", key[0], refused)
             raise ApiError(429, refused, TOO_MANY_CONNECTIONS, retry_after_s=1)
+        if key in self._connections or key in self._instances:  # made while this one waited
+            directory.release(connection)
+            raise ApiError(
+                409, f"consumer instance {key[3]!r} already exists", CONSUMER_ALREADY_EXISTS
+            )
         self._connections[key] = connection
 
     def _fetch_client(self, tenant: str, key: Key) -> Cluster:

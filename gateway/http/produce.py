@@ -85,6 +85,7 @@ class HttpProducer:
     ) -> tuple[Prepared, int]:
         """Check one record against the rules and charge it: the batch to send, and the
         throttle (ms) it earned, which the caller waits before answering or reading more."""
+        await caller.policy.lease_storage(request_bytes)  # storage headroom from the store
         self.check_limits(caller, topic, request_bytes)
         count = await self.partitions(caller, topic)
         partition = choose_partition(record, topic, count, self._round_robin)
@@ -143,6 +144,7 @@ _PROBLEMS = {
     Reason.NOT_AUTHORIZED: (403, 40301),
     Reason.TOO_LARGE: (413, 41301),
     Reason.STORAGE_FULL: (403, 40302),
+    Reason.STORAGE_BUSY: (503, 50003),  # headroom being leased from the tenant store: retry
 }
 
 

@@ -125,7 +125,7 @@ class V2:
         body = await read_json(request) or {}
         if not isinstance(body, dict):
             raise ApiError(422, "the body is a JSON object of consumer settings", 42204)
-        instance = self._registry.create(caller, group, body)
+        instance = await self._registry.create(caller, group, body)
         base = f"{request.scheme}://{request.host}/consumers/{group}/instances/{instance.name}"
         return v2_response({"instance_id": instance.name, "base_uri": base})
 

@@ -17,6 +17,7 @@ from gateway.kafka.filter import Access, Fleet, MutationBudget
 from gateway.kafka.namespace import TenantNamespace
 from gateway.metering.meter import UsageMeter
 from gateway.policy.identity import QuotaSubject
+from gateway.policy.policy import StorageUse
 from gateway.reservations import PartitionBudget
 from tenancy.domain import Principal, Tenant
 
@@ -54,8 +55,9 @@ class Directory(Protocol):
         """The latest loaded state of a tenant (None while it is being reloaded)."""
         ...
 
-    def admit(self, session: Closable, state: TenantState) -> str | None:
-        """Register an authenticated session; a reason string if the tenant is at its limit."""
+    async def admit(self, session: Closable, state: TenantState) -> str | None:
+        """Register an authenticated session; a reason string if the tenant is at its limit
+        (fleet-wide, held in the tenant store) or the limit cannot be checked."""
         ...
 
     def release(self, session: Closable) -> None: ...
@@ -90,10 +92,6 @@ class Throttling(Protocol):
     def mutation_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int:
         """After the mutations of a request were charged: its throttle time."""
         ...
-
-
-class StorageUse(Protocol):
-    def stored_bytes(self, tenant_id: str) -> int: ...
 
 
 class FleetView(Fleet, Protocol):

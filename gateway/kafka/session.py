@@ -402,10 +402,13 @@ class Session:
         state = await self.services.directory.state(identity.principal.tenant_id)
         await self.services.throttling.load(state.tenant.id)
         self.principal = identity.principal
-        refused = self.services.directory.admit(self, state)
+        refused = await self.services.directory.admit(self, state)
         if refused is not None:
             log.info("event=connection_refused tenant=%s reason=%r", state.tenant.id, refused)
             return refused
+        if self._closed:  # the client left while its slot was reserved
+            self.services.directory.release(self)
+            return "connection closed"
         self._tenant = state
         self.policy = session_policy(
             self.services, identity.principal, self.peer_host, self.client_id, state

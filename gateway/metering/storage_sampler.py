@@ -7,7 +7,11 @@ same ids and billing counts each sample once. A broker that does not answer is s
 round (logged once until it answers again); its partitions keep their previous size in
 `stored_bytes`, which sums the latest size of each of a tenant's partitions (deleted topics drop
 out). Sample ids put the tenant next to the sampler id (`<sampler id>.<tenant>/<topic>/…`): the
-topic in a sample is the tenant's own name, which two tenants may share.
+topic in a sample is the tenant's own name, which two tenants may share. After each round
+`on_round(started_ms, stored bytes per tenant)` is awaited: the storage ledger
+(`gateway.storage_ledger`) settles the tenant store's count with it. The first round runs at
+`start()` without writing samples (the interval's samples are another gateway's or the next
+boundary's), so the ledger knows what tenants store before the first boundary.
 Runs on the event loop; not thread-safe.
 """
 
@@ -17,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from brokers.client import Cluster, TopicPartition
 from brokers.client.errors import ClientError
@@ -29,6 +33,7 @@ from tenancy.usage import StorageSample, storage_id
 
 log = logging.getLogger(__name__)
 TenantTopic = Callable[[str], tuple[str, str] | None]  # fleet name → (tenant, tenant's name)
+RoundDone = Callable[[int, dict[str, int]], Awaitable[None]]  # (started_ms, bytes per tenant)
 _Where = tuple[str, str, int]  # (tenant, tenant's topic, partition)
 
 
@@ -42,6 +47,7 @@ class StorageSampler:
         interval_s: float = 60.0,
         sampler_id: str = "fleet",
         clock_ms: Callable[[], int] = wall_ms,
+        on_round: RoundDone | None = None,
     ) -> None:
         self._cluster = cluster
         self._writer = writer
@@ -49,6 +55,7 @@ class StorageSampler:
         self._interval_ms = max(1, round(interval_s * 1000))
         self._sampler_id = sampler_id
         self._clock_ms = clock_ms
+        self._on_round = on_round
         self._latest: dict[_Where, int] = {}
         self._by_tenant: dict[str, int] = {}
         self._silent: set[int] = set()
@@ -66,8 +73,9 @@ class StorageSampler:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    async def sample(self) -> list[StorageSample]:
-        """One round: sample, submit to the writer, update `stored_bytes`; returns the samples."""
+    async def sample(self, *, submit: bool = True) -> list[StorageSample]:
+        """One round: sample, submit to the writer (unless not `submit`), update `stored_bytes`,
+        tell `on_round`; returns the samples."""
         now = self._clock_ms()
         at_ms = now - now % self._interval_ms
         metadata = await self._cluster.metadata(refresh=True)
@@ -84,7 +92,10 @@ class StorageSampler:
                     sample_id = storage_id(self._sampler_id, tenant, topic, index, at_ms)
                     samples.append(StorageSample(sample_id, tenant, topic, index, size, at_ms))
         self._remember(metadata, samples)
-        self._writer.submit(samples)
+        if submit:
+            self._writer.submit(samples)
+        if self._on_round is not None:
+            await self._on_round(now, dict(self._by_tenant))
         return samples
 
     async def _sizes_by_broker(
@@ -118,6 +129,10 @@ class StorageSampler:
         self._by_tenant = dict(totals)
 
     async def _run(self) -> None:
+        try:
+            await self.sample(submit=False)
+        except Exception:
+            log.exception("first storage sample round failed")
         while True:
             now = self._clock_ms()
             await asyncio.sleep((self._interval_ms - now % self._interval_ms) / 1000)

@@ -9,7 +9,10 @@ HTTP edge maps the reason to a problem JSON. Checks are a dict lookup or a few c
 topic per request, never per record.
 
 Kafka's order for a produce (its KafkaApis): the transactional id's WRITE, then per topic a legal
-name and WRITE, then the request size and the tenant's storage for what is left.
+name and WRITE, then the request size and the tenant's storage for what is left. The storage check
+charges the request's size to the headroom this gateway leased from the tenant store
+(`gateway.storage_ledger`: fleet-wide, no store call per request): POLICY_VIOLATION when the
+tenant is at its limit, REQUEST_TIMED_OUT (retriable) while more headroom is being leased.
 
 Built once per authenticated caller; reads the tenant's current state on every decision, so ACL
 and limit changes apply to open connections. Runs on the event loop; not thread-safe.
@@ -84,8 +87,25 @@ class MutationBudget(Protocol):
     def record(self, partitions: int) -> None: ...
 
 
+class StorageCharge(Protocol):
+    """Why a charge did not fit (`gateway.storage_ledger.StorageRefusal`)."""
+
+    @property
+    def full(self) -> bool: ...
+
+    @property
+    def message(self) -> str: ...
+
+
 class StorageUse(Protocol):
+    """The tenant's storage headroom leased from the tenant store (`gateway.storage_ledger.
+    StorageLedger`): `charge` is local (no store call), `lease` waits for the store."""
+
     def stored_bytes(self, tenant_id: str) -> int: ...
+
+    def charge(self, tenant_id: str, request_bytes: int, limit: int) -> StorageCharge | None: ...
+
+    async def lease(self, tenant_id: str, request_bytes: int, limit: int) -> None: ...
 
 
 # CreateTopics, DeleteTopics, CreatePartitions: charged to the controller mutation quota, strict
@@ -98,6 +118,7 @@ class Reason(enum.Enum):
     INVALID_NAME = "invalid_name"
     TOO_LARGE = "too_large"
     STORAGE_FULL = "storage_full"
+    STORAGE_BUSY = "storage_busy"  # headroom is being leased from the tenant store: retry
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,11 +208,19 @@ class TenantPolicy:
                 f"{limits.max_request_bytes}"
             )
             return Refusal(Reason.TOO_LARGE, ErrorCode.message_too_large, message)
-        stored = self._storage.stored_bytes(tenant.id)
-        if stored >= limits.max_storage_bytes:
-            message = f"storage limit reached: {stored} of {limits.max_storage_bytes} bytes stored"
-            return Refusal(Reason.STORAGE_FULL, ErrorCode.policy_violation, message)
-        return None
+        refused = self._storage.charge(tenant.id, request_bytes, limits.max_storage_bytes)
+        if refused is None:
+            return None
+        if refused.full:
+            return Refusal(Reason.STORAGE_FULL, ErrorCode.policy_violation, refused.message)
+        return Refusal(Reason.STORAGE_BUSY, ErrorCode.request_timed_out, refused.message)
+
+    async def lease_storage(self, request_bytes: int) -> None:
+        """Wait until this gateway holds headroom for `request_bytes` of the tenant's storage
+        (or the store said there is none): a path that may wait calls it before
+        `produce_refusals`, which then charges without refusing for a lease under way."""
+        tenant = self._state().tenant
+        await self._storage.lease(tenant.id, request_bytes, tenant.limits.max_storage_bytes)
 
     # -- quotas --------------------------------------------------------------------------------
     def subject(self, client_id: str | None = None) -> QuotaSubject:

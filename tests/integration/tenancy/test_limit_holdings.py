@@ -101,8 +101,7 @@ def test_concurrent_storage_leases_never_pass_the_limit(
     store: TenantStore, store_url: str, tenancy_clock: TenancyClock
 ) -> None:
     _ready(store, "acme", max_storage_bytes=10_000)
-    assert not store.settle_storage("acme", GATEWAYS[0], 0, 2_500, 0)  # not newer than 0
-    assert store.settle_storage("acme", GATEWAYS[0], 0, 2_500, 1_000)
+    store.lease_storage("acme", GATEWAYS[0], 0, 0, stale_s=STALE_S, sample=(2_500, 1_000))
 
     racers = _racers(store, 60)
 
@@ -121,17 +120,20 @@ def test_concurrent_storage_leases_never_pass_the_limit(
     assert not store.lease_storage("acme", gateway, last.held, 1, stale_s=STALE_S).granted
 
 
-def test_a_newer_sample_replaces_the_base_and_the_share_is_rewritten(store: TenantStore) -> None:
+def test_a_newer_sample_replaces_the_base_and_headroom_goes_back(store: TenantStore) -> None:
     _ready(store, "acme", max_storage_bytes=1_000)
     a, b = GATEWAYS[:2]
     assert store.lease_storage("acme", a, 0, 700, stale_s=STALE_S).held == 700
     assert store.lease_storage("acme", b, 0, 700, stale_s=STALE_S).held == 300
     # `a` wrote 500 of its 700 and a sample taken at 2000 counts them: its share drops to 200.
-    assert store.settle_storage("acme", a, 200, 500, 2_000)
+    settled = store.lease_storage("acme", a, 200, 0, stale_s=STALE_S, sample=(500, 2_000))
+    assert (settled.held, settled.in_use) == (200, 1_000)
     assert store.limit_use("acme", STORAGE) == (500, 500, {a: 200, b: 300})
-    assert not store.settle_storage("acme", b, 300, 100, 1_500)  # an older sample: base kept
-    assert store.limit_use("acme", STORAGE)[0] == 500
-    assert not store.lease_storage("acme", b, 300, 1, stale_s=STALE_S).granted
+    older = store.lease_storage("acme", b, 300, 1, stale_s=STALE_S, sample=(100, 1_500))
+    assert not older.granted and store.limit_use("acme", STORAGE)[0] == 500  # base kept
+    # An idle gateway gives its headroom back; what it frees another may lease.
+    assert store.lease_storage("acme", b, 0, 0, stale_s=STALE_S).held == 0
+    assert store.lease_storage("acme", a, 200, 900, stale_s=STALE_S).held == 500
 
 
 def test_bad_amounts_are_refused(store: TenantStore) -> None:

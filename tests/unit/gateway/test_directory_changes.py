@@ -120,7 +120,7 @@ def test_resync_closes_the_sessions_of_keys_revoked_in_the_gap() -> None:
         live = FakeSession(Principal("acme", "sa-app", "k-live"))
         gone = FakeSession(Principal("acme", "sa-app", "k-gone"))
         for session in (live, gone):
-            assert directory.admit(session, state) is None
+            assert await directory.admit(session, state) is None
         await directory.resync()
         assert (live.closed, gone.closed) == (None, "api key revoked or expired")
         assert directory.current("acme") is not None
@@ -134,7 +134,7 @@ def test_a_suspension_closes_the_tenants_sessions() -> None:
         directory = TenantDirectory(store)
         state = await directory.state("acme")
         session = FakeSession(Principal("acme", "sa-app", "k"))
-        assert directory.admit(session, state) is None
+        assert await directory.admit(session, state) is None
         store.tenant = replace(store.tenant, status="suspended")
         await directory.apply(change("tenant.suspended"))
         assert session.closed == "tenant is no longer active"

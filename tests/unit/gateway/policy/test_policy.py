@@ -26,6 +26,7 @@ from gateway.metering.meter import UsageMeter
 from gateway.policy import Identity, Reason, TenantPolicy, valid_topic_name
 from gateway.policy.names import usage_client_id, valid_instance_name
 from gateway.quotas.quota_book import QuotaBook
+from gateway.storage_ledger import StorageRefusal
 from gateway.throttling import GatewayThrottling
 from tenancy import usage
 from tenancy.domain import DEFAULT_LIMITS, Acl, Principal, QuotaEntity, Tenant
@@ -53,6 +54,16 @@ class Storage:
 
     def stored_bytes(self, tenant_id: str) -> int:
         return self.stored
+
+    def charge(self, tenant_id: str, request_bytes: int, limit: int) -> StorageRefusal | None:
+        """The ledger's answer for a tenant that stores `stored` (tests of the ledger itself:
+        tests/integration/tenancy/test_limit_ledgers.py)."""
+        if self.stored + request_bytes <= limit:
+            return None
+        return StorageRefusal(True, f"storage limit reached: {self.stored} of {limit} bytes stored")
+
+    async def lease(self, tenant_id: str, request_bytes: int, limit: int) -> None:
+        return None
 
 
 def allow(operation: str, resource_type: str, name: str, pattern: str = "literal") -> Acl:
