@@ -7,7 +7,9 @@ revoked key, a suspended tenant), reads `gateway_positions` until every live gat
 the change's version, so the change is in force everywhere before the operator gets the answer
 (docs/security.md). A gateway whose last report is older than `stale_after_s` is not live: it is
 not waited for (it has lost the store and cannot have read anything newer either). Reports are
-not journaled (they are not tenancy changes and would feed themselves). Mixin of `TenantStore`;
+not journaled (they are not tenancy changes and would feed themselves). `gateway_connections`
+sums each gateway's connection shares (`tenancy.limit_holdings`) for the operator's view of the
+fleet (`GET /v1/gateways`). Mixin of `TenantStore`;
 thread-safe (one session per call).
 """
 
@@ -16,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 
-from tenancy.models import GatewayRow
+from tenancy.limit_holdings import CONNECTIONS
+from tenancy.models import GatewayRow, LimitHoldingRow
 from tenancy.store_base import MAX_NAME, StoreCore, check_text
 
 FORGET_AFTER = timedelta(days=1)  # rows of gateways that died without removing theirs
@@ -29,6 +32,16 @@ class GatewayPosition:
     gateway_id: str
     applied_version: int
     last_seen: datetime
+    started_at: datetime  # when this gateway's row was made (its first report)
+
+
+@dataclass(frozen=True)
+class GatewayConnections:
+    """The connection slots one gateway holds in the store (`tenancy.limit_holdings`): Kafka
+    sessions and HTTP consumer instances (a release is written back within about a second)."""
+
+    connections: int
+    tenants: int  # tenants holding at least one
 
 
 class GatewayRegistry(StoreCore):
@@ -62,6 +75,20 @@ class GatewayRegistry(StoreCore):
         query = select(GatewayRow).where(GatewayRow.last_seen >= since).order_by(GatewayRow.id)
         with self._db.read() as session:
             return [
-                GatewayPosition(row.id, row.applied_version, row.last_seen)
+                GatewayPosition(row.id, row.applied_version, row.last_seen, row.started_at)
                 for row in session.scalars(query)
             ]
+
+    def gateway_connections(self) -> dict[str, GatewayConnections]:
+        """Each gateway's held connection slots, by gateway id (one grouped read of the shares)."""
+        shares = LimitHoldingRow
+        query = (
+            select(shares.gateway_id, func.sum(shares.held), func.count())
+            .where(shares.kind == CONNECTIONS, shares.held > 0)
+            .group_by(shares.gateway_id)
+        )
+        with self._db.read() as session:
+            return {
+                gateway: GatewayConnections(int(held), int(tenants))
+                for gateway, held, tenants in session.execute(query)
+            }

@@ -207,6 +207,37 @@
       ], plans, "No plans.", { id: "plans" })));
   }
 
+  // The live gateways (GET /v1/gateways): those heard from within the stale bound, each with the
+  // change version it has applied. Redrawn every few seconds while it is the page shown.
+  const GATEWAYS_REFRESH_MS = 5000;
+  let gatewaysTimer = null;
+  const optional = (value) => (value === undefined || value === null ? "—" : String(value));
+
+  async function gatewaysPage() {
+    clearTimeout(gatewaysTimer);
+    const listing = await api("GET", "/v1/gateways");
+    gatewaysTimer = setTimeout(() => { if (location.hash === "#/gateways") App.render(); }, GATEWAYS_REFRESH_MS);
+    const state = (g) => (g.behind === 0 ? "live" : "lagging");
+    const lagging = listing.items.filter((g) => g.behind > 0).length;
+    return h("div", null,
+      h("h1", null, "Gateways"),
+      h("p", { class: "sub", id: "gateways-summary" },
+        `${listing.items.length} live gateway(s), ${lagging} lagging · store change version ${listing.version} · `,
+        `listed: heard from in the last ${listing.stale_after_s} s. A change that takes access away (an ACL, a revoked key, `,
+        `a suspension) waits up to ${optional(listing.propagation_timeout_s)} s for every gateway listed to apply it; `,
+        "a lagging one has not applied the latest change yet."),
+      card(null, table([
+        { title: "Gateway", cell: (g) => h("code", null, g.id) },
+        { title: "State", cell: (g) => badge(state(g)) },
+        { title: "Applied version", num: true, cell: (g) => String(g.applied_version) },
+        { title: "Behind", num: true, cell: (g) => String(g.behind) },
+        { title: "Started", cell: (g) => time(g.started_at) },
+        { title: "Last seen", cell: (g) => time(g.last_seen) },
+        { title: "Connections", num: true, cell: (g) => optional(g.connections) },
+        { title: "Tenants", num: true, cell: (g) => optional(g.tenants) },
+      ], listing.items, "No live gateway: none has reported to the store recently.", { id: "gateways" })));
+  }
+
   App.start({
     title: "operator",
     home: "/tenants",
@@ -214,12 +245,13 @@
     signOut: () => sessionStorage.removeItem(TOKEN),
     login,
     who: () => "Signed in with an operator token",
-    nav: [["#/tenants", "Tenants", "tenants"], ["#/plans", "Plans", "plans"]],
+    nav: [["#/tenants", "Tenants", "tenants"], ["#/plans", "Plans", "plans"], ["#/gateways", "Gateways", "gateways"]],
     routes: [
       [/^\/tenants$/, tenantsPage, "tenants"],
       [/^\/tenants\/([^/]+)\/invoices\/([^/]+)$/, invoicePage, "tenants"],
       [/^\/tenants\/([^/]+)(?:\/([a-z]+))?$/, tenantPage, "tenants"],
       [/^\/plans$/, plansPage, "plans"],
+      [/^\/gateways$/, gatewaysPage, "gateways"],
     ],
   });
 

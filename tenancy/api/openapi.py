@@ -322,22 +322,34 @@ def _gateway_paths() -> dict[str, JsonSchema]:
     count = {"type": "integer", "minimum": 0}
     gateway = {
         "type": "object",
-        "required": ["id", "applied_version", "behind", "last_seen"],
+        "required": [
+            "id",
+            "applied_version",
+            "behind",
+            "started_at",
+            "last_seen",
+            "connections",
+            "tenants",
+        ],
         "additionalProperties": False,
         "properties": {
             "id": {"type": "string"},
             "applied_version": count,
             "behind": count,
+            "started_at": {"type": "string", "format": "date-time"},
             "last_seen": {"type": "string", "format": "date-time"},
+            "connections": count,
+            "tenants": count,
         },
     }
     listing = {
         "type": "object",
-        "required": ["version", "stale_after_s", "items"],
+        "required": ["version", "stale_after_s", "propagation_timeout_s", "items"],
         "additionalProperties": False,
         "properties": {
             "version": count,
             "stale_after_s": {"type": "number"},
+            "propagation_timeout_s": {"type": "number"},
             "items": {"type": "array", "items": gateway},
         },
     }

@@ -2,10 +2,11 @@
 
 One broker, the gateway with its tenant HTTP port, and `pier admin-api` on the same SQLite store.
 The operator signs in with a token, creates a tenant, a service account and an API key (its secret
-shown once), sees the tenant's hourly usage as SVG bars and its invoice; the tenant signs in to the
-gateway's console with that key, sees its topic and reads back a message produced with
-confluent-kafka; the operator revokes the key and the tenant console shows the 401 state. Usage
-rows are written through the billing ledger as a rollup run would (no Spark), then invoiced.
+shown once), sees the tenant's hourly usage as SVG bars and its invoice, and the stack's gateway
+listed live on the Gateways page; the tenant signs in to the gateway's console with that key, sees
+its topic and reads back a message produced with confluent-kafka; the operator revokes the key and
+the tenant console shows the 401 state. Usage rows are written through the billing ledger as a
+rollup run would (no Spark), then invoiced.
 `PIER_CONSOLE_SCREENSHOTS=docs/console` keeps the screenshots (docs/console.md shows them);
 otherwise they go to a temporary directory. Blocking; one stack and one browser for the module.
 """
@@ -16,6 +17,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -229,6 +231,56 @@ def operator_sees_other_pages(driver: webdriver.Chrome, url: str, account: str) 
     no_banner_error(driver)
 
 
+def operator_sees_the_live_gateways(
+    driver: webdriver.Chrome, url: str, token: str, stack: GatewayStack
+) -> None:
+    """The Gateways page lists the stack's gateway (the one heartbeat row the admin API reports)
+    live, with its applied version, and the connections it holds in the store while a Kafka
+    client of acme's is connected (the page redraws every few seconds)."""
+
+    def listed() -> list[dict[str, Any]]:
+        answer = requests.get(
+            url + "/v1/gateways", headers={"Authorization": f"Bearer {token}"}, timeout=10
+        )
+        assert answer.status_code == 200, answer.text
+        return list(answer.json()["items"])
+
+    (gateway,) = listed()  # the stack's one gateway
+    creds = stack.credentials["acme"]
+    client = AdminClient(
+        {
+            "bootstrap.servers": stack.bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": creds.key_id,
+            "sasl.password": creds.secret,
+        }
+    )
+    client.list_topics(timeout=30)  # connected: the gateway holds a slot of acme's for it
+    find(driver, "a[data-nav=gateways]").click()
+    row = find(driver, "#gateways tbody tr", gateway["id"])
+    assert str(gateway["applied_version"]) in row.text
+    find(driver, "#gateways .badge.live", "live")  # once it has applied the latest change
+
+    def page_shows_the_held_connections() -> bool:
+        (now,) = listed()
+        cells = [
+            c.text for c in find(driver, "#gateways tbody tr").find_elements(By.TAG_NAME, "td")
+        ]
+        return now["connections"] >= 1 and cells[6:8] == [str(now["connections"]), "1"]
+
+    wait_until(
+        page_shows_the_held_connections,
+        what="the Gateways page shows the connections the gateway holds",
+        timeout=BROWSER_WAIT_S,
+        retry_on=(StaleElementReferenceException,),
+    )
+    assert "1 live gateway(s)" in find(driver, "#gateways-summary").text
+    no_banner_error(driver)
+    driver.save_screenshot(str(SHOTS / "operator-gateways.png"))
+    del client  # closes its connections
+
+
 def tenant_reads_the_message(driver: webdriver.Chrome, url: str, key_id: str, secret: str) -> None:
     driver.get(url + "/console/")
     fill(driver, {"#key-id": key_id, "#key-secret": secret})
@@ -305,6 +357,7 @@ def test_operator_and_tenant_consoles_in_a_browser(
     )
     operator_sees_usage_and_invoice(browser, api.url, hours, period)
     operator_sees_other_pages(browser, api.url, account)
+    operator_sees_the_live_gateways(browser, api.url, token, stack)
     produce_message(stack, key_id, secret)
     tenant_reads_the_message(browser, http_url(stack), key_id, secret)
     tenant_sees_its_usage_and_invoice(browser, hours, period)

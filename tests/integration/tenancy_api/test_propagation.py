@@ -157,3 +157,30 @@ def test_the_operator_view_lists_the_live_gateways_and_how_far_behind(
     assert [(g["id"], g["applied_version"], g["behind"]) for g in listed.json["items"]] == [
         ("gw-live/1", 1, version - 1)
     ]
+    live = listed.json["items"][0]
+    assert live["started_at"] <= live["last_seen"] and live["started_at"].endswith("Z")
+    assert listed.json["propagation_timeout_s"] == BOUND_S  # the fixture's
+    assert (live["connections"], live["tenants"]) == (0, 0)
+
+
+def test_the_operator_view_counts_each_gateways_held_connections(
+    api: ServedApi, store: TenantStore
+) -> None:
+    """The connection slots each gateway holds in the store (`tenancy.limit_holdings`), summed
+    over tenants; a slot given back is no longer counted."""
+    _tenant_with_account(api)
+    assert (
+        api.post("/v1/tenants", {"id": "bolt", "display_name": "B", "plan": "free"}).status == 201
+    )
+    for gateway in ("gw-a/1", "gw-b/1"):
+        store.report_gateway(gateway, store.current_version())
+    assert store.hold_connections("acme", "gw-a/1", 2, stale_s=10).granted
+    assert store.hold_connections("bolt", "gw-a/1", 1, stale_s=10).granted
+    assert store.hold_connections("bolt", "gw-b/1", 1, stale_s=10).granted
+    assert store.hold_connections("bolt", "gw-b/1", 0, stale_s=10).granted  # released
+
+    def counts() -> list[tuple[str, int, int]]:
+        items = api.get("/v1/gateways").json["items"]
+        return [(g["id"], g["connections"], g["tenants"]) for g in items]
+
+    assert counts() == [("gw-a/1", 3, 2), ("gw-b/1", 0, 0)]

@@ -375,5 +375,8 @@ class FakeStore:
     def gateway_positions(self, *, stale_after_s: float) -> list[Any]:
         return []  # no gateway: changes are in force at once
 
+    def gateway_connections(self) -> dict[str, Any]:
+        return {}
+
     def close(self) -> None:
         pass
