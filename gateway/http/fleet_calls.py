@@ -24,6 +24,7 @@ from gateway.http.context import Caller
 from gateway.http.errors import ApiError
 from gateway.kafka.filter import FilterContext, Forward
 from gateway.kafka.filters import FILTERS
+from gateway.policy.requests import mutations_or_none
 
 Route = Callable[[Cluster], Awaitable[BrokerConnection]]
 COORDINATOR_MOVED = frozenset(
@@ -50,14 +51,6 @@ def coordinator(fleet_group: str) -> Route:
     return route
 
 
-class _NoBudget:
-    def exceeded(self) -> bool:
-        return False
-
-    def record(self, partitions: int) -> None:
-        return None
-
-
 def _top_error(answer: Any) -> int:
     return int(getattr(answer, "error_code", 0) or 0)
 
@@ -81,12 +74,11 @@ async def kafka_call(
     ctx = FilterContext(
         api_key=api_key,
         api_version=version,
-        caller=caller.policy.identity,
+        policy=policy,
         namespace=state.namespace,
-        access=state.access,
         limits=state.tenant.limits,
         fleet=services.fleet,
-        mutations=_NoBudget() if budget is None else budget,
+        mutations=mutations_or_none(budget),
         partitions=services.partitions,
     )
     outcome = await FILTERS[api_key].handle(ctx, request)

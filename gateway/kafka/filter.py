@@ -14,10 +14,12 @@ Reply`. The request is the client's kio request entity, decoded; the filter retu
 - `Reply(response)`: the gateway answers itself (refused, or served from the gateway's own state).
 `on_response` and `on_failure` run synchronously on the event loop; they must not block. The session sets `throttle_time_ms` on the final response itself, so filters leave it alone.
 
-Everything a filter may consult is on `FilterContext`: the caller, the tenant's namespace, ACLs,
-limits, the fleet view (endpoints, virtual cluster id, the tenant's partition count) and the
-mutation budget. Its ACL checks and topic-name rule are the policy stage's (`gateway.policy`):
-the caller is the policy's `Identity`, whose principal string is built there and nowhere else.
+Everything a filter may consult is on `FilterContext`: the caller's policy, the tenant's
+namespace, limits, the fleet view (endpoints, virtual cluster id, the tenant's partition count)
+and the mutation budget. Its ACL checks and topic-name rule are the policy stage's
+(`gateway.policy`): `allowed` / `allowed_any` ask the request's `TenantPolicy` (its
+`Authorization`), the one place a tenant's ACLs are consulted, under the policy's `Identity`,
+whose principal string is built there and nowhere else.
 Filters never see sockets. Runs on the event loop; not thread-safe.
 """
 
@@ -31,6 +33,7 @@ from gateway.kafka.namespace import TenantNamespace
 from gateway.policy.identity import Identity
 from gateway.policy.names import topic_name_problem
 from gateway.policy.policy import Access
+from gateway.policy.requests import Authorization
 from gateway.reservations import PartitionBudget
 from tenancy.domain import TenantLimits
 
@@ -38,6 +41,7 @@ Caller = Identity  # the authenticated client behind a request (principal, host,
 
 __all__ = [
     "Access",
+    "Authorization",
     "Caller",
     "Failure",
     "FilterContext",
@@ -89,24 +93,23 @@ class MutationBudget(Protocol):
 class FilterContext:
     api_key: int
     api_version: int
-    caller: Caller
+    policy: Authorization  # the request's `TenantPolicy`: its identity and ACL checks
     namespace: TenantNamespace
-    access: Access
     limits: TenantLimits
     fleet: Fleet
     mutations: MutationBudget
     partitions: PartitionBudget | None = None  # None: creations are refused (fail closed)
 
+    @property
+    def caller(self) -> Caller:
+        return self.policy.identity
+
     def allowed(self, operation: str, resource_type: str, name: str) -> bool:
         """Whether the caller may do `operation` on the tenant resource `name` (tenant's name)."""
-        return self.access.allowed(
-            self.caller.kafka_principal, self.caller.host, operation, resource_type, name
-        )
+        return self.policy.allowed(operation, resource_type, name)
 
     def allowed_any(self, operation: str, resource_type: str) -> bool:
-        return self.access.allowed_any(
-            self.caller.kafka_principal, self.caller.host, operation, resource_type
-        )
+        return self.policy.allowed_any(operation, resource_type)
 
     def topic_name_problem(self, name: str) -> str | None:
         """Why the tenant may not name a topic `name` (INVALID_TOPIC_EXCEPTION), or None."""

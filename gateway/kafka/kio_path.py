@@ -2,7 +2,7 @@
 answer, rewrite the broker's answer, encode.
 
 Owns: building the `FilterContext` of a request from the session's `TenantPolicy` (the policy
-stage: the caller's identity for the filters' ACL checks, the controller-mutation budget for the
+stage: the filters' ACL checks go through it, the controller-mutation budget for the
 APIs that create or delete partitions, strict from the versions KIP-599 names, usage metering and
 charging request time, `request_percentage`). APIs that wait in the broker (JoinGroup and
 SyncGroup rebalances) are charged only the gateway's own work. Runs on the event loop; not
@@ -21,16 +21,9 @@ from gateway.kafka.filter import FilterContext, Forward
 from gateway.kafka.filters import FILTERS
 from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
+from gateway.policy.requests import mutations_or_none
 
 WAITS_IN_BROKER = frozenset({11, 14})  # JoinGroup, SyncGroup
-
-
-class _NoBudget:
-    def exceeded(self) -> bool:
-        return False
-
-    def record(self, partitions: int) -> None:
-        return None
 
 
 async def handle(
@@ -45,12 +38,11 @@ async def handle(
     ctx = FilterContext(
         api_key=exchange.api_key,
         api_version=exchange.version,
-        caller=policy.identity.with_client_id(subject.client_id),
+        policy=policy,
         namespace=session.tenant.namespace,
-        access=session.tenant.access,
         limits=session.tenant.tenant.limits,
         fleet=session.services.fleet,
-        mutations=_NoBudget() if budget is None else budget,
+        mutations=mutations_or_none(budget),
         partitions=session.services.partitions,
     )
     outcome = await module.handle(ctx, request)

@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 from brokers.wire.entities import has_field, known_fields, make, request_module, response_module
 from gateway.kafka.filter import Caller, FilterContext, FilterModule, Forward, Outcome, Reply
 from gateway.kafka.namespace import TenantNamespace
+from gateway.policy import TenantPolicy
 from gateway.reservations import LedgerUnavailable
 from tenancy.domain import DEFAULT_LIMITS, Principal, TenantLimits
 from tenancy.reservations import PartitionGrant
@@ -101,6 +103,20 @@ class FakeBudget:
         self.charged += partitions
 
 
+def _policy(tenant: str, access: FakeAccess) -> TenantPolicy:
+    """The real policy stage over fake ACLs: the filters' checks go through `TenantPolicy`."""
+    identity = Caller(Principal(tenant, "sa-0000000001", "KEY0000000000001"), "127.0.0.1", "app")
+    state = SimpleNamespace(access=access)
+    return TenantPolicy(
+        identity,
+        lambda: state,  # a TenantView for what `allowed` reads
+        quotas=None,  # type: ignore[arg-type]
+        storage=None,  # type: ignore[arg-type]
+        meter=None,  # type: ignore[arg-type]
+        clock_ms=lambda: 0,
+    )
+
+
 def context(
     module: FilterModule,
     version: int,
@@ -116,9 +132,8 @@ def context(
     return FilterContext(
         api_key=module.API_KEY,
         api_version=version,
-        caller=Caller(Principal(tenant, "sa-0000000001", "KEY0000000000001"), "127.0.0.1", "app"),
+        policy=_policy(tenant, access or FakeAccess()),
         namespace=TenantNamespace(tenant),
-        access=access or FakeAccess(),
         limits=limits,
         fleet=fleet,
         mutations=budget or FakeBudget(),
