@@ -96,14 +96,16 @@ def _kcat(bootstrap: str, topic: str) -> str:
     return f"""\
 kcat -b {bootstrap} -L                          # metadata
 echo hello | kcat -b {bootstrap} -t {topic} -P     # produce
-kcat -b {bootstrap} -t {topic} -C -o beginning -e  # consume
+kcat -b {bootstrap} -t {topic} -C -o beginning -e -q  # consume
 """
 
 
 def sasl_snippets(bootstrap: str, credentials_file: str, java_properties: str) -> str:
-    """How a tenant connects through the gateway with each client (SASL/PLAIN; SCRAM-SHA-256 and
-    -512 work the same way with `sasl.mechanism` changed). The secret is read from the
-    credentials file, never printed."""
+    """How a tenant connects through the gateway with each client, with SCRAM-SHA-256 (PLAIN and
+    SCRAM-SHA-512 work too, with the mechanism changed; SCRAM never sends the secret itself, so
+    kafka-python and aiokafka do not warn about a password sent in the clear). Each Python
+    snippet reads the key from the credentials file itself (the secret is never printed) and runs
+    as pasted."""
     load = (
         "import json\n"
         f'creds = json.load(open("{credentials_file}"))  # key_id = username, secret = password\n'
@@ -121,13 +123,13 @@ def sasl_snippets(bootstrap: str, credentials_file: str, java_properties: str) -
 def java_client_properties(bootstrap: str, credentials: dict[str, str]) -> str:
     """A client.properties for the Java client and Kafka's command-line tools."""
     jaas = (
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="{credentials["key_id"]}" password="{credentials["secret"]}";'
     )
     return (
         f"bootstrap.servers={bootstrap}\n"
         "security.protocol=SASL_PLAINTEXT\n"
-        "sasl.mechanism=PLAIN\n"
+        "sasl.mechanism=SCRAM-SHA-256\n"
         f"sasl.jaas.config={jaas}"
     )
 
@@ -139,7 +141,7 @@ from confluent_kafka import Consumer, Producer
 config = {{
     "bootstrap.servers": "{bootstrap}",
     "security.protocol": "SASL_PLAINTEXT",
-    "sasl.mechanism": "PLAIN",  # or SCRAM-SHA-256 / SCRAM-SHA-512
+    "sasl.mechanism": "SCRAM-SHA-256",  # or SCRAM-SHA-512 / PLAIN
     "sasl.username": creds["key_id"],
     "sasl.password": creds["secret"],
 }}
@@ -155,12 +157,16 @@ consumer.close()
 
 def _kafka_python_sasl(bootstrap: str) -> str:
     return f"""\
+import logging
+
 from kafka import KafkaConsumer, KafkaProducer
 
+# kafka-python warns about any SASL without TLS; SCRAM sends a proof, never the secret.
+logging.getLogger("kafka.net.sasl.scram").setLevel(logging.ERROR)
 sasl = dict(
     bootstrap_servers="{bootstrap}",
     security_protocol="SASL_PLAINTEXT",
-    sasl_mechanism="PLAIN",
+    sasl_mechanism="SCRAM-SHA-256",
     sasl_plain_username=creds["key_id"],
     sasl_plain_password=creds["secret"],
 )
@@ -178,7 +184,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 sasl = dict(
     bootstrap_servers="{bootstrap}",
     security_protocol="SASL_PLAINTEXT",
-    sasl_mechanism="PLAIN",
+    sasl_mechanism="SCRAM-SHA-256",
     sasl_plain_username=creds["key_id"],
     sasl_plain_password=creds["secret"],
 )
@@ -203,16 +209,16 @@ def _kcat_sasl(bootstrap: str, credentials_file: str) -> str:
     return f"""\
 KEY=$(python3 -c 'import json; print(json.load(open("{credentials_file}"))["key_id"])')
 SECRET=$(python3 -c 'import json; print(json.load(open("{credentials_file}"))["secret"])')
-SASL="-X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN -X sasl.username=$KEY -X sasl.password=$SECRET"
+SASL="-X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=SCRAM-SHA-256 -X sasl.username=$KEY -X sasl.password=$SECRET"
 kcat -b {bootstrap} $SASL -L                          # metadata: only the tenant's topics
 echo hello | kcat -b {bootstrap} $SASL -t {DEMO_TOPIC} -P     # produce
-kcat -b {bootstrap} $SASL -t {DEMO_TOPIC} -C -o beginning -e  # consume
+kcat -b {bootstrap} $SASL -t {DEMO_TOPIC} -C -o beginning -e -q  # consume
 """
 
 
 def _java(bootstrap: str, java_properties: str) -> str:
     return f"""\
-# {java_properties} holds bootstrap.servers, SASL_PLAINTEXT, PLAIN and the JAAS line (mode 0600)
+# {java_properties} holds bootstrap.servers, SASL_PLAINTEXT, SCRAM-SHA-256 and the JAAS line (0600)
 kafka-topics.sh --bootstrap-server {bootstrap} --command-config {java_properties} --list
 kafka-console-producer.sh --bootstrap-server {bootstrap} --producer.config {java_properties} --topic {DEMO_TOPIC}
 """

@@ -41,7 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--brokers", type=int, default=DEFAULT_BROKERS, help="cluster size (%(default)s)"
     )
     parser.add_argument(
-        "--zookeeper-port", type=int, default=DEFAULT_ZOOKEEPER_PORT, help="(%(default)s)"
+        "--zookeeper-port",
+        type=int,
+        default=DEFAULT_ZOOKEEPER_PORT,
+        help="the local ZooKeeper's client port (%(default)s)",
     )
     parser.add_argument(
         "--metrics-port",

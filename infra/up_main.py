@@ -10,8 +10,11 @@ schema and point at that file. The stack is described by a list of component sta
 (`components`), each starting its processes on the shared `Stack` and returning the text that
 tells the developer how to use them. Once up, `infra.up_watch` watches it: a broker that dies is
 reported and the rest keep running; another process dying stops everything. The running stack is
-recorded in `<root>/stack.json` (`infra.up_state`): `infra/up` run again with the same root while
-it runs asks that launcher to restart what died, prints what it did, and exits. Runs on the main
+recorded in `<root>/stack.json` (`infra.up_state`) from the moment the launcher starts: `infra/up`
+run again with the same root while it runs asks that launcher to restart what died, prints what it
+did, and exits; with nothing dead it says Pier is already running there (PID, processes, URLs) and
+exits 3 (`infra.up_watch`). Every port the stack will listen on is checked before anything starts:
+one taken by something else stops `infra/up` at once, naming the port and its option. Runs on the main
 thread; SIGINT/SIGTERM only set an event, and the main thread stops every process through
 `Stack.close()` (gateway, admin API, brokers newest first with controlled shutdown, then
 ZooKeeper); SIGUSR1 (a restart request) only sets another.
@@ -35,10 +38,16 @@ from infra.errors import LaunchError
 from infra.files import save_secret, shown
 from infra.probes import port_in_use
 from infra.stack import Stack, init_tenant_store
-from infra.up_cluster import add_arguments, start_cluster_brokers, start_local_zookeeper
+from infra.up_cluster import (
+    FIRST_NODE_ID,
+    add_arguments,
+    planned_ports,
+    start_cluster_brokers,
+    start_local_zookeeper,
+)
 from infra.up_gateway import add_arguments as add_gateway_arguments
 from infra.up_gateway import gateway_http_url, start_billing, start_gateway
-from infra.up_watch import Watcher, ask_running_launcher
+from infra.up_watch import ALREADY_RUNNING, Watcher, ask_running_launcher
 
 # State lives in the repository's .pier/ (git-ignored), wherever infra/up is run from.
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".pier"
@@ -48,6 +57,23 @@ TENANT_STORE = "tenancy.db"
 OPERATOR_TOKEN = "operator-token"
 
 Starter = Callable[[Stack, argparse.Namespace], str]
+EPILOG = f"""\
+Examples:
+  infra/up                          ZooKeeper, three brokers, the admin API, the gateway, billing
+  infra/up --standalone --no-billing    one broker, the admin API and the gateway
+  infra/up --root /tmp/pier2 --port 19092 --zookeeper-port 12181 --admin-port 18080 \\
+      --gateway-port 19192 --gateway-http-port 18082 --metrics-port 0 --gateway-metrics-port 0
+                                    a second, separate stack beside the first
+
+Running it again with the same --root while a stack runs starts nothing new: if a process
+of that stack died (a broker), the running launcher restarts it and this exits 0 (1 if the
+restart failed); otherwise it prints "Pier is already running from ROOT" with the launcher's
+PID, its processes and URLs, and exits {ALREADY_RUNNING}. A port that another program already
+listens on stops infra/up before anything starts, naming the port and the option that moves
+it (exit 1). Ctrl-C (or SIGTERM) stops every process; exit 0.
+
+The first run sets up .venv with Pier and the Kafka clients the README uses;
+`source .venv/bin/activate` puts `pier` on PATH."""
 
 
 def start_standalone_broker(stack: Stack, args: argparse.Namespace) -> str:
@@ -117,6 +143,49 @@ CLUSTER: list[Starter] = [
 ]
 
 
+def wanted_ports(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """(option, port) of every listener the chosen components will open."""
+    if args.standalone:
+        ports = [("--port", args.port)]
+        node_ids = [0]
+    else:
+        ports = planned_ports(args)
+        node_ids = [FIRST_NODE_ID + i for i in range(args.brokers)]
+    ports.append(("--admin-port", args.admin_port))
+    if not args.no_gateway:
+        ports.append(("--gateway-port", args.gateway_port))
+        ports += [("--gateway-port", args.gateway_port + 1 + node) for node in node_ids]
+        if args.gateway_metrics_port:
+            ports.append(("--gateway-metrics-port", args.gateway_metrics_port))
+        if gateway_http_url(args) is not None:  # a taken default is moved to a free port
+            ports.append(("--gateway-http-port", args.gateway_http_port))
+    return ports
+
+
+def check_ports(args: argparse.Namespace) -> None:
+    """LaunchError naming the first port something else listens on, and the option to change."""
+    for option, port in wanted_ports(args):
+        if port_in_use(args.host, port):
+            raise LaunchError(
+                f"port {port} on {args.host} is in use by another program; pick another with"
+                f" {option} (or stop what listens there)"
+            )
+
+
+def endpoints(stack: Stack, args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The running stack's addresses, as a second `infra/up` shows them."""
+    found = [("bootstrap.servers", stack.bootstrap)]
+    if stack.admin_api is not None:
+        found += [("admin API", stack.admin_api.url)]
+        found += [("operator console", f"{stack.admin_api.url}/console/")]
+    if stack.gateway is not None:
+        found.append(("gateway (Kafka, SASL)", stack.gateway.bootstrap))
+        if args.gateway_http_port:
+            http = f"http://{args.host}:{args.gateway_http_port}"
+            found += [("tenant HTTP API", http), ("tenant console", f"{http}/console/")]
+    return found
+
+
 def components(args: argparse.Namespace) -> list[Starter]:
     chosen = STANDALONE if args.standalone else CLUSTER
     left_out = {start_gateway} if args.no_gateway else set()
@@ -125,12 +194,12 @@ def components(args: argparse.Namespace) -> list[Starter]:
     return [starter for starter in chosen if starter not in left_out]
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="infra/up",
         description="Run Pier locally until Ctrl-C.",
-        epilog="The first run sets up .venv with Pier and the Kafka clients the README uses; "
-        "`source .venv/bin/activate` puts `pier` on PATH.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
     )
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default %(default)s)")
     parser.add_argument(
@@ -147,7 +216,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-gateway", action="store_true", help="run without the tenant gateway")
     add_arguments(parser)
     add_gateway_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
     args.root = args.root.resolve()
     args.data_dir = (args.data_dir or args.root / "data").resolve()
     args.pier = pier_command()
@@ -159,6 +232,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     running = up_state.find_launcher(args.root)
     if running is not None:
         return ask_running_launcher(args.root, running)
+    try:
+        check_ports(args)
+    except LaunchError as exc:
+        print(f"infra/up: {exc}", file=sys.stderr)
+        return 1
+    up_state.save_starting(args.root)
     stop, restart_wanted = threading.Event(), threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -175,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for starter in components(args):
                 print(starter(stack, args), flush=True)
             print("Pier is up. Press Ctrl-C to stop.", flush=True)
-            return Watcher(stack, args.root).run(stop, restart_wanted)
+            return Watcher(stack, args.root, endpoints(stack, args)).run(stop, restart_wanted)
     except LaunchError as exc:
         print(f"infra/up: {exc}", file=sys.stderr)
         return 1

@@ -1,13 +1,15 @@
 """`infra/up`'s record of a running stack, `<root>/stack.json`, and how a second `infra/up` uses it.
 
-The launcher writes the record once its stack is up and again whenever something changes (a
-broker died, a restart request was served), and removes it when it stops. It holds the launcher's
-PID with its start time (from /proc, so a reused PID is never mistaken for it), each process's
-name, PID, address, log and whether it runs, and how many restart requests were served, with the
-last one's outcome. A second `infra/up` with the same `--root` finds the live launcher there,
-sends it SIGUSR1 (by PID) and waits until the served count moves on: the launcher itself restarts
-what died, on its main thread, so the new processes are its children like the others, die with
-it, and stop in order on Ctrl-C. Writes are atomic (temporary file, then rename). Blocking; the
+The launcher writes the record as it starts (`starting`: no processes yet), once its stack is up
+and again whenever something changes (a broker died, a restart request was served), and removes
+it when it stops. It holds the launcher's PID with its start time (from /proc, so a reused PID is
+never mistaken for it), each process's name, PID, address, log and whether it runs, the stack's
+endpoints (name and URL, as `infra/up` printed them), and how many restart requests were served,
+with the last one's outcome. A second `infra/up` with the same `--root` finds the live launcher
+there (`infra.up_watch.ask_running_launcher`); when a process died it sends it SIGUSR1 (by PID)
+and waits until the served count moves on: the launcher itself restarts what died, on its main
+thread, so the new processes are its children like the others, die with it, and stop in order on
+Ctrl-C. Writes are atomic (temporary file, then rename). Blocking; the
 launcher writes from its main thread only.
 """
 
@@ -56,6 +58,12 @@ class LauncherRecord:
     restarts: int
     processes: list[ProcessEntry]
     last_restart: RestartOutcome
+    starting: bool = False
+    endpoints: list[tuple[str, str]] = field(default_factory=list)
+
+    def dead(self) -> list[ProcessEntry]:
+        """The processes that are not running (as recorded, or gone since)."""
+        return [p for p in self.processes if not p.running or not pid_running(p.pid)]
 
 
 def start_time(pid: int) -> int | None:
@@ -69,15 +77,39 @@ def start_time(pid: int) -> int | None:
 
 
 def save(
-    root: Path, processes: Sequence[ProcessEntry], restarts: int, last: RestartOutcome
+    root: Path,
+    processes: Sequence[ProcessEntry],
+    restarts: int,
+    last: RestartOutcome,
+    endpoints: Sequence[tuple[str, str]] = (),
 ) -> None:
-    """Write this launcher's record (atomically)."""
+    """Write this launcher's record of its running stack (atomically)."""
+    _write(root, processes, restarts, last, endpoints, starting=False)
+
+
+def save_starting(root: Path) -> None:
+    """Write this launcher's record while it starts its stack (atomically)."""
+    _write(root, (), 0, RestartOutcome(), (), starting=True)
+
+
+def _write(
+    root: Path,
+    processes: Sequence[ProcessEntry],
+    restarts: int,
+    last: RestartOutcome,
+    endpoints: Sequence[tuple[str, str]],
+    *,
+    starting: bool,
+) -> None:
     record = {
         "launcher": {"pid": os.getpid(), "start_time": start_time(os.getpid())},
+        "starting": starting,
         "processes": [asdict(entry) for entry in processes],
+        "endpoints": [list(pair) for pair in endpoints],
         "restarts": restarts,
         "last_restart": asdict(last),
     }
+    root.mkdir(parents=True, exist_ok=True)
     path = root / STATE_FILE
     temporary = path.with_name(f".{STATE_FILE}.{os.getpid()}")
     temporary.write_text(json.dumps(record, indent=2) + "\n")
@@ -107,6 +139,8 @@ def find_launcher(root: Path) -> LauncherRecord | None:
             restarts=int(data["restarts"]),
             processes=[ProcessEntry(**entry) for entry in data["processes"]],
             last_restart=RestartOutcome(**data["last_restart"]),
+            starting=bool(data.get("starting", False)),
+            endpoints=[(str(name), str(url)) for name, url in data.get("endpoints", [])],
         )
     except (KeyError, TypeError, ValueError):
         return None

@@ -7,8 +7,11 @@ Owns the launcher's loop once the stack is up. Every `interval` it polls each pr
 - any other process dying (ZooKeeper, the admin API, the gateway, the billing rollup) ends
   `infra/up` with status 1, which stops the whole stack, as before: the stack is not usable
   without it.
-A restart request (SIGUSR1 from a second `infra/up`, see `infra.up_state`) restarts every dead
-broker with its node id, port, data dir and config and waits until it answers; a broker whose
+A second `infra/up` on the same state dir (`ask_running_launcher`) starts nothing of its own: when
+the record shows a process that died it sends a restart request; otherwise it says that Pier is
+already running (or still starting) there, with the launcher's PID, the processes and the URLs,
+and exits with `ALREADY_RUNNING` (3). A restart request (SIGUSR1, see `infra.up_state`) restarts
+every dead broker with its node id, port, data dir and config and waits until it answers; a broker whose
 previous session still holds its ZooKeeper registration waits inside for it to expire (see
 `brokers.controller.registration`). Each change is written to the stack's record.
 Blocking; main thread only: children spawned here must be the main thread's, so that their
@@ -24,16 +27,25 @@ from pathlib import Path
 
 from infra import up_state
 from infra.errors import LaunchError
+from infra.process import pid_running
 from infra.stack import BrokerProcess, Stack
 from infra.up_state import ProcessEntry, RestartOutcome
 
 HEALTH_CHECK_INTERVAL = 1.0
+ALREADY_RUNNING = 3  # the exit status of a second `infra/up` that found nothing to do
 
 
 class Watcher:
-    def __init__(self, stack: Stack, root: Path, interval: float = HEALTH_CHECK_INTERVAL) -> None:
+    def __init__(
+        self,
+        stack: Stack,
+        root: Path,
+        endpoints: list[tuple[str, str]],
+        interval: float = HEALTH_CHECK_INTERVAL,
+    ) -> None:
         self._stack = stack
         self._root = root
+        self._endpoints = endpoints
         self._interval = interval
         self._reported: set[int] = set()  # PIDs of dead brokers already reported
         self._restarts = 0
@@ -53,7 +65,7 @@ class Watcher:
         return 0
 
     def save(self) -> None:
-        up_state.save(self._root, self.entries(), self._restarts, self._last)
+        up_state.save(self._root, self.entries(), self._restarts, self._last, self._endpoints)
 
     def entries(self) -> list[ProcessEntry]:
         """Every process of the stack, in start order, as the record lists it."""
@@ -148,10 +160,38 @@ def _entry(name: str, process: subprocess.Popen[bytes], address: str, log: Path)
 
 
 def ask_running_launcher(root: Path, launcher: up_state.LauncherRecord) -> int:
-    """A second `infra/up`: have the running launcher restart what is missing; say what it did."""
+    """A second `infra/up` on a running stack's state dir: restart what died and say what was
+    done (0; 1 if a restart failed), or say what runs there and start nothing (ALREADY_RUNNING)."""
+    if launcher.starting:
+        print(
+            f"infra/up: Pier is already starting from {root} (launcher pid {launcher.pid});"
+            " nothing started. Wait for its 'Pier is up', or stop it (Ctrl-C in its terminal,"
+            f" or kill {launcher.pid})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return ALREADY_RUNNING
+    if not launcher.dead():
+        print(
+            f"infra/up: Pier is already running from {root} (launcher pid {launcher.pid});"
+            " nothing started",
+            flush=True,
+        )
+        _describe(launcher)
+        print(
+            f"Stop it with Ctrl-C in its terminal (or kill {launcher.pid}); run infra/up again"
+            " after a broker dies to restart it.",
+            flush=True,
+        )
+        return ALREADY_RUNNING
+    return _restart_dead(root, launcher)
+
+
+def _restart_dead(root: Path, launcher: up_state.LauncherRecord) -> int:
+    names = ", ".join(entry.name for entry in launcher.dead())
     print(
-        f"infra/up: a stack is already running under {root} (launcher pid {launcher.pid});"
-        " starting what is missing",
+        f"infra/up: Pier is running from {root} (launcher pid {launcher.pid}) without {names};"
+        " asking it to restart what died",
         flush=True,
     )
     answered = up_state.request_restart(root, launcher)
@@ -163,8 +203,15 @@ def ask_running_launcher(root: Path, launcher: up_state.LauncherRecord) -> int:
         print(f"infra/up: {line}", flush=True)
     if not outcome.restarted and not outcome.failed:
         print("infra/up: nothing was missing", flush=True)
-    for entry in answered.processes:
-        state = "running" if entry.running else "NOT running"
+    _describe(answered)
+    return 1 if outcome.failed else 0
+
+
+def _describe(launcher: up_state.LauncherRecord) -> None:
+    """The recorded processes (PID, address, whether they run), then the stack's URLs."""
+    for entry in launcher.processes:
+        state = "running" if entry.running and pid_running(entry.pid) else "NOT running"
         where = f" {entry.address}" if entry.address else ""
         print(f"  {entry.name}: pid {entry.pid}{where} {state}", flush=True)
-    return 1 if outcome.failed else 0
+    for name, url in launcher.endpoints:
+        print(f"  {name}: {url}", flush=True)
