@@ -42,6 +42,13 @@ def add_parser(commands: Any) -> None:
     )
     run.add_argument("--bootstrap", default=os.environ.get("PIER_BOOTSTRAP"), help="brokers")
     run.add_argument("--topic", default="__usage", help="usage topic")
+    run.add_argument(
+        "--state",
+        type=Path,
+        default=os.environ.get("PIER_BILLING_STATE"),
+        help="directory keeping the ids of counted records (shared by a cluster's executors);"
+        " default: billing-state beside a SQLite --db",
+    )
     run.add_argument("--until", default=None, help="ISO time or epoch ms: read records before it")
     run.add_argument(
         "--sample-interval", default="60s", help="storage sampling interval (a sample holds ≤ 2×)"
@@ -59,7 +66,7 @@ def add_parser(commands: Any) -> None:
     invoice.add_argument("--grace", default="72h", help="drafts until period end + grace")
     usage = sub.add_parser("usage", help="print a tenant's hourly usage")
     _db(usage)
-    usage.add_argument("--tenant", required=True)
+    usage.add_argument("--tenant", required=True, help="tenant id")
     usage.add_argument("--from", dest="start", required=True, help="ISO time (UTC if no zone)")
     usage.add_argument("--to", dest="end", required=True, help="ISO time, exclusive")
     form = usage.add_mutually_exclusive_group()
@@ -131,6 +138,19 @@ def _database(url: str) -> Any:
         raise _Failure(f"--db: {exc.message}", EXIT_USAGE) from None
 
 
+def _state_dir(given: Path | str | None, db_url: str) -> Path:
+    """--state, or `billing-state` beside a SQLite store's file."""
+    if given:
+        return Path(given)
+    if db_url.startswith("sqlite:///") and db_url != "sqlite:///:memory:":
+        return Path(db_url.removeprefix("sqlite:///")).parent / "billing-state"
+    raise _Failure(
+        "--state (or PIER_BILLING_STATE) is required with this --db: the directory that keeps"
+        " the ids of counted usage records",
+        EXIT_USAGE,
+    )
+
+
 def _store_error(exc: Exception) -> _Failure:
     first = (str(exc).splitlines() or [""])[0]
     if "no such table" in first or "does not exist" in first:
@@ -147,14 +167,21 @@ def _run(args: argparse.Namespace) -> int:
     interval = parse_duration("--sample-interval", args.sample_interval)
     from sqlalchemy.exc import SQLAlchemyError
 
+    from billing.jars import MissingJarsError
+    from billing.rollup.ids import StateError
     from billing.rollup.job import RunOptions, describe, run_rollup
     from billing.rollup.ledger import FencedError
     from billing.spark import spark_session
     from brokers.client.errors import ClientError
 
+    state = _state_dir(args.state, args.db)
     db = _database(args.db)
     options = RunOptions(
-        args.bootstrap, args.topic, until, sample_interval_ms=int(interval.total_seconds() * 1000)
+        args.bootstrap,
+        state,
+        args.topic,
+        until,
+        sample_interval_ms=int(interval.total_seconds() * 1000),
     )
     if args.every is not None:
         every = parse_duration("--every", args.every).total_seconds()
@@ -162,7 +189,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         spark = spark_session(args.master)
         report = run_rollup(spark, db, options)
-    except FencedError as exc:
+    except (FencedError, MissingJarsError, StateError) as exc:
         raise _Failure(str(exc)) from None
     except ClientError as exc:
         raise _Failure(f"reading {args.topic}: {type(exc).__name__}: {exc}") from None

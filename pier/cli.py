@@ -57,7 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     broker.add_argument("--rack", default=None, help="this broker's rack (rack-aware assignment)")
     broker.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log lines at this level and above, to stderr (%(default)s)",
     )
     groups_cli.add_parser(commands)
     transactions.add_parser(commands)

@@ -44,22 +44,44 @@ def add_connection_options(parser: argparse.ArgumentParser, *, at_top: bool = Fa
     parser.add_argument(
         "--timeout", type=float, default=10.0 if at_top else suppress, help="seconds"
     )
-    parser.add_argument("--json", action="store_true", default=False if at_top else suppress)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=False if at_top else suppress,
+        help="print JSON instead of a table",
+    )
 
 
 def add_parsers(cluster: argparse.ArgumentParser) -> None:
     actions = cluster.add_subparsers(dest="cluster_command", parser_class=type(cluster))
-    elect = actions.add_parser("elect-leaders", help="preferred or unclean leader election")
-    elect.add_argument("--topic", default=None)
-    elect.add_argument("--partition", default=None)
-    elect.add_argument("--unclean", action="store_true")
-    reassign = actions.add_parser("reassign", help="move a partition's replicas (KIP-455)")
-    reassign.add_argument("--topic", default=None)
-    reassign.add_argument("--partition", default=None)
+    elect = actions.add_parser(
+        "elect-leaders",
+        help="preferred or unclean leader election",
+        epilog="example: pier cluster elect-leaders --bootstrap 127.0.0.1:9092 --topic orders",
+    )
+    elect.add_argument("--topic", default=None, help="only this topic (default: every partition)")
+    elect.add_argument(
+        "--partition", default=None, help="only this partition of --topic (default: all)"
+    )
+    elect.add_argument(
+        "--unclean",
+        action="store_true",
+        help="elect a replica out of the ISR when none in it is alive (may lose records)",
+    )
+    reassign = actions.add_parser(
+        "reassign",
+        help="move a partition's replicas (KIP-455)",
+        epilog="example: pier cluster reassign --bootstrap 127.0.0.1:9092 --topic orders"
+        " --partition 0 --replicas 2,3,1",
+    )
+    reassign.add_argument("--topic", default=None, help="the partition's topic (required)")
+    reassign.add_argument("--partition", default=None, help="the partition (required)")
     reassign.add_argument("--replicas", default=None, help="broker ids, e.g. 1,2,3")
-    reassign.add_argument("--cancel", action="store_true")
+    reassign.add_argument(
+        "--cancel", action="store_true", help="cancel the move in flight (instead of --replicas)"
+    )
     listing = actions.add_parser("reassignments", help="partition reassignments in flight")
-    listing.add_argument("--topic", default=None)
+    listing.add_argument("--topic", default=None, help="only this topic (default: all)")
     for parser in (elect, reassign, listing):
         add_connection_options(parser)
 

@@ -77,7 +77,10 @@ def add_parser(commands: Any) -> None:
     gateway.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate (SASL_SSL)")
     gateway.add_argument("--tls-key", type=Path, default=None, help="PEM private key (SASL_SSL)")
     gateway.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log lines at this level and above, to stderr (%(default)s)",
     )
 
 

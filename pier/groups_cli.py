@@ -53,25 +53,32 @@ def add_parser(commands: Any) -> None:
     sub = groups.add_subparsers(dest="groups_command", required=True)
     listing = sub.add_parser("list", parents=[bootstrap], help="list groups")
     listing.add_argument("--state", type=_states, default=(), help="e.g. Stable,Empty")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     describe = sub.add_parser("describe", parents=[bootstrap], help="members, offsets and lag")
-    describe.add_argument("group")
-    describe.add_argument("--json", action="store_true")
+    describe.add_argument("group", help="group id")
+    describe.add_argument("--json", action="store_true", help="print JSON instead of a table")
     reset = sub.add_parser("reset-offsets", parents=[bootstrap], help="reset committed offsets")
-    reset.add_argument("group")
+    reset.add_argument("group", help="group id (it must have no active members)")
     where = reset.add_mutually_exclusive_group(required=True)
     where.add_argument("--topic", type=_topic, action="append", help="TOPIC[:P,P...]")
     where.add_argument("--all-topics", action="store_true", help="every committed topic")
     how = reset.add_mutually_exclusive_group(required=True)
-    how.add_argument("--to-earliest", action="store_true")
-    how.add_argument("--to-latest", action="store_true")
-    how.add_argument("--to-offset", type=int, metavar="N")
-    how.add_argument("--to-datetime", type=_timestamp_ms, metavar="ISO8601")
-    how.add_argument("--shift-by", type=int, metavar="N")
+    how.add_argument("--to-earliest", action="store_true", help="each partition's first offset")
+    how.add_argument("--to-latest", action="store_true", help="each partition's end offset")
+    how.add_argument("--to-offset", type=int, metavar="N", help="offset N, clamped into each log")
+    how.add_argument(
+        "--to-datetime",
+        type=_timestamp_ms,
+        metavar="ISO8601",
+        help="the first offset at or after this time",
+    )
+    how.add_argument(
+        "--shift-by", type=int, metavar="N", help="the committed offset + N (N may be negative)"
+    )
     reset.add_argument("--execute", action="store_true", help="commit (default: dry run)")
-    reset.add_argument("--json", action="store_true")
+    reset.add_argument("--json", action="store_true", help="print JSON instead of a table")
     delete = sub.add_parser("delete", parents=[bootstrap], help="delete empty groups")
-    delete.add_argument("groups", nargs="+", metavar="GROUP")
+    delete.add_argument("groups", nargs="+", metavar="GROUP", help="group ids")
 
 
 def run(args: argparse.Namespace) -> int:

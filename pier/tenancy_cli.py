@@ -51,7 +51,12 @@ def add_parser(commands: Any) -> None:
     api.add_argument("--db", required=True, help="tenant store URL")
     api.add_argument("--port", required=True, type=int, help="listener port (0 = any free)")
     api.add_argument("--host", default="127.0.0.1", help="listener address")
-    api.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    api.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log lines at this level and above, to stderr (%(default)s)",
+    )
     api.add_argument(
         "--gateway-http",
         action="append",
@@ -98,9 +103,15 @@ class _Verbs:
 def _anywhere() -> argparse.ArgumentParser:
     # SUPPRESS keeps the value given before the resource when the flag is absent after the verb.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    common.add_argument("--url", default=argparse.SUPPRESS)
-    common.add_argument("--token", default=argparse.SUPPRESS)
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON"
+    )
+    common.add_argument(
+        "--url", default=argparse.SUPPRESS, help="admin API base URL (default: $PIER_ADMIN_URL)"
+    )
+    common.add_argument(
+        "--token", default=argparse.SUPPRESS, help=f"operator token (default: ${TOKEN_ENV})"
+    )
     return common
 
 
@@ -155,6 +166,16 @@ def _with_limits(parser: argparse.ArgumentParser, absent: str) -> None:
         )
 
 
+_TENANT_HELP = "tenant id"
+_ACL_FLAGS = {
+    "resource-type": "resource type: TOPIC, GROUP, CLUSTER or TRANSACTIONAL_ID",
+    "pattern-type": "pattern type: literal or prefixed",
+    "resource-name": "resource name (or prefix); * for every one",
+    "operation": "operation: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,"
+    " ALTER_CONFIGS, IDEMPOTENT_WRITE or ALL",
+    "permission": "permission: allow or deny",
+    "principal": "principal: User:<service account id>",
+}
 _PLAN_HELP = "free, standard, enterprise or any plan defined (`pier admin plans list`)"
 _AUTHORIZATION_HELP = (
     "acls: its service accounts may do only what an ACL allows (Kafka's "
@@ -166,11 +187,13 @@ def _tenant_parsers(resources: Any) -> None:
     verbs = _verbs(resources, "tenants", "tenants")
     create = verbs.add_parser(
         "create",
+        help="create a tenant on a plan",
+        epilog="example: pier admin tenants create --display-name Acme --plan free",
         description="Create a tenant on a plan. It gets the plan's limits (unless all four "
         "--max-* limits are given) and the plan's quotas as its /config/users/<default> "
         "quotas.",
     )
-    create.add_argument("--display-name", required=True)
+    create.add_argument("--display-name", required=True, help="the tenant's name for people")
     create.add_argument("--plan", required=True, help=_PLAN_HELP)
     create.add_argument("--id", default=None, help="tenant id (generated when absent)")
     create.add_argument(
@@ -179,14 +202,23 @@ def _tenant_parsers(resources: Any) -> None:
         default=None,
         help=_AUTHORIZATION_HELP + " (default: the plan's; the default plans say acls)",
     )
-    create.add_argument("--idempotency-key", default=None)
+    create.add_argument(
+        "--idempotency-key",
+        default=None,
+        help="a repeated create with the same key returns the first one's tenant",
+    )
     _with_limits(create, "default: the plan's")
-    listing = verbs.add_parser("list")
-    listing.add_argument("--status", choices=["active", "suspended", "deleted"], default=None)
+    listing = verbs.add_parser("list", help="tenants, a page at a time")
+    listing.add_argument(
+        "--status",
+        choices=["active", "suspended", "deleted"],
+        default=None,
+        help="only tenants in this state (default: all)",
+    )
     _paged(listing)
-    update = verbs.add_parser("update")
-    update.add_argument("tenant")
-    update.add_argument("--display-name", default=None)
+    update = verbs.add_parser("update", help="change a tenant's name, plan, authorization, limits")
+    update.add_argument("tenant", help=_TENANT_HELP)
+    update.add_argument("--display-name", default=None, help="a new name (absent: unchanged)")
     update.add_argument(
         "--plan",
         default=None,
@@ -199,32 +231,53 @@ def _tenant_parsers(resources: Any) -> None:
         help=_AUTHORIZATION_HELP + " (absent: unchanged)",
     )
     _with_limits(update, "absent: unchanged")
-    for verb in ("get", "delete", "suspend", "resume"):
-        verbs.add_parser(verb).add_argument("tenant")
+    for verb, text in (
+        ("get", "one tenant"),
+        ("delete", "mark a tenant deleted: its keys and open connections stop working"),
+        ("suspend", "refuse the tenant's connections and requests until it is resumed"),
+        ("resume", "let a suspended tenant in again"),
+    ):
+        verbs.add_parser(verb, help=text).add_argument("tenant", help=_TENANT_HELP)
 
 
 def _account_parsers(resources: Any) -> None:
     verbs = _verbs(resources, "service-accounts", "a tenant's service accounts")
-    create = verbs.add_parser("create")
-    create.add_argument("tenant")
-    create.add_argument("--name", required=True)
-    create.add_argument("--description", default=None)
-    listing = verbs.add_parser("list")
-    listing.add_argument("tenant")
+    create = verbs.add_parser(
+        "create",
+        help="create a service account (the principal User:<its id> in ACLs and quotas)",
+        epilog="example: pier admin service-accounts create acme --name orders-app",
+    )
+    create.add_argument("tenant", help=_TENANT_HELP)
+    create.add_argument("--name", required=True, help="its name, unique in the tenant")
+    create.add_argument("--description", default=None, help="free text")
+    listing = verbs.add_parser("list", help="the tenant's service accounts, a page at a time")
+    listing.add_argument("tenant", help=_TENANT_HELP)
     _paged(listing)
 
 
 def _key_parsers(resources: Any) -> None:
     verbs = _verbs(resources, "api-keys", "a tenant's API keys")
-    create = verbs.add_parser("create")
-    create.add_argument("tenant")
+    create = verbs.add_parser(
+        "create",
+        help="create an API key; its secret is shown once",
+        description="Create an API key for a service account. The key id is the SASL username"
+        " and HTTP Basic user, the secret its password; the secret is printed once and never"
+        " again.",
+        epilog="example: pier admin api-keys create acme --service-account sa-...",
+    )
+    create.add_argument("tenant", help=_TENANT_HELP)
     create.add_argument("--service-account", required=True, help="service account id")
-    create.add_argument("--description", default=None)
-    create.add_argument("--expires-at", default=None, help="RFC 3339 timestamp")
-    listing = verbs.add_parser("list")
-    listing.add_argument("tenant")
+    create.add_argument("--description", default=None, help="free text")
+    create.add_argument(
+        "--expires-at", default=None, help="RFC 3339 timestamp (default: never expires)"
+    )
+    listing = verbs.add_parser("list", help="the tenant's API keys (never their secrets)")
+    listing.add_argument("tenant", help=_TENANT_HELP)
     _paged(listing)
-    verbs.add_parser("revoke").add_argument("key")
+    revoke = verbs.add_parser(
+        "revoke", help="revoke a key: every gateway refuses it before this answers"
+    )
+    revoke.add_argument("key", help="the key id")
 
 
 def _quota_value(text: str) -> tuple[str, float | None]:
@@ -305,7 +358,7 @@ def _quota_parsers(resources: Any) -> None:
         epilog=_QUOTA_EPILOG,
         formatter_class=raw,
     )
-    put.add_argument("tenant")
+    put.add_argument("tenant", help=_TENANT_HELP)
     _entity_flags(put)
     put.add_argument(
         "--quota",
@@ -315,11 +368,13 @@ def _quota_parsers(resources: Any) -> None:
         metavar="NAME=VALUE",
         help="repeatable; e.g. producer_byte_rate=1048576 (VALUE none removes that quota)",
     )
-    verbs.add_parser("get", help="list every entity's quotas").add_argument("tenant")
+    verbs.add_parser("get", help="list every entity's quotas").add_argument(
+        "tenant", help=_TENANT_HELP
+    )
     delete = verbs.add_parser(
         "delete", help="remove every quota of one entity", epilog=_QUOTA_EPILOG, formatter_class=raw
     )
-    delete.add_argument("tenant")
+    delete.add_argument("tenant", help=_TENANT_HELP)
     _entity_flags(delete)
     effective = verbs.add_parser(
         "effective",
@@ -327,7 +382,7 @@ def _quota_parsers(resources: Any) -> None:
         description="Each quota a connection of USER with client id CLIENT gets, and the entity "
         "that sets it.",
     )
-    effective.add_argument("tenant")
+    effective.add_argument("tenant", help=_TENANT_HELP)
     effective.add_argument("--user", required=True, metavar="SA", help="service account id")
     effective.add_argument(
         "--client", "--client-id", dest="client_id", required=True, metavar="CLIENT",
@@ -337,42 +392,35 @@ def _quota_parsers(resources: Any) -> None:
 
 def _acl_parsers(resources: Any) -> None:
     verbs = _verbs(resources, "acls", "a tenant's ACLs")
-    create = verbs.add_parser("create")
-    create.add_argument("tenant")
-    for flag in (
-        "resource-type",
-        "pattern-type",
-        "resource-name",
-        "operation",
-        "permission",
-        "principal",
-    ):
-        create.add_argument("--" + flag, required=True)
-    create.add_argument("--host", default=None)
-    listing = verbs.add_parser("list")
-    listing.add_argument("tenant")
+    create = verbs.add_parser(
+        "create",
+        help="allow or deny a principal an operation on resources",
+        epilog="example: pier admin acls create acme --principal User:sa-... --resource-type"
+        " TOPIC --pattern-type prefixed --resource-name orders --operation WRITE --permission"
+        " allow",
+    )
+    create.add_argument("tenant", help=_TENANT_HELP)
+    for flag, text in _ACL_FLAGS.items():
+        create.add_argument("--" + flag, required=True, help=text)
+    create.add_argument("--host", default=None, help="the client address it applies to (default *)")
+    listing = verbs.add_parser("list", help="the tenant's ACLs, a page at a time")
+    listing.add_argument("tenant", help=_TENANT_HELP)
     _paged(listing)
     delete = verbs.add_parser("delete", help="one ACL by id, or every ACL matching the filters")
-    delete.add_argument("tenant")
-    delete.add_argument("acl_id", nargs="?", default=None)
-    for flag in (
-        "resource-type",
-        "pattern-type",
-        "resource-name",
-        "operation",
-        "permission",
-        "principal",
-        "host",
-    ):
-        delete.add_argument("--" + flag, default=None)
+    delete.add_argument("tenant", help=_TENANT_HELP)
+    delete.add_argument(
+        "acl_id", nargs="?", default=None, help="the ACL's id (absent: every ACL matching)"
+    )
+    for flag, text in {**_ACL_FLAGS, "host": "the client address"}.items():
+        delete.add_argument("--" + flag, default=None, help=f"only ACLs with this {text}")
 
 
 def _plan_parsers(resources: Any) -> None:
     verbs = _verbs(resources, "plans", "plans: prices, limits and default quotas (docs/plans.md)")
     verbs.add_parser("list", help="every plan (free, standard, enterprise from the start)")
-    verbs.add_parser("get", help="one plan").add_argument("name")
+    verbs.add_parser("get", help="one plan").add_argument("name", help="the plan's name")
     put = verbs.add_parser("put", help="create or replace a plan (docs/plans.md has the format)")
-    put.add_argument("name")
+    put.add_argument("name", help="the plan's name")
     put.add_argument("--file", required=True, help="JSON plan document ('-' for stdin)")
 
 

@@ -172,7 +172,7 @@ def add_parser(commands: Any) -> None:
         "describe", parents=[bootstrap], help="describe the state of an active transactional id"
     )
     describe.add_argument("--transactional-id", required=True, help="transactional id")
-    describe.add_argument("--json", action="store_true")
+    describe.add_argument("--json", action="store_true", help="print JSON instead of a table")
     producers = sub.add_parser(
         "describe-producers",
         parents=[bootstrap],
@@ -180,7 +180,7 @@ def add_parser(commands: Any) -> None:
     )
     _add_partition(producers, required=True)
     producers.add_argument("--broker-id", type=INT32, help="ask this replica instead of the leader")
-    producers.add_argument("--json", action="store_true")
+    producers.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _add_abort(sub, bootstrap)
     _add_find_hanging(sub, bootstrap)
 
@@ -203,7 +203,7 @@ def _add_list(sub: Any, bootstrap: argparse.ArgumentParser) -> None:
         "--transactional-id-pattern", default=None, metavar="REGEX",
         help="only transactional ids matching this regular expression (evaluated by the broker)",
     )  # fmt: skip
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 def _add_abort(sub: Any, bootstrap: argparse.ArgumentParser) -> None:
@@ -229,7 +229,7 @@ def _add_find_hanging(sub: Any, bootstrap: argparse.ArgumentParser) -> None:
         help="maximum transaction timeout in minutes to limit the scope of the search (15)",
     )  # fmt: skip
     _add_partition(hanging, required=False)
-    hanging.add_argument("--json", action="store_true")
+    hanging.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 def _add_partition(parser: argparse.ArgumentParser, *, required: bool) -> None:
