@@ -207,7 +207,8 @@ def _plan_call(args: argparse.Namespace) -> Call:
 
 
 def _gateway_call(args: argparse.Namespace) -> Call:
-    return Call("GET", "/v1/gateways", columns=("id", "applied_version", "behind", "last_seen"))
+    columns = ("id", "applied_version", "behind", "started_at", "last_seen", "connections")
+    return Call("GET", "/v1/gateways", columns=(*columns, "tenants"))
 
 
 _CALLS: dict[str, Callable[[argparse.Namespace], Call]] = {
