@@ -213,10 +213,24 @@
   let gatewaysTimer = null;
   const optional = (value) => (value === undefined || value === null ? "—" : String(value));
 
+  // Redraws the page's content only (no "Loading…" flash), unless another page is shown by then.
+  async function redrawGateways() {
+    const here = () => location.hash === "#/gateways";
+    if (!here()) return;
+    try {
+      const content = await gatewaysPage();
+      if (here()) show(content);
+    } catch (error) {
+      if (error.status === 401) { App.unauthorized(error); return; }
+      if (here()) show(banner("error", error.message));
+      gatewaysTimer = setTimeout(redrawGateways, GATEWAYS_REFRESH_MS);  // try again
+    }
+  }
+
   async function gatewaysPage() {
     clearTimeout(gatewaysTimer);
     const listing = await api("GET", "/v1/gateways");
-    gatewaysTimer = setTimeout(() => { if (location.hash === "#/gateways") App.render(); }, GATEWAYS_REFRESH_MS);
+    gatewaysTimer = setTimeout(redrawGateways, GATEWAYS_REFRESH_MS);
     const state = (g) => (g.behind === 0 ? "live" : "lagging");
     const lagging = listing.items.filter((g) => g.behind > 0).length;
     return h("div", null,
