@@ -213,5 +213,7 @@ def _describe(launcher: up_state.LauncherRecord) -> None:
         state = "running" if entry.running and pid_running(entry.pid) else "NOT running"
         where = f" {entry.address}" if entry.address else ""
         print(f"  {entry.name}: pid {entry.pid}{where} {state}", flush=True)
+    if launcher.endpoints:
+        print("Its addresses:", flush=True)
     for name, url in launcher.endpoints:
         print(f"  {name}: {url}", flush=True)
