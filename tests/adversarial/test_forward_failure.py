@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from tenancy.domain import DEFAULT_LIMITS
 from tenancy.reservations import PartitionAllocation
