@@ -49,7 +49,7 @@ consumer = Consumer(
     {{"bootstrap.servers": "{bootstrap}", "group.id": "demo", "auto.offset.reset": "earliest"}}
 )
 consumer.subscribe(["{topic}"])
-print(consumer.poll(10).value())
+print(consumer.poll(30).value())
 consumer.close()
 """
 
@@ -107,13 +107,12 @@ def sasl_snippets(bootstrap: str, credentials_file: str, java_properties: str) -
     snippet reads the key from the credentials file itself (the secret is never printed) and runs
     as pasted."""
     load = (
-        "import json\n"
         f'creds = json.load(open("{credentials_file}"))  # key_id = username, secret = password\n'
     )
     sections = [
-        ("confluent-kafka (SASL)", load + _confluent_sasl(bootstrap)),
-        ("kafka-python (SASL)", load + _kafka_python_sasl(bootstrap)),
-        ("aiokafka (SASL)", load + _aiokafka_sasl(bootstrap)),
+        ("confluent-kafka (SASL)", _confluent_sasl(bootstrap, load)),
+        ("kafka-python (SASL)", _kafka_python_sasl(bootstrap, load)),
+        ("aiokafka (SASL)", _aiokafka_sasl(bootstrap, load)),
         ("kcat (SASL)", _kcat_sasl(bootstrap, credentials_file)),
         ("Java client / Kafka tools", _java(bootstrap, java_properties)),
     ]
@@ -134,11 +133,13 @@ def java_client_properties(bootstrap: str, credentials: dict[str, str]) -> str:
     )
 
 
-def _confluent_sasl(bootstrap: str) -> str:
+def _confluent_sasl(bootstrap: str, load: str) -> str:
     return f"""\
+import json
+
 from confluent_kafka import Consumer, Producer
 
-config = {{
+{load}config = {{
     "bootstrap.servers": "{bootstrap}",
     "security.protocol": "SASL_PLAINTEXT",
     "sasl.mechanism": "SCRAM-SHA-256",  # or SCRAM-SHA-512 / PLAIN
@@ -150,20 +151,21 @@ producer.produce("{DEMO_TOPIC}", b"hello")
 producer.flush()
 consumer = Consumer({{**config, "group.id": "demo", "auto.offset.reset": "earliest"}})
 consumer.subscribe(["{DEMO_TOPIC}"])
-print(consumer.poll(10).value())
+print(consumer.poll(30).value())
 consumer.close()
 """
 
 
-def _kafka_python_sasl(bootstrap: str) -> str:
+def _kafka_python_sasl(bootstrap: str, load: str) -> str:
     return f"""\
+import json
 import logging
 
 from kafka import KafkaConsumer, KafkaProducer
 
 # kafka-python warns about any SASL without TLS; SCRAM sends a proof, never the secret.
 logging.getLogger("kafka.net.sasl.scram").setLevel(logging.ERROR)
-sasl = dict(
+{load}sasl = dict(
     bootstrap_servers="{bootstrap}",
     security_protocol="SASL_PLAINTEXT",
     sasl_mechanism="SCRAM-SHA-256",
@@ -176,12 +178,14 @@ for message in KafkaConsumer("{DEMO_TOPIC}", auto_offset_reset="earliest", consu
 """
 
 
-def _aiokafka_sasl(bootstrap: str) -> str:
+def _aiokafka_sasl(bootstrap: str, load: str) -> str:
     return f"""\
 import asyncio
+import json
+
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-sasl = dict(
+{load}sasl = dict(
     bootstrap_servers="{bootstrap}",
     security_protocol="SASL_PLAINTEXT",
     sasl_mechanism="SCRAM-SHA-256",
