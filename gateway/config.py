@@ -46,7 +46,7 @@ Properties (Java-properties file, all optional):
 | `limit.holding.timeout.ms` | 10000 | the connection slots and storage headroom a gateway holds in the tenant store expire once its heartbeat is this old (it died); at least 2× `gateway.heartbeat.interval.ms` |
 | `connection.release.interval.ms` | 500 | closed connections' slots are written back to the tenant store in batches this often |
 | `storage.lease.bytes` | 8388608 | storage headroom a gateway leases from the tenant store at a time (at most an eighth of the tenant's `max_storage_bytes`, at least the request) |
-| `storage.lease.settle.ms` | 30000 | bytes charged this long before a storage sample started are taken as counted by it (a produce lands within this) |
+| `storage.lease.settle.ms` | 5000 | bytes charged this long before a storage sample started are taken as counted by it (a produce lands within this) |
 | `metrics.host` | 127.0.0.1 | the Prometheus endpoint's address (`--metrics-host` wins): operators only, never the tenant listener's address by default (it names every tenant) |
 | `listeners.reuse.port` | false | open the ports with `SO_REUSEPORT`: several gateway processes on one host share them (the kernel spreads connections); off, a port in use is an error |
 """
@@ -99,7 +99,7 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     "limit.holding.timeout.ms": (10_000, 1000, 3_600_000),
     "connection.release.interval.ms": (500, 10, 1000),
     "storage.lease.bytes": (8 * 1024 * 1024, 1024, 2**40),
-    "storage.lease.settle.ms": (30_000, 0, 3_600_000),
+    "storage.lease.settle.ms": (5_000, 0, 3_600_000),
 }
 _KNOWN = {
     *_INT_SETTINGS,

@@ -85,7 +85,7 @@ class StorageLedger:
         clock_ms: Callable[[], int],
         lease_bytes: int = 8 << 20,
         stale_s: float = 10.0,
-        settle_ms: int = 30_000,
+        settle_ms: int = 5_000,
     ) -> None:
         self._store = store
         self._gateway_id = gateway_id

@@ -1,0 +1,156 @@
+"""The gateway's connection and storage ledgers on both stores: two ledgers (two gateways) on one
+store admit exactly the tenant's limit together, releases are batched and reused, a store that
+cannot be asked refuses (fail closed), and storage headroom leased by both never passes the limit
+and comes back with the next sample."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gateway.connection_ledger import UNAVAILABLE, ConnectionLedger
+from gateway.storage_ledger import StorageLedger
+from tenancy.limit_holdings import CONNECTIONS, STORAGE
+from tenancy.store import TenantStore
+from tests.integration.tenancy.helpers import OPERATOR, tenant
+from tests.tenancy_fixtures import TenancyClock
+
+pytestmark = pytest.mark.integration
+A, B = "gw-a/1", "gw-b/1"
+
+
+def _ready(store: TenantStore, **limits: int) -> None:
+    tenant(store, "acme")
+    current = store.get_tenant("acme").limits
+    store.update_tenant("acme", limits=replace(current, **limits), actor=OPERATOR)
+    for gateway in (A, B):
+        store.report_gateway(gateway, 0)
+
+
+def test_two_gateways_admit_exactly_the_limit_together(store: TenantStore) -> None:
+    _ready(store, max_connections=5)
+
+    async def scenario() -> None:
+        a = ConnectionLedger(store, A, stale_s=10, flush_s=60)
+        b = ConnectionLedger(store, B, stale_s=10, flush_s=60)
+        answers = await asyncio.gather(*(g.acquire("acme") for g in (a, b) * 6))
+        assert answers.count(None) == 5
+        assert set(answers) - {None} == {"tenant connection limit of 5 reached"}
+        assert a.held("acme") + b.held("acme") == 5
+        # A release is written back by the next flush; until then `a` reuses the slot itself.
+        holder = a if a.held("acme") else b
+        other = b if holder is a else a
+        writes = holder.store_writes
+        holder.release("acme")
+        assert await holder.acquire("acme") is None and holder.store_writes == writes
+        holder.release("acme")
+        assert await other.acquire("acme") is not None  # not written back yet
+        await holder.flush()
+        assert await other.acquire("acme") is None
+        assert store.limit_use("acme", CONNECTIONS)[1] == 5
+
+    asyncio.run(scenario())
+
+
+def test_a_store_that_cannot_be_asked_refuses_the_connection(tmp_path: Path) -> None:
+    broken = TenantStore.open(f"sqlite:///{tmp_path / 'gone' / 'tenancy.db'}")  # cannot open
+
+    async def scenario() -> None:
+        ledger = ConnectionLedger(broken, A, stale_s=10)
+        assert await ledger.acquire("acme") == UNAVAILABLE
+        assert ledger.held("acme") == 0
+        storage = StorageLedger(broken, A, clock_ms=Clock())
+        await storage.lease("acme", 100, 1_000)
+        refused = storage.charge("acme", 100, 1_000)
+        assert refused is not None and not refused.full  # nothing granted: retriable refusal
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        broken.close()
+
+
+def test_a_restarted_gateway_starts_from_zero(
+    store: TenantStore, tenancy_clock: TenancyClock
+) -> None:
+    _ready(store, max_connections=2)
+
+    async def scenario() -> None:
+        old = ConnectionLedger(store, A, stale_s=10)
+        assert [await old.acquire("acme") for _ in range(2)] == [None, None]
+        store.forget_gateway(A)  # the process died; its successor has a new incarnation id
+        store.report_gateway("gw-a/2", 0)
+        new = ConnectionLedger(store, "gw-a/2", stale_s=10)
+        assert [await new.acquire("acme") for _ in range(2)] == [None, None]
+        assert store.limit_use("acme", CONNECTIONS)[2] == {"gw-a/2": 2}
+
+    asyncio.run(scenario())
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def test_two_gateways_never_charge_more_storage_than_the_limit(store: TenantStore) -> None:
+    limit = 80_000
+    _ready(store, max_storage_bytes=limit)
+    clock = Clock()
+
+    async def scenario() -> None:
+        ledgers = [
+            StorageLedger(store, g, clock_ms=clock, lease_bytes=4_000, settle_ms=5_000)
+            for g in (A, B)
+        ]
+        charged = 0
+        for _ in range(200):
+            for ledger in ledgers:
+                await ledger.lease("acme", 1_000, limit)
+                if ledger.charge("acme", 1_000, limit) is None:
+                    charged += 1_000
+        assert charged <= limit
+        base, held, _ = store.limit_use("acme", STORAGE)
+        assert base + held <= limit and charged >= limit - 2 * limit // 8
+        refused = ledgers[0].charge("acme", 1_000, limit)
+        assert refused is not None and refused.full
+        assert f"of {limit} bytes" in refused.message
+        # A sample taken 5 s later counts what was written (half of it was deleted meanwhile):
+        # the shares drop to nothing charged since, and headroom is leased again.
+        clock.now_ms += 10_000
+        for ledger in ledgers:
+            await ledger.settle(clock.now_ms, {"acme": charged // 2})
+        base, held, _ = store.limit_use("acme", STORAGE)
+        assert base == charged // 2 and base + held <= limit
+        assert ledgers[0].charge("acme", 1_000, limit) is None or ledgers[0].headroom("acme") == 0
+        await ledgers[1].lease("acme", 1_000, limit)
+        assert ledgers[1].charge("acme", 1_000, limit) is None
+
+    asyncio.run(scenario())
+
+
+def test_a_lowered_storage_limit_applies_at_the_next_sample(store: TenantStore) -> None:
+    _ready(store, max_storage_bytes=1_000_000)
+    clock = Clock()
+
+    async def scenario() -> None:
+        ledger = StorageLedger(store, A, clock_ms=clock, lease_bytes=100_000, settle_ms=0)
+        await ledger.lease("acme", 10, 1_000_000)
+        assert ledger.charge("acme", 10, 1_000_000) is None
+        assert ledger.headroom("acme") > 50_000
+        store.update_tenant(
+            "acme",
+            limits=replace(store.get_tenant("acme").limits, max_storage_bytes=5_000),
+            actor=OPERATOR,
+        )
+        await ledger.settle(clock.now_ms, {"acme": 4_990})
+        assert ledger.headroom("acme") <= 10  # what is left under the new limit
+        refused = ledger.charge("acme", 100, 5_000)
+        assert refused is not None and refused.full
+
+    asyncio.run(scenario())
