@@ -83,9 +83,10 @@ def test_the_project_venv_answers_version() -> None:
 
 
 def _readme_python_imports() -> set[str]:
-    readme = (REPO / "README.md").read_text()
+    """What the README's and the client cookbook's Python examples import."""
+    pages = (REPO / "README.md").read_text() + (REPO / "docs" / "clients.md").read_text()
     modules: set[str] = set()
-    for block in re.findall(r"```python\n(.*?)```", readme, re.S):
+    for block in re.findall(r"```python\n(.*?)```", pages, re.S):
         for node in ast.walk(ast.parse(block)):
             if isinstance(node, ast.ImportFrom) and node.module:
                 modules.add(node.module.split(".")[0])
