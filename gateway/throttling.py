@@ -6,7 +6,7 @@ Owns: `GatewayThrottling`, the facade sessions call (`gateway.kafka.services.Thr
 controller-mutation token buckets, fed with the quotas `QuotaBook` resolves for (tenant, user,
 client-id) through Kafka's 8-level chain, plus the tenant's own caps over all its principals
 (`max_producer_byte_rate` / `max_consumer_byte_rate` of its limits; the larger throttle wins). Quotas are enforced per gateway process, as Kafka
-enforces them per broker (README.md, "The gateway"). A throttled fetch's bytes are taken back
+enforces them per broker (docs/gateway-options.md). A throttled fetch's bytes are taken back
 (Kafka's `unrecordQuotaSensor`). Runs on the event loop; not thread-safe.
 """
 

@@ -1,4 +1,5 @@
-"""`infra/up`'s cluster: a local ZooKeeper and N brokers in ZooKeeper mode (README.md, "Cluster mode (ZooKeeper)").
+"""`infra/up`'s cluster: a local ZooKeeper and N brokers in ZooKeeper mode (docs/cluster.md,
+"Cluster mode (ZooKeeper)").
 
 Owns the two component starters `infra.up_main` runs by default, and the text that tells the
 developer how to reach the cluster. ZooKeeper keeps its snapshots in `<root>/zookeeper` and broker

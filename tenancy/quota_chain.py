@@ -1,7 +1,7 @@
 """Kafka's client-quota entities and the precedence chain that picks the quota for a connection.
 
 For a (user, client-id) pair, each quota name is resolved independently from the most specific
-configured entity (Kafka's ZooKeeper-mode quota precedence; README.md, "The gateway"):
+configured entity (Kafka's ZooKeeper-mode quota precedence; docs/gateway-options.md):
   1 /config/users/U/clients/C          5 /config/users/<default>/clients/<default>
   2 /config/users/U/clients/<default>  6 /config/users/<default>
   3 /config/users/U                    7 /config/clients/C

@@ -1,4 +1,5 @@
-"""Client quotas at the gateway, as Kafka enforces them per broker (README.md, "The gateway").
+"""Client quotas at the gateway, as Kafka enforces them per broker (docs/gateway-options.md,
+"What it enforces").
 
 Owns: Kafka's windowed rate (`SampledRate`) and throttle arithmetic, per-quota rate sensors keyed
 by the matched quota entity (`ClientQuotaManager`, with a tenant-wide `TenantAggregate`), the

@@ -18,7 +18,8 @@ Pier is started with infra's own launchers, Kafka with `infra.reference_kafka` (
 shipped). Results: medians over the repetitions, ratios Pier/Kafka (for throughput above 1 is
 better, for latency, CPU, memory and times below 1 is), all runs in the JSON (stdout and
 `--out`, default `infra/bench/results/vs_kafka.json`), a chart of the ratios (`vs_kafka.png`) and
-the README's Markdown table on stderr. `--short` runs every part tiny, once, to prove it works (CI).
+the Markdown table of docs/benchmarks.md on stderr. `--short` runs every part tiny, once, to prove
+it works (CI).
 Blocking, single-threaded apart from the latency run's consumer thread; progress on stderr.
 """
 

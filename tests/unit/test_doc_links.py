@@ -5,6 +5,7 @@ A page moved or a heading renamed without fixing its links fails here."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,37 @@ def test_the_readme_links_every_doc_page() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     unlinked = [p.name for p in PAGES[1:] if f"(docs/{p.name})" not in readme]
     assert unlinked == [], "README's table of pages misses these"
+
+
+CITATION = re.compile(r"\b(README\.md|docs/[\w-]+\.md),? \"([^\"\n]{3,60})\"")
+
+
+def cited_sections() -> list[tuple[str, str, str]]:
+    """(citing file, page, section) for each citation of a doc section in tracked Python."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "*.py"], cwd=REPO, capture_output=True, check=True, timeout=60
+    ).stdout.decode()
+    found = []
+    for name in filter(None, listed.split("\0")):
+        try:
+            text = (REPO / name).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue  # deleted in the work tree, not yet committed
+        found += [(name, page, section) for page, section in CITATION.findall(text)]
+    return found
+
+
+def section_exists(page: Path, section: str) -> bool:
+    """A heading of that name, or a paragraph led by it in bold (`**Section.**`)."""
+    text = page.read_text(encoding="utf-8")
+    headings = {h.strip("`") for h in HEADING.findall(FENCED.sub("", text))}
+    return section in headings or f"**{section}" in text
+
+
+def test_every_cited_section_exists() -> None:
+    missing = [
+        f"{name}: {page}, {section!r}"
+        for name, page, section in cited_sections()
+        if not (REPO / page).exists() or not section_exists(REPO / page, section)
+    ]
+    assert missing == [], "code cites sections that are not in the docs"

@@ -6,7 +6,7 @@ entity, `<default>` is the default entity. PUT merges: a quota given as null is 
 ones are kept (as kafka-configs `--alter --add-config/--delete-config`); it answers the entity's
 quotas afterwards. DELETE names its entity with `?user=&client_id=` (a DELETE has no body).
 `effective` answers each of the four quotas with its value and the ZooKeeper-style path of the
-level that supplied it (README.md, "The gateway"). Runs on the event loop; store calls go through the
+level that supplied it (docs/gateway-options.md). Runs on the event loop; store calls go through the
 store thread pool.
 """
 
