@@ -7,11 +7,14 @@ controller creates it, then every broker learns of it. Kafka's producer blocks a
 unknown topic's metadata up to `max.block.ms`; this does the same, bounded by `wait_s`:
 `partitions` answers at once from the cached metadata, else refreshes it with a backoff of 50 ms
 doubling to 400 ms until the topic is there, and raises `UnknownTopicError` once `wait_s` has
-passed without it (the produce route then answers 404). `led` waits the same way until every
-partition of a topic has a leader: the v3 create route answers once a new topic is led, or
-after `CREATED_TOPIC_WAIT_S` (the topic exists either way). Concurrent waiters
-share one Metadata request in flight, so a burst of requests for unknown topics costs one request
-per backoff step, not one each. Runs on the event loop; not thread-safe.
+passed without it (the produce route then answers 404). A topic found missing that way is
+remembered for `MISSING_MEMORY_S` (at most `MAX_MISSING` of them): lookups for it meanwhile
+refresh once and do not wait again, so a produce stream of many records to a topic that does not
+exist is not held `wait_s` per record. `led` waits the same way until every partition of a topic
+has a leader: the v3 create route answers once a new topic is led, or after
+`CREATED_TOPIC_WAIT_S` (the topic exists either way). Concurrent waiters share one Metadata
+request in flight, so a burst of requests for unknown topics costs one request per backoff step,
+not one each. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from brokers.client.metadata import NO_LEADER, ClusterMetadata, TopicInfo
 from brokers.wire.errors import ErrorCode
 
 CREATED_TOPIC_WAIT_S = 5.0  # the v3 create route's bound (Kafka's CreateTopics waits too)
+MISSING_MEMORY_S = 10.0  # after a wait ends without the topic, lookups refresh once, not wait
+MAX_MISSING = 10_000  # topics remembered as missing (the oldest are forgotten first)
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 0.4
 _Check = Callable[[ClusterMetadata, str], "TopicInfo | None"]
@@ -34,25 +39,31 @@ class TopicMetadata:
     def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
         self._refreshing: asyncio.Future[ClusterMetadata] | None = None
+        self._missing: dict[str, float] = {}  # fleet name → when a wait ended without it
 
     async def partitions(self, fleet_name: str, wait_s: float) -> int:
         """The topic's partition count; UnknownTopicError when it is not seen within `wait_s`."""
         found = _known(await self._cluster.metadata(), fleet_name)
         if found is None:
-            found = await self._wait(fleet_name, wait_s, _known)
+            recently = self._recently_missing(fleet_name)
+            found = await self._wait(fleet_name, 0.0 if recently else wait_s, _known)
         if found is None:
+            self._remember_missing(fleet_name)
             raise UnknownTopicError(f"unknown topic {fleet_name!r}")
+        self._missing.pop(fleet_name, None)
         return len(found.partitions)
 
     async def led(self, fleet_name: str, wait_s: float) -> bool:
         """Whether every partition of the topic has a leader within `wait_s` (False, too, when
         the fleet does not answer: the caller's answer does not depend on it)."""
         try:
-            if _led(await self._cluster.metadata(), fleet_name) is not None:
-                return True
-            return await self._wait(fleet_name, wait_s, _led) is not None
+            led = _led(await self._cluster.metadata(), fleet_name) is not None
+            led = led or await self._wait(fleet_name, wait_s, _led) is not None
         except ClientError:
             return False
+        if led:
+            self._missing.pop(fleet_name, None)
+        return led
 
     async def _wait(self, fleet_name: str, wait_s: float, ready: _Check) -> TopicInfo | None:
         loop = asyncio.get_running_loop()
@@ -65,6 +76,16 @@ class TopicMetadata:
                 return found
             await asyncio.sleep(min(backoff, left))
             backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _recently_missing(self, fleet_name: str) -> bool:
+        since = self._missing.get(fleet_name)
+        return since is not None and asyncio.get_running_loop().time() - since < MISSING_MEMORY_S
+
+    def _remember_missing(self, fleet_name: str) -> None:
+        self._missing.pop(fleet_name, None)
+        if len(self._missing) >= MAX_MISSING:
+            del self._missing[next(iter(self._missing))]  # insertion order: the oldest
+        self._missing[fleet_name] = asyncio.get_running_loop().time()
 
     async def _refreshed(self) -> ClusterMetadata:
         """Fresh metadata; callers that ask while a refresh is in flight share its answer."""
