@@ -2,8 +2,9 @@
 and stops them in reverse.
 
 Order: tenant store (with a verification cache) → the fleet view (a broker must answer) →
-quotas, directory and the change-feed follower (open before any tenant is served; it reports the
-version applied, `gateway.feed_follower`) → authenticator → usage meter, `__usage` writer, storage
+quotas (held with the other gateways through ZooKeeper when `zookeeper.connect` is set,
+`gateway.fleet`), directory and the change-feed follower (open before any tenant is served; it
+reports the version applied, `gateway.feed_follower`) → authenticator → usage meter, `__usage` writer, storage
 sampler → listeners (bootstrap plus one port per broker) → the tenant HTTP API when a port is set
 (`gateway.http`: the same services, its own fleet client) → the metrics endpoint.
 `stop()` drains: listeners and the HTTP API close (its consumer instances leave their groups),
@@ -32,6 +33,8 @@ from gateway.config import GatewayConfig
 from gateway.connection_ledger import ConnectionLedger
 from gateway.directory import TenantDirectory
 from gateway.feed_follower import FeedFollower
+from gateway.fleet.exchange import RateExchange
+from gateway.fleet.peers import PeerTable
 from gateway.http.context import HttpServices, HttpSettings
 from gateway.http.server import HttpServer
 from gateway.kafka.byte_budget import ByteBudget
@@ -85,6 +88,7 @@ class Gateway:
         self.ledger: PartitionLedger | None = None
         self.connections: ConnectionLedger | None = None
         self.storage: StorageLedger | None = None
+        self.rates: RateExchange | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -138,6 +142,18 @@ class Gateway:
         )
         await self.sampler.start()
         backoff = LoginBackoff(BackoffPolicy.from_settings(config.setting))
+        peers = None
+        if config.zookeeper_connect is not None:
+            peers = PeerTable(hold_ms=config.setting("fleet.rates.hold.ms"))
+        throttling = GatewayThrottling(
+            quota_book,
+            samples=config.setting("quota.window.num"),
+            window_s=config.setting("quota.window.size.seconds"),
+            registry=self.registry,
+            fleet=peers,
+        )
+        if peers is not None:
+            self._share_rates(peers, throttling)
         services = SessionServices(
             authenticator=Authenticator(
                 store,
@@ -147,12 +163,7 @@ class Gateway:
                 backoff=backoff,
             ),
             directory=directory,
-            throttling=GatewayThrottling(
-                quota_book,
-                samples=config.setting("quota.window.num"),
-                window_s=config.setting("quota.window.size.seconds"),
-                registry=self.registry,
-            ),
+            throttling=throttling,
             meter=meter,
             fleet=fleet,
             storage=storage,
@@ -225,6 +236,26 @@ class Gateway:
             tenant_budget=tenant_budget,  # HTTP bodies share the tenant's Kafka request pool
         )
         await self.http.start()
+
+    def _share_rates(self, peers: PeerTable, throttling: GatewayThrottling) -> None:
+        """Register in the fleet's ZooKeeper and hold rate quotas with the other gateways
+        (docs/gateway.md, "Quotas across gateways"); stopped by `stop`."""
+        config = self.config
+        assert config.zookeeper_connect is not None
+        self.rates = RateExchange(
+            config.zookeeper_connect,
+            f"{config.id}.{self.incarnation}",
+            peers,
+            throttling.live_rates,
+            interval_s=config.setting("fleet.rates.interval.ms") / 1000,
+            clock_ms=clock_ms,
+        )
+        self.rates.start()
+        log.info(
+            "event=fleet_rates_started zookeeper=%s node=%s",
+            config.zookeeper_connect,
+            self.rates.path,
+        )
 
     @property
     def http_port(self) -> int | None:
@@ -333,6 +364,8 @@ class Gateway:
             await self.writer.stop()
         if self.ledger is not None:
             await self.ledger.stop()
+        if self.rates is not None:  # leaves the fleet's ZooKeeper (its ephemeral znode goes)
+            await self.rates.stop()
         if self.connections is not None:  # gives back this gateway's slots and headroom
             await self.connections.stop()
         if self.fleet is not None:

@@ -49,6 +49,9 @@ Properties (Java-properties file, all optional):
 | `storage.lease.settle.ms` | 5000 | bytes charged this long before a storage sample started are taken as counted by it (a produce lands within this) |
 | `metrics.host` | 127.0.0.1 | the Prometheus endpoint's address (`--metrics-host` wins): operators only, never the tenant listener's address by default (it names every tenant) |
 | `listeners.reuse.port` | false | open the ports with `SO_REUSEPORT`: several gateway processes on one host share them (the kernel spreads connections); off, a port in use is an error |
+| `zookeeper.connect` | none | `host:port[,host:port...][/chroot]` of the fleet's ZooKeeper (`--zookeeper` wins): the gateways register there and hold each tenant's rate quotas together (docs/gateway.md, "Quotas across gateways"); none: quotas per gateway |
+| `fleet.rates.interval.ms` | 500 | how often a gateway publishes its quota sensors' rates and reads its peers' |
+| `fleet.rates.hold.ms` | 5000 | with ZooKeeper unreadable, the peers' last rates are used this long, then the full quota locally (logged); a peer whose rates stood still this long is left out |
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     "connection.release.interval.ms": (500, 10, 1000),
     "storage.lease.bytes": (8 * 1024 * 1024, 1024, 2**40),
     "storage.lease.settle.ms": (5_000, 0, 3_600_000),
+    "fleet.rates.interval.ms": (500, 50, 10_000),
+    "fleet.rates.hold.ms": (5_000, 100, 600_000),
 }
 _KNOWN = {
     *_INT_SETTINGS,
@@ -110,7 +115,9 @@ _KNOWN = {
     "max.connections.per.ip.overrides",
     "http.port",
     "metrics.host",
+    "zookeeper.connect",
 }
+_ZK_CONNECT = re.compile(r"[A-Za-z0-9.\[\]:-]+:\d{1,5}(,[A-Za-z0-9.\[\]:-]+:\d{1,5})*(/[\w./-]*)?")
 
 
 class GatewayConfigError(ValueError):
@@ -156,6 +163,11 @@ class GatewayConfig:
             raise GatewayConfigError(f"http port {port} is not a port")
         if self.usage_replication_factor is not None and self.usage_replication_factor < 1:
             raise GatewayConfigError("usage.topic.replication.factor must be at least 1")
+        connect = self.zookeeper_connect
+        if connect is not None and _ZK_CONNECT.fullmatch(connect) is None:
+            raise GatewayConfigError(
+                f"zookeeper.connect {connect[:200]!r} is not host:port[,host:port...][/chroot]"
+            )
 
     def setting(self, name: str) -> int:
         default, low, high = _INT_SETTINGS[name]
@@ -217,6 +229,11 @@ class GatewayConfig:
             return parse_overrides(self.properties.get("max.connections.per.ip.overrides", ""))
         except ValueError as exc:
             raise GatewayConfigError(f"max.connections.per.ip.overrides: {exc}") from None
+
+    @property
+    def zookeeper_connect(self) -> str | None:
+        """The fleet's ZooKeeper (`--zookeeper` sets the property); None: quotas per gateway."""
+        return self.properties.get("zookeeper.connect") or None
 
     @property
     def reuse_port(self) -> bool:

@@ -5,17 +5,23 @@ Owns: `GatewayThrottling`, the facade sessions call (`gateway.kafka.services.Thr
 `ClientQuotaManager` per rate quota (producer bytes, consumer bytes, request percentage) and the
 controller-mutation token buckets, fed with the quotas `QuotaBook` resolves for (tenant, user,
 client-id) through Kafka's 8-level chain, plus the tenant's own caps over all its principals
-(`max_producer_byte_rate` / `max_consumer_byte_rate` of its limits; the larger throttle wins). Quotas are enforced per gateway process, as Kafka
-enforces them per broker (docs/gateway-options.md). A throttled fetch's bytes are taken back
-(Kafka's `unrecordQuotaSensor`). Runs on the event loop; not thread-safe.
+(`max_producer_byte_rate` / `max_consumer_byte_rate` of its limits; the larger throttle wins).
+Alone, quotas are enforced per gateway process, as Kafka enforces them per broker
+(docs/gateway-options.md); given a `FleetView`, each rate quota is this gateway's share of it
+across the fleet (docs/gateway.md, "Quotas across gateways") and `live_rates` is what the fleet is
+told. A throttled fetch's bytes are taken back (Kafka's `unrecordQuotaSensor`). Runs on the event
+loop; not thread-safe.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterator
+
 from prometheus_client import CollectorRegistry
 
 from gateway.kafka.services import QuotaSubject
-from gateway.quotas.client_quotas import ClientQuotaManager
+from gateway.quotas.client_quotas import ClientQuotaManager, RateSensors, SensorKey
+from gateway.quotas.fleet_share import FleetView, PeerRate
 from gateway.quotas.metrics import QuotaMetrics
 from gateway.quotas.mutation_quota import ControllerMutationQuota, MutationBudget
 from gateway.quotas.quota_book import ClientQuotas, QuotaBook
@@ -24,18 +30,35 @@ from gateway.quotas.throttle import request_percentage
 
 class GatewayThrottling:
     def __init__(
-        self, book: QuotaBook, *, samples: int, window_s: int, registry: CollectorRegistry
+        self,
+        book: QuotaBook,
+        *,
+        samples: int,
+        window_s: int,
+        registry: CollectorRegistry,
+        fleet: FleetView | None = None,
     ) -> None:
         self._book = book
-        self._produce = ClientQuotaManager("producer_byte_rate", samples=samples, window_s=window_s)
-        self._fetch = ClientQuotaManager("consumer_byte_rate", samples=samples, window_s=window_s)
-        self._request = ClientQuotaManager("request_percentage", samples=samples, window_s=window_s)
+        self._produce, self._fetch, self._request = (
+            ClientQuotaManager(name, samples=samples, window_s=window_s, fleet=fleet)
+            for name in ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+        )
         self._mutations = ControllerMutationQuota(samples=samples, window_s=window_s)
         self._metrics = QuotaMetrics(registry)
 
     async def load(self, tenant_id: str) -> None:
         """Make the tenant's quotas available (at login; later changes come by `refresh`)."""
         await self._book.load(tenant_id)
+
+    def live_rates(self, now_ms: int) -> Iterator[tuple[str, Hashable, PeerRate]]:
+        """(sensor family, key, rate) of every quota sensor with traffic in the window."""
+        managers = (self._produce, self._fetch, self._request)
+        sensors: list[RateSensors[SensorKey] | RateSensors[str]] = []
+        for manager in managers:
+            sensors += [manager, manager.tenants]
+        for family in sensors:
+            for key, rate in family.live_rates(now_ms):
+                yield family.kind, key, rate
 
     def _quotas(self, subject: QuotaSubject) -> ClientQuotas:
         return self._book.quotas_for(subject.tenant, subject.user, subject.client_id)

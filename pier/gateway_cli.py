@@ -61,6 +61,13 @@ def add_parser(commands: Any) -> None:
     )
     gateway.add_argument("--config", type=Path, default=None, help="gateway properties file")
     gateway.add_argument(
+        "--zookeeper",
+        default=None,
+        help="HOST:PORT[,...][/chroot] of the fleet's ZooKeeper: register there and hold each "
+        "tenant's rate quotas with the other gateways (wins over zookeeper.connect; default: "
+        "quotas per gateway)",
+    )
+    gateway.add_argument(
         "--max-connections-per-ip",
         type=int,
         default=None,
@@ -95,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         for name, flag in (
             ("max.connections.per.ip", args.max_connections_per_ip),
             ("authentication.timeout.ms", args.authentication_timeout_ms),
+            ("zookeeper.connect", args.zookeeper),
         ):
             if flag is not None:
                 properties = {**properties, name: str(flag)}

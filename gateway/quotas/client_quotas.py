@@ -9,15 +9,20 @@ the time the rate needs to fall back under it; `request_percentage` throttles ar
 window (`ClientRequestQuotaManager`). A `TenantAggregate` measures all of a tenant's principals
 against a tenant-wide cap with the same math; the larger throttle wins. Sensors idle for an hour
 are dropped (Kafka's `INACTIVE_SENSOR_EXPIRATION_TIME_SECONDS`), so memory stays bounded.
-Runs on the event loop; not thread-safe.
+Given a `FleetView` (gateways sharing quotas through ZooKeeper, `gateway.fleet`), a sensor is
+measured against this gateway's share of the quota (`fleet_share`) instead of the whole of it, and
+`live_rates` lists what the fleet is told: each sensor with traffic in the window, its rate and
+whether it is throttling ("saturated": a throttle handed out ended less than
+`SATURATION_GRACE_MS` ago). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from gateway.quotas.fleet_share import FleetView, PeerRate
 from gateway.quotas.rate import SampledRate
 from gateway.quotas.throttle import INT32_MAX, max_value_in_window, throttle_time_ms
 
@@ -27,6 +32,7 @@ S = TypeVar("S")
 RATE_QUOTAS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
 INACTIVE_SENSOR_EXPIRY_MS = 3_600_000
 EXPIRY_SWEEP_MS = 30_000  # how often Kafka's ExpireSensorTask looks for idle sensors
+SATURATION_GRACE_MS = 1000  # a sensor counts as throttling this long after its last throttle ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,12 @@ class IdleSensors(Generic[K, S]):
     def get(self, key: K) -> S | None:
         return self._sensors.get(key)
 
+    def recent(self, now_ms: int, within_ms: int) -> Iterator[tuple[K, S]]:
+        """The sensors recorded in the last `within_ms`."""
+        for key, last in self._last_ms.items():
+            if now_ms - last <= within_ms:
+                yield key, self._sensors[key]
+
     def touch(self, key: K, now_ms: int) -> S:
         """The sensor of `key` (created if new), marked as recorded at `now_ms`."""
         if self._swept_ms is None or now_ms - self._swept_ms >= EXPIRY_SWEEP_MS:
@@ -72,6 +84,9 @@ class IdleSensors(Generic[K, S]):
             del self._sensors[key], self._last_ms[key]
         return len(idle)
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._sensors
+
 
 class RateSensors(Generic[K]):
     """Rates by key measured against a quota given with each record."""
@@ -83,13 +98,18 @@ class RateSensors(Generic[K]):
         window_s: int = 1,
         max_throttle_ms: int = INT32_MAX,
         expire_after_ms: int = INACTIVE_SENSOR_EXPIRY_MS,
+        kind: str = "",
+        fleet: FleetView | None = None,
     ) -> None:
         self.samples = samples
         self.window_s = window_s
         self.max_throttle_ms = max_throttle_ms
+        self.kind = kind  # the sensor family's name in the fleet's exchange
+        self.fleet = fleet
         self.sensors: IdleSensors[K, SampledRate] = IdleSensors(
             lambda: SampledRate(samples=samples, window_ms=window_s * 1000), expire_after_ms
         )
+        self._throttled_until: dict[K, int] = {}
 
     def record_and_throttle_ms(self, key: K, value: float, quota: float | None, now_ms: int) -> int:
         """Record `value`; the throttle time when the rate is now over `quota` (else 0). Without
@@ -99,10 +119,37 @@ class RateSensors(Generic[K]):
         rate = self.sensors.touch(key, now_ms)
         rate.record(value, now_ms)
         observed = rate.measure(now_ms)
+        if self.fleet is not None:
+            local = PeerRate(observed, self.saturated(key, now_ms))
+            quota = self.fleet.share(self.kind, key, quota, local, now_ms)
         if observed <= quota:
             return 0
-        throttle = throttle_time_ms(observed, quota, rate.window_ms(now_ms))
-        return min(throttle, self.max_throttle_ms)
+        throttle = min(
+            throttle_time_ms(observed, quota, rate.window_ms(now_ms)), self.max_throttle_ms
+        )
+        if self.fleet is not None:
+            self._throttled_until[key] = now_ms + throttle
+        return throttle
+
+    def saturated(self, key: K, now_ms: int) -> bool:
+        """Whether `key` was throttled recently (its demand is above what it gets)."""
+        until = self._throttled_until.get(key)
+        if until is None:
+            return False
+        if now_ms - until < SATURATION_GRACE_MS:
+            return True
+        del self._throttled_until[key]
+        return False
+
+    def live_rates(self, now_ms: int) -> Iterator[tuple[K, PeerRate]]:
+        """Each sensor with traffic in the window: its rate and whether it is throttling."""
+        window_ms = self.samples * self.window_s * 1000
+        for key, rate in list(self.sensors.recent(now_ms, window_ms)):
+            measured = rate.measure(now_ms)
+            if measured > 0:
+                yield key, PeerRate(measured, self.saturated(key, now_ms))
+        for key in [k for k in self._throttled_until if k not in self.sensors]:
+            del self._throttled_until[key]  # its sensor expired
 
     def record_no_throttle(self, key: K, value: float, now_ms: int) -> None:
         """Record without checking; the next checked record pays for it (`recordNoThrottle`)."""
@@ -133,6 +180,7 @@ class ClientQuotaManager(RateSensors[SensorKey]):
         samples: int = 11,
         window_s: int = 1,
         expire_after_ms: int = INACTIVE_SENSOR_EXPIRY_MS,
+        fleet: FleetView | None = None,
     ) -> None:
         if quota_name not in RATE_QUOTAS:
             raise ValueError(f"{quota_name!r} is not one of {', '.join(RATE_QUOTAS)}")
@@ -140,11 +188,21 @@ class ClientQuotaManager(RateSensors[SensorKey]):
         # for longer than the window it is measured over (ClientRequestQuotaManager).
         cap = window_s * 1000 if quota_name == "request_percentage" else INT32_MAX
         super().__init__(
-            samples=samples, window_s=window_s, max_throttle_ms=cap, expire_after_ms=expire_after_ms
+            samples=samples,
+            window_s=window_s,
+            max_throttle_ms=cap,
+            expire_after_ms=expire_after_ms,
+            kind=quota_name,
+            fleet=fleet,
         )
         self.quota_name = quota_name
         self.tenants = TenantAggregate(
-            samples=samples, window_s=window_s, max_throttle_ms=cap, expire_after_ms=expire_after_ms
+            samples=samples,
+            window_s=window_s,
+            max_throttle_ms=cap,
+            expire_after_ms=expire_after_ms,
+            kind=f"tenant_{quota_name}",
+            fleet=fleet,
         )
 
     def record_and_throttle_ms(

@@ -1,0 +1,122 @@
+"""The fleet's exchange of quota rates through ZooKeeper (docs/gateway.md, "Quotas across
+gateways").
+
+Owns: this gateway's ephemeral znode `/pier/gateways/<gateway id>.<incarnation>` (under the
+chroot of `zookeeper.connect`, beside the brokers' Kafka paths), rewritten every `interval_s` with
+the rates of its quota sensors that had traffic (`gateway.fleet.codec`), and the periodic read of
+every other gateway's znode into the `PeerTable`. Polling, not watches: one write, one
+`get_children` and one read per peer each interval, and a peer that stops writing is noticed by
+its unchanged version. An ephemeral lost with an expired session is created again on the next
+write. ZooKeeper unreachable at start or later is not an error: the table keeps the last rates
+for its hold time, then the gateway enforces full local quotas (logged).
+
+Concurrency: kazoo runs its own threads; every blocking kazoo call runs in one worker thread per
+round (`asyncio.to_thread`), one round at a time. Rates are collected and the table updated on
+the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Hashable, Iterable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from gateway.fleet.codec import encode_rates, sensor_id
+from gateway.fleet.peers import PeerTable
+from gateway.quotas.fleet_share import PeerRate
+
+log = logging.getLogger("pier.gateway.fleet")
+GATEWAYS_PATH = "/pier/gateways"
+CONNECT_TIMEOUT_S = 10.0
+Rates = Callable[[int], Iterable[tuple[str, Hashable, PeerRate]]]  # now_ms → (kind, key, rate)
+
+
+class ZooKeeperUnavailable(Exception):
+    """No ZooKeeper session right now."""
+
+
+class RateExchange:
+    def __init__(
+        self,
+        connect: str,
+        name: str,
+        table: PeerTable,
+        rates: Rates,
+        *,
+        interval_s: float,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self.path = f"{GATEWAYS_PATH}/{name}"
+        self._name = name
+        self._table = table
+        self._rates = rates
+        self._interval_s = interval_s
+        self._clock_ms = clock_ms
+        self._zk = KazooClient(hosts=connect, timeout=CONNECT_TIMEOUT_S)
+        self._task: asyncio.Task[None] | None = None
+        self._down_logged = False
+
+    def start(self) -> None:
+        """Connect in the background (kazoo retries for ever) and start exchanging."""
+        self._zk.start_async()
+        self._task = asyncio.create_task(self._run(), name="fleet-rates")
+
+    async def stop(self) -> None:
+        """Stop exchanging and close the session (the ephemeral znode goes with it)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await asyncio.to_thread(self._close)
+
+    async def _run(self) -> None:
+        while True:
+            await self.exchange_once()
+            await asyncio.sleep(self._interval_s)
+
+    async def exchange_once(self) -> None:
+        rates = self._rates(self._clock_ms())
+        data, dropped = encode_rates((sensor_id(kind, key), rate) for kind, key, rate in rates)
+        if dropped:
+            log.warning("event=fleet_rates_capped dropped=%d", dropped)
+        try:
+            nodes = await asyncio.to_thread(self._write_and_read, data)
+        except (ZooKeeperUnavailable, KazooException, KazooTimeoutError) as exc:
+            if not self._down_logged:
+                log.warning("event=fleet_zookeeper_unavailable error=%r", type(exc).__name__)
+                self._down_logged = True
+            self._table.failed(self._clock_ms())
+            return
+        if self._down_logged:
+            log.info("event=fleet_zookeeper_available peers=%d", len(nodes))
+            self._down_logged = False
+        self._table.update(nodes, self._clock_ms())
+
+    def _write_and_read(self, data: bytes) -> dict[str, tuple[int, bytes]]:
+        """In a worker thread: write our rates, read every other gateway's (version, data)."""
+        if not self._zk.connected:
+            raise ZooKeeperUnavailable()
+        try:
+            self._zk.set(self.path, data)
+        except NoNodeError:
+            self._zk.ensure_path(GATEWAYS_PATH)
+            with contextlib.suppress(NodeExistsError):  # a set racing our own create
+                self._zk.create(self.path, data, ephemeral=True)
+        nodes: dict[str, tuple[int, bytes]] = {}
+        for child in self._zk.get_children(GATEWAYS_PATH):
+            if child == self._name:
+                continue
+            with contextlib.suppress(NoNodeError):  # it left between the list and the read
+                value, stat = self._zk.get(f"{GATEWAYS_PATH}/{child}")
+                nodes[child] = (stat.version, value)
+        return nodes
+
+    def _close(self) -> None:
+        with contextlib.suppress(KazooException, KazooTimeoutError):
+            self._zk.stop()
+        self._zk.close()
