@@ -101,12 +101,15 @@ def start_gateway(stack: Stack, args: argparse.Namespace) -> str:
             raise LaunchError(f"port {port} on {args.host} is in use; pick another with {option}")
     db_url = f"sqlite:///{args.root / 'tenancy.db'}"
     credentials = demo_credentials(db_url, args.root / CREDENTIALS_FILE)
+    settings = {"http.port": str(args.gateway_http_port)} if args.gateway_http_port else {}
+    if stack.zookeeper is not None:  # cluster mode: gateways hold quotas together (docs/gateway.md)
+        settings["zookeeper.connect"] = stack.zookeeper.connect
     gateway = stack.start_gateway(
         db_url,
         port=args.gateway_port,
         broker_port_base=base,
         metrics_port=args.gateway_metrics_port or None,
-        properties={"http.port": str(args.gateway_http_port)} if args.gateway_http_port else None,
+        properties=settings or None,
     )
     metrics = (
         f", metrics http://{args.host}:{args.gateway_metrics_port}/metrics"
