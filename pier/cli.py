@@ -39,7 +39,15 @@ def version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="pier", description="Pier: a Kafka-protocol messaging service.")
+    parser = _Parser(
+        prog="pier",
+        description="Pier: a Kafka-protocol messaging service.",
+        epilog="`pier COMMAND --help` lists a command's options. With infra/up running:\n"
+        "  pier cluster --bootstrap 127.0.0.1:9092\n"
+        "  pier admin --url http://127.0.0.1:8080 tenants list   (token: $PIER_ADMIN_TOKEN)\n"
+        "Exit status: 0 success, 1 the request failed, 2 bad usage.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
         "--version", action="version", version=f"pier {version()}", help="print the version"
     )
