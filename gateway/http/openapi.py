@@ -73,8 +73,23 @@ def _op(
     }
     if body is not None:
         op["requestBody"] = body
+        op["responses"] = {**_BODY_ANSWERS, **responses}
     op.update(extra)
     return op
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {JSON: {"schema": _ref("Error")}}}
+
+
+# What a route that reads a body may answer about it (docs/gateway-http.md, "Request bodies").
+_BODY_ANSWERS: dict[str, Any] = {
+    "400": _error("the body is not what its Content-Encoding or JSON says"),
+    "403": _error("not authorized for the route (the body is not read; the connection closes)"),
+    "408": _error("no byte of the body for http.body.read.timeout.ms (the connection closes)"),
+    "413": _error("the body, decoded, is over the route's limit"),
+    "415": _error("a Content-Encoding other than identity, gzip, deflate or zstd"),
+}
 
 
 def _schemas() -> dict[str, Any]:
