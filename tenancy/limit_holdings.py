@@ -16,11 +16,11 @@ repeated write is corrected by the next one.
   gateway calls it after each of its samples, with `held` less what the sample now counts.
 - `drop_holdings(gateway)`: a gateway stopping gives everything back.
 Every reservation is one transaction: the totals row is locked (SQLite: BEGIN IMMEDIATE;
-PostgreSQL: FOR UPDATE), the shares of gateways whose heartbeat (`gateways.last_seen`,
-`tenancy.gateway_registry`) is older than `stale_s` are deleted and taken off `held` (a dead
-gateway's connections and leases expire; a restarted gateway has a new id and starts from zero),
-and `held` changes by a conditional UPDATE that re-checks the limit. Mixin of `TenantStore`;
-thread-safe (each call its own session).
+PostgreSQL: FOR UPDATE); the shares of gateways whose heartbeat (`gateways.last_seen`,
+`tenancy.gateway_registry`) and whose last write of the share are both older than `stale_s` are
+deleted and taken off `held` (a dead gateway's connections and leases expire; a restarted
+gateway has a new id and starts from zero); and `held` changes by a conditional UPDATE that
+re-checks the limit. Mixin of `TenantStore`; thread-safe (each call its own session).
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ class _Totals:
     held: int
     own: int
     limit: int
-    newer: bool = False  # a sample given with the call replaced the base
 
     @property
     def others(self) -> int:
@@ -147,12 +146,12 @@ class LimitHoldings(StoreCore):
         tenant_id: str,
         kind: str,
         gateway_id: str,
-        stale_s: float | None,
+        stale_s: float,
         *,
         sample: tuple[int, int] | None = None,
     ) -> _Totals:
         """Lock the tenant's totals row (made if missing), apply `sample` (stored bytes,
-        sampled_ms) when newer, expire dead gateways' shares (unless `stale_s` is None) and read
+        sampled_ms) when newer, expire dead gateways' shares and read
         the limit and this gateway's share."""
         check_text("gateway_id", gateway_id, max_length=MAX_NAME, allow_empty=False)
         now = self._now()
@@ -160,24 +159,22 @@ class LimitHoldings(StoreCore):
         if limit is None:
             raise NotFoundError(f"tenant {tenant_id!r} not found")
         _insert_totals(session, self._db.dialect, tenant_id, kind, now)
-        newer = sample is not None and _apply_sample(session, tenant_id, *sample)
+        if sample is not None:
+            _apply_sample(session, tenant_id, *sample)
         row = session.execute(
             select(T.base, T.held).where(T.tenant_id == tenant_id, T.kind == kind).with_for_update()
         ).one()
         held = int(row.held)
-        if stale_s is not None:
-            expired = _expire(
-                session, tenant_id, kind, gateway_id, now - timedelta(seconds=stale_s)
-            )
-            if expired:
-                _change_held(session, tenant_id, kind, -expired, now)
-                held = max(0, held - expired)
+        expired = _expire(session, tenant_id, kind, gateway_id, now - timedelta(seconds=stale_s))
+        if expired:
+            _change_held(session, tenant_id, kind, -expired, now)
+            held = max(0, held - expired)
         own = session.scalar(
             select(H.held).where(
                 H.tenant_id == tenant_id, H.kind == kind, H.gateway_id == gateway_id
             )
         )
-        return _Totals(int(row.base), held, int(own or 0), int(limit), newer)
+        return _Totals(int(row.base), held, int(own or 0), int(limit))
 
     def _set_share(
         self,
@@ -262,14 +259,15 @@ def _change_held(
 
 
 def _expire(session: Session, tenant_id: str, kind: str, keep: str, before: datetime) -> int:
-    """Delete the tenant's shares of gateways not heard from since `before` (other than `keep`,
-    the gateway asking); the amount they held."""
+    """Delete the tenant's shares of gateways not heard from since `before` (neither a heartbeat
+    nor a write of the share; never `keep`, the gateway asking); the amount they held."""
     live = select(GatewayRow.id).where(GatewayRow.last_seen >= before)
     dead = (
         H.tenant_id == tenant_id,
         H.kind == kind,
         H.gateway_id != keep,
         H.gateway_id.not_in(live),
+        H.updated_at < before,  # a share just written is live (its first heartbeat may follow)
     )
     total = int(session.scalar(select(func.coalesce(func.sum(H.held), 0)).where(*dead)) or 0)
     gone = session.execute(delete(H).where(*dead).returning(H.gateway_id)).all()

@@ -84,6 +84,9 @@ def test_a_restarted_gateway_starts_from_zero(
         store.forget_gateway(A)  # the process died; its successor has a new incarnation id
         store.report_gateway("gw-a/2", 0)
         new = ConnectionLedger(store, "gw-a/2", stale_s=10)
+        assert await new.acquire("acme") is not None  # the old shares are fresh: still held
+        tenancy_clock.advance(11)
+        store.report_gateway("gw-a/2", 0)
         assert [await new.acquire("acme") for _ in range(2)] == [None, None]
         assert store.limit_use("acme", CONNECTIONS)[2] == {"gw-a/2": 2}
 
