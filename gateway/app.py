@@ -302,6 +302,7 @@ class Gateway:
             gateway_id,
             stale_s=stale_s,
             flush_s=setting("connection.release.interval.ms") / 1000,
+            registry=self.registry,
         )
         connections.start()
         storage = StorageLedger(
@@ -311,6 +312,7 @@ class Gateway:
             lease_bytes=setting("storage.lease.bytes"),
             stale_s=stale_s,
             settle_ms=setting("storage.lease.settle.ms"),
+            registry=self.registry,
         )
         return connections, storage
 

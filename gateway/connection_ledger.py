@@ -11,7 +11,8 @@ here, so a lost write is corrected by the next). A connection admitted while a r
 unwritten takes that slot without a store call. The share is keyed by this gateway's id in the
 `gateways` heartbeat table: a gateway that dies holds its slots until its heartbeat is older than
 `stale_s`, then the next reservation on any gateway expires them; `stop()` gives them back.
-A store that cannot be asked refuses the connection (fail closed; logged key=value).
+A store that cannot be asked refuses the connection (fail closed; logged key=value;
+`pier_gateway_connection_holds_total{outcome}` counts granted, refused and failed asks).
 Runs on the event loop (store calls in worker threads); not thread-safe.
 """
 
@@ -22,6 +23,8 @@ import contextlib
 import logging
 from collections import defaultdict
 from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter
 
 from tenancy.limit_holdings import Holding
 
@@ -41,7 +44,13 @@ class ConnectionStore(Protocol):
 
 class ConnectionLedger:
     def __init__(
-        self, store: ConnectionStore, gateway_id: str, *, stale_s: float, flush_s: float = 0.5
+        self,
+        store: ConnectionStore,
+        gateway_id: str,
+        *,
+        stale_s: float,
+        flush_s: float = 0.5,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self._store = store
         self._gateway_id = gateway_id
@@ -53,6 +62,13 @@ class ConnectionLedger:
         self._dirty: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self.store_writes = 0
+        self._holds = Counter(
+            "pier_gateway_connection_holds",
+            "Connection slots asked of the tenant store, by outcome (granted, refused: the "
+            "tenant's limit; failed: the store could not be asked, the connection refused)",
+            ["outcome"],
+            registry=registry or CollectorRegistry(),
+        )
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._keep_flushed(), name="connection-ledger")
@@ -84,11 +100,14 @@ class ConnectionLedger:
                 )
             except Exception as exc:  # the store's driver errors, OSError, a closed pool
                 log.warning("event=connection_hold_failed tenant=%s error=%r", tenant_id, exc)
+                self._holds.labels("failed").inc()
                 return UNAVAILABLE
             self.store_writes += 1
             if not answer.granted:
+                self._holds.labels("refused").inc()
                 self._written[tenant_id] = answer.held
                 return f"tenant connection limit of {answer.limit} reached"
+            self._holds.labels("granted").inc()
             self._written[tenant_id] = self._held[tenant_id] = wanted
             return None
 

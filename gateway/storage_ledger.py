@@ -20,7 +20,8 @@ The local share shrinks before its write and grows only after the store granted 
 write can only make the store hold more than needed (refusing early), never less; what is
 charged while a renewal is in flight (one store round trip) is the only charge not covered by a
 grant at that moment. A store that
-cannot be asked grants nothing (fail closed). Runs on the event loop; store calls in threads.
+cannot be asked grants nothing (fail closed). `pier_gateway_storage_leases_total{outcome}` counts
+leases granted, found full and failed. Runs on the event loop; store calls in threads.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter
 
 from tenancy.limit_holdings import Holding
 
@@ -86,6 +89,7 @@ class StorageLedger:
         lease_bytes: int = 8 << 20,
         stale_s: float = 10.0,
         settle_ms: int = 5_000,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self._store = store
         self._gateway_id = gateway_id
@@ -97,6 +101,13 @@ class StorageLedger:
         self._settle_ms = settle_ms
         self._leases: dict[str, _Lease] = {}
         self.store_writes = 0
+        self._leases_total = Counter(
+            "pier_gateway_storage_leases",
+            "Storage headroom asked of the tenant store, by outcome (granted: some; full: none "
+            "left under the tenant's limit; failed: the store could not be asked)",
+            ["outcome"],
+            registry=registry or CollectorRegistry(),
+        )
 
     def stored_bytes(self, tenant_id: str) -> int:
         """The tenant's size at this gateway's newest sample."""
@@ -175,8 +186,10 @@ class StorageLedger:
                 )
             except Exception as exc:  # fail closed: nothing granted
                 log.warning("event=storage_lease_failed tenant=%s error=%r", tenant_id, exc)
+                self._leases_total.labels("failed").inc()
                 return
             self.store_writes += 1
+            self._leases_total.labels("granted" if answer.granted else "full").inc()
             lease.share, lease.in_use, lease.limit = answer.held, answer.in_use, answer.limit
             lease.full = lease.left < max(request_bytes, 1)
             if lease.full:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from gateway.connection_ledger import UNAVAILABLE, ConnectionLedger
 from gateway.storage_ledger import StorageLedger
@@ -59,13 +60,16 @@ def test_a_store_that_cannot_be_asked_refuses_the_connection(tmp_path: Path) -> 
     broken = TenantStore.open(f"sqlite:///{tmp_path / 'gone' / 'tenancy.db'}")  # cannot open
 
     async def scenario() -> None:
-        ledger = ConnectionLedger(broken, A, stale_s=10)
+        registry = CollectorRegistry()
+        ledger = ConnectionLedger(broken, A, stale_s=10, registry=registry)
         assert await ledger.acquire("acme") == UNAVAILABLE
         assert ledger.held("acme") == 0
-        storage = StorageLedger(broken, A, clock_ms=Clock())
+        storage = StorageLedger(broken, A, clock_ms=Clock(), registry=registry)
         await storage.lease("acme", 100, 1_000)
         refused = storage.charge("acme", 100, 1_000)
         assert refused is not None and not refused.full  # nothing granted: retriable refusal
+        for metric in ("pier_gateway_connection_holds_total", "pier_gateway_storage_leases_total"):
+            assert registry.get_sample_value(metric, {"outcome": "failed"}) == 1
 
     try:
         asyncio.run(scenario())
