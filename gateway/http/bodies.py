@@ -53,6 +53,7 @@ MAX_DEPTH = 128
 SLICE_BYTES = 64 * 1024  # a whole body is split this much per turn of the event loop
 DECODE_STEP = 64 * 1024  # the most a gzip/deflate step decodes before the limit is checked
 ZSTD_SLICE = 32  # zstd input per step: at most 8 RLE blocks, 1 MiB, before the limit is checked
+ZSTD_MAX_WINDOW = 8 * 1024 * 1024  # what a zstd frame may make the decoder allocate (level 19's)
 BODY_READ_TIMEOUT_S = 30.0  # `http.body.read.timeout.ms`'s default
 ACCEPTED_ENCODINGS = frozenset({"", "identity", "gzip", "deflate", "zstd"})
 READING_KEY = "pier.body_reading"
@@ -139,7 +140,8 @@ def check_encoding(request: web.BaseRequest) -> str:
 class _Decoder:
     """Decodes a body's `Content-Encoding` in bounded steps: `feed` and `finish` yield pieces of
     at most `DECODE_STEP` bytes for gzip/deflate and about 1 MiB for zstd, so the reader checks
-    its limit between them and a bomb is never inflated past it. 400 for a malformed body."""
+    its limit between them and a bomb is never inflated past it; a zstd frame asking for a window
+    over `ZSTD_MAX_WINDOW` is refused rather than allocated. 400 for a malformed body."""
 
     def __init__(self, encoding: str) -> None:
         self.encoding = encoding if encoding not in ("", "identity") else ""
@@ -209,7 +211,9 @@ class _Decoder:
             piece = bytes(view[start : start + ZSTD_SLICE])
             while piece:
                 if self._zstd is None or self._zstd.eof:  # frames may follow one another
-                    self._zstd = zstandard.ZstdDecompressor().decompressobj()
+                    self._zstd = zstandard.ZstdDecompressor(
+                        max_window_size=ZSTD_MAX_WINDOW
+                    ).decompressobj()
                 out = self._zstd.decompress(piece)
                 piece = self._zstd.unused_data if self._zstd.eof else b""
                 if out:

@@ -247,3 +247,17 @@ def test_body_values_of_a_whole_body() -> None:
     values = asyncio.run(run(BODY * 5000))  # several slices of the event loop's time
     assert [v for v, _ in values if v is not TRAILING] == VALUES * 5000
     assert sum(size for _, size in values) == len(BODY) * 5000
+
+
+def test_a_zstd_frame_asking_for_a_huge_window_is_400_not_allocated() -> None:
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=27)
+    streaming = zstandard.ZstdCompressor(compression_params=params).compressobj()  # size unknown
+    huge = streaming.compress(b"{}" * 100_000) + streaming.flush()
+    assert zstandard.get_frame_parameters(huge).window_size == 128 * 1024 * 1024
+    request = _Request([huge], {"Content-Encoding": "zstd"})
+    with pytest.raises(ApiError) as error:
+        asyncio.run(read_body(request, 1 << 20))  # type: ignore[arg-type]
+    assert error.value.status == 400
+    normal = zstandard.ZstdCompressor(level=19).compress(b"{}" * 100_000)
+    request = _Request([normal], {"Content-Encoding": "zstd"})
+    assert asyncio.run(read_body(request, 1 << 20)) == b"{}" * 100_000  # type: ignore[arg-type]
