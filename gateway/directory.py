@@ -66,7 +66,7 @@ class TenantDirectory:
         *,
         on_quota_change: QuotaRefresh | None = None,
         connections: ConnectionSlots | None = None,
-        on_admit: Callable[[Tenant], None] | None = None,
+        on_admit: Callable[[Tenant], Awaitable[None]] | None = None,
     ) -> None:
         self._source = source
         self._on_quota_change = on_quota_change
@@ -139,7 +139,7 @@ class TenantDirectory:
                 return refused
         live.add(session)
         if self._on_admit is not None:
-            self._on_admit(tenant)
+            await self._on_admit(tenant)
         return None
 
     def release(self, session: Closable) -> None:

@@ -9,8 +9,9 @@ together never admits more than the limit beyond the newest sample.
   HTTP): the request's size is taken from the local headroom, no store call. Below half a lease
   left, a top-up is started in the background. Not enough left: refused: `full` when the store's
   last answer left no room (POLICY_VIOLATION), otherwise the top-up under way (retriable).
-- `lease(tenant, bytes)` waits for headroom (at login, and on the HTTP produce path before it
-  charges); `storage.lease.bytes`, at most an eighth of the limit, at least the request.
+- `warm(tenant)` at login and `lease(tenant, bytes)` on the HTTP produce path wait for headroom
+  before anything is charged; `storage.lease.bytes`, at most an eighth of the limit, at least
+  the request.
 - `settle(started_ms, stored)` after each sampler round, one lease transaction per tenant held
   here: the sample's real size replaces the store's `stored` (fenced: a newer sample only), this
   gateway's share drops to the bytes it charged since `started_ms - settle_ms` (older ones are in
@@ -138,13 +139,13 @@ class StorageLedger:
             return StorageRefusal(True, f"storage limit reached: {in_use} of {most} bytes stored")
         return StorageRefusal(False, "storage headroom is being reserved in the tenant store")
 
-    def warm(self, tenant_id: str, limit: int) -> None:
-        """A connection of the tenant's was admitted: lease headroom now (in the background)
-        unless enough is held, so its first produce finds it."""
+    async def warm(self, tenant_id: str, limit: int) -> None:
+        """A connection of the tenant's is being admitted: lease headroom now unless enough is
+        held here, so its first produce finds it (a produce cannot wait for the store)."""
         lease = self._leases.setdefault(tenant_id, _Lease())
         lease.limit = limit
         if lease.left < self._wanted(lease, 0) // 2:
-            self._top_up(tenant_id, lease, 0)
+            await self._ask(tenant_id, lease, 0)
 
     async def lease(self, tenant_id: str, request_bytes: int, limit: int) -> None:
         """Make sure the tenant has `request_bytes` of headroom here, if the store grants it."""
