@@ -55,3 +55,20 @@ def test_cluster_page_names_every_infra_up_option() -> None:
         if flag.startswith("--") and flag != "--help"
     ]
     assert [flag for flag in options if f"`{flag}" not in page] == []
+
+
+def test_gateway_page_names_every_option_and_setting() -> None:
+    """`pier gateway`'s options in docs/gateway-options.md; each `--config` setting there or in
+    the page that explains its limit (security.md, gateway-http.md)."""
+    from gateway import config
+
+    options_page = (REPO / "docs" / "gateway-options.md").read_text(encoding="utf-8")
+    gateway = subcommands(cli._parser())["gateway"]
+    flags = [f for a in gateway._actions for f in a.option_strings if f.startswith("--")]
+    assert [f for f in flags if f != "--help" and f"`{f}`" not in options_page] == []
+    pages = options_page + "".join(
+        (REPO / "docs" / name).read_text(encoding="utf-8")
+        for name in ("security.md", "gateway-http.md")
+    )
+    settings = sorted(config._KNOWN)
+    assert [name for name in settings if f"`{name}`" not in pages] == []
