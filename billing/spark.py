@@ -1,7 +1,8 @@
 """Starting the Spark session the billing job runs in, on `local[N]` or a cluster master URL.
 
 Owns: the session settings the job relies on (few shuffle partitions: rollups are small; no UI;
-UTC session time zone so hours are UTC hours; the `pier-usage` source registered). PySpark needs
+UTC session time zone so hours are UTC hours; Spark's Kafka source on `spark.jars`, from the cache
+`billing.jars` names: a cluster's executors get the jars from the driver). PySpark needs
 `SPARK_LOCAL_IP` and `PYSPARK_PYTHON` (infra/deploy/billing.md): unset ones default to 127.0.0.1
 (local masters only) and this interpreter. One session per process; call from the main thread.
 """
@@ -19,16 +20,18 @@ EXISTING = "existing"  # keep the master spark-submit (or spark-defaults.conf) s
 def spark_session(
     master: str = DEFAULT_MASTER, *, app_name: str = "pier-billing", shuffle_partitions: int = 4
 ) -> Any:
-    """A (possibly existing) SparkSession on `master` with the `pier-usage` source registered;
-    `master="existing"` leaves the master to spark-submit."""
+    """A (possibly existing) SparkSession on `master` with Spark's Kafka source on its classpath;
+    `master="existing"` leaves the master to spark-submit (which must pass the same jars with
+    `--jars` when its session starts first). MissingJarsError if the jars were never fetched."""
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from billing.source import register
+    from billing.jars import kafka_jars
 
+    jars = ",".join(str(j) for j in kafka_jars())
     builder = SparkSession.builder
     if master != EXISTING:
         builder = builder.master(master)
@@ -41,8 +44,8 @@ def spark_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # no progress bars in logs
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.jars", jars)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
     return spark

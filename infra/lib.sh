@@ -30,6 +30,14 @@ pier_venv() {
   echo "$stamp" >>"$marker"
 }
 
+# pier_spark_jars: Spark's Kafka source for billing (spark-sql-kafka-0-10 at the installed PySpark's
+# version, with the dependencies Spark's own jars lack) fetched from Maven Central once into
+# ~/.cache/pier/spark-kafka-<version> (infra/spark_jars.py; needs mvn); the billing job never
+# downloads. A no-op once cached.
+pier_spark_jars() {
+  (cd "$PIER_ROOT" && "$VENV/bin/python" -m infra.spark_jars fetch >/dev/null)
+}
+
 # pier_usage SCRIPT: print SCRIPT's leading comment block (after the shebang), without the `# `.
 pier_usage() {
   sed -n '2,/^[^#]/{/^#/!d;/shellcheck/d;s/^# \{0,1\}//;p}' "$1"
@@ -55,6 +63,9 @@ pier_system_packages() {
   local standalone="$1" billing="${2:-1}" required=() optional=()
   if [ "$standalone" != 1 ] || [ "$billing" = 1 ]; then
     command -v java >/dev/null 2>&1 || required+=(default-jre-headless)
+  fi
+  if [ "$billing" = 1 ]; then # fetches Spark's Kafka source once (pier_spark_jars)
+    command -v mvn >/dev/null 2>&1 || required+=(maven)
   fi
   if [ "$standalone" != 1 ]; then
     dpkg -s zookeeper >/dev/null 2>&1 || [ -n "${PIER_ZOOKEEPER_CLASSPATH:-}" ] || required+=(zookeeper)

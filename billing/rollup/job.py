@@ -5,7 +5,10 @@ Exactly once: the range read is [stored offsets, end offsets), and the end offse
 the same transaction as the sums, so a run that dies before its commit leaves nothing and the next
 run reads the same range again; one that dies after it leaves a complete run, and the next starts
 where it ended. Within a run each record id counts once; ids counted by earlier runs are skipped
-(`ledger.counted_ids`), so a record replayed at a later offset still counts once. Malformed
+(`billing.rollup.ids`: an anti-join in Spark against the ids earlier runs kept in Parquet under
+the state directory, written before the commit and named after it), so a record replayed at a
+later offset still counts once; no record id goes through the driver. Records are read with
+Spark's Kafka source and checked in the JVM (`billing.source.usage`). Malformed
 records are never dropped silently: they are counted by reason in the report, in the run's row
 and in the `pier_billing_rejected_records_total` metric. `--until` ends the range at the first
 offset appended at or after that time (default: the latest offsets) and is the time up to which
@@ -18,6 +21,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from prometheus_client import Counter
@@ -25,13 +29,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from billing.rollup import frames, ledger
+from billing.rollup.ids import IdStore
 from billing.rollup.sums import Cursor, RunOutput
 from billing.source import kafka
 from billing.source.offsets import EARLIEST, LATEST, OffsetSpec, offsets_to_json
-from billing.source.options import DEFAULT_MAX_RECORDS
+from billing.source.usage import read_usage, usage_rows
 from brokers.client import Cluster
 from tenancy.database import Database
-from tenancy.usage import USAGE_TOPIC
+from tenancy.usage import RETENTION_MS, USAGE_TOPIC
 
 DEFAULT_SAMPLE_INTERVAL_MS: Final = 60_000
 REJECTED = Counter(
@@ -44,10 +49,10 @@ Hook = Callable[[], None]
 @dataclass(frozen=True)
 class RunOptions:
     bootstrap: str
+    state_dir: Path  # counted ids (billing.rollup.ids): shared by the driver and executors
     topic: str = USAGE_TOPIC
     until_ms: int | None = None
     sample_interval_ms: int = DEFAULT_SAMPLE_INTERVAL_MS  # storage samples hold ≤ 2 × this
-    max_records_per_partition: int = DEFAULT_MAX_RECORDS
 
 
 @dataclass(frozen=True)
@@ -92,24 +97,34 @@ def run_rollup(
     until_ms = options.until_ms if options.until_ms is not None else now_ms or _now_ms()
     clock = _Phases()
     cursor = ledger.read_cursor(db, options.topic)
+    store = IdStore(options.state_dir, options.topic)
+    if cursor is not None:
+        store.recover(cursor.generation, cursor.offsets)
     start, end = _range(options, cursor)
     clock.lap("resolve")
-    rows = _read(spark, options, start, end).persist()
+    generation = (cursor.generation if cursor else 0) + 1
+    attempt = store.new_attempt(generation, end)
+    rows = usage_rows(read_usage(spark, options.bootstrap, options.topic, start, end)).persist()
     try:
         out = RunOutput(options.topic, cursor, start, end, until_ms)
         valid_count, reasons = frames.census(rows)
         out.rejected = sum(reasons.values())
         clock.lap("read")
-        _roll_up(spark, db, rows, valid_count, out, options)
+        _roll_up(spark, db, rows, valid_count, out, options, store, attempt)
         clock.lap("roll_up")
+        if hooks.before_commit:
+            hooks.before_commit()
+        run_id = ledger.commit(db, out)
+    except BaseException:
+        store.discard(attempt)
+        raise
     finally:
         rows.unpersist()
-    if hooks.before_commit:
-        hooks.before_commit()
-    run_id = ledger.commit(db, out)
-    clock.lap("commit")
-    if hooks.after_commit:
+    if hooks.after_commit:  # dying here leaves the attempt for the next run's `recover`
         hooks.after_commit()
+    store.promote(attempt, generation)
+    store.expire(until_ms - RETENTION_MS)
+    clock.lap("commit")
     for reason, count in reasons.items():
         REJECTED.labels(reason=reason).inc(count)
     DUPLICATES.inc(out.duplicates)
@@ -144,12 +159,18 @@ def _roll_up(
     valid_count: int,
     out: RunOutput,
     options: RunOptions,
+    store: IdStore,
+    attempt: Path,
 ) -> None:
     records = frames.with_hour(rows.where(F.col("rejected").isNull())).persist()
-    counted = ledger.counted_ids(db, frames.hours(records))
-    if counted:
-        already = spark.createDataFrame([(i,) for i in counted], "id STRING")
-        unique = records.join(already, "id", "left_anti").persist()
+    hours = frames.hours(records)
+    counted = store.counted(spark, hours)
+    legacy = ledger.counted_ids(db, hours)  # ids earlier versions kept in the database
+    if legacy:
+        stored = spark.createDataFrame([(i,) for i in legacy], "id STRING")
+        counted = stored if counted is None else counted.unionByName(stored)
+    if counted is not None:
+        unique = records.join(counted, "id", "left_anti").persist()
         records.unpersist()
         records = unique
     try:
@@ -161,9 +182,7 @@ def _roll_up(
         )
         for key, sums in storage.items():
             out.rollups.setdefault(key, type(sums)()).add(sums)
-        out.record_ids = [
-            (r.id, r.hour_ms) for r in records.select("id", "hour_ms").toLocalIterator()
-        ]
+        store.write(records.select("id", "hour_ms"), attempt)
     finally:
         records.unpersist()
 
@@ -185,20 +204,6 @@ def _range(options: RunOptions, cursor: Cursor | None) -> tuple[dict[int, int], 
             return start, {p: max(end[p], start[p]) for p in partitions}
 
     return asyncio.run(resolve())
-
-
-def _read(
-    spark: SparkSession, options: RunOptions, start: dict[int, int], end: dict[int, int]
-) -> DataFrame:
-    return (
-        spark.read.format("pier-usage")
-        .option("bootstrap", options.bootstrap)
-        .option("topic", options.topic)
-        .option("startingOffsets", offsets_to_json(start))
-        .option("endingOffsets", offsets_to_json(end))
-        .option("maxRecordsPerPartition", str(options.max_records_per_partition))
-        .load()
-    )
 
 
 def _now_ms() -> int:

@@ -1,12 +1,12 @@
-"""The billing ledger: rollups, counted ids, storage state and the next `__usage` offsets, written
-in ONE transaction of the tenancy database, fenced on the offsets the run started from.
+"""The billing ledger: rollups, storage state and the next `__usage` offsets, written in ONE transaction of the tenancy database, fenced on the offsets the run started from.
 
 The fence is a conditional update of `billing_cursor` (`WHERE generation = g AND offsets = start`;
 the first run inserts the row, and the primary key refuses a second insert): of two runs that
 started from the same offsets, exactly one commits; the other gets `FencedError` and writes
 nothing. Rollups are sums: a run adds to existing rows (late usage lands in its hour), never
-overwrites. Ids of counted records are kept for `__usage`'s retention, so a record replayed at a
-later offset counts once. Thread-safe (each call opens its own session).
+overwrites. The ids of counted records live beside it in Parquet (`billing.rollup.ids`, named
+after the generation this commit writes); ids earlier versions kept in `billing_record_ids` are
+still read (`counted_ids`) until `__usage`'s retention ages them out. Thread-safe (each call opens its own session).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def pending_samples(db: Database) -> list[PendingSample]:
 
 
 def counted_ids(db: Database, hours: list[int]) -> list[str]:
-    """Ids already counted for records of the given UTC hours."""
+    """Ids earlier versions counted (in the database) for records of the given UTC hours."""
     found: list[str] = []
     with db.read() as session:
         for start in range(0, len(hours), 500):
@@ -83,7 +83,7 @@ def commit(db: Database, out: RunOutput, now: datetime | None = None) -> int:
         session.add(run)
         session.flush()
         _add_rollups(session, out, run.id)
-        _remember_ids(session, out)
+        _expire_legacy_ids(session, out)
         _store_pending(session, out.pending)
         return run.id
 
@@ -171,11 +171,7 @@ def _new_row(key: RollupKey, sums: Sums, run_id: int) -> dict[str, object]:
     }  # fmt: skip
 
 
-def _remember_ids(session: Session, out: RunOutput) -> None:
-    ids = out.record_ids
-    for start in range(0, len(ids), _ID_CHUNK):
-        chunk = ids[start : start + _ID_CHUNK]
-        session.execute(insert(BillingRecordIdRow), [{"id": i, "hour_ms": h} for i, h in chunk])
+def _expire_legacy_ids(session: Session, out: RunOutput) -> None:
     horizon = out.until_ms - RETENTION_MS
     session.execute(delete(BillingRecordIdRow).where(BillingRecordIdRow.hour_ms < horizon))
 

@@ -1,4 +1,4 @@
-"""What a rollup run hands the ledger: per-key sums, counted ids, storage state, counts.
+"""What a rollup run hands the ledger: per-key sums, storage state, counts.
 
 Owns: `RollupKey`, `Sums` (the additive measures of one tenant/principal/client-id/topic/hour),
 `PendingSample`, `Cursor` and `RunOutput`. Storage rows use principal and client_id "" and traffic
@@ -62,7 +62,6 @@ class RunOutput:
     end_offsets: dict[int, int]
     until_ms: int
     rollups: dict[RollupKey, Sums] = field(default_factory=dict)
-    record_ids: list[tuple[str, int]] = field(default_factory=list)  # (id, hour_ms)
     pending: list[PendingSample] = field(default_factory=list)
     records: int = 0
     duplicates: int = 0

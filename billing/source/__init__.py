@@ -1,15 +1,4 @@
-"""The `pier-usage` Spark data source over `__usage` (see `billing.source.datasource`).
-
-`register(spark)` makes `spark.read.format("pier-usage")` available in a session. Importing this
-package imports PySpark; the pure parts (`offsets`, `rows`, `kafka`) do not need it.
+"""`__usage` for the rollup: `usage` reads it with Spark's Kafka source and checks each record
+against the usage contract in the JVM; `kafka` resolves offsets with the project's client (driver
+side); `offsets` is the JSON form of offsets the ledger stores. Only `usage` imports PySpark.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-
-def register(spark: Any) -> None:
-    from billing.source.datasource import UsageDataSource
-
-    spark.dataSource.register(UsageDataSource)

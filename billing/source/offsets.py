@@ -1,9 +1,8 @@
-"""Offset specs of the `pier-usage` source: `earliest`, `latest`, or JSON `{"<partition>": offset}`.
+"""Offset specs of `__usage`: `earliest`, `latest`, or JSON `{"<partition>": offset}`.
 
-Owns: parsing the `startingOffsets`/`endingOffsets` options into an `OffsetSpec`, the JSON form of
-resolved offsets (the stream's offsets and the rollup ledger use it), and splitting an offset
-range into chunks of at most `maxRecordsPerPartition`. In a JSON spec, -2 means earliest and
--1 latest, as in Spark's Kafka source. Pure; thread-safe.
+Owns: `OffsetSpec` (what the rollup asks `billing.source.kafka` to resolve), parsing a spec's text,
+and the canonical JSON of resolved offsets (the rollup ledger stores it). In a JSON spec, -2 means
+earliest and -1 latest, as in Spark's Kafka source. Pure; thread-safe.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ LATEST: Final = -1
 
 
 class SourceOptionError(ValueError):
-    """An option of the `pier-usage` source is malformed; the message names it."""
+    """An offset spec is malformed; the message names the option."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +67,3 @@ def offsets_from_json(text: str) -> dict[int, int]:
 def offsets_to_json(offsets: dict[int, int]) -> str:
     """The canonical JSON of resolved offsets: partitions as strings, in numeric order."""
     return json.dumps({str(p): offsets[p] for p in sorted(offsets)}, separators=(",", ":"))
-
-
-def split_range(start: int, end: int, max_records: int) -> list[tuple[int, int]]:
-    """[start, end) cut into consecutive pieces of at most `max_records` offsets."""
-    if max_records < 1:
-        raise SourceOptionError("maxRecordsPerPartition must be at least 1")
-    return [(low, min(low + max_records, end)) for low in range(start, end, max_records)]

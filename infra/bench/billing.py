@@ -1,5 +1,5 @@
-"""Benchmark of billing: the rollup end to end, the data source against Spark's JSON reader, and
-invoices for many tenants.
+"""Benchmark of billing: the rollup end to end, reading `__usage` with Spark's Kafka source against
+Spark's JSON reader over a file, and invoices for many tenants.
 
     .venv/bin/python -m infra.bench.billing [--records N] [--tenants N] [--quick]
 
@@ -8,13 +8,15 @@ invoices for many tenants.
 - `rollup`: N usage records (traffic windows of 1,000 tenants over 24 hours, 1 % duplicates, plus
   storage samples) produced to a 12-partition `__usage` on one local broker with the project's
   client, then one `run_rollup` on `local[2]` into a SQLite tenancy database: seconds end to end
-  (resolving offsets, reading, de-duplicating, summing, the commit with every counted id).
-- `source_vs_json`: the same records read by `pier-usage` and, written as JSON lines to a file, by
-  `spark.read.json` with the same schema; both summed over `bytes_in` (forces every row): rows/s.
+  and per phase (resolving offsets, reading and checking, de-duplicating against the counted ids
+  and summing, writing the ids and the commit).
+- `source_vs_json`: the same records read from the broker by Spark's Kafka source and checked by
+  `billing.source.usage` and, written as JSON lines to a file, by `spark.read.json` with the same
+  schema and no checks; both summed over `bytes_in` (forces every row): rows/s.
 - `invoices`: T tenants (default 10,000) on one plan, each with 24 hourly rollups, then
   `billing.invoice.issue` for the month: seconds and invoices/s.
 Prints one JSON document and writes it to `infra/bench/results/billing.json`; progress on stderr.
-Run alone: the broker, the Spark JVM and its Python workers share the machine.
+Run alone: the broker and the Spark JVM share the machine.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from billing.invoice.issue import issue
 from billing.rollup import ledger
 from billing.rollup.job import RunOptions, run_rollup
 from billing.rollup.sums import RollupKey, RunOutput, Sums
-from billing.source.rows import SCHEMA
+from billing.source.usage import COLUMNS, read_usage, usage_rows
 from billing.spark import spark_session
 from brokers.client import Cluster, TopicPartition
 from brokers.client.producer import produce
@@ -99,7 +101,8 @@ def bench_rollup(spark: Any, bootstrap: str, folder: Path, count: int) -> dict[s
         store.upgrade()
     db = Database(url)
     start = time.perf_counter()
-    report = run_rollup(spark, db, RunOptions(bootstrap), now_ms=T0 + 48 * HOUR_MS)
+    options = RunOptions(bootstrap, folder / "billing-state")
+    report = run_rollup(spark, db, options, now_ms=T0 + 48 * HOUR_MS)
     elapsed = time.perf_counter() - start
     db.dispose()
     log(f"rollup: {report.line()} in {elapsed:.1f} s")
@@ -123,13 +126,19 @@ def bench_read(
     with path.open("wb") as out:
         for _, _, value in items:
             out.write(value + b"\n")
+    ends: dict[int, int] = {}
+    for partition, _, _ in items:
+        ends[partition] = ends.get(partition, 0) + 1
+    kafka = read_usage(spark, bootstrap, USAGE_TOPIC, dict.fromkeys(ends, 0), ends)
+    schema = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
     timings = {}
     for name, frame in (
-        ("pier_usage", spark.read.format("pier-usage").option("bootstrap", bootstrap).load()),
-        ("spark_json", spark.read.schema(SCHEMA).json(str(path))),
+        ("kafka_source", usage_rows(kafka)),
+        ("spark_json", spark.read.schema(schema).json(str(path))),
     ):
         start = time.perf_counter()
-        total = frame.agg(F.sum("bytes_in")).first()[0]
+        first = frame.agg(F.sum("bytes_in")).first()
+        total = first[0] if first is not None else None
         elapsed = time.perf_counter() - start
         timings[name] = {
             "seconds": round(elapsed, 1),

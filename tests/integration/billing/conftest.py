@@ -43,13 +43,14 @@ def sqlite_url(tmp_path: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Spark standalone master and worker (from the pyspark package): its master URL."""
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real Spark standalone master and worker (from the pyspark package): `.master_url`,
+    `.worker` (the worker daemon, whose children are the executors)."""
     from infra.spark_cluster import start_spark_cluster
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver, in `pier billing run`
     cluster = start_spark_cluster(tmp_path_factory.mktemp("spark-cluster"), cores=2, memory="1g")
     try:
-        yield cluster.master_url
+        yield cluster
     finally:
         cluster.stop()

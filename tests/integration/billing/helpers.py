@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -55,9 +58,19 @@ def merge(*totals: dict[Key, dict[str, int]]) -> dict[Key, dict[str, int]]:
     return dict(out)
 
 
+def state_dir(url: str) -> Path:
+    """`pier billing run`'s default for a SQLite store (`billing-state` beside its file); for a
+    PostgreSQL one (a fresh database per test) a folder named after its URL."""
+    if url.startswith("sqlite:///"):
+        return Path(url.removeprefix("sqlite:///")).parent / "billing-state"
+    digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / "pier-billing-state" / digest
+
+
 def run(spark: Any, url: str, bootstrap: str, now_ms: int, **hooks: Any) -> RunReport:
     db = Database(url)
     try:
-        return run_rollup(spark, db, RunOptions(bootstrap), hooks=RunHooks(**hooks), now_ms=now_ms)
+        options = RunOptions(bootstrap, state_dir(url))
+        return run_rollup(spark, db, options, hooks=RunHooks(**hooks), now_ms=now_ms)
     finally:
         db.dispose()

@@ -1,9 +1,10 @@
-"""`pier billing run --master spark://...` on a real standalone cluster: executors (worker JVMs
-with their own Python workers) read `__usage` from the broker themselves."""
+"""`pier billing run --master spark://...` on a real standalone cluster: executors (worker JVMs)
+read `__usage` from the broker themselves, with the Kafka source's jars the driver serves them."""
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -16,12 +17,12 @@ pytestmark = pytest.mark.integration  # in CI: the issue asks for it there (~80 
 
 
 def test_run_on_a_standalone_cluster(
-    spark_cluster: str, usage_broker: BrokerProcess, sqlite_url: str
+    spark_cluster: Any, usage_broker: BrokerProcess, sqlite_url: str
 ) -> None:
     records = traffic(random.Random(31), ["acme", "globex", "initech"], 120)
     write(usage_broker.bootstrap, [*records, *records[:7]])
     done = pier(
-        "billing", "run", "--master", spark_cluster, "--db", sqlite_url,
+        "billing", "run", "--master", spark_cluster.master_url, "--db", sqlite_url,
         "--bootstrap", usage_broker.bootstrap, timeout=400,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

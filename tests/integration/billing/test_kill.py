@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,33 +75,35 @@ def _descendants(pid: int) -> dict[int, str]:
 
 
 def test_an_executor_killed_mid_run_then_a_clean_run_count_everything_once(
-    usage_broker: BrokerProcess, sqlite_url: str
+    spark_cluster: Any, usage_broker: BrokerProcess, sqlite_url: str
 ) -> None:
-    """SIGKILL of a Spark Python worker (the executor side of `pier-usage` and the roll-up) while
-    a run reads: that run fails or recovers, and after a clean run every record counts once."""
+    """SIGKILL of the run's executor (a JVM the standalone worker started, reading `__usage` with
+    Spark's Kafka source) mid-run: that run fails or recovers on a new executor, and after a clean
+    run every record counts once."""
     rng = random.Random(43)
     records = traffic(rng, ["acme", "globex"], 3000)
     write(usage_broker.bootstrap, records)
     argv = [sys.executable, "-m", "pier", "billing", "run", "--db", sqlite_url,
-            "--bootstrap", usage_broker.bootstrap]  # fmt: skip
+            "--bootstrap", usage_broker.bootstrap,
+            "--master", spark_cluster.master_url]  # fmt: skip
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def spark_worker() -> int | None:
+    def executor() -> int | None:
         exited = process.poll()
-        assert exited is None, f"no Spark Python worker seen (run exited {exited})"
-        workers = [
+        assert exited is None, f"no Spark executor seen (run exited {exited})"
+        found = [
             p
-            for p, cmd in _descendants(process.pid).items()
-            if "pyspark" in cmd and "daemon" in cmd
+            for p, cmd in _descendants(spark_cluster.worker.pid).items()
+            if "CoarseGrainedExecutorBackend" in cmd
         ]
-        return max(workers) if workers else None  # the newest: a forked worker, if any
+        return max(found) if found else None
 
     try:
-        killed = wait_until(spark_worker, what="a Spark Python worker", timeout=120)
+        killed = wait_until(executor, what="a Spark executor", timeout=120)
         assert killed
         os.kill(killed, signal.SIGKILL)
     finally:
         outcome = process.wait(timeout=300)
-    done = pier(*argv[3:])
+    done = pier(*argv[3:], timeout=400)
     assert done.returncode == 0, done.stderr[-2000:]
     assert rollups(sqlite_url) == traffic_totals(records), outcome

@@ -1,10 +1,12 @@
-"""Pure parts of the `pier-usage` source: offset specs, range splitting, batch cutting, rows."""
+"""Pure parts of billing's reading path: offset specs, and finding Spark's Kafka source's jars."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from billing.source.kafka import records_in
+from billing.jars import FETCH_COMMAND, MARKER, MissingJarsError, kafka_jars
 from billing.source.offsets import (
     EARLIEST,
     LATEST,
@@ -12,12 +14,8 @@ from billing.source.offsets import (
     SourceOptionError,
     offsets_to_json,
     parse_spec,
-    split_range,
 )
-from billing.source.options import parse_options
-from billing.source.rows import BATCH_ROWS, COLUMNS, arrow_batches, to_row
-from brokers.records.builder import build_batch
-from tenancy.usage import StorageSample, encode
+from infra.spark_jars import artifact_name
 
 pytestmark = pytest.mark.unit
 
@@ -34,48 +32,28 @@ def test_offset_specs() -> None:
     assert offsets_to_json({10: 1, 2: 3}) == '{"2":3,"10":1}'
 
 
-def test_options() -> None:
-    with pytest.raises(SourceOptionError, match="bootstrap"):
-        parse_options({})
-    options = parse_options({"BOOTSTRAP": "h:1", "maxrecordsperpartition": "5"})
-    assert (options.topic, options.max_records_per_partition) == ("__usage", 5)
-    assert options.arrow and not parse_options({"bootstrap": "h:1", "Arrow": "False"}).arrow
-    with pytest.raises(SourceOptionError, match="maxRecordsPerPartition"):
-        parse_options({"bootstrap": "h:1", "maxRecordsPerPartition": "0"})
+def test_missing_jars_name_the_install_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PIER_SPARK_JARS", str(tmp_path))
+    with pytest.raises(MissingJarsError, match=FETCH_COMMAND.replace(".", r"\.")):
+        kafka_jars("4.2.0")
+    (tmp_path / MARKER).write_text("4.1.0\n")  # fetched for another Spark
+    with pytest.raises(MissingJarsError, match=r"4\.2\.0"):
+        kafka_jars("4.2.0")
+    (tmp_path / MARKER).write_text("4.2.0\n")
+    with pytest.raises(MissingJarsError, match="lacks spark-sql-kafka"):
+        kafka_jars("4.2.0")
+    for name in ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "kafka-clients-3.9.2.jar"):
+        (tmp_path / name).write_bytes(b"")
+    assert [j.name for j in kafka_jars("4.2.0")] == [
+        "kafka-clients-3.9.2.jar",
+        "spark-sql-kafka-0-10_2.13-4.2.0.jar",
+    ]
 
 
-def test_split_range() -> None:
-    assert split_range(3, 10, 3) == [(3, 6), (6, 9), (9, 10)]
-    assert split_range(5, 5, 3) == []
-
-
-def test_records_in_skips_before_start_stops_at_end_and_ignores_a_cut_batch() -> None:
-    first = build_batch([(b"k0", b"v0"), (b"k1", b"v1"), (b"k2", b"v2")], base_offset=10)
-    second = build_batch([(b"k3", b"v3"), (b"k4", b"v4")], base_offset=13)
-    records, following = records_in(first + second[:-5], 11, 100)
-    assert records == [(11, b"k1", b"v1"), (12, b"k2", b"v2")] and following == 13
-    records, following = records_in(first + second, 11, 14)
-    assert [r[0] for r in records] == [11, 12, 13] and following == 14
-    assert records_in(b"", 4, 9) == ([], 4)
-
-
-def test_arrow_batches_keep_every_row_and_type() -> None:
-    sample = StorageSample("s/acme/t/0/5", "acme", "t", 0, 100, 5)
-    rows = [to_row(1, i, *encode(sample)) for i in range(BATCH_ROWS + 3)]
-    batches = list(arrow_batches(iter(rows)))
-    assert [b.num_rows for b in batches] == [BATCH_ROWS, 3]
-    assert (
-        batches[1].to_pylist()[0]["bytes"] == 100
-        and str(batches[0].schema.field("kafka_partition").type) == "int32"
-    )
-    assert list(arrow_batches(iter([]))) == []
-
-
-def test_rows() -> None:
-    sample = StorageSample("s/acme/t/0/5", "acme", "t", 0, 100, 5)
-    row = to_row(2, 9, *encode(sample))
-    assert len(row) == len(COLUMNS)
-    assert dict(zip([c for c, _ in COLUMNS], row, strict=True))["bytes"] == 100
-    rejected = to_row(2, 10, b"s/acme/t/0/6", encode(sample)[1])
-    assert rejected[2] == "s/acme/t/0/6" and rejected[-1] == "key does not match the record id"
-    assert to_row(0, 0, b"\xff", None)[2:] == (None,) * (len(COLUMNS) - 3) + ("value is null",)
+def test_artifact_names_drop_the_version() -> None:
+    assert artifact_name("kafka-clients-3.9.2.jar") == "kafka-clients"
+    assert artifact_name("spark-sql-kafka-0-10_2.13-4.2.0.jar") == "spark-sql-kafka-0-10_2.13"
+    assert artifact_name("scala-library-2.13.15.jar") == "scala-library"
+    assert artifact_name("zstd-jni-1.5.7-7.jar") == "zstd-jni"
