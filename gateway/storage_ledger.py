@@ -16,7 +16,8 @@ together never admits more than the limit beyond the newest sample.
   here: the sample's real size replaces the store's `stored` (fenced: a newer sample only), this
   gateway's share drops to the bytes it charged since `started_ms - settle_ms` (older ones are in
   the sample: a produce lands within `storage.lease.settle.ms`) plus, for a tenant still
-  writing, a fresh lease under its current limit; an idle tenant's headroom goes back.
+  writing, a fresh lease under its current limit. An idle tenant's headroom goes back once it
+  is past half its limit or idle for `IDLE_ROUNDS` samples (no store write until then).
 The local share shrinks before its write and grows only after the store granted it, so a failed
 write can only make the store hold more than needed (refusing early), never less; what is
 charged while a renewal is in flight (one store round trip) is the only charge not covered by a
@@ -40,6 +41,7 @@ from tenancy.limit_holdings import Holding
 
 log = logging.getLogger("pier.gateway.storage")
 RETRY_FULL_S = 1.0  # a tenant found full asks the store again at most this often
+IDLE_ROUNDS = 5  # sampler rounds an idle tenant keeps its headroom (when far from its limit)
 
 
 class StorageStore(Protocol):
@@ -72,6 +74,7 @@ class _Lease:
     asked_ms: int = 0
     in_use: int = 0
     limit: int = 0
+    idle_rounds: int = 0  # sampler rounds since the tenant last wrote here
     task: asyncio.Task[None] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -122,6 +125,8 @@ class StorageLedger:
     def charge(self, tenant_id: str, request_bytes: int, limit: int) -> StorageRefusal | None:
         """Take `request_bytes` of the tenant's leased headroom; None when they fit."""
         lease = self._leases.setdefault(tenant_id, _Lease())
+        if limit < lease.limit:  # lowered since the store granted: its headroom is not trusted
+            lease.share = min(lease.share, lease.charged)
         lease.limit = limit
         if lease.left >= request_bytes:
             lease.charged += request_bytes
@@ -216,9 +221,20 @@ class StorageLedger:
                 lease.charged -= counted
                 lease.share -= counted
                 active = bool(lease.buckets)
-                await self._renew(tenant_id, lease, self._wanted(lease, 0) if active else 0)
+                lease.idle_rounds = 0 if active else lease.idle_rounds + 1
+                if active or counted:
+                    await self._renew(tenant_id, lease, self._wanted(lease, 0) if active else 0)
+                elif lease.share and self._give_back(lease):
+                    await self._renew(tenant_id, lease, 0)
             if not active and lease.share == 0 and lease.charged == 0:
                 self._leases.pop(tenant_id, None)
+
+    @staticmethod
+    def _give_back(lease: _Lease) -> bool:
+        """An idle tenant's headroom goes back when others may need it (the tenant is past half
+        its limit) or it has been idle for `IDLE_ROUNDS` samples; until then nothing changed
+        and no store write is needed, and its next produce needs no lease."""
+        return lease.in_use > lease.limit // 2 or lease.idle_rounds >= IDLE_ROUNDS
 
     async def _renew(self, tenant_id: str, lease: _Lease, wanted: int) -> None:
         """The share becomes what is charged and not yet counted plus up to `wanted` (unused

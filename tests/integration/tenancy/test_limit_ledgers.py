@@ -141,6 +141,45 @@ def test_two_gateways_never_charge_more_storage_than_the_limit(store: TenantStor
     asyncio.run(scenario())
 
 
+def test_an_idle_tenant_keeps_its_headroom_a_while_then_gives_it_back(store: TenantStore) -> None:
+    _ready(store, max_storage_bytes=1_000_000)
+    clock = Clock()
+
+    async def scenario() -> None:
+        ledger = StorageLedger(store, A, clock_ms=clock, lease_bytes=10_000, settle_ms=0)
+        await ledger.warm("acme", 1_000_000)
+        assert ledger.headroom("acme") == 10_000
+        writes = ledger.store_writes
+        for round_ in range(1, 6):  # idle, far from its limit: no store write for 4 rounds
+            clock.now_ms += 1_000
+            await ledger.settle(clock.now_ms, {})
+            assert ledger.store_writes == writes + (round_ == 5)
+        assert ledger.headroom("acme") == 0 and store.limit_use("acme", STORAGE)[2] == {A: 0}
+
+    asyncio.run(scenario())
+
+
+def test_a_lowered_limit_is_not_charged_against_older_headroom(store: TenantStore) -> None:
+    _ready(store, max_storage_bytes=1_000_000)
+    clock = Clock()
+
+    async def scenario() -> None:
+        ledger = StorageLedger(store, A, clock_ms=clock, lease_bytes=100_000)
+        await ledger.warm("acme", 1_000_000)
+        assert ledger.charge("acme", 10, 1_000_000) is None
+        store.update_tenant(
+            "acme",
+            limits=replace(store.get_tenant("acme").limits, max_storage_bytes=50),
+            actor=OPERATOR,
+        )
+        assert ledger.charge("acme", 100, 50) is not None  # the old headroom is not used
+        await ledger.lease("acme", 100, 50)
+        refused = ledger.charge("acme", 100, 50)
+        assert refused is not None and refused.full
+
+    asyncio.run(scenario())
+
+
 def test_a_lowered_storage_limit_applies_at_the_next_sample(store: TenantStore) -> None:
     _ready(store, max_storage_bytes=1_000_000)
     clock = Clock()
