@@ -8,7 +8,8 @@ the gateways whose sensor for the same (tenant, user, client id) had traffic in 
 a gateway that is throttling on it ("saturated") wants more than it gets, one that is not wants
 its measured rate plus `HEADROOM` (at least `FLOOR` × Q, so a gateway that just started seeing
 the traffic is not starved). Saturated gateways split what the others do not want equally; what
-nobody wants is spread over all. Alone, a gateway gets the full quota. The shares add up to Q
+nobody wants is spread over all, so a saturated gateway gets at least Q / (gateways on the
+sensor) and every share at least `FLOOR` × Q / that many. Alone, a gateway gets the full quota. The shares add up to Q
 when every gateway sees the same rates; between two exchanges they can differ by what changed
 in one interval. Pure functions; safe from any thread.
 """
@@ -73,5 +74,4 @@ def fleet_share(quota: float, local: PeerRate, peers: Sequence[PeerRate]) -> flo
     if math.isinf(level):  # everybody fits: what nobody wants is spread over all
         spare = (quota - sum(demands)) / len(demands)
         return demands[0] + spare
-    mine = min(demands[0], level)
-    return max(mine, quota * FLOOR / len(demands))
+    return min(demands[0], level)  # ≥ quota / gateways when saturated: the level is at least that

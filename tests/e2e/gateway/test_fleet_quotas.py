@@ -135,7 +135,7 @@ def service_account(stack: GatewayStack, name: str) -> Credentials:
     return creds
 
 
-def config(gateway: GatewayProcess, creds: Credentials) -> dict[str, object]:
+def config(gateway: GatewayProcess, creds: Credentials) -> dict[str, str | int | float | bool]:
     return {
         "bootstrap.servers": gateway.bootstrap,
         "security.protocol": "SASL_PLAINTEXT",
