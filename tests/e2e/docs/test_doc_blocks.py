@@ -59,7 +59,13 @@ OUTPUT_TAIL = 4000
 
 # What each page's output must show besides a clean exit: evidence the blocks did their work.
 EXPECTED: dict[str, list[str]] = {
-    "README.md": ["b'hello'", "b'hello again'", "({'user': 7}, {'hi': 2})", "greetings"],
+    "README.md": [
+        "b'hello'",
+        "b'hello again'",
+        "b'hello from aiokafka'",
+        "({'user': 7}, {'hi': 2})",
+        "greetings",
+    ],
     "docs/clients.md": ["b'hello'", "Deleted group 'demo'", "k1"],
     "docs/gateway-http.md": ['"topic_name":"orders"', "KafkaConsumerGroupLagSummary"],
     "docs/admin-api.md": ["producer_byte_rate", "User:sa-", "revoked_at"],
