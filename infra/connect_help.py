@@ -22,18 +22,19 @@ def client_snippets(bootstrap: str, topic: str = DEMO_TOPIC) -> str:
 
 
 def admin_snippets(url: str, token_file: str, pier: str = "pier") -> str:
-    """How to call the admin API with curl and `pier admin`, the operator token read from a file."""
+    """How to call the admin API with curl and `pier admin`, the operator token read from a file;
+    runs as pasted (bash, with jq): a tenant, a service account, its API key and an ACL."""
     admin = f"{pier} admin --url {url}"
     return f"""\
 --- admin API ---
-curl {url}/healthz
-curl -H "Authorization: Bearer $(cat {token_file})" {url}/v1/tenants
+curl -s --fail-with-body {url}/healthz
+curl -s --fail-with-body -H "Authorization: Bearer $(cat {token_file})" {url}/v1/tenants
 export PIER_ADMIN_TOKEN="$(cat {token_file})"   # read by `pier admin`
-{admin} tenants create --display-name Acme --plan free
 {admin} tenants list
-{admin} service-accounts create TENANT_ID --name app
-{admin} api-keys create TENANT_ID --service-account SERVICE_ACCOUNT_ID
-{admin} acls create TENANT_ID --principal User:SERVICE_ACCOUNT_ID --resource-type TOPIC \
+TENANT=$({admin} tenants create --display-name Acme --plan free --json | jq -r .id)
+ACCOUNT=$({admin} service-accounts create "$TENANT" --name app --json | jq -r .id)
+{admin} api-keys create "$TENANT" --service-account "$ACCOUNT"   # the secret is shown once
+{admin} acls create "$TENANT" --principal "User:$ACCOUNT" --resource-type TOPIC \\
     --pattern-type literal --resource-name '*' --operation ALL --permission allow
 """
 

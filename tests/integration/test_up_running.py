@@ -3,7 +3,8 @@ the billing rollup left out: test_up_cluster.py covers it), as a new user meets 
 - the HTTP v3 produce right after the topic's creation never answers 404, whether the topic was
   made over HTTP or by a Kafka client through the gateway; a topic that does not exist is still 404;
 - every client snippet infra/up printed runs as pasted, with nothing on stderr (no aiokafka or
-  kafka-python warning about credentials in the clear);
+  kafka-python warning about credentials in the clear; the admin API's block is run by
+  test_up_admin.py);
 - a second `infra/up` on the same state dir starts nothing: it says Pier is already running there,
   with the launcher's PID and the URLs, and exits 3; one on another state dir whose ports are taken
   names the port and its option and exits 1.
@@ -174,7 +175,11 @@ def printed_snippets(printed: str) -> dict[str, str]:
 
 
 def _run(kind: str, text: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-c", text] if kind == "python" else ["bash", "-c", text]
+    argv = (
+        [sys.executable, "-c", text]
+        if kind == "python"
+        else ["bash", "-eo", "pipefail", "-c", text]
+    )
     return subprocess.run(
         argv, cwd=cwd, capture_output=True, text=True, timeout=SNIPPET_S, check=False
     )
