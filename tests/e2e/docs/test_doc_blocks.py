@@ -67,7 +67,11 @@ EXPECTED: dict[str, list[str]] = {
         "greetings",
     ],
     "docs/clients.md": ["b'hello'", "Deleted group 'demo'", "k1"],
-    "docs/gateway-http.md": ['"topic_name":"orders"', "KafkaConsumerGroupLagSummary"],
+    "docs/gateway-http.md": [
+        '"topic_name":"orders"',
+        "KafkaConsumerGroupLagSummary",
+        "{'customer': 7} {'id': 1}",
+    ],
     "docs/admin-api.md": ["producer_byte_rate", "User:sa-", "revoked_at"],
     "docs/billing.md": ['"invoice_id": "demo-', '"items": ['],
     "docs/cluster.md": [
