@@ -13,6 +13,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
+SELF = str(Path(__file__).resolve().relative_to(REPO))
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 FENCED = re.compile(r"^```.*?^```", re.M | re.S)
@@ -73,7 +74,12 @@ def test_the_readme_links_every_doc_page() -> None:
     assert unlinked == [], "README's table of pages misses these"
 
 
-CITATION = re.compile(r"\b(README\.md|docs/[\w-]+\.md),? \"([^\"\n]{3,60})\"")
+# `docs/x.md, "Section"`, `docs/x.md "Section"`, and the README's forms (`README.md, "Section"`,
+# `README 'Section'`, `the README's "Section"`).
+CITATION = re.compile(
+    r"\b(README(?:\.md)?|docs/[\w-]+\.md)(?:,|'s)? "
+    r"(?:\"([A-Z][^\"\n]{2,60})\"|'([A-Z][^'\n]{2,60})')"
+)
 
 
 def cited_sections() -> list[tuple[str, str, str]]:
@@ -83,11 +89,16 @@ def cited_sections() -> list[tuple[str, str, str]]:
     ).stdout.decode()
     found = []
     for name in filter(None, listed.split("\0")):
+        if name == SELF:
+            continue  # its comments show the forms
         try:
             text = (REPO / name).read_text(encoding="utf-8")
         except FileNotFoundError:
             continue  # deleted in the work tree, not yet committed
-        found += [(name, page, section) for page, section in CITATION.findall(text)]
+        found += [
+            (name, "README.md" if page == "README" else page, double or single)
+            for page, double, single in CITATION.findall(text)
+        ]
     return found
 
 
