@@ -141,6 +141,8 @@ class ConnectionLedger:
                     continue
                 self.store_writes += 1
                 self._written[tenant_id] = held if answer.granted else answer.held
+                if held == 0 == self._written[tenant_id]:  # nothing of the tenant's here
+                    del self._held[tenant_id], self._written[tenant_id]
 
     async def _keep_flushed(self) -> None:
         while True:

@@ -31,7 +31,7 @@ from typing import cast
 
 from sqlalchemy import Table, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from tenancy.errors import NotFoundError, ValidationError
 from tenancy.models import GatewayRow, LimitHoldingRow, LimitTotalRow, TenantRow
@@ -74,7 +74,7 @@ def _amount(field: str, value: int) -> int:
     return value
 
 
-def _limit_column(kind: str) -> object:
+def _limit_column(kind: str) -> InstrumentedAttribute[int]:
     return TenantRow.max_connections if kind == CONNECTIONS else TenantRow.max_storage_bytes
 
 
@@ -155,7 +155,7 @@ class LimitHoldings(StoreCore):
         the limit and this gateway's share."""
         check_text("gateway_id", gateway_id, max_length=MAX_NAME, allow_empty=False)
         now = self._now()
-        limit = session.scalar(select(_limit_column(kind)).where(TenantRow.id == tenant_id))  # type: ignore[call-overload]
+        limit = session.scalar(select(_limit_column(kind)).where(TenantRow.id == tenant_id))
         if limit is None:
             raise NotFoundError(f"tenant {tenant_id!r} not found")
         _insert_totals(session, self._db.dialect, tenant_id, kind, now)
@@ -238,7 +238,7 @@ def _change_held(
     kind: str,
     change: int,
     now: datetime,
-    limit: object | None = None,
+    limit: InstrumentedAttribute[int] | None = None,
 ) -> bool:
     """`held += change` (never below 0) on the locked totals row. With `limit` (the tenants
     column) an increase applies only while `base + held + change` stays within it: the
@@ -247,7 +247,7 @@ def _change_held(
     floor = func.max if session.get_bind().dialect.name == "sqlite" else func.greatest
     where = [table.tenant_id == tenant_id, table.kind == kind]
     if limit is not None and change > 0:
-        cap = select(limit).where(TenantRow.id == tenant_id).scalar_subquery()  # type: ignore[call-overload]
+        cap = select(limit).where(TenantRow.id == tenant_id).scalar_subquery()
         where.append(table.base + table.held + change <= cap)
     statement = (
         update(TOTALS)
