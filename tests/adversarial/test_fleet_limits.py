@@ -163,8 +163,23 @@ def test_connections_through_two_gateways_stay_within_the_limit(
             timeout=DEADLINE_S,
         )
         assert _http_instance(https[id(first)], made) == REFUSED.format(limit)
+        assert REFUSED.format(limit) in _client_refusal(first, "fleet")  # librdkafka sees it too
     finally:
         _close(opened, made)
+
+
+def _client_refusal(door: Door, tenant: str) -> str:
+    """The error confluent-kafka reports when its login is refused."""
+    seen: list[str] = []
+    producer = Producer(
+        {**_config(door, tenant), "error_cb": lambda error: seen.append(str(error))}
+    )
+    wait_until(
+        lambda: producer.poll(0.2) >= 0 and any("Refused" in error for error in seen),
+        what="confluent-kafka's authentication error",
+        timeout=DEADLINE_S,
+    )
+    return next(error for error in seen if "Refused" in error)
 
 
 def test_a_killed_gateways_slots_expire_with_its_heartbeat(
@@ -198,19 +213,19 @@ def test_a_killed_gateways_slots_expire_with_its_heartbeat(
         doomed.gateway.stop()
 
 
-def _producer(door: Door, tenant: str) -> Producer:
+def _config(door: Door, tenant: str) -> dict[str, Any]:
     creds = door.credentials[tenant]
-    return Producer(
-        {
-            "bootstrap.servers": door.gateway.bootstrap,
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN",
-            "sasl.username": creds.key_id,
-            "sasl.password": creds.secret,
-            "linger.ms": 5,
-            "message.timeout.ms": 20000,
-        }
-    )
+    return {
+        "bootstrap.servers": door.gateway.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": creds.key_id,
+        "sasl.password": creds.secret,
+    }
+
+
+def _producer(door: Door, tenant: str) -> Producer:
+    return Producer({**_config(door, tenant), "linger.ms": 5, "message.timeout.ms": 20000})
 
 
 def test_two_gateways_writing_past_the_storage_limit_admit_at_most_the_limit(
