@@ -23,6 +23,7 @@ from brokers.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_topic_partitions,
     describe_transactions,
     end_txn,
     fetch,
@@ -86,6 +87,7 @@ def client_routes(s: HandlerServices) -> list[Route]:
         describe_cluster.route(s.metadata),
         describe_log_dirs.route(s.log_dirs),
         describe_producers.route(s.replicas, s.metadata),
+        describe_topic_partitions.route(s.config, s.metadata),
         # inter-broker (the transaction coordinator's markers); the gateway never forwards it
         write_txn_markers.route(
             s.replicas, s.purgatory, s.clock, on_offsets_marker=_offsets_marker(s)

@@ -18,6 +18,7 @@ Which handler gets what (the route table's wiring, `brokers.handlers.build_route
 | delete_records                           | metadata, replicas                            |
 | metadata                                 | config, metadata, topics                      |
 | describe_cluster                         | metadata                                      |
+| describe_topic_partitions                | config, metadata                              |
 | create_topics, create_partitions         | config, metadata, topics, zookeeper_mode      |
 | delete_topics, describe_configs          | config, metadata, topics                      |
 | alter_configs, incremental_alter_configs | config, metadata, topics                      |
