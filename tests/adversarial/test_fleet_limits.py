@@ -14,6 +14,7 @@ Real clients (confluent-kafka, `requests`, a raw SASL client), real broker, stor
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import time
 from collections.abc import Iterator
@@ -258,6 +259,13 @@ def test_two_gateways_writing_past_the_storage_limit_admit_at_most_the_limit(
     assert sum(delivered) <= limit, f"{sum(delivered)} bytes admitted past {limit}"
     assert sum(delivered) >= limit // 2, "the limit refused writes far below it"
     assert set(errors) <= {"POLICY_VIOLATION"}, set(errors)
+    # The HTTP API of either gateway charges the same headroom: what is left (at most half the
+    # limit, as at least half was delivered) does not take another half.
+    big = base64.b64encode(b"h" * (limit // 2)).decode()
+    for door in (first, second):
+        answer = door.http("disk").produce("filling", {"value": {"type": "BINARY", "data": big}})
+        assert answer.status_code == 403, answer.text
+        assert "storage limit reached" in answer.json()["message"]
 
 
 def test_other_tenants_are_admitted_while_these_are_at_their_limits(
