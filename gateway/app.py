@@ -296,7 +296,9 @@ class Gateway:
         heartbeat id (docs/gateway.md, limits); stopped by `stop`."""
         setting = self.config.setting
         gateway_id = f"{self.config.id}/{self.incarnation}"
-        stale_s = setting("limit.holding.timeout.ms") / 1000
+        # A live gateway's shares must outlast two missed heartbeats.
+        heartbeat_ms = setting("gateway.heartbeat.interval.ms")
+        stale_s = max(setting("limit.holding.timeout.ms"), 2 * heartbeat_ms) / 1000
         connections = ConnectionLedger(
             store,
             gateway_id,
