@@ -9,7 +9,7 @@ MESSAGE_TOO_LARGE and the tenant over its storage cap → POLICY_VIOLATION). Top
 transactional id are prefixed while the record batches go out as the very bytes the client sent;
 refusals are merged into the broker's answer in request order. The request size is charged to the
 producer byte-rate quota (as Kafka charges it); acks=0 is exempt from the request-time quota and
-gets no answer (a throttle then only mutes). Metering counts each forwarded topic's record-batch
+gets no answer (a throttle then only mutes; a refusal closes the connection, as Kafka does). Metering counts each forwarded topic's record-batch
 bytes as sent. Runs on the event loop; not thread-safe.
 """
 
@@ -54,6 +54,9 @@ def handle(session: RequestSession, exchange: Exchange, body: memoryview) -> Non
         policy.meter(topic.name, bytes_in=size)
         session.metrics.bytes_in(namespace.tenant_id, size)
     policy.meter(_single_topic(view.topics), requests=1)
+    if view.acks == 0 and refusals:
+        _refuse_unanswered(session, exchange, view, forwarded, refusals, throttle)
+        return
     if not forwarded:
         session.finish(exchange, _local_answer(exchange, view, refusals, throttle), throttle)
         return
@@ -85,6 +88,33 @@ def handle(session: RequestSession, exchange: Exchange, body: memoryview) -> Non
         session.finish(exchange, exchange.framed([encoded], len(encoded)), total)
 
     session.forward(exchange, parts, size, on_response)
+
+
+def _refuse_unanswered(
+    session: RequestSession,
+    exchange: Exchange,
+    view: ProduceRequestView,
+    forwarded: list[ProduceTopic],
+    refusals: Refusals,
+    throttle: int,
+) -> None:
+    """acks=0 gets no answer, so a refusal is told the way Kafka tells it: the topics allowed go
+    upstream, then the connection closes (the client refreshes its metadata and retries, where it
+    meets the refusal on an answered request). An answer here would be read as the answer to the
+    client's next request."""
+    assert session.tenant is not None
+    namespace = session.tenant.namespace
+    if forwarded:
+        parts = build_produce_request(
+            view,
+            topics=forwarded,
+            rename=namespace.fleet,
+            transactional_id=namespace.fleet_or_none(view.transactional_id),
+        )
+        session.forward(exchange, parts, sum(len(part) for part in parts), None)
+    session.finish(exchange, None, throttle)
+    first = next(iter(refusals.values()))
+    session.refuse(f"{first.reason.value} acks=0 produce: {first.message or first.error.name}")
 
 
 def _single_topic(topics: Iterable[ProduceTopic]) -> str | None:

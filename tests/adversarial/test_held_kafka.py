@@ -1469,6 +1469,19 @@ def test_attack_acks_0_produce_is_still_billed(
     assert wait_until(billed, what=f"usage of {client_id}", timeout=TIMEOUT_S) >= len(value)
 
 
+def test_attack_a_refused_acks_0_produce_closes_instead_of_answering(
+    gateway_stack: GatewayStack,
+) -> None:
+    """acks=0 is never answered. A produce the gateway refuses (here an illegal topic name) used
+    to get a ProduceResponse anyway, which the client then read as the answer to its next request.
+    As in Kafka, the refusal closes the connection instead: no frame comes back, the peer closes."""
+    client_id = f"acks0-refused-{uuid.uuid4().hex[:8]}"
+    request = dataclasses.replace(produce("no spaces allowed"), acks=0)
+    with login_as_client(gateway_stack, gateway_stack.credentials["acme"], client_id) as connection:
+        connection.send(frame(request_bytes(request, connection.correlation_id(), client_id)))
+        assert connection.closed_by_peer(TIMEOUT_S)
+
+
 # ---------------------------------------------------------------- quotas
 
 
