@@ -6,7 +6,8 @@ quotas (held with the other gateways through ZooKeeper when `zookeeper.connect` 
 `gateway.fleet`), directory and the change-feed follower (open before any tenant is served; it
 reports the version applied, `gateway.feed_follower`) → authenticator → usage meter, `__usage` writer, storage
 sampler → listeners (bootstrap plus one port per broker) → the tenant HTTP API when a port is set
-(`gateway.http`: the same services, its own fleet client) → the metrics endpoint.
+(`gateway.http`: the same services, its own fleet client) → the metrics endpoint. A worker of
+`--workers N` (`gateway.supervisor`) is one such gateway with its own id, `<id>.w<k>`.
 `stop()` drains: listeners and the HTTP API close (its consumer instances leave their groups),
 the usage writer flushes what was metered, then the rest. Runs on one event loop; not thread-safe.
 """
@@ -37,6 +38,7 @@ from gateway.fleet.exchange import RateExchange
 from gateway.fleet.peers import PeerTable
 from gateway.http.context import HttpServices, HttpSettings
 from gateway.http.server import HttpServer
+from gateway.http.worker_routing import WorkerRouter
 from gateway.kafka.byte_budget import ByteBudget
 from gateway.kafka.client_connection import ClientConnection
 from gateway.kafka.connection_guard import ConnectionGuard
@@ -195,9 +197,9 @@ class Gateway:
             await self._start_http(
                 services, config.tenant_http_port, self.listeners.guard.tenant_budget
             )
-        if config.metrics_port is not None:
+        if config.metrics_listen_port is not None:
             self._metrics_server = start_http_server(
-                config.metrics_port, addr=config.metrics_bind_host, registry=self.registry
+                config.metrics_listen_port, addr=config.metrics_bind_host, registry=self.registry
             )
 
     async def _start_http(
@@ -234,6 +236,7 @@ class Gateway:
             tls=self._tls(),
             body_timeout_s=config.setting("http.body.read.timeout.ms") / 1000,
             tenant_budget=tenant_budget,  # HTTP bodies share the tenant's Kafka request pool
+            router=None if config.worker is None else WorkerRouter(config.worker),
         )
         await self.http.start()
 
@@ -249,6 +252,7 @@ class Gateway:
             throttling.live_rates,
             interval_s=config.setting("fleet.rates.interval.ms") / 1000,
             clock_ms=clock_ms,
+            registry=self.registry,
         )
         self.rates.start()
         log.info(

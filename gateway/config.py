@@ -52,6 +52,9 @@ Properties (Java-properties file, all optional):
 | `zookeeper.connect` | none | `host:port[,host:port...][/chroot]` of the fleet's ZooKeeper (`--zookeeper` wins): the gateways register there and hold each tenant's rate quotas together (docs/gateway.md, "Quotas across gateways"); none: quotas per gateway |
 | `fleet.rates.interval.ms` | 500 | how often a gateway publishes its quota sensors' rates and reads its peers' |
 | `fleet.rates.hold.ms` | 5000 | with ZooKeeper unreadable, the peers' last rates are used this long, then the full quota locally (logged); a peer whose rates stood still this long is left out |
+| `workers` | 1 | worker processes serving the one listener set (`--workers` wins; `gateway.supervisor`): each its own event loop and gateway id `<gateway.id>.w<k>`, metrics on the metrics port + k |
+
+`WorkerSlot`: which worker of how many this process is (set by the supervisor, never by a file).
 """
 
 from __future__ import annotations
@@ -105,6 +108,7 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     "storage.lease.settle.ms": (5_000, 0, 3_600_000),
     "fleet.rates.interval.ms": (500, 50, 10_000),
     "fleet.rates.hold.ms": (5_000, 100, 600_000),
+    "workers": (1, 1, 64),
 }
 _KNOWN = {
     *_INT_SETTINGS,
@@ -125,6 +129,19 @@ class GatewayConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class WorkerSlot:
+    """Worker `index` of `count` (0-based), started by `gateway.supervisor`; `socket_dir` holds
+    each worker's internal HTTP socket `w<k>.sock` (the HTTP v2 instance routing's)."""
+
+    index: int
+    count: int
+    socket_dir: Path
+
+    def socket_path(self, index: int) -> Path:
+        return self.socket_dir / f"w{index}.sock"
+
+
+@dataclass(frozen=True)
 class GatewayConfig:
     bootstrap: str
     db_url: str
@@ -139,6 +156,7 @@ class GatewayConfig:
     tls_key: Path | None = None
     http_port: int | None = None  # --http-port; else the `http.port` property; None: no HTTP API
     properties: Mapping[str, str] = field(default_factory=dict)
+    worker: WorkerSlot | None = None  # set in a worker process of `--workers N`
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.properties) - _KNOWN)
@@ -163,6 +181,8 @@ class GatewayConfig:
             raise GatewayConfigError(f"http port {port} is not a port")
         if self.usage_replication_factor is not None and self.usage_replication_factor < 1:
             raise GatewayConfigError("usage.topic.replication.factor must be at least 1")
+        if self.setting("workers") > 1 and (self.port == 0 or port == 0):
+            raise GatewayConfigError("workers > 1 needs fixed ports (--port and --http-port not 0)")
         connect = self.zookeeper_connect
         if connect is not None and _ZK_CONNECT.fullmatch(connect) is None:
             raise GatewayConfigError(
@@ -185,7 +205,20 @@ class GatewayConfig:
 
     @property
     def id(self) -> str:
+        """This process's gateway id: a worker's is the gateway's with `.w<k>`."""
+        suffix = "" if self.worker is None else f".w{self.worker.index}"
+        return self.gateway_id_base + suffix
+
+    @property
+    def gateway_id_base(self) -> str:
         return self.gateway_id or self.properties.get("gateway.id") or f"gw-{self.port}"
+
+    @property
+    def metrics_listen_port(self) -> int | None:
+        """The metrics port of this process: worker k serves on `metrics_port` + k (0: any)."""
+        if self.metrics_port is None or self.worker is None or self.metrics_port == 0:
+            return self.metrics_port
+        return self.metrics_port + self.worker.index
 
     @property
     def sampler_id(self) -> str:
@@ -237,6 +270,9 @@ class GatewayConfig:
 
     @property
     def reuse_port(self) -> bool:
+        """`SO_REUSEPORT` on the listeners: set, or always in a worker (they share the ports)."""
+        if self.worker is not None:
+            return True
         return self.properties.get("listeners.reuse.port", "false") == "true"
 
     @property

@@ -3,6 +3,8 @@
 Owns: the gateway's arguments, logging set-up and process lifecycle: SIGTERM/SIGINT drain and
 stop (listeners closed, metered usage flushed), a bad argument or an unusable setting prints one
 line and exits 2, a fleet or database that cannot be reached at start exits 1 with one line.
+With `--workers N` (or `workers=N`) above 1 this process supervises N workers running the same
+command (`gateway.supervisor`); each worker is an ordinary gateway told its slot by the supervisor.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 1
 COMMANDS = ("gateway",)
+_PARSERS: list[argparse.ArgumentParser] = []  # the gateway parser: a worker's argv is rebuilt
 
 
 def add_parser(commands: Any) -> None:
@@ -30,6 +33,7 @@ def add_parser(commands: Any) -> None:
             "(bootstrap) and on --broker-port-base + N for broker N."
         ),
     )
+    _PARSERS[:] = [gateway]
     gateway.add_argument("--bootstrap", required=True, help="HOST:PORT[,...] of the brokers")
     gateway.add_argument(
         "--db", required=True, help="tenant store URL (sqlite:///… or postgresql+psycopg://…)"
@@ -81,6 +85,13 @@ def add_parser(commands: Any) -> None:
         help="close a connection not logged in this long after it was accepted (default 10000; "
         "wins over the authentication.timeout.ms property)",
     )
+    gateway.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="serve the listeners from this many processes sharing their ports (SO_REUSEPORT), "
+        "each its own event loop and gateway id ID.wK (default: the workers property, else 1)",
+    )
     gateway.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate (SASL_SSL)")
     gateway.add_argument("--tls-key", type=Path, default=None, help="PEM private key (SASL_SSL)")
     gateway.add_argument(
@@ -92,17 +103,29 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
     from brokers.common.config import BrokerConfigError, read_properties
     from gateway.config import GatewayConfig, GatewayConfigError
+    from gateway.supervisor import slot_from_env
     from pier.logs import configure
 
     configure(args.log_level)
+    try:
+        slot = slot_from_env(os.environ)
+    except ValueError as exc:
+        print(f"pier: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.workers is not None and not 1 <= args.workers <= 64:
+        print(f"pier: error: --workers {args.workers} is not 1..64", file=sys.stderr)
+        return EXIT_USAGE
     try:
         properties = read_properties(args.config) if args.config else {}
         for name, flag in (
             ("max.connections.per.ip", args.max_connections_per_ip),
             ("authentication.timeout.ms", args.authentication_timeout_ms),
             ("zookeeper.connect", args.zookeeper),
+            ("workers", args.workers),
         ):
             if flag is not None:
                 properties = {**properties, name: str(flag)}
@@ -120,11 +143,51 @@ def run(args: argparse.Namespace) -> int:
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             properties=properties,
+            worker=slot,
         )
     except (BrokerConfigError, GatewayConfigError) as exc:
         print(f"pier: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if slot is None and config.setting("workers") > 1:
+        return asyncio.run(_supervise(config, _worker_argv(args)))
     return asyncio.run(_serve(config))
+
+
+def _worker_argv(args: argparse.Namespace) -> list[str]:
+    """The command line of every worker: this one's options (a worker never supervises)."""
+    argv = ["gateway"]
+    for action in _PARSERS[0]._actions:
+        value = getattr(args, action.dest, None)
+        if action.option_strings and value is not None and action.dest not in ("help", "workers"):
+            argv += [action.option_strings[0], str(value)]
+    return argv
+
+
+async def _supervise(config: Any, argv: list[str]) -> int:
+    from gateway.supervisor import Supervisor
+
+    count = config.setting("workers")
+    supervisor = Supervisor((sys.executable, "-m", "pier"), argv, count)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    def ready() -> None:
+        print(
+            f"pier gateway ready bootstrap={config.public_host}:{config.port} workers={count}"
+            + (
+                f" http={config.public_host}:{config.tenant_http_port}"
+                if config.tenant_http_port
+                else ""
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+
+    code = await supervisor.run(stop, ready)
+    logging.getLogger("pier.gateway").info("event=shutdown clean=%s", str(code == 0).lower())
+    return code
 
 
 def _dump_tasks(gateway: Any) -> None:
@@ -174,13 +237,19 @@ async def _serve(config: Any) -> int:
         )
         await gateway.stop()
         return EXIT_UNAVAILABLE
+    worker = "" if config.worker is None else f" worker {config.worker.index}"
     print(
-        f"pier gateway ready bootstrap={config.public_host}:{gateway.bootstrap_port}"
+        f"pier gateway{worker} ready bootstrap={config.public_host}:{gateway.bootstrap_port}"
         f" brokers={sorted(gateway.fleet.broker_ids()) if gateway.fleet else []}"
         + (f" http={config.public_host}:{gateway.http_port}" if gateway.http_port else ""),
         file=sys.stderr,
         flush=True,
     )
+    if config.worker is not None:  # tell the supervisor (gateway.supervisor)
+        from gateway.supervisor import READY_LINE
+
+        sys.stdout.buffer.write(READY_LINE)
+        sys.stdout.flush()
     await stop.wait()
     await gateway.stop()
     logging.getLogger("pier.gateway").info("event=shutdown clean=true")

@@ -49,6 +49,7 @@ from gateway.http.produce import HttpProducer
 from gateway.http.usage import TenantBilling
 from gateway.http.v2 import V2
 from gateway.http.v3 import V3, json_response
+from gateway.http.worker_routing import WorkerRouter
 from gateway.kafka.byte_budget import ByteBudget
 
 log = logging.getLogger("pier.gateway.http")
@@ -136,8 +137,10 @@ class HttpServer:
         tls: ssl.SSLContext | None = None,
         body_timeout_s: float = BODY_READ_TIMEOUT_S,
         tenant_budget: Callable[[str], ByteBudget] | None = None,
+        router: WorkerRouter | None = None,
     ) -> None:
         self.services = services
+        self._router = router  # a worker of `--workers N`: also serves its internal socket
         self._body_timeout_s = body_timeout_s
         self._tenant_budget = tenant_budget  # the tenant's `queued.max.request.bytes` pool
         self._host = host
@@ -154,7 +157,7 @@ class HttpServer:
             middlewares=[errors_middleware(self._body_timeout_s)], client_max_size=MAX_BODY_BYTES
         )
         v3 = V3(self.caller_of, HttpProducer(self.services))
-        v2 = V2(self.caller_of, self.registry)
+        v2 = V2(self.caller_of, self.registry, self._router)
         operator = OperatorRoutes(self.registry, self.services.verify_operator)
         app.add_routes([web.get("/", self._root), web.get("/openapi.json", self._openapi)])
         app.add_routes(v3.routes())
@@ -174,11 +177,19 @@ class HttpServer:
             lingering_time=LINGER_S,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._tls)
+        site = web.TCPSite(
+            self._runner,
+            self._host,
+            self._port,
+            ssl_context=self._tls,
+            reuse_port=self._router is not None or None,  # the workers share the port
+        )
         await site.start()
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else self._port
+        if self._router is not None:  # siblings proxy their requests for our instances here
+            await web.UnixSite(self._runner, str(self._router.socket_path)).start()
         log.info(
             "event=http_listening host=%s port=%s tls=%s",
             self._host,
@@ -190,6 +201,8 @@ class HttpServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._router is not None:
+            await self._router.close()
         await self.registry.stop()
 
     async def _authenticated(self, key_id: str, secret: str, peer: str = "") -> Authenticated:

@@ -7,7 +7,8 @@ than the instance's is 406 (40601). Offsets committed through `POST .../offsets`
 record consumed, as Confluent's do (the group's committed position is that offset + 1); without a
 body the instance's current positions are committed. A poll's answer is charged to the consumer
 byte-rate quota and metered as the body's bytes; a throttled poll is answered, empty, after its
-throttle. Runs on the event loop; not thread-safe.
+throttle. With `--workers N`, an instance lives in the worker that owns its name and any worker
+answers for it (`gateway.http.worker_routing`). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gateway.http.consumers import (
 from gateway.http.context import Caller
 from gateway.http.decoding import off_loop
 from gateway.http.errors import CONSUMER_FORMAT_MISMATCH, ApiError
+from gateway.http.worker_routing import WorkerRouter, arrived_internally
 
 V2_JSON = "application/vnd.kafka.v2+json"
 MAX_MAX_BYTES = 64 * 1024 * 1024
@@ -79,30 +81,66 @@ def _query_int(request: web.Request, name: str, default: int, high: int) -> int:
     return min(value, high)
 
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 class V2:
     def __init__(
-        self, caller_of: Callable[[web.Request], Awaitable[Caller]], registry: ConsumerRegistry
+        self,
+        caller_of: Callable[[web.Request], Awaitable[Caller]],
+        registry: ConsumerRegistry,
+        router: WorkerRouter | None = None,
     ) -> None:
         self._caller_of = caller_of
         self._registry = registry
+        self._router = router  # set in a worker of `--workers N`
 
     def routes(self) -> list[web.RouteDef]:
         i = "/consumers/{group_name}/instances/{instance}"
+        at = self._at_owner
         return [
-            web.post("/consumers/{group_name}", self.create),
-            web.delete(i, self.delete),
-            web.post(i + "/subscription", self.subscribe),
-            web.get(i + "/subscription", self.get_subscription),
-            web.delete(i + "/subscription", self.unsubscribe),
-            web.post(i + "/assignments", self.assign),
-            web.get(i + "/assignments", self.get_assignment),
-            web.post(i + "/offsets", self.commit),
-            web.get(i + "/offsets", self.committed),
-            web.post(i + "/positions", self.seek),
-            web.post(i + "/positions/beginning", self.seek_beginning),
-            web.post(i + "/positions/end", self.seek_end),
-            web.get(i + "/records", self.records),
+            web.post("/consumers/{group_name}", self._with_client_address(self.create)),
+            web.delete(i, at(self.delete)),
+            web.post(i + "/subscription", at(self.subscribe)),
+            web.get(i + "/subscription", at(self.get_subscription)),
+            web.delete(i + "/subscription", at(self.unsubscribe)),
+            web.post(i + "/assignments", at(self.assign)),
+            web.get(i + "/assignments", at(self.get_assignment)),
+            web.post(i + "/offsets", at(self.commit)),
+            web.get(i + "/offsets", at(self.committed)),
+            web.post(i + "/positions", at(self.seek)),
+            web.post(i + "/positions/beginning", at(self.seek_beginning)),
+            web.post(i + "/positions/end", at(self.seek_end)),
+            web.get(i + "/records", at(self.records)),
         ]
+
+    def _with_client_address(self, handler: Handler) -> Handler:
+        if self._router is None:
+            return handler
+
+        async def addressed(request: web.Request) -> web.StreamResponse:
+            return await handler(WorkerRouter.with_client_address(request))
+
+        return addressed
+
+    def _at_owner(self, handler: Handler) -> Handler:
+        """`handler` where the instance lives: here, or proxied to the worker that owns it once
+        the caller is authenticated here (a refusal costs no proxying)."""
+        router = self._router
+        if router is None:
+            return handler
+
+        async def routed(request: web.Request) -> web.StreamResponse:
+            if not arrived_internally(request):
+                owner = router.owner(
+                    request.match_info["group_name"], request.match_info["instance"]
+                )
+                if owner is not None:
+                    await self._caller_of(request)
+                    return await router.forward(request, owner)
+            return await handler(WorkerRouter.with_client_address(request))
+
+        return routed
 
     async def _instance(self, request: web.Request) -> tuple[Caller, ConsumerInstance]:
         caller = await self._caller_of(request)
@@ -125,8 +163,17 @@ class V2:
         body = await read_json(request) or {}
         if not isinstance(body, dict):
             raise ApiError(422, "the body is a JSON object of consumer settings", 42204)
+        scheme, host = request.scheme, request.host
+        if self._router is not None:
+            if not body.get("name"):
+                body = {**body, "name": self._router.local_name(group)}
+            owner = self._router.owner(group, str(body["name"]))
+            if owner is not None and not arrived_internally(request):
+                data = json.dumps(body).encode()
+                return await self._router.forward(request, owner, body=data, create=True)
+            scheme, host = self._router.origin(request)
         instance = await self._registry.create(caller, group, body)
-        base = f"{request.scheme}://{request.host}/consumers/{group}/instances/{instance.name}"
+        base = f"{scheme}://{host}/consumers/{group}/instances/{instance.name}"
         return v2_response({"instance_id": instance.name, "base_uri": base})
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
