@@ -4,7 +4,8 @@ gateways").
 Owns: this gateway's ephemeral znode `/pier/gateways/<gateway id>.<incarnation>` (under the
 chroot of `zookeeper.connect`, beside the brokers' Kafka paths), rewritten every `interval_s` with
 the rates of its quota sensors that had traffic (`gateway.fleet.codec`), and the periodic read of
-every other gateway's znode into the `PeerTable`. Polling, not watches: one write, one
+every other gateway's znode into the `PeerTable`; Prometheus: the peers counted, failed rounds and
+sensors left out by the cap. Polling, not watches: one write, one
 `get_children` and one read per peer each interval, and a peer that stops writing is noticed by
 its unchanged version. An ephemeral lost with an expired session is created again on the next
 write. ZooKeeper unreachable at start or later is not an error: the table keeps the last rates
@@ -25,6 +26,7 @@ from collections.abc import Callable, Hashable, Iterable
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from gateway.fleet.codec import encode_rates, sensor_id
 from gateway.fleet.peers import PeerTable
@@ -50,6 +52,7 @@ class RateExchange:
         *,
         interval_s: float,
         clock_ms: Callable[[], int],
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.path = f"{GATEWAYS_PATH}/{name}"
         self._name = name
@@ -60,6 +63,22 @@ class RateExchange:
         self._zk = KazooClient(hosts=connect, timeout=CONNECT_TIMEOUT_S)
         self._task: asyncio.Task[None] | None = None
         self._down_logged = False
+        registry = registry or CollectorRegistry()
+        self._peers = Gauge(
+            "pier_gateway_fleet_peers",
+            "Other gateways whose quota rates this gateway counts (0: it enforces full quotas)",
+            registry=registry,
+        )
+        self._failures = Counter(
+            "pier_gateway_fleet_exchange_failures",
+            "Rounds of the quota-rate exchange that could not reach ZooKeeper",
+            registry=registry,
+        )
+        self._capped = Counter(
+            "pier_gateway_fleet_rates_capped",
+            "Quota sensors left out of this gateway's znode by the entry cap",
+            registry=registry,
+        )
 
     def start(self) -> None:
         """Connect in the background (kazoo retries for ever) and start exchanging."""
@@ -84,18 +103,22 @@ class RateExchange:
         data, dropped = encode_rates((sensor_id(kind, key), rate) for kind, key, rate in rates)
         if dropped:
             log.warning("event=fleet_rates_capped dropped=%d", dropped)
+            self._capped.inc(dropped)
         try:
             nodes = await asyncio.to_thread(self._write_and_read, data)
         except (ZooKeeperUnavailable, KazooException, KazooTimeoutError) as exc:
             if not self._down_logged:
                 log.warning("event=fleet_zookeeper_unavailable error=%r", type(exc).__name__)
                 self._down_logged = True
+            self._failures.inc()
             self._table.failed(self._clock_ms())
+            self._peers.set(self._table.peers)
             return
         if self._down_logged:
             log.info("event=fleet_zookeeper_available peers=%d", len(nodes))
             self._down_logged = False
         self._table.update(nodes, self._clock_ms())
+        self._peers.set(self._table.peers)
 
     def _write_and_read(self, data: bytes) -> dict[str, tuple[int, bytes]]:
         """In a worker thread: write our rates, read every other gateway's (version, data)."""

@@ -12,8 +12,10 @@ How it is measured: the partition's size on the broker (DescribeLogDirs, straigh
 read at the start and the end of the span; the size is record-batch bytes, which is what the
 quota charges (a produce request adds ≈ 100 bytes of header to ≈ 64 kB of batches). The quota
 window is 3 samples of 1 s (the gateway's setting, Kafka's algorithm): a saturating client gets at
-most ≈ 2 s of quota in one burst, so a 20 s span after a warm-up is within the tolerance whatever
-its phase, on a loaded machine too (the bound is on bytes, not on time).
+most ≈ 2 s of quota in one burst, so a 30 s span after a warm-up is within the tolerance whatever
+its phase, on a loaded machine too (the bound is on bytes, not on time). With Kafka's default
+window (11 × 1 s) a 30 s span can hold two or three bursts (0.73–1.13 × the quota, alone too);
+measured over 66 s, two gateways gave 0.94 × and one 1.00 ×.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ TOLERANCE = 0.15
 VALUE_BYTES = 10_000
 BACKLOG_RECORDS = 200  # 2 MB queued per producer: ≈ 8 × the quota's second, kept full
 WARM_UP_S = 8.0  # both gateways have published and the first burst has left the window
-SPAN_S = 20.0
+SPAN_S = 30.0
 SETTINGS = {"quota.window.num": "3", "quota.window.size.seconds": "1"}
 
 

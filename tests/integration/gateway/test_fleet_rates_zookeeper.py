@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from prometheus_client import CollectorRegistry
 
 from gateway.fleet.codec import decode_rates, sensor_id
 from gateway.fleet.exchange import GATEWAYS_PATH, RateExchange
@@ -50,9 +51,14 @@ def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperProcess]:
         server.stop()
 
 
-def exchange(connect: str, name: str) -> tuple[RateExchange, PeerTable]:
+def exchange(
+    connect: str, name: str, registry: CollectorRegistry | None = None
+) -> tuple[RateExchange, PeerTable]:
     table = PeerTable(hold_ms=HOLD_MS)
-    return RateExchange(connect, name, table, saturating, interval_s=0.1, clock_ms=clock_ms), table
+    rates = RateExchange(
+        connect, name, table, saturating, interval_s=0.1, clock_ms=clock_ms, registry=registry
+    )
+    return rates, table
 
 
 def share(table: PeerTable) -> float:
@@ -82,12 +88,16 @@ def test_two_exchanges_share_a_quota_and_a_stopped_one_leaves(
 ) -> None:
     connect = own_zookeeper.connect
 
+    registry = CollectorRegistry()
+
     async def scenario() -> None:
-        (first, first_table), (second, _) = exchange(connect, "gw-a.1"), exchange(connect, "gw-b.1")
+        first, first_table = exchange(connect, "gw-a.1", registry)
+        second, _ = exchange(connect, "gw-b.1")
         first.start()
         second.start()
         try:
             await shared(first_table, Q / 2, "gw-a sees gw-b saturating the sensor")
+            assert registry.get_sample_value("pier_gateway_fleet_peers") == 1
             nodes = await asyncio.to_thread(znodes, connect)
             assert sorted(nodes) == ["gw-a.1", "gw-b.1"]
             assert decode_rates(nodes["gw-b.1"]) == {sensor_id(KIND, KEY): BUSY}
