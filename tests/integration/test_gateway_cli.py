@@ -38,6 +38,8 @@ def base(tmp_path: Path, bootstrap: str = "127.0.0.1:1") -> list[str]:
         (["--port", "9999"], "no.such.setting=1\n", "unknown gateway setting 'no.such.setting'"),
         (["--port", "9999"], "quota.window.num=one\n", "quota.window.num='one' is not an integer"),
         (["--port", "9999"], "gateway.id=a/b\n", "gateway.id 'a/b' must be"),
+        (["--port", "9999", "--zookeeper", "zk;rm"], None, "zookeeper.connect 'zk;rm' is not"),
+        (["--port", "9999"], "fleet.rates.hold.ms=10\n", "fleet.rates.hold.ms=10 is out of range"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(
