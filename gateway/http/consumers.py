@@ -5,7 +5,9 @@ subscription — a `GroupMember` in the tenant's group — or manual assignment,
 positions) and `ConsumerRegistry` (every instance of this gateway process, keyed by tenant, owning
 service account, group and name; an instance unused for `consumer.instance.timeout.ms` is closed: it leaves its group, so
 its membership ends at once). Instances live in one gateway process: their `base_uri` points at
-it, and a client behind a load balancer must stick to it (docs/gateway-http.md).
+its gateway, and a client behind a load balancer must stick to that gateway; with `--workers N`
+the worker owning an instance is found from its name (`gateway.http.worker_routing`;
+docs/gateway-http.md).
 
 Reading applies the Kafka path's rules: READ on each topic (403 otherwise), the fetch size capped
 by the consumer byte-rate quota's window and the answer's bytes charged to it (a throttled poll
