@@ -54,7 +54,6 @@ TRAFFIC_FIELDS: Final = (
 )  # fmt: skip
 STORAGE_FIELDS: Final = ("v", "id", "kind", "tenant", "topic", "partition", "bytes", "at_ms")
 _STRINGS: Final = ("id", "kind", "tenant", "topic", "principal", "client_id")
-_INTEGERS: Final = ("v", "start_ms", "end_ms", *COUNTERS, "partition", "bytes", "at_ms")
 _TENANT: Final = r"\A[a-z][a-z0-9-]{2,15}\z"  # tenancy.ids.TENANT_ID (\z: no final newline)
 _TOPIC: Final = r"\A[A-Za-z0-9._-]{1,249}\z"
 _UNPRINTABLE: Final = r"[\x00-\x1f\x7f]"
@@ -83,82 +82,152 @@ def _offsets(topic: str, offsets: dict[int, int]) -> str:
 
 
 def usage_rows(records: DataFrame) -> DataFrame:
-    """Kafka records (key, value, partition, offset) → one row of `COLUMNS` each."""
-    fields = sorted(set(TRAFFIC_FIELDS) | set(STORAGE_FIELDS))
-    parsed = records.select(
+    """Kafka records (key, value, partition, offset) → one row of `COLUMNS` each.
+
+    Two paths, one verdict: a record whose value is the canonical encoding `tenancy.usage.encode`
+    writes (`from_json` into the typed fields, re-encoded by `to_json`, equals the value byte for
+    byte: so every field is there, in order, of its JSON type) and passes every value rule is valid
+    on the fast path; any other record goes through the VARIANT path, which finds the first rule it
+    breaks (or accepts it: valid JSON need not be canonical)."""
+    typed = records.select(
         F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
         F.col("key").alias("_key"),
         F.col("value").alias("_value"),
-        F.try_parse_json(F.col("value").cast("string")).alias("_v"),
-    )
-    typed = parsed.select(
-        "*",
-        F.schema_of_variant("_v").alias("_t"),
-        *(F.schema_of_variant(_field(name)).alias(f"_t_{name}") for name in fields),
-        *(F.try_variant_get("_v", f"$.{n}", "string").alias(f"_s_{n}") for n in _STRINGS),
-        *(F.try_variant_get("_v", f"$.{n}", "bigint").alias(f"_i_{n}") for n in _INTEGERS),
-    )
-    checked = typed.withColumn("rejected", _rejection())
+        F.col("value").cast("string").alias("_text"),
+    ).withColumn("_j", F.from_json("_text", _TYPED_SCHEMA))
+    fast = typed.withColumn("_fast", _fast_valid(_Typed(F.col("_j"))))
+    slow = _Variant(F.try_parse_json(F.col("_text")))
+    checked = fast.withColumn("rejected", F.when(~F.col("_fast"), _rejection(slow)))
     valid = F.col("rejected").isNull()
-    traffic = valid & (F.col("_s_kind") == "traffic")
-    storage = valid & (F.col("_s_kind") == "storage")
-    out = [F.col("kafka_partition"), F.col("kafka_offset"), _id(valid).alias("id")]
-    for name, kind in COLUMNS[3:-1]:
-        source = f"_s_{name}" if name in _STRINGS else f"_i_{name}"
-        when = valid if name in ("kind", "tenant", "topic") else _kind_of(name, traffic, storage)
-        out.append(F.when(when, F.col(source).cast(kind.lower())).alias(name))
-    return checked.select(*out, F.col("rejected"))
-
-
-def _field(name: str) -> Column:
-    return F.variant_get("_v", f"$.{name}", "variant")
-
-
-def _kind_of(name: str, traffic: Column, storage: Column) -> Column:
-    return traffic if name in TRAFFIC_FIELDS else storage
-
-
-def _id(valid: Column) -> Column:
     key_text = F.when(
         F.col("_key").isNotNull() & F.is_valid_utf8("_key"), F.col("_key").cast("string")
     )
-    return F.when(valid, F.col("_s_id")).otherwise(key_text)
+    out = [
+        F.col("kafka_partition"),
+        F.col("kafka_offset"),
+        F.when(F.col("_fast"), F.col("_j.id"))
+        .when(valid, slow.s("id"))
+        .otherwise(key_text)
+        .alias("id"),
+    ]
+    for name, kind in COLUMNS[3:-1]:
+        variant = slow.s(name) if name in _STRINGS else slow.i(name)
+        value = F.when(F.col("_fast"), F.col(f"_j.{name}")).when(valid, variant)
+        out.append(value.cast(kind.lower()).alias(name))
+    return checked.select(*out, F.col("rejected"))
 
 
-def _is_string(name: str) -> Column:
-    return F.col(f"_t_{name}") == "STRING"
+_TYPED_SCHEMA: Final = ", ".join(
+    f"{name} {'STRING' if name in _STRINGS else 'BIGINT'}"
+    for name in dict.fromkeys((*TRAFFIC_FIELDS, *STORAGE_FIELDS))
+)
 
 
-def _is_count(name: str, most: int = 2**63 - 1) -> Column:
-    return (
-        (F.col(f"_t_{name}") == "BIGINT")
-        & (F.col(f"_i_{name}") >= 0)
-        & (F.col(f"_i_{name}") <= most)
+class _Access:
+    """How the rules read a record's fields: from the VARIANT of any JSON (`_Variant`), or from
+    the typed struct of a canonical one (`_Typed`, where each field already has its JSON type)."""
+
+    def s(self, name: str) -> Column:
+        raise NotImplementedError
+
+    def i(self, name: str) -> Column:
+        raise NotImplementedError
+
+    def is_string(self, name: str) -> Column:
+        raise NotImplementedError
+
+    def is_null(self, name: str) -> Column:
+        raise NotImplementedError
+
+    def is_integer(self, name: str) -> Column:
+        raise NotImplementedError
+
+
+class _Variant(_Access):
+    def __init__(self, v: Column) -> None:
+        self.v = v
+
+    def field(self, name: str) -> Column:
+        return F.variant_get(self.v, f"$.{name}", "variant")
+
+    def type(self, name: str) -> Column:
+        return F.schema_of_variant(self.field(name))
+
+    def s(self, name: str) -> Column:
+        return F.try_variant_get(self.v, f"$.{name}", "string")
+
+    def i(self, name: str) -> Column:
+        return F.try_variant_get(self.v, f"$.{name}", "bigint")
+
+    def is_string(self, name: str) -> Column:
+        return self.type(name) == "STRING"
+
+    def is_null(self, name: str) -> Column:
+        return self.type(name) == "VOID"
+
+    def is_integer(self, name: str) -> Column:
+        return self.type(name) == "BIGINT"
+
+
+class _Typed(_Access):
+    def __init__(self, struct: Column) -> None:
+        self.struct = struct
+
+    def s(self, name: str) -> Column:
+        return self.struct.getField(name)
+
+    i = s
+
+    def is_string(self, name: str) -> Column:
+        return self.s(name).isNotNull()
+
+    is_integer = is_string
+
+    def is_null(self, name: str) -> Column:
+        return self.s(name).isNull()
+
+
+def _fast_valid(f: _Typed) -> Column:
+    def encoded(fields: tuple[str, ...]) -> Column:
+        struct = F.struct(*(f.s(n).alias(n) for n in fields))
+        return F.to_json(struct, {"ignoreNullFields": "false"})
+
+    kind = f.s("kind")
+    canonical = F.when(kind == "traffic", encoded(TRAFFIC_FIELDS)).when(
+        kind == "storage", encoded(STORAGE_FIELDS)
     )
+    ok = (
+        F.is_valid_utf8("_value")
+        & (F.octet_length("_value") <= MAX_RECORD_BYTES)
+        & (F.col("_text") == canonical)
+        & (f.i("v") == VERSION)
+    )
+    for broken, _ in _value_rules(f):
+        ok = ok & ~F.coalesce(broken, F.lit(True))
+    return F.coalesce(ok, F.lit(False))
 
 
-def _text_ok(name: str, low: int, high: int) -> Column:
-    length = F.char_length(F.col(f"_s_{name}"))
-    return _is_string(name) & (length >= low) & (length <= high)
+def _is_count(f: _Access, name: str, most: int = 2**63 - 1) -> Column:
+    return f.is_integer(name) & (f.i(name) >= 0) & (f.i(name) <= most)
 
 
-def _printable(name: str) -> Column:
-    return ~F.col(f"_s_{name}").rlike(_UNPRINTABLE)
+def _text_ok(f: _Access, name: str, low: int, high: int) -> Column:
+    length = F.char_length(f.s(name))
+    return f.is_string(name) & (length >= low) & (length <= high)
 
 
-def _topic_ok() -> Column:
-    return _is_string("topic") & F.col("_s_topic").rlike(_TOPIC)
+def _topic_ok(f: _Access) -> Column:
+    return f.is_string("topic") & f.s("topic").rlike(_TOPIC)
 
 
-def _slashes(column: str) -> Column:
-    return F.size(F.split(F.col(column), "/", -1)) - 1
+def _slashes(text: Column) -> Column:
+    return F.size(F.split(text, "/", -1)) - 1
 
 
-def _rejection() -> Column:
+def _rejection(f: _Variant) -> Column:
     """The first contract rule the record breaks (null: none), in `tenancy.usage.decode`'s order."""
     size = F.octet_length("_value")
-    kind = F.col("_s_kind")
     rules: list[tuple[Column, Column]] = [
         (F.col("_value").isNull(), F.lit("value is null")),
         (
@@ -168,31 +237,18 @@ def _rejection() -> Column:
             ),
         ),
         (~F.is_valid_utf8("_value"), F.lit("value is not UTF-8 JSON: UnicodeDecodeError")),
-        (F.col("_v").isNull(), F.lit("value is not UTF-8 JSON: JSONDecodeError")),
-        (~F.col("_t").startswith("OBJECT<"), F.lit("value is not a JSON object")),
+        (f.v.isNull(), F.lit("value is not UTF-8 JSON: JSONDecodeError")),
+        (~F.schema_of_variant(f.v).startswith("OBJECT<"), F.lit("value is not a JSON object")),
         (
-            (F.col("_t_v") != "BIGINT") | F.col("_t_v").isNull() | (F.col("_i_v") != VERSION),
-            F.concat(F.lit("unknown version "), F.coalesce(F.to_json(_field("v")), F.lit("None"))),
+            ~f.is_integer("v") | (f.i("v") != VERSION),
+            F.concat(F.lit("unknown version "), F.coalesce(F.to_json(f.field("v")), F.lit("None"))),
         ),
         (
-            ~F.coalesce(_is_string("kind") & kind.isin("traffic", "storage"), F.lit(False)),
-            F.concat(F.lit("unknown kind "), F.coalesce(F.to_json(_field("kind")), F.lit("None"))),
+            ~(f.is_string("kind") & f.s("kind").isin("traffic", "storage")),
+            F.concat(F.lit("unknown kind "), F.coalesce(F.to_json(f.field("kind")), F.lit("None"))),
         ),
-        (~_fields_match(), _fields_message()),
-        (
-            ~_text_ok("id", 1, MAX_NAME * 2),
-            F.lit(f"id must be a non-empty string of at most {MAX_NAME * 2} characters"),
-        ),
-        (
-            ~(_is_string("tenant") & F.col("_s_tenant").rlike(_TENANT)),
-            F.lit("tenant must match [a-z][a-z0-9-]{2,15}"),
-        ),
-        *_traffic_rules(kind == "traffic"),
-        *_storage_rules(kind == "storage"),
-        (
-            F.col("_key").isNotNull() & (F.col("_key") != F.encode(F.col("_s_id"), "UTF-8")),
-            F.lit("key does not match the record id"),
-        ),
+        (~_fields_match(f), _fields_message(f)),
+        *((broken, F.lit(reason)) for broken, reason in _value_rules(f)),
     ]
     verdict = F.when(F.coalesce(rules[0][0], F.lit(True)), rules[0][1])
     for broken, reason in rules[1:]:
@@ -200,17 +256,31 @@ def _rejection() -> Column:
     return verdict
 
 
-def _fields_match() -> Column:
-    keys = F.array_sort(F.json_object_keys(F.col("_value").cast("string")))
+def _value_rules(f: _Access) -> list[tuple[Column, str]]:
+    """The rules after the shape (version, kind, field names): `tenancy.usage.validate`'s, then
+    the key's."""
+    kind = f.s("kind")
+    return [
+        (~_text_ok(f, "id", 1, MAX_NAME * 2), f"id must be a non-empty string of at most {MAX_NAME * 2} characters"),
+        (~(f.is_string("tenant") & f.s("tenant").rlike(_TENANT)), "tenant must match [a-z][a-z0-9-]{2,15}"),
+        *_traffic_rules(f, kind == "traffic"),
+        *_storage_rules(f, kind == "storage"),
+        (F.col("_key").isNotNull() & (F.col("_key") != F.encode(f.s("id"), "UTF-8")), "key does not match the record id"),
+    ]  # fmt: skip
+
+
+def _fields_match(f: _Variant) -> Column:
+    keys = F.array_sort(F.json_object_keys(F.col("_text")))
     traffic = F.array(*(F.lit(n) for n in sorted(TRAFFIC_FIELDS)))
     storage = F.array(*(F.lit(n) for n in sorted(STORAGE_FIELDS)))
-    return F.when(F.col("_s_kind") == "traffic", keys == traffic).otherwise(keys == storage)
+    return F.when(f.s("kind") == "traffic", keys == traffic).otherwise(keys == storage)
 
 
-def _fields_message() -> Column:
-    keys = F.json_object_keys(F.col("_value").cast("string"))
+def _fields_message(f: _Variant) -> Column:
+    keys = F.json_object_keys(F.col("_text"))
+    kind = f.s("kind")
     expected = F.when(
-        F.col("_s_kind") == "traffic", F.array(*(F.lit(n) for n in sorted(TRAFFIC_FIELDS)))
+        kind == "traffic", F.array(*(F.lit(n) for n in sorted(TRAFFIC_FIELDS)))
     ).otherwise(F.array(*(F.lit(n) for n in sorted(STORAGE_FIELDS))))
 
     def listed(names: Column) -> Column:  # Python's repr of a sorted list of str
@@ -218,7 +288,7 @@ def _fields_message() -> Column:
         return F.concat(F.lit("["), F.array_join(quoted, ", "), F.lit("]"))
 
     return F.concat(
-        F.col("_s_kind"),
+        kind,
         F.lit(" record fields: missing "),
         listed(F.array_except(expected, keys)),
         F.lit(", unexpected "),
@@ -226,35 +296,35 @@ def _fields_message() -> Column:
     )
 
 
-def _traffic_rules(traffic: Column) -> list[tuple[Column, Column]]:
-    start, end = F.col("_i_start_ms"), F.col("_i_end_ms")
+def _traffic_rules(f: _Access, traffic: Column) -> list[tuple[Column, str]]:
+    start, end = f.i("start_ms"), f.i("end_ms")
     rules = [
         (
-            ~_text_ok("principal", 1, MAX_NAME),
+            ~_text_ok(f, "principal", 1, MAX_NAME),
             f"principal must be a non-empty string of at most {MAX_NAME} characters",
         ),
-        (~_printable("principal"), "principal must not hold control characters, DEL or lone surrogates"),
-        (~_text_ok("client_id", 0, MAX_NAME), f"client_id must be a string of at most {MAX_NAME} characters"),
-        (~_printable("client_id"), "client_id must not hold control characters, DEL or lone surrogates"),
-        (~((F.col("_t_topic") == "VOID") | _topic_ok()), "topic must be 1-249 characters of [A-Za-z0-9._-]"),
-        (_slashes("_s_id") != 2, "traffic id must be <gateway id>/<incarnation>/<sequence>"),
-        *((~_is_count(n), f"{n} must be a non-negative integer") for n in ("start_ms", "end_ms", *COUNTERS)),
+        (f.s("principal").rlike(_UNPRINTABLE), "principal must not hold control characters, DEL or lone surrogates"),
+        (~_text_ok(f, "client_id", 0, MAX_NAME), f"client_id must be a string of at most {MAX_NAME} characters"),
+        (f.s("client_id").rlike(_UNPRINTABLE), "client_id must not hold control characters, DEL or lone surrogates"),
+        (~(f.is_null("topic") | _topic_ok(f)), "topic must be 1-249 characters of [A-Za-z0-9._-]"),
+        (_slashes(f.s("id")) != 2, "traffic id must be <gateway id>/<incarnation>/<sequence>"),
+        *((~_is_count(f, n), f"{n} must be a non-negative integer") for n in ("start_ms", "end_ms", *COUNTERS)),
         (end < start, "end_ms before start_ms"),
         (end > F.try_add(start - start % HOUR_MS, F.lit(HOUR_MS)), "window crosses an hour boundary"),
     ]  # fmt: skip
-    return [(traffic & broken, F.lit(reason)) for broken, reason in rules]
+    return [(traffic & broken, reason) for broken, reason in rules]
 
 
-def _storage_rules(storage: Column) -> list[tuple[Column, Column]]:
-    suffix = F.concat_ws("/", F.lit(""), *(F.col(f"_s_{n}") for n in ("tenant", "topic")),
-                         F.col("_i_partition").cast("string"), F.col("_i_at_ms").cast("string"))  # fmt: skip
+def _storage_rules(f: _Access, storage: Column) -> list[tuple[Column, str]]:
+    suffix = F.concat_ws("/", F.lit(""), f.s("tenant"), f.s("topic"),
+                         f.i("partition").cast("string"), f.i("at_ms").cast("string"))  # fmt: skip
     rules = [
-        (~_topic_ok(), "topic must be 1-249 characters of [A-Za-z0-9._-]"),
-        (~_is_count("partition", 2**31 - 1), "partition must be a non-negative integer"),
-        *((~_is_count(n), f"{n} must be a non-negative integer") for n in ("bytes", "at_ms")),
+        (~_topic_ok(f), "topic must be 1-249 characters of [A-Za-z0-9._-]"),
+        (~_is_count(f, "partition", 2**31 - 1), "partition must be a non-negative integer"),
+        *((~_is_count(f, n), f"{n} must be a non-negative integer") for n in ("bytes", "at_ms")),
         (
-            ~F.col("_s_id").endswith(suffix) | (_slashes("_s_id") != 4),
+            ~f.s("id").endswith(suffix) | (_slashes(f.s("id")) != 4),
             "storage id must be <sampler id>/<tenant>/<topic>/<partition>/<at_ms>",
         ),
     ]  # fmt: skip
-    return [(storage & broken, F.lit(reason)) for broken, reason in rules]
+    return [(storage & broken, reason) for broken, reason in rules]

@@ -4,15 +4,17 @@ re-runs change nothing, a run killed before or after its commit, two concurrent 
 from __future__ import annotations
 
 import random
+import shutil
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 
+from billing.rollup.ids import StateError
 from billing.rollup.ledger import FencedError
 from infra.stack import BrokerProcess
 from tenancy.usage import HOUR_MS
-from tests.integration.billing.helpers import merge, rollups, run, versions
+from tests.integration.billing.helpers import merge, rollups, run, state_dir, versions
 from tests.integration.billing.usage_gen import (
     T0,
     storage,
@@ -138,6 +140,36 @@ def test_late_usage_adds_to_its_hour_and_replays_count_once(
     report = run(spark, sqlite_url, usage_broker.bootstrap, NOW)
     assert (report.records, report.duplicates) == (len(late), len(replayed))
     assert rollups(sqlite_url) == merge(_truth(records, samples), traffic_totals(late))
+
+
+def test_ids_of_a_run_killed_after_its_commit_still_catch_replays(
+    spark: Any, usage_broker: BrokerProcess, sqlite_url: str
+) -> None:
+    """The run dies between its commit and naming its ids' folder: the next run names it, so
+    records replayed after the kill still count once; a state folder that is not the one the
+    ledger's runs used is refused."""
+    records, samples = _usage(17)
+    write(usage_broker.bootstrap, [*records, *samples])
+    run(spark, sqlite_url, usage_broker.bootstrap, NOW)  # generation 1, named as usual
+    more = traffic(random.Random(8), ["acme", "globex"], 60, first_seq=20_000)
+    write(usage_broker.bootstrap, more)
+
+    def die() -> None:
+        raise Killed("after_commit")
+
+    with pytest.raises(Killed):
+        run(spark, sqlite_url, usage_broker.bootstrap, NOW, after_commit=die)
+    ids = state_dir(sqlite_url) / "__usage" / "ids"
+    assert not (ids / "gen=000000000002").exists()  # the rename never happened
+    replayed = [*records[:30], *more[:10]]
+    write(usage_broker.bootstrap, replayed)
+    report = run(spark, sqlite_url, usage_broker.bootstrap, NOW)
+    assert (report.records, report.duplicates) == (0, len(replayed))
+    assert (ids / "gen=000000000002").is_dir()
+    assert rollups(sqlite_url) == merge(_truth(records, samples), traffic_totals(more))
+    shutil.rmtree(ids / "gen=000000000003")  # as if --state named another run's folder
+    with pytest.raises(StateError, match="no ids of committed run generation 3"):
+        run(spark, sqlite_url, usage_broker.bootstrap, NOW)
 
 
 def test_late_usage_after_a_final_invoice_is_an_adjustment(

@@ -92,11 +92,13 @@ def _broken() -> list[tuple[bytes | None, bytes | None]]:
 
     def value(base: dict[str, Any], **changes: Any) -> tuple[bytes | None, bytes | None]:
         fields = {k: v for k, v in {**base, **changes}.items() if v is not _GONE}
-        return None, json.dumps(fields, ensure_ascii=False).encode()
+        # compact and in order, as `tenancy.usage.encode` writes: the JVM's fast path sees it
+        return None, json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()
 
     t, s = _TRAFFIC, _STORAGE
     return [
         value(t), value(s), value(t, topic=None), (b"gw/inc/7", value(t)[1]),
+        (None, json.dumps(dict(reversed(t.items()))).encode()),  # valid JSON, not canonical
         (None, None), (None, b"x" * 5000), (None, b"\xff\xfe"), (None, b"{nope"), (None, b"[1]"),
         value(t, v=2), value(t, v=_GONE), value(t, v="1"), value(t, kind=5), value(t, kind=_GONE),
         value(t, requests=_GONE), value(t, extra=1), value(s, principal="p"),
@@ -140,5 +142,6 @@ def test_every_broken_rule_is_the_contracts_verdict(
     expected = [(i, _python_verdict(k, v)) for i, (k, v) in enumerate(cases)]
     expected[-1] = (len(cases) - 1, "bytes_in must be a non-negative integer")
     assert verdicts == expected
-    assert [r.rejected for r in rows[:4]] == [None] * 4  # the valid ones
+    assert [r.rejected for r in rows[:5]] == [None] * 5  # the valid ones
+    assert rows[4].id == "gw/inc/7" and rows[4].bytes_in == 10  # read off the slow path
     assert rows[-3].id == "other/id/1" and rows[-2].id is None  # a key that is not UTF-8
