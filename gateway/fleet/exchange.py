@@ -94,9 +94,18 @@ class RateExchange:
         await asyncio.to_thread(self._close)
 
     async def _run(self) -> None:
+        await self._first_connection()
         while True:
             await self.exchange_once()
             await asyncio.sleep(self._interval_s)
+
+    async def _first_connection(self) -> None:
+        """Give the first session up to `CONNECT_TIMEOUT_S` before a round counts as failed (a
+        starting gateway is not "ZooKeeper unavailable" for the milliseconds it takes)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONNECT_TIMEOUT_S
+        while not self._zk.connected and loop.time() < deadline:
+            await asyncio.sleep(0.05)
 
     async def exchange_once(self) -> None:
         rates = self._rates(self._clock_ms())
