@@ -120,7 +120,7 @@ def start_gateway(stack: Stack, args: argparse.Namespace) -> str:
     save_secret(properties, java_client_properties(gateway.bootstrap, credentials))
     http = (
         f"tenant HTTP API: http://{args.host}:{args.gateway_http_port}"
-        f" (HTTP Basic: API key id and secret; OpenAPI at /openapi.json; README 'For tenants')\n"
+        f" (HTTP Basic: API key id and secret; OpenAPI at /openapi.json; docs/gateway-http.md)\n"
         f"tenant console: http://{args.host}:{args.gateway_http_port}/console/"
         " (sign in with an API key; docs/console.md)\n"
         if args.gateway_http_port

@@ -4,7 +4,7 @@ Issue 21's leftover: a partition reservation (made in the tenant store before a 
 forwarded: tests/adversarial/test_limits.py) was settled only by the broker's answer, so when
 that answer never came — the broker stopped, the connection died, the client gave up — the
 tenant's partitions stayed reserved until `partition.reservation.timeout.ms` (120 s): a tenant
-at its limit could create nothing meanwhile. Defended (docs/security.md, "Limits are atomic"):
+at its limit could create nothing meanwhile. Defended (docs/security.md, "Limits and quotas"):
 `Forward.on_failure` settles the reservation once the request's own timeout has passed, with
 what the fleet shows was created. Checked against a real gateway, broker and tenant store: the
 broker is stopped (SIGSTOP) while a kafka-python admin client's CreateTopics is in flight, the
