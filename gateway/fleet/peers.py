@@ -20,6 +20,7 @@ from gateway.fleet.codec import RatesFormatError, decode_rates, sensor_id
 from gateway.quotas.fleet_share import PeerRate, fleet_share
 
 log = logging.getLogger("pier.gateway.fleet")
+MAX_CACHED_IDS = 100_000  # sensor ids remembered; past it the memo starts over
 
 
 @dataclass(slots=True)
@@ -36,6 +37,7 @@ class PeerTable:
         self._by_sensor: dict[str, list[PeerRate]] = {}
         self._last_ok_ms: int | None = None
         self._falling_back = False
+        self._ids: dict[tuple[str, Hashable], str] = {}
 
     @property
     def peers(self) -> int:
@@ -69,8 +71,17 @@ class PeerTable:
     def share(self, kind: str, key: Hashable, quota: float, local: PeerRate, now_ms: int) -> float:
         if not self._by_sensor or self._expire(now_ms):
             return quota
-        peers = self._by_sensor.get(sensor_id(kind, key))
+        peers = self._by_sensor.get(self._sensor_id(kind, key))
         return quota if peers is None else fleet_share(quota, local, peers)
+
+    def _sensor_id(self, kind: str, key: Hashable) -> str:
+        """`sensor_id`, remembered (a digest per charged request would cost more than the share)."""
+        sid = self._ids.get((kind, key))
+        if sid is None:
+            if len(self._ids) >= MAX_CACHED_IDS:
+                self._ids.clear()
+            sid = self._ids[kind, key] = sensor_id(kind, key)
+        return sid
 
     def _expire(self, now_ms: int) -> bool:
         """Drop the peers once the last good read is `hold_ms` old; whether they are dropped."""

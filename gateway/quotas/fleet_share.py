@@ -50,7 +50,9 @@ def demand(peer: PeerRate, quota: float) -> float:
     """What a gateway wants of `quota`: unbounded when saturated, else its rate with headroom."""
     if peer.saturated:
         return math.inf
-    return max(peer.rate * HEADROOM, quota * FLOOR)
+    rate = peer.rate * HEADROOM
+    floor = quota * FLOOR
+    return rate if rate > floor else floor
 
 
 def water_level(quota: float, demands: Sequence[float]) -> float:
@@ -66,12 +68,14 @@ def water_level(quota: float, demands: Sequence[float]) -> float:
 
 def fleet_share(quota: float, local: PeerRate, peers: Sequence[PeerRate]) -> float:
     """This gateway's share of `quota` when `peers` (the other gateways with traffic on the same
-    sensor) measure what they measure; the full quota when there are none."""
+    sensor) measure what they measure; the full quota when there are none. Runs once per charged
+    request while peers share the sensor: kept to a few arithmetic steps per gateway."""
     if not peers or quota <= 0:
         return quota
-    demands = [demand(local, quota), *(demand(peer, quota) for peer in peers)]
+    mine = demand(local, quota)
+    demands = [demand(peer, quota) for peer in peers]
+    demands.append(mine)
     level = water_level(quota, demands)
-    if math.isinf(level):  # everybody fits: what nobody wants is spread over all
-        spare = (quota - sum(demands)) / len(demands)
-        return demands[0] + spare
-    return min(demands[0], level)  # ≥ quota / gateways when saturated: the level is at least that
+    if level == math.inf:  # everybody fits: what nobody wants is spread over all
+        return mine + (quota - sum(demands)) / len(demands)
+    return mine if mine < level else level  # ≥ quota / gateways when saturated
