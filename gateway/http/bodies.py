@@ -11,7 +11,8 @@ streamed produce body as they arrive) and `body_values` (those of a whole body) 
 the limits apply to decoded bytes and a compression bomb stops at them. Any other coding (br
 included) is 415 before a byte is read; a body that is not what its coding says is 400.
 
-Every read of the body waits at most `BodyReading.timeout_s` (`http.body.read.timeout.ms`) for
+A client that asks `Expect: 100-continue` gets its `100 Continue` from the first read of the body
+(`defer_continue`), never before the route has authorized it. Every read of the body waits at most `BodyReading.timeout_s` (`http.body.read.timeout.ms`) for
 its next bytes: a body that stops arriving is 408 and its connection is closed. The bytes held
 are drawn from the tenant's pool of request bytes in flight (`queued.max.request.bytes`, the
 same `ByteBudget` its Kafka connections use) and given back when the request is answered
@@ -57,6 +58,7 @@ ZSTD_MAX_WINDOW = 8 * 1024 * 1024  # what a zstd frame may make the decoder allo
 BODY_READ_TIMEOUT_S = 30.0  # `http.body.read.timeout.ms`'s default
 ACCEPTED_ENCODINGS = frozenset({"", "identity", "gzip", "deflate", "zstd"})
 READING_KEY = "pier.body_reading"
+CONTINUE_KEY = "pier.continue"  # a `100 Continue` is owed before the body's first read
 TRAILING: Any = object()  # the whitespace after a stream's last value (metered, not a record)
 
 _BLANK = re.compile(rb"[ \t\r\n]*")
@@ -220,8 +222,26 @@ class _Decoder:
                     yield out
 
 
+async def defer_continue(request: web.Request) -> None:
+    """The routes' `expect_handler`: where aiohttp would answer `Expect: 100-continue` as soon as
+    the request arrives, the `100 Continue` is sent by the first read of the body instead — after
+    the route has authenticated and authorized the caller — so a client that waits for it never
+    sends a body that would be refused. Other `Expect` values are ignored."""
+    if request.headers.get("Expect", "").lower() == "100-continue":
+        request[CONTINUE_KEY] = True
+
+
+async def _continue(request: web.BaseRequest) -> None:
+    if request.get(CONTINUE_KEY) and request.version >= (1, 1):
+        request[CONTINUE_KEY] = False
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer's own bytes are counted from here
+
+
 async def _next_chunk(request: web.BaseRequest, reading: BodyReading) -> bytes:
     """The body's next bytes as sent (b"" at its end), within the read timeout (408)."""
+    if not reading.started:
+        await _continue(request)
     reading.started = True
     try:
         async with asyncio.timeout(reading.timeout_s):

@@ -16,7 +16,8 @@ authenticated and authorized for the route (its ACL is known from its path and m
 its bounds (413 past them, 415 for a coding other than identity/gzip/deflate/zstd, 400 for a body
 that is not what it says, 408 when it stops arriving for `http.body.read.timeout.ms`), its bytes
 drawn from the tenant's pool of request bytes in flight and given back when the request is
-answered. aiohttp decodes nothing itself (`auto_decompress=False`). An answer that leaves the
+answered; `Expect: 100-continue` is answered by the body's first read, not on arrival. aiohttp
+decodes nothing itself (`auto_decompress=False`). An answer that leaves the
 body unread (a refusal before it, or a 408/413/400 in the middle of it) says `Connection: close`:
 the rest of the body is discarded for at most `LINGER_S` (so the answer is not lost to a reset of
 a socket closed with unread bytes), then the connection is closed: a refused caller costs no body
@@ -39,10 +40,17 @@ from aiohttp import web
 
 from console.serve import console_routes
 from gateway.auth.authenticator import FAILED_MESSAGE, Authenticated, AuthenticationFailed
-from gateway.http.bodies import BODY_READ_TIMEOUT_S, MAX_BODY_BYTES, READING_KEY, BodyReading
+from gateway.http.bodies import (
+    BODY_READ_TIMEOUT_S,
+    MAX_BODY_BYTES,
+    READING_KEY,
+    BodyReading,
+    defer_continue,
+)
 from gateway.http.consumers import ConsumerRegistry
 from gateway.http.context import Caller, HttpServices, client_id_of
 from gateway.http.errors import ApiError
+from gateway.http.instance_directory import InstanceDirectory
 from gateway.http.openapi import openapi_document
 from gateway.http.operator import OperatorRoutes
 from gateway.http.produce import HttpProducer
@@ -111,6 +119,14 @@ def errors_middleware(body_timeout_s: float = BODY_READ_TIMEOUT_S) -> Any:
     return errors
 
 
+def _deferring(routes: list[web.RouteDef]) -> list[web.RouteDef]:
+    """The routes, with `100 Continue` sent by the body's first read (`bodies.defer_continue`)."""
+    return [
+        web.RouteDef(r.method, r.path, r.handler, {**r.kwargs, "expect_handler": defer_continue})
+        for r in routes
+    ]
+
+
 def _basic(header: str) -> tuple[str, str]:
     scheme, _, encoded = header.partition(" ")
     if scheme.lower() != "basic" or not encoded:
@@ -138,6 +154,7 @@ class HttpServer:
         body_timeout_s: float = BODY_READ_TIMEOUT_S,
         tenant_budget: Callable[[str], ByteBudget] | None = None,
         router: WorkerRouter | None = None,
+        directory: InstanceDirectory | None = None,
     ) -> None:
         self.services = services
         self._router = router  # a worker of `--workers N`: also serves its internal socket
@@ -146,9 +163,13 @@ class HttpServer:
         self._host = host
         self._port = port
         self._tls = tls
+        self._directory = directory  # with ZooKeeper: the fleet's v2 consumer instances
         self.registry = ConsumerRegistry(
-            services.make_cluster, timeout_ms=services.settings.consumer_instance_timeout_ms
+            services.make_cluster,
+            timeout_ms=services.settings.consumer_instance_timeout_ms,
+            directory=directory,
         )
+        self._v2: V2 | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
 
@@ -157,17 +178,18 @@ class HttpServer:
             middlewares=[errors_middleware(self._body_timeout_s)], client_max_size=MAX_BODY_BYTES
         )
         v3 = V3(self.caller_of, HttpProducer(self.services))
-        v2 = V2(self.caller_of, self.registry, self._router)
+        v2 = self._v2 = V2(self.caller_of, self.registry, self._router, self._directory)
         operator = OperatorRoutes(self.registry, self.services.verify_operator)
         app.add_routes([web.get("/", self._root), web.get("/openapi.json", self._openapi)])
-        app.add_routes(v3.routes())
-        app.add_routes(v2.routes())
+        app.add_routes(_deferring(v3.routes()))
+        app.add_routes(_deferring(v2.routes()))
         app.add_routes(operator.routes())
         app.add_routes(TenantBilling(self.caller_of, self.services.billing).routes())
         app.add_routes(console_routes("tenant"))  # the tenant console's pages (docs/console.md)
         return app
 
-    async def start(self) -> None:
+    async def start(self, public_host: str | None = None) -> None:
+        """Serve; `public_host` is the host other gateways reach this one on (with ZooKeeper)."""
         self.registry.start()
         self._runner = web.AppRunner(
             self.app(),
@@ -190,6 +212,9 @@ class HttpServer:
         self.port = sockets[0].getsockname()[1] if sockets else self._port
         if self._router is not None:  # siblings proxy their requests for our instances here
             await web.UnixSite(self._runner, str(self._router.socket_path)).start()
+        if self._directory is not None:  # other gateways proxy requests for our instances here
+            scheme = "http" if self._tls is None else "https"
+            self._directory.start(f"{scheme}://{public_host or self._host}:{self.port}")
         log.info(
             "event=http_listening host=%s port=%s tls=%s",
             self._host,
@@ -203,7 +228,11 @@ class HttpServer:
             self._runner = None
         if self._router is not None:
             await self._router.close()
+        if self._v2 is not None:
+            await self._v2.close()
         await self.registry.stop()
+        if self._directory is not None:  # after the instances closed: their znodes went first
+            await self._directory.stop()
 
     async def _authenticated(self, key_id: str, secret: str, peer: str = "") -> Authenticated:
         """The key's login, as a SASL/PLAIN login would get it, on every request: the same

@@ -334,3 +334,43 @@ def test_a_body_that_stops_arriving_is_408_and_its_bytes_go_back(
         wait_until(request.closed, what="the stalled connection closed", timeout=CLOSED_WITHIN_S)
     finally:
         request.close()
+
+
+def test_100_continue_is_sent_only_once_the_route_has_authorized(
+    stack: GatewayStack, targets: Targets
+) -> None:
+    creds = _account_without_rights(stack)
+    cluster = TenantHttp(stack, creds).cluster
+    refused = Raw(
+        stack, creds, "POST", f"{cluster}/topics", f"Content-Length: {MIB}", "Expect: 100-continue"
+    )
+    try:  # the client waits for 100 Continue before its body: it gets 403 instead, sends nothing
+        wait_until(refused.answered, what="403 before any body", timeout=10)
+        assert refused.received.startswith(b"HTTP/1.1 403 "), refused.received[:200]
+        assert b"100 Continue" not in refused.received
+    finally:
+        refused.close()
+    body = json.dumps({"value": {"type": "STRING", "data": "after 100"}}).encode()
+    path = f"{targets.cluster}/topics/{targets.topic}/records"
+    allowed = Raw(
+        stack,
+        stack.credentials["acme"],
+        "POST",
+        path,
+        f"Content-Length: {len(body)}",
+        "Expect: 100-continue",
+    )
+    try:
+        wait_until(
+            lambda: (allowed.answered() or True) and b"100 Continue" in allowed.received,
+            what="100 Continue once authorized",
+            timeout=10,
+        )
+        assert allowed.send(body)
+        wait_until(
+            lambda: (allowed.answered() or True) and b"HTTP/1.1 200 " in allowed.received,
+            what="the produce answered",
+            timeout=10,
+        )
+    finally:
+        allowed.close()
