@@ -18,7 +18,7 @@ are drawn from the tenant's pool of request bytes in flight (`queued.max.request
 same `ByteBudget` its Kafka connections use) and given back when the request is answered
 (`BodyReading.release`, called by the server for every request), so no tenant's HTTP bodies hold
 more than its pool, however many connections it opens; a body that cannot get its bytes within
-the read timeout is 429.
+the read timeout is 429, one that would hold more than the whole pool 413 at once.
 
 Streamed values are split by `JsonSplitter` on raw bytes, before any decoding: it follows
 strings, escapes and nesting with a few regular-expression steps per structural character, so
@@ -88,6 +88,9 @@ class BodyReading:
         """Draw `size` bytes from the tenant's pool, waiting at most `timeout_s` (429 then)."""
         if self.budget is None or size <= 0:
             return
+        held = sum(charge.size for charge in self._held) + size
+        if held > self.budget.capacity:  # it could only wait for itself (Kafka caps a frame so)
+            raise too_large("the request body (queued.max.request.bytes)", self.budget.capacity)
         charge = self.budget.try_take(size)
         if charge is None:
             charge = await self._wait(self.budget, size)

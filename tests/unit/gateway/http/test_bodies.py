@@ -23,6 +23,7 @@ from gateway.http.bodies import (
     read_body,
 )
 from gateway.http.errors import ApiError
+from gateway.kafka.byte_budget import ByteBudget
 
 pytestmark = pytest.mark.unit
 
@@ -261,3 +262,29 @@ def test_a_zstd_frame_asking_for_a_huge_window_is_400_not_allocated() -> None:
     normal = zstandard.ZstdCompressor(level=19).compress(b"{}" * 100_000)
     request = _Request([normal], {"Content-Encoding": "zstd"})
     assert asyncio.run(read_body(request, 1 << 20)) == b"{}" * 100_000  # type: ignore[arg-type]
+
+
+def test_a_body_holds_the_tenants_pool_and_never_more_than_all_of_it() -> None:
+    budget = ByteBudget(100)
+
+    async def read(chunks: list[bytes], limit: int) -> tuple[bytes, int]:
+        request = _Request(chunks)
+        reading = BodyReading(timeout_s=0.05, budget=budget)
+        request[READING_KEY] = reading
+        try:
+            body = await read_body(request, limit)  # type: ignore[arg-type]
+            return body, budget.used  # held until the request is answered
+        finally:
+            reading.release()
+
+    assert asyncio.run(read([b"x" * 40, b"y" * 40], 1000)) == (b"x" * 40 + b"y" * 40, 80)
+    assert budget.used == 0  # given back with the answer
+    with pytest.raises(ApiError) as error:  # more than the whole pool: it could only wait
+        asyncio.run(read([b"x" * 60, b"y" * 60], 1000))
+    assert error.value.status == 413 and budget.used == 0
+    other = budget.try_take(90)  # another request of the tenant holds most of it
+    assert other is not None
+    with pytest.raises(ApiError) as waited:
+        asyncio.run(read([b"x" * 40], 1000))
+    assert waited.value.status == 429 and budget.used == 90
+    other.release()
