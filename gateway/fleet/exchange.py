@@ -5,11 +5,11 @@ Owns: this gateway's ephemeral znode `/pier/gateways/<gateway id>.<incarnation>`
 chroot of `zookeeper.connect`, beside the brokers' Kafka paths), rewritten every `interval_s` with
 the rates of its quota sensors that had traffic (`gateway.fleet.codec`), and the periodic read of
 every other gateway's znode into the `PeerTable`; Prometheus: the peers counted, failed rounds and
-sensors left out by the cap. Polling, not watches: one write, one
-`get_children` and one read per peer each interval, and a peer that stops writing is noticed by
-its unchanged version. An ephemeral lost with an expired session is created again on the next
-write. ZooKeeper unreachable at start or later is not an error: the table keeps the last rates
-for its hold time, then the gateway enforces full local quotas (logged).
+sensors left out by the cap. Polling, not watches: one write, one `get_children` and one read per
+peer each interval, and a peer that stops writing is noticed by its unchanged version. An
+ephemeral lost with an expired session is created again on the next write; a missing chroot is
+created first. ZooKeeper unreachable at start or later is not an error: the table keeps the last
+rates for its hold time, then the gateway enforces full local quotas (logged).
 
 Concurrency: kazoo runs its own threads; every blocking kazoo call runs in one worker thread per
 round (`asyncio.to_thread`), one round at a time. Rates are collected and the table updated on
@@ -55,6 +55,7 @@ class RateExchange:
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.path = f"{GATEWAYS_PATH}/{name}"
+        self._connect = connect
         self._name = name
         self._table = table
         self._rates = rates
@@ -136,7 +137,7 @@ class RateExchange:
         try:
             self._zk.set(self.path, data)
         except NoNodeError:
-            self._zk.ensure_path(GATEWAYS_PATH)
+            self._ensure_paths()
             with contextlib.suppress(NodeExistsError):  # a set racing our own create
                 self._zk.create(self.path, data, ephemeral=True)
         nodes: dict[str, tuple[int, bytes]] = {}
@@ -147,6 +148,22 @@ class RateExchange:
                 value, stat = self._zk.get(f"{GATEWAYS_PATH}/{child}")
                 nodes[child] = (stat.version, value)
         return nodes
+
+    def _ensure_paths(self) -> None:
+        """`/pier/gateways`, and first the chroot of `zookeeper.connect` when it is missing (as
+        Kafka creates its chroot): a session inside a chroot cannot create the chroot itself."""
+        try:
+            self._zk.ensure_path(GATEWAYS_PATH)
+        except NoNodeError:
+            hosts, _, chroot = self._connect.partition("/")
+            root = KazooClient(hosts=hosts, timeout=CONNECT_TIMEOUT_S)
+            root.start(CONNECT_TIMEOUT_S)
+            try:
+                root.ensure_path(f"/{chroot}")
+            finally:
+                root.stop()
+                root.close()
+            self._zk.ensure_path(GATEWAYS_PATH)
 
     def _close(self) -> None:
         with contextlib.suppress(KazooException, KazooTimeoutError):

@@ -1,6 +1,6 @@
 """`RateExchange` on a real ZooKeeper (its own server, so it can be stopped and started again):
-two gateways' exchanges register ephemeral znodes under `/pier/gateways`, read each other's rates
-and halve a quota both saturate; a gateway that stops takes its znode with it and the other gets
+two gateways' exchanges register ephemeral znodes under `/pier/gateways` (in a chroot they
+create), read each other's rates and halve a quota both saturate; a gateway that stops takes its znode with it and the other gets
 the whole quota back; with ZooKeeper stopped the last shares are held, then the full quota is
 enforced (logged), and once ZooKeeper is back (same port and data) the shares return, the
 ephemeral znodes written again (docs/gateway.md, "Quotas across gateways")."""
@@ -86,7 +86,7 @@ def znodes(connect: str) -> dict[str, bytes]:
 def test_two_exchanges_share_a_quota_and_a_stopped_one_leaves(
     own_zookeeper: ZooKeeperProcess,
 ) -> None:
-    connect = own_zookeeper.connect
+    connect = f"{own_zookeeper.connect}/fleet-chroot"  # not there yet: the exchange creates it
 
     registry = CollectorRegistry()
 
