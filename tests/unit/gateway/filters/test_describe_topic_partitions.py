@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brokers.wire.errors import ErrorCode
+from gateway.kafka.api_table import advertised
 from gateway.kafka.filters import describe_topic_partitions as dtp
 from tests.unit.gateway.filters.harness import (
     FakeAccess,
@@ -242,3 +243,9 @@ def test_isolation_property(names: list[str], cursor: str | None, asked: list[st
         visible.append(shown.next_cursor.topic_name)
     for name in visible:
         assert not any(bad in name for bad in ("acme_", "bolt_", "__", "plain")), visible
+
+
+def test_advertised_only_when_the_brokers_serve_it() -> None:
+    assert advertised({75: (0, 0)})[75].max_version == 0
+    assert 75 not in advertised({3: (0, 12)})  # an older fleet: never advertised, never forwarded
+    assert 75 not in advertised({75: (1, 2)})  # only versions the gateway cannot rewrite
