@@ -6,7 +6,9 @@ quotas (held with the other gateways through ZooKeeper when `zookeeper.connect` 
 `gateway.fleet`), directory and the change-feed follower (open before any tenant is served; it
 reports the version applied, `gateway.feed_follower`) → authenticator → usage meter, `__usage` writer, storage
 sampler → listeners (bootstrap plus one port per broker) → the tenant HTTP API when a port is set
-(`gateway.http`: the same services, its own fleet client) → the metrics endpoint. A worker of
+(`gateway.http`: the same services, its own fleet client; with ZooKeeper its v2 consumer
+instances are recorded there for the other gateways, `gateway.http.instance_directory`) → the
+metrics endpoint. A worker of
 `--workers N` (`gateway.supervisor`) is one such gateway with its own id, `<id>.w<k>`.
 `stop()` drains: listeners and the HTTP API close (its consumer instances leave their groups),
 the usage writer flushes what was metered, then the rest. Runs on one event loop; not thread-safe.
@@ -37,6 +39,7 @@ from gateway.feed_follower import FeedFollower
 from gateway.fleet.exchange import RateExchange
 from gateway.fleet.peers import PeerTable
 from gateway.http.context import HttpServices, HttpSettings
+from gateway.http.instance_directory import InstanceDirectory
 from gateway.http.server import HttpServer
 from gateway.http.worker_routing import WorkerRouter
 from gateway.kafka.byte_budget import ByteBudget
@@ -91,6 +94,7 @@ class Gateway:
         self.connections: ConnectionLedger | None = None
         self.storage: StorageLedger | None = None
         self.rates: RateExchange | None = None
+        self.instances: InstanceDirectory | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -215,6 +219,11 @@ class Gateway:
             return Cluster(bootstrap, ClientConfig(client_id=client_id))
 
         self._http_cluster = make_cluster("pier-gateway-http")
+        directory = None
+        if config.zookeeper_connect is not None:
+            directory = self.instances = InstanceDirectory(
+                config.zookeeper_connect, f"{config.id}/{self.incarnation}"
+            )
         settings = HttpSettings(
             bootstrap=bootstrap,
             consumer_instance_timeout_ms=config.setting("consumer.instance.timeout.ms"),
@@ -237,8 +246,9 @@ class Gateway:
             body_timeout_s=config.setting("http.body.read.timeout.ms") / 1000,
             tenant_budget=tenant_budget,  # HTTP bodies share the tenant's Kafka request pool
             router=None if config.worker is None else WorkerRouter(config.worker),
+            directory=directory,
         )
-        await self.http.start()
+        await self.http.start(public_host=config.public_host)
 
     def _share_rates(self, peers: PeerTable, throttling: GatewayThrottling) -> None:
         """Register in the fleet's ZooKeeper and hold rate quotas with the other gateways

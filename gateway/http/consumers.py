@@ -4,7 +4,8 @@ Owns: `ConsumerInstance` (one tenant consumer in a group: its format, `auto.offs
 subscription — a `GroupMember` in the tenant's group — or manual assignment, and its fetch
 positions) and `ConsumerRegistry` (every instance of this gateway process, keyed by tenant, owning
 service account, group and name; an instance unused for `consumer.instance.timeout.ms` is closed: it leaves its group, so
-its membership ends at once). Instances live in one gateway process: their `base_uri` points at
+its membership ends at once; with ZooKeeper each is also recorded there, `gateway.http.
+instance_directory`, so the other gateways find it). Instances live in one gateway process: their `base_uri` points at
 its gateway, and a client behind a load balancer must stick to that gateway; with `--workers N`
 the worker owning an instance is found from its name (`gateway.http.worker_routing`;
 docs/gateway-http.md).
@@ -54,6 +55,7 @@ from gateway.http.errors import (
 )
 from gateway.http.fleet_calls import coordinator, kafka_call
 from gateway.http.group_member import GroupMember
+from gateway.http.instance_directory import InstanceDirectory
 from gateway.http.records import (
     FORMATS,
     Bookmark,
@@ -401,7 +403,9 @@ class ConsumerRegistry:
         *,
         timeout_ms: int,
         clock_ms: Callable[[], int] = _now_ms,
+        directory: InstanceDirectory | None = None,
     ) -> None:
+        self._directory = directory  # where the fleet's gateways find each other's instances
         self._make_cluster = make_cluster
         self._timeout_ms = timeout_ms
         self._clock_ms = clock_ms
@@ -450,6 +454,13 @@ class ConsumerRegistry:
                 409, f"consumer instance {name!r} already exists", CONSUMER_ALREADY_EXISTS
             )
         await self._admit(caller, key)
+        if self._directory is not None and not await self._directory.claim(key):
+            connection = self._connections.pop(key, None)
+            if connection is not None:
+                caller.services.session.directory.release(connection)
+            raise ApiError(
+                409, f"consumer instance {name!r} already exists", CONSUMER_ALREADY_EXISTS
+            )
         client_id = caller.client_id or "pier-http"
         instance = ConsumerInstance(
             tenant=caller.tenant_id,
@@ -491,6 +502,9 @@ class ConsumerRegistry:
             entry = self._fetch_clients[tenant] = (self._make_cluster(f"pier-http-{tenant}"), set())
         entry[1].add(key)
         return entry[0]
+
+    def holds(self, key: Key) -> bool:
+        return key in self._instances
 
     def get(self, caller: Caller, group: str, name: str) -> ConsumerInstance:
         """The caller's own instance; 404 for a name only another service account uses."""
@@ -543,6 +557,8 @@ class ConsumerRegistry:
         connection = self._connections.pop(key, None)
         if connection is not None:
             instance.caller.services.session.directory.release(connection)
+        if self._directory is not None:
+            await self._directory.release(key)
         try:
             async with instance.lock:
                 await instance.close()

@@ -18,6 +18,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from brokers.client.offsets import EARLIEST, LATEST
@@ -31,7 +32,14 @@ from gateway.http.consumers import (
 from gateway.http.context import Caller
 from gateway.http.decoding import off_loop
 from gateway.http.errors import CONSUMER_FORMAT_MISMATCH, ApiError
-from gateway.http.worker_routing import WorkerRouter, arrived_internally
+from gateway.http.instance_directory import InstanceDirectory
+from gateway.http.worker_routing import (
+    GATEWAY_HOP,
+    WorkerRouter,
+    arrived_internally,
+    gateways_session,
+    to_gateway,
+)
 
 V2_JSON = "application/vnd.kafka.v2+json"
 MAX_MAX_BYTES = 64 * 1024 * 1024
@@ -90,10 +98,17 @@ class V2:
         caller_of: Callable[[web.Request], Awaitable[Caller]],
         registry: ConsumerRegistry,
         router: WorkerRouter | None = None,
+        directory: InstanceDirectory | None = None,
     ) -> None:
         self._caller_of = caller_of
         self._registry = registry
         self._router = router  # set in a worker of `--workers N`
+        self._directory = directory  # set with ZooKeeper: instances of the other gateways
+        self._gateways: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._gateways is not None:
+            await self._gateways.close()
 
     def routes(self) -> list[web.RouteDef]:
         i = "/consumers/{group_name}/instances/{instance}"
@@ -124,23 +139,36 @@ class V2:
         return addressed
 
     def _at_owner(self, handler: Handler) -> Handler:
-        """`handler` where the instance lives: here, or proxied to the worker that owns it once
-        the caller is authenticated here (a refusal costs no proxying)."""
-        router = self._router
-        if router is None:
+        """`handler` where the instance lives: here, or proxied to the worker that owns it, or
+        to the gateway that holds it, once the caller is authenticated here (a refusal costs no
+        proxying)."""
+        router, directory = self._router, self._directory
+        if router is None and directory is None:
             return handler
 
         async def routed(request: web.Request) -> web.StreamResponse:
-            if not arrived_internally(request):
-                owner = router.owner(
-                    request.match_info["group_name"], request.match_info["instance"]
-                )
+            group, name = request.match_info["group_name"], request.match_info["instance"]
+            if router is not None and not arrived_internally(request):
+                owner = router.owner(group, name)
                 if owner is not None:
                     await self._caller_of(request)
                     return await router.forward(request, owner)
-            return await handler(WorkerRouter.with_client_address(request))
+            request = WorkerRouter.with_client_address(request)
+            if directory is not None and GATEWAY_HOP not in request.headers:
+                caller = await self._caller_of(request)
+                key = (caller.tenant_id, caller.principal.service_account_id, group, name)
+                if not self._registry.holds(key):
+                    url = await directory.lookup(key)
+                    if url is not None and url != directory.url:
+                        return await to_gateway(self._gateway_client(), request, url)
+            return await handler(request)
 
         return routed
+
+    def _gateway_client(self) -> aiohttp.ClientSession:
+        if self._gateways is None or self._gateways.closed:
+            self._gateways = gateways_session()
+        return self._gateways
 
     async def _instance(self, request: web.Request) -> tuple[Caller, ConsumerInstance]:
         caller = await self._caller_of(request)

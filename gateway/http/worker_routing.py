@@ -31,6 +31,7 @@ from gateway.http.errors import CONSUMER_INSTANCE_NOT_FOUND, KAFKA_RETRIABLE, Ap
 
 log = logging.getLogger("pier.gateway.http.workers")
 CLIENT_ADDR = "X-Pier-Client-Addr"
+GATEWAY_HOP = "X-Pier-Gateway-Hop"  # proxied from another gateway: never proxied to a third
 FORWARDED_PROTO = "X-Pier-Forwarded-Proto"
 FORWARDED_HOST = "X-Pier-Forwarded-Host"
 # The client's headers the owner needs to answer exactly as if the request had reached it.
@@ -40,6 +41,7 @@ PASSED_HEADERS = (
     "Content-Type",
     "Content-Encoding",
     "User-Agent",
+    GATEWAY_HOP,
 )
 HOP_HEADERS = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length"})
 CONNECT_TIMEOUT_S = 5.0
@@ -101,22 +103,12 @@ class WorkerRouter:
         self, request: web.Request, owner: int, *, body: bytes | None = None, create: bool = False
     ) -> web.StreamResponse:
         """Proxy `request` to worker `owner` and stream its answer back."""
-        headers = {h: request.headers[h] for h in PASSED_HEADERS if h in request.headers}
         scheme, host = self.origin(request)
-        headers.update(
-            {CLIENT_ADDR: request.remote or "", FORWARDED_PROTO: scheme, FORWARDED_HOST: host}
-        )
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-            headers.pop("Content-Encoding", None)
-        data: object = (
-            body if body is not None else (request.content if request.can_read_body else None)
-        )
-        session = self._session(owner)
-        url = f"http://worker{owner}{request.rel_url}"
+        extra = {CLIENT_ADDR: request.remote or "", FORWARDED_PROTO: scheme, FORWARDED_HOST: host}
         try:
-            async with session.request(request.method, url, headers=headers, data=data) as answer:
-                return await self._relay(request, answer)
+            return await proxy(
+                self._session(owner), f"http://worker{owner}", request, extra, body=body
+            )
         except (aiohttp.ClientConnectionError, FileNotFoundError, ConnectionRefusedError) as exc:
             log.warning(
                 "event=worker_unreachable worker=%d owner=%d error=%s",
@@ -128,26 +120,7 @@ class WorkerRouter:
                 raise ApiError(
                     503, "the worker that owns this name is restarting", KAFKA_RETRIABLE, 1
                 ) from None
-            group, name = request.match_info.get("group_name"), request.match_info.get("instance")
-            raise ApiError(
-                404,
-                f"consumer instance {name!r} of group {group!r} not found",
-                CONSUMER_INSTANCE_NOT_FOUND,
-            ) from None
-
-    @staticmethod
-    async def _relay(request: web.Request, answer: aiohttp.ClientResponse) -> web.StreamResponse:
-        response = web.StreamResponse(status=answer.status, reason=answer.reason)
-        for name, value in answer.headers.items():
-            if name.lower() not in HOP_HEADERS:
-                response.headers.add(name, value)
-        if answer.content_length is not None:
-            response.content_length = answer.content_length
-        await response.prepare(request)
-        async for chunk in answer.content.iter_chunked(CHUNK_BYTES):
-            await response.write(chunk)
-        await response.write_eof()
-        return response
+            raise not_found(request) from None
 
     def _session(self, owner: int) -> aiohttp.ClientSession:
         session = self._sessions.get(owner)
@@ -165,3 +138,67 @@ class WorkerRouter:
         for session in self._sessions.values():
             await session.close()
         self._sessions.clear()
+
+
+def not_found(request: web.Request) -> ApiError:
+    """The 404 of an instance that does not exist (or is not the caller's)."""
+    group, name = request.match_info.get("group_name"), request.match_info.get("instance")
+    return ApiError(
+        404, f"consumer instance {name!r} of group {group!r} not found", CONSUMER_INSTANCE_NOT_FOUND
+    )
+
+
+def gateways_session() -> aiohttp.ClientSession:
+    """A client for proxying to other gateways' HTTP APIs (their TLS certificates verified)."""
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
+        auto_decompress=False,
+    )
+
+
+async def to_gateway(
+    session: aiohttp.ClientSession, request: web.Request, url: str
+) -> web.StreamResponse:
+    """Proxy `request` to the gateway at `url` (it holds the instance); its answer streamed
+    back. A gateway that cannot be reached holds no live instance: 404."""
+    try:
+        return await proxy(session, url, request, {GATEWAY_HOP: "1"})
+    except aiohttp.ClientConnectionError as exc:
+        log.warning("event=gateway_unreachable url=%s error=%s", url, exc.__class__.__name__)
+        raise not_found(request) from None
+
+
+async def proxy(
+    session: aiohttp.ClientSession,
+    origin: str,
+    request: web.Request,
+    extra: dict[str, str],
+    *,
+    body: bytes | None = None,
+) -> web.StreamResponse:
+    """`request` sent to `origin` with the client's headers and `extra`; the answer relayed."""
+    headers = {h: request.headers[h] for h in PASSED_HEADERS if h in request.headers}
+    headers.update(extra)
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        headers.pop("Content-Encoding", None)
+    data: object = body
+    if body is None and request.can_read_body:
+        data = request.content  # streamed, never buffered here
+    url = f"{origin}{request.rel_url}"
+    async with session.request(request.method, url, headers=headers, data=data) as answer:
+        return await _relay(request, answer)
+
+
+async def _relay(request: web.Request, answer: aiohttp.ClientResponse) -> web.StreamResponse:
+    response = web.StreamResponse(status=answer.status, reason=answer.reason)
+    for name, value in answer.headers.items():
+        if name.lower() not in HOP_HEADERS:
+            response.headers.add(name, value)
+    if answer.content_length is not None:
+        response.content_length = answer.content_length
+    await response.prepare(request)
+    async for chunk in answer.content.iter_chunked(CHUNK_BYTES):
+        await response.write(chunk)
+    await response.write_eof()
+    return response
