@@ -86,7 +86,7 @@ def znodes(connect: str) -> dict[str, bytes]:
 def test_two_exchanges_share_a_quota_and_a_stopped_one_leaves(
     own_zookeeper: ZooKeeperProcess,
 ) -> None:
-    connect = f"{own_zookeeper.connect}/fleet-chroot"  # not there yet: the exchange creates it
+    connect = f"{own_zookeeper.connect}/pier-test/fleet"  # not there: the exchange creates it
 
     registry = CollectorRegistry()
 
