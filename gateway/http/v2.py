@@ -8,7 +8,10 @@ record consumed, as Confluent's do (the group's committed position is that offse
 body the instance's current positions are committed. A poll's answer is charged to the consumer
 byte-rate quota and metered as the body's bytes; a throttled poll is answered, empty, after its
 throttle. With `--workers N`, an instance lives in the worker that owns its name and any worker
-answers for it (`gateway.http.worker_routing`). Runs on the event loop; not thread-safe.
+answers for it (`gateway.http.worker_routing`). A route that reads a body authorizes before
+it reads (creating an instance: READ on the group; an instance's routes: the instance is the
+caller's own, else 404, and the caller may still READ its group, else 403). Runs on the event
+loop; not thread-safe.
 """
 
 from __future__ import annotations

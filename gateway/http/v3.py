@@ -7,8 +7,10 @@ only its own names: the cluster is the tenant's virtual cluster (the same id a K
 in Metadata), and any other cluster id is 404. Produce takes one JSON record per request, or a
 stream of them on one request (chunked, or several objects back to back): each record is
 answered by one JSON result line, in order, errors included as `{"error_code", "message"}`
-lines, as Confluent's streaming produce does; WRITE on the topic is checked before the body is
-read, and bodies are read within `gateway.http.bodies`' bounds (a body that does not start as JSON
+lines, as Confluent's streaming produce does. Every route that reads a body authorizes first
+(produce: WRITE on the topic; topic creation: CREATE on the cluster or on some topic, the topic's
+own ACL checked by CreateTopics' filter once its name is read; configs: ALTER_CONFIGS on the
+topic), and bodies are read within `gateway.http.bodies`' bounds (a body that does not start as JSON
 is answered 400/413 before any line). Runs on the event loop; not thread-safe.
 """
 
