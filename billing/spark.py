@@ -1,7 +1,7 @@
 """Starting the Spark session the billing job runs in, on `local[N]` or a cluster master URL.
 
 Owns: the session settings the job relies on (few shuffle partitions: rollups are small; no UI;
-UTC session time zone so hours are UTC hours; Spark's Kafka source on `spark.jars`, from the cache
+UTC session time zone so hours are UTC hours; a 4 GiB driver heap, `PIER_SPARK_DRIVER_MEMORY`; Spark's Kafka source on `spark.jars`, from the cache
 `billing.jars` names: a cluster's executors get the jars from the driver). PySpark needs
 `SPARK_LOCAL_IP` and `PYSPARK_PYTHON` (infra/deploy/billing.md): unset ones default to 127.0.0.1
 (local masters only) and this interpreter. One session per process; call from the main thread.
@@ -15,6 +15,9 @@ from typing import Any
 
 DEFAULT_MASTER = "local[2]"
 EXISTING = "existing"  # keep the master spark-submit (or spark-defaults.conf) set
+DRIVER_MEMORY = (
+    "4g"  # the heap's ceiling (on local[N] the executors' too): 1g spills a 1 M-record run
+)
 
 
 def spark_session(
@@ -33,8 +36,9 @@ def spark_session(
 
     jars = ",".join(str(j) for j in kafka_jars())
     builder = SparkSession.builder
-    if master != EXISTING:
-        builder = builder.master(master)
+    if master != EXISTING:  # spark-submit sets its own memory
+        memory = os.environ.get("PIER_SPARK_DRIVER_MEMORY", DRIVER_MEMORY)
+        builder = builder.master(master).config("spark.driver.memory", memory)
     if "SPARK_LOCAL_IP" in os.environ:  # else Spark picks this host's address (a real cluster)
         builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
     spark = (

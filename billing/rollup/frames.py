@@ -25,10 +25,21 @@ PENDING_SCHEMA = (
 )
 
 
-def with_hour(valid: DataFrame) -> DataFrame:
-    """Valid rows, one per record id, with the UTC hour the record belongs to."""
+LEAN_COLUMNS = (
+    "kafka_partition", "kafka_offset", "rejected", "id", "kind", "tenant", "principal",
+    "client_id", "topic", *TRAFFIC_MEASURES, "partition", "bytes", "at_ms",
+)  # fmt: skip
+
+
+def lean(rows: DataFrame) -> DataFrame:
+    """The columns the run uses, with the UTC hour each record belongs to (what it caches)."""
     moment = F.when(F.col("kind") == "traffic", F.col("start_ms")).otherwise(F.col("at_ms"))
-    return valid.dropDuplicates(["id"]).withColumn("hour_ms", moment - moment % F.lit(HOUR_MS))
+    return rows.select(*LEAN_COLUMNS, (moment - moment % F.lit(HOUR_MS)).alias("hour_ms"))
+
+
+def with_hour(valid: DataFrame) -> DataFrame:
+    """Valid rows of `lean`, one per record id."""
+    return valid.dropDuplicates(["id"])
 
 
 def traffic_sums(records: DataFrame) -> dict[RollupKey, Sums]:

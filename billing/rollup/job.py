@@ -96,27 +96,58 @@ def run_rollup(
 ) -> RunReport:
     until_ms = options.until_ms if options.until_ms is not None else now_ms or _now_ms()
     clock = _Phases()
+    cursor, store = open_ledger(db, options)
+    start, end = _range(options, cursor)
+    clock.lap("resolve")
+    raw = read_usage(spark, options.bootstrap, options.topic, start, end)
+    return roll_up_records(
+        spark, db, options, raw, cursor, store, start, end, until_ms, hooks=hooks, clock=clock
+    )
+
+
+def open_ledger(db: Database, options: RunOptions) -> tuple[Cursor | None, IdStore]:
+    """The committed cursor, and the counted ids brought in step with it (`IdStore.recover`)."""
     cursor = ledger.read_cursor(db, options.topic)
     store = IdStore(options.state_dir, options.topic)
     if cursor is not None:
         store.recover(cursor.generation, cursor.offsets)
-    start, end = _range(options, cursor)
-    clock.lap("resolve")
+    return cursor, store
+
+
+def roll_up_records(
+    spark: SparkSession,
+    db: Database,
+    options: RunOptions,
+    raw: DataFrame,
+    cursor: Cursor | None,
+    store: IdStore,
+    start: dict[int, int],
+    end: dict[int, int] | None,
+    until_ms: int,
+    *,
+    hooks: RunHooks = RunHooks(),
+    clock: _Phases | None = None,
+) -> RunReport:
+    """Roll up `raw` (Kafka records of [start, end)) and commit it with `end` as the next offsets;
+    `end=None` (a stream's micro-batch) takes, per partition, the offset after the last record."""
+    clock = clock or _Phases()
+    rows = frames.lean(usage_rows(raw)).persist()
+    attempt: Path | None = None
     generation = (cursor.generation if cursor else 0) + 1
-    attempt = store.new_attempt(generation, end)
-    rows = usage_rows(read_usage(spark, options.bootstrap, options.topic, start, end)).persist()
     try:
-        out = RunOutput(options.topic, cursor, start, end, until_ms)
         valid_count, reasons = frames.census(rows)
+        end = end if end is not None else _ends_seen(rows, start)
+        attempt = store.new_attempt(generation, end)
+        out = RunOutput(options.topic, cursor, start, end, until_ms)
         out.rejected = sum(reasons.values())
         clock.lap("read")
-        _roll_up(spark, db, rows, valid_count, out, options, store, attempt)
-        clock.lap("roll_up")
+        _roll_up(spark, db, rows, valid_count, out, options, store, attempt, clock)
         if hooks.before_commit:
             hooks.before_commit()
         run_id = ledger.commit(db, out)
     except BaseException:
-        store.discard(attempt)
+        if attempt is not None:
+            store.discard(attempt)
         raise
     finally:
         rows.unpersist()
@@ -141,6 +172,12 @@ def run_rollup(
     )
 
 
+def _ends_seen(rows: DataFrame, start: dict[int, int]) -> dict[int, int]:
+    last = rows.groupBy("kafka_partition").agg(F.max("kafka_offset").alias("last")).collect()
+    seen = {int(r.kafka_partition): int(r["last"]) + 1 for r in last}
+    return {p: max(start.get(p, 0), seen.get(p, 0)) for p in sorted({*start, *seen})}
+
+
 class _Phases:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -161,6 +198,7 @@ def _roll_up(
     options: RunOptions,
     store: IdStore,
     attempt: Path,
+    clock: _Phases,
 ) -> None:
     records = frames.with_hour(rows.where(F.col("rejected").isNull())).persist()
     hours = frames.hours(records)
@@ -176,13 +214,16 @@ def _roll_up(
     try:
         out.records = records.count()
         out.duplicates = valid_count - out.records
+        clock.lap("dedupe")
         out.rollups = frames.traffic_sums(records)
         storage, out.pending, out.late_samples = frames.storage_sums(
             spark, records, ledger.pending_samples(db), out.until_ms, 2 * options.sample_interval_ms
         )
         for key, sums in storage.items():
             out.rollups.setdefault(key, type(sums)()).add(sums)
+        clock.lap("sums")
         store.write(records.select("id", "hour_ms"), attempt)
+        clock.lap("ids")
     finally:
         records.unpersist()
 
