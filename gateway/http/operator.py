@@ -8,7 +8,8 @@ format, member id, subscription, assignment, idle time, principal) and `DELETE
 authenticate with the same bearer tokens as the admin API (`Authorization: Bearer <token>`,
 checked with the tenant store's `verify_operator` in a worker thread; a success is remembered for
 30 s, keyed by the token's SHA-256, as the admin API does). Tenants' API keys get nothing here
-(401). Runs on the event loop; not thread-safe.
+(401). With `--workers N` the list holds every worker's instances (asked over their internal
+sockets) and a delete goes to the worker owning the name. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from aiohttp import web
 from gateway.http.consumers import ConsumerRegistry
 from gateway.http.errors import CONSUMER_INSTANCE_NOT_FOUND, ApiError
 from gateway.http.v3 import json_response
+from gateway.http.worker_routing import WorkerRouter, arrived_internally
 
 log = logging.getLogger("pier.gateway.http.operator")
 TOKEN_CACHE_S = 30.0
@@ -32,9 +34,15 @@ VerifyOperator = Callable[[str], str | None]
 
 
 class OperatorRoutes:
-    def __init__(self, registry: ConsumerRegistry, verify: VerifyOperator | None) -> None:
+    def __init__(
+        self,
+        registry: ConsumerRegistry,
+        verify: VerifyOperator | None,
+        router: WorkerRouter | None = None,
+    ) -> None:
         self._registry = registry
         self._verify = verify
+        self._router = router  # a worker of `--workers N`: list every worker's, delete at the owner
         self._verified: dict[bytes, tuple[str, float]] = {}
 
     def routes(self) -> list[web.RouteDef]:
@@ -70,16 +78,21 @@ class OperatorRoutes:
     async def list_instances(self, request: web.Request) -> web.StreamResponse:
         await self._operator(request)
         tenant = request.match_info["tenant_id"]
-        instances = sorted(
-            (i.describe() for i in self._registry.of_tenant(tenant)),
-            key=lambda d: (d["group"], d["instance_id"]),
-        )
+        found = [i.describe() for i in self._registry.of_tenant(tenant)]
+        if self._router is not None and not arrived_internally(request):
+            for answer in await self._router.gather_json(request):
+                found += answer.get("items", []) if isinstance(answer, dict) else []
+        instances = sorted(found, key=lambda d: (d["group"], d["instance_id"]))
         return json_response({"tenant_id": tenant, "items": instances})
 
     async def delete_instance(self, request: web.Request) -> web.StreamResponse:
         operator = await self._operator(request)
         tenant = request.match_info["tenant_id"]
         group, name = request.match_info["group"], request.match_info["instance"]
+        if self._router is not None and not arrived_internally(request):
+            owner = self._router.owner(group, name)
+            if owner is not None:
+                return await self._router.forward(request, owner)
         if not await self._registry.delete(tenant, group, name, f"deleted by operator {operator}"):
             raise ApiError(
                 404,

@@ -179,7 +179,7 @@ class HttpServer:
         )
         v3 = V3(self.caller_of, HttpProducer(self.services))
         v2 = self._v2 = V2(self.caller_of, self.registry, self._router, self._directory)
-        operator = OperatorRoutes(self.registry, self.services.verify_operator)
+        operator = OperatorRoutes(self.registry, self.services.verify_operator, self._router)
         app.add_routes([web.get("/", self._root), web.get("/openapi.json", self._openapi)])
         app.add_routes(_deferring(v3.routes()))
         app.add_routes(_deferring(v2.routes()))

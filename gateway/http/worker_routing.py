@@ -22,6 +22,7 @@ import hashlib
 import logging
 import secrets
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -121,6 +122,26 @@ class WorkerRouter:
                     503, "the worker that owns this name is restarting", KAFKA_RETRIABLE, 1
                 ) from None
             raise not_found(request) from None
+
+    async def gather_json(self, request: web.Request) -> list[Any]:
+        """`request` (a GET) answered by every other worker: their JSON answers that were 200
+        (a worker that is down or refuses is left out, logged)."""
+        answers: list[Any] = []
+        headers = {h: request.headers[h] for h in PASSED_HEADERS if h in request.headers}
+        for owner in range(self.slot.count):
+            if owner == self.slot.index:
+                continue
+            url = f"http://worker{owner}{request.rel_url}"
+            try:
+                async with self._session(owner).get(url, headers=headers) as answer:
+                    if answer.status == 200:
+                        answers.append(await answer.json(content_type=None))
+                        continue
+                    status: object = answer.status
+            except (aiohttp.ClientError, FileNotFoundError, ConnectionRefusedError) as exc:
+                status = exc.__class__.__name__
+            log.warning("event=worker_not_listed worker=%d answer=%s", owner, status)
+        return answers
 
     def _session(self, owner: int) -> aiohttp.ClientSession:
         session = self._sessions.get(owner)

@@ -6,8 +6,9 @@ store's connection holdings, per worker gateway id `<id>.w0` / `<id>.w1`); HTTP 
 instances named so that each worker owns some answer 20 polls and commits made on fresh
 connections (the kernel spreads them over the workers) without a 404; another service account of
 the tenant gets 404 for them on every worker; a worker SIGKILLed is restarted by the parent and
-the instances it owned are 404 afterwards (the other worker's still answer); SIGTERM stops the
-parent and every worker with exit 0.
+the instances it owned are 404 afterwards (the other worker's still answer); the operator's list
+names every worker's instances and a delete reaches the owner; SIGTERM stops the parent and every
+worker with exit 0.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from confluent_kafka import Consumer, Producer
 from gateway.http.worker_routing import owner_of
 from gateway.supervisor import WORKER_ENV
 from tests.e2e.gateway.http_stack import TenantHttp, http_gateway_stack, http_url, wait_http
-from tests.gateway_stack import GatewayStack
+from tests.gateway_stack import OPERATOR, GatewayStack
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -57,7 +58,8 @@ def ready_lines(stack: GatewayStack, text: str) -> int:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
     with http_gateway_stack(
-        Path(tmp_path_factory.mktemp("workers")), {"workers": str(WORKERS)}
+        Path(tmp_path_factory.mktemp("workers")),
+        {"workers": str(WORKERS), "consumer.instance.timeout.ms": "120000"},
     ) as running:
         wait_until(
             lambda: ready_lines(running, "pier gateway ready") == 1,
@@ -139,8 +141,9 @@ def test_http_instances_answer_on_any_worker(stack: GatewayStack, topic_name: st
         assert answer.status_code == 200, answer.text
     base = http_url(stack)
     creds = (stack.credentials["acme"].key_id, stack.credentials["acme"].secret)
-    group = f"{topic_name}-g"
-    for owner, name in names_per_worker(group).items():
+    for owner in range(WORKERS):
+        group = f"{topic_name}-g{owner}"  # a group each: both read from the start
+        name = names_per_worker(group)[owner]
         made = create(base, creds, group, name)
         assert made.status_code == 200, made.text
         uri = made.json()["base_uri"]
@@ -162,8 +165,7 @@ def test_http_instances_answer_on_any_worker(stack: GatewayStack, topic_name: st
             values += [base64.b64decode(r["value"]).decode() for r in polled.json()]
             committed = fresh(creds).post(uri + "/offsets", headers={"Content-Type": V2})
             assert committed.status_code == 204, (owner, committed.text)
-        if owner == 0:  # one group, two members: the partition is read by one of them
-            assert values == [f"v{i}" for i in range(20)]
+        assert values == [f"v{i}" for i in range(20)], owner
         deleted = fresh(creds).delete(uri, timeout=30)
         assert deleted.status_code == 204, deleted.text
 
@@ -238,3 +240,30 @@ def gone(pid: int) -> bool:
         return stat.read_text().split()[2] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_operator_lists_and_deletes_every_workers_instances(
+    stack: GatewayStack, topic_name: str
+) -> None:
+    with stack.store() as store:
+        token = str(store.create_operator(f"ops-{topic_name[-8:]}", actor=OPERATOR))
+    base = http_url(stack)
+    creds = (stack.credentials["acme"].key_id, stack.credentials["acme"].secret)
+    group = f"{topic_name}-g"
+    names = names_per_worker(group)
+    for name in names.values():
+        assert create(base, creds, group, name).status_code == 200
+    operator = fresh(("", ""))
+    operator.auth = None
+    operator.headers["Authorization"] = f"Bearer {token}"
+    listing = f"{base}/operator/v1/tenants/acme/http-consumers"
+    for _ in range(6):  # whichever worker answers lists both workers' instances
+        listed = operator.get(listing, timeout=30)
+        assert listed.status_code == 200, listed.text
+        mine = {i["instance_id"] for i in listed.json()["items"] if i["group"] == group}
+        assert mine == set(names.values())
+    for name in names.values():
+        assert operator.delete(f"{listing}/{group}/{name}", timeout=30).status_code == 204
+    for name in names.values():
+        gone = fresh(creds).get(f"{base}/consumers/{group}/instances/{name}/subscription")
+        assert gone.status_code == 404, gone.text
