@@ -90,11 +90,15 @@ class Supervisor:
         """Serve until `stop` is set; 0, or a worker's exit code when one cannot start."""
         self._dir = Path(tempfile.mkdtemp(prefix="pier-gateway-"))  # mode 0700
         try:
-            try:
-                await asyncio.gather(*(self._start(w) for w in self._workers))
-            except WorkerStartError as exc:
-                log.error("event=worker_start_failed code=%d", exc.code)
-                return exc.code or 1
+            started = await asyncio.gather(
+                *(self._start(w) for w in self._workers), return_exceptions=True
+            )
+            for outcome in started:
+                if isinstance(outcome, WorkerStartError):
+                    log.error("event=worker_start_failed code=%d", outcome.code)
+                    return outcome.code or 1
+                if isinstance(outcome, BaseException):
+                    raise outcome
             if on_ready is not None:
                 on_ready()
             monitors = [asyncio.create_task(self._watch(w)) for w in self._workers]
