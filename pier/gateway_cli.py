@@ -5,6 +5,7 @@ stop (listeners closed, metered usage flushed), a bad argument or an unusable se
 line and exits 2, a fleet or database that cannot be reached at start exits 1 with one line.
 With `--workers N` (or `workers=N`) above 1 this process supervises N workers running the same
 command (`gateway.supervisor`); each worker is an ordinary gateway told its slot by the supervisor.
+`pier gateway status` (`pier.gateway_status`) is the fleet view read from the admin API instead.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import signal
 import sys
 from pathlib import Path
 from typing import Any
+
+from pier import gateway_status
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 1
@@ -30,15 +33,16 @@ def add_parser(commands: Any) -> None:
         description=(
             "Serve tenants over the Kafka protocol: SASL PLAIN/SCRAM with API keys, every name "
             "in the tenant's namespace, ACLs, quotas and usage metering. Listens on --port "
-            "(bootstrap) and on --broker-port-base + N for broker N."
+            "(bootstrap) and on --broker-port-base + N for broker N. "
+            "`pier gateway status` lists the running gateways and workers instead."
         ),
     )
     _PARSERS[:] = [gateway]
-    gateway.add_argument("--bootstrap", required=True, help="HOST:PORT[,...] of the brokers")
+    gateway.add_argument("--bootstrap", help="HOST:PORT[,...] of the brokers (required)")
     gateway.add_argument(
-        "--db", required=True, help="tenant store URL (sqlite:///… or postgresql+psycopg://…)"
+        "--db", help="tenant store URL, sqlite:///… or postgresql+psycopg://… (required)"
     )
-    gateway.add_argument("--port", required=True, type=int, help="bootstrap listener port")
+    gateway.add_argument("--port", type=int, help="bootstrap listener port (required)")
     gateway.add_argument("--host", default="127.0.0.1", help="listener address")
     gateway.add_argument("--advertised-host", default=None, help="host clients are told to use")
     gateway.add_argument(
@@ -100,6 +104,7 @@ def add_parser(commands: Any) -> None:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log lines at this level and above, to stderr (%(default)s)",
     )
+    gateway_status.add_parser(gateway)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,6 +115,13 @@ def run(args: argparse.Namespace) -> int:
     from gateway.supervisor import slot_from_env
     from pier.logs import configure
 
+    if args.gateway_command == "status":
+        return gateway_status.run(args)
+    missing = [flag for flag in ("bootstrap", "db", "port") if getattr(args, flag) is None]
+    if missing:
+        needed = ", ".join(f"--{flag}" for flag in missing)
+        print(f"pier: error: the following arguments are required: {needed}", file=sys.stderr)
+        return EXIT_USAGE
     configure(args.log_level)
     try:
         slot = slot_from_env(os.environ)
@@ -167,6 +179,12 @@ async def _supervise(config: Any, argv: list[str]) -> int:
     from gateway.supervisor import Supervisor
 
     count = config.setting("workers")
+    if config.zookeeper_connect is None:  # docs/gateway-options.md, "Workers"
+        logging.getLogger("pier.gateway").warning(
+            "event=workers_without_zookeeper workers=%d detail=%s",
+            count,
+            "each worker enforces the whole of every quota; give --zookeeper to share them",
+        )
     supervisor = Supervisor((sys.executable, "-m", "pier"), argv, count)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -18,6 +18,7 @@ internal socket is never proxied again, and only there is the client's address t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import secrets
@@ -156,9 +157,14 @@ class WorkerRouter:
         return session
 
     async def close(self) -> None:
+        """Close the clients, remove this worker's socket, and the directory when it is the last
+        (the supervisor removes it too, unless it was killed)."""
         for session in self._sessions.values():
             await session.close()
         self._sessions.clear()
+        with contextlib.suppress(OSError):
+            self.socket_path.unlink()
+            self.slot.socket_dir.rmdir()
 
 
 def not_found(request: web.Request) -> ApiError:

@@ -234,6 +234,21 @@ def test_sigterm_stops_every_worker_with_exit_0(tmp_path: Path) -> None:
             wait_until(partial(gone, pid), what=f"worker {pid} gone", timeout=10)
 
 
+def test_workers_die_with_a_killed_supervisor(tmp_path: Path) -> None:
+    with http_gateway_stack(tmp_path, {"workers": str(WORKERS)}) as running:
+        wait_until(
+            lambda: ready_lines(running, "pier gateway ready") == 1,
+            what="the supervisor's ready line",
+            timeout=60,
+        )
+        assert running.gateway is not None
+        pids = worker_pids(running.gateway.pid)
+        assert len(pids) == WORKERS
+        running.gateway.kill()
+        for pid in pids.values():
+            wait_until(partial(gone, pid), what=f"worker {pid} gone", timeout=30)
+
+
 def gone(pid: int) -> bool:
     stat = Path(f"/proc/{pid}/stat")
     try:
