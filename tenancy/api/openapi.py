@@ -324,6 +324,8 @@ def _gateway_paths() -> dict[str, JsonSchema]:
         "type": "object",
         "required": [
             "id",
+            "gateway",
+            "worker",
             "applied_version",
             "behind",
             "started_at",
@@ -334,6 +336,15 @@ def _gateway_paths() -> dict[str, JsonSchema]:
         "additionalProperties": False,
         "properties": {
             "id": {"type": "string"},
+            "gateway": {
+                "type": "string",
+                "description": "the id without `.w<k>` and `/<incarnation>`",
+            },
+            "worker": {
+                "type": ["integer", "null"],
+                "minimum": 0,
+                "description": "k of a `--workers N` gateway's worker `<gateway>.w<k>`; else null",
+            },
             "applied_version": count,
             "behind": count,
             "started_at": {"type": "string", "format": "date-time"},
