@@ -100,6 +100,7 @@ def start_admin_api(
     wait: float = 30.0,
     program: Sequence[str] = PIER_PROGRAM,
     gateway_http: Sequence[str] = (),
+    zookeeper: str | None = None,
 ) -> AdminApiProcess:
     """Start the admin API on an initialised store and wait up to `wait` seconds until healthy.
 
@@ -110,6 +111,8 @@ def start_admin_api(
     argv = [*program, "admin-api", "--db", db_url, "--port", str(port), "--host", host]
     for url in gateway_http:  # the operator view of HTTP consumer instances asks these
         argv += ["--gateway-http", url]
+    if zookeeper is not None:  # the fleet view's registrations (`GET /v1/gateways`)
+        argv += ["--zookeeper", zookeeper]
     server = AdminApiProcess(
         host=host,
         port=port,

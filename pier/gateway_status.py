@@ -4,8 +4,8 @@ Owns: the `status` subcommand of `pier gateway`. One `GET /v1/gateways` to the a
 operator token (as `pier admin` sends it: `--url`/`$PIER_ADMIN_URL`, `--token`/`$PIER_ADMIN_TOKEN`)
 gives every gateway process that reported within the store's stale bound; a worker of
 `pier gateway --workers N` reports as its own, and the answer names its `gateway` and `worker`.
-Printed as one row per worker grouped under its gateway (connections summed per gateway), a
-summary line first; `--json` prints the API's answer. Exit 0 when the admin API answered, 1 when it
+Printed as one row per worker grouped under its gateway (connections summed per gateway), with
+`ZK` yes/no when the admin API reads the fleet's ZooKeeper (`--zookeeper`), a summary line first; `--json` prints the API's answer. Exit 0 when the admin API answered, 1 when it
 did not or refused (one line on stderr, never a traceback), 2 for bad usage. One invocation, one
 thread (blocking `urllib`).
 """
@@ -22,7 +22,8 @@ from typing import Any
 from pier.admin_client import TOKEN_ENV, Call, OperationError, UsageError, _send, _table
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-COLUMNS = ("gateway", "worker", "connections", "tenants", "behind", "last_seen", "id")
+COLUMNS = ("gateway", "worker", "connections", "tenants", "behind", "zk", "last_seen", "id")
+REGISTERED = {True: "yes", False: "no", None: "-"}  # its fleet znode exists (`--zookeeper`)
 
 
 def add_parser(gateway: argparse.ArgumentParser) -> None:
@@ -86,13 +87,21 @@ def render(body: Mapping[str, Any]) -> str:
         rows += [_row(item) for item in workers]
         if len(workers) > 1:
             total = sum(int(item["connections"]) for item in workers)
-            rows.append([gateway, "all", str(total), "", "", "", f"{len(workers)} workers"])
+            rows.append([gateway, "all", str(total), "", "", "", "", f"{len(workers)} workers"])
     connections = sum(int(item["connections"]) for item in items)
     summary = (
         f"{len(groups)} gateways, {len(items)} processes, {connections} connections; "
         f"store version {body.get('version')} (live: reported within {body.get('stale_after_s')} s)"
+        + _zookeeper(body.get("zookeeper"))
     )
     return summary + ("\n" + _table(rows, COLUMNS) if rows else "")
+
+
+def _zookeeper(state: Any) -> str:
+    if not isinstance(state, Mapping):
+        return "; ZooKeeper not read (admin-api --zookeeper)"
+    readable = "registrations" if state.get("readable") else "UNREADABLE"
+    return f"; ZooKeeper {state.get('connect')}: {readable}"
 
 
 def _row(item: Mapping[str, Any]) -> list[str]:
@@ -103,6 +112,7 @@ def _row(item: Mapping[str, Any]) -> list[str]:
         str(item["connections"]),
         str(item["tenants"]),
         str(item["behind"]),
+        REGISTERED.get(item.get("registered"), "-"),
         str(item["last_seen"]),
         str(item["id"]),
     ]

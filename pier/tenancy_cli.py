@@ -65,6 +65,13 @@ def add_parser(commands: Any) -> None:
         help="a gateway's tenant HTTP API base URL, for the operator view of HTTP consumers"
         " (repeat for each gateway)",
     )
+    api.add_argument(
+        "--zookeeper",
+        default=None,
+        metavar="HOST:PORT[/chroot]",
+        help="the gateways' zookeeper.connect: GET /v1/gateways and `pier gateway status` then "
+        "say whether each gateway is registered there (default: not read)",
+    )
     admin = commands.add_parser(
         "admin",
         help="call the admin API",
@@ -512,7 +519,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         store.current_version()  # fail fast, with one line, on an unreachable or empty database
         gateways = tuple(url.rstrip("/") for url in args.gateway_http)
-        return asyncio.run(_serve_forever(store, args.host, args.port, gateways))
+        return asyncio.run(
+            _serve_forever(store, args.host, args.port, gateways, zookeeper=args.zookeeper)
+        )
     except SQLAlchemyError as exc:
         raise OperationError(
             f"tenant store not usable ({type(exc).__name__}): run `pier tenancy init --db URL` "
@@ -525,16 +534,24 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 async def _serve_forever(
-    store: Any, host: str, port: int, gateway_http: tuple[str, ...] = ()
+    store: Any,
+    host: str,
+    port: int,
+    gateway_http: tuple[str, ...] = (),
+    *,
+    zookeeper: str | None = None,
 ) -> int:
     from aiohttp import web
 
     from tenancy.api import create_app
     from tenancy.api.metrics import PathAccessLogger
 
-    runner = web.AppRunner(
-        create_app(store, gateway_http=gateway_http), access_log_class=PathAccessLogger
-    )
+    app = create_app(store, gateway_http=gateway_http)
+    if zookeeper:
+        from tenancy.api import fleet_registrations
+
+        fleet_registrations.install(app, zookeeper)
+    runner = web.AppRunner(app, access_log_class=PathAccessLogger)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

@@ -332,6 +332,7 @@ def _gateway_paths() -> dict[str, JsonSchema]:
             "last_seen",
             "connections",
             "tenants",
+            "registered",
         ],
         "additionalProperties": False,
         "properties": {
@@ -351,16 +352,28 @@ def _gateway_paths() -> dict[str, JsonSchema]:
             "last_seen": {"type": "string", "format": "date-time"},
             "connections": count,
             "tenants": count,
+            "registered": {
+                "type": ["boolean", "null"],
+                "description": "its fleet znode exists in ZooKeeper (null: admin API without "
+                "--zookeeper, or ZooKeeper unreadable)",
+            },
         },
+    }
+    zookeeper = {
+        "type": ["object", "null"],
+        "required": ["connect", "readable"],
+        "additionalProperties": False,
+        "properties": {"connect": {"type": "string"}, "readable": {"type": "boolean"}},
     }
     listing = {
         "type": "object",
-        "required": ["version", "stale_after_s", "propagation_timeout_s", "items"],
+        "required": ["version", "stale_after_s", "propagation_timeout_s", "zookeeper", "items"],
         "additionalProperties": False,
         "properties": {
             "version": count,
             "stale_after_s": {"type": "number"},
             "propagation_timeout_s": {"type": "number"},
+            "zookeeper": zookeeper,
             "items": {"type": "array", "items": gateway},
         },
     }

@@ -7,7 +7,9 @@ the connection slots it holds in the store (Kafka sessions and HTTP consumer ins
 how many tenants: `tenancy.limit_holdings`). A worker of `pier gateway --workers N` reports as
 its own gateway, id `<gateway>.w<k>/<incarnation>`: each item names its `gateway` (the id without
 worker and incarnation) and its `worker` (k, or null for a single-process gateway), so the fleet view groups workers under
-their gateway (`pier gateway status`, docs/gateway.md "Fleet view"). These are the gateways a
+their gateway (`pier gateway status`, docs/gateway.md "Fleet view"). With `pier admin-api
+--zookeeper` each item is also `registered` (its fleet znode exists: `fleet_registrations`) and the
+answer's `zookeeper` says whether ZooKeeper could be read; without, both are null. These are the gateways a
 change that takes access away waits for (up to `timeout_s`). The operator console's Gateways page
 shows this answer (docs/console.md). Runs on the event loop; store calls go through the store
 thread pool.
@@ -20,6 +22,7 @@ import re
 from aiohttp import web
 
 from tenancy.api.context import context_of
+from tenancy.api.fleet_registrations import FLEET_REGISTRATIONS, znode_name
 from tenancy.api.propagation import DEFAULT_PROPAGATION, PROPAGATION
 from tenancy.api.responses import iso, json_ok
 from tenancy.gateway_registry import GatewayConnections
@@ -46,6 +49,8 @@ async def list_gateways(request: web.Request) -> web.Response:
     positions = await ctx.run(ctx.store.gateway_positions, stale_after_s=settings.stale_after_s)
     held = await ctx.run(ctx.store.gateway_connections)
     none = GatewayConnections(0, 0)
+    fleet = request.app.get(FLEET_REGISTRATIONS)
+    registered = None if fleet is None else await fleet.names()
     items = [
         {
             "id": position.gateway_id,
@@ -57,6 +62,9 @@ async def list_gateways(request: web.Request) -> web.Response:
             "last_seen": iso(position.last_seen),
             "connections": held.get(position.gateway_id, none).connections,
             "tenants": held.get(position.gateway_id, none).tenants,
+            "registered": None
+            if registered is None
+            else znode_name(position.gateway_id) in registered,
         }
         for position in positions
     ]
@@ -65,6 +73,9 @@ async def list_gateways(request: web.Request) -> web.Response:
             "version": version,
             "stale_after_s": settings.stale_after_s,
             "propagation_timeout_s": settings.timeout_s,
+            "zookeeper": None
+            if fleet is None
+            else {"connect": fleet.connect, "readable": registered is not None},
             "items": items,
         }
     )

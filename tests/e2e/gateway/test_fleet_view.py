@@ -5,6 +5,8 @@
   gateway's id) and its `worker` (0, 1); the connections each row counts are the Kafka sessions
   that landed on that worker (its own `pier_gateway_connections` gauge on metrics port + k), with
   producers added until both workers hold some (the kernel's SO_REUSEPORT hash places them).
+- With `pier admin-api --zookeeper` (the gateways' chroot) each worker is `registered`: its fleet
+  znode exists.
 - `pier gateway status` (the real CLI, a subprocess) prints the summary, a row per worker and the
   gateway's total; `--json` prints the API's answer; an admin API that is down, a wrong token and
   a missing token each give one line on stderr and exit 1, 1 and 2 (no traceback).
@@ -28,10 +30,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from infra.admin_api import AdminApiProcess, start_admin_api
 from infra.probes import free_port
+from tests.e2e.gateway.test_fleet_quotas import fleet_chroot
 from tests.e2e.gateway.test_fleet_quotas_workers import WORKERS, _metrics_ports, _supervisor_ready
 from tests.gateway_stack import OPERATOR, GatewayStack
 from tests.polling import wait_until
 
+__all__ = ["fleet_chroot"]  # the module fixture: this module's ZooKeeper chroot
 pytestmark = pytest.mark.e2e
 MAX_PRODUCERS = 16
 
@@ -43,6 +47,7 @@ class FleetView:
     token: str
     metrics_port: int
     gateway: str  # the gateway's id (`gw-<port>`)
+    api_zookeeper: str  # the admin API's --zookeeper
 
     def listing(self) -> dict[str, Any]:
         request = urllib.request.Request(
@@ -76,20 +81,21 @@ class FleetView:
 
 
 @pytest.fixture(scope="module")
-def view(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetView]:
+def view(tmp_path_factory: pytest.TempPathFactory, fleet_chroot: str) -> Iterator[FleetView]:
     root = Path(tmp_path_factory.mktemp("fleet-view"))
     metrics_port = _metrics_ports()
-    with GatewayStack(
-        root, gateway_settings={"workers": str(WORKERS)}, gateway_metrics_port=metrics_port
-    ) as stack:
+    settings = {"workers": str(WORKERS), "zookeeper.connect": fleet_chroot}
+    with GatewayStack(root, gateway_settings=settings, gateway_metrics_port=metrics_port) as stack:
         assert stack.gateway is not None
         gateway = stack.gateway
         wait_until(lambda: _supervisor_ready(gateway), what="both workers ready", timeout=60)
         with stack.store() as store:
             token = str(store.create_operator("fleet-view", actor=OPERATOR))
-        api = start_admin_api(stack.db_url, root / "admin-api.log")
+        api = start_admin_api(stack.db_url, root / "admin-api.log", zookeeper=fleet_chroot)
         try:
-            yield FleetView(stack, api, token, metrics_port, f"gw-{stack.gateway.port}")
+            yield FleetView(
+                stack, api, token, metrics_port, f"gw-{stack.gateway.port}", fleet_chroot
+            )
         finally:
             api.stop()
 
@@ -114,6 +120,12 @@ def test_both_workers_are_listed_with_the_connections_that_landed_on_each(
         f"{view.gateway}.w1",
     }
     assert all(row["behind"] == 0 for row in rows.values()), rows
+    # Each worker's fleet znode (/pier/gateways/<id>.<incarnation>) is seen by the admin API.
+    wait_until(
+        lambda: all(row["registered"] for row in view.rows().values()),
+        what="both workers registered in ZooKeeper",
+    )
+    assert view.listing()["zookeeper"]["readable"] is True
     config = view.stack.client_config("acme")
     producers: list[Producer] = []
     while not all(view.open_connections(k) for k in range(WORKERS)):
@@ -142,8 +154,9 @@ def test_pier_gateway_status_prints_each_worker_and_the_gateways_total(view: Fle
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert lines[0].startswith("1 gateways, 2 processes, "), lines[0]
+    assert lines[0].endswith(f"ZooKeeper {view.api_zookeeper}: registrations"), lines[0]
     header = lines[1].split()
-    assert header[:3] == ["GATEWAY", "WORKER", "CONNECTIONS"], header
+    assert header[:6] == ["GATEWAY", "WORKER", "CONNECTIONS", "TENANTS", "BEHIND", "ZK"], header
     cells = [line.split() for line in lines[2:]]
     assert [row[:2] for row in cells] == [
         [view.gateway, "w0"],
@@ -151,6 +164,7 @@ def test_pier_gateway_status_prints_each_worker_and_the_gateways_total(view: Fle
         [view.gateway, "all"],
     ]
     assert int(cells[2][2]) == int(cells[0][2]) + int(cells[1][2])
+    assert cells[0][5] == cells[1][5] == "yes", cells
     assert cells[2][3:] == ["2", "workers"]
 
     as_json = pier("--url", view.api.url, "--token", view.token, "--json")

@@ -41,6 +41,7 @@ def _item(gateway: str, worker: int | None, connections: int) -> dict[str, objec
         "last_seen": "2026-11-28T10:00:05Z",
         "connections": connections,
         "tenants": 1,
+        "registered": worker != 1,
     }
 
 
@@ -48,21 +49,26 @@ def test_status_groups_workers_under_their_gateway_with_a_total() -> None:
     body = {
         "version": 7,
         "stale_after_s": 10.0,
+        "zookeeper": {"connect": "zk:2181/pier", "readable": True},
         "items": [_item("gw-b", 1, 2), _item("gw-a", None, 4), _item("gw-b", 0, 3)],
     }
     lines = render(body).splitlines()
     assert lines[0] == (
         "2 gateways, 3 processes, 9 connections; store version 7 (live: reported within 10.0 s)"
+        "; ZooKeeper zk:2181/pier: registrations"
     )
-    cells = [line.split()[:3] for line in lines[1:]]
+    cells = [line.split()[:6] for line in lines[1:]]
     assert cells == [
-        ["GATEWAY", "WORKER", "CONNECTIONS"],
-        ["gw-a", "-", "4"],
-        ["gw-b", "w0", "3"],
-        ["gw-b", "w1", "2"],
-        ["gw-b", "all", "5"],
+        ["GATEWAY", "WORKER", "CONNECTIONS", "TENANTS", "BEHIND", "ZK"],
+        ["gw-a", "-", "4", "1", "0", "yes"],
+        ["gw-b", "w0", "3", "1", "0", "yes"],
+        ["gw-b", "w1", "2", "1", "0", "no"],
+        ["gw-b", "all", "5", "2", "workers"],
     ]
 
 
-def test_status_with_no_gateway_says_so() -> None:
-    assert render({"version": 1, "stale_after_s": 10.0, "items": []}).startswith("0 gateways, ")
+def test_status_with_no_gateway_and_no_zookeeper_says_so() -> None:
+    shown = render({"version": 1, "stale_after_s": 10.0, "zookeeper": None, "items": []})
+    assert shown.startswith("0 gateways, ") and shown.endswith(
+        "ZooKeeper not read (admin-api --zookeeper)"
+    )
