@@ -1,7 +1,8 @@
-"""`pier billing run|invoice|usage`: the billing commands of the `pier` CLI.
+"""`pier billing run|stream|invoice|usage`: the billing commands of the `pier` CLI.
 
 Owns: argument parsing and the one-line errors of the billing job. `run` rolls `__usage` up into
-hourly rollups (a Spark job on `--master`, default local[2]); `invoice` computes one period's
+hourly rollups (a Spark job on `--master`, default local[2]); `stream` does it continuously, one
+micro-batch per `--trigger` interval (`billing.rollup.stream`); `invoice` computes one period's
 invoices; `usage` prints a tenant's hourly rollups. `--db` defaults to `$PIER_DB`, `--bootstrap` to
 `$PIER_BOOTSTRAP`. Errors are one line `pier: error: ...` on stderr: exit 2 for bad arguments, 1 for
 a failed run (another run committed first, brokers unreachable, a database without the billing
@@ -34,21 +35,7 @@ def add_parser(commands: Any) -> None:
     billing = commands.add_parser("billing", help="usage rollups and invoices")
     sub = billing.add_subparsers(dest="billing_command", required=True)
     run = sub.add_parser("run", help="roll __usage up into hourly rollups (a Spark job)")
-    _db(run)
-    run.add_argument(
-        "--master",
-        default="local[2]",
-        help="Spark master: local[N], spark://HOST:PORT, or `existing` (spark-submit's)",
-    )
-    run.add_argument("--bootstrap", default=os.environ.get("PIER_BOOTSTRAP"), help="brokers")
-    run.add_argument("--topic", default="__usage", help="usage topic")
-    run.add_argument(
-        "--state",
-        type=Path,
-        default=os.environ.get("PIER_BILLING_STATE"),
-        help="directory keeping the ids of counted records (shared by a cluster's executors);"
-        " default: billing-state beside a SQLite --db",
-    )
+    _rollup_arguments(run)
     run.add_argument("--until", default=None, help="ISO time or epoch ms: read records before it")
     run.add_argument(
         "--sample-interval", default="60s", help="storage sampling interval (a sample holds ≤ 2×)"
@@ -58,6 +45,16 @@ def add_parser(commands: Any) -> None:
         default=None,
         help="repeat every DURATION (e.g. 60s) on one Spark session until SIGTERM; a failed run"
         " is reported and the next one tries again",
+    )
+    stream = sub.add_parser(
+        "stream", help="roll __usage up continuously (a Structured Streaming query) until SIGTERM"
+    )
+    _rollup_arguments(stream)
+    stream.add_argument(
+        "--sample-interval", default="60s", help="storage sampling interval (a sample holds ≤ 2×)"
+    )
+    stream.add_argument(
+        "--trigger", default="30s", help="micro-batch interval (a DURATION such as 30s or 1m)"
     )
     invoice = sub.add_parser("invoice", help="compute the invoices of a month")
     _db(invoice)
@@ -77,6 +74,25 @@ def add_parser(commands: Any) -> None:
     )
 
 
+def _rollup_arguments(parser: Any) -> None:
+    """The options `run` and `stream` share."""
+    _db(parser)
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master: local[N], spark://HOST:PORT, or `existing` (spark-submit's)",
+    )
+    parser.add_argument("--bootstrap", default=os.environ.get("PIER_BOOTSTRAP"), help="brokers")
+    parser.add_argument("--topic", default="__usage", help="usage topic")
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=os.environ.get("PIER_BILLING_STATE"),
+        help="directory keeping the ids of counted records (shared by a cluster's executors)"
+        " and the stream's checkpoint; default: billing-state beside a SQLite --db",
+    )
+
+
 def _db(parser: Any) -> None:
     parser.add_argument("--db", default=os.environ.get("PIER_DB"), help="tenancy database URL")
 
@@ -87,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
             raise _Failure("--db (or PIER_DB) is required", EXIT_USAGE)
         if args.billing_command == "run":
             return _run(args)
+        if args.billing_command == "stream":
+            return _stream(args)
         if args.billing_command == "invoice":
             return _invoice(args)
         return _usage(args)
@@ -201,6 +219,45 @@ def _run(args: argparse.Namespace) -> int:
         db.dispose()
     print(json.dumps(describe(report), sort_keys=True))
     print(f"pier: {report.line()}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _stream(args: argparse.Namespace) -> int:
+    """`pier billing stream`: one JSON line per micro-batch on stdout until SIGTERM/SIGINT."""
+    import signal
+    import threading
+
+    if not args.bootstrap:
+        raise _Failure("--bootstrap (or PIER_BOOTSTRAP) is required", EXIT_USAGE)
+    trigger = parse_duration("--trigger", args.trigger).total_seconds()
+    interval = parse_duration("--sample-interval", args.sample_interval)
+    from billing.jars import MissingJarsError
+    from billing.rollup.ids import StateError
+    from billing.rollup.job import RunOptions
+    from billing.rollup.stream import describe_batch, run_stream
+    from billing.spark import spark_session
+
+    state = _state_dir(args.state, args.db)
+    db = _database(args.db)
+    options = RunOptions(
+        args.bootstrap, state, args.topic, sample_interval_ms=int(interval.total_seconds() * 1000)
+    )
+    stop = threading.Event()
+
+    def report(batch: Any) -> None:
+        print(json.dumps(describe_batch(batch), sort_keys=True), flush=True)
+
+    try:
+        spark = spark_session(args.master)  # before our handlers: PySpark sets one for SIGINT
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda _signum, _frame: stop.set())
+        run_stream(spark, db, options, max(trigger, 1.0), stop, report)
+    except (MissingJarsError, StateError) as exc:
+        raise _Failure(str(exc)) from None
+    except Exception as exc:  # Spark (Py4J) and store failures: one line
+        raise _Failure(f"billing stream failed: {type(exc).__name__}: {_first_line(exc)}") from None
+    finally:
+        db.dispose()
     return EXIT_OK
 
 
