@@ -147,7 +147,11 @@ class WorkerRouter:
     def _session(self, owner: int) -> aiohttp.ClientSession:
         session = self._sessions.get(owner)
         if session is None or session.closed:
-            connector = aiohttp.UnixConnector(path=str(self.slot.socket_path(owner)))
+            # A connection per request: a pooled one the owner closed (keep-alive timeout, an
+            # answer with `Connection: close`) would fail a proxied request that cannot be retried.
+            connector = aiohttp.UnixConnector(
+                path=str(self.slot.socket_path(owner)), force_close=True
+            )
             session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
@@ -178,6 +182,7 @@ def not_found(request: web.Request) -> ApiError:
 def gateways_session() -> aiohttp.ClientSession:
     """A client for proxying to other gateways' HTTP APIs (their TLS certificates verified)."""
     return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(force_close=True),  # as between workers
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
         auto_decompress=False,
     )
