@@ -146,7 +146,8 @@ class Stack:
         self, db_url: str, *, port: int | None = None, gateway_http: Sequence[str] = ()
     ) -> AdminApiProcess:
         """Start the admin API on a tenant store that `pier tenancy init` has prepared;
-        `gateway_http` are the gateways' HTTP base URLs its operator view asks."""
+        `gateway_http` are the gateways' HTTP base URLs its operator view asks. In cluster mode
+        it reads the gateways' fleet registrations from this stack's ZooKeeper."""
         if self.admin_api is not None:
             raise LaunchError(f"this stack already runs the admin API on {self.admin_api.url}")
         self.admin_api = start_admin_api(
@@ -154,6 +155,7 @@ class Stack:
             self.root / "admin-api.log",
             port=port,
             gateway_http=gateway_http,
+            zookeeper=self.zookeeper.connect if self.zookeeper is not None else None,
             host=self.host,
             wait=self._wait,
             program=self._admin_program,

@@ -207,8 +207,8 @@ def _plan_call(args: argparse.Namespace) -> Call:
 
 
 def _gateway_call(args: argparse.Namespace) -> Call:
-    columns = ("id", "applied_version", "behind", "started_at", "last_seen", "connections")
-    return Call("GET", "/v1/gateways", columns=(*columns, "tenants"))
+    columns = ("id", "gateway", "worker", "applied_version", "behind", "started_at", "last_seen")
+    return Call("GET", "/v1/gateways", columns=(*columns, "connections", "tenants", "registered"))
 
 
 _CALLS: dict[str, Callable[[argparse.Namespace], Call]] = {

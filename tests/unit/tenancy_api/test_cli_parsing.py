@@ -36,6 +36,7 @@ def test_tenant_authorization_is_sent_only_when_given() -> None:
 def test_gateways_list() -> None:
     made = call("gateways", "list")
     assert (made.method, made.path) == ("GET", "/v1/gateways")
+    assert {"gateway", "worker", "connections", "registered"} <= set(made.columns or ())
 
 
 def test_tenant_create_with_limits_and_idempotency_key() -> None:
