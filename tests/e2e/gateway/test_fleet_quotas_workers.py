@@ -170,19 +170,23 @@ def test_producers_on_two_gateways_of_two_workers_share_one_quota(fleet: Fleet2x
     try:
         for index in range(4):
             add(index % 2)
+
         # Producers are added (one at a time, through a gateway with an idle worker, once the
         # last one has had a record acknowledged) until each of the 4 workers carries traffic.
-        deadline = time.monotonic() + SPREAD_TIMEOUT_S
-        while True:
+        def spread() -> list[bool]:  # empty (falsy) until every worker carries traffic
             grown = [now > then for now, then in zip(_all_bytes_in(fleet), before, strict=True)]
             if all(grown):
-                break
-            assert time.monotonic() < deadline and len(offers) <= MAX_PRODUCERS, (
+                return grown
+            assert len(offers) <= MAX_PRODUCERS, (
                 f"workers without produce traffic after {len(offers)} producers: {grown}"
             )
             if all(offer.delivered for offer in offers):
                 add(grown.index(False) // WORKERS)
-            time.sleep(0.2)  # a poll interval, not a wait for state
+            return []
+
+        grown = wait_until(
+            spread, what="produce traffic on every worker", timeout=SPREAD_TIMEOUT_S, interval=0.2
+        )
         print(f"2x2: {len(offers)} producers reach all {len(grown)} workers")
         # Not a wait for state: the span to measure over starts once the warm-up is past.
         time.sleep(WARM_UP_S)
