@@ -90,8 +90,10 @@ def closures(stack: GatewayStack, reason: str) -> float:
 def closed(sock: socket.socket) -> bool:
     """The gateway has closed this socket (EOF or reset); answers are drained and dropped. Never
     blocks (another thread may be sending on the socket, with its own timeout)."""
+    ready = select.poll()  # not select(): this process may hold descriptors past FD_SETSIZE
+    ready.register(sock, select.POLLIN)
     try:
-        while select.select([sock], [], [], 0)[0]:
+        while ready.poll(0):
             if not sock.recv(65536):
                 return True
     except ConnectionError:
