@@ -24,7 +24,7 @@ from typing import Any
 from brokers.common.config import BrokerConfig, BrokerConfigError, int_setting
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
-from brokers.handlers.metadata import ALL_TOPIC_OPERATIONS
+from brokers.handlers.metadata import ALL_TOPIC_OPERATIONS, partition_state
 from brokers.handlers.services import MetadataView
 from brokers.replication.metadata_cache import TopicMetadata
 from brokers.replication.topic_names import validate_topic_name
@@ -133,16 +133,9 @@ def _topic(
             make(
                 module,
                 "DescribeTopicPartitionsResponsePartition",
-                # As Metadata: a leader that is not a live broker is LEADER_NOT_AVAILABLE, -1.
-                error_code=ErrorCode.none if p.leader in live else ErrorCode.leader_not_available,
-                partition_index=p.index,
-                leader_id=p.leader if p.leader in live else -1,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=tuple(p.replicas),
-                isr_nodes=tuple(p.isr),
+                **partition_state(p, live),  # as Metadata answers it
                 eligible_leader_replicas=(),  # no ELR in Pier: empty, as Kafka with ELR off
                 last_known_elr=(),
-                offline_replicas=tuple(p.offline_replicas),
             )
             for p in (meta.partitions[index] for index in shown)
         )

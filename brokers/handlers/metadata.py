@@ -109,6 +109,22 @@ def _by_name(
     return name, created, ErrorCode.none
 
 
+def partition_state(p: Any, live: Any) -> dict[str, Any]:
+    """A partition's fields as Metadata and DescribeTopicPartitions answer them. As Kafka's
+    metadata cache: a leader that is not a live broker (or -1: offline, no eligible replica) is
+    LEADER_NOT_AVAILABLE with leader -1, so clients wait."""
+    leads = p.leader in live
+    return {
+        "error_code": ErrorCode.none if leads else ErrorCode.leader_not_available,
+        "partition_index": p.index,
+        "leader_id": p.leader if leads else -1,
+        "leader_epoch": p.leader_epoch,
+        "replica_nodes": tuple(p.replicas),
+        "isr_nodes": tuple(p.isr),
+        "offline_replicas": tuple(p.offline_replicas),
+    }
+
+
 def _topic(
     module: ModuleType,
     broker: _Services,
@@ -124,15 +140,7 @@ def _topic(
             make(
                 module,
                 "MetadataResponsePartition",
-                # Kafka's metadata cache: a leader that is not a live broker (or -1: offline,
-                # no eligible replica) is LEADER_NOT_AVAILABLE with leader -1, so clients wait.
-                error_code=ErrorCode.none if p.leader in live else ErrorCode.leader_not_available,
-                partition_index=p.index,
-                leader_id=p.leader if p.leader in live else -1,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=tuple(p.replicas),
-                isr_nodes=tuple(p.isr),
-                offline_replicas=tuple(p.offline_replicas),
+                **partition_state(p, live),
             )
             for p in sorted(meta.partitions.values(), key=lambda p: p.index)
         )
