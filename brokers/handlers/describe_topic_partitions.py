@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from brokers.common.config import BrokerConfig, BrokerConfigError, int_setting
+from brokers.common.internal_topics import is_internal
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.metadata import ALL_TOPIC_OPERATIONS, partition_state
@@ -145,7 +146,7 @@ def _topic(
         error_code=error,
         name=name,
         topic_id=meta.topic_id if meta else None,
-        is_internal=name.startswith("__"),
+        is_internal=is_internal(name),
         partitions=partitions,
         topic_authorized_operations=ALL_TOPIC_OPERATIONS,
     )

@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from brokers.common.internal_topics import is_internal
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
@@ -38,7 +40,7 @@ class TopicMetadata:
 
     @property
     def is_internal(self) -> bool:
-        return self.name.startswith("__")
+        return is_internal(self.name)
 
 
 @dataclass(slots=True)

@@ -60,6 +60,20 @@ def test_unknown_name_and_internal_topic_are_refused(broker: Broker) -> None:
     assert "__consumer_offsets" in broker.metadata.topics
 
 
+def test_only_kafkas_internal_topics_are_internal(broker: Broker) -> None:
+    """A `__` prefix alone does not make a topic internal (Kafka's `Topic.isInternal`)."""
+    for name in ("__audit", "__usage", "__transaction_state"):
+        broker.topics.create_topic(name, 1, 1, {})
+    internal = {n for n, t in broker.metadata.topics.items() if t.is_internal}
+    assert internal == {"__consumer_offsets", "__transaction_state"}
+    results = _by_name(broker, 6, "__audit", "__usage", "__transaction_state")
+    assert [(r.name, r.error_code) for r in results] == [
+        ("__audit", ErrorCode.none),
+        ("__usage", ErrorCode.none),
+        ("__transaction_state", ErrorCode.topic_authorization_failed),
+    ]
+
+
 def test_delete_by_topic_id(broker: Broker) -> None:
     topic_id = broker.metadata.topics["b"].topic_id
     unknown = uuid.uuid4()
