@@ -10,15 +10,21 @@ x for configuration segment.bytes: Not a number of type INT").
 Kafka 4.0 choices mirrored (KIP-1030, KIP-724): `segment.bytes` >= 1 MiB,
 `message.timestamp.after.max.ms` defaults to one hour, `message.format.version` and
 `message.timestamp.difference.max.ms` are gone (unknown names). `message.downconversion.enable`
-is accepted as the no-op Kafka 4.0 keeps. Tiered storage is not supported: the remote/local
-retention names are accepted, but `remote.storage.enable=true` is refused exactly as a Kafka broker
-with tiered storage disabled refuses it.
+is accepted as the no-op Kafka 4.0 keeps. Tiered storage settings are validated as
+Kafka's (see below).
 
 Two broker-only Pier settings ride along in `LogConfig` (not topic configs: Kafka has no such
 limits, so they are not in `TOPIC_CONFIGS` and tenants cannot alter them), caps on the work one
 produced batch may cost the broker (see brokers/records/validate.py):
 `pier.batch.max.decompressed.bytes` (default 64 MiB) and `pier.batch.max.records` (default
 1048576); a batch past either is refused MESSAGE_TOO_LARGE.
+
+Tiered storage (KIP-405, docs/design.md "Tiered storage"): `remote.storage.enable=true` is accepted
+only when the broker sets `remote.log.storage.system.enable=true` (else refused with Kafka's
+message), never with `cleanup.policy` compact, and `local.retention.ms` / `local.retention.bytes`
+(-2: retention.ms / retention.bytes) must not exceed retention.ms / retention.bytes unless those
+are -1, as Kafka's LogConfig.validateRemoteStorageRetention checks. `LogConfig.local_retention_*`
+give the effective local limits.
 
 `LogConfig(...)` built directly is not validated (tests use tiny segments); `from_properties` is
 the validating entry point. Pure and immutable; thread-safe.
@@ -111,14 +117,6 @@ def _gzip_level(value: Any) -> None:
         raise RejectedValue("Value must be between 1 and 9 or equal to -1")
 
 
-def _tiered_storage_disabled(value: Any) -> None:
-    if value:
-        raise RejectedValue(
-            "Tiered Storage functionality is disabled in the broker. "
-            "Topic cannot be configured with remote log storage."
-        )
-
-
 def _throttled_replicas(value: Any) -> None:
     # '*' or "partition:broker" pairs, as Kafka's ThrottledReplicaListValidator.
     if not (all(_REPLICA.fullmatch(s) for s in value) or "".join(value) == "*"):
@@ -171,10 +169,10 @@ _DEFINITIONS = (
     _d("leader.replication.throttled.replicas", "list", "", _throttled_replicas,
        "Replicas throttled on the leader side ('*' for all)."),
     _d("local.retention.bytes", "long", "-2", at_least(-2),
-       "Tiered storage only (unsupported here); -2 means retention.bytes.",
+       "Bytes kept on broker disk when remote.storage.enable; -2 means retention.bytes.",
        _log("local.retention.bytes")),
     _d("local.retention.ms", "long", "-2", at_least(-2),
-       "Tiered storage only (unsupported here); -2 means retention.ms.",
+       "Age kept on broker disk when remote.storage.enable; -2 means retention.ms.",
        _log("local.retention.ms")),
     _d("max.compaction.lag.ms", "long", _LONG_MAX_S, at_least(1),
        "Longest a record may stay uncompacted.", _log("cleaner.max.compaction.lag.ms")),
@@ -202,11 +200,11 @@ _DEFINITIONS = (
     _d("preallocate", "boolean", "false", None,
        "Preallocate segment files on creation.", _log("preallocate")),
     _d("remote.log.copy.disable", "boolean", "false", None,
-       "Tiered storage only (unsupported here)."),
+       "Stop copying segments to the remote tier (reads and remote retention go on)."),
     _d("remote.log.delete.on.disable", "boolean", "false", None,
-       "Tiered storage only (unsupported here)."),
-    _d("remote.storage.enable", "boolean", "false", _tiered_storage_disabled,
-       "Tiered storage (unsupported here: only false is accepted)."),
+       "Accepted for compatibility (disabling remote storage is refused, see docs/design.md)."),
+    _d("remote.storage.enable", "boolean", "false", None,
+       "Copy closed segments to the remote tier (needs remote.log.storage.system.enable)."),
     _d("retention.bytes", "long", "-1", None,
        "Size a partition may grow to before old segments go; -1 for no limit.",
        _log("retention.bytes")),
@@ -342,6 +340,10 @@ class LogConfig:
     follower_replication_throttled_replicas: tuple[str, ...] = ()
     batch_max_decompressed_bytes: int = MAX_BATCH_DECOMPRESSED_BYTES  # pier.batch.max.*: broker
     batch_max_records: int = MAX_BATCH_RECORDS
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
 
     @property
     def compact(self) -> bool:
@@ -350,6 +352,18 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def local_retention_ms_effective(self) -> int:
+        """How long segments stay on broker disk: local.retention.ms, -2 meaning retention.ms."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def local_retention_bytes_effective(self) -> int:
+        """local.retention.bytes, -2 meaning retention.bytes."""
+        if self.local_retention_bytes == -2:
+            return self.retention_bytes
+        return self.local_retention_bytes
 
     @property
     def max_segment_ms(self) -> int:
@@ -406,6 +420,45 @@ def validate_topic_overrides(
     return normalised
 
 
+REMOTE_LOG_STORAGE_SYSTEM_ENABLE = "remote.log.storage.system.enable"
+
+
+def remote_storage_system_enabled(broker_config: Mapping[str, str]) -> bool:
+    """The broker's `remote.log.storage.system.enable` (default false, as Kafka)."""
+    return broker_config.get(REMOTE_LOG_STORAGE_SYSTEM_ENABLE, "false").strip().lower() == "true"
+
+
+def _check_remote_storage(values: Mapping[str, Any], broker_config: Mapping[str, str]) -> None:
+    """Kafka's LogConfig checks for a topic with remote.storage.enable=true."""
+    if not remote_storage_system_enabled(broker_config):
+        raise InvalidConfigError(
+            "remote.storage.enable",
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage.",
+        )
+    if "compact" in values["cleanup.policy"]:
+        raise InvalidConfigError(
+            "cleanup.policy",
+            "Remote log storage only supports topics with cleanup.policy=delete",
+        )
+    for local, total in (
+        ("local.retention.ms", "retention.ms"),
+        ("local.retention.bytes", "retention.bytes"),
+    ):
+        local_value, total_value = values[local], values[total]
+        if total_value == -1 or local_value == -2:
+            continue
+        if local_value == -1:
+            reason = f"Value must not be -1 as {total} value is set as {total_value}."
+        elif local_value > total_value:
+            reason = f"Value must not be more than {total} property value: {total_value}"
+        else:
+            continue
+        raise InvalidConfigError(
+            local, f"Invalid value {local_value} for configuration {local}: {reason}"
+        )
+
+
 def broker_default_value(name: str, broker_config: Mapping[str, str]) -> tuple[str | None, str]:
     """The value a topic without an override gets, and its DescribeConfigs source."""
     definition = _definition(name)
@@ -438,6 +491,8 @@ def _effective_values(
             from_broker = parse_value(definition, definition.default or "")
         values[name] = from_broker
     _check_cross_field(values)
+    if values["remote.storage.enable"]:
+        _check_remote_storage(values, broker_defaults)
     return values
 
 

@@ -121,6 +121,9 @@ class Log:
         self.producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
         self.high_watermark: int | None = None
+        # Tiered storage (brokers/tiered): the offset after the last one in the remote tier;
+        # local retention deletes only segments wholly below it (None: nothing copied).
+        self.remote_copied_upto: int | None = None
         self.last_flush_ms = clock.time_ms()
         self._clock = clock
         self._files = files
@@ -509,6 +512,7 @@ class Log:
             segments, config=self.config, now_ms=self._clock.time_ms(),
             log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset,
             high_watermark=self.high_watermark, by_retention=self.config.delete,
+            copied_upto=self.remote_copied_upto,
         )  # fmt: skip
         if count == len(segments):
             self.roll()  # a log always keeps one segment; a failed roll is undone and raises

@@ -9,6 +9,11 @@ computes each and takes the maximum:
   timestamp > retention.ms;
 - `retention.bytes` (same policy, value >= 0): drop oldest segments while the partition stays at or
   above retention.bytes without them.
+With `remote.storage.enable` (KIP-405) the two retention passes use `local.retention.ms` /
+`local.retention.bytes` (-2: the total ones) and never take a segment not wholly below
+`copied_upto` (the offset after the last one copied to the remote tier; None: nothing copied), so
+local data goes only once the remote tier has it. The log-start pass is not bounded: those records
+were deleted by the user.
 Every pass stops at the first segment it keeps and never takes a segment holding offsets at or
 above the high watermark (data not yet replicated everywhere must not vanish before followers fetch
 it). As in Kafka's deletableSegments, the active (last) segment is a candidate too once it has data
@@ -43,6 +48,7 @@ class RetainedSegment(Protocol):
 def deletable_segment_count(
     segments: Sequence[RetainedSegment], *, config: LogConfig, now_ms: int,
     log_start_offset: int, log_end_offset: int, high_watermark: int | None, by_retention: bool,
+    copied_upto: int | None = None,
 ) -> int:  # fmt: skip
     """How many of the oldest `segments` to delete (0 .. len; len means the active one too)."""
     candidates = _candidates(segments, log_end_offset, high_watermark)
@@ -50,14 +56,34 @@ def deletable_segment_count(
         candidates,
         lambda i: i + 1 < len(segments) and segments[i + 1].base_offset <= log_start_offset,
     )]  # fmt: skip
-    if by_retention and config.retention_ms >= 0:
+    retention_ms, retention_bytes = config.retention_ms, config.retention_bytes
+    retained = candidates
+    if config.remote_storage_enable:
+        retention_ms = config.local_retention_ms_effective
+        retention_bytes = config.local_retention_bytes_effective
+        retained = min(candidates, _copied(segments, log_end_offset, copied_upto))
+    if by_retention and retention_ms >= 0:
         counts.append(_prefix(
-            candidates,
-            lambda i: now_ms - segments[i].largest_timestamp > config.retention_ms,
+            retained, lambda i: now_ms - segments[i].largest_timestamp > retention_ms,
         ))  # fmt: skip
-    if by_retention and config.retention_bytes >= 0:
-        counts.append(_size_prefix(segments, candidates, config.retention_bytes))
+    if by_retention and retention_bytes >= 0:
+        counts.append(_size_prefix(segments, retained, retention_bytes))
     return max(counts)
+
+
+def _copied(
+    segments: Sequence[RetainedSegment], log_end_offset: int, copied_upto: int | None
+) -> int:
+    """Leading segments wholly below `copied_upto` (in the remote tier)."""
+    if copied_upto is None:
+        return 0
+    count = 0
+    for index in range(len(segments)):
+        upper = log_end_offset if index + 1 == len(segments) else segments[index + 1].base_offset
+        if upper > copied_upto:
+            break
+        count += 1
+    return count
 
 
 def _candidates(

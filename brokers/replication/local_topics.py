@@ -120,7 +120,7 @@ class LocalTopicRegistry:
                 if factor > 1
                 else "Replication factor must be larger than 0."
             )
-        overrides = validate_topic_overrides(configs)
+        overrides = validate_topic_overrides(configs, self._broker_defaults)
         self.log_config(overrides)
         self._descriptors.check(partitions, f"topic '{name}'")
         if validate_only:
@@ -163,7 +163,7 @@ class LocalTopicRegistry:
     ) -> None:
         """Replace a topic's overrides (AlterConfigs) — callers merge for incremental changes."""
         topic = self._require(name)
-        overrides = validate_topic_overrides(configs)
+        overrides = validate_topic_overrides(configs, self._broker_defaults)
         config = self.log_config(overrides)
         if validate_only:
             return

@@ -119,7 +119,7 @@ class ZkTopicAdmin:
         )
         self._check_broker_load(placed)
         self._check_descriptors(placed, f"topic '{name}'")
-        overrides = validate_topic_overrides(configs)
+        overrides = validate_topic_overrides(configs, self._broker_defaults)
         self.log_config(overrides)
         self._check_absent(name)
         if validate_only:
@@ -180,7 +180,7 @@ class ZkTopicAdmin:
         self, name: str, configs: Mapping[str, str | None], *, validate_only: bool = False
     ) -> None:
         self._read_assignment(name)
-        overrides = validate_topic_overrides(configs)
+        overrides = validate_topic_overrides(configs, self._broker_defaults)
         self.log_config(overrides)
         if validate_only:
             return
