@@ -57,6 +57,12 @@ def int_setting(
     return value
 
 
+# replica.selector.class values (Kafka's class names; KIP-392)
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+REPLICA_SELECTORS = (LEADER_SELECTOR, RACK_AWARE_SELECTOR)
+
+
 def _int(properties: Mapping[str, str], key: str, default: int, minimum: int = 0) -> int:
     return int_setting(properties, key, default, minimum, BrokerConfigError)
 
@@ -147,6 +153,16 @@ class BrokerConfig:
         return self.properties.get("auto.create.topics.enable", "true").lower() == "true"
 
     @property
+    def replica_selector_class(self) -> str | None:
+        """Kafka's `replica.selector.class` (KIP-392): None (unset, Kafka's default) or one of
+        `REPLICA_SELECTORS`; see brokers/replication/replica_selector.py."""
+        name = self.properties.get("replica.selector.class", "").strip()
+        if name and name not in REPLICA_SELECTORS:
+            known = ", ".join(REPLICA_SELECTORS)
+            raise BrokerConfigError(f"replica.selector.class={name!r}: Pier knows {known}")
+        return name or None
+
+    @property
     def fetch_max_bytes(self) -> int:
         return _int(self.properties, "fetch.max.bytes", 55 * 1024 * 1024, minimum=1024)
 
@@ -166,6 +182,7 @@ class BrokerConfig:
             "fetch_max_bytes",
             "inter_broker_address",
             "replica_lag_time_max_ms",
+            "replica_selector_class",
         ):
             getattr(self, name)
         for key in ("num.partitions", "default.replication.factor"):

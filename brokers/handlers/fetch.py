@@ -10,7 +10,14 @@ read_committed fetch is woken when a committed marker moves the last stable offs
 high watermark then moves too. Replicas (replica_id ≥ 0) read up to the log end, and only from
 the leader, which then records the follower's position (`Partition.update_follower_fetch_state`:
 ISR expansion, high watermark, waking acks=all produces). Every partition's answer carries the
-last stable offset. Runs on the event loop.
+last stable offset.
+
+Follower fetching (KIP-392), as Kafka: a consumer sending v11+ (which carries `rack_id`, the
+client's `client.rack`) may read from a follower, up to the follower's high watermark; the
+leader, with `replica.selector.class` set, answers such a consumer a partition's
+`preferred_read_replica` (brokers/replication/replica_selector.py) with no records and at once.
+Replicas and consumers below v11 read from the leader only. Only consumers' record bytes count in
+BytesOut (Kafka counts replication apart). Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -22,20 +29,48 @@ from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfig
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.fetch_response import PartitionData, TopicData, encode_fetch_response
-from brokers.handlers.services import AppendWaiter, Replicas
+from brokers.handlers.services import AppendWaiter, MetadataView, Replicas
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.errors import OffsetOutOfRangeError
 from brokers.log.txn_index import AbortedTxn
 from brokers.replication.errors import NotLeaderOrFollowerError
+from brokers.replication.partition import Partition
+from brokers.replication.replica_selector import RACK_AWARE_SELECTOR, preferred_read_replica
 from brokers.server.context import RequestContext
 from brokers.server.response import RawResponse
 from brokers.server.routes import Route
+from brokers.tiered.remote_log_manager import RemoteLogManager
+from brokers.tiered.store import RemoteStorageError
 from brokers.wire.errors import ErrorCode
 
 API_KEY = 1
 MIN_VERSION = 4  # librdkafka falls back to the legacy message format below v4
 MAX_VERSION = 12  # v13+ names topics by id
 MAX_WAIT_MS = 30_000
+FOLLOWER_FETCHING_VERSION = 11  # KIP-392: rack_id in, preferred_read_replica out
+
+
+@dataclass(frozen=True, slots=True)
+class _Client:
+    """Who fetches: a replica (id ≥ 0) or a consumer; for a consumer sending v11+, its rack and
+    the live brokers' racks (when the rack-aware selector may use them), Kafka's ClientMetadata."""
+
+    replica_id: int
+    follower_fetching: bool = False
+    rack: str | None = None
+    racks: dict[int, str | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _RemoteFetch:
+    """A consumer's offset below the local log start that the remote tier holds (KIP-405):
+    read after the local partitions, off the event loop, in place of `placeholder`."""
+
+    placeholder: PartitionData
+    partition: Partition
+    offset: int
+    max_bytes: int
+    min_one_batch: bool
 
 
 @dataclass(slots=True)
@@ -43,6 +78,7 @@ class _Budget:
     remaining: int
     read_committed: bool
     first_with_data: bool = True
+    remote: list[_RemoteFetch] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +90,9 @@ class _Services:
     clock: Clock
     topic_metrics: BrokerTopicMetrics
     config: BrokerConfig
+    metadata: MetadataView | None
+    selector: str | None
+    tiered: RemoteLogManager | None = None
 
 
 def route(
@@ -62,62 +101,102 @@ def route(
     clock: Clock,
     topic_metrics: BrokerTopicMetrics,
     config: BrokerConfig,
+    metadata: MetadataView | None = None,
+    tiered: RemoteLogManager | None = None,
 ) -> Route:
-    broker = _Services(replicas, purgatory, clock, topic_metrics, config)
+    selector = config.replica_selector_class
+    broker = _Services(
+        replicas, purgatory, clock, topic_metrics, config, metadata, selector, tiered
+    )
 
     async def handle(ctx: RequestContext, request: Any) -> RawResponse:
         version = ctx.api_version
         read_committed = getattr(request, "isolation_level", 0) == 1
         if version >= 7 and request.session_id != 0:
             return encode_fetch_response(version, [], error=ErrorCode.fetch_session_id_not_found)
-        replica_id = request.replica_id
+        client = _client(broker, request, version)
         clock = broker.clock
         max_wait = min(request.max_wait.total_seconds(), MAX_WAIT_MS / 1000)
         deadline = clock.monotonic() + max_wait
         keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
         while True:
-            topics, total, failed = _read_all(broker, request, replica_id, read_committed)
+            remote: list[_RemoteFetch] = []
+            topics, total, answer_now = _read_all(
+                broker, request, client, read_committed, remote=remote
+            )
             remaining = deadline - clock.monotonic()
-            if total >= request.min_bytes or failed or remaining <= 0 or not keys:
+            if total >= request.min_bytes or answer_now or remaining <= 0 or not keys or remote:
                 break
             await broker.purgatory.wait(keys, remaining)
-        _count_bytes_out(broker, topics)
+        if remote:
+            await _read_remote(broker, topics, remote, read_committed)
+        if client.replica_id < 0:
+            _count_bytes_out(broker, topics)
         return encode_fetch_response(version, topics, read_committed=read_committed)
 
     return Route(API_KEY, MIN_VERSION, MAX_VERSION, handle, name="Fetch")
 
 
+def _client(broker: _Services, request: Any, version: int) -> _Client:
+    if request.replica_id >= 0 or version < FOLLOWER_FETCHING_VERSION:
+        return _Client(request.replica_id)
+    rack = request.rack_id or None
+    racks = None
+    if rack is not None and broker.selector == RACK_AWARE_SELECTOR and broker.metadata:
+        racks = {node: endpoint.rack for node, endpoint in broker.metadata.brokers.items()}
+    return _Client(request.replica_id, True, rack, racks)
+
+
 def _read_all(
-    broker: _Services, request: Any, replica_id: int, read_committed: bool
-) -> tuple[list[TopicData], int, bool]:
+    broker: _Services, request: Any, client: _Client, read_committed: bool,
+    *, remote: list[_RemoteFetch] | None = None,
+) -> tuple[list[TopicData], int, bool]:  # fmt: skip
+    """Every partition's answer, their record bytes, and whether to answer at once (an error,
+    or a consumer sent to another replica, as Kafka). Reads the remote tier must serve are
+    appended to `remote` (with a placeholder answer) when given."""
     budget = _Budget(
         remaining=min(request.max_bytes, broker.config.fetch_max_bytes),
-        read_committed=read_committed and replica_id < 0,
+        read_committed=read_committed and client.replica_id < 0,
+        remote=remote,
     )
     topics: list[TopicData] = []
     total = 0
-    failed = False
+    answer_now = False
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
-            data = _read_partition(broker, topic.topic, wanted, budget, replica_id)
-            failed = failed or data.error != ErrorCode.none
+            data = _read_partition(broker, topic.topic, wanted, budget, client)
+            answer_now = (
+                answer_now or data.error != ErrorCode.none or data.preferred_read_replica >= 0
+            )
             total += data.records_size
             partitions.append(data)
         topics.append(TopicData(topic.topic, partitions))
-    return topics, total, failed
+    return topics, total, answer_now
 
 
 def _read_partition(
-    broker: _Services, topic: str, wanted: Any, budget: _Budget, replica_id: int
+    broker: _Services, topic: str, wanted: Any, budget: _Budget, client: _Client
 ) -> PartitionData:
     index = wanted.partition
+    replica_id = client.replica_id
     is_replica = replica_id >= 0
     try:
         partition = broker.replicas.get(topic, index)
         partition.check_epoch(getattr(wanted, "current_leader_epoch", -1))
-        if not partition.is_leader:  # no follower fetching (KIP-392) yet
+        if not partition.is_leader and not (client.follower_fetching and partition.is_follower):
             raise NotLeaderOrFollowerError(f"{topic}-{index}")
+        if client.racks is not None:
+            preferred = preferred_read_replica(
+                partition,
+                selector=broker.selector,
+                client_rack=client.rack,
+                fetch_offset=wanted.fetch_offset,
+                racks=client.racks,
+                now_ms=broker.clock.time_ms(),
+            )
+            if preferred is not None:
+                return _redirected(partition, index, preferred)
         limit = max(min(wanted.partition_max_bytes, budget.remaining), 0)
         fetched = partition.read(
             wanted.fetch_offset,
@@ -135,6 +214,9 @@ def _read_partition(
                 broker.clock.time_ms(),
             )
     except OffsetOutOfRangeError as exc:
+        tiered = _remote_fetch(broker, topic, wanted, budget, is_replica)
+        if tiered is not None:
+            return tiered
         broker.topic_metrics.failed_fetch.labels(topic).inc()
         found = broker.replicas.find(topic, index)
         return PartitionData(
@@ -157,6 +239,78 @@ def _read_partition(
         log_start_offset=fetched.log_start_offset,
         records=region,
         aborted=_aborted(fetched.aborted_transactions),
+    )
+
+
+def _remote_fetch(
+    broker: _Services, topic: str, wanted: Any, budget: _Budget, is_replica: bool
+) -> PartitionData | None:
+    """A placeholder answer, queued in `budget.remote`, when a consumer's offset below the local
+    log start is in the remote tier; None otherwise (followers never read the remote tier)."""
+    partition = broker.replicas.find(topic, wanted.partition)
+    tiered = broker.tiered
+    if tiered is None or is_replica or budget.remote is None or partition is None:
+        return None
+    if not tiered.serves(partition.log, wanted.fetch_offset):
+        return None
+    placeholder = PartitionData(
+        wanted.partition,
+        ErrorCode.none,
+        high_watermark=partition.high_watermark,
+        last_stable_offset=partition.last_stable_offset,
+        log_start_offset=tiered.log_start_offset(partition.log),
+    )
+    limit = max(min(wanted.partition_max_bytes, budget.remaining), 0)
+    min_one = budget.first_with_data and wanted.partition_max_bytes > 0
+    budget.remote.append(_RemoteFetch(placeholder, partition, wanted.fetch_offset, limit, min_one))
+    budget.remaining -= limit
+    budget.first_with_data = False
+    return placeholder
+
+
+async def _read_remote(
+    broker: _Services, topics: list[TopicData], pending: list[_RemoteFetch], read_committed: bool
+) -> None:
+    """Fill in the queued remote reads (the store is read on worker threads)."""
+    assert broker.tiered is not None
+    for fetch in pending:
+        log = fetch.partition.log
+        try:
+            read = await broker.tiered.read(
+                log, fetch.offset, fetch.max_bytes, min_one_batch=fetch.min_one_batch
+            )
+            aborted = None
+            if read is not None and read_committed:
+                aborted = await broker.tiered.aborted(log, fetch.offset, read.next_offset)
+        except RemoteStorageError:
+            read, code = None, ErrorCode.kafka_storage_error
+        else:
+            code = ErrorCode.none if read is not None else ErrorCode.offset_out_of_range
+        base = fetch.placeholder
+        answer = PartitionData(
+            base.index,
+            code,
+            high_watermark=base.high_watermark,
+            last_stable_offset=base.last_stable_offset,
+            log_start_offset=base.log_start_offset,
+            records=None if read is None else read.records,
+            aborted=None if read is None else _aborted(aborted),
+        )
+        for topic in topics:
+            for position, data in enumerate(topic.partitions):
+                if data is base:
+                    topic.partitions[position] = answer
+
+
+def _redirected(partition: Partition, index: int, preferred: int) -> PartitionData:
+    """Kafka's answer naming a preferred read replica: the offsets, no records."""
+    return PartitionData(
+        index,
+        ErrorCode.none,
+        high_watermark=partition.high_watermark,
+        last_stable_offset=partition.last_stable_offset,
+        log_start_offset=partition.log.log_start_offset,
+        preferred_read_replica=preferred,
     )
 
 

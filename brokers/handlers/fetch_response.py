@@ -35,6 +35,8 @@ class PartitionData:
     # read_committed: (producer id, first offset) of each aborted transaction in `records`;
     # None: none listed (null for read_uncommitted, empty for read_committed)
     aborted: Sequence[tuple[int, int]] | None = None
+    # v11+ (KIP-392): the follower the consumer should fetch this partition from; -1: none
+    preferred_read_replica: int = -1
 
     @property
     def records_size(self) -> int:
@@ -94,7 +96,7 @@ def _partition_head(
         out += _I64.pack(p.log_start_offset)
     _aborted_transactions(out, p.aborted, flexible, read_committed)
     if version >= 11:
-        out += _I32.pack(-1)  # preferred read replica
+        out += _I32.pack(p.preferred_read_replica)
     size = p.records_size
     out += write_uvarint(size + 1) if flexible else _I32.pack(size)
 

@@ -135,6 +135,12 @@ class Partition:
         return self.state.leader_id == self._node_id
 
     @property
+    def is_follower(self) -> bool:
+        """A replica of a partition led elsewhere (KIP-392: it serves consumers up to its high
+        watermark); not while it awaits the controller's orders or has no leader."""
+        return self.replicated and self.state.leader_id not in (NO_LEADER, self._node_id)
+
+    @property
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
 
@@ -194,6 +200,7 @@ class Partition:
         if not self.is_leader and high_watermark != self.high_watermark:
             self.high_watermark = high_watermark
             self.log.high_watermark = high_watermark
+            self._on_high_watermark(self)  # consumers parked on this follower (KIP-392)
 
     def check_epoch(self, requested_epoch: int) -> None:
         """KIP-320: a client's current leader epoch must match ours (-1 skips the check)."""
