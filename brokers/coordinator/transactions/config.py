@@ -7,6 +7,10 @@ every 10 s; `__transaction_state` has 50 partitions of 100 MiB segments, replica
 min.insync.replicas 2 (both capped by the brokers there are when it is created standalone).
 Partition leaders verify the first transactional batch of a transaction on a partition with the
 coordinator (KIP-890 part 1) unless `transaction.partition.verification.enable` is false.
+`pier.transaction.version` (default 2; Kafka finalizes the `transaction.version` feature with
+`kafka-features`) is the highest transaction version clients are offered: 2 is KIP-890 part 2
+(an epoch bump per transaction), which also needs partition verification (the partition leader
+adds partitions to the transaction), so it falls back to 1 when verification is off.
 Pure; thread-safe.
 """
 
@@ -32,6 +36,14 @@ class TransactionConfig:
     topic_min_isr: int = 2
     topic_segment_bytes: int = 100 * 1024 * 1024
     partition_verification_enable: bool = True
+    max_transaction_version: int = 2
+
+    @property
+    def transaction_version(self) -> int:
+        """The `transaction.version` feature level finalized (see the module doc)."""
+        if not self.partition_verification_enable:
+            return min(self.max_transaction_version, 1)
+        return self.max_transaction_version
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> TransactionConfig:
@@ -54,7 +66,15 @@ class TransactionConfig:
             partition_verification_enable=_flag(
                 properties, "transaction.partition.verification.enable", True
             ),
+            max_transaction_version=_level(properties, "pier.transaction.version", 2, 2),
         )
+
+
+def _level(properties: Mapping[str, str], key: str, default: int, maximum: int) -> int:
+    value = int_setting(properties, key, default, 0, TransactionConfigError)
+    if value > maximum:
+        raise TransactionConfigError(f"{key} must be at most {maximum}, got {value}")
+    return value
 
 
 def _flag(properties: Mapping[str, str], key: str, default: bool) -> bool:

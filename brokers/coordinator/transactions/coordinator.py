@@ -6,7 +6,10 @@ caller told CONCURRENT_TRANSACTIONS, so its retry bumps again; exhausted epochs 
 producer id; KIP-360 retries with the caller's producer id and epoch), AddPartitionsToTxn (and
 KIP-890's verify-only form), AddOffsetsToTxn, EndTxn (PrepareCommit/PrepareAbort committed to
 `__transaction_state`, the answer, then markers and Complete* in the background through
-`TxnCompletion`), DescribeTransactions, ListTransactions, leadership (`on_election` /
+`TxnCompletion`; under `transaction.version` 2, KIP-890 part 2, the epoch is bumped by every
+EndTxn, the answer carries the new producer id and epoch, a retried EndTxn of the previous
+epoch is answered as the first one was, and a client may abort when it has added no partition),
+DescribeTransactions, ListTransactions, leadership (`on_election` /
 `on_resignation` through `TransactionLog`; transactions found in Prepare* after a load are
 finished), and housekeeping: `abort_timed_out` (Kafka's abortTimedOutTransactions: fence with a
 bumped epoch, then abort, so a stale producer of the transaction is refused) and `expire_ids`
@@ -36,6 +39,7 @@ from brokers.coordinator.transactions.expiry import expire_ids
 from brokers.coordinator.transactions.markers import MarkerSender
 from brokers.coordinator.transactions.metadata import (
     NO_PRODUCER_EPOCH,
+    TV_2,
     IllegalTransitionError,
     TransactionMetadata,
     TxnState,
@@ -58,6 +62,7 @@ log = logging.getLogger("pier.transactions")
 S = TxnState
 TopicPartition = tuple[str, int]
 InitResult = tuple[ErrorCode, int, int]
+EndResult = tuple[ErrorCode, int, int]  # the error, then (TV2) the producer id and epoch to use
 
 
 class ProducerIds(Protocol):
@@ -73,6 +78,17 @@ class _Ending:
     meta: TransactionMetadata
     transit: TxnTransit
     fencing: bool
+
+    @property
+    def producer_id(self) -> int:
+        """The producer id the client uses next (TV2: a new one once epochs ran out)."""
+        if self.transit.next_producer_id != NO_PRODUCER_ID:
+            return self.transit.next_producer_id
+        return self.transit.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return 0 if self.transit.next_producer_id != NO_PRODUCER_ID else self.transit.producer_epoch
 
 
 class TransactionCoordinator:
@@ -195,9 +211,9 @@ class TransactionCoordinator:
             ending = self._prepare_end(
                 transactional_id, prepared.producer_id, prepared.producer_epoch, False, False
             )
-            if isinstance(ending, ErrorCode):  # cannot happen: checked above, nothing awaited
+            if not isinstance(ending, _Ending):  # cannot happen: checked above, nothing awaited
                 meta.pending_state = None
-                return _failed(ending)
+                return _failed(ending if isinstance(ending, ErrorCode) else ending[0])
             error = await self._finish_end(ending)
             return _failed(ErrorCode.concurrent_transactions if error == ErrorCode.none else error)
         error = await self.state.write(transactional_id, found, prepared)
@@ -254,7 +270,11 @@ class TransactionCoordinator:
         partitions: Sequence[TopicPartition],
         *,
         verify_only: bool = False,
+        client_version: int = 0,
     ) -> dict[TopicPartition, ErrorCode]:
+        """Add `partitions` to the producer's transaction (or, `verify_only`, check they are in
+        it). `client_version` 2: a partition leader adding them for a TV2 producer (KIP-890
+        part 2: the producer sends no AddPartitionsToTxn of its own)."""
         wanted = list(dict.fromkeys(partitions))
         if not transactional_id:
             return dict.fromkeys(wanted, ErrorCode.invalid_request)
@@ -268,16 +288,25 @@ class TransactionCoordinator:
             }
         if verify_only:
             return self._verify(transactional_id, producer_id, producer_epoch, wanted)
-        error = await self._add(transactional_id, producer_id, producer_epoch, wanted)
+        error = await self._add(
+            transactional_id, producer_id, producer_epoch, wanted, client_version
+        )
         return dict.fromkeys(wanted, error)
 
     async def add_offsets(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        group_id: str,
+        client_version: int = 0,
     ) -> ErrorCode:
         if not transactional_id:
             return ErrorCode.invalid_request
         offsets_partition = (OFFSETS_TOPIC, self._group_partition(group_id))
-        return await self._add(transactional_id, producer_id, producer_epoch, [offsets_partition])
+        return await self._add(
+            transactional_id, producer_id, producer_epoch, [offsets_partition], client_version
+        )
 
     async def _add(
         self,
@@ -285,6 +314,7 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Collection[TopicPartition],
+        client_version: int = 0,
     ) -> ErrorCode:
         found = self.state.lookup(transactional_id)
         if isinstance(found, ErrorCode):
@@ -298,7 +328,7 @@ class TransactionCoordinator:
         if meta.state is S.ONGOING and meta.partitions.issuperset(partitions):
             return ErrorCode.none  # already in the transaction: nothing to write
         try:
-            transit = meta.prepare_add_partitions(partitions, self.clock.time_ms())
+            transit = meta.prepare_add_partitions(partitions, self.clock.time_ms(), client_version)
         except IllegalTransitionError as exc:
             log.error(
                 "event=txn_illegal_transition transactional_id=%s error=%s", transactional_id, exc
@@ -334,16 +364,37 @@ class TransactionCoordinator:
     async def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> ErrorCode:
+        """EndTxn of a TV0/1 client (v0–4): the error only."""
+        result = await self.end_transaction(transactional_id, producer_id, producer_epoch, commit)
+        return result[0]
+
+    async def end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_version: int = 0,
+    ) -> EndResult:
+        """EndTxn; `client_version` 2 for EndTxn v5+ (an epoch bump per transaction): then the
+        result names the producer id and epoch the client continues with."""
         try:
-            ending = self._prepare_end(transactional_id, producer_id, producer_epoch, commit, True)
+            ending = self._prepare_end(
+                transactional_id, producer_id, producer_epoch, commit, True, client_version
+            )
         except IllegalTransitionError as exc:
             log.error(
                 "event=txn_illegal_transition transactional_id=%s error=%s", transactional_id, exc
             )
-            return ErrorCode.unknown_server_error
-        if isinstance(ending, ErrorCode):
+            return _failed(ErrorCode.unknown_server_error)
+        if isinstance(ending, tuple):
             return ending
-        return await self._finish_end(ending)
+        if isinstance(ending, ErrorCode):
+            return _failed(ending)
+        error = await self._finish_end(ending)
+        if error != ErrorCode.none:
+            return _failed(error)
+        return error, ending.producer_id, ending.producer_epoch
 
     def _prepare_end(
         self,
@@ -352,14 +403,19 @@ class TransactionCoordinator:
         producer_epoch: int,
         commit: bool,
         from_client: bool,
-    ) -> _Ending | ErrorCode:
-        """Check an EndTxn and prepare its Prepare* transition (no await: see the module doc)."""
+        client_version: int = 0,
+    ) -> _Ending | ErrorCode | EndResult:
+        """Check an EndTxn and prepare its Prepare* transition (no await: see the module doc).
+        An EndResult: a TV2 retry answered at once."""
         if not transactional_id:
             return ErrorCode.invalid_request
         found = self.state.lookup(transactional_id)
         if isinstance(found, ErrorCode):
             return found
         meta = found.transactions.get(transactional_id)
+        tv2 = from_client and client_version >= TV_2
+        if tv2 and meta is not None and _is_tv2_retry(meta, producer_id, producer_epoch):
+            return _tv2_retry(meta, commit)
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
         # A client must name the current epoch; the coordinator's own abort (a fence) names
@@ -371,14 +427,22 @@ class TransactionCoordinator:
         fencing = meta.pending_state is S.PREPARE_EPOCH_FENCE
         if meta.pending and (from_client or not fencing):
             return ErrorCode.concurrent_transactions
-        outcome = _end_in_state(meta.state, commit)
+        outcome = _end_in_state(meta.state, commit, tv2)
         if outcome is not None:
             return outcome
         if fencing:  # Kafka: the fence becomes a PrepareAbort under the bumped epoch
             meta.pending_state = None
             meta.producer_epoch = producer_epoch
             meta.last_producer_epoch = NO_PRODUCER_EPOCH
-        transit = meta.prepare_abort_or_commit(commit, self.clock.time_ms())
+        next_id = NO_PRODUCER_ID
+        if tv2 and meta.epoch_exhausted:  # bump to MAX for the markers, then a new id
+            allocated = self._next_producer_id()
+            if allocated is None:
+                return ErrorCode.coordinator_not_available
+            next_id = allocated
+        transit = meta.prepare_abort_or_commit(
+            commit, self.clock.time_ms(), bump_epoch=tv2, next_producer_id=next_id
+        )
         return _Ending(transactional_id, found, meta, transit, fencing)
 
     async def _finish_end(self, ending: _Ending) -> ErrorCode:
@@ -455,7 +519,7 @@ class TransactionCoordinator:
             log.error("event=txn_illegal_transition transactional_id=%s error=%s",
                       meta.transactional_id, exc)  # fmt: skip
             return None
-        if isinstance(ending, ErrorCode):  # cannot happen: checked above, nothing awaited
+        if not isinstance(ending, _Ending):  # cannot happen: checked above, nothing awaited
             meta.pending_state = None
             return None
         log.info(
@@ -494,9 +558,12 @@ def _check_producer(
     return None
 
 
-def _end_in_state(state: TxnState, commit: bool) -> ErrorCode | None:
-    """The answer to an EndTxn in `state`, or None to go ahead (Ongoing)."""
+def _end_in_state(state: TxnState, commit: bool, tv2: bool = False) -> ErrorCode | None:
+    """The answer to an EndTxn in `state`, or None to go ahead (Ongoing; TV2: an abort with no
+    transaction open, which still bumps the epoch)."""
     if state is S.ONGOING:
+        return None
+    if tv2 and not commit and state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
         return None
     same = {
         S.COMPLETE_COMMIT: (commit, ErrorCode.none),
@@ -510,3 +577,29 @@ def _end_in_state(state: TxnState, commit: bool) -> ErrorCode | None:
     if state is S.EMPTY:
         return ErrorCode.invalid_txn_state
     raise IllegalTransitionError(f"EndTxn found a transaction in state {state.label}")
+
+
+def _is_tv2_retry(meta: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:
+    """A TV2 EndTxn of the epoch this transaction's end bumped (its answer was lost)."""
+    if not meta.bumps_epoch_per_transaction or producer_epoch == NO_PRODUCER_EPOCH:
+        return False
+    if meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        return False
+    same_id = producer_id == meta.producer_id or (
+        producer_id == meta.previous_producer_id != NO_PRODUCER_ID
+    )
+    return same_id and producer_epoch == meta.last_producer_epoch
+
+
+def _tv2_retry(meta: TransactionMetadata, commit: bool) -> EndResult | ErrorCode:
+    ended = {S.COMPLETE_COMMIT: True, S.COMPLETE_ABORT: False}.get(meta.state)
+    if ended is None:  # Prepare*: still writing markers
+        preparing_commit = meta.state is S.PREPARE_COMMIT
+        return (
+            ErrorCode.concurrent_transactions
+            if preparing_commit == commit
+            else (ErrorCode.invalid_txn_state)
+        )
+    if ended != commit:
+        return ErrorCode.invalid_txn_state
+    return ErrorCode.none, meta.producer_id, meta.producer_epoch

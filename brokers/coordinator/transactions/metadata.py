@@ -6,9 +6,13 @@ takes effect) and `TransactionMetadata`. A transition is two steps, as in Kafka:
 checks it, sets `pending_state` (which blocks any other transition meanwhile: callers answer
 CONCURRENT_TRANSACTIONS) and returns the transit; once the record is committed,
 `complete_transition` applies it after checking it is still consistent (a mismatch is a bug:
-`IllegalTransitionError`). A failed write clears `pending_state` instead. Transactions follow
-`transaction.version` 0/1 semantics (the epoch is bumped by InitProducerId and by fencing, not
-by every EndTxn; KIP-890 part 2 is not served). Runs on the event loop; not thread-safe.
+`IllegalTransitionError`). A failed write clears `pending_state` instead. Each transaction
+records the client's `transaction.version` (`client_transaction_version`): under 0/1 the epoch is
+bumped by InitProducerId and by fencing only; under 2 (KIP-890 part 2) every EndTxn bumps it too
+(`prepare_abort_or_commit(..., bump_epoch=True)`: Prepare* carries epoch+1 and remembers the
+client's epoch as `last_producer_epoch`, so a retried EndTxn is recognised), the markers are
+written with the bumped epoch, and an exhausted epoch rotates to `next_producer_id` at epoch 0
+when the transaction completes. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from brokers.coordinator.transactions.records import (
+    FLEXIBLE_VALUE_VERSION,
     NO_PRODUCER_ID,
+    VALUE_VERSION,
     TransactionLogValue,
     group_partitions,
 )
@@ -26,6 +32,7 @@ from brokers.wire.errors import ErrorCode
 
 NO_PRODUCER_EPOCH = -1
 INT16_MAX = 2**15 - 1
+TV_2 = 2  # transaction.version with an epoch bump per transaction (KIP-890 part 2)
 TopicPartition = tuple[str, int]
 
 
@@ -69,7 +76,10 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    # TV2: a client may abort with no transaction open (it added no partition itself)
+    S.PREPARE_ABORT: frozenset(
+        {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
+    ),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT}),
@@ -99,6 +109,13 @@ class TxnTransit:
     partitions: frozenset[TopicPartition]
     start_ms: int
     update_ms: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
+
+    @property
+    def log_version(self) -> int:
+        """Kafka writes the flexible value (with the tagged fields) for TV2 transactions."""
+        return FLEXIBLE_VALUE_VERSION if self.client_transaction_version >= TV_2 else VALUE_VERSION
 
     def log_value(self) -> TransactionLogValue:
         empty = self.state is S.EMPTY
@@ -112,6 +129,9 @@ class TxnTransit:
             partitions=None if empty else group_partitions(self.partitions),
             last_update_ms=self.update_ms,
             start_ms=self.start_ms,
+            previous_producer_id=self.previous_producer_id,
+            next_producer_id=self.next_producer_id,
+            client_transaction_version=self.client_transaction_version,
         )
 
 
@@ -129,6 +149,8 @@ class TransactionMetadata:
         partitions: Iterable[TopicPartition] = (),
         start_ms: int = -1,
         update_ms: int,
+        next_producer_id: int = NO_PRODUCER_ID,
+        client_transaction_version: int = 0,
     ) -> None:
         self.transactional_id = transactional_id
         self.producer_id = producer_id
@@ -140,6 +162,8 @@ class TransactionMetadata:
         self.partitions: set[TopicPartition] = set(partitions)
         self.start_ms = start_ms
         self.update_ms = update_ms
+        self.next_producer_id = next_producer_id
+        self.client_transaction_version = client_transaction_version
         self.pending_state: TxnState | None = None
         # A fence whose write failed already bumped the epoch in memory: do not bump it twice.
         self.has_failed_epoch_fence = False
@@ -151,16 +175,23 @@ class TransactionMetadata:
         except ValueError:
             raise IllegalTransitionError(f"unknown transaction status {value.status}") from None
         partitions = [] if state is S.EMPTY else _pairs(value.partitions or ())
+        last_epoch = NO_PRODUCER_EPOCH
+        ended = (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        if value.client_transaction_version >= TV_2 and state in ended and value.producer_epoch > 0:
+            last_epoch = value.producer_epoch - 1  # the log keeps no last epoch: TV2 bumped it
         return cls(
             transactional_id,
             producer_id=value.producer_id,
             producer_epoch=value.producer_epoch,
+            last_producer_epoch=last_epoch,
             previous_producer_id=value.previous_producer_id,
             timeout_ms=value.timeout_ms,
             state=state,
             partitions=partitions,
             start_ms=value.start_ms,
             update_ms=value.last_update_ms,
+            next_producer_id=value.next_producer_id,
+            client_transaction_version=value.client_transaction_version,
         )
 
     def __repr__(self) -> str:
@@ -168,6 +199,7 @@ class TransactionMetadata:
             f"TransactionMetadata({self.transactional_id!r}, producer_id={self.producer_id}, "
             f"epoch={self.producer_epoch}, last_epoch={self.last_producer_epoch}, "
             f"state={self.state.label}, pending={self.pending_state}, "
+            f"tv={self.client_transaction_version}, "
             f"partitions={sorted(self.partitions)})"
         )
 
@@ -178,6 +210,10 @@ class TransactionMetadata:
     @property
     def epoch_exhausted(self) -> bool:
         return is_epoch_exhausted(self.producer_epoch)
+
+    @property
+    def bumps_epoch_per_transaction(self) -> bool:
+        return self.client_transaction_version >= TV_2
 
     @property
     def has_pending_transaction(self) -> bool:
@@ -223,28 +259,55 @@ class TransactionMetadata:
         return self._prepare(S.EMPTY, producer_id, 0, last, timeout_ms, frozenset(), -1, now_ms)
 
     def prepare_add_partitions(
-        self, partitions: Iterable[TopicPartition], now_ms: int
+        self, partitions: Iterable[TopicPartition], now_ms: int, client_version: int = 0
     ) -> TxnTransit:
+        """Start or extend the transaction; a starting one records the client's TV."""
         starting = self.state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT)
+        version = client_version if starting else self.client_transaction_version
         return self._prepare(
             S.ONGOING, self.producer_id, self.producer_epoch, self.last_producer_epoch,
             self.timeout_ms, frozenset(self.partitions.union(partitions)),
-            now_ms if starting else self.start_ms, now_ms,
+            now_ms if starting else self.start_ms, now_ms, client_version=version,
         )  # fmt: skip
 
-    def prepare_abort_or_commit(self, commit: bool, now_ms: int) -> TxnTransit:
+    def prepare_abort_or_commit(
+        self,
+        commit: bool,
+        now_ms: int,
+        *,
+        bump_epoch: bool = False,
+        next_producer_id: int = NO_PRODUCER_ID,
+    ) -> TxnTransit:
+        """Prepare* of the transaction. With `bump_epoch` (a TV2 EndTxn) the epoch is bumped and
+        the client's remembered; a transaction with no partition (a TV2 abort of nothing)
+        starts now. `next_producer_id`: the id to rotate to once complete (epochs exhausted)."""
         state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        epoch, last = self.producer_epoch, self.last_producer_epoch
+        version = self.client_transaction_version
+        if bump_epoch:
+            epoch, last, version = self.producer_epoch + 1, self.producer_epoch, TV_2
+        start_ms = self.start_ms if self.state is S.ONGOING else now_ms
         return self._prepare(
-            state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-            self.timeout_ms, frozenset(self.partitions), self.start_ms, now_ms,
+            state, self.producer_id, epoch, last, self.timeout_ms, frozenset(self.partitions),
+            start_ms, now_ms, next_producer_id=next_producer_id, client_version=version,
         )  # fmt: skip
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
         state = S.COMPLETE_COMMIT if self.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
         self.has_failed_epoch_fence = False  # the fence reached the log
+        if not self.bumps_epoch_per_transaction:
+            return self._prepare(
+                state, self.producer_id, self.producer_epoch, self.producer_epoch,
+                self.timeout_ms, frozenset(), self.start_ms, now_ms,
+            )  # fmt: skip
+        # TV2 keeps the client's last epoch (a retried EndTxn names it); an exhausted epoch
+        # rotates to the next producer id at epoch 0 (the client sees MAX-1, then 0).
+        producer_id, epoch = self.producer_id, self.producer_epoch
+        if self.next_producer_id != NO_PRODUCER_ID:
+            producer_id, epoch = self.next_producer_id, 0
         return self._prepare(
-            state, self.producer_id, self.producer_epoch, self.producer_epoch,
-            self.timeout_ms, frozenset(), self.start_ms, now_ms,
+            state, producer_id, epoch, self.last_producer_epoch, self.timeout_ms, frozenset(),
+            self.start_ms, now_ms, client_version=self.client_transaction_version,
         )  # fmt: skip
 
     def prepare_dead(self) -> TxnTransit:
@@ -263,6 +326,9 @@ class TransactionMetadata:
         partitions: frozenset[TopicPartition],
         start_ms: int,
         update_ms: int,
+        *,
+        next_producer_id: int = NO_PRODUCER_ID,
+        client_version: int | None = None,
     ) -> TxnTransit:
         if self.pending_state is not None:
             raise IllegalTransitionError(
@@ -275,9 +341,15 @@ class TransactionMetadata:
         if self.state not in VALID_PREVIOUS[state]:
             raise IllegalTransitionError(f"{self!r}: no transition to {state.label}")
         self.pending_state = state
+        version = self.client_transaction_version if client_version is None else client_version
+        previous = (
+            self.producer_id if producer_id != self.producer_id else self.previous_producer_id
+        )
+        if state is S.EMPTY:  # InitProducerId: Kafka records the id it replaces (or none)
+            previous = self.producer_id
         return TxnTransit(
-            producer_id, self.producer_id, epoch, last_epoch, timeout_ms, state, partitions,
-            start_ms, update_ms,
+            producer_id, previous, epoch, last_epoch, timeout_ms, state, partitions,
+            start_ms, update_ms, next_producer_id, version,
         )  # fmt: skip
 
     # ---- completing them ------------------------------------------------------------------
@@ -295,23 +367,52 @@ class TransactionMetadata:
                 self._refuse(transit)
             self.start_ms = transit.start_ms
             self.partitions |= transit.partitions
+            self.client_transaction_version = transit.client_transaction_version
         elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            if not self._same_producer(transit) or self.partitions != transit.partitions:
-                self._refuse(transit)
-            if self.timeout_ms != transit.timeout_ms or self.start_ms != transit.start_ms:
-                self._refuse(transit)
+            self._complete_prepare(transit)
         elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            if not self._same_producer(transit) or self.timeout_ms != transit.timeout_ms:
-                self._refuse(transit)
-            if transit.start_ms == -1:
-                self._refuse(transit)
-            self.start_ms = transit.start_ms
-            self.partitions.clear()
+            self._complete_end(transit)
         else:  # PrepareEpochFence and Dead are never completed (Kafka neither)
             self._refuse(transit)
         self.update_ms = transit.update_ms
         self.pending_state = None
         self.state = state
+
+    def _complete_prepare(self, transit: TxnTransit) -> None:
+        bumped = transit.client_transaction_version >= TV_2 and (
+            transit.producer_epoch == self.producer_epoch + 1
+        )
+        if transit.producer_id != self.producer_id or self.timeout_ms != transit.timeout_ms:
+            self._refuse(transit)
+        if transit.producer_epoch != self.producer_epoch and not bumped:
+            self._refuse(transit)
+        if self.partitions != transit.partitions:
+            self._refuse(transit)
+        if self.state is S.ONGOING and self.start_ms != transit.start_ms:
+            self._refuse(transit)
+        self.producer_epoch = transit.producer_epoch
+        self.last_producer_epoch = transit.last_producer_epoch
+        self.next_producer_id = transit.next_producer_id
+        self.client_transaction_version = transit.client_transaction_version
+        self.start_ms = transit.start_ms
+
+    def _complete_end(self, transit: TxnTransit) -> None:
+        rotated = (
+            transit.producer_id == self.next_producer_id != NO_PRODUCER_ID
+            and transit.producer_epoch == 0
+        )
+        if not self._same_producer(transit) and not rotated:
+            self._refuse(transit)
+        if self.timeout_ms != transit.timeout_ms or transit.start_ms == -1:
+            self._refuse(transit)
+        if rotated:
+            self.previous_producer_id = self.producer_id
+            self.producer_id, self.producer_epoch = transit.producer_id, 0
+        self.next_producer_id = NO_PRODUCER_ID
+        if transit.client_transaction_version >= TV_2:
+            self.last_producer_epoch = transit.last_producer_epoch
+        self.start_ms = transit.start_ms
+        self.partitions.clear()
 
     def _complete_init(self, transit: TxnTransit) -> None:
         bumped = transit.producer_epoch == self.producer_epoch + 1 or (

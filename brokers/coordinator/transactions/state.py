@@ -128,7 +128,10 @@ class TransactionLog:
     ) -> ErrorCode:
         """Append `transit` and, once committed, complete it on the id's metadata. On an error
         the pending state is cleared (unless `retry_on` says the caller retries the write)."""
-        record = (encode_key(transactional_id), encode_value(transit.log_value()))
+        record = (
+            encode_key(transactional_id),
+            encode_value(transit.log_value(), transit.log_version),
+        )
         error = await self._append(entry, [record])
         meta = entry.transactions.get(transactional_id) if self.is_current(entry) else None
         if meta is None:  # unloaded (and perhaps loaded again) meanwhile: not ours to touch

@@ -43,7 +43,14 @@ def test_valid_previous_states_are_kafkas() -> None:
         S.EMPTY: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
         S.ONGOING: {S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
         S.PREPARE_COMMIT: {S.ONGOING},
-        S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE},
+        # Kafka 4 (KIP-890 part 2): a TV2 client may abort with no transaction open
+        S.PREPARE_ABORT: {
+            S.ONGOING,
+            S.PREPARE_EPOCH_FENCE,
+            S.EMPTY,
+            S.COMPLETE_COMMIT,
+            S.COMPLETE_ABORT,
+        },
         S.COMPLETE_COMMIT: {S.PREPARE_COMMIT},
         S.COMPLETE_ABORT: {S.PREPARE_ABORT},
         S.DEAD: {S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT},
