@@ -242,7 +242,7 @@ class ClusterMode:
         await self.config_changes.start()
         await self.topic_configs.load_local()  # logs on disk opened with the broker defaults
         registration = zk_paths.BrokerRegistration(
-            config.node_id, self._endpoints(), config.rack, self._clock.time_ms()
+            config.node_id, self._endpoints(), config.broker_rack, self._clock.time_ms()
         )
         self.registrar = BrokerRegistrar(
             self.zk, registration, self._clock, on_registered=self.fence.on_registered
