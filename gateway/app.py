@@ -28,6 +28,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 from brokers.client import ClientConfig, Cluster
+from gateway.auth.address_table import FILE_NAME as ADDRESS_TABLE
+from gateway.auth.address_table import AddressTable
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.backoff import BackoffPolicy, LoginBackoff
 from gateway.auth.hashing import HashingPool
@@ -147,7 +149,9 @@ class Gateway:
             on_round=storage.settle,
         )
         await self.sampler.start()
-        backoff = LoginBackoff(BackoffPolicy.from_settings(config.setting))
+        policy = BackoffPolicy.from_settings(config.setting)
+        addresses = self._address_table(policy.max_s)
+        backoff = LoginBackoff(policy, shared=addresses)
         peers = None
         if config.zookeeper_connect is not None:
             peers = PeerTable(hold_ms=config.setting("fleet.rates.hold.ms"))
@@ -191,9 +195,12 @@ class Gateway:
             tls=self._tls(),
             reuse_port=config.reuse_port,
             guard=ConnectionGuard(
-                ConnectionLimits.from_settings(config.setting, config.connections_per_ip_overrides),
+                ConnectionLimits.from_settings(
+                    config.setting, config.connections_per_ip_overrides
+                ).per_worker(1 if config.worker is None else config.worker.count),
                 registry=self.registry,
                 failing=lambda host: backoff.wait_s(host) > 0,
+                shared=addresses,
             ),
         )
         await self.listeners.start(fleet.broker_ids())
@@ -249,6 +256,18 @@ class Gateway:
             directory=directory,
         )
         await self.http.start(public_host=config.public_host)
+
+    def _address_table(self, forget_s: float) -> AddressTable | None:
+        """A worker's view of the per-address table its supervisor made (None: not a worker);
+        its own columns are zeroed first (what a crashed predecessor held is released)."""
+        slot = self.config.worker
+        if slot is None:
+            return None
+        table = AddressTable(
+            slot.socket_dir / ADDRESS_TABLE, slot.count, slot.index, forget_s=forget_s
+        )
+        table.reset_worker()
+        return table
 
     def _share_rates(self, peers: PeerTable, throttling: GatewayThrottling) -> None:
         """Register in the fleet's ZooKeeper and hold rate quotas with the other gateways

@@ -52,13 +52,14 @@ Properties (Java-properties file, all optional):
 | `zookeeper.connect` | none | `host:port[,host:port...][/chroot]` of the fleet's ZooKeeper (`--zookeeper` wins): the gateways register there and hold each tenant's rate quotas together (docs/gateway.md, "Quotas across gateways"); none: quotas per gateway |
 | `fleet.rates.interval.ms` | 500 | how often a gateway publishes its quota sensors' rates and reads its peers' |
 | `fleet.rates.hold.ms` | 5000 | with ZooKeeper unreadable, the peers' last rates are used this long, then the full quota locally (logged); a peer whose rates stood still this long is left out |
-| `workers` | 1 | worker processes serving the one listener set (`--workers` wins; `gateway.supervisor`): each its own event loop and gateway id `<gateway.id>.w<k>`, metrics on the metrics port + k |
+| `workers` | cores | worker processes serving the one listener set (`--workers` wins; `gateway.supervisor`): each its own event loop and gateway id `<gateway.id>.w<k>`, metrics on the metrics port + k. Default: the machine's cores (at most 8) when the ports are fixed and `zookeeper.connect` is set, else 1 |
 
 `WorkerSlot`: which worker of how many this process is (set by the supervisor, never by a file).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ from pathlib import Path
 
 from gateway.kafka.connection_limits import parse_overrides
 
+MAX_DEFAULT_WORKERS = 8  # the default `workers` is the machine's cores, at most this
 _ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     # name: (default, minimum, maximum)
@@ -193,7 +195,7 @@ class GatewayConfig:
         default, low, high = _INT_SETTINGS[name]
         raw = self.properties.get(name)
         if raw is None:
-            return default
+            return self.default_workers if name == "workers" else default
         try:
             value = int(raw)
         except ValueError:
@@ -202,6 +204,15 @@ class GatewayConfig:
             bound = f"{low}..{high}" if high is not None else f">= {low}"
             raise GatewayConfigError(f"{name}={value} is out of range ({bound})")
         return value
+
+    @property
+    def default_workers(self) -> int:
+        """`workers` when it is not set: the machine's cores (at most `MAX_DEFAULT_WORKERS`) when
+        the listener ports are fixed and quotas are shared through ZooKeeper; else 1 (workers
+        need fixed ports, and without ZooKeeper each would enforce the whole of every quota)."""
+        if self.port == 0 or self.tenant_http_port == 0 or self.zookeeper_connect is None:
+            return 1
+        return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS))
 
     @property
     def id(self) -> str:

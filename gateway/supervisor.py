@@ -12,7 +12,9 @@ whole gateway (`gateway.app.Gateway`) with its own event loop, opening the same 
 `<id>.w<k>` (so the tenant store's holdings, the ZooKeeper quota shares, heartbeats and usage
 records are per worker) and its metrics on the metrics port + k. Workers die with the parent
 (`PR_SET_PDEATHSIG`). The socket directory (mode 0700) holds each worker's internal HTTP socket
-(`gateway.http.worker_routing`) and is removed at exit. Runs on one event loop; not thread-safe.
+(`gateway.http.worker_routing`) and the workers' shared per-address table
+(`gateway.auth.address_table`: connection counts and login backoff held across the workers), and
+is removed at exit. Runs on one event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gateway.auth.address_table import AddressTable
 from gateway.config import WorkerSlot
 
 log = logging.getLogger("pier.gateway.supervisor")
@@ -90,6 +93,7 @@ class Supervisor:
         """Serve until `stop` is set; 0, or a worker's exit code when one cannot start."""
         self._dir = Path(tempfile.mkdtemp(prefix="pier-gateway-"))  # mode 0700
         try:
+            AddressTable.create(self._dir, self.count)
             started = await asyncio.gather(
                 *(self._start(w) for w in self._workers), return_exceptions=True
             )

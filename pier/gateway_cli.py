@@ -94,7 +94,8 @@ def add_parser(commands: Any) -> None:
         type=int,
         default=None,
         help="serve the listeners from this many processes sharing their ports (SO_REUSEPORT), "
-        "each its own event loop and gateway id ID.wK (default: the workers property, else 1)",
+        "each its own event loop and gateway id ID.wK (default: the workers property, else the "
+        "cores when the ports are fixed and --zookeeper is given, else 1)",
     )
     gateway.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate (SASL_SSL)")
     gateway.add_argument("--tls-key", type=Path, default=None, help="PEM private key (SASL_SSL)")

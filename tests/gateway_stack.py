@@ -33,6 +33,7 @@ TEST_GATEWAY_SETTINGS = {
     "sasl.failure.delay.ms": "50",
     "sasl.failure.backoff.free.failures": "1000",
     "usage.topic.replication.factor": "1",
+    "workers": "1",  # one process per test gateway (the default is the cores); tests that want more say so
 }
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 

@@ -25,16 +25,25 @@ verification cache first), so a key's owner whose secret was verified once is ne
 Refused attempts get no check; the caller fails them like any failure. Both tables are LRU-bounded
 (`max_tracked`); evicting a quiet entry forgives it. Pure (the clock is injected); runs on the
 event loop; not thread-safe.
+
+In a worker of `pier gateway --workers N` the per-address state lives in the workers' shared
+`AddressTable` (`gateway.auth.address_table`; the clock must then be `time.monotonic`), so an
+address backing off on one worker backs off on all: reconnecting until another worker takes the
+connection gains nothing. The per-key buckets stay per worker (a guesser spread over many
+addresses gets at most N × the bucket's rate against one key).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
+
+from gateway.auth.address_table import AddressTable, SharedEntry
 
 V = TypeVar("V")
 
@@ -74,6 +83,47 @@ class _Address:
     last_failure: float = 0.0
 
 
+class _State(Protocol):
+    failures: int
+    in_flight: int
+    last_failure: float
+
+
+class _SharedAddress:
+    """An address's state in the shared table: `in_flight` is every worker's; changing it
+    changes this worker's own column by as much."""
+
+    __slots__ = ("_entry",)
+
+    def __init__(self, entry: SharedEntry) -> None:
+        self._entry = entry
+
+    @property
+    def failures(self) -> int:
+        return self._entry.failures
+
+    @failures.setter
+    def failures(self, value: int) -> None:
+        self._entry.failures = value
+
+    @property
+    def last_failure(self) -> float:
+        return self._entry.last_failure
+
+    @last_failure.setter
+    def last_failure(self, value: float) -> None:
+        self._entry.last_failure = value
+
+    @property
+    def in_flight(self) -> int:
+        return self._entry.in_flight
+
+    @in_flight.setter
+    def in_flight(self, value: int) -> None:
+        self._entry.own_in_flight += value - self._entry.in_flight
+        self._entry.in_flight = value
+
+
 @dataclass
 class _Bucket:
     tokens: float
@@ -105,10 +155,15 @@ def address_key(peer: str) -> str:
 
 class LoginBackoff:
     def __init__(
-        self, policy: BackoffPolicy | None = None, clock: Callable[[], float] = time.monotonic
+        self,
+        policy: BackoffPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        shared: AddressTable | None = None,
     ) -> None:
         self.policy = policy or BackoffPolicy()
         self._clock = clock
+        self._shared = shared
         self._addresses: OrderedDict[str, _Address] = OrderedDict()
         self._keys: OrderedDict[str, _Bucket] = OrderedDict()
 
@@ -116,37 +171,37 @@ class LoginBackoff:
         """A ticket for one expensive check now, or None: refused (fail without checking)."""
         now = self._clock()
         address = address_key(peer)
-        state = self._address(address, now)
-        pending = state.failures + state.in_flight
-        if (
-            state.failures > 0
-            and pending >= self.policy.free_failures
-            and (
-                state.in_flight > 0
-                or now < state.last_failure + self.policy.delay_s(state.failures)
-            )
-        ):
-            return None
-        paid = pending > 0
-        if paid and not self._take_token(key_id, now):
-            return None
-        state.in_flight += 1
-        return Ticket(address, key_id, paid)
+        with self._state(address, now) as state:
+            pending = state.failures + state.in_flight
+            if (
+                state.failures > 0
+                and pending >= self.policy.free_failures
+                and (
+                    state.in_flight > 0
+                    or now < state.last_failure + self.policy.delay_s(state.failures)
+                )
+            ):
+                return None
+            paid = pending > 0
+            if paid and not self._take_token(key_id, now):
+                return None
+            state.in_flight += 1
+            return Ticket(address, key_id, paid)
 
     def failed(self, ticket: Ticket) -> None:
         """The check ran and the credentials were wrong (or the key unusable)."""
-        state = self._addresses.get(ticket.address)
-        if state is not None:
-            state.in_flight = max(0, state.in_flight - 1)
-            state.failures += 1
-            state.last_failure = self._clock()
+        with self._existing(ticket.address) as state:
+            if state is not None:
+                state.in_flight = max(0, state.in_flight - 1)
+                state.failures += 1
+                state.last_failure = self._clock()
 
     def note_failure(self, peer: str) -> None:
         """A failure found without an admitted check (a wrong SCRAM proof against a cached
         verifier): it counts against the address like any other."""
-        state = self._address(address_key(peer), self._clock())
-        state.failures += 1
-        state.last_failure = self._clock()
+        with self._state(address_key(peer), self._clock()) as state:
+            state.failures += 1
+            state.last_failure = self._clock()
 
     def succeeded(self, ticket: Ticket) -> None:
         self._release(ticket)
@@ -157,19 +212,47 @@ class LoginBackoff:
 
     def wait_s(self, peer: str) -> float:
         """How long `peer` must still wait for its next check (0: it may have one now)."""
-        state = self._addresses.get(address_key(peer))
-        if state is None or state.failures < self.policy.free_failures:
-            return 0.0
-        until = state.last_failure + self.policy.delay_s(state.failures)
-        return max(0.0, until - self._clock())
+        with self._existing(address_key(peer)) as state:
+            if state is None or state.failures < self.policy.free_failures:
+                return 0.0
+            until = state.last_failure + self.policy.delay_s(state.failures)
+            return max(0.0, until - self._clock())
 
     def _release(self, ticket: Ticket) -> None:
-        state = self._addresses.get(ticket.address)
-        if state is not None:
-            state.in_flight = max(0, state.in_flight - 1)
+        with self._existing(ticket.address) as state:
+            if state is not None:
+                state.in_flight = max(0, state.in_flight - 1)
         bucket = self._keys.get(ticket.key_id)
         if ticket.paid_key_token and bucket is not None:
             bucket.tokens = min(float(self.policy.key_burst), bucket.tokens + 1)
+
+    @contextlib.contextmanager
+    def _state(self, address: str, now: float) -> Iterator[_State]:
+        """`address`'s state for a block (created if new): the shared table's in a worker."""
+        if self._shared is None:
+            yield self._address(address, now)
+            return
+        with self._shared.entry(f"login:{address}", now) as entry:
+            if entry is None:  # the table's window is full: this address is not tracked
+                yield _Address()
+                return
+            state = _SharedAddress(entry)
+            self._forgive_quiet(state, now)
+            yield state
+
+    @contextlib.contextmanager
+    def _existing(self, address: str) -> Iterator[_State | None]:
+        """`address`'s state for a block, None when it is not known (locally)."""
+        if self._shared is None:
+            yield self._addresses.get(address)
+            return
+        with self._state(address, self._clock()) as state:
+            yield state
+
+    def _forgive_quiet(self, state: _State, now: float) -> None:
+        quiet = now - state.last_failure >= self.policy.max_s
+        if state.failures and state.in_flight == 0 and quiet:
+            state.failures = 0
 
     def _address(self, address: str, now: float) -> _Address:
         state = self._addresses.get(address)
@@ -178,9 +261,7 @@ class LoginBackoff:
             self._remember_in(self._addresses, address, state, self.policy.max_tracked)
         else:
             self._addresses.move_to_end(address)
-            quiet = now - state.last_failure >= self.policy.max_s
-            if state.failures and state.in_flight == 0 and quiet:
-                state.failures = 0
+            self._forgive_quiet(state, now)
         return state
 
     def _take_token(self, key_id: str, now: float) -> bool:

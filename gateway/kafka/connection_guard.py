@@ -9,6 +9,11 @@ deadline (authentication, a stalled frame, idleness) and the metrics of all of i
 reason (`pier_gateway_connection_close_total`, as Kafka's `connection-close-total`), and gauges read
 at scrape time. The clock is injected (monotonic seconds). Runs on the event loop; not thread-safe,
 except the gauges' collector, which only reads integers.
+
+In a worker of `pier gateway --workers N` the per-address count and the failing address's
+connection rate live in the workers' shared `AddressTable` (`gateway.auth.address_table`), so
+they hold across the workers; the caps on what is not yet logged in are the gateway's divided
+by N (`ConnectionLimits.per_worker`: they bound memory, which each worker holds on its own).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gateway.auth.address_table import AddressTable, SharedEntry
 from gateway.kafka.byte_budget import ByteBudget, Defer, call_soon
 from gateway.kafka.connection_limits import ConnectionLimits
 
@@ -65,8 +71,11 @@ class ConnectionGuard:
         clock: Callable[[], float] = time.monotonic,
         defer: Defer = call_soon,
         failing: Callable[[str], bool] = lambda _host: False,
+        shared: AddressTable | None = None,
     ) -> None:
         self.limits = limits or ConnectionLimits()
+        self._shared = shared
+        self._shared_counted: set[Guarded] = set()  # counted in the shared table
         self.clock = clock
         self._failing = failing  # the login backoff: this address is waiting out its failures
         self._failing_rate: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, at
@@ -93,12 +102,40 @@ class ConnectionGuard:
     # -- admission -----------------------------------------------------------------------------
     def admit(self, connection: Guarded, host: str) -> str | None:
         """Register a new connection; the reason to close it at once when a cap is reached."""
+        if self._shared is not None:
+            return self._admit_shared(connection, host, self._shared)
         if self._per_host[host] >= self.limits.per_ip(host):
             return "max_connections_per_ip"
         if len(self._unauthenticated) >= self.limits.max_unauthenticated_connections:
             return "max_unauthenticated_connections"
         if self._failing(host) and not self._take_failing_token(host):
             return "failed_login_connection_rate"
+        self._per_host[host] += 1
+        self._connections.add(connection)
+        self._unauthenticated.add(connection)
+        return None
+
+    def _admit_shared(self, connection: Guarded, host: str, shared: AddressTable) -> str | None:
+        """`admit` with the per-address count and token bucket of every worker."""
+        failing = self._failing(host)  # its own lock: asked before this one is taken
+        now = self.clock()
+        with shared.entry(f"conn:{host}", now) as entry:
+            open_here = self._per_host[host] if entry is None else entry.connections
+            if open_here >= self.limits.per_ip(host):
+                return "max_connections_per_ip"
+            if len(self._unauthenticated) >= self.limits.max_unauthenticated_connections:
+                return "max_unauthenticated_connections"
+            if failing:
+                taken = (
+                    self._take_failing_token(host)
+                    if entry is None
+                    else _take_token(entry, self.limits.failed_login_connection_rate, now)
+                )
+                if not taken:
+                    return "failed_login_connection_rate"
+            if entry is not None:
+                entry.own_connections += 1
+                self._shared_counted.add(connection)
         self._per_host[host] += 1
         self._connections.add(connection)
         self._unauthenticated.add(connection)
@@ -125,6 +162,11 @@ class ConnectionGuard:
             return
         self._connections.discard(connection)
         self._unauthenticated.discard(connection)
+        if self._shared is not None and connection in self._shared_counted:
+            self._shared_counted.discard(connection)
+            with self._shared.entry(f"conn:{host}", self.clock()) as entry:
+                if entry is not None:
+                    entry.own_connections -= 1
         self._per_host[host] -= 1
         if self._per_host[host] <= 0:
             del self._per_host[host]
@@ -183,6 +225,15 @@ class ConnectionGuard:
 
     def budgets(self) -> list[tuple[str, ByteBudget]]:
         return list(self._tenant_budgets.items())
+
+
+def _take_token(entry: SharedEntry, rate: float, now: float) -> bool:
+    """`ConnectionGuard._take_failing_token` on a shared entry's bucket (`rate` a second)."""
+    tokens = rate if entry.tokens_at == 0.0 else entry.tokens
+    tokens = min(rate, tokens + (now - (entry.tokens_at or now)) * rate)
+    taken = tokens >= 1.0
+    entry.tokens, entry.tokens_at = (tokens - 1.0 if taken else tokens), now
+    return taken
 
 
 class _Gauges(Collector):

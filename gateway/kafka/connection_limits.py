@@ -25,7 +25,7 @@ request budget, so one frame always fits in an empty budget. Pure; thread-safe.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from brokers.wire.framing import PRE_AUTH_MAX_REQUEST_BYTES
 
@@ -63,6 +63,21 @@ class ConnectionLimits:
             queued_max_request_bytes=setting("queued.max.request.bytes"),
             socket_request_max_bytes=setting("socket.request.max.bytes"),
             failed_login_connection_rate=setting("failed.login.connection.rate"),
+        )
+
+    def per_worker(self, workers: int) -> ConnectionLimits:
+        """The limits of one of `workers` worker processes: the caps on what is not yet logged
+        in are the gateway's divided among them (each worker holds its own buffers); the rest,
+        per address or per connection, are whole (per-address ones shared: `AddressTable`)."""
+        if workers <= 1:
+            return self
+        return replace(
+            self,
+            max_unauthenticated_connections=-(-self.max_unauthenticated_connections // workers),
+            unauthenticated_buffer_max_bytes=max(
+                -(-self.unauthenticated_buffer_max_bytes // workers),
+                self.pre_auth_max_request_bytes,
+            ),
         )
 
     def per_ip(self, host: str) -> int:
