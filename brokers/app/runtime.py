@@ -25,6 +25,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, start_http_server
 
 from brokers.app.groups import TICK_INTERVAL_MS, GroupWiring
+from brokers.app.tiered import TieredWiring, build_tiered
 from brokers.app.transactions import TransactionWiring
 from brokers.app.txn_verification import TxnVerification
 from brokers.common.clock import Clock
@@ -125,6 +126,7 @@ class Broker:
         routes: RouteTable,
         cluster: Membership | None = None,
         txn_verification: TxnVerification | None = None,
+        tiered: TieredWiring | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -142,6 +144,7 @@ class Broker:
         self.routes = routes
         self.cluster = cluster
         self.txn_verification = txn_verification  # None: partition verification disabled
+        self.tiered = tiered  # None: remote.log.storage.system.enable=false
         self._listener: Listener | None = None
         self._jobs: list[asyncio.Task[None]] = []
         self._joined = False  # registered in ZooKeeper; stop() before that has nothing to move
@@ -195,6 +198,8 @@ class Broker:
         txn = self.transactions.config
         self._schedule(txn.abort_timed_out_interval_ms, self.transactions.abort_timed_out)
         self._schedule(txn.remove_expired_interval_ms, self.transactions.expire_ids)
+        if self.tiered is not None:
+            self._schedule(self.tiered.task_interval_ms, self.tiered.manager.run)
 
     async def stop(self) -> None:
         """Close the listener first so no append races the final flush and checkpoint."""
@@ -216,6 +221,8 @@ class Broker:
             await self.replicas.shutdown()
         self.replicas.checkpoint_high_watermarks()
         self.log_manager.shutdown()
+        if self.tiered is not None:
+            self.tiered.manager.store.close()
 
     def _schedule(self, interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
         async def loop() -> None:
@@ -306,6 +313,11 @@ def assemble(
             node_id=core.config.node_id,
             zookeeper_mode=zookeeper_mode,
         )
+    tiered = build_tiered(
+        core.config, metadata=core.metadata, topics=topics, replicas=core.replicas,
+        purgatory=core.purgatory, clock=core.clock, registry=core.registry,
+        zookeeper_mode=zookeeper_mode,
+    )  # fmt: skip
     services = HandlerServices(
         config=core.config,
         clock=core.clock,
@@ -320,6 +332,7 @@ def assemble(
         topic_metrics=core.topic_metrics,
         zookeeper_mode=zookeeper_mode,
         txn_verifier=verification,
+        tiered=None if tiered is None else tiered.manager,
     )
     return Broker(
         core.config,
@@ -338,4 +351,5 @@ def assemble(
         routes=build_route_table(services, extra_routes),
         cluster=cluster,
         txn_verification=verification,
+        tiered=tiered,
     )

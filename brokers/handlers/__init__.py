@@ -56,7 +56,7 @@ def client_routes(s: HandlerServices) -> list[Route]:
     return [
         produce.route(s.replicas, s.purgatory, s.clock, s.topic_metrics, s.txn_verifier),
         fetch.route(s.replicas, s.purgatory, s.clock, s.topic_metrics, s.config),
-        list_offsets.route(s.replicas),
+        list_offsets.route(s.replicas, s.tiered),
         metadata.route(s.config, s.metadata, s.topics),
         offset_commit.route(s.groups, s.metadata),
         offset_fetch.route(s.groups),
@@ -68,7 +68,7 @@ def client_routes(s: HandlerServices) -> list[Route]:
         sync_group.route(s.groups),
         describe_groups.route(s.groups),
         list_groups.route(s.groups),
-        delete_records.route(s.metadata, s.replicas),
+        delete_records.route(s.metadata, s.replicas, s.tiered),
         init_producer_id.route(s.producer_ids, s.transactions),
         add_partitions_to_txn.route(s.transactions),
         add_offsets_to_txn.route(s.transactions),

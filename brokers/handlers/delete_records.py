@@ -5,7 +5,9 @@ deleteRecordsOnLeader): internal topics are refused (INVALID_TOPIC_EXCEPTION), a
 cleanup.policy lacks `delete` is a POLICY_VIOLATION, offset -1 means the high watermark, a
 negative offset or one past the high watermark is OFFSET_OUT_OF_RANGE. The answer's low
 watermark is the partition's new log start offset. With this broker as the only replica the
-deletion is complete when the log moves, so the request timeout is never waited on. A partition
+deletion is complete when the log moves, so the request timeout is never waited on. With
+tiered storage (KIP-405) an offset below the local log start moves the remote log start
+(brokers.tiered.remote_log_manager), and the low watermark is that log start. A partition
 named twice keeps the last offset given, as Kafka's map of partitions does. Runs on the event
 loop.
 """
@@ -28,6 +30,7 @@ from brokers.replication.errors import (
 )
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
+from brokers.tiered.remote_log_manager import RemoteLogManager
 from brokers.wire.errors import ErrorCode
 
 API_KEY = 21
@@ -42,10 +45,13 @@ class _Services:
 
     metadata: MetadataView
     replicas: Replicas
+    tiered: RemoteLogManager | None = None
 
 
-def route(metadata: MetadataView, replicas: Replicas) -> Route:
-    broker = _Services(metadata, replicas)
+def route(
+    metadata: MetadataView, replicas: Replicas, tiered: RemoteLogManager | None = None
+) -> Route:
+    broker = _Services(metadata, replicas, tiered)
 
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
@@ -55,36 +61,33 @@ def route(metadata: MetadataView, replicas: Replicas) -> Route:
             for partition in topic.partitions:
                 offsets[partition.partition_index] = partition.offset
         too_many = sum(len(offsets) for offsets in wanted.values()) > MAX_ITEMS
-        topics = tuple(
-            make(
-                module,
-                "DeleteRecordsTopicResult",
-                name=name,
-                partitions=tuple(
-                    _partition(module, broker, name, index, offset, too_many)
-                    for index, offset in offsets.items()
-                ),
+        topics = []
+        for name, offsets in wanted.items():
+            results = [
+                await _partition(module, broker, name, index, offset, too_many)
+                for index, offset in offsets.items()
+            ]
+            topics.append(
+                make(module, "DeleteRecordsTopicResult", name=name, partitions=tuple(results))
             )
-            for name, offsets in wanted.items()
-        )
-        return make(module, "DeleteRecordsResponse", throttle_time=throttle(), topics=topics)
+        return make(module, "DeleteRecordsResponse", throttle_time=throttle(), topics=tuple(topics))
 
     return Route(API_KEY, 0, 2, handle, name="DeleteRecords")
 
 
-def _partition(
+async def _partition(
     module: ModuleType, broker: _Services, topic: str, index: int, offset: int, too_many: bool
 ) -> Any:
     try:
         if too_many:
             raise InvalidRequestError(f"More than {MAX_ITEMS} partitions in one request")
-        low_watermark = _delete_before(broker, topic, index, offset)
+        low_watermark = await _delete_before(broker, topic, index, offset)
     except Exception as exc:
         return _result(module, index, INVALID_LOW_WATERMARK, error_code_for(exc))
     return _result(module, index, low_watermark, ErrorCode.none)
 
 
-def _delete_before(broker: _Services, topic: str, index: int, offset: int) -> int:
+async def _delete_before(broker: _Services, topic: str, index: int, offset: int) -> int:
     meta = broker.metadata.topic(topic)
     if meta is not None and meta.is_internal:
         raise InvalidTopicError(f"Cannot delete records of internal topic {topic}")
@@ -108,6 +111,10 @@ def _delete_before(broker: _Services, topic: str, index: int, offset: int) -> in
             f"Cannot increment the log start offset to {target} of partition {topic}-{index} "
             f"since it is larger than the high watermark {high_watermark}"
         )
+    if broker.tiered is not None and partition.log.config.remote_storage_enable:
+        # Below the local log start the remote log start moves (KIP-405); the answer is the
+        # log start clients see, remote tier included.
+        return await broker.tiered.delete_records(partition, target)
     partition.delete_records_before(target)
     # The low watermark is the lowest log start offset over the replicas: ours alone here.
     return partition.log.log_start_offset

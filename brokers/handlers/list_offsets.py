@@ -2,12 +2,15 @@
 
 Owns: answering as Kafka's ReplicaManager.fetchOffset / Partition.fetchOffsetForTimestamp /
 UnifiedLog.fetchOffsetByTimestamp do, leader epochs included (v4+, KIP-320):
-- earliest (-2) and earliest local (-4, KIP-405: nothing is tiered, so the log start): the log
-  start offset, with the epoch of the first leader-epoch entry if it starts at or below it;
+- earliest (-2): the log start offset, which with tiered storage (KIP-405) is the remote log
+  start when the remote tier reaches below the local log (epoch from the remote segment's
+  leader epochs); earliest local (-4): the local log start. Both with the epoch of the first
+  leader-epoch entry if it starts at or below the local log start;
 - latest (-1): the last fetchable offset (the high watermark for consumers, the last stable
   offset for read_committed ones (isolation_level 1, v2+), the log end for a replica or
   debugging request) with the partition's current leader epoch;
-- latest tiered (-5, KIP-1005): nothing is tiered, offset -1 and epoch -1;
+- latest tiered (-5, KIP-1005): the highest offset copied to the remote tier (-1 when none or
+  when the topic is not tiered), with its leader epoch;
 - a timestamp (≥ 0) or max timestamp (-3, KIP-734): the exact first record with timestamp ≥ the
   target at or above the log start offset (or the first holding the largest timestamp, even
   below the log start when DeleteRecords passed it, as Kafka answers from the segment) and the
@@ -36,6 +39,7 @@ from brokers.replication.errors import NotLeaderOrFollowerError
 from brokers.replication.partition import Partition
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
+from brokers.tiered.remote_log_manager import RemoteLogManager
 from brokers.wire.errors import ErrorCode
 
 API_KEY = 2
@@ -76,10 +80,11 @@ class _Services:
     """What this handler uses."""
 
     replicas: Replicas
+    tiered: RemoteLogManager | None = None
 
 
-def route(replicas: Replicas) -> Route:
-    broker = _Services(replicas)
+def route(replicas: Replicas, tiered: RemoteLogManager | None = None) -> Route:
+    broker = _Services(replicas, tiered)
 
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
@@ -114,7 +119,7 @@ def _lookup(module: ModuleType, broker: _Services, asker: _Asker, topic: str, wa
         partition.check_epoch(getattr(wanted, "current_leader_epoch", NO_EPOCH))
         if asker.replica_id != DEBUGGING_REPLICA_ID and not partition.is_leader:
             raise NotLeaderOrFollowerError(f"{topic}-{index}")
-        found = _resolve(partition, wanted.timestamp, asker)
+        found = _resolve(partition, wanted.timestamp, asker, broker.tiered)
     except _OffsetNotAvailableError:
         code = ErrorCode.offset_not_available
         if asker.version < FIRST_OFFSET_NOT_AVAILABLE_VERSION:
@@ -145,14 +150,21 @@ def _error(module: ModuleType, index: int, code: ErrorCode) -> Any:
     )
 
 
-def _resolve(partition: Partition, target: int, asker: _Asker) -> _Found:
+def _resolve(
+    partition: Partition, target: int, asker: _Asker, tiered: RemoteLogManager | None = None
+) -> _Found:
     log = partition.log
+    if target == EARLIEST and tiered is not None:
+        start = tiered.log_start_offset(log)
+        if start < log.log_start_offset:
+            return _Found(start, -1, tiered.epoch_of(log, start))
     if target in (EARLIEST, EARLIEST_LOCAL):
         first = log.leader_epoch_cache.earliest_entry()
         epoch = first[0] if first is not None and first[1] <= log.log_start_offset else NO_EPOCH
         return _Found(log.log_start_offset, -1, epoch)
     if target == LATEST_TIERED:
-        return _NOTHING
+        last = -1 if tiered is None else tiered.last_tiered_offset(log)
+        return _NOTHING if last < 0 else _Found(last, -1, tiered_epoch(tiered, log, last))
     last_fetchable = _last_fetchable(partition, asker)
     lagging = asker.is_client and _epoch_start(partition) > partition.high_watermark
     if target == LATEST:
@@ -167,6 +179,10 @@ def _resolve(partition: Partition, target: int, asker: _Asker) -> _Found:
             raise _OffsetNotAvailableError
         return _NOTHING
     return _exact_record(partition, batch.offset, target, last_fetchable)
+
+
+def tiered_epoch(tiered: RemoteLogManager | None, log: Any, offset: int) -> int:
+    return NO_EPOCH if tiered is None else tiered.epoch_of(log, offset)
 
 
 def _last_fetchable(partition: Partition, asker: _Asker) -> int:

@@ -53,6 +53,7 @@ from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.log import Log
 from brokers.replication.metadata_cache import BrokerEndpoint, PartitionMetadata, TopicMetadata
 from brokers.replication.partition import Partition
+from brokers.tiered.remote_log_manager import RemoteLogManager
 from brokers.wire.errors import ErrorCode
 
 
@@ -206,3 +207,4 @@ class HandlerServices:
     topic_metrics: BrokerTopicMetrics
     zookeeper_mode: bool  # replicas may go to other brokers (else every replica is this broker)
     txn_verifier: TxnVerifier | None = None  # None: transaction.partition.verification.enable=false
+    tiered: RemoteLogManager | None = None  # None: remote.log.storage.system.enable=false

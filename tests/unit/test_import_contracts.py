@@ -25,7 +25,8 @@ may import may use):
 | 3     | brokers.coordinator  | log                                                          |
 | 3     | brokers.controller   | client                                                       |
 | 4     | brokers.zk           | controller, replication                                      |
-| 5     | brokers.handlers     | server, zk, coordinator; controller's package surface only   |
+| 4     | brokers.tiered       | replication (tiered storage: copier, remote reads)           |
+| 5     | brokers.handlers     | server, zk, tiered, coordinator; controller's package surface |
 | 6     | brokers.app          | handlers (the composition roots: standalone, zk_mode)        |
 | 7     | pier                 | app, gateway, billing (the command line)                     |
 | 8     | infra                | pier and everything below (launchers, benchmarks)            |
@@ -65,6 +66,7 @@ BROKER_COMPONENTS = (
     "coordinator",
     "controller",
     "zk",
+    "tiered",
     "handlers",
     "app",
 )
@@ -83,9 +85,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "brokers.coordinator": ("brokers.log",),
     "brokers.controller": ("brokers.client",),
     "brokers.zk": ("brokers.controller", "brokers.replication"),
+    "brokers.tiered": ("brokers.replication",),
     "brokers.handlers": (
         "brokers.server",
         "brokers.zk",
+        "brokers.tiered",
         "brokers.coordinator",
         "brokers.controller",
     ),

@@ -1,0 +1,73 @@
+"""Tiered storage's wiring (KIP-405): the remote store, `__remote_log_metadata` and the
+RemoteLogManager, built when the broker sets `remote.log.storage.system.enable=true`.
+
+Owns: `TieredWiring` — the metadata topic as an internal topic of this broker (created on first
+use: `remote.log.metadata.topic.num.partitions` partitions, replication factor
+`remote.log.metadata.topic.replication.factor` capped by the live brokers when standalone,
+`cleanup.policy=delete` with unlimited retention as Kafka's, every write acks=all), the store
+(brokers.tiered.factory), the metrics and the manager, plus its periodic task interval. Built
+before the event loop serves; runs on it; not thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from brokers.app.internal_topic import BrokerInternalTopic, InternalTopicSpec, TopicErrors
+from brokers.common.clock import Clock
+from brokers.common.config import BrokerConfig
+from brokers.handlers.services import MetadataView, TopicAdmin
+from brokers.replication.replica_manager import ReplicaManager
+from brokers.server.purgatory import Purgatory
+from brokers.tiered.config import TieredConfig
+from brokers.tiered.factory import build_store
+from brokers.tiered.metadata_manager import METADATA_TOPIC, RemoteLogMetadataManager
+from brokers.tiered.metrics import RemoteStorageMetrics
+from brokers.tiered.remote_log_manager import RemoteLogManager
+
+
+class RemoteMetadataUnavailableError(Exception):
+    """`__remote_log_metadata` could not take a write now (not leader, too few replicas)."""
+
+
+_ERRORS = TopicErrors(
+    not_coordinator=RemoteMetadataUnavailableError,
+    not_available=RemoteMetadataUnavailableError,
+    too_large=RemoteMetadataUnavailableError,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TieredWiring:
+    manager: RemoteLogManager
+    task_interval_ms: int
+
+
+def build_tiered(
+    config: BrokerConfig, *, metadata: MetadataView, topics: TopicAdmin,
+    replicas: ReplicaManager, purgatory: Purgatory, clock: Clock, registry: CollectorRegistry,
+    zookeeper_mode: bool,
+) -> TieredWiring | None:  # fmt: skip
+    settings = TieredConfig.from_properties(config.properties, config.data_dir)
+    if not settings.enabled:
+        return None
+    spec = InternalTopicSpec(
+        name=METADATA_TOPIC,
+        partitions=settings.metadata_partitions,
+        replication_factor=settings.metadata_replication_factor,
+        replication_setting="remote.log.metadata.topic.replication.factor",
+        configs={"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
+        acks=-1,
+    )
+    topic = BrokerInternalTopic(
+        spec, _ERRORS, metadata=metadata, topics=topics, replicas=replicas,
+        purgatory=purgatory, clock=clock, zookeeper_mode=zookeeper_mode,
+    )  # fmt: skip
+    manager = RemoteLogManager(
+        build_store(settings), RemoteLogMetadataManager(topic, replicas), replicas,
+        clock=clock, node_id=config.node_id, metrics=RemoteStorageMetrics(registry),
+        index_cache_segments=settings.index_cache_segments,
+    )  # fmt: skip
+    return TieredWiring(manager, settings.task_interval_ms)

@@ -1,0 +1,42 @@
+"""Prometheus metrics of the remote tier, named after Kafka's RemoteStorage metrics
+(kafka.server:type=BrokerTopicMetrics,name=RemoteCopyBytesPerSec, RemoteCopyErrorsPerSec,
+RemoteFetchBytesPerSec, RemoteFetchRequestsPerSec, RemoteFetchErrorsPerSec,
+RemoteDeleteRequestsPerSec, RemoteDeleteErrorsPerSec, RemoteCopyLagBytes/Segments), per topic as
+Kafka's are, in the exporter style of brokers/handlers/topic_metrics.py: RemoteCopyErrorsPerSec is
+`kafka_server_brokertopicmetrics_remote_copy_errors_total`, RemoteCopyLagBytes is the gauge
+`kafka_server_brokertopicmetrics_remote_copy_lag_bytes`.
+
+Owns: the counters and the copy-lag gauge (bytes and segments of closed local segments not yet
+in the remote tier: when the store is down, these grow and local deletion waits). Thread-safe
+(prometheus_client).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+_PREFIX = "kafka_server_brokertopicmetrics_"
+
+
+class RemoteStorageMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def counter(name: str, what: str) -> Counter:
+            return Counter(_PREFIX + name, what, ["topic"], registry=registry)
+
+        def gauge(name: str, what: str) -> Gauge:
+            return Gauge(_PREFIX + name, what, ["topic", "partition"], registry=registry)
+
+        self.copy_bytes = counter("remote_copy_bytes", "Bytes copied to the remote tier.")
+        self.copy_requests = counter("remote_copy_requests", "Segment copies started.")
+        self.copy_errors = counter("remote_copy_errors", "Segment copies that failed.")
+        self.fetch_bytes = counter("remote_fetch_bytes", "Bytes read from the remote tier.")
+        self.fetch_requests = counter("remote_fetch_requests", "Reads from the remote tier.")
+        self.fetch_errors = counter("remote_fetch_errors", "Remote reads that failed.")
+        self.delete_requests = counter("remote_delete_requests", "Remote segment deletes.")
+        self.delete_errors = counter("remote_delete_errors", "Remote deletes that failed.")
+        self.copy_lag_bytes = gauge(
+            "remote_copy_lag_bytes", "Bytes of closed local segments not yet copied."
+        )
+        self.copy_lag_segments = gauge(
+            "remote_copy_lag_segments", "Closed local segments not yet copied."
+        )

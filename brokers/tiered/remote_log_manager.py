@@ -1,0 +1,259 @@
+"""The broker's remote tier (Kafka's RemoteLogManager): copy, expire, read, and the offsets
+clients see.
+
+Owns: the periodic task (`run`, every `remote.log.manager.task.interval.ms`): fold new metadata
+records, then for each partition this broker leads whose topic has `remote.storage.enable`: delete
+remote segments past retention (and dangling ones), copy the next closed segments (COPY_SEGMENT_
+STARTED, upload, COPY_SEGMENT_FINISHED, each event committed to `__remote_log_metadata` before the
+next step), and tell the log how far it is copied (`Log.remote_copied_upto`: local retention
+deletes only segments wholly below it, so a store that is down delays local deletion and never
+loses data). Followers learn the same bound from the metadata they replicate. A leader that
+loses leadership mid-copy stops before COPY_SEGMENT_FINISHED; the next leader resumes after the
+last finished segment (from the metadata topic) and deletes the unfinished copy.
+
+Also what handlers ask: `log_start_offset` (the remote log start when the remote tier holds the
+offsets below the local one, Kafka's logStartOffset vs localLogStartOffset), `last_tiered_offset`
+(ListOffsets -5), `serves` / `read` (Fetch below the local log start) and `delete_records`
+(DeleteRecords below the local log start moves the remote log start; recorded in the metadata
+topic and applied by expiring remote segments).
+
+Runs on the event loop; every store call goes to a worker thread. Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from brokers.common.clock import Clock
+from brokers.log.log import Log
+from brokers.log.txn_index import AbortedTxn
+from brokers.replication.partition import Partition
+from brokers.replication.replica_manager import ReplicaManager
+from brokers.tiered.copier import Candidate, copy_candidates, leader_epochs, segment_files
+from brokers.tiered.metadata_manager import PartitionTier, RemoteLogMetadataManager
+from brokers.tiered.metrics import RemoteStorageMetrics
+from brokers.tiered.reader import RemoteRead, RemoteReader
+from brokers.tiered.remote_retention import dangling, expired_segments
+from brokers.tiered.segment_metadata import LogStartEvent, RemoteSegment, SegmentState
+from brokers.tiered.store import RemoteStorageError, RemoteStore
+
+_log = logging.getLogger("pier.tiered")
+
+
+class RemoteLogManager:
+    def __init__(
+        self, store: RemoteStore, metadata: RemoteLogMetadataManager, replicas: ReplicaManager,
+        *, clock: Clock, node_id: int, metrics: RemoteStorageMetrics, index_cache_segments: int,
+    ) -> None:  # fmt: skip
+        self.store = store
+        self.metadata = metadata
+        self._replicas = replicas
+        self._clock = clock
+        self._node_id = node_id
+        self.metrics = metrics
+        self.reader = RemoteReader(store, cached_segments=index_cache_segments)
+
+    # -- the periodic task ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.metadata.refresh()
+        for partition in self._replicas.partitions():
+            log = partition.log
+            if not log.config.remote_storage_enable or log.closed or log.offline:
+                continue
+            tier = self.metadata.tier(partition.topic, partition.index)
+            if partition.is_leader:
+                try:
+                    await self._lead(partition, tier)
+                except Exception as exc:  # metadata topic unavailable, log closed meanwhile
+                    _log.warning(
+                        "event=remote_task_failed topic=%s partition=%d error=%r",
+                        partition.topic, partition.index, str(exc),
+                    )  # fmt: skip
+            log.remote_copied_upto = tier.copied_upto
+            self._record_lag(partition, tier)
+
+    async def _lead(self, partition: Partition, tier: PartitionTier) -> None:
+        await self._expire(partition, tier)
+        if partition.log.config.remote_log_copy_disable:
+            return
+        term = partition.leadership_term
+        upper = min(partition.high_watermark, partition.last_stable_offset)
+        for candidate in copy_candidates(
+            partition.log.segments, copied_upto=tier.copied_upto, upper=upper
+        ):
+            if not await self._copy(partition, candidate, term):
+                return
+            partition.log.remote_copied_upto = tier.copied_upto
+
+    async def _copy(self, partition: Partition, candidate: Candidate, term: int) -> bool:
+        log = partition.log
+        segment = candidate.segment
+        end = candidate.next_offset - 1
+        epochs = leader_epochs(log, segment.base_offset, end)
+        started = RemoteSegment(
+            partition.topic, partition.index, uuid.uuid4().hex, segment.base_offset, end,
+            segment.max_timestamp, segment.size, epochs, self._node_id, self._clock.time_ms(),
+            SegmentState.COPY_SEGMENT_STARTED,
+        )  # fmt: skip
+        await self.metadata.publish(started)
+        self.metrics.copy_requests.labels(partition.topic).inc()
+        files = segment_files(log, candidate, epochs)
+        try:
+            await asyncio.to_thread(self.store.copy_segment, started, files)
+        except RemoteStorageError as exc:
+            self.metrics.copy_errors.labels(partition.topic).inc()
+            _log.warning(
+                "event=remote_copy_failed topic=%s partition=%d start_offset=%d error=%r",
+                partition.topic, partition.index, segment.base_offset, str(exc),
+            )  # fmt: skip
+            return False
+        if not partition.is_leader or partition.leadership_term != term:
+            return False  # the next leader deletes this unfinished copy and copies it again
+        await self.metadata.publish(started.with_state(
+            SegmentState.COPY_SEGMENT_FINISHED, self._clock.time_ms()
+        ))  # fmt: skip
+        self.metrics.copy_bytes.labels(partition.topic).inc(segment.size)
+        _log.info(
+            "event=remote_copy topic=%s partition=%d start_offset=%d end_offset=%d bytes=%d",
+            partition.topic, partition.index, segment.base_offset, end, segment.size,
+        )  # fmt: skip
+        return True
+
+    async def _expire(self, partition: Partition, tier: PartitionTier) -> None:
+        log = partition.log
+        copied = tier.copied_upto
+        local_only = sum(s.size for s in log.segments if copied is None or s.base_offset >= copied)
+        doomed = dangling(tier) + expired_segments(
+            tier.finished, config=log.config, now_ms=self._clock.time_ms(),
+            log_start_offset=tier.log_start_offset, local_only_bytes=local_only,
+        )  # fmt: skip
+        expired_upto = -1
+        for segment in doomed:
+            if not await self._delete(segment):
+                return
+            if segment.state is SegmentState.COPY_SEGMENT_FINISHED:
+                expired_upto = max(expired_upto, segment.next_offset)
+        start = tier.start_offset
+        new_start = start if start is not None else expired_upto
+        if expired_upto > log.log_start_offset and new_start > log.log_start_offset:
+            # Remote retention passed the local log start: the local copies go too (Kafka moves
+            # the log start offset, which deletes the local segments below it).
+            log.delete_records_before(min(new_start, partition.high_watermark))
+
+    async def _delete(self, segment: RemoteSegment) -> bool:
+        now = self._clock.time_ms()
+        if segment.state is not SegmentState.DELETE_SEGMENT_STARTED:
+            await self.metadata.publish(
+                segment.with_state(SegmentState.DELETE_SEGMENT_STARTED, now)
+            )
+        self.metrics.delete_requests.labels(segment.topic).inc()
+        try:
+            await asyncio.to_thread(self.store.delete_segment, segment)
+        except RemoteStorageError as exc:
+            self.metrics.delete_errors.labels(segment.topic).inc()
+            _log.warning(
+                "event=remote_delete_failed topic=%s partition=%d start_offset=%d error=%r",
+                segment.topic, segment.partition, segment.start_offset, str(exc),
+            )  # fmt: skip
+            return False
+        await self.metadata.publish(segment.with_state(
+            SegmentState.DELETE_SEGMENT_FINISHED, self._clock.time_ms()
+        ))  # fmt: skip
+        self.reader.forget(segment.segment_id)
+        return True
+
+    def _record_lag(self, partition: Partition, tier: PartitionTier) -> None:
+        copied = tier.copied_upto
+        pending = [
+            s for s in partition.log.segments[:-1] if copied is None or s.next_offset > copied
+        ]
+        labels = (partition.topic, str(partition.index))
+        self.metrics.copy_lag_bytes.labels(*labels).set(sum(s.size for s in pending))
+        self.metrics.copy_lag_segments.labels(*labels).set(len(pending))
+
+    # -- what handlers ask ------------------------------------------------------------------
+
+    def _tier_below(self, log: Log) -> PartitionTier | None:
+        """The partition's tier when it holds offsets up to the local log start (no gap)."""
+        if not log.config.remote_storage_enable:
+            return None
+        tier = self.metadata.find(log.topic, log.partition)
+        if tier is None:
+            return None
+        copied = tier.copied_upto
+        return tier if copied is not None and copied >= log.log_start_offset else None
+
+    def log_start_offset(self, log: Log) -> int:
+        """Kafka's logStartOffset: the remote log start when the remote tier reaches down
+        further than the local log, else the local log start."""
+        tier = self._tier_below(log)
+        start = None if tier is None else tier.start_offset
+        return log.log_start_offset if start is None else min(start, log.log_start_offset)
+
+    def last_tiered_offset(self, log: Log) -> int:
+        """ListOffsets -5: the highest offset copied to the remote tier, -1 when none."""
+        tier = self.metadata.find(log.topic, log.partition)
+        copied = None if tier is None else tier.copied_upto
+        return -1 if copied is None else copied - 1
+
+    def epoch_of(self, log: Log, offset: int) -> int:
+        """The leader epoch of a remote offset (from its segment's epochs), -1 when unknown."""
+        tier = self.metadata.find(log.topic, log.partition)
+        segment = None if tier is None else tier.segment_for(offset)
+        if segment is None:
+            return -1
+        epochs = [e for e, start in segment.leader_epochs if start <= offset]
+        return epochs[-1] if epochs else -1
+
+    def serves(self, log: Log, offset: int) -> bool:
+        """True when `offset` is below the local log start and in the remote tier."""
+        if offset >= log.log_start_offset:
+            return False
+        tier = self._tier_below(log)
+        start = None if tier is None else tier.start_offset
+        return start is not None and offset >= start
+
+    async def read(
+        self, log: Log, offset: int, max_bytes: int, *, min_one_batch: bool
+    ) -> RemoteRead | None:
+        tier = self._tier_below(log)
+        if tier is None:
+            return None
+        self.metrics.fetch_requests.labels(log.topic).inc()
+        try:
+            read = await self.reader.read(tier, offset, max_bytes, min_one_batch=min_one_batch)
+        except RemoteStorageError:
+            self.metrics.fetch_errors.labels(log.topic).inc()
+            raise
+        if read is not None:
+            self.metrics.fetch_bytes.labels(log.topic).inc(read.records.size)
+        return read
+
+    async def aborted(
+        self, log: Log, fetch_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """read_committed: the aborted transactions overlapping a remote read, from the remote
+        segments on and then, when the search is not complete, the local ones."""
+        tier = self._tier_below(log)
+        if tier is None:
+            return []
+        found, complete = await self.reader.aborted(tier, fetch_offset, upper_bound_offset)
+        if not complete and upper_bound_offset > log.log_start_offset:
+            found += log.collect_aborted(log.log_start_offset, upper_bound_offset)
+        return found
+
+    async def delete_records(self, partition: Partition, offset: int) -> int:
+        """DeleteRecords with tiering: below the local log start the remote log start moves
+        (committed to the metadata topic, remote segments below it deleted now); returns the
+        new log start offset clients see."""
+        log = partition.log
+        tier = self._tier_below(log)
+        if tier is not None and offset > tier.log_start_offset:
+            await self.metadata.publish(LogStartEvent(log.topic, log.partition, offset))
+            await self._expire(partition, tier)
+        if offset > log.log_start_offset:
+            partition.delete_records_before(offset)
+        return self.log_start_offset(log)

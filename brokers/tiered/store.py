@@ -1,0 +1,68 @@
+"""The remote store's interface (Kafka's RemoteStorageManager) and what one copy hands it.
+
+Owns: `SegmentFiles` (a closed segment's `.log`, `.index`, `.timeindex`, `.txnindex`, the producer
+snapshot at its end and the leader-epoch entries inside it), `IndexKind` (the objects stored
+beside the data, by file suffix), `RemoteStorageError` (anything the store failed at: the caller
+retries later and never deletes local data meanwhile) and `RemoteStore`, the protocol the local
+directory store and the S3 store satisfy. Every method blocks: callers run them on a worker thread
+(`asyncio.to_thread`), never on the event loop. Implementations must be safe to call from several
+threads at once.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from brokers.tiered.segment_metadata import RemoteSegment
+
+
+class RemoteStorageError(Exception):
+    """The remote store could not do what was asked (down, refused, object missing)."""
+
+
+class IndexKind(enum.Enum):
+    OFFSET = "index"
+    TIMESTAMP = "timeindex"
+    TRANSACTION = "txnindex"
+    PRODUCER_SNAPSHOT = "snapshot"
+    LEADER_EPOCH = "leader-epoch-checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFiles:
+    log: Path
+    offset_index: Path
+    time_index: Path
+    txn_index: Path | None  # absent when the segment never had an aborted transaction
+    producer_snapshot: Path | None
+    leader_epochs: bytes  # the checkpoint's entries for this segment, as text
+
+    def objects(self) -> list[tuple[str, Path | bytes]]:
+        """(suffix, source) of every object one copy writes; the `.log` goes last, so a
+        segment whose data object exists has all its indexes."""
+        found: list[tuple[str, Path | bytes]] = [
+            (IndexKind.OFFSET.value, self.offset_index),
+            (IndexKind.TIMESTAMP.value, self.time_index),
+            (IndexKind.TRANSACTION.value, self.txn_index or b""),
+            (IndexKind.PRODUCER_SNAPSHOT.value, self.producer_snapshot or b""),
+            (IndexKind.LEADER_EPOCH.value, self.leader_epochs),
+        ]
+        return [*found, ("log", self.log)]
+
+
+class RemoteStore(Protocol):
+    def copy_segment(self, segment: RemoteSegment, files: SegmentFiles) -> None:
+        """Write every object of the segment (idempotent: a retry overwrites)."""
+
+    def fetch_segment(self, segment: RemoteSegment, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the segment's data (fewer when it ends sooner)."""
+
+    def fetch_index(self, segment: RemoteSegment, kind: IndexKind) -> bytes: ...
+
+    def delete_segment(self, segment: RemoteSegment) -> None:
+        """Remove every object of the segment; objects already gone are not an error."""
+
+    def close(self) -> None: ...

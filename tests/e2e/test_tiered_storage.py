@@ -1,0 +1,163 @@
+"""Tiered storage (KIP-405) on one broker with the local-directory store: closed segments go to
+the remote tier and leave local disk past local retention, and every record stays readable from
+offset 0 with confluent-kafka and kafka-python; ListOffsets -2/-4/-5 tell the tiers apart;
+DeleteRecords below the local log start moves the remote log start; a store that is down keeps
+local segments on disk (never loses data) and shows in RemoteCopyErrorsPerSec.
+
+The broker runs its remote task and retention every 200 ms; tests poll with deadlines.
+"""
+
+from __future__ import annotations
+
+import shutil
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from infra.probes import free_port
+from infra.stack import BrokerProcess, start_broker
+from tests.conftest import remember_log
+from tests.e2e.kafka_admin import create_topic
+from tests.e2e.tiered import (
+    EARLIEST,
+    EARLIEST_LOCAL,
+    LATEST,
+    LATEST_TIERED,
+    TIERED_TOPIC,
+    list_offset,
+    local_segments,
+    numbers_confluent,
+    numbers_kafka_python,
+    produce,
+    remote_objects,
+    tiered_broker_config,
+)
+from tests.polling import wait_until
+
+pytestmark = [pytest.mark.e2e]
+
+RECORDS = 4_000  # ~4 MiB: four 1 MiB segments
+DEADLINE_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def tiered_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, Path]]:
+    root = tmp_path_factory.mktemp("tiered")
+    remote = root / "remote"
+    broker = start_broker(
+        root / "data", config=tiered_broker_config(remote), metrics_port=free_port("127.0.0.1")
+    )
+    try:
+        yield broker, remote
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(autouse=True)
+def _attach_log(request: pytest.FixtureRequest) -> None:
+    if "tiered_broker" in request.fixturenames:
+        broker, _ = request.getfixturevalue("tiered_broker")
+        remember_log(request.node, "tiered broker", broker.log_path)
+
+
+def wait_local_start_past(broker: BrokerProcess, topic: str, offset: int) -> int:
+    found = wait_until(
+        lambda: (s := list_offset(broker.host, broker.port, topic, EARLIEST_LOCAL)) > offset and s,
+        what=f"{topic}: local log start past {offset}", timeout=DEADLINE_S, interval=0.2,
+    )  # fmt: skip
+    return int(found)
+
+
+def test_history_past_local_retention_is_read_from_the_remote_tier(
+    tiered_broker: tuple[BrokerProcess, Path], topic_name: str
+) -> None:
+    broker, remote = tiered_broker
+    create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+    produce(broker.bootstrap, topic_name, RECORDS)
+    local_start = wait_local_start_past(broker, topic_name, 0)
+    # Local disk holds only what is not yet past local retention; the rest is remote.
+    assert local_segments(broker.data_dir, topic_name)[0] == local_start
+    assert remote_objects(remote, topic_name, "log"), "no segment reached the remote tier"
+    assert list_offset(broker.host, broker.port, topic_name, EARLIEST) == 0
+    assert list_offset(broker.host, broker.port, topic_name, LATEST) == RECORDS
+    assert list_offset(broker.host, broker.port, topic_name, LATEST_TIERED) >= local_start - 1
+    # Every record, in order, exactly once, from both clients (the remote part first).
+    assert numbers_confluent(broker.bootstrap, topic_name) == list(range(RECORDS))
+    assert numbers_kafka_python(broker.bootstrap, topic_name, RECORDS) == list(range(RECORDS))
+
+
+def test_delete_records_below_the_local_log_start_moves_the_remote_start(
+    tiered_broker: tuple[BrokerProcess, Path], topic_name: str
+) -> None:
+    broker, remote = tiered_broker
+    create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+    produce(broker.bootstrap, topic_name, RECORDS)
+    local_start = wait_local_start_past(broker, topic_name, 1_500)
+    cut = 1_200  # inside the remote tier
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.delete_records([TopicPartition(topic_name, 0, cut)])
+    low = futures[TopicPartition(topic_name, 0, cut)].result(30)
+    assert low.low_watermark == cut
+    assert list_offset(broker.host, broker.port, topic_name, EARLIEST) == cut
+    assert list_offset(broker.host, broker.port, topic_name, EARLIEST_LOCAL) == local_start
+    # From the new log start, every record (the client drops those before its fetch offset).
+    assert numbers_confluent(broker.bootstrap, topic_name, cut) == list(range(cut, RECORDS))
+    # Remote segments wholly below the cut are deleted from the store.
+    wait_until(
+        lambda: 0 < _remote_start(remote, topic_name) <= cut,
+        what="remote segments below the cut deleted", timeout=DEADLINE_S,
+    )  # fmt: skip
+
+
+def _remote_start(remote: Path, topic: str) -> int:
+    bases = [int(p.name[:20]) for p in remote_objects(remote, topic, "log")]
+    return min(bases) if bases else -1
+
+
+def test_a_store_that_is_down_delays_local_deletion_and_shows_in_metrics(
+    tiered_broker: tuple[BrokerProcess, Path], topic_name: str
+) -> None:
+    broker, remote = tiered_broker
+    create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+    parked = remote.with_name("remote-parked")
+    remote.rename(parked)
+    remote.write_text("the store is down")  # the root is a file: every store call fails
+    try:
+        errors_before = _metric(broker, "remote_copy_errors_total", topic_name)
+        produce(broker.bootstrap, topic_name, RECORDS)
+        wait_until(
+            lambda: _metric(broker, "remote_copy_errors_total", topic_name) > errors_before,
+            what="a failed copy counted", timeout=DEADLINE_S, interval=0.2,
+        )  # fmt: skip
+        wait_until(
+            lambda: _metric(broker, "remote_copy_lag_segments", topic_name) >= 2,
+            what="copy lag shown", timeout=DEADLINE_S, interval=0.2,
+        )  # fmt: skip
+        # Retention ran many times meanwhile (every 200 ms): nothing local went.
+        assert local_segments(broker.data_dir, topic_name)[0] == 0
+        assert list_offset(broker.host, broker.port, topic_name, EARLIEST_LOCAL) == 0
+    finally:
+        remote.unlink()
+        parked.rename(remote)
+    wait_local_start_past(broker, topic_name, 0)  # the store is back: copies, then deletion
+    assert numbers_confluent(broker.bootstrap, topic_name) == list(range(RECORDS))
+    shutil.rmtree(parked, ignore_errors=True)
+
+
+def _metric(broker: BrokerProcess, name: str, topic: str) -> float:
+    assert broker.metrics_port is not None
+    url = f"http://{broker.host}:{broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if (
+            line.startswith(f"kafka_server_brokertopicmetrics_{name}{{")
+            and f'topic="{topic}"' in line
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total

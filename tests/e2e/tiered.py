@@ -1,0 +1,112 @@
+"""Helpers of the tiered-storage tests (KIP-405): a broker with the remote tier on, the topic
+settings that make segments leave local disk at once, ListOffsets with the tiered specs (-4, -5)
+over the raw wire, and reading a whole partition with confluent-kafka and kafka-python."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from kafka import KafkaConsumer
+from kafka.structs import TopicPartition as KpTopicPartition
+from kio.schema.list_offsets.v9 import request as list_offsets_req
+from kio.schema.list_offsets.v9.response import ListOffsetsResponse
+
+from tests.e2e.client_drivers import produce_with_backpressure
+from tests.e2e.kafka_admin import read_partitions
+from tests.e2e.raw_wire import RawConnection
+from tests.e2e.request_fuzz import plain_entity
+
+EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, LATEST = -2, -4, -5, -1
+SEGMENT_BYTES = 1 << 20  # Kafka 4.0's smallest segment.bytes
+VALUE = b"v" * 1000
+
+
+def tiered_broker_config(remote_dir: Path, **extra: str) -> dict[str, str]:
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "200",
+        "remote.log.metadata.topic.num.partitions": "1",
+        "rsm.config.dir": str(remote_dir),
+        "log.retention.check.interval.ms": "200",
+        **extra,
+    }
+
+
+# Closed segments leave local disk as soon as they are copied (1 ms old is past local retention).
+TIERED_TOPIC = {
+    "remote.storage.enable": "true",
+    "local.retention.ms": "1",
+    "segment.bytes": str(SEGMENT_BYTES),
+}
+
+
+def produce(bootstrap: str, topic: str, count: int, *, first: int = 0) -> None:
+    """`count` records numbered from `first` (value = number + padding), acks=all."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    for number in range(first, first + count):
+        produce_with_backpressure(
+            producer, topic=topic, partition=0, value=b"%08d" % number + VALUE
+        )
+    assert producer.flush(60) == 0
+
+
+def list_offset(host: str, port: int, topic: str, spec: int) -> int:
+    """ListOffsets v9 for partition 0 with `spec` (-1, -2, -4, -5); asserts no error."""
+
+    def build(cls: Any, **fields: Any) -> Any:
+        return dataclasses.replace(plain_entity(cls), **fields)
+
+    partition = build(list_offsets_req.ListOffsetsPartition, partition_index=0, timestamp=spec)
+    partition = dataclasses.replace(partition, current_leader_epoch=-1)
+    request = build(
+        list_offsets_req.ListOffsetsRequest,
+        replica_id=-1,
+        isolation_level=0,
+        topics=(build(list_offsets_req.ListOffsetsTopic, name=topic, partitions=(partition,)),),
+    )
+    with RawConnection(host, port) as connection:
+        response = connection.call(request, ListOffsetsResponse)
+    answer = response.topics[0].partitions[0]
+    assert answer.error_code == 0, f"ListOffsets {spec}: error {answer.error_code}"
+    return int(answer.offset)
+
+
+def numbers_confluent(bootstrap: str, topic: str, start: int = 0) -> list[int]:
+    """Every record's number, from `start`, with confluent-kafka (librdkafka)."""
+    records = read_partitions(bootstrap, topic, {0: start}, timeout=60)
+    return [int(r.value[:8]) for r in records if r.value is not None]
+
+
+def numbers_kafka_python(bootstrap: str, topic: str, end: int) -> list[int]:
+    """Every record's number from offset 0 up to `end`, with kafka-python."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=20_000
+    )
+    try:
+        partition = KpTopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 0)
+        found: list[int] = []
+        for message in consumer:
+            found.append(int(message.value[:8]))
+            if message.offset + 1 >= end:
+                break
+        return found
+    finally:
+        consumer.close()
+
+
+def remote_objects(remote_dir: Path, topic: str, suffix: str) -> list[Path]:
+    return sorted((remote_dir / f"{topic}-0").glob(f"*.{suffix}"))
+
+
+def local_segments(data_dir: Path, topic: str) -> list[int]:
+    return sorted(int(p.stem) for p in (data_dir / f"{topic}-0").glob("*.log"))
+
+
+def configs(**values: str) -> Mapping[str, str]:
+    return {**TIERED_TOPIC, **values}
