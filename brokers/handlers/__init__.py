@@ -55,7 +55,9 @@ def client_routes(s: HandlerServices) -> list[Route]:
     """The client-facing APIs, each wired to what it uses."""
     return [
         produce.route(s.replicas, s.purgatory, s.clock, s.topic_metrics, s.txn_verifier),
-        fetch.route(s.replicas, s.purgatory, s.clock, s.topic_metrics, s.config),
+        fetch.route(
+            s.replicas, s.purgatory, s.clock, s.topic_metrics, s.config, s.metadata, s.tiered
+        ),
         list_offsets.route(s.replicas, s.tiered),
         metadata.route(s.config, s.metadata, s.topics),
         offset_commit.route(s.groups, s.metadata),
