@@ -9,6 +9,8 @@ connection per broker, shared code with the marker channel). No
 leader known → COORDINATOR_NOT_AVAILABLE; an unreachable broker → NETWORK_EXCEPTION (the produce
 handler turns both into the retriable NOT_ENOUGH_REPLICAS, as Kafka does). Calls are not batched
 across requests (Kafka's manager batches per coordinator; one request per produce is enough here).
+`add=True` (Produce v12+ of a `transaction.version` 2 producer, KIP-890 part 2) asks the
+coordinator to add the partitions instead (AddPartitionsToTxn v5 without `verify_only`).
 Runs on the event loop; not thread-safe.
 """
 
@@ -23,6 +25,7 @@ from brokers.client.errors import ClientError
 from brokers.client.messages import make, request_module
 from brokers.coordinator.transactions import TRANSACTION_STATE_TOPIC
 from brokers.coordinator.transactions.coordinator import TransactionCoordinator
+from brokers.coordinator.transactions.metadata import TV_2
 from brokers.replication.broker_connections import BrokerConnections
 from brokers.replication.metadata_cache import MetadataCache
 from brokers.wire.errors import ErrorCode
@@ -30,6 +33,7 @@ from brokers.wire.errors import ErrorCode
 log = logging.getLogger("pier.transactions")
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4  # the first version with verify_only; inter-broker only
+ADD_VERSION = 5  # a leader adding partitions for a TV2 producer (TRANSACTION_ABORTABLE known)
 CLIENT_CONFIG = ClientConfig(client_id="pier-txn-verification", request_timeout_s=30.0)
 TopicPartition = tuple[str, int]
 
@@ -58,17 +62,24 @@ class TxnVerification:
         producer_id: int,
         producer_epoch: int,
         partitions: Sequence[TopicPartition],
+        *,
+        add: bool = False,
     ) -> dict[TopicPartition, ErrorCode]:
         leader = self._coordinator_node(transactional_id)
         if leader == self._node_id:
             return await self._coordinator.add_partitions(
-                transactional_id, producer_id, producer_epoch, partitions, verify_only=True
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                partitions,
+                verify_only=not add,
+                client_version=TV_2 if add else 0,
             )
         if leader is None:
             return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
         try:
             return await self._remote(
-                leader, transactional_id, producer_id, producer_epoch, partitions
+                leader, transactional_id, producer_id, producer_epoch, partitions, add
             )
         except ClientError as exc:  # unreachable, timed out, or an answer we cannot read
             log.warning("event=txn_verify_failed broker=%d error=%s", leader, exc)
@@ -90,8 +101,9 @@ class TxnVerification:
         producer_id: int,
         producer_epoch: int,
         partitions: Sequence[TopicPartition],
+        add: bool,
     ) -> dict[TopicPartition, ErrorCode]:
-        request = _request(transactional_id, producer_id, producer_epoch, partitions)
+        request = _request(transactional_id, producer_id, producer_epoch, partitions, add)
         response = await self._connections.send(broker_id, request)
         return _answers(response, transactional_id, partitions)
 
@@ -104,8 +116,9 @@ def _request(
     producer_id: int,
     producer_epoch: int,
     partitions: Sequence[TopicPartition],
+    add: bool,
 ) -> Any:
-    module = request_module(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION)
+    module = request_module(ADD_PARTITIONS_TO_TXN, ADD_VERSION if add else VERIFY_VERSION)
     by_topic: dict[str, list[int]] = {}
     for topic, index in partitions:
         by_topic.setdefault(topic, []).append(index)
@@ -115,7 +128,7 @@ def _request(
         transactional_id=transactional_id,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
-        verify_only=True,
+        verify_only=not add,
         topics=tuple(
             make(module, "AddPartitionsToTxnTopic", name=name, partitions=tuple(indexes))
             for name, indexes in by_topic.items()

@@ -62,7 +62,7 @@ def client_routes(s: HandlerServices) -> list[Route]:
         metadata.route(s.config, s.metadata, s.topics),
         offset_commit.route(s.groups, s.metadata),
         offset_fetch.route(s.groups),
-        txn_offset_commit.route(s.groups, s.metadata),
+        txn_offset_commit.route(s.groups, s.metadata, s.txn_verifier),
         find_coordinator.route(s.groups, s.metadata, s.transactions),
         join_group.route(s.groups),
         heartbeat.route(s.groups),
@@ -112,5 +112,8 @@ def build_route_table(services: HandlerServices, extra: list[Route] | None = Non
     table = RouteTable()
     for route in [*client_routes(services), *(extra or [])]:
         table.add(route)
-    table.add(api_versions.route(table))
+    transaction_version = services.transactions.coordinator.config.transaction_version
+    if services.txn_verifier is None:  # no leader can add partitions for a TV2 producer
+        transaction_version = min(transaction_version, 1)
+    table.add(api_versions.route(table, {api_versions.TRANSACTION_VERSION: transaction_version}))
     return table

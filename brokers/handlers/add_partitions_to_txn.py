@@ -1,8 +1,10 @@
-"""AddPartitionsToTxn (key 24, v0–4): add partitions to a producer's ongoing transaction.
+"""AddPartitionsToTxn (key 24, v0–5): add partitions to a producer's ongoing transaction.
 
-v0–3 come from clients: one transaction, a code per partition. v4 comes from partition leaders
+v0–3 come from clients: one transaction, a code per partition. v4–5 come from partition leaders
 (KIP-890 part 1): a batch of transactions, each possibly `verify_only` (is the partition already
-in the transaction? NONE or TRANSACTION_ABORTABLE). Partitions of topics the cluster does not
+in the transaction? NONE or TRANSACTION_ABORTABLE); one without `verify_only` is a leader adding
+the partitions for a `transaction.version` 2 producer (KIP-890 part 2, Produce v12+), which
+sends none itself. Partitions of topics the cluster does not
 have fail the whole transaction's request: UNKNOWN_TOPIC_OR_PARTITION for them,
 OPERATION_NOT_ATTEMPTED for the others (Kafka's KafkaApis). PRODUCER_FENCED is
 INVALID_PRODUCER_EPOCH before v2. Runs on the event loop.
@@ -13,6 +15,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from brokers.coordinator.transactions.metadata import TV_2
 from brokers.handlers.build import by_topic, make, response_module, throttle
 from brokers.handlers.services import TransactionService
 from brokers.handlers.txn_codes import for_version
@@ -51,6 +54,7 @@ def route(transactions: TransactionService) -> Route:
                 txn.producer_epoch,
                 _partitions(txn.topics),
                 verify_only=txn.verify_only,
+                client_version=0 if txn.verify_only else TV_2,
             )
             answers.append(
                 make(
@@ -68,7 +72,7 @@ def route(transactions: TransactionService) -> Route:
             results_by_transaction=tuple(answers),
         )
 
-    return Route(API_KEY, 0, 4, handle, name="AddPartitionsToTxn")
+    return Route(API_KEY, 0, 5, handle, name="AddPartitionsToTxn")
 
 
 def _partitions(topics: Any) -> list[tuple[str, int]]:

@@ -1,26 +1,41 @@
-"""ListTransactions (key 66, v0–1, KIP-664): the transactional ids this broker coordinates.
+"""ListTransactions (key 66, v0–2, KIP-664): the transactional ids this broker coordinates.
 
-Filters by state names (unknown ones are echoed in `unknown_state_filters`), producer ids and
-(v1) how long the transaction has run; COORDINATOR_LOAD_IN_PROGRESS while a partition loads
+Filters by state names (unknown ones are echoed in `unknown_state_filters`), producer ids,
+(v1) how long the transaction has run and (v2, KIP-1152) a regular expression the whole id must
+match (empty or null: all; one that does not compile, or longer than MAX_PATTERN_CHARS, is
+INVALID_REGULAR_EXPRESSION; Python's `re` stands in for Java's regex); COORDINATOR_LOAD_IN_PROGRESS while a partition loads
 (`TransactionCoordinator.list_transactions`). The admin client asks every broker and merges.
 Runs on the event loop.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.services import TransactionService
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
+from brokers.wire.errors import ErrorCode
 
 API_KEY = 66
+MAX_PATTERN_CHARS = 1024
 
 
 def route(transactions: TransactionService) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
+        pattern = _pattern(getattr(request, "transactional_id_pattern", None))
+        if isinstance(pattern, _Refused):
+            return make(
+                module,
+                "ListTransactionsResponse",
+                throttle_time=throttle(),
+                error_code=ErrorCode.invalid_regular_expression,
+                unknown_state_filters=(),
+                transaction_states=(),
+            )
         listing = transactions.coordinator.list_transactions(
             states=tuple(request.state_filters),
             producer_ids=frozenset(request.producer_id_filters),
@@ -41,7 +56,24 @@ def route(transactions: TransactionService) -> Route:
                     transaction_state=t.state,
                 )
                 for t in listing.transactions
+                if pattern is None or pattern.fullmatch(t.transactional_id)
             ),
         )
 
-    return Route(API_KEY, 0, 1, handle, name="ListTransactions")
+    return Route(API_KEY, 0, 2, handle, name="ListTransactions")
+
+
+class _Refused:
+    """A pattern answered INVALID_REGULAR_EXPRESSION."""
+
+
+def _pattern(text: str | None) -> re.Pattern[str] | _Refused | None:
+    """The compiled filter, or None for none."""
+    if not text:
+        return None
+    if len(text) > MAX_PATTERN_CHARS:
+        return _Refused()
+    try:
+        return re.compile(text)
+    except re.error:
+        return _Refused()

@@ -29,8 +29,10 @@ batch on the partition) is checked with the transaction coordinator first — on
 call per producer for all such partitions of the request. A partition not in the transaction is
 refused (INVALID_TXN_STATE before v11, TRANSACTION_ABORTABLE from v11) and nothing is written; a
 coordinator that cannot answer yields the retriable NOT_ENOUGH_REPLICAS, as Kafka's
-ReplicaManager maps it. Only the first batch header is peeked; requests without a transactional
-id take the unchanged path.
+ReplicaManager maps it. From v12 (KIP-890 part 2, `transaction.version` 2) the producer sends no
+AddPartitionsToTxn: the same call asks the coordinator to add the partitions to the transaction
+(Kafka's addPartition operation) instead of only verifying them. Only the first batch header is
+peeked; requests without a transactional id take the unchanged path.
 Runs on the event loop.
 """
 
@@ -68,6 +70,7 @@ FIRST_SERVED_VERSION = 3
 VALID_ACKS = (-1, 0, 1)
 PREPARE_WORKERS = 2
 FIRST_ABORTABLE_VERSION = 11  # Kafka answers TRANSACTION_ABORTABLE to produce v11+ (KIP-890)
+IMPLICIT_ADD_SINCE = 12  # KIP-890 part 2: the leader adds the partition to the transaction
 NOT_ADDED = "Partition was not added to the transaction"
 STATE_MOVED = "The producer's state changed while the transaction was verified; retry"
 # Coordinator answers that only mean "ask again": older clients retry NOT_ENOUGH_REPLICAS
@@ -146,7 +149,7 @@ def route(
     return Route(
         API_KEY,
         0,
-        11,
+        IMPLICIT_ADD_SINCE,  # v13 (topic ids) is not served
         handle,
         refused_below=FIRST_SERVED_VERSION,
         legacy=refuse_legacy,
@@ -215,7 +218,11 @@ async def _verify(broker: _Services, verifier: TxnVerifier, request: Any, versio
     refused: Refusals = {}
     for (producer_id, producer_epoch), partitions in asks.items():
         answers = await verifier.verify(
-            request.transactional_id, producer_id, producer_epoch, partitions
+            request.transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            add=version >= IMPLICIT_ADD_SINCE,
         )
         for tp in partitions:
             code, message = produce_error(answers.get(tp, ErrorCode.unknown_server_error), version)

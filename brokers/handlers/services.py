@@ -27,7 +27,8 @@ Which handler gets what (the route table's wiring, `brokers.handlers.build_route
 | find_coordinator                         | groups, transactions, metadata                |
 | add_partitions/add_offsets_to_txn, end_txn | transactions (add_partitions: + metadata)   |
 | describe/list_transactions               | transactions                                  |
-| offset_commit, offset_delete, txn_offset_commit | groups, metadata                       |
+| offset_commit, offset_delete             | groups, metadata                              |
+| txn_offset_commit                        | groups, metadata, txn_verifier                |
 | write_txn_markers (inter-broker)         | replicas, purgatory, clock, groups (the marker callback) |
 | join/sync/heartbeat/leave/list/describe/delete groups, offset_fetch | groups             |
 | api_versions                             | the route table itself                        |
@@ -180,9 +181,12 @@ class TxnVerifier(Protocol):
         producer_id: int,
         producer_epoch: int,
         partitions: Sequence[tuple[str, int]],
+        *,
+        add: bool = False,
     ) -> dict[tuple[str, int], ErrorCode]:
         """The coordinator's code per partition; COORDINATOR_NOT_AVAILABLE / NETWORK_EXCEPTION
-        when it cannot be asked."""
+        when it cannot be asked. `add` (KIP-890 part 2, a TV2 producer): add the partitions
+        to the transaction rather than only verify them."""
         ...
 
 

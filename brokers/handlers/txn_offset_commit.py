@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28, v0–4): a transactional producer's consumed offsets (KIP-98, KIP-447).
+"""TxnOffsetCommit (key 28, v0–5): a transactional producer's consumed offsets (KIP-98, KIP-447).
 
 The offsets are written to the group's `__consumer_offsets` partition as one transactional batch
 of the producer and stay pending until the transaction's marker commits or aborts them (see
@@ -6,7 +6,12 @@ of the producer and stay pending until the transaction's marker commits or abort
 UNKNOWN_TOPIC_OR_PARTITION without reaching the coordinator, as OffsetCommit. v2+ carry a leader
 epoch; v3+ (KIP-447) the member id, generation and group instance id, checked when given. A
 fenced producer epoch is INVALID_PRODUCER_EPOCH on every partition, as Kafka passes the log's
-error through for every version. v5 (KIP-890 part 2) is not served. Runs on the event loop.
+error through for every version. v5 (KIP-890 part 2, `transaction.version` 2): the producer sent
+no AddOffsetsToTxn, so the group's `__consumer_offsets` partition is first added to its
+transaction through the transaction coordinator (`TxnVerifier.verify(..., add=True)`, as a
+partition leader does for Produce v12); a refusal answers every partition (retriable answers as
+COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS, a fence as INVALID_PRODUCER_EPOCH).
+Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.coordinator.group_records import NO_LEADER_EPOCH, OffsetAndMetadata
+from brokers.coordinator.offsets_topic import OFFSETS_TOPIC
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
-from brokers.handlers.services import GroupService, MetadataView
+from brokers.handlers.services import GroupService, MetadataView, TxnVerifier
 from brokers.replication.errors import UnknownTopicOrPartitionError
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
@@ -25,13 +31,28 @@ from brokers.wire.errors import ErrorCode
 API_KEY = 28
 NO_GENERATION = -1
 NO_TIMESTAMP = -1  # the coordinator stamps the commit time
+IMPLICIT_ADD_SINCE = 5  # KIP-890 part 2
+_ADD_ANSWERS = {
+    ErrorCode.network_exception: ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator: ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_not_available: ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.coordinator_load_in_progress,
+    ErrorCode.concurrent_transactions: ErrorCode.coordinator_load_in_progress,
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+}
 
 Outcome = dict[tuple[str, int], Exception | None]
 
 
-def route(groups: GroupService, metadata: MetadataView) -> Route:
+def route(
+    groups: GroupService, metadata: MetadataView, verifier: TxnVerifier | None = None
+) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
+        if ctx.api_version >= IMPLICIT_ADD_SINCE and verifier is not None:
+            refused = await _add_offsets_partition(groups, verifier, request)
+            if refused is not None:
+                return _refuse_all(module, request, refused)
         outcome: Outcome = {}
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         for topic in request.topics:
@@ -64,7 +85,50 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
             topics=tuple(_topic(module, t, outcome) for t in request.topics),
         )
 
-    return Route(API_KEY, 0, 4, handle, name="TxnOffsetCommit")
+    max_version = 4 if verifier is None else IMPLICIT_ADD_SINCE
+    return Route(API_KEY, 0, max_version, handle, name="TxnOffsetCommit")
+
+
+async def _add_offsets_partition(
+    groups: GroupService, verifier: TxnVerifier, request: Any
+) -> ErrorCode | None:
+    """Add the group's offsets partition to the transaction; the code to refuse with, if any."""
+    offsets_partition = (OFFSETS_TOPIC, groups.coordinator.partition_for(request.group_id))
+    answers = await verifier.verify(
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        [offsets_partition],
+        add=True,
+    )
+    code = answers.get(offsets_partition, ErrorCode.unknown_server_error)
+    if code == ErrorCode.none:
+        return None
+    return _ADD_ANSWERS.get(code, code)
+
+
+def _refuse_all(module: Any, request: Any, code: ErrorCode) -> Any:
+    outcome: dict[tuple[str, int], ErrorCode] = {
+        (t.name, p.partition_index): code for t in request.topics for p in t.partitions
+    }
+    topics = tuple(
+        make(
+            module,
+            "TxnOffsetCommitResponseTopic",
+            name=t.name,
+            partitions=tuple(
+                make(
+                    module,
+                    "TxnOffsetCommitResponsePartition",
+                    partition_index=p.partition_index,
+                    error_code=outcome[(t.name, p.partition_index)],
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in request.topics
+    )
+    return make(module, "TxnOffsetCommitResponse", throttle_time=throttle(), topics=topics)
 
 
 def _topic(module: Any, topic: Any, outcome: Outcome) -> Any:

@@ -148,6 +148,8 @@ class Coordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Sequence[tuple[str, int]],
+        *,
+        add: bool = False,
     ) -> dict[tuple[str, int], ErrorCode]:
         assert (transactional_id, producer_id, producer_epoch) == ("tx", PID, EPOCH)
         self.calls.append(list(partitions))
