@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Final
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from tenancy.errors import NotFoundError, ValidationError
@@ -121,6 +121,31 @@ def period_measures(
     for row in session.scalars(query):
         for name in MEASURES:
             totals[name] += Decimal(getattr(row, name))
+    return totals
+
+
+def tenant_measures(
+    session: Session, tenants: list[str], start_ms: int, end_ms: int
+) -> dict[str, dict[str, Decimal]]:
+    """`period_measures` of many tenants with two queries: the integer measures summed by the
+    database (exact: 64-bit sums in SQLite, numeric in PostgreSQL), the decimal storage byte-ms
+    summed here, as `period_measures` does."""
+    totals = {tenant: dict.fromkeys(MEASURES, Decimal(0)) for tenant in tenants}
+    window = (
+        UsageRollupRow.tenant_id.in_(tenants),
+        UsageRollupRow.hour_ms >= start_ms,
+        UsageRollupRow.hour_ms < end_ms,
+    )
+    sums = [func.sum(getattr(UsageRollupRow, name)) for name in INT_MEASURES]
+    query = select(UsageRollupRow.tenant_id, *sums).where(*window)
+    for tenant, *values in session.execute(query.group_by(UsageRollupRow.tenant_id)):
+        totals[tenant].update(
+            (name, Decimal(0) + Decimal(value))
+            for name, value in zip(INT_MEASURES, values, strict=True)
+        )
+    storage = select(UsageRollupRow.tenant_id, UsageRollupRow.storage_byte_ms).where(*window)
+    for tenant, value in session.execute(storage):
+        totals[tenant]["storage_byte_ms"] += value
     return totals
 
 
