@@ -69,5 +69,6 @@ def build_tiered(
         build_store(settings), RemoteLogMetadataManager(topic, replicas), replicas,
         clock=clock, node_id=config.node_id, metrics=RemoteStorageMetrics(registry),
         index_cache_segments=settings.index_cache_segments,
+        copy_max_bytes_per_second=settings.copy_max_bytes_per_second,
     )  # fmt: skip
     return TieredWiring(manager, settings.task_interval_ms)

@@ -7,7 +7,8 @@ num.partitions` (50) and `.replication.factor` (3), `remote.log.index.file.cache
 is replaced by a count of cached offset indexes (`remote.log.index.cache.segments`, 64), and the
 store: `remote.log.storage.manager.class.name` = `LocalTieredStorage` (default: a directory,
 `rsm.config.dir`, default `<log.dir>-remote`) or `S3RemoteStorageManager` (`rsm.config.s3.bucket`,
-`.endpoint`, `.region`, `.access.key`, `.secret.key`; Kafka has no S3 manager of its own, the
+`.endpoint`, `.region`, `.access.key`, `.secret.key`; `remote.log.manager.copy.max.bytes.per.
+second` paces each upload (Kafka's copy quota, KIP-956); Kafka has no S3 manager of its own, the
 prefix `rsm.config.` is its `remote.log.storage.manager.impl.prefix`). Bad values raise
 TieredConfigError naming the property. Pure; thread-safe.
 """
@@ -47,6 +48,7 @@ class TieredConfig:
     metadata_partitions: int
     metadata_replication_factor: int
     index_cache_segments: int
+    copy_max_bytes_per_second: int | None
     store: str
     local_dir: Path
     s3: S3Settings | None
@@ -75,6 +77,7 @@ class TieredConfig:
                 properties, "remote.log.metadata.topic.replication.factor", 3, 1
             ),
             index_cache_segments=_int(properties, "remote.log.index.cache.segments", 64, 1),
+            copy_max_bytes_per_second=_rate(properties),
             store=store,
             local_dir=Path(raw_dir) if raw_dir else data_dir.with_name(data_dir.name + "-remote"),
             s3=_s3(properties) if enabled and store == S3_STORE else None,
@@ -92,6 +95,13 @@ def _s3(properties: Mapping[str, str]) -> S3Settings:
         access_key=properties.get("rsm.config.s3.access.key", "").strip() or None,
         secret_key=properties.get("rsm.config.s3.secret.key", "").strip() or None,
     )
+
+
+def _rate(properties: Mapping[str, str]) -> int | None:
+    """remote.log.manager.copy.max.bytes.per.second (Kafka's default Long.MAX_VALUE: none)."""
+    name = "remote.log.manager.copy.max.bytes.per.second"
+    value = _int(properties, name, 2**63 - 1, 1, 2**63 - 1)
+    return None if value == 2**63 - 1 else value
 
 
 def _int(

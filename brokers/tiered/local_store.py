@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from brokers.tiered.segment_metadata import RemoteSegment
-from brokers.tiered.store import IndexKind, RemoteStorageError, SegmentFiles
+from brokers.tiered.store import IndexKind, PacedReader, RemoteStorageError, SegmentFiles
 
 _SUFFIXES = ("log", *(kind.value for kind in IndexKind))
 
@@ -35,12 +35,12 @@ class LocalDirStore:
                 raise OSError(f"remote store root {self.root} is not a directory")
             self._path(segment, "log").parent.mkdir(exist_ok=True)
             for suffix, source in files.objects():
-                self._write(self._path(segment, suffix), source)
+                self._write(self._path(segment, suffix), source, files.max_bytes_per_second)
         except OSError as exc:
             raise RemoteStorageError(f"copy of {segment.object_name} failed: {exc}") from exc
 
     @staticmethod
-    def _write(target: Path, source: Path | bytes) -> None:
+    def _write(target: Path, source: Path | bytes, rate: int | None) -> None:
         temporary = target.with_name(f"{target.name}.{uuid.uuid4().hex}.tmp")
         try:
             with open(temporary, "wb") as out:
@@ -48,7 +48,7 @@ class LocalDirStore:
                     out.write(source)
                 else:
                     with open(source, "rb") as data:
-                        shutil.copyfileobj(data, out, 1 << 20)
+                        shutil.copyfileobj(PacedReader(data, rate), out, 1 << 16)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(temporary, target)
@@ -74,6 +74,12 @@ class LocalDirStore:
                 raise OSError(f"remote store root {self.root} is not a directory")
             for suffix in _SUFFIXES:
                 self._path(segment, suffix).unlink(missing_ok=True)
+            partition_dir = self._path(segment, "log").parent
+            if partition_dir.is_dir():  # a copy killed mid-write leaves its temporary file
+                for leftover in partition_dir.glob(
+                    f"{segment.object_name.rpartition('/')[2]}.*.tmp"
+                ):
+                    leftover.unlink(missing_ok=True)
         except OSError as exc:
             raise RemoteStorageError(f"delete of {segment.object_name} failed: {exc}") from exc
 

@@ -23,6 +23,7 @@ Runs on the event loop; every store call goes to a worker thread. Not thread-saf
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 
@@ -46,6 +47,7 @@ class RemoteLogManager:
     def __init__(
         self, store: RemoteStore, metadata: RemoteLogMetadataManager, replicas: ReplicaManager,
         *, clock: Clock, node_id: int, metrics: RemoteStorageMetrics, index_cache_segments: int,
+        copy_max_bytes_per_second: int | None = None,
     ) -> None:  # fmt: skip
         self.store = store
         self.metadata = metadata
@@ -53,6 +55,7 @@ class RemoteLogManager:
         self._clock = clock
         self._node_id = node_id
         self.metrics = metrics
+        self._copy_rate = copy_max_bytes_per_second
         self.reader = RemoteReader(store, cached_segments=index_cache_segments)
 
     # -- the periodic task ------------------------------------------------------------------
@@ -100,7 +103,9 @@ class RemoteLogManager:
         )  # fmt: skip
         await self.metadata.publish(started)
         self.metrics.copy_requests.labels(partition.topic).inc()
-        files = segment_files(log, candidate, epochs)
+        files = dataclasses.replace(
+            segment_files(log, candidate, epochs), max_bytes_per_second=self._copy_rate
+        )
         try:
             await asyncio.to_thread(self.store.copy_segment, started, files)
         except RemoteStorageError as exc:

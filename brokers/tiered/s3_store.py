@@ -14,7 +14,7 @@ from typing import Any
 
 from brokers.tiered.config import S3Settings
 from brokers.tiered.segment_metadata import RemoteSegment
-from brokers.tiered.store import IndexKind, RemoteStorageError, SegmentFiles
+from brokers.tiered.store import IndexKind, PacedReader, RemoteStorageError, SegmentFiles
 
 _SUFFIXES = ("log", *(kind.value for kind in IndexKind))
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 3, 30
@@ -50,7 +50,9 @@ class S3Store:
                 if isinstance(source, bytes):
                     self._client.put_object(Bucket=self.bucket, Key=key, Body=source)
                 else:
-                    self._client.upload_file(str(source), self.bucket, key)
+                    with open(source, "rb") as data:
+                        reader = PacedReader(data, files.max_bytes_per_second)
+                        self._client.upload_fileobj(reader, self.bucket, key)
         except self._errors as exc:
             raise RemoteStorageError(f"copy of {segment.object_name} failed: {exc}") from exc
 

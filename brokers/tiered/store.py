@@ -12,9 +12,10 @@ threads at once.
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from brokers.tiered.segment_metadata import RemoteSegment
 
@@ -39,6 +40,7 @@ class SegmentFiles:
     txn_index: Path | None  # absent when the segment never had an aborted transaction
     producer_snapshot: Path | None
     leader_epochs: bytes  # the checkpoint's entries for this segment, as text
+    max_bytes_per_second: int | None = None  # remote.log.manager.copy.max.bytes.per.second
 
     def objects(self) -> list[tuple[str, Path | bytes]]:
         """(suffix, source) of every object one copy writes; the `.log` goes last, so a
@@ -51,6 +53,28 @@ class SegmentFiles:
             (IndexKind.LEADER_EPOCH.value, self.leader_epochs),
         ]
         return [*found, ("log", self.log)]
+
+
+class PacedReader:
+    """A file read no faster than `rate` bytes a second (the copy quota, Kafka's
+    remote.log.manager.copy.max.bytes.per.second): `read` sleeps on the worker thread."""
+
+    def __init__(self, source: BinaryIO, rate: int | None) -> None:
+        self._source = source
+        self._rate = rate
+        self._started = time.monotonic()
+        self._done = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if self._rate is not None and size < 0:
+            size = 1 << 16
+        data = self._source.read(size)
+        self._done += len(data)
+        if self._rate is not None:
+            ahead = self._done / self._rate - (time.monotonic() - self._started)
+            if ahead > 0:
+                time.sleep(ahead)
+        return data
 
 
 class RemoteStore(Protocol):

@@ -161,3 +161,47 @@ def _metric(broker: BrokerProcess, name: str, topic: str) -> float:
         ):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+@pytest.mark.slow
+def test_a_leader_killed_during_an_upload_resumes_with_nothing_lost_or_duplicated(
+    tmp_path: Path, topic_name: str, request: pytest.FixtureRequest
+) -> None:
+    """SIGKILL while a segment is being copied (uploads paced at 256 KiB/s, so one 1 MiB segment
+    takes seconds), restart: the unfinished copy is deleted, copying resumes after the last
+    COPY_SEGMENT_FINISHED, and every record is read once."""
+    remote = tmp_path / "remote"
+    config = tiered_broker_config(
+        remote, **{"remote.log.manager.copy.max.bytes.per.second": str(256 * 1024)}
+    )
+    broker = start_broker(tmp_path / "data", config=config)
+    remember_log(request.node, "broker", broker.log_path)
+    try:
+        create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+        produce(broker.bootstrap, topic_name, RECORDS)
+        partition_dir = remote / f"{topic_name}-0"
+        wait_until(
+            lambda: partition_dir.is_dir() and any(partition_dir.glob("*.log.*.tmp")),
+            what="an upload in progress", timeout=DEADLINE_S, interval=0.05,
+        )  # fmt: skip
+        broker.kill()
+        assert any(partition_dir.glob("*.log.*.tmp")), "the kill did not land mid-upload"
+        broker.restart()
+        last_closed = local_segments(broker.data_dir, topic_name)[-1] - 1
+        wait_until(
+            lambda: list_offset(broker.host, broker.port, topic_name, LATEST_TIERED)
+            >= last_closed,
+            what="every closed segment copied", timeout=120, interval=0.5,
+        )  # fmt: skip
+        wait_until(
+            lambda: not any(partition_dir.glob("*.tmp")),
+            what="the unfinished copy deleted", timeout=DEADLINE_S, interval=0.2,
+        )  # fmt: skip
+        data = sorted(p.name[:20] for p in partition_dir.glob("*.log"))
+        assert len(data) == len(set(data)), f"a segment was copied twice: {data}"
+        indexes = {p.name.removesuffix(".index") for p in partition_dir.glob("*.index")}
+        assert indexes == {p.name.removesuffix(".log") for p in partition_dir.glob("*.log")}
+        wait_local_start_past(broker, topic_name, 0)
+        assert numbers_confluent(broker.bootstrap, topic_name) == list(range(RECORDS))
+    finally:
+        broker.stop()

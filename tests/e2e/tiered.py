@@ -5,6 +5,8 @@ over the raw wire, and reading a whole partition with confluent-kafka and kafka-
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,8 @@ from kafka.structs import TopicPartition as KpTopicPartition
 from kio.schema.list_offsets.v9 import request as list_offsets_req
 from kio.schema.list_offsets.v9.response import ListOffsetsResponse
 
+from infra import process as proc
+from infra.probes import free_port, http_ok
 from tests.e2e.client_drivers import produce_with_backpressure
 from tests.e2e.kafka_admin import read_partitions
 from tests.e2e.raw_wire import RawConnection
@@ -110,3 +114,66 @@ def local_segments(data_dir: Path, topic: str) -> list[int]:
 
 def configs(**values: str) -> Mapping[str, str]:
     return {**TIERED_TOPIC, **values}
+
+
+MOTO_READY_S = 60.0
+
+
+@dataclasses.dataclass
+class S3Server:
+    """moto's S3-compatible server (`moto_server`, PyPI moto[server]) as a separate process."""
+
+    host: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def client(self) -> Any:
+        import boto3  # type: ignore[import-untyped]
+
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
+            aws_access_key_id="pier-test", aws_secret_access_key="pier-test-secret",
+        )  # fmt: skip
+
+    def keys(self, bucket: str, prefix: str) -> list[str]:
+        answer = self.client().list_objects_v2(Bucket=bucket, Prefix=prefix)
+        return sorted(item["Key"] for item in answer.get("Contents", []))
+
+    def stop(self) -> None:
+        proc.terminate(self.process, 10)
+
+
+def start_s3_server(log_path: Path, host: str = "127.0.0.1") -> S3Server:
+    port = free_port(host)
+    program = Path(sys.executable).with_name("moto_server")
+    process = proc.spawn([str(program), "-H", host, "-p", str(port)], log_path)
+    server = S3Server(host, port, process)
+    try:
+        proc.wait_ready(
+            process, lambda: http_ok(host, port, "/moto-api/"), timeout=MOTO_READY_S,
+            name="moto_server", log_path=log_path,
+        )  # fmt: skip
+    except BaseException:
+        proc.kill(process)
+        raise
+    return server
+
+
+def s3_broker_config(server: S3Server, bucket: str, **extra: str) -> dict[str, str]:
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "200",
+        "remote.log.metadata.topic.num.partitions": "1",
+        "remote.log.storage.manager.class.name": "S3RemoteStorageManager",
+        "rsm.config.s3.endpoint": server.endpoint,
+        "rsm.config.s3.bucket": bucket,
+        "rsm.config.s3.region": "us-east-1",
+        "rsm.config.s3.access.key": "pier-test",
+        "rsm.config.s3.secret.key": "pier-test-secret",
+        "log.retention.check.interval.ms": "200",
+        **extra,
+    }
