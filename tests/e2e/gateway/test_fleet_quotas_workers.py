@@ -2,18 +2,22 @@
 "Quotas across gateways"): two real `pier gateway --workers 2` processes on one ZooKeeper, one
 tenant store and one broker, so four gateway ids (`<id>.w0`, `<id>.w1` of each) share the quota.
 
-Producers (confluent-kafka, at least four, through both gateways) each offer far more than the
-producer quota of their one service account; producers are added until every one of the four
-workers carries produce traffic of the tenant (the kernel's SO_REUSEPORT hash places each
+Producers (confluent-kafka, at least eight, through both gateways, so most workers carry several
+connections of the one quota sensor) each offer far more than the producer quota of their one
+service account; producers are added until every one of the four workers carries produce traffic
+of the tenant (the kernel's SO_REUSEPORT hash places each
 connection; read from each worker's `pier_gateway_bytes_in` on its own metrics port). The bytes
 the broker's log grows by over the measured span are the quota's worth ± 15 %. Each worker alone
 would grant the whole quota: with the fleet sharing off (no `zookeeper.connect`) this is ≈ 4×.
 Measurement and window as in test_fleet_quotas.py (bytes from DescribeLogDirs; 3 × 1 s window).
 
-Marked slow (`infra/test --all` runs it): alone it measured 0.93–0.955×, but in a clean-clone CI
-run beside the other xdist worker it measured 1.162× (workers at 63–89 kB/s each): with four gateway
-ids on two busy cores the shares over-grant. Until that is understood it does not gate CI; the
-2-gateway test (test_fleet_quotas.py) does.
+It measured 0.93–0.955× alone and once 1.162× in a clean-clone CI run: not the load itself, but
+several producers' connections on one worker, each throttled on its own by Kafka's formula (a
+worker with 2 connections of the sensor ran at ≈ 1.2× its share). The sensors are now paced as a
+whole (`gateway.quotas.client_quotas`), and the test starts 8 producers so that case is always
+exercised. Marked slow (`infra/test --all` runs it) for its length: ≈ 85 s with the stack (a 30 s
+span, the warm-up, spreading and stopping the producers); the 2-gateway test
+(test_fleet_quotas.py) gates CI.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from tests.polling import wait_until
 __all__ = ["fleet_chroot"]  # the module fixture, shared with test_fleet_quotas.py
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 WORKERS = 2
+MIN_PRODUCERS = 8  # ≈ 2 per worker: several connections of one sensor on one worker
 MAX_PRODUCERS = 24  # P(a gateway's producers all hashed to one of its 2 workers) = 2 × 2^-12
 SPREAD_TIMEOUT_S = 45.0
 
@@ -173,7 +178,7 @@ def test_producers_on_two_gateways_of_two_workers_share_one_quota(fleet: Fleet2x
 
     before = _all_bytes_in(fleet)
     try:
-        for index in range(4):
+        for index in range(MIN_PRODUCERS):
             add(index % 2)
 
         # Producers are added (one at a time, through a gateway with an idle worker, once the
