@@ -7,17 +7,29 @@ ZooKeeper; handlers only see the `TopicAdmin` methods. A topic is created whole 
 the file-descriptor budget is checked before any log is opened (`DescriptorLimitError`,
 POLICY_VIOLATION, also for `validate_only`), and should opening a log still fail (EMFILE when
 connections took the reserve), the logs this request opened are deleted again and nothing is
-persisted (KAFKA_STORAGE_ERROR, naming the open-file limit). Runs on the event loop; not
-thread-safe.
+persisted (KAFKA_STORAGE_ERROR, naming the open-file limit).
+
+A topic of more than `SYNC_LOGS_UP_TO` partitions is answered once its metadata is registered
+and persisted, as Kafka answers once the metadata is committed and its brokers create the logs
+afterwards: its logs are created on the event loop in slices of `DEFERRED_SLICE_S` with
+`DEFERRED_PAUSE_S` between them for requests, or at once by the first request that looks a
+partition up (`ReplicaManager.find`). The descriptor budget counts those partitions as open (3
+files each, as an empty log). Should one fail to open, the slices stop and log it, and that
+partition's requests get the storage error (Kafka: the partition offline on that broker). At the
+next start the registry opens every log of every topic before serving. Runs on the event loop;
+not thread-safe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
+import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +53,12 @@ from brokers.replication.topic_names import (
 )
 
 REGISTRY_FILE = "pier-topics.json"
+SYNC_LOGS_UP_TO = 100  # partitions of one topic whose logs CreateTopics opens before answering
+DEFERRED_CHUNK = 4  # deferred logs created between two looks at the clock
+DEFERRED_SLICE_S = 0.005  # of creating deferred logs per event-loop turn
+DEFERRED_PAUSE_S = 0.005  # between two slices: the loop serves requests
+NEW_LOG_DESCRIPTORS = 3  # what an empty log holds open: its .log, .index and .timeindex
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +89,8 @@ class LocalTopicRegistry:
         self._partition_count = 0
         self._batch_depth = 0
         self._dirty = False
+        # The loop a slice of deferred log creation is scheduled on (None: none is).
+        self._draining: asyncio.AbstractEventLoop | None = None
 
     # ---- start-up -------------------------------------------------------------------------
     def load(self) -> None:
@@ -122,11 +142,14 @@ class LocalTopicRegistry:
             )
         overrides = validate_topic_overrides(configs, self._broker_defaults)
         self.log_config(overrides)
-        self._descriptors.check(partitions, f"topic '{name}'")
+        self._check_descriptors(partitions, f"topic '{name}'")
         if validate_only:
             return None
-        topic = self._install(name, uuid.uuid4(), partitions, overrides)
+        defer = partitions > SYNC_LOGS_UP_TO
+        topic = self._install(name, uuid.uuid4(), partitions, overrides, defer=defer)
         self._save()
+        if defer:
+            self._schedule_deferred()
         return topic
 
     def delete_topic(self, name: str) -> None:
@@ -149,7 +172,7 @@ class LocalTopicRegistry:
         existing = len(topic.partitions)
         check_partition_growth(name, existing, count)
         self._check_partitions(count, existing=existing)
-        self._descriptors.check(count - existing, f"growing topic '{name}' to {count} partitions")
+        self._check_descriptors(count - existing, f"growing topic '{name}' to {count} partitions")
         if validate_only:
             return
         self._open_logs(name, range(existing, count), self.log_config(topic.configs))
@@ -199,11 +222,53 @@ class LocalTopicRegistry:
             index=index, leader=node, leader_epoch=0, replicas=[node], isr=[node]
         )
 
+    def _check_descriptors(self, partitions: int, what: str) -> None:
+        deferred = self._replicas.deferred_count  # not open yet, but soon
+        if not deferred:
+            self._descriptors.check(partitions, what)
+            return
+        available = self._descriptors.partitions_available()
+        if available is not None:
+            pending = -(-deferred * NEW_LOG_DESCRIPTORS // self._descriptors.per_partition)
+            self._descriptors.check(partitions, what, available=max(0, available - pending))
+
+    def _schedule_deferred(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a tool or test calling directly): create them now
+            self._create_deferred(slice_s=None)
+            return
+        if self._draining is not loop or loop.is_closed():
+            self._draining = loop
+            loop.call_soon(self._create_deferred)
+
+    def _create_deferred(self, slice_s: float | None = DEFERRED_SLICE_S) -> None:
+        """Create deferred logs for up to `slice_s` seconds of this turn (None: all of them),
+        then give the loop `DEFERRED_PAUSE_S` for requests before the next slice."""
+        deadline = None if slice_s is None else time.monotonic() + slice_s
+        left = self._replicas.deferred_count
+        try:
+            while left and (deadline is None or time.monotonic() < deadline):
+                left = self._replicas.create_deferred(DEFERRED_CHUNK)
+        except Exception as exc:  # that partition's next lookup raises it to the caller
+            log.error("event=deferred_log_failed error=%r", str(exc))
+            left = 0
+        self._draining = None
+        if left and deadline is not None:
+            self._draining = asyncio.get_running_loop()
+            self._draining.call_later(DEFERRED_PAUSE_S, self._create_deferred)
+
     def _install(
-        self, name: str, topic_id: uuid.UUID, partitions: int, configs: Mapping[str, str]
-    ) -> TopicMetadata:
+        self, name: str, topic_id: uuid.UUID, partitions: int, configs: Mapping[str, str],
+        *, defer: bool = False,
+    ) -> TopicMetadata:  # fmt: skip
         topic = TopicMetadata(name=name, topic_id=topic_id, partitions={}, configs=dict(configs))
-        self._open_logs(name, range(partitions), self.log_config(configs))
+        if defer:
+            config = self.log_config(configs)
+            for index in range(partitions):
+                self._replicas.defer_create(name, index, config)
+        else:
+            self._open_logs(name, range(partitions), self.log_config(configs))
         for index in range(partitions):
             topic.partitions[index] = self._leader_here(index)
         self._metadata.topics[name] = topic

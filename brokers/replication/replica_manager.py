@@ -17,6 +17,7 @@ Runs on the event loop; not thread-safe.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -104,6 +105,7 @@ class ReplicaManager:
         self._broker_properties = dict(broker_properties or {})
         self.controller_epoch = -1
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._deferred: dict[TopicPartition, LogConfig] = {}  # registered, log not created yet
         self._saved_high_watermarks: dict[TopicPartition, int] = {}
         self._leadership_listeners: list[LeadershipListener] = []
         self.fetchers = FetcherManager(
@@ -134,13 +136,16 @@ class ReplicaManager:
         return partition
 
     def get(self, topic: str, index: int) -> Partition:
-        partition = self._partitions.get((topic, index))
+        partition = self.find(topic, index)
         if partition is None:
             raise UnknownTopicOrPartitionError(f"{topic}-{index}")
         return partition
 
     def find(self, topic: str, index: int) -> Partition | None:
-        return self._partitions.get((topic, index))
+        partition = self._partitions.get((topic, index))
+        if partition is None and (topic, index) in self._deferred:
+            return self.create(topic, index, self._deferred[(topic, index)])
+        return partition
 
     def partitions(self) -> Iterator[Partition]:
         return iter(list(self._partitions.values()))
@@ -149,9 +154,30 @@ class ReplicaManager:
         existing = self._partitions.get((topic, index))
         if existing is not None:
             return existing
-        return self._register(self._logs.create(topic, index, config))
+        partition = self._register(self._logs.create(topic, index, config))
+        self._deferred.pop((topic, index), None)
+        return partition
+
+    def defer_create(self, topic: str, index: int, config: LogConfig) -> None:
+        """Register a partition whose log is created later: on its first lookup (`find`/`get`)
+        or by `create_deferred` — Kafka's brokers likewise create logs after the metadata that
+        names them is published. `partitions()` leaves deferred partitions out (no log yet)."""
+        if (topic, index) not in self._partitions:
+            self._deferred[(topic, index)] = config
+
+    @property
+    def deferred_count(self) -> int:
+        return len(self._deferred)
+
+    def create_deferred(self, limit: int) -> int:
+        """Create up to `limit` deferred logs; returns how many are still deferred. A log that
+        fails to open stays deferred (its next lookup raises the error to that caller)."""
+        for topic, index in list(itertools.islice(self._deferred, limit)):
+            self.create(topic, index, self._deferred[(topic, index)])
+        return len(self._deferred)
 
     def delete(self, topic: str, index: int) -> None:
+        self._deferred.pop((topic, index), None)
         self.fetchers.unfollow(FetchedTopicPartition(topic, index))
         deleted = self._partitions.pop((topic, index), None)
         if deleted is not None:
