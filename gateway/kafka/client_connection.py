@@ -1,6 +1,7 @@
 """The socket side of one tenant connection: bytes in → frames → the session; answers out.
 
-Owns: the asyncio protocol of an accepted client socket: admission by the `ConnectionGuard` (the
+Owns: the asyncio protocol of an accepted client socket (a `BufferedProtocol`: frames are read
+straight into their own buffers, `gateway.kafka.frames`): admission by the `ConnectionGuard` (the
 per-address and pre-login caps: over a cap the socket is closed at once), framing with the current
 size limit (512 KiB before login; after it `ConnectionLimits.frame_limit` of the tenant's current
 `max_request_bytes`), charging each frame's announced size to a byte budget as soon as its prefix
@@ -36,7 +37,7 @@ class _PreLoginBufferFull(ConnectionError):
     """The gateway-wide pool of bytes read before login has no room for this frame."""
 
 
-class ClientConnection(asyncio.Protocol, Channel):
+class ClientConnection(asyncio.BufferedProtocol, Channel):
     def __init__(
         self,
         make_session: Callable[[ClientConnection, str], Session],
@@ -78,12 +79,22 @@ class ClientConnection(asyncio.Protocol, Channel):
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self._session = self._make_session(self, self._peer)
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._received(lambda: self._frames.updated(nbytes))
+
     def data_received(self, data: bytes) -> None:
+        """Bytes handed over whole (the unit tests drive the protocol this way)."""
+        self._received(lambda: self._frames.feed(data))
+
+    def _received(self, frames: Callable[[], Iterator[memoryview]]) -> None:
         self._last_read = self._progress_at = self._guard.clock()
         if self._session is None or self._gone:
             return
         self._frames.limit = self._frame_limit()
-        self._deliver(lambda: self._frames.feed(data))
+        self._deliver(frames)
 
     def eof_received(self) -> bool | None:
         return None

@@ -1,27 +1,44 @@
-"""Size-prefixed Kafka frames out of a byte stream, for both sides of the gateway, and writing
-frames made of many buffers.
+"""Size-prefixed Kafka frames read straight into their buffers, for both sides of the gateway
+(`asyncio.BufferedProtocol`), and writing frames made of many buffers.
 
-Owns: cutting frames out of received chunks, checking each size prefix against a limit before
-anything is kept for its body (a hostile 2 GiB prefix costs nothing), asking `admit` for the
-announced size before the body is read (the connection's byte budget: when it says no, the reader
-holds what it was given, reads nothing more until `admitted()`, and the caller stops reading the
-socket), and `write_parts`. A frame that lies inside one received chunk, and is at least half of
-it, is handed out as a read-only view of that chunk (no copy); a smaller one is copied (a view
-would keep the whole chunk alive); one that spans chunks is read into a buffer of its announced
-size, allocated once (no list of chunks, no join). Either way the view stays valid for as long as
-the caller keeps it (nothing is reused), so the records of a Produce or a Fetch can go out again as
-slices. Not thread-safe: one owner feeds it.
+Owns: `FrameReader`, the `get_buffer`/`buffer_updated` half of a buffered protocol. The socket is
+read into one scratch buffer shared by every reader of the thread (`SCRATCH_BYTES`; reads are
+synchronous on the event loop, so no two readers use it at once) until a size prefix announces a
+frame that is not all there yet; that frame gets a buffer of exactly its announced size, what the
+scratch holds of it is copied in once, and from then on the socket is read straight into that
+buffer, never past the frame's end (no list of chunks, no join, no copy of the body). A frame that
+is already whole in the scratch is copied out (at most `SCRATCH_BYTES`). Nothing of the scratch
+outlives a `buffer_updated` call: an idle connection holds no read buffer. Each size prefix is
+checked against a limit before anything is allocated for its body (a hostile 2 GiB prefix costs
+nothing), and `admit` is asked for the announced size before the body is read (the connection's
+byte budget: when it says no, the reader keeps what it was given, the caller stops reading the
+socket, and nothing more is read until `admitted()`). Every frame handed out is a read-only view of
+a buffer nobody reuses, valid for as long as the caller keeps it, so the records of a Produce or a
+Fetch can go out again as slices. `write_parts` writes a frame of many parts. Not thread-safe:
+one owner feeds a reader.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
+import threading
 from collections.abc import Callable, Iterator, Sequence
 
 _INT32 = struct.Struct(">i")
 MIN_FRAME = 4  # a correlation id at least
+SCRATCH_BYTES = 64 * 1024  # the shared read buffer between frames
 _COALESCE = 16 * 1024  # parts below this are joined before writing; larger ones go as they are
+_IOV_MAX = 1024  # buffers per writev (Linux's IOV_MAX)
+_local = threading.local()
+
+
+def _scratch() -> bytearray:
+    scratch: bytearray | None = getattr(_local, "scratch", None)
+    if scratch is None:
+        scratch = _local.scratch = bytearray(SCRATCH_BYTES)
+    return scratch
 
 
 class FrameTooLargeError(ConnectionError):
@@ -34,85 +51,110 @@ class FrameReader:
         self._admit = admit
         self._prefix = b""  # the part of a size prefix received so far
         self._size = -1  # the body size of the frame being read; -1 while reading its prefix
-        self._buffer: bytearray | None = None  # the body of a frame that spans chunks
-        self._have = 0
-        self._held: list[memoryview] = []  # received while waiting for `admit`
+        self._buffer: bytearray | None = None  # the body of a frame that was not all there
+        self._have = 0  # bytes of `_buffer` filled
+        self._into_buffer = False  # the last `get_buffer` gave `_buffer` (not the scratch)
+        self._held = bytearray()  # read past a frame `admit` said no to
         self.waiting = False  # `admit` said no: nothing is read until `admitted()`
 
     @property
     def buffered(self) -> int:
-        return len(self._prefix) + self._have + sum(len(v) for v in self._held)
+        return len(self._prefix) + self._have + len(self._held)
 
     @property
     def partial(self) -> bool:
         """A frame has begun (some of its prefix or body was received) and is not complete."""
         return bool(self._prefix) or self._size >= 0
 
-    def feed(self, data: bytes) -> Iterator[memoryview]:
-        """The frames `data` completes (without their size prefix), oldest first."""
-        if self.waiting:
-            self._held.append(memoryview(data))
+    def get_buffer(self) -> memoryview:
+        """Where the socket's next bytes go: the rest of the current frame's own buffer, else
+        the shared scratch (used up by the next `updated`)."""
+        buffer = self._buffer
+        if buffer is not None and not self.waiting:
+            self._into_buffer = True
+            return memoryview(buffer)[self._have :]
+        self._into_buffer = False
+        return memoryview(_scratch())
+
+    def updated(self, nbytes: int) -> Iterator[memoryview]:
+        """`nbytes` were written into the last `get_buffer`: the frames they complete (without
+        their size prefix), oldest first. Drain it before the next read."""
+        if self._into_buffer:
+            self._have += nbytes
+            if self._have == self._size:
+                yield self._complete()
             return
-        yield from self._read(memoryview(data))
+        view = memoryview(_scratch())[:nbytes]
+        if self.waiting:
+            self._held += view
+            return
+        yield from self._read(view)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> Iterator[memoryview]:
+        """The frames `data` completes (a protocol that is handed bytes, and tests)."""
+        source, pos = memoryview(data), 0
+        while pos < len(source):
+            target = self.get_buffer()
+            taken = min(len(target), len(source) - pos)
+            target[:taken] = source[pos : pos + taken]
+            pos += taken
+            yield from self.updated(taken)
 
     def admitted(self) -> Iterator[memoryview]:
         """The frame `admit` said no to may be read now: the frames the held bytes complete."""
         assert self.waiting
         self.waiting = False
-        held, self._held = self._held, []
-        for index, view in enumerate(held):
-            if self.waiting:  # the next frame must wait in its turn
-                self._held.extend(held[index:])
-                return
-            yield from self._read(view)
+        held, self._held = self._held, bytearray()
+        if held:
+            yield from self._read(memoryview(held))
 
     def clear(self) -> None:
         """Drop what was read of an incomplete frame (the connection is gone): its buffer is
         freed now, not when a garbage collection finds the connection's reference cycles."""
-        self._prefix, self._size, self._buffer, self._have, self._held = b"", -1, None, 0, []
+        self._prefix, self._size, self._buffer, self._have = b"", -1, None, 0
+        self._held = bytearray()
         self.waiting = False
 
     def _read(self, view: memoryview) -> Iterator[memoryview]:
+        """Frames out of `view` (the scratch or held bytes: nothing may keep a view of it)."""
         pos, end = 0, len(view)
         while pos < end:
             if self._size < 0:
-                taken = view[pos : pos + 4 - len(self._prefix)]
-                self._prefix += taken
-                pos += len(taken)
-                if len(self._prefix) < 4:
-                    return
-                self._start(_INT32.unpack(self._prefix)[0])
-                if self._admit is not None and not self._admit(self._size):
+                if not self._prefix and end - pos >= 4:
+                    size = _INT32.unpack_from(view, pos)[0]
+                    pos += 4
+                else:
+                    taken = bytes(view[pos : pos + 4 - len(self._prefix)])
+                    self._prefix += taken
+                    pos += len(taken)
+                    if len(self._prefix) < 4:
+                        return
+                    size = _INT32.unpack(self._prefix)[0]
+                    self._prefix = b""
+                self._start(size)
+                if self._admit is not None and not self._admit(size):
                     self.waiting = True
-                    if pos < end:
-                        self._held.append(view[pos:])
+                    self._held = bytearray(view[pos:])
                     return
-            if self._buffer is None and end - pos >= self._size:
-                frame = view[pos : pos + self._size]
-                pos += self._size
-                if 2 * len(frame) < len(view):
-                    frame = memoryview(bytes(frame))
+            size = self._size
+            if end - pos >= size:
+                frame = memoryview(bytes(view[pos : pos + size]))
+                pos += size
                 self._size = -1
                 yield frame
                 continue
-            pos = self._fill(view, pos)
-            if self._have == self._size:
-                assert self._buffer is not None
-                frame = memoryview(self._buffer).toreadonly()
-                self._buffer, self._have, self._size = None, 0, -1
-                yield frame
+            buffer = self._buffer = bytearray(size)
+            buffer[: end - pos] = view[pos:]
+            self._have = end - pos
+            return
 
-    def _fill(self, view: memoryview, pos: int) -> int:
-        """Copy what `view` holds of the current frame's body into its buffer; the new `pos`."""
-        if self._buffer is None:
-            self._buffer = bytearray(self._size)
-        taken = min(self._size - self._have, len(view) - pos)
-        self._buffer[self._have : self._have + taken] = view[pos : pos + taken]
-        self._have += taken
-        return pos + taken
+    def _complete(self) -> memoryview:
+        buffer = self._buffer
+        assert buffer is not None
+        self._buffer, self._have, self._size, self._into_buffer = None, 0, -1, False
+        return memoryview(buffer).toreadonly()
 
     def _start(self, size: int) -> None:
-        self._prefix = b""
         if not MIN_FRAME <= size <= self.limit:
             raise FrameTooLargeError(f"frame of {size} bytes (limit {self.limit})")
         self._size = size
@@ -122,9 +164,15 @@ Buffer = bytes | bytearray | memoryview
 
 
 def write_parts(transport: asyncio.WriteTransport, parts: Sequence[Buffer]) -> None:
-    """Write a frame made of parts: small ones joined, large ones (record batches) handed over as
-    they are, which the socket sends without copying when it takes them whole (Python 3.11's
+    """Write a frame made of parts. While nothing is queued in the transport, the parts go to a
+    plain socket in one gathering `os.writev` (the record batches' views are not copied, and the
+    frame costs one system call); what the socket does not take, and everything on a TLS
+    transport or behind queued bytes, goes through `transport.write` (which copies what it
+    cannot send at once): small parts joined, large ones handed over as they are (Python 3.11's
     `writelines` would first join everything into one new buffer)."""
+    fd = _plain_fd(transport)
+    if fd is not None:
+        parts = _send_direct(fd, parts)
     small: list[Buffer] = []
     for part in parts:
         if len(part) < _COALESCE:
@@ -136,3 +184,42 @@ def write_parts(transport: asyncio.WriteTransport, parts: Sequence[Buffer]) -> N
         transport.write(part)
     if small:
         transport.write(b"".join(small))
+
+
+def _plain_fd(transport: asyncio.WriteTransport) -> int | None:
+    """The socket's descriptor when bytes may be written to it directly now: a plain (not TLS)
+    socket transport, open, with nothing queued (the transport itself sends at once then)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or transport.get_extra_info("sslcontext") is not None:
+        return None
+    if transport.is_closing() or transport.get_write_buffer_size():
+        return None
+    return int(sock.fileno())
+
+
+def _send_direct(fd: int, parts: Sequence[Buffer]) -> Sequence[Buffer]:
+    """Send what the socket takes now; the parts (or part of one) it did not take."""
+    sent = 0
+    try:
+        for start in range(0, len(parts), _IOV_MAX):
+            batch = parts[start : start + _IOV_MAX]
+            wanted = sum(len(p) for p in batch)
+            written = os.writev(fd, batch)
+            sent += written
+            if written < wanted:
+                break
+    except OSError:  # would block, or a broken socket: the transport's own write meets the
+        pass  # same error and closes the connection as it always does
+    return _rest(parts, sent)
+
+
+def _rest(parts: Sequence[Buffer], sent: int) -> list[Buffer]:
+    rest: list[Buffer] = []
+    for part in parts:
+        size = len(part)
+        if sent >= size:
+            sent -= size
+            continue
+        rest.append(memoryview(part)[sent:] if sent else part)
+        sent = 0
+    return rest

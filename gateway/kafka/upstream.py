@@ -1,7 +1,8 @@
 """The gateway's connection to one broker on behalf of one client connection: raw frames out,
 raw response frames back, in order.
 
-Owns: the socket to the broker, the FIFO of requests in flight, and failure. Each forwarded
+Owns: the socket to the broker (a `BufferedProtocol`: each answer is read straight into a buffer
+of its announced size, `gateway.kafka.frames`), the FIFO of requests in flight, and failure. Each forwarded
 request is written whole (a list of buffer parts) with a `ResponseHandler` that receives the
 response frame (correlation id, header and body; its own bytes, which the handler may keep views
 of) synchronously when it arrives. Kafka answers a
@@ -32,7 +33,7 @@ MAX_RESPONSE_BYTES = 200 * 1024 * 1024
 ResponseHandler = Callable[[memoryview | None], None]
 
 
-class Upstream(asyncio.Protocol):
+class Upstream(asyncio.BufferedProtocol):
     def __init__(self, address: str, on_lost: Callable[[str], None]) -> None:
         self.address = address
         self._on_lost = on_lost
@@ -101,9 +102,12 @@ class Upstream(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            for frame in self._frames.feed(data):
+            for frame in self._frames.updated(nbytes):
                 self._answer(frame)
         except ConnectionError as exc:
             self._fail(str(exc))

@@ -16,6 +16,13 @@ directory, with three tenants: `bench` (no quota; its connection limit raised fo
    the added p99 (target ≤ 1 ms);
 5. noisy neighbour (`noisy_neighbour`): the quiet tenant's produce latency at 1 MB/s alone, then
    while the noisy tenant offers 20 MB/s, 10× its quota (target p99 change ≤ +20 %).
+Around every throughput run the CPU time (user + system) of the gateway (its workers included) and
+of the broker is read: `cpu_s_per_gb` per run, gateway ÷ broker (target ≤ 0.5).
+6. workers: the aggregate produce rate of `WORKER_CLIENTS` producer processes (1 KiB records, each
+   its own topic) through this one-worker gateway, then through a second gateway started with
+   `workers=2`; the broker's CPU share during each run says whether it was the bottleneck
+   (target 2 workers ÷ 1 ≥ 1.6 where it is not).
+`--phases a,b` runs only those phases (memory, logins, throughput, latency, noisy, workers).
 Prints one JSON document, writes it to `<out>/gateway.json` and a chart `<out>/gateway.png`.
 `--quick` uses 10× fewer records, 5 s latency and noisy runs, 40 cold keys and 200 connections
 (about 2 minutes); `--profile` records the gateway with py-spy during phases 2 and 3
@@ -28,6 +35,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
+import os
 import resource
 import signal
 import sys
@@ -42,7 +51,14 @@ from typing import Any
 
 from gateway.kafka.namespace import TenantNamespace
 from infra.bench.gateway_logins import SCRAM, LoginRun, ScramKey, idle_connections, login_rate
-from infra.bench.gateway_report import document, latency_section, memory_section, noisy_section
+from infra.bench.gateway_report import (
+    cpu_row,
+    document,
+    latency_section,
+    memory_section,
+    noisy_section,
+    workers_section,
+)
 from infra.bench.gateway_report import write_chart as write_gateway_chart
 from infra.bench.latency import latency_samples
 from infra.bench.noisy_neighbour import NoisyProducer, NoisyReport, quiet_latencies
@@ -78,6 +94,9 @@ NOISY_OFFERED_MB_S = 20.0
 QUIET_RATE_MB_S = 1.0
 NOISY_HEAD_START_S = 2.0  # past the burst that Kafka's 11 × 1 s quota window lets through
 SETTLE_S = 1.0  # after opening the idle connections, before reading RSS
+PHASES = ("memory", "logins", "throughput", "latency", "noisy", "workers")
+WORKER_CLIENTS = 4  # producer processes of the workers phase
+WORKER_RECORDS = 100_000  # 1 KiB records per producer process (÷ scale)
 
 
 @dataclass(frozen=True)
@@ -102,7 +121,17 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile", action="store_true", help="py-spy the gateway (logins, throughput)"
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help=f"comma-separated phases to run (default all: {','.join(PHASES)})",
+    )
+    args = parser.parse_args(argv)
+    args.phases = [p for p in args.phases.split(",") if p]
+    unknown = set(args.phases) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phases {sorted(unknown)}; known: {', '.join(PHASES)}")
+    return args
 
 
 def _terminate(signum: int, _frame: FrameType | None) -> None:
@@ -116,6 +145,32 @@ def raise_fd_limit(needed: int) -> None:
     wanted = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
     if soft != resource.RLIM_INFINITY and soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+CpuTimes = tuple[float, float]  # user, system CPU seconds
+
+
+def cpu_times(pid: int, *, children_of: bool = False) -> CpuTimes:
+    """User and system CPU seconds of `pid` (fields 14 and 15 of /proc/<pid>/stat), with those of
+    its live children when `children_of` (a multi-worker gateway's workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    user = system = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(entry.name) == pid or (children_of and int(fields[1]) == pid):
+            user += int(fields[11]) / tick
+            system += int(fields[12]) / tick
+    return user, system
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of `pid` and its live children."""
+    return sum(cpu_times(pid, children_of=True))
 
 
 def rss_kib(pid: int) -> int:
@@ -216,8 +271,27 @@ def login_phase(gateway: GatewayProcess, keys: list[ScramKey]) -> list[LoginRun]
     return runs
 
 
+class CpuMeter:
+    """CPU seconds of the gateway and the broker used by each run (`rows`, for the report)."""
+
+    def __init__(self, broker: BrokerProcess, gateway: GatewayProcess) -> None:
+        self.broker, self.gateway = broker, gateway
+        self.rows: list[dict[str, Any]] = []
+
+    def timed(self, make_run: Any) -> Throughput:
+        gateway_before = cpu_times(self.gateway.pid, children_of=True)
+        broker_before = cpu_times(self.broker.pid)
+        run: Throughput = make_run()
+        gateway_after = cpu_times(self.gateway.pid, children_of=True)
+        broker_after = cpu_times(self.broker.pid)
+        gateway = (gateway_after[0] - gateway_before[0], gateway_after[1] - gateway_before[1])
+        broker = (broker_after[0] - broker_before[0], broker_after[1] - broker_before[1])
+        self.rows.append(cpu_row(run, gateway, broker))
+        return run
+
+
 def throughput_phase(
-    broker: BrokerProcess, gateway: GatewayProcess, key: Key, scale: int
+    broker: BrokerProcess, gateway: GatewayProcess, key: Key, scale: int, meter: CpuMeter
 ) -> list[Throughput]:
     plan = [(count // scale, size, codec) for count, size in WORKLOADS for codec in CODECS]
     warm_up = (WARM_UP_RECORDS // scale, 100, "none")
@@ -235,7 +309,9 @@ def throughput_phase(
     for index, work in enumerate(plan):
         for target in _alternating(index):
             topic = topic_for(*work)
-            run = produce_run(target, targets[target], topic, *work)
+            run = meter.timed(
+                lambda t=target, c=targets[target], n=topic, w=work: produce_run(t, c, n, *w)
+            )
             stored = topic if target == "direct" else namespace.fleet(topic)
             runs.append(replace(run, stored_codec=stored_codec(broker.data_dir, stored)))
             progress(runs[-1])
@@ -243,8 +319,10 @@ def throughput_phase(
         for target in _alternating(index):
             connection = targets[target]
             runs.append(
-                consume_run(
-                    broker.bootstrap, topic_for(*work), *work, connection=connection, target=target
+                meter.timed(
+                    lambda c=connection, t=target, w=work: consume_run(
+                        broker.bootstrap, topic_for(*w), *w, connection=c, target=t
+                    )
                 )
             )
             progress(runs[-1])
@@ -298,33 +376,147 @@ def noisy_phase(
     return section
 
 
+def _client_producer(
+    connection: dict[str, Any], topic: str, count: int, start: Any, out: Any
+) -> None:
+    """One producer process of the workers phase: connect and warm up, wait for the others at
+    `start` (a barrier), produce `count` 1 KiB records; puts (first, last) wall-clock seconds."""
+    from confluent_kafka import Producer
+
+    from infra.bench.throughput import PRODUCER_SETTINGS, value_pool
+
+    producer = Producer({**PRODUCER_SETTINGS, **connection})
+    pool = value_pool(1024)
+    for value in pool[:100]:
+        producer.produce(topic, value)
+    producer.flush(60)
+    start.wait()
+    began = time.time()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, pool[i % len(pool)])
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(300)
+    out.put((began, time.time(), remaining))
+
+
+def aggregate_produce(
+    gateway: GatewayProcess, broker: BrokerProcess, key: Key, label: str, count: int
+) -> dict[str, Any]:
+    """`WORKER_CLIENTS` producer processes at once, each to its own topic; aggregate MB/s and the
+    gateway's and broker's CPU use (cores) over the run."""
+    connection = sasl(gateway, key)
+    topics = [f"bench-workers-{label}-{i}" for i in range(WORKER_CLIENTS)]
+    create_topics(gateway.bootstrap, topics, connection)
+    context = multiprocessing.get_context("spawn")
+    start, out = context.Barrier(WORKER_CLIENTS + 1), context.Queue()
+    clients = [
+        context.Process(target=_client_producer, args=(connection, t, count, start, out))
+        for t in topics
+    ]
+    for client in clients:
+        client.start()
+    try:
+        start.wait(timeout=120)
+        cpu_before = tree_cpu_seconds(gateway.pid), sum(cpu_times(broker.pid))
+        results = [out.get(timeout=600) for _ in clients]
+        cpu_after = tree_cpu_seconds(gateway.pid), sum(cpu_times(broker.pid))
+    finally:
+        for client in clients:
+            client.join(timeout=30)
+            if client.is_alive():
+                client.kill()
+    if any(remaining for _b, _e, remaining in results):
+        raise RuntimeError(f"workers phase ({label}): records left unacknowledged")
+    seconds = max(end for _b, end, _r in results) - min(began for began, _e, _r in results)
+    return {
+        "gateway": label,
+        "clients": WORKER_CLIENTS,
+        "records": count * WORKER_CLIENTS,
+        "record_bytes": 1024,
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(count * WORKER_CLIENTS * 1024 / seconds / 1e6, 2),
+        "gateway_cores": round((cpu_after[0] - cpu_before[0]) / seconds, 2),
+        "broker_cores": round((cpu_after[1] - cpu_before[1]) / seconds, 2),
+    }
+
+
+def workers_phase(
+    root: Path,
+    db_url: str,
+    broker: BrokerProcess,
+    gateway: GatewayProcess,
+    key: Key,
+    scale: int,
+) -> dict[str, Any]:
+    """The one-worker gateway, then a second gateway with two workers, same broker and load."""
+    count = WORKER_RECORDS // scale
+    one = aggregate_produce(gateway, broker, key, "1-worker", count)
+    two_workers = start_gateway(
+        root / "gateway-2w",
+        broker.bootstrap,
+        db_url,
+        node_ids=[broker.node_id],
+        properties={"workers": "2"},
+    )
+    try:
+        two = aggregate_produce(two_workers, broker, key, "2-workers", count)
+    finally:
+        two_workers.stop()
+    section = workers_section(one, two, os.cpu_count() or 1)
+    print(f"workers: 2 ÷ 1 = {section['ratio_2_to_1']}", file=sys.stderr)
+    return section
+
+
 def profiled(enabled: bool, gateway: GatewayProcess, svg: Path) -> AbstractContextManager[None]:
     return py_spy_recording(gateway.pid, svg) if enabled else nullcontext()
 
 
 def run(
-    broker: BrokerProcess,
-    gateway: GatewayProcess,
+    processes: _Processes,
     tenants: Tenants,
     args: argparse.Namespace,
     plan: Mapping[str, float],
+    root: Path,
+    db_url: str,
 ) -> dict[str, Any]:
-    memory = memory_phase(gateway, broker, tenants.bench, int(plan["idle"]))
-    with profiled(args.profile, gateway, args.out / "gateway_logins_flamegraph.svg"):
-        logins = login_phase(gateway, tenants.scram)
-    with profiled(args.profile, gateway, args.out / "gateway_throughput_flamegraph.svg"):
-        runs = throughput_phase(broker, gateway, tenants.bench, int(plan["scale"]))
-    seconds = QUICK_LATENCY_SECONDS if args.quick else LATENCY_SECONDS
-    latency = latency_phase(broker, gateway, tenants.bench, seconds)
-    noisy = noisy_phase(gateway, tenants, plan["noisy_s"], int(plan["noisy_rounds"]))
+    broker, gateway, phases = processes.broker, processes.gateway, args.phases
+    assert broker is not None and gateway is not None
+    scale = int(plan["scale"])
+    sections: dict[str, Any] = {}
+    if "memory" in phases:
+        sections["memory"] = memory_phase(gateway, broker, tenants.bench, int(plan["idle"]))
+    if "logins" in phases:
+        with profiled(args.profile, gateway, args.out / "gateway_logins_flamegraph.svg"):
+            sections["logins"] = login_phase(gateway, tenants.scram)
+    if "throughput" in phases:
+        meter = CpuMeter(broker, gateway)
+        with profiled(args.profile, gateway, args.out / "gateway_throughput_flamegraph.svg"):
+            sections["runs"] = throughput_phase(broker, gateway, tenants.bench, scale, meter)
+        sections["cpu"] = meter.rows
+    if "latency" in phases:
+        seconds = QUICK_LATENCY_SECONDS if args.quick else LATENCY_SECONDS
+        sections["latency"] = latency_phase(broker, gateway, tenants.bench, seconds)
+    if "noisy" in phases:
+        sections["noisy"] = noisy_phase(
+            gateway, tenants, plan["noisy_s"], int(plan["noisy_rounds"])
+        )
+    if "workers" in phases:
+        sections["workers"] = workers_phase(root, db_url, broker, gateway, tenants.bench, scale)
     settings = {
         "scale": int(plan["scale"]),
         "idle_connections": int(plan["idle"]),
         "scram_keys": len(tenants.scram),
         "login_concurrency": LOGIN_CONCURRENCY,
         "gateway_properties": "defaults",
+        "phases": phases,
     }
-    return document(settings, runs, latency, logins, memory, noisy, args.quick)
+    return document(settings, sections, args.quick)
 
 
 @dataclass
@@ -368,8 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             db_url = f"sqlite:///{root / 'tenancy.db'}"
             tenants = prepare_store(db_url, plan)
             with started(root, db_url, int(plan["idle"])) as processes:
-                assert processes.broker is not None and processes.gateway is not None
-                doc = run(processes.broker, processes.gateway, tenants, args, plan)
+                doc = run(processes, tenants, args, plan, root, db_url)
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(write_json(doc, args.out / "gateway.json"))

@@ -2,8 +2,9 @@
 
 Owns: assembling the document from the phases' results (throughput runs direct and through the
 gateway with their ratios, latency percentiles and the added p99, SCRAM login rates, RSS per idle
-connection, the quiet tenant's latency alone and next to a noisy one), each figure beside its
-target from issue 10, plus settings and the environment (`cluster_report.environment`, which
+connection, the quiet tenant's latency alone and next to a noisy one, CPU seconds per GB of the
+gateway and the broker, one vs two workers), each figure beside its target (issues 10 and 24),
+each section present only when its phase ran, plus settings and the environment (`cluster_report.environment`, which
 records the load average); and drawing it with matplotlib's Agg backend. The JSON is written by
 `report.write_json`. Pure apart from the file written; call from one thread.
 """
@@ -11,7 +12,7 @@ records the load average); and drawing it with matplotlib's Agg backend. The JSO
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,9 @@ matplotlib.use("Agg")  # before pyplot is imported: render to files only
 import matplotlib.pyplot as plt
 
 TARGETS = {
-    "throughput_ratio_min": 0.85,
+    "throughput_ratio_min": 0.9,
+    "cpu_per_gb_gateway_to_broker_max": 0.5,
+    "workers_2_to_1_min": 1.6,
     "added_p99_ms_max": 1.0,
     "kib_per_idle_connection_max": 30.0,
     "quiet_p99_change_pct_max": 20.0,
@@ -46,6 +49,60 @@ def ratios(runs: Sequence[Throughput]) -> dict[str, dict[str, float]]:
             ratio = round(run.records_per_s / base.records_per_s, 3)
             found.setdefault(run.phase, {})[workload(run)] = ratio
     return found
+
+
+def cpu_row(
+    run: Throughput, gateway: tuple[float, float], broker: tuple[float, float]
+) -> dict[str, Any]:
+    """CPU seconds (user, system) used by the gateway and the broker during `run`, and per GB of
+    record values moved."""
+    gb = run.records * run.record_bytes / 1e9
+    gateway_cpu_s, broker_cpu_s = sum(gateway), sum(broker)
+    return {
+        "target": run.target,
+        "phase": run.phase,
+        "workload": workload(run),
+        "seconds": round(run.seconds, 3),
+        "gb": gb,
+        "gateway_user_s": round(gateway[0], 3),
+        "gateway_system_s": round(gateway[1], 3),
+        "broker_user_s": round(broker[0], 3),
+        "broker_system_s": round(broker[1], 3),
+        "gateway_cpu_s": round(gateway_cpu_s, 3),
+        "broker_cpu_s": round(broker_cpu_s, 3),
+        "gateway_cpu_s_per_gb": round(gateway_cpu_s / gb, 3),
+        "broker_cpu_s_per_gb": round(broker_cpu_s / gb, 3),
+    }
+
+
+def cpu_ratios(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per phase and workload of the runs through the gateway: its CPU s/GB ÷ the broker's, the
+    gateway's net of what it burns idle (its CPU per second during the direct run of the same
+    workload, which it does not carry, times the run's seconds: the tenant store's change feed,
+    timers)."""
+    idle_rate = {
+        (r["phase"], r["workload"]): r["gateway_cpu_s"] / r["seconds"]
+        for r in rows
+        if r["target"] == "direct" and r["seconds"] > 0
+    }
+    found: dict[str, dict[str, float]] = {}
+    for row in rows:
+        if row["target"] != "gateway" or row["broker_cpu_s"] <= 0:
+            continue
+        idle = idle_rate.get((row["phase"], row["workload"]), 0.0) * row["seconds"]
+        net = max(0.0, row["gateway_cpu_s"] - idle)
+        found.setdefault(row["phase"], {})[row["workload"]] = round(net / row["broker_cpu_s"], 3)
+    return found
+
+
+def workers_section(one: Mapping[str, Any], two: Mapping[str, Any], cores: int) -> dict[str, Any]:
+    return {
+        "one_worker": dict(one),
+        "two_workers": dict(two),
+        "ratio_2_to_1": round(two["mb_per_s"] / one["mb_per_s"], 3),
+        "machine_cores": cores,
+        "target_ratio_2_to_1": TARGETS["workers_2_to_1_min"],
+    }
 
 
 def percentiles(ordered: Sequence[float]) -> dict[str, float | int]:
@@ -124,62 +181,121 @@ def noisy_section(
 
 
 def document(
-    settings: Mapping[str, Any],
-    runs: Sequence[Throughput],
-    latency: Mapping[str, Any],
-    logins: Sequence[LoginRun],
-    memory: Mapping[str, Any],
-    noisy: Mapping[str, Any],
-    quick: bool,
+    settings: Mapping[str, Any], sections: Mapping[str, Any], quick: bool
 ) -> dict[str, Any]:
-    return {
-        "benchmark": "gateway",
-        "quick": quick,
-        "settings": dict(settings),
-        "throughput": {
+    """The JSON document of the phases that ran (`sections`: runs, cpu, latency, logins, memory,
+    noisy, workers; each optional)."""
+    doc: dict[str, Any] = {"benchmark": "gateway", "quick": quick, "settings": dict(settings)}
+    if "runs" in sections:
+        runs: Sequence[Throughput] = sections["runs"]
+        doc["throughput"] = {
             "runs": [r.as_json() for r in runs],
             "ratio_gateway_to_direct": ratios(runs),
             "target_ratio": TARGETS["throughput_ratio_min"],
-        },
-        "latency": dict(latency),
-        "scram_logins": {run.kind: run.as_json() for run in logins},
-        "idle_connection_memory": dict(memory),
-        "noisy_neighbour": dict(noisy),
-        "environment": environment(),
-    }
+        }
+    if "cpu" in sections:
+        doc["cpu_per_gb"] = {
+            "runs": list(sections["cpu"]),
+            "ratio_gateway_to_broker": cpu_ratios(sections["cpu"]),
+            "target_ratio": TARGETS["cpu_per_gb_gateway_to_broker_max"],
+        }
+    if "latency" in sections:
+        doc["latency"] = dict(sections["latency"])
+    if "logins" in sections:
+        logins: Sequence[LoginRun] = sections["logins"]
+        doc["scram_logins"] = {run.kind: run.as_json() for run in logins}
+    if "memory" in sections:
+        doc["idle_connection_memory"] = dict(sections["memory"])
+    if "noisy" in sections:
+        doc["noisy_neighbour"] = dict(sections["noisy"])
+    if "workers" in sections:
+        doc["workers"] = dict(sections["workers"])
+    doc["environment"] = environment()
+    return doc
+
+
+Panel = tuple[str, int, Callable[[Any, Mapping[str, Any]], None]]
+_PANELS: tuple[Panel, ...] = (  # (document key, relative width, drawing function)
+    ("throughput", 4, lambda axes, doc: _throughput(axes, doc["throughput"]["runs"])),
+    ("cpu_per_gb", 3, lambda axes, doc: _cpu(axes, doc["cpu_per_gb"]["runs"])),
+    ("latency", 2, lambda axes, doc: _latency(axes, doc["latency"])),
+    ("scram_logins", 1, lambda axes, doc: _logins(axes, doc["scram_logins"])),
+    ("idle_connection_memory", 1, lambda axes, doc: _memory(axes, doc["idle_connection_memory"])),
+    ("noisy_neighbour", 1, lambda axes, doc: _noisy(axes, doc["noisy_neighbour"])),
+    ("workers", 1, lambda axes, doc: _workers(axes, doc["workers"])),
+)
 
 
 def write_chart(doc: Mapping[str, Any], path: Path) -> None:
-    """Throughput per workload; latency percentiles; logins/s; KiB per connection; quiet p99."""
+    """One panel per phase that ran: throughput per workload; CPU s/GB gateway vs broker; latency
+    percentiles; logins/s; KiB per connection; quiet p99; 1 vs 2 workers."""
+    panels = [panel for panel in _PANELS if panel[0] in doc]
+    if not panels:
+        return
     figure, axes = plt.subplots(
-        1, 5, figsize=(22, 5), gridspec_kw={"width_ratios": [4, 2, 1, 1, 1]}
+        1,
+        len(panels),
+        figsize=(4.4 * sum(p[1] for p in panels) ** 0.9 + 2, 5),
+        gridspec_kw={"width_ratios": [p[1] for p in panels]},
+        squeeze=False,
     )
-    _throughput(axes[0], doc["throughput"]["runs"])
-    _latency(axes[1], doc["latency"])
-    logins = doc["scram_logins"]
-    axes[2].bar(list(logins), [r["logins_per_s"] for r in logins.values()], color="tab:purple")
-    axes[2].set_title("SCRAM logins/s")
-    memory = doc["idle_connection_memory"]
-    axes[3].bar(
-        ["gateway", "broker"], [memory["kib_per_connection"], memory["broker_kib_per_connection"]]
-    )
-    axes[3].axhline(
-        memory["target_kib_per_connection"], color="tab:red", linestyle="--", label="target"
-    )
-    axes[3].set_title(f"KiB/idle conn. (×{memory['connections']})")
-    axes[3].legend()
-    noisy = doc["noisy_neighbour"]
-    axes[4].bar(
-        ["alone", "beside noisy"],
-        [noisy["quiet_alone"]["p99_ms"], noisy["quiet_beside_noisy"]["p99_ms"]],
-        color=["tab:green", "tab:orange"],
-    )
-    axes[4].set_ylabel("ms")
-    axes[4].set_title(f"Quiet p99 ({noisy['quiet_p99_change_pct']:+.0f} %)")
+    for index, (_key, _width, draw) in enumerate(panels):
+        draw(axes[0][index], doc)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def _logins(axes: Any, logins: Mapping[str, Any]) -> None:
+    axes.bar(list(logins), [r["logins_per_s"] for r in logins.values()], color="tab:purple")
+    axes.set_title("SCRAM logins/s")
+
+
+def _memory(axes: Any, memory: Mapping[str, Any]) -> None:
+    axes.bar(
+        ["gateway", "broker"], [memory["kib_per_connection"], memory["broker_kib_per_connection"]]
+    )
+    axes.axhline(
+        memory["target_kib_per_connection"], color="tab:red", linestyle="--", label="target"
+    )
+    axes.set_title(f"KiB/idle conn. (×{memory['connections']})")
+    axes.legend()
+
+
+def _noisy(axes: Any, noisy: Mapping[str, Any]) -> None:
+    axes.bar(
+        ["alone", "beside noisy"],
+        [noisy["quiet_alone"]["p99_ms"], noisy["quiet_beside_noisy"]["p99_ms"]],
+        color=["tab:green", "tab:orange"],
+    )
+    axes.set_ylabel("ms")
+    axes.set_title(f"Quiet p99 ({noisy['quiet_p99_change_pct']:+.0f} %)")
+
+
+def _cpu(axes: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+    through = [r for r in rows if r["target"] == "gateway"]
+    labels = [f"{r['phase']}\n{r['workload']}" for r in through]
+    width = 0.4
+    xs = range(len(through))
+    axes.bar(xs, [r["gateway_cpu_s_per_gb"] for r in through], width, label="gateway")
+    axes.bar(
+        [x + width for x in xs], [r["broker_cpu_s_per_gb"] for r in through], width, label="broker"
+    )
+    axes.set_xticks([x + width / 2 for x in xs], labels)
+    axes.set_ylabel("CPU s per GB")
+    axes.set_title("CPU per GB moved through the gateway")
+    axes.legend()
+
+
+def _workers(axes: Any, workers: Mapping[str, Any]) -> None:
+    axes.bar(
+        ["1 worker", "2 workers"],
+        [workers["one_worker"]["mb_per_s"], workers["two_workers"]["mb_per_s"]],
+        color=["tab:blue", "tab:cyan"],
+    )
+    axes.set_ylabel("MB/s")
+    axes.set_title(f"Aggregate produce (×{workers['ratio_2_to_1']})")
 
 
 def _throughput(axes: Any, runs: Sequence[Mapping[str, Any]]) -> None:

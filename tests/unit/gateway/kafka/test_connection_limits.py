@@ -69,13 +69,32 @@ def test_a_frame_that_spans_chunks_is_read_into_one_buffer_of_its_announced_size
     assert frames[0].readonly
 
 
-def test_a_small_frame_is_copied_out_of_a_large_chunk_and_a_large_one_is_a_view() -> None:
+def test_frames_whole_in_the_shared_scratch_are_copied_out_and_the_scratch_is_not_kept() -> None:
     small, large = b"s" * 10, b"L" * 1000
+    reader = FrameReader(1 << 20)
+    target = reader.get_buffer()
     chunk = framed(small) + framed(large)
-    frames = list(FrameReader(1 << 20).feed(chunk))
+    target[: len(chunk)] = chunk
+    frames = list(reader.updated(len(chunk)))
     assert [bytes(f) for f in frames] == [small, large]
-    assert frames[0].obj is not chunk  # a view would keep the whole chunk alive
-    assert frames[1].obj is chunk  # most of the chunk: no copy
+    assert all(f.obj is not target.obj for f in frames)  # the scratch is every reader's
+    assert reader.buffered == 0 and not reader.partial
+    target[: len(chunk)] = b"x" * len(chunk)  # the next read overwrites the scratch
+    assert [bytes(f) for f in frames] == [small, large]
+
+
+def test_the_rest_of_a_large_frame_is_read_straight_into_its_own_buffer() -> None:
+    body = bytes(range(256)) * 1024  # 256 KiB: larger than the scratch
+    stream = framed(body)
+    reader = FrameReader(1 << 20)
+    first = reader.get_buffer()
+    first[:1000] = stream[:1000]
+    assert list(reader.updated(1000)) == []
+    rest = reader.get_buffer()  # the frame's own buffer, exactly the rest of its body
+    assert rest.obj is not first.obj and len(rest) == len(body) - 996
+    rest[:] = stream[1000:]
+    (frame,) = reader.updated(len(rest))
+    assert frame.obj is rest.obj and frame.readonly and bytes(frame) == body
 
 
 def test_a_frame_the_budget_refuses_waits_with_its_bytes_held_until_admitted() -> None:
