@@ -2,8 +2,8 @@
 endpoints standing for them.
 
 Owns: the brokers' addresses (from Metadata, refreshed every `refresh_s` and on demand), the
-brokers' API version ranges (a broker's ApiVersions answer, so the gateway advertises only what
-the fleet serves), the port that stands for each broker (`port_base + node id`), the virtual
+brokers' API version ranges and finalized features (a broker's ApiVersions answer, so the
+gateway advertises only what the fleet serves), the port that stands for each broker (`port_base + node id`), the virtual
 cluster id each tenant sees (a digest of the fleet's id and the tenant id: stable, and telling a
 tenant nothing about the fleet), and a tenant's current partition count for its limits. Talks to
 the brokers through the project's client. Runs on the event loop; not thread-safe.
@@ -23,7 +23,7 @@ from brokers.client import Cluster
 from brokers.client.errors import ClientError
 from brokers.client.metadata import ClusterMetadata
 from brokers.wire.entities import make, request_module
-from gateway.kafka.api_table import ApiRange, advertised
+from gateway.kafka.api_table import ApiRange, advertised, finalized_features
 from gateway.kafka.namespace import TenantNamespace
 
 log = logging.getLogger("pier.gateway.fleet")
@@ -49,6 +49,7 @@ class FleetDirectory:
         self._on_brokers = on_brokers
         self._metadata: ClusterMetadata | None = None
         self._table: dict[int, ApiRange] = {}
+        self._features: dict[str, int] = {}  # the brokers' finalized feature levels
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -88,11 +89,18 @@ class FleetDirectory:
             client_software_version="0.1.0",
         )
         response: Any = await connection.send(request)
+        self._features = {
+            str(f.name): int(f.max_version_level) for f in response.finalized_features
+        }
         return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
 
     # -- what sessions and filters ask ---------------------------------------------------------
     def api_table(self) -> dict[int, ApiRange]:
         return self._table
+
+    def finalized_features(self) -> dict[str, int]:
+        """The feature levels tenants see (`api_table.finalized_features`)."""
+        return finalized_features(self._features, self._table)
 
     def port_for(self, node_id: int) -> int:
         return self._port_base + node_id

@@ -54,6 +54,7 @@ from gateway.kafka.api_table import (
     SASL_HANDSHAKE,
     advertised_min,
     client_backs_off,
+    features,
 )
 from gateway.kafka.byte_budget import Charge
 from gateway.kafka.exchange import Buffer, Exchange, ResponseQueue, Slot
@@ -469,6 +470,7 @@ class Session:
             error_code=ErrorCode.none,
             api_keys=keys,
             throttle_time=timedelta(0),
+            **features(module, version, self.services.fleet.finalized_features()),
         )
 
     def _unsupported_api_versions(self, frame: memoryview) -> None:
