@@ -305,8 +305,8 @@ async def body_values(
     `SLICE_BYTES` at a time, with a turn of the event loop between slices."""
     splitter = JsonSplitter(max_value_bytes)
     for start in range(0, len(raw), SLICE_BYTES):
-        for value, size in splitter.feed(raw[start : start + SLICE_BYTES]):
-            yield _decoded(value), size
+        for value, size in splitter.feed_values(raw[start : start + SLICE_BYTES]):
+            yield value, size
         await asyncio.sleep(0)
     for value, size in splitter.finish():
         yield _decoded(value), size
@@ -322,15 +322,22 @@ async def json_stream(
     splitter = JsonSplitter(max_value_bytes)
     reading = reading_of(request)
     async for chunk in decoded_chunks(request):
-        done = splitter.feed(chunk)
+        done = splitter.feed_values(chunk)
         if not splitter.retained:  # nothing of this chunk is kept: its bytes go back
             reading.release()
         for value, size in done:
-            yield _decoded(value), size
+            yield value, size
     for value, size in splitter.finish():
         yield _decoded(value), size
     if splitter.blanks:
         yield TRAILING, splitter.blanks
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    """A value the splitter decoded itself (from a line of its own)."""
+
+    obj: Any
 
 
 class JsonSplitter:
@@ -347,13 +354,33 @@ class JsonSplitter:
 
     def feed(self, data: bytes) -> list[tuple[bytes, int]]:
         """The values `data` completes, each with its size (leading whitespace included)."""
-        done: list[tuple[bytes, int]] = []
+        return [(v, size) for v, size in self._feed(data, parse=False) if isinstance(v, bytes)]
+
+    def feed_values(self, data: bytes) -> list[tuple[Any, int]]:
+        """`feed`, each value decoded from JSON (400 for one that is not UTF-8 JSON). A value
+        alone on its line (JSON lines: a streamed produce) is split and decoded in one
+        `json.loads` of the line, without the scan; anything else goes through the scan."""
+        return [
+            (_decoded(value) if isinstance(value, bytes) else value.obj, size)
+            for value, size in self._feed(data, parse=True)
+        ]
+
+    def _feed(self, data: bytes, *, parse: bool) -> list[tuple[bytes | _Parsed, int]]:
+        done: list[tuple[bytes | _Parsed, int]] = []
         start = 0
         if self._state != _OUT:  # a value goes on from the last chunk
             start = self._continue(data)
             if self._state == _OUT:
                 done.append(self._take(bytes(self._value)))
         while start < len(data):
+            if parse:
+                start = self._skip_blanks(data, start)
+                line = self._line(data, start)
+                if line is not None:
+                    value, end = line
+                    done.append(self._taken(value, end - start))
+                    start = end
+                    continue
             start = self._skip_blanks(data, start)
             if start >= len(data):
                 break
@@ -369,6 +396,29 @@ class JsonSplitter:
                 start = len(data)
         self.offset += len(data)
         return done
+
+    def _line(self, data: bytes, start: int) -> tuple[_Parsed, int] | None:
+        """The container value that fills the line from `start` (up to a newline, which must be
+        in `data`), decoded, and where it ends; None when the line is anything else (the scan
+        then reads it: a value over several lines, several on one, a scalar, bad JSON)."""
+        if start >= len(data) or data[start] not in b"{[":
+            return None
+        newline = data.find(b"\n", start)
+        if newline < 0 or newline - start > self.max_value_bytes:
+            return None
+        line = data[start:newline]
+        if line.count(b"{") + line.count(b"[") > MAX_DEPTH:  # maybe too deep: the scan says
+            return None
+        try:
+            value = json.loads(line.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return None
+        return _Parsed(value), start + len(line.rstrip(b" \t\r"))
+
+    def _taken(self, value: _Parsed, length: int) -> tuple[_Parsed, int]:
+        size = self.blanks + length
+        self.blanks = 0
+        return value, size
 
     @property
     def retained(self) -> int:

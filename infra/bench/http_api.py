@@ -13,7 +13,10 @@ topics of one partition, with 100-byte values:
    lz4 off) and consume of the same count, records/s;
 5. single-record produce latency, one request at a time: HTTP (one POST) and Kafka (produce +
    flush), p50/p99/p99.9 in ms.
-Prints one JSON document and writes `<out>/http.json`. Every process started is stopped on exit.
+Each HTTP produce phase also reports the CPU time the gateway and the broker spent on it per
+record (`cpu_us_per_record`, from /proc: user + system of the process): on a shared machine a
+rate depends on the neighbours, CPU per record much less (compare those across runs). Prints one
+JSON document and writes `<out>/http.json`. Every process started is stopped on exit.
 Runs on the main thread (asyncio for the HTTP client).
 """
 
@@ -23,6 +26,7 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -62,6 +66,29 @@ def prepare(db_url: str) -> tuple[str, str]:
         account = store.create_service_account("bench", name="bench", actor=OPERATOR)
         key, secret = store.create_api_key("bench", service_account_id=account.id, actor=OPERATOR)
         return key.key_id, str(secret)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (its threads included), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU per record of the named processes over one phase."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.results: dict[str, dict[str, float]] = {}
+
+    def start(self) -> dict[str, float]:
+        return {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+
+    def stop(self, phase: str, started: dict[str, float], records: int) -> None:
+        self.results[phase] = {
+            name: round((cpu_seconds(pid) - started[name]) * 1e6 / records, 1)
+            for name, pid in self.pids.items()
+        }
 
 
 def record_json(i: int) -> bytes:
@@ -240,7 +267,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 async def http_phases(
-    base: str, key: str, secret: str, count: int, latency_count: int
+    base: str, key: str, secret: str, count: int, latency_count: int, cpu: CpuMeter
 ) -> dict[str, Any]:
     http = Http(base, key, secret)
     try:
@@ -248,8 +275,12 @@ async def http_phases(
         for topic in ("http-single", "http-stream", "http-latency"):
             await http.create_topic(topic)
         await http_single(http, "http-latency", 200)  # warm-up
+        before = cpu.start()
         single = await http_single(http, "http-single", count)
+        cpu.stop("produce_single", before, count)
+        before = cpu.start()
         stream = await http_stream(http, "http-stream", count)
+        cpu.stop("produce_stream", before, count)
         consume = await http_consume(http, "http-stream", count)
         latency = await http_latency(http, "http-latency", latency_count)
         return {
@@ -257,6 +288,7 @@ async def http_phases(
             "produce_stream_records_s": round(stream),
             "consume_records_s": round(consume),
             "single_record_produce_latency": percentiles(latency),
+            "cpu_us_per_record": cpu.results,
         }
     finally:
         await http.session.close()
@@ -310,7 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 properties={"http.port": str(http_port)},
             )
             base = f"http://127.0.0.1:{http_port}"
-            http = asyncio.run(http_phases(base, key, secret, count, latency_count))
+            cpu = CpuMeter({"gateway": gateway.pid, "broker": broker.pid})
+            http = asyncio.run(http_phases(base, key, secret, count, latency_count, cpu))
             kafka = kafka_phases(gateway, key, secret, count, latency_count)
         finally:
             for process in (gateway, broker):
@@ -318,6 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     process.stop()
     doc = {
         "benchmark": "http",
+        "load_average": [round(load, 2) for load in os.getloadavg()],
         "records": count,
         "value_bytes": VALUE_BYTES,
         "http_concurrency": CONCURRENCY,
