@@ -76,11 +76,16 @@ class RemoteReader:
         if segment is None:
             return None
         position = await self._position(segment, offset)
-        length = min(max(max_bytes, MIN_READ_BYTES), segment.size_bytes - position)
-        data = await asyncio.to_thread(
-            self._store.fetch_segment, segment, position, position + length
-        )
-        start, end, first, next_offset = _whole_batches(data, offset, max_bytes, min_one_batch)
+        while True:
+            length = min(max(max_bytes, MIN_READ_BYTES), segment.size_bytes - position)
+            data = await asyncio.to_thread(
+                self._store.fetch_segment, segment, position, position + length
+            )
+            start, end, first, next_offset = _whole_batches(data, offset, max_bytes, min_one_batch)
+            if end >= 0 or start == 0:  # done, or no whole header left (the segment ended)
+                break
+            position += start  # the wanted batch's header was cut: read again from it
+        end = max(end, start)
         if start < end and end > len(data):  # the first batch is longer than what was read
             data = await asyncio.to_thread(
                 self._store.fetch_segment, segment, position + start, position + end
@@ -159,7 +164,8 @@ def _whole_batches(
 ) -> tuple[int, int, int, int]:
     """(start, end, first offset, next offset) of the whole batches of `data` to return: from the
     first batch ending at or after `offset`, up to `max_bytes` (the first one whole if
-    `min_one_batch`). `end` past `len(data)` means the first batch was cut and must be re-read."""
+    `min_one_batch`). `end` past `len(data)` means the first batch was cut and must be re-read;
+    `end` -1 means no batch was found before a cut header at `start` (read again from there)."""
     position = 0
     start = -1
     first = next_offset = offset
@@ -180,5 +186,5 @@ def _whole_batches(
         next_offset = header.next_offset
         position = end
     if start < 0:
-        return 0, 0, offset, offset
+        return position, -1, offset, offset
     return start, position, first, next_offset
