@@ -222,6 +222,7 @@ class Broker:
         self.replicas.checkpoint_high_watermarks()
         self.log_manager.shutdown()
         if self.tiered is not None:
+            await self.tiered.writer.close()
             self.tiered.manager.store.close()
 
     def _schedule(self, interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:

@@ -5,8 +5,12 @@ Owns: `TieredWiring` — the metadata topic as an internal topic of this broker 
 use: `remote.log.metadata.topic.num.partitions` partitions, replication factor
 `remote.log.metadata.topic.replication.factor` capped by the live brokers when standalone,
 `cleanup.policy=delete` with unlimited retention as Kafka's, every write acks=all), the store
-(brokers.tiered.factory), the metrics and the manager, plus its periodic task interval. Built
-before the event loop serves; runs on it; not thread-safe.
+(brokers.tiered.factory), the metrics and the manager, plus its periodic task interval; and
+`MetadataTopicWriter`: an event goes straight into the local replica when this broker leads its
+metadata partition (always, standalone), else (ZooKeeper mode) it is produced acks=all to that
+partition's leader with the project's client, through this broker's own listener (a retried
+produce may append an event twice: folding is idempotent). Built before the event loop serves;
+runs on it; not thread-safe.
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 
 from brokers.app.internal_topic import BrokerInternalTopic, InternalTopicSpec, TopicErrors
+from brokers.client import ClientConfig
+from brokers.client.cluster import Cluster
+from brokers.client.errors import ClientError
+from brokers.client.metadata import TopicPartition
+from brokers.client.producer import produce
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfig
 from brokers.handlers.services import MetadataView, TopicAdmin
@@ -39,10 +48,52 @@ _ERRORS = TopicErrors(
 )
 
 
+class MetadataTopicWriter:
+    def __init__(
+        self, topic: BrokerInternalTopic, replicas: ReplicaManager, metadata: MetadataView,
+        *, node_id: int, zookeeper_mode: bool,
+    ) -> None:  # fmt: skip
+        self._topic = topic
+        self._replicas = replicas
+        self._metadata = metadata
+        self._node_id = node_id
+        self._zookeeper_mode = zookeeper_mode
+        self._cluster: Cluster | None = None
+
+    def partition_count(self) -> int:
+        return self._topic.partition_count()
+
+    async def append(self, partition: int, batch: bytes) -> int:
+        replica = self._replicas.find(METADATA_TOPIC, partition)
+        if not self._zookeeper_mode or (replica is not None and replica.is_leader):
+            return await self._topic.append(partition, batch)
+        self._topic.ensure_created()
+        try:
+            result = await produce(
+                self._client(), TopicPartition(METADATA_TOPIC, partition), batch, acks=-1
+            )
+        except (ClientError, OSError) as exc:
+            raise RemoteMetadataUnavailableError(f"{METADATA_TOPIC}-{partition}: {exc}") from exc
+        assert result is not None  # acks=-1 always answers
+        return result.base_offset
+
+    def _client(self) -> Cluster:
+        if self._cluster is None:
+            me = self._metadata.brokers[self._node_id]
+            config = ClientConfig(client_id=f"pier-remote-log-metadata-{self._node_id}")
+            self._cluster = Cluster(f"{me.host}:{me.port}", config)
+        return self._cluster
+
+    async def close(self) -> None:
+        if self._cluster is not None:
+            await self._cluster.close()
+
+
 @dataclass(frozen=True, slots=True)
 class TieredWiring:
     manager: RemoteLogManager
     task_interval_ms: int
+    writer: MetadataTopicWriter
 
 
 def build_tiered(
@@ -65,10 +116,13 @@ def build_tiered(
         spec, _ERRORS, metadata=metadata, topics=topics, replicas=replicas,
         purgatory=purgatory, clock=clock, zookeeper_mode=zookeeper_mode,
     )  # fmt: skip
+    writer = MetadataTopicWriter(
+        topic, replicas, metadata, node_id=config.node_id, zookeeper_mode=zookeeper_mode
+    )
     manager = RemoteLogManager(
-        build_store(settings), RemoteLogMetadataManager(topic, replicas), replicas,
+        build_store(settings), RemoteLogMetadataManager(writer, replicas), replicas,
         clock=clock, node_id=config.node_id, metrics=RemoteStorageMetrics(registry),
         index_cache_segments=settings.index_cache_segments,
         copy_max_bytes_per_second=settings.copy_max_bytes_per_second,
     )  # fmt: skip
-    return TieredWiring(manager, settings.task_interval_ms)
+    return TieredWiring(manager, settings.task_interval_ms, writer)

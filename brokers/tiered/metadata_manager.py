@@ -144,7 +144,7 @@ class RemoteLogMetadataManager:
         folded = 0
         for replica in self._replicas.partitions():
             if replica.topic == METADATA_TOPIC:
-                folded += self._fold(replica.index, replica.log, replica.high_watermark)
+                folded += self._fold(replica.index, replica.log, replica.log.log_end_offset)
         return folded
 
     def _fold(self, partition: int, log: Log, high_watermark: int) -> int:
