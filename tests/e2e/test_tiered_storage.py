@@ -205,3 +205,17 @@ def test_a_leader_killed_during_an_upload_resumes_with_nothing_lost_or_duplicate
         assert numbers_confluent(broker.bootstrap, topic_name) == list(range(RECORDS))
     finally:
         broker.stop()
+
+
+@pytest.mark.xfail(
+    strict=True, reason="compatibility.md T5: timestamp lookups skip the remote tier"
+)
+def test_a_timestamp_older_than_the_local_log_is_found_in_the_remote_tier(
+    tiered_broker: tuple[BrokerProcess, Path], topic_name: str
+) -> None:
+    broker, _ = tiered_broker
+    create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+    produce(broker.bootstrap, topic_name, RECORDS)
+    wait_local_start_past(broker, topic_name, 0)
+    # Kafka answers the first record at or after the timestamp, searching the remote tier too.
+    assert list_offset(broker.host, broker.port, topic_name, 0) == 0

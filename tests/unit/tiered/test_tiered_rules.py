@@ -5,6 +5,7 @@ remote reader's cut of whole batches."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from brokers.log.config import LogConfig, validate_topic_overrides
 from brokers.log.errors import InvalidConfigError
 from brokers.log.retention import deletable_segment_count
 from brokers.records.builder import simple_batch
+from brokers.tiered.config import TieredConfig, TieredConfigError
 from brokers.tiered.metadata_manager import PartitionTier
 from brokers.tiered.reader import _whole_batches
 from brokers.tiered.remote_retention import dangling, expired_segments
@@ -151,3 +153,23 @@ def test_the_remote_reader_returns_whole_batches_from_the_fetch_offset() -> None
     assert (start, end, first) == (size, 2 * size, 5)
     # Even its header was cut: read again from where it starts.
     assert _whole_batches(data[: size + 10], 5, 10_000, True)[:2] == (size, -1)
+
+
+def test_broker_settings_name_the_store_and_refuse_unknown_ones(tmp_path: Path) -> None:
+    default = TieredConfig.from_properties({}, tmp_path / "data")
+    assert not default.enabled and default.store == "LocalTieredStorage"
+    assert default.local_dir == tmp_path / "data-remote"
+    assert default.copy_max_bytes_per_second is None and default.task_interval_ms == 30_000
+    s3 = TieredConfig.from_properties(
+        {**ON, "remote.log.storage.manager.class.name": "S3RemoteStorageManager",
+         "rsm.config.s3.bucket": "b", "rsm.config.s3.secret.key": "hidden"},
+        tmp_path,
+    )  # fmt: skip
+    assert s3.s3 is not None and s3.s3.bucket == "b" and "hidden" not in repr(s3)
+    for bad in (
+        {"remote.log.storage.manager.class.name": "com.example.Rsm"},
+        {**ON, "remote.log.storage.manager.class.name": "S3RemoteStorageManager"},
+        {"remote.log.manager.task.interval.ms": "0"},
+    ):
+        with pytest.raises(TieredConfigError):
+            TieredConfig.from_properties(bad, tmp_path)
