@@ -298,6 +298,21 @@ def _decoded(raw: bytes) -> Any:
         raise ApiError(400, "the request body is not UTF-8 JSON", 400) from None
 
 
+def one_value(raw: bytes) -> dict[str, Any] | list[Any] | None:
+    """The body when it is one JSON object or array (whitespace around it allowed) of at most
+    `SLICE_BYTES`, decoded in one `json.loads`; None for anything else (`body_values` then
+    splits it, and says what is wrong with it)."""
+    if len(raw) > SLICE_BYTES or raw.lstrip(b" \t\r\n")[:1] not in (b"{", b"["):
+        return None
+    if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH:  # maybe too deep: the scan says
+        return None
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict | list) else None
+
+
 async def body_values(
     raw: bytes, max_value_bytes: int = MAX_BODY_BYTES
 ) -> AsyncIterator[tuple[Any, int]]:

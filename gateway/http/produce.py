@@ -19,6 +19,8 @@ thread-safe.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -99,36 +101,74 @@ class HttpProducer:
         caller.meter(topic, bytes_in=request_bytes, requests=1, throttle_ms=throttle)
         return Prepared(topic, partition, timestamp, record), throttle
 
+    def enqueue(self, caller: Caller, prepared: Prepared) -> asyncio.Future[ProduceResult]:
+        """Hand a prepared record to the batcher (acks=all); its result, or the ClientError
+        that failed it (`failed` maps that to the answer), comes in the future."""
+        record = prepared.record
+        return self._batcher.append(
+            TopicPartition(caller.fleet(prepared.topic), prepared.partition),
+            None if record.key is None else record.key.data,
+            None if record.value is None else record.value.data,
+            record.headers,
+            prepared.timestamp_ms,
+        )
+
     async def send(self, caller: Caller, cluster_id: str, prepared: Prepared) -> dict[str, Any]:
         """Append a prepared record (acks=all); Confluent's ProduceResponse."""
-        topic, partition = prepared.topic, prepared.partition
-        record = prepared.record
         try:
-            result = await self._batcher.append(
-                TopicPartition(caller.fleet(topic), partition),
-                None if record.key is None else record.key.data,
-                None if record.value is None else record.value.data,
-                record.headers,
-                prepared.timestamp_ms,
-            )
+            result = await self.enqueue(caller, prepared)
         except ClientError as exc:
-            raise from_client(exc, f"topic {topic!r} partition {partition}") from None
-        assert result is not None
+            raise failed(exc, prepared) from None
+        return answer(cluster_id, prepared, result)
+
+
+def failed(error: ClientError, prepared: Prepared) -> ApiError:
+    """The problem for a record the fleet did not take."""
+    return from_client(error, f"topic {prepared.topic!r} partition {prepared.partition}")
+
+
+def answer(cluster_id: str, prepared: Prepared, result: ProduceResult) -> dict[str, Any]:
+    """Confluent's ProduceResponse for a record appended at `result`."""
+    stamp = result.log_append_time_ms if result.log_append_time_ms >= 0 else prepared.timestamp_ms
+    body: dict[str, Any] = {
+        "error_code": 200,
+        "cluster_id": cluster_id,
+        "topic_name": prepared.topic,
+        "partition_id": prepared.partition,
+        "offset": result.base_offset,
+        "timestamp": iso_ms(stamp),
+    }
+    for name, part in (("key", prepared.record.key), ("value", prepared.record.value)):
+        if part is not None:
+            body[name] = {"type": part.type, "size": len(part.data or b"")}
+    return body
+
+
+class AnswerLines:
+    """A stream's answers, one JSON line each, as `json.dumps(answer(...), separators=(",",
+    ":"))` writes them, but formatted from a prefix made once per stream (no dict, no encoder
+    per record: a streamed record is answered in ≈ 1 µs instead of ≈ 4)."""
+
+    def __init__(self, cluster_id: str, topic: str) -> None:
+        self._prefix = (
+            f'{{"error_code":200,"cluster_id":{json.dumps(cluster_id)},'
+            f'"topic_name":{json.dumps(topic)},"partition_id":'
+        )
+
+    def line(self, prepared: Prepared, result: ProduceResult) -> str:
         stamp = (
             result.log_append_time_ms if result.log_append_time_ms >= 0 else prepared.timestamp_ms
         )
-        answer: dict[str, Any] = {
-            "error_code": 200,
-            "cluster_id": cluster_id,
-            "topic_name": topic,
-            "partition_id": partition,
-            "offset": result.base_offset,
-            "timestamp": iso_ms(stamp),
-        }
-        for name, part in (("key", prepared.record.key), ("value", prepared.record.value)):
-            if part is not None:
-                answer[name] = {"type": part.type, "size": len(part.data or b"")}
-        return answer
+        parts = [
+            self._prefix,
+            f'{prepared.partition},"offset":{result.base_offset},"timestamp":"{iso_ms(stamp)}"',
+        ]
+        record = prepared.record
+        for name, part in (("key", record.key), ("value", record.value)):
+            if part is not None:  # `type` is one of BINARY, JSON, STRING: nothing to escape
+                parts.append(f',"{name}":{{"type":"{part.type}","size":{len(part.data or b"")}}}')
+        parts.append("}\n")
+        return "".join(parts)
 
 
 @dataclass(frozen=True, slots=True)

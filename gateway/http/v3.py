@@ -27,6 +27,7 @@ from aiohttp import web
 from brokers.client import TopicPartition
 from brokers.client.errors import ClientError
 from brokers.client.offsets import LATEST, list_offsets
+from brokers.client.producer import ProduceResult
 from brokers.wire.errors import ErrorCode
 from gateway.http import kafka_requests as kr
 from gateway.http.bodies import (
@@ -34,6 +35,7 @@ from gateway.http.bodies import (
     TRAILING,
     body_values,
     json_stream,
+    one_value,
     read_body,
     read_json,
 )
@@ -46,7 +48,7 @@ from gateway.http.errors import (
     from_kafka,
 )
 from gateway.http.fleet_calls import any_broker, controller, coordinator, kafka_call
-from gateway.http.produce import HttpProducer
+from gateway.http.produce import AnswerLines, HttpProducer, Prepared, failed
 from gateway.http.records import produce_record
 from gateway.http.topic_metadata import CREATED_TOPIC_WAIT_S
 from gateway.kafka.filters.cluster_view import CLUSTER_NAME
@@ -410,15 +412,18 @@ class V3:
                 request, caller, cluster_id, topic, _chained([first], stream)
             )
         raw = await read_body(request, MAX_BODY_BYTES)
-        values = body_values(raw)
-        first, second = await anext(values, None), await anext(values, None)
-        if first is None or first[0] is TRAILING:
-            raise ApiError(400, "the request body is empty", 400)
-        if second is not None and second[0] is not TRAILING:
-            return await self._produce_stream(
-                request, caller, cluster_id, topic, _chained([first, second], values)
-            )
-        record = produce_record(first[0])
+        single = one_value(raw)  # the usual body: one record, decoded without the splitter
+        if single is None:
+            values = body_values(raw)
+            first, second = await anext(values, None), await anext(values, None)
+            if first is None or first[0] is TRAILING:
+                raise ApiError(400, "the request body is empty", 400)
+            if second is not None and second[0] is not TRAILING:
+                return await self._produce_stream(
+                    request, caller, cluster_id, topic, _chained([first, second], values)
+                )
+            single = first[0]
+        record = produce_record(single)
         prepared, throttle = await self._producer.prepare(caller, topic, record, len(raw))
         answer = await self._producer.send(caller, cluster_id, prepared)
         if throttle > 0:
@@ -437,30 +442,39 @@ class V3:
         response.content_type = "application/json"
         response.enable_chunked_encoding()
         await response.prepare(request)
-        in_flight: deque[tuple[asyncio.Future[dict[str, Any]], int]] = deque()
+        answers = AnswerLines(cluster_id, topic)
+        # In order: an answer line, or a record at the batcher (its future and what it was).
+        in_flight: deque[tuple[str | tuple[asyncio.Future[ProduceResult], Prepared], int]]
+        in_flight = deque()
         held = [0]  # bytes of the records in `in_flight`
+
+        async def line_of(item: str | tuple[asyncio.Future[ProduceResult], Prepared]) -> str:
+            if isinstance(item, str):
+                return item
+            future, prepared = item
+            try:
+                return answers.line(prepared, await future)
+            except ClientError as exc:
+                return _json_line(failed(exc, prepared).body())
 
         async def drain(limit: int) -> None:
             """Answer, in order, every record already done, and wait until at most `limit`
             records and `MAX_IN_FLIGHT_BYTES` remain (one write per call)."""
-            lines: list[bytes] = []
+            lines: list[str] = []
             while in_flight and (
-                len(in_flight) > limit or held[0] > MAX_IN_FLIGHT_BYTES or in_flight[0][0].done()
+                len(in_flight) > limit
+                or held[0] > MAX_IN_FLIGHT_BYTES
+                or isinstance(in_flight[0][0], str)
+                or in_flight[0][0][0].done()
             ):
-                future, size = in_flight.popleft()
+                item, size = in_flight.popleft()
                 held[0] -= size
-                lines.append(json.dumps(await future, separators=(",", ":")).encode() + b"\n")
+                lines.append(await line_of(item))
             if lines:
-                await response.write(b"".join(lines))
-
-        def track(future: asyncio.Future[dict[str, Any]], size: int) -> None:
-            in_flight.append((future, size))
-            held[0] += size
+                await response.write("".join(lines).encode())
 
         def answered(body: dict[str, Any]) -> None:
-            done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            done.set_result(body)
-            track(done, 0)
+            in_flight.append((_json_line(body), 0))
 
         try:
             async for value, size in values:
@@ -474,10 +488,9 @@ class V3:
                     caller.meter(topic, bytes_in=size, requests=1)
                     answered(exc.body())
                 else:
-                    track(
-                        asyncio.ensure_future(self._send_or_error(caller, cluster_id, prepared)),
-                        size,
-                    )
+                    # No task per record: the batcher's future is awaited when its turn comes.
+                    in_flight.append(((self._producer.enqueue(caller, prepared), prepared), size))
+                    held[0] += size
                     if throttle > 0:  # read nothing more until the throttle has passed (a mute)
                         await asyncio.sleep(throttle / 1000)
                 await drain(MAX_IN_FLIGHT)
@@ -486,14 +499,6 @@ class V3:
         await drain(0)
         await response.write_eof()
         return response
-
-    async def _send_or_error(
-        self, caller: Caller, cluster_id: str, prepared: Any
-    ) -> dict[str, Any]:
-        try:
-            return await self._producer.send(caller, cluster_id, prepared)
-        except ApiError as exc:
-            return exc.body()
 
     # -- consumer groups -------------------------------------------------------------------------
     def _group(
@@ -744,6 +749,10 @@ def _owners(group: Any) -> dict[tuple[str, int], Any]:
             for partition in partitions:
                 owners[(topic, partition)] = member
     return owners
+
+
+def _json_line(body: dict[str, Any]) -> str:
+    return json.dumps(body, separators=(",", ":")) + "\n"
 
 
 async def _chained(
