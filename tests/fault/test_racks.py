@@ -4,19 +4,22 @@
   partition's three replicas on three racks; `pier cluster` shows each broker's rack. Then both
   brokers of rack a are killed (SIGKILL) while an acks=all producer (min.insync.replicas=2) writes:
   every acknowledged record is read back afterwards.
-- Follower fetching falls back to the leader: a librdkafka consumer with `client.rack=b` reads from
-  the follower on rack b (broker 2) while a producer writes; broker 2 is killed (it leaves the ISR
-  and the metadata); the consumer goes back to the leader (whose BytesOut grows from then on) and
-  reads every acknowledged record, none lost.
+- Follower fetching falls back to the leader: a consumer with `client.rack=b` (librdkafka, and
+  Kafka's Java consumer: ConsoleConsumer) reads from the follower on rack b (broker 2) while a
+  producer writes; broker 2 is killed (it leaves the ISR and the metadata, so the leader stops
+  naming it); the consumer goes back to the leader (whose BytesOut grows from then on) and reads
+  every acknowledged record, none lost.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import urllib.request
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +33,8 @@ from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
+REFERENCE = Path(__file__).resolve().parents[2] / "infra" / "reference" / "kafka"
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 CONFIG = {
     "zookeeper.session.timeout.ms": "6000",
@@ -188,8 +193,35 @@ def bytes_out(broker: BrokerProcess, topic: str) -> float:
     )
 
 
+class JavaReader:
+    """Kafka's Java consumer (ConsoleConsumer, client.rack=b) printing each value on a line;
+    it exits after 20 s without a new record."""
+
+    def __init__(self, bootstrap: str, topic: str, out: Path) -> None:
+        self.out = out
+        argv = [str(REFERENCE), "tool", CONSOLE_CONSUMER, "--bootstrap-server", bootstrap]
+        argv += ["--topic", topic, "--from-beginning", "--timeout-ms", "20000"]
+        argv += ["--consumer-property", "client.rack=b"]
+        argv += ["--consumer-property", "request.timeout.ms=5000"]
+        with out.open("wb") as sink:
+            self.process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.DEVNULL)
+
+    def seen(self) -> set[bytes]:
+        return {line for line in self.out.read_bytes().splitlines() if line}
+
+    def wait(self) -> set[bytes]:
+        try:
+            self.process.wait(timeout=180)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        return self.seen()
+
+
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
 def test_the_consumer_falls_back_to_the_leader_when_its_follower_dies(
-    chroot: str, broker_factory: Any
+    chroot: str, broker_factory: Any, tmp_path: Path, client: str
 ) -> None:
     racks = {1: "a", 2: "b", 3: "c"}
     brokers = {
@@ -212,6 +244,27 @@ def test_the_consumer_falls_back_to_the_leader_when_its_follower_dies(
     new = NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])
     admin.create_topics([new])[topic].result(60)
     writer = AckedWriter(bootstrap, topic).start()
+    if client == "java":
+        reader = JavaReader(bootstrap, topic, tmp_path / "java-consumer.out")
+        try:
+            wait_until(
+                lambda: bytes_out(brokers[2], topic) > 0 and len(reader.seen()) >= 1000,
+                what="the Java consumer reading from broker 2 (rack b)",
+                timeout=SETTLE_S,
+            )
+            assert bytes_out(brokers[1], topic) == 0
+            brokers[2].kill()
+            leader_before = bytes_out(brokers[1], topic)
+            wait_until(
+                lambda: bytes_out(brokers[1], topic) > leader_before,
+                what="the leader serving the Java consumer",
+                timeout=120,
+            )
+        finally:
+            writer.stop()
+            seen = reader.wait()
+        assert writer.acked <= seen
+        return
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -222,7 +275,7 @@ def test_the_consumer_falls_back_to_the_leader_when_its_follower_dies(
         }
     )
     consumer.subscribe([topic])
-    seen: set[bytes] = set()
+    seen = set()
 
     def reading(until: Callable[[], bool]) -> Callable[[], bool]:
         def step() -> bool:
