@@ -7,6 +7,7 @@ shared freely; thread-safe.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -51,6 +52,7 @@ class TopicInfo:
     error: ErrorCode
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
     is_internal: bool = False
+    topic_id: uuid.UUID | None = None  # Metadata v10+ (None: older answers, or the zero id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,4 +127,7 @@ def _topic(topic: Any) -> TopicInfo:
         )
         for p in topic.partitions
     }
-    return TopicInfo(topic.name, topic.error_code, partitions, bool(topic.is_internal))
+    topic_id = getattr(topic, "topic_id", None)
+    if topic_id is not None and topic_id.int == 0:
+        topic_id = None
+    return TopicInfo(topic.name, topic.error_code, partitions, bool(topic.is_internal), topic_id)

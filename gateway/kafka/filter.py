@@ -25,6 +25,7 @@ Filters never see sockets. Runs on the event loop; not thread-safe.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -74,6 +75,10 @@ class Fleet(Protocol):
 
     async def topic_partitions(self, fleet_topic: str) -> int | None:
         """How many partitions one fleet topic has now; None when it does not exist."""
+        ...
+
+    async def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The fleet name of the topic with this id now; None when no topic has it."""
         ...
 
 

@@ -16,6 +16,7 @@ import base64
 import hashlib
 import logging
 import random
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -136,6 +137,13 @@ class FleetDirectory:
     async def topic_partitions(self, fleet_topic: str) -> int | None:
         topic = (await self.refresh()).topics.get(fleet_topic)
         return None if topic is None or not topic.partitions else len(topic.partitions)
+
+    async def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The fleet name of the topic with `topic_id` (fresh metadata; ids are the brokers')."""
+        if topic_id.int == 0:
+            return None
+        metadata = await self.refresh()
+        return next((n for n, t in metadata.topics.items() if t.topic_id == topic_id), None)
 
     def broker_ids(self) -> set[int]:
         return set(self._metadata.brokers) if self._metadata else set()

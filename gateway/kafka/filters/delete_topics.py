@@ -1,5 +1,5 @@
-"""DeleteTopics (key 20, v1–5; CAP 5: v6 names topics by id, which the gateway does not map):
-delete the tenant's topics; names RW.
+"""DeleteTopics (key 20, v1–6): delete the tenant's topics; names RW, and (v6, KIP-516) topic ids
+resolved and checked.
 
 ACL as Kafka's ControllerApis.deleteTopics: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED
 (the others are forwarded; with none left, the gateway answers alone). Strict controller mutation
@@ -7,41 +7,65 @@ quota from v5 (KIP-599): THROTTLING_QUOTA_EXCEEDED for each topic once the budge
 each forwarded topic is charged its partitions (one when the fleet cannot tell). The partitions
 of the topics the broker deleted are given back to the tenant's reserved count
 (`partition_limit.release`; the ledger's reconcile corrects any it could not tell).
+v6 names each topic by name or by id: an id is forwarded as it is (ids are the brokers', never
+reused) only when the fleet topic with that id is in the tenant's namespace, else it is answered
+UNKNOWN_TOPIC_ID here, exactly as an id nobody has (`topics_common.tenant_topic_by_id`), so a
+tenant can never reach another tenant's topic by id. An entry with both or neither is forwarded
+for the broker's INVALID_REQUEST (with the name prefixed); one with neither is answered so here.
 Runs on the event loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
+from collections.abc import Hashable
 from typing import Any
 
+from brokers.wire.entities import make, request_module
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import entity, response
 from gateway.kafka.filters.partition_limit import release
-from gateway.kafka.filters.topics_common import Batch, stripped, topic_partitions
+from gateway.kafka.filters.topics_common import (
+    Batch,
+    stripped,
+    tenant_topic_by_id,
+    topic_partitions,
+)
 
 API_KEY = 20
 MIN_VERSION = 1
-MAX_VERSION = 5
+MAX_VERSION = 6
 FIRST_STRICT_VERSION = 5
+FIRST_TOPIC_ID_VERSION = 6
+Wanted = tuple[str | None, uuid.UUID | None]
 
 
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
     batch, sent, charges = Batch(), [], 0
     sizes: dict[str, int] = {}  # fleet name -> its partitions now (0 when the fleet cannot tell)
     strict = ctx.api_version >= FIRST_STRICT_VERSION
-    for name in request.topic_names:
+    for index, (given, topic_id) in enumerate(_wanted(request)):
+        key, name, refused = await _resolve(ctx, index, given, topic_id)
+        if refused is not None or name is None:
+            batch.refuse(key, refused)
+            continue
         if not ctx.allowed("DELETE", "TOPIC", name):
-            batch.refuse(name, _result(ctx, name, ErrorCode.topic_authorization_failed, None))
+            shown = None if isinstance(key, tuple) else name
+            result = _result(ctx, shown, ErrorCode.topic_authorization_failed, None, topic_id)
+            batch.refuse(key, result)
         elif strict and ctx.mutations.exceeded():
             message = "The controller mutation quota is exceeded."
-            batch.refuse(name, _result(ctx, name, ErrorCode.throttling_quota_exceeded, message))
+            result = _result(ctx, name, ErrorCode.throttling_quota_exceeded, message, topic_id)
+            batch.refuse(key, result)
         else:
             batch.forward(name)
-            sent.append(ctx.namespace.fleet(name))
-            sizes[sent[-1]] = await topic_partitions(ctx, sent[-1]) or 0
-            charges += sizes[sent[-1]] or 1
+            fleet_name = ctx.namespace.fleet(name)
+            by_id = isinstance(key, tuple)
+            sent.append((None if by_id else fleet_name, topic_id))
+            sizes[fleet_name] = await topic_partitions(ctx, fleet_name) or 0
+            charges += sizes[fleet_name] or 1
     if not batch.forwarded:
         return Reply(response(ctx, "DeleteTopicsResponse", responses=batch.merge(())))
     ctx.mutations.record(charges)
@@ -51,8 +75,53 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         release(ctx, sum(n for name, n in sizes.items() if name in deleted))
         return dataclasses.replace(answer, responses=batch.merge(stripped(ctx, answer.responses)))
 
-    return Forward(dataclasses.replace(request, topic_names=tuple(sent)), on_response)
+    return Forward(_upstream(ctx, request, sent), on_response)
 
 
-def _result(ctx: FilterContext, name: str, error: ErrorCode, message: str | None) -> Any:
-    return entity(ctx, "DeletableTopicResult", name=name, error_code=error, error_message=message)
+async def _resolve(
+    ctx: FilterContext, index: int, name: str | None, topic_id: uuid.UUID | None
+) -> tuple[Hashable, str | None, Any]:
+    """(batch key, the tenant's topic name, a local refusal or None) of one entry."""
+    if name is not None:
+        return name, name, None
+    if topic_id is None:  # neither name nor id (the broker's answer, given here)
+        message = "Neither topic name nor id were specified."
+        refusal = _result(ctx, None, ErrorCode.invalid_request, message)
+        return ("neither", index), None, refusal
+    key = ("id", topic_id)
+    resolved = await tenant_topic_by_id(ctx, topic_id)
+    if resolved is None:
+        return key, None, _result(ctx, None, ErrorCode.unknown_topic_id, None, topic_id)
+    return key, resolved, None
+
+
+def _wanted(request: Any) -> list[Wanted]:
+    """(name, id) per requested topic; v1–5 name topics only, v6 either way."""
+    wanted: list[Wanted] = [(name, None) for name in getattr(request, "topic_names", ())]
+    wanted += [(t.name, t.topic_id) for t in getattr(request, "topics", ())]
+    return wanted
+
+
+def _upstream(ctx: FilterContext, request: Any, sent: list[Wanted]) -> Any:
+    if ctx.api_version < FIRST_TOPIC_ID_VERSION:
+        return dataclasses.replace(request, topic_names=tuple(n for n, _ in sent if n is not None))
+    module = request_module(API_KEY, ctx.api_version)
+    states = tuple(make(module, "DeleteTopicState", name=n, topic_id=i) for n, i in sent)
+    return dataclasses.replace(request, topics=states)
+
+
+def _result(
+    ctx: FilterContext,
+    name: str | None,
+    error: ErrorCode,
+    message: str | None,
+    topic_id: uuid.UUID | None = None,
+) -> Any:
+    return entity(
+        ctx,
+        "DeletableTopicResult",
+        name=name,
+        topic_id=topic_id,
+        error_code=error,
+        error_message=message,
+    )

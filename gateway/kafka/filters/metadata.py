@@ -11,8 +11,11 @@ RESERVED in the tenant store first (`partition_limit`, as CreateTopics), settled
 the answer shows when it comes (or, when it never comes, with those the fleet shows a few seconds
 later: `partition_limit.settle_on_failure`). v0–3 cannot turn
 auto-creation off, so there the gateway asks for all topics instead and answers missing ones
-with UNKNOWN_TOPIC_OR_PARTITION. Topic ids (v10+): Pier's brokers assign real ids; a tenant's own
-topics show theirs, a look-up by id is UNKNOWN_TOPIC_ID (the gateway keeps no id map).
+with UNKNOWN_TOPIC_OR_PARTITION. Topic ids (v10+, KIP-516): Pier's brokers assign real ids and a
+tenant's own topics show theirs; a v12 look-up by id is resolved to the fleet topic with that id
+and forwarded by name only when that topic is in the tenant's namespace (then DESCRIBE applies:
+TOPIC_AUTHORIZATION_FAILED without the name), else UNKNOWN_TOPIC_ID, as for an id nobody has
+(`topics_common.tenant_topic_by_id`).
 Runs on the event loop.
 """
 
@@ -34,7 +37,12 @@ from gateway.kafka.filters.cluster_view import (
 )
 from gateway.kafka.filters.common import entity
 from gateway.kafka.filters.partition_limit import grace_s, reserve, settle, settle_on_failure
-from gateway.kafka.filters.topics_common import Batch, stripped, topic_partitions
+from gateway.kafka.filters.topics_common import (
+    Batch,
+    stripped,
+    tenant_topic_by_id,
+    topic_partitions,
+)
 from tenancy.reservations import PartitionGrant
 
 API_KEY = 3
@@ -51,22 +59,25 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return Forward(request, lambda answer: _answer(ctx, request, answer, None))
     batch, names = Batch(), []
     for topic in request.topics:
-        if topic.name is None:
-            batch.refuse(
-                ("id", topic.topic_id), _topic(ctx, None, ErrorCode.unknown_topic_id, topic)
-            )
-        elif not ctx.allowed("DESCRIBE", "TOPIC", topic.name):
-            batch.refuse(topic.name, _topic(ctx, topic.name, ErrorCode.topic_authorization_failed))
+        name = topic.name
+        if name is None:  # v12: looked up by id (KIP-516)
+            name = await tenant_topic_by_id(ctx, topic.topic_id)
+            if name is None:
+                refused = _topic(ctx, None, ErrorCode.unknown_topic_id, topic)
+                batch.refuse(("id", topic.topic_id), refused)
+                continue
+            if not ctx.allowed("DESCRIBE", "TOPIC", name):  # the name is not shown
+                refused = _topic(ctx, None, ErrorCode.topic_authorization_failed, topic)
+                batch.refuse(("id", topic.topic_id), refused)
+                continue
+        if not ctx.allowed("DESCRIBE", "TOPIC", name):
+            batch.refuse(name, _topic(ctx, name, ErrorCode.topic_authorization_failed))
         else:
-            batch.forward(topic.name)
-            names.append(topic.name)
+            batch.forward(name)
+            names.append(name)
     grant, missing = await _may_create(ctx, request, names)
     create = grant is not None
-    sent = tuple(
-        dataclasses.replace(t, name=ctx.namespace.fleet(t.name))
-        for t in request.topics
-        if t.name in names
-    )
+    sent = tuple(_by_name(request.topics[0], ctx.namespace.fleet(n)) for n in dict.fromkeys(names))
     if ctx.api_version < FIRST_WITH_AUTO_CREATE_FLAG and not create:
         sent_all: Any = () if ctx.api_version == 0 else None
         upstream = dataclasses.replace(request, topics=sent_all)  # all topics: creates nothing
@@ -88,6 +99,13 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return sum(ctx.fleet.default_partitions for count in counts if count is not None)
 
     return Forward(upstream, created, settle_on_failure(ctx, grant, made_now, grace_s(None)))
+
+
+def _by_name(template: Any, fleet_name: str) -> Any:
+    """A request topic naming `fleet_name` (v10+: with no id, so the broker looks up the name)."""
+    if any(f.name == "topic_id" for f in dataclasses.fields(template)):
+        return dataclasses.replace(template, name=fleet_name, topic_id=None)
+    return dataclasses.replace(template, name=fleet_name)
 
 
 async def _may_create(

@@ -5,13 +5,17 @@ Owns: `Batch` (which request entries were refused locally, with their results, a
 order, so `merge` puts the local results back among the brokers' answers), `strip` (a response
 entry with the tenant's prefix removed, or None when it is not the tenant's: fail closed) and
 `safe_message` (an error message that names nothing outside the tenant's namespace); `split_topics`
-and `outcome` for the common shape "refuse the topics the caller may not touch, forward the rest".
+and `outcome` for the common shape "refuse the topics the caller may not touch, forward the rest";
+`tenant_topic_by_id` (KIP-516 topic ids: a tenant sees the brokers' ids of its own topics; an id
+resolves to the tenant's name only when the fleet topic with that id is in the tenant's
+namespace, so another tenant's id is as unknown as one nobody has: fail closed).
 Pure; runs on the event loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,6 +139,15 @@ def outcome(
         return dataclasses.replace(answer, **{field_name: batch.merge(answered)})
 
     return Forward(dataclasses.replace(request, **{field_name: sent}), on_response)
+
+
+async def tenant_topic_by_id(ctx: FilterContext, topic_id: uuid.UUID | None) -> str | None:
+    """The tenant's name of the topic with `topic_id`, or None (no such topic, or not the
+    tenant's: the caller answers UNKNOWN_TOPIC_ID either way, telling nothing of other tenants)."""
+    if topic_id is None or topic_id.int == 0:
+        return None
+    fleet_name = await ctx.fleet.topic_name(topic_id)
+    return None if fleet_name is None else ctx.namespace.local(fleet_name)
 
 
 async def topic_partitions(ctx: FilterContext, fleet_topic: str) -> int | None:

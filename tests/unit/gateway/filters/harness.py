@@ -5,6 +5,7 @@ upstream response in → what the client gets).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -47,6 +48,7 @@ class FakeFleet:
         default_factory=lambda: {1: ("gw.example", 9101), 2: ("gw.example", 9102)}
     )
     topic_counts: dict[str, int] = field(default_factory=dict)  # fleet topic -> partitions
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)  # topic id -> fleet topic
 
     def cluster_id(self, tenant_id: str) -> str:
         return f"virtual-{tenant_id}"
@@ -60,6 +62,9 @@ class FakeFleet:
     async def topic_partitions(self, fleet_topic: str) -> int | None:
         """Proposed `Fleet` method: one fleet topic's partition count, None if unknown."""
         return self.topic_counts.get(fleet_topic)
+
+    async def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self.topic_names.get(topic_id)
 
 
 @dataclass

@@ -203,8 +203,14 @@ def _create(
 def _delete(
     m: ModuleType, v: int, names: list[str], fleet: list[str], msg: str | None
 ) -> tuple[Any, Any]:
-    req = _r(m, v, "DeleteTopicsRequest", topic_names=tuple(names), timeout=0)
-    done = tuple(_a(m, v, "DeletableTopicResult", name=n, error_message=msg) for n in fleet)
+    if v >= 6:  # by name or id (KIP-516)
+        states = tuple(_r(m, v, "DeleteTopicState", name=n, topic_id=None) for n in names)
+        req = _r(m, v, "DeleteTopicsRequest", topics=states, timeout=0)
+    else:
+        req = _r(m, v, "DeleteTopicsRequest", topic_names=tuple(names), timeout=0)
+    done = tuple(
+        _a(m, v, "DeletableTopicResult", name=n, topic_id=None, error_message=msg) for n in fleet
+    )
     return req, _a(m, v, "DeleteTopicsResponse", responses=done)
 
 

@@ -5,10 +5,12 @@ charges, collision messages replaced."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
 
+from brokers.wire.entities import make, request_module
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filters import create_partitions, create_topics, delete_topics
 from tests.unit.gateway.filters.harness import (
@@ -173,6 +175,44 @@ def test_create_topics_config_bounds() -> None:
     assert answer.topics[0].error_code == ErrorCode.invalid_config
 
 
+def _delete_request(version: int, *names: str | None, ids: tuple[uuid.UUID, ...] = ()) -> Any:
+    if version < 6:
+        return request(delete_topics, version, "DeleteTopicsRequest", topic_names=names, timeout=0)
+    module = request_module(delete_topics.API_KEY, version)
+    states = [make(module, "DeleteTopicState", name=n, topic_id=None) for n in names]
+    states += [make(module, "DeleteTopicState", name=None, topic_id=i) for i in ids]
+    return request(delete_topics, version, "DeleteTopicsRequest", topics=tuple(states), timeout=0)
+
+
+def _deleted_names(forwarded_request: Any) -> list[str | None]:
+    if hasattr(forwarded_request, "topic_names"):
+        return list(forwarded_request.topic_names)
+    return [t.name for t in forwarded_request.topics]
+
+
+def test_delete_topics_by_id_only_reaches_the_tenants_own_topics() -> None:
+    """v6 (KIP-516): acme's id is forwarded as it is; bolt's id and an unknown one are
+    UNKNOWN_TOPIC_ID here, with no name, exactly alike."""
+    own, foreign, nobody = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    fleet = FakeFleet(topic_counts={"acme_a": 2}, topic_names={own: "acme_a", foreign: "bolt_x"})
+    ctx = context(delete_topics, 6, budget=FakeBudget(), fleet=fleet)
+    req = _delete_request(6, ids=(own, foreign, nobody))
+    outcome = forwarded(asyncio.run(run(delete_topics, ctx, req)))
+    assert [(t.name, t.topic_id) for t in outcome.request.topics] == [(None, own)]
+    done = response(
+        delete_topics, 6, "DeletableTopicResult",
+        name="acme_a", topic_id=own, error_code=ErrorCode.none, error_message=None,
+    )  # fmt: skip
+    shown = outcome.on_response(
+        response(delete_topics, 6, "DeleteTopicsResponse", responses=(done,))
+    )
+    assert [(t.name, t.topic_id, t.error_code) for t in shown.responses] == [
+        ("a", own, ErrorCode.none),
+        (None, foreign, ErrorCode.unknown_topic_id),
+        (None, nobody, ErrorCode.unknown_topic_id),
+    ]
+
+
 @pytest.mark.parametrize("version", list(versions(delete_topics)))
 def test_delete_topics(version: int) -> None:
     budget = FakeBudget()
@@ -184,11 +224,9 @@ def test_delete_topics(version: int) -> None:
         fleet=fleet,
         access=FakeAccess(denied={("DELETE", "TOPIC", "no")}),
     )
-    req = request(
-        delete_topics, version, "DeleteTopicsRequest", topic_names=("a", "no", "b"), timeout=0
-    )
+    req = _delete_request(version, "a", "no", "b")
     outcome = forwarded(asyncio.run(run(delete_topics, ctx, req)))
-    assert outcome.request.topic_names == ("acme_a", "acme_b")
+    assert _deleted_names(outcome.request) == ["acme_a", "acme_b"]
     assert budget.charged == 5  # 4 + 1 for the topic the fleet cannot count
     done = [
         response(
@@ -196,6 +234,7 @@ def test_delete_topics(version: int) -> None:
             version,
             "DeletableTopicResult",
             name=n,
+            topic_id=None,
             error_code=ErrorCode.none,
             error_message=None,
         )
