@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 from infra.admin_api import AdminApiProcess, init_tenant_store, start_admin_api
-from infra.billing_loop import BillingLoopProcess, start_billing_loop
+from infra.billing_loop import BillingStreamProcess, start_billing_stream
 from infra.broker import PIER_PROGRAM, BrokerProcess, start_broker
 from infra.errors import LaunchError, NotReadyError, ProcessExitedError
 from infra.gateway import GatewayProcess, start_gateway
@@ -75,7 +75,7 @@ class Stack:
         self.brokers: list[BrokerProcess] = []
         self.admin_api: AdminApiProcess | None = None
         self.gateway: GatewayProcess | None = None
-        self.billing: BillingLoopProcess | None = None
+        self.billing: BillingStreamProcess | None = None
         self._want_zookeeper = zookeeper
         self._want_brokers = brokers
         self._broker_config = dict(broker_config or {})
@@ -191,15 +191,20 @@ class Stack:
         )
         return self.gateway
 
-    def start_billing_loop(self, db_url: str, *, every: str = "60s") -> BillingLoopProcess:
-        """Roll `__usage` up every `every` into the tenant store (`pier billing run --every`)."""
+    def start_billing_stream(
+        self, db_url: str, *, trigger: str = "30s", state_dir: Path | None = None
+    ) -> BillingStreamProcess:
+        """Roll `__usage` up into the tenant store as a stream (`pier billing stream`), a
+        micro-batch every `trigger`; counted ids and checkpoint under `state_dir`
+        (default `<root>/billing-state`)."""
         if self.billing is not None:
             raise LaunchError("this stack already runs the billing rollup")
-        self.billing = start_billing_loop(
+        self.billing = start_billing_stream(
             self.root / "billing.log",
             db_url,
             self.bootstrap,
-            every=every,
+            state_dir or self.root / "billing-state",
+            trigger=trigger,
             program=self._admin_program,
         )
         return self.billing
@@ -210,7 +215,11 @@ class Stack:
         # The admin API depends on no broker; it goes next so nothing still answers operators
         # while the fleet is going away.
         processes: list[
-            BillingLoopProcess | GatewayProcess | AdminApiProcess | BrokerProcess | ZooKeeperProcess
+            BillingStreamProcess
+            | GatewayProcess
+            | AdminApiProcess
+            | BrokerProcess
+            | ZooKeeperProcess
         ] = []
         if self.billing is not None:  # reads the brokers and writes the store: first to go
             processes.append(self.billing)

@@ -34,7 +34,7 @@ DEMO_PLAN = "standard"  # its quotas: 10 MiB/s produce, 20 MiB/s fetch per user
 CREDENTIALS_FILE = "demo-credentials.json"
 JAVA_PROPERTIES = "demo-client.properties"
 OPERATOR = "infra-up"
-BILLING_EVERY = "60s"
+BILLING_TRIGGER = "30s"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,10 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="gateway bootstrap port; broker N is served on this + 1 + N (%(default)s)",
     )
     parser.add_argument(
-        "--no-billing", action="store_true", help="run without the minutely billing rollup"
+        "--no-billing", action="store_true", help="run without the billing rollup stream"
     )
     parser.add_argument(
-        "--billing-every", default=BILLING_EVERY, help="rollup interval (%(default)s)"
+        "--billing-trigger",
+        "--billing-every",  # the name from when the rollup was a batch loop
+        dest="billing_trigger",
+        default=BILLING_TRIGGER,
+        help="micro-batch interval of `pier billing stream` (%(default)s)",
     )
     parser.add_argument(
         "--gateway-http-port",
@@ -65,11 +69,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def start_billing(stack: Stack, args: argparse.Namespace) -> str:
-    """The rollup every minute, so the demo tenant's usage appears without extra steps."""
+    """The rollup as a stream, so the demo tenant's usage appears within a minute by itself."""
     db_url = f"sqlite:///{args.root / 'tenancy.db'}"
-    loop = stack.start_billing_loop(db_url, every=args.billing_every)
+    stream = stack.start_billing_stream(
+        db_url, trigger=args.billing_trigger, state_dir=args.root / "billing-state"
+    )
     return (
-        f"billing: `pier billing run` every {args.billing_every} (log {loop.log_path})\n"
+        f"billing: `pier billing stream`, a micro-batch every {args.billing_trigger}"
+        f" (log {stream.log_path}; checkpoint {stream.checkpoint}; restarted with backoff if it"
+        " dies; `pier billing run` for backfills)\n"
         f"{args.pier} billing usage --db {db_url} --tenant {DEMO_TENANT} --from YYYY-MM-DD"
         " --to YYYY-MM-DD [--csv] [--chart usage.png]\n"
     )

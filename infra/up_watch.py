@@ -4,7 +4,9 @@ Owns the launcher's loop once the stack is up. Every `interval` it polls each pr
 - a broker that died is reported once (`broker 3 (pid N) died: exit -9; the rest keep running;
   run infra/up again to restart it`) and everything else keeps running, so the cluster fails
   over as it would in production and a developer can watch it happen;
-- any other process dying (ZooKeeper, the admin API, the gateway, the billing rollup) ends
+- the billing stream dying is reported and it is started again after a backoff
+  (`infra.billing_loop`: 2 s doubling to 60 s): usage waits in `__usage`, nothing is lost;
+- any other process dying (ZooKeeper, the admin API, the gateway) ends
   `infra/up` with status 1, which stops the whole stack, as before: the stack is not usable
   without it.
 A second `infra/up` on the same state dir (`ask_running_launcher`) starts nothing of its own: when
@@ -57,7 +59,7 @@ class Watcher:
         while not stop.wait(self._interval):
             if self._essential_died():
                 return 1
-            if self._report_dead_brokers():
+            if self._report_dead_brokers() | self._restart_billing():
                 self.save()
             if restart_wanted.is_set():
                 restart_wanted.clear()
@@ -90,9 +92,18 @@ class Watcher:
             found.append(_entry("gateway", gateway.process, gateway.bootstrap, gateway.log_path))
         if stack.billing is not None:
             found.append(
-                _entry("billing rollup", stack.billing.process, "", stack.billing.log_path)
+                _entry("billing stream", stack.billing.process, "", stack.billing.log_path)
             )
         return found
+
+    def _restart_billing(self) -> bool:
+        """Report a dead billing stream, restart it when its backoff is over; True on news."""
+        if self._stack.billing is None:
+            return False
+        line = self._stack.billing.restart_if_due()
+        if line is not None:
+            print(f"infra/up: {line}", file=sys.stderr, flush=True)
+        return line is not None
 
     def _essential_died(self) -> bool:
         for name, process, log_path in self._essentials():
@@ -112,8 +123,6 @@ class Watcher:
             found.append(("admin API", stack.admin_api.process, stack.admin_api.log_path))
         if stack.gateway is not None:
             found.append(("gateway", stack.gateway.process, stack.gateway.log_path))
-        if stack.billing is not None:
-            found.append(("billing rollup", stack.billing.process, stack.billing.log_path))
         if stack.zookeeper is not None:
             found.append(("ZooKeeper", stack.zookeeper.process, stack.zookeeper.log_path))
         return found

@@ -8,13 +8,15 @@ A micro-batch Spark runs again after a crash (its checkpoint behind the ledger) 
 below the ledger's offsets, so nothing counts twice; a new checkpoint starts at the ledger's
 offsets (earliest for partitions it lacks). `pier billing run` stays for backfills and reruns, over
 the same code: a run and the stream committing at once make one of them fail its fence (the
-stream then stops with an error; start it again). Driver side; `run_stream` blocks until `stop`.
+stream then stops with an error; start it again: `infra/up` does, with a backoff). A stream
+started before the topic exists waits for it. Driver side; `run_stream` blocks until `stop`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -26,10 +28,12 @@ from pyspark.sql import functions as F
 from billing.rollup.job import RunOptions, RunReport, open_ledger, roll_up_records
 from billing.source import kafka
 from billing.source.offsets import EARLIEST
-from brokers.client import Cluster
+from brokers.client import Cluster, UnknownTopicError
 from tenancy.database import Database
 
 Reporter = Callable[[RunReport], None]
+TOPIC_WAIT_S = 2.0
+STOP_WAIT_S = 30.0
 
 
 def checkpoint_dir(options: RunOptions) -> str:
@@ -44,10 +48,12 @@ def run_stream(
     stop: threading.Event,
     report: Reporter,
 ) -> None:
-    """Run the query until `stop` is set (then it ends after the micro-batch under way) or it
-    fails (the error is raised)."""
+    """Run the query until `stop` is set (then it ends after the micro-batch under way, waiting
+    at most `STOP_WAIT_S`) or it fails (the error is raised)."""
+    partitions = _wait_for_partitions(options, stop)
+    if partitions is None:
+        return
     cursor, _ = open_ledger(db, options)
-    partitions = asyncio.run(_partitions(options))
     known = cursor.offsets if cursor else {}
     starting = {str(p): known.get(p, EARLIEST) for p in partitions}
     spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
@@ -74,10 +80,20 @@ def run_stream(
         while query.isActive and not stop.is_set():
             query.awaitTermination(1)
     finally:
-        query.stop()
+        _stop_between_batches(query)
     error = query.exception()
     if error is not None:
         raise RuntimeError(str(error).splitlines()[0] if str(error) else "stream failed")
+
+
+def _stop_between_batches(query: Any) -> None:
+    """Stop the query once the micro-batch under way (if any) is committed, or after
+    `STOP_WAIT_S`: interrupting a batch is safe (its commit is atomic and fenced) but makes Spark
+    log the interruption at length."""
+    deadline = time.monotonic() + STOP_WAIT_S
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    query.stop()
 
 
 def _roll_up_batch(
@@ -93,6 +109,23 @@ def _roll_up_batch(
         )
     now_ms = options.until_ms if options.until_ms is not None else int(time.time() * 1000)
     return roll_up_records(spark, db, options, fresh, cursor, store, start, None, now_ms)
+
+
+def _wait_for_partitions(options: RunOptions, stop: threading.Event) -> list[int] | None:
+    """The topic's partitions; while it does not exist yet (a fresh stack whose gateway has not
+    flushed usage), ask again every `TOPIC_WAIT_S` until `stop` (then None)."""
+    said = False
+    while not stop.is_set():
+        try:
+            return asyncio.run(_partitions(options))
+        except UnknownTopicError:
+            if not said:
+                print(
+                    f"pier: waiting for topic {options.topic} to exist", file=sys.stderr, flush=True
+                )
+                said = True
+            stop.wait(TOPIC_WAIT_S)
+    return None
 
 
 async def _partitions(options: RunOptions) -> list[int]:

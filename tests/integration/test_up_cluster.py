@@ -54,7 +54,7 @@ def kinds(pids: dict[int, str]) -> list[str]:
             return "zookeeper"
         if " gateway " in cmd:
             return "gateway"
-        if " billing run " in cmd:
+        if " billing stream " in cmd:
             return "billing"
         return "admin-api" if " admin-api " in cmd else "broker" if " broker " in cmd else cmd
 

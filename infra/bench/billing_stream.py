@@ -1,0 +1,261 @@
+"""Benchmark of metering as a stream: the lag from a usage record written to `__usage` to its hour
+visible in the tenant store, while `pier billing stream` runs and usage arrives at a steady rate.
+
+    .venv/bin/python -m infra.bench.billing_stream [--rate 50000] [--seconds 60] [--trigger 10s]
+        [--master local[2]]
+
+(as a module: run as a script, `infra/bench/` would shadow the `billing` package)
+
+`stream_lag()` starts one local broker with a 12-partition `__usage`, a SQLite tenant store and
+`pier billing stream` (the launcher `infra/up` uses, `infra.billing_loop`), waits for the stream's
+first micro-batch (the JVM start is not the lag), then writes traffic records of 1,000 tenants at
+`rate` records/s for `seconds` (one produce per partition a tick of 100 ms, with the project's
+client) plus one probe record a second for tenant `probe` (bytes_in 1). A monitor reads the
+store every second: when the probe tenant's bytes_in reaches k, the first k probes are visible,
+and each one's lag is now minus when it was written. Reports the rate reached, the lag of every
+probe (median, 90th percentile, max), how long the stream took to catch up after the writing
+stopped, and the micro-batches' sizes and seconds from the stream's log. Prints one JSON document
+and writes it to `infra/bench/results/billing_stream.json`; progress on stderr. Run alone: the
+broker, the writer and the Spark JVM share the machine; report the load average with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
+
+from brokers.client import Cluster, TopicPartition
+from brokers.client.producer import produce
+from brokers.client.topics import NewTopic, create_topics
+from brokers.records.builder import build_batch
+from infra.billing_loop import BillingStreamProcess, start_billing_stream
+from infra.stack import start_broker
+from tenancy.database import Database
+from tenancy.models import UsageRollupRow
+from tenancy.store import TenantStore
+from tenancy.usage import USAGE_TOPIC, TrafficRecord, encode, partition_for, traffic_id
+
+RESULTS = Path(__file__).parent / "results" / "billing_stream.json"
+PARTITIONS = 12
+TENANTS = [f"t{i:04d}" for i in range(1000)]
+PROBE = "probe"
+TICK_S = 0.1
+MARK = 777_777_777_777  # the sequence in a value template, replaced per record
+CATCH_UP_S = 600.0
+
+
+def log(message: str) -> None:
+    print(f"[billing_stream] {message}", file=sys.stderr, flush=True)
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class Writer:
+    """Traffic records at a steady rate, sequence numbers unique across the run."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.sequence = 0
+        self.written = 0
+        self.probes: list[float] = []  # wall time each probe was written (monotonic)
+
+    def _value(self, tenant: str, now_ms: int, bytes_in: int) -> bytes:
+        start = max(now_ms - 100, now_ms - now_ms % 3_600_000)
+        record = TrafficRecord(
+            traffic_id("gw", "bench", MARK), tenant, "sa-1", "app", "orders", start, now_ms,
+            bytes_in=bytes_in, bytes_out=2, requests=1,
+        )  # fmt: skip
+        return encode(record)[1]
+
+    def _next(self, tenant: str, template: bytes) -> tuple[bytes, bytes]:
+        self.sequence += 1
+        key = f"gw/bench/{self.sequence}".encode()
+        return key, template.replace(b"gw/bench/%d" % MARK, key, 1)
+
+    async def tick(self, cluster: Cluster, count: int, probe: bool) -> None:
+        now_ms = int(time.time() * 1000)
+        templates = {t: self._value(t, now_ms, 100) for t in TENANTS}
+        by_partition: dict[int, list[tuple[bytes, bytes]]] = {}
+        for i in range(count):
+            tenant = TENANTS[(self.sequence + i) % len(TENANTS)]
+            pairs = by_partition.setdefault(partition_for(tenant, PARTITIONS), [])
+            pairs.append(self._next(tenant, templates[tenant]))
+        if probe:
+            pair = self._next(PROBE, self._value(PROBE, now_ms, 1))
+            by_partition.setdefault(partition_for(PROBE, PARTITIONS), []).append(pair)
+        await asyncio.gather(
+            *(
+                produce(
+                    cluster,
+                    TopicPartition(USAGE_TOPIC, p),
+                    build_batch(pairs, base_timestamp=now_ms, compression=4),
+                )
+                for p, pairs in by_partition.items()
+            )
+        )
+        if probe:
+            self.probes.append(time.monotonic())
+        self.written += count + int(probe)
+
+    async def run(self, rate: int, seconds: float) -> float:
+        """Write for `seconds`; returns the seconds it took (more when the machine fell behind)."""
+        per_tick = int(rate * TICK_S)
+        ticks = int(seconds / TICK_S)
+        async with Cluster(self.bootstrap) as cluster:
+            start = time.monotonic()
+            for i in range(ticks):
+                await self.tick(cluster, per_tick, probe=i % int(1 / TICK_S) == 0)
+                delay = start + (i + 1) * TICK_S - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            return time.monotonic() - start
+
+
+class Monitor:
+    """Polls the store: when each probe became visible."""
+
+    def __init__(self, url: str) -> None:
+        self.db = Database(url)
+        self.seen: list[float] = []  # when probe k became visible (monotonic)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="lag-monitor", daemon=True)
+
+    def visible(self) -> int:
+        query = select(func.sum(UsageRollupRow.bytes_in)).where(UsageRollupRow.tenant_id == PROBE)
+        try:
+            with self.db.read() as session:
+                return int(session.scalar(query) or 0)
+        except OperationalError:  # SQLite busy while the stream commits
+            return len(self.seen)
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.5):
+            count = self.visible()
+            now = time.monotonic()
+            while len(self.seen) < count:
+                self.seen.append(now)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.db.dispose()
+
+
+def _batches(log_path: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def _wait(check: Any, timeout: float, what: str, stream: BillingStreamProcess) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if stream.process.poll() is not None:
+            raise RuntimeError(f"the stream exited with {stream.process.returncode}: {what}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def stream_lag(
+    rate: int = 50_000, seconds: float = 60.0, trigger: str = "10s", master: str = "local[2]"
+) -> dict[str, Any]:
+    """Lag from a usage record written to its hour visible in the store, at `rate` records/s."""
+    with tempfile.TemporaryDirectory(prefix="pier-bench-stream-") as tmp:
+        folder = Path(tmp)
+        url = f"sqlite:///{folder / 'tenancy.db'}"
+        with TenantStore.open(url) as store:
+            store.upgrade()
+        broker = start_broker(folder / "broker")
+        stream: BillingStreamProcess | None = None
+        monitor = Monitor(url)
+        try:
+            asyncio.run(_create_usage(broker.bootstrap))
+            writer = Writer(broker.bootstrap)
+            stream = start_billing_stream(
+                folder / "billing.log", url, broker.bootstrap, folder / "billing-state",
+                trigger=trigger, master=master,
+            )  # fmt: skip
+            monitor.thread.start()
+            asyncio.run(writer.run(100, 1.0))  # warm-up: one probe, a few records
+            log("waiting for the stream's first micro-batch (JVM start)")
+            _wait(lambda: monitor.visible() >= 1, CATCH_UP_S, "the first micro-batch", stream)
+            warm = len(writer.probes)
+            log(f"writing {rate} records/s for {seconds} s (load {_load()})")
+            load_before = _load()
+            took = asyncio.run(writer.run(rate, seconds))
+            written_at = time.monotonic()
+            load_after = _load()
+            log(f"wrote {writer.written} records in {took:.1f} s; waiting to catch up")
+            total = len(writer.probes)
+            _wait(lambda: len(monitor.seen) >= total, CATCH_UP_S, "every probe visible", stream)
+            caught_up = monitor.seen[total - 1] - written_at
+            lags = [seen - wrote for wrote, seen in zip(writer.probes, monitor.seen, strict=False)]
+            lags = lags[warm:]
+            batches = _batches(stream.log_path)
+        finally:
+            monitor.close()
+            if stream is not None:
+                stream.stop()
+            broker.stop()
+    return {
+        "rate_asked": rate,
+        "rate_reached": round((writer.written - 101) / took),
+        "seconds": seconds,
+        "trigger": trigger,
+        "master": master,
+        "lag_s": {
+            "median": round(statistics.median(lags), 1),
+            "p90": round(statistics.quantiles(lags, n=10)[-1], 1),
+            "max": round(max(lags), 1),
+            "probes": len(lags),
+        },
+        "caught_up_s_after_writing": round(caught_up, 1),
+        "micro_batches": [
+            {"records": b.get("records"), "seconds": round(sum(b.get("seconds", {}).values()), 1)}
+            for b in batches
+        ],
+        "load": {"before": load_before, "after": load_after},
+    }
+
+
+async def _create_usage(bootstrap: str) -> None:
+    async with Cluster(bootstrap) as cluster:
+        result = await create_topics(cluster, [NewTopic(USAGE_TOPIC, PARTITIONS, 1)])
+        assert result[USAGE_TOPIC] is None, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rate", type=int, default=50_000, help="usage records per second")
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long to write")
+    parser.add_argument("--trigger", default="10s", help="the stream's micro-batch interval")
+    parser.add_argument("--master", default="local[2]", help="the stream's Spark master")
+    args = parser.parse_args()
+    result = stream_lag(args.rate, args.seconds, args.trigger, args.master)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
