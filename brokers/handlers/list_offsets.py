@@ -11,6 +11,8 @@ UnifiedLog.fetchOffsetByTimestamp do, leader epochs included (v4+, KIP-320):
   debugging request) with the partition's current leader epoch;
 - latest tiered (-5, KIP-1005): the highest offset copied to the remote tier (-1 when none or
   when the topic is not tiered), with its leader epoch;
+- a timestamp (≥ 0) whose first record lies below the local log: found in the remote tier's
+  segments (time index, then whole batches), as Kafka's findOffsetByTimestamp does;
 - a timestamp (≥ 0) or max timestamp (-3, KIP-734): the exact first record with timestamp ≥ the
   target at or above the log start offset (or the first holding the largest timestamp, even
   below the log start when DeleteRecords passed it, as Kafka answers from the segment) and the
@@ -40,6 +42,7 @@ from brokers.replication.partition import Partition
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.tiered.remote_log_manager import RemoteLogManager
+from brokers.tiered.store import RemoteStorageError
 from brokers.wire.errors import ErrorCode
 
 API_KEY = 2
@@ -91,6 +94,7 @@ def route(replicas: Replicas, tiered: RemoteLogManager | None = None) -> Route:
         read_committed = getattr(request, "isolation_level", 0) == 1
         asker = _Asker(ctx.api_version, request.replica_id, read_committed)
         named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+        remote = await _remote_hits(broker, request)
         topics = tuple(
             make(
                 module,
@@ -99,7 +103,7 @@ def route(replicas: Replicas, tiered: RemoteLogManager | None = None) -> Route:
                 partitions=tuple(
                     _error(module, p.partition_index, ErrorCode.invalid_request)
                     if named[topic.name, p.partition_index] > 1
-                    else _lookup(module, broker, asker, topic.name, p)
+                    else _lookup(module, broker, asker, topic.name, p, remote.get((topic.name, p)))
                     for p in topic.partitions
                 ),
             )
@@ -110,7 +114,36 @@ def route(replicas: Replicas, tiered: RemoteLogManager | None = None) -> Route:
     return Route(API_KEY, 1, 9, handle, name="ListOffsets")
 
 
-def _lookup(module: ModuleType, broker: _Services, asker: _Asker, topic: str, wanted: Any) -> Any:
+async def _remote_hits(broker: _Services, request: Any) -> dict[tuple[str, Any], _Found]:
+    """Timestamp lookups the remote tier answers (KIP-405): the first record reaching the
+    timestamp when it lies below the local log, found in the remote segments (store reads on
+    worker threads); the local log answers the rest."""
+    hits: dict[tuple[str, Any], _Found] = {}
+    tiered = broker.tiered
+    if tiered is None:
+        return hits
+    for topic in request.topics:
+        for wanted in topic.partitions:
+            partition = broker.replicas.find(topic.name, wanted.partition_index)
+            if wanted.timestamp < 0 or partition is None or not partition.is_leader:
+                continue
+            log = partition.log
+            if not log.config.remote_storage_enable:
+                continue
+            try:
+                batch = await tiered.batch_by_timestamp(log, wanted.timestamp)
+            except RemoteStorageError:
+                continue  # the local log answers, as when the remote tier is empty
+            if batch is not None:
+                start = tiered.log_start_offset(log)
+                hits[topic.name, wanted] = _exact_in(batch, wanted.timestamp, start)
+    return hits
+
+
+def _lookup(
+    module: ModuleType, broker: _Services, asker: _Asker, topic: str, wanted: Any,
+    remote: _Found | None = None,
+) -> Any:  # fmt: skip
     index = wanted.partition_index
     if wanted.timestamp < 0 and asker.version < _MIN_VERSION.get(wanted.timestamp, 1 << 15):
         return _error(module, index, ErrorCode.unsupported_version)
@@ -119,7 +152,7 @@ def _lookup(module: ModuleType, broker: _Services, asker: _Asker, topic: str, wa
         partition.check_epoch(getattr(wanted, "current_leader_epoch", NO_EPOCH))
         if asker.replica_id != DEBUGGING_REPLICA_ID and not partition.is_leader:
             raise NotLeaderOrFollowerError(f"{topic}-{index}")
-        found = _resolve(partition, wanted.timestamp, asker, broker.tiered)
+        found = remote or _resolve(partition, wanted.timestamp, asker, broker.tiered)
     except _OffsetNotAvailableError:
         code = ErrorCode.offset_not_available
         if asker.version < FIRST_OFFSET_NOT_AVAILABLE_VERSION:
@@ -212,9 +245,16 @@ def _exact_record(partition: Partition, batch_offset: int, target: int, upper: i
     )
     if read.region is None:
         return _NOTHING
-    header, records = read_batch(read.region.read())
-    epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else NO_EPOCH
     start = -1 if max_timestamp else partition.log.log_start_offset
+    return _exact_in(read.region.read(), target, start)
+
+
+def _exact_in(batch: bytes, target: int, start: int) -> _Found:
+    """The record of `batch` a lookup of `target` (a timestamp or MAX_TIMESTAMP) answers, at or
+    above `start` (-1: anywhere)."""
+    max_timestamp = target == MAX_TIMESTAMP
+    header, records = read_batch(batch)
+    epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else NO_EPOCH
     if header.is_log_append_time:
         return _Found(max(header.base_offset, start), header.max_timestamp, epoch)
     wanted = header.max_timestamp if max_timestamp else target

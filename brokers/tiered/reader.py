@@ -29,7 +29,10 @@ from brokers.tiered.store import IndexKind, RemoteStore
 INDEX_CACHE_SEGMENTS = 64
 MIN_READ_BYTES = 64 * 1024  # one ranged read at least this long (few tiny GETs)
 _ENTRY = struct.Struct(">ii")
-_TXN_ENTRY = struct.Struct(">hqqqq")  # brokers/log/txn_index.py's entry
+_TXN_ENTRY = struct.Struct(">hqqqq")
+_TIME_ENTRY = struct.Struct(
+    ">qi"
+)  # brokers/log/time_index.py's entry  # brokers/log/txn_index.py's entry
 
 
 class RemoteRecords(bytes):
@@ -108,6 +111,28 @@ class RemoteReader:
         # An entry names the batch whose LAST offset it is: start at the entry before `offset`'s.
         return 0 if found < 0 else positions[found]
 
+    async def batch_by_timestamp(
+        self, tier: PartitionTier, target: int, start_offset: int
+    ) -> bytes | None:
+        """The first whole batch at or after `start_offset` whose max timestamp is >= `target`
+        (ListOffsets by timestamp, as Kafka's findOffsetByTimestamp in the remote tier): the
+        first copied segment reaching `target`, a floor lookup in its time index, then whole
+        batches read forward from there. None when no copied segment reaches it."""
+        for segment in tier.finished:
+            if segment.end_offset < start_offset or segment.max_timestamp < target:
+                continue
+            raw = await asyncio.to_thread(self._store.fetch_index, segment, IndexKind.TIMESTAMP)
+            offset = max(_time_floor(raw, target, segment.start_offset), start_offset)
+            while offset <= segment.end_offset:
+                read = await self.read(tier, offset, 1 << 20, min_one_batch=True)
+                if read is None or read.next_offset <= offset:
+                    break
+                found = _first_reaching(read.records, target, start_offset)
+                if found is not None:
+                    return found
+                offset = read.next_offset
+        return None
+
     async def aborted(
         self, tier: PartitionTier, fetch_offset: int, upper_bound_offset: int
     ) -> tuple[list[AbortedTxn], bool]:
@@ -148,6 +173,26 @@ class RemoteReader:
     def forget(self, segment_id: str) -> None:
         self._indexes.pop(segment_id, None)
         self._txns.pop(segment_id, None)
+
+
+def _time_floor(raw: bytes, target: int, base_offset: int) -> int:
+    """The offset of the last time index entry with timestamp <= `target` (else the base)."""
+    found = base_offset
+    for timestamp, relative in _TIME_ENTRY.iter_unpack(raw[: len(raw) - len(raw) % 12]):
+        if timestamp > target:
+            break
+        found = base_offset + relative
+    return found
+
+
+def _first_reaching(data: bytes, target: int, start_offset: int) -> bytes | None:
+    position = 0
+    while position + HEADER_SIZE <= len(data):
+        header = parse_header(data, position)
+        if header.max_timestamp >= target and header.last_offset >= start_offset:
+            return data[position : position + header.size]
+        position += header.size
+    return None
 
 
 def _parse_index(raw: bytes, base_offset: int) -> tuple[list[int], list[int]]:

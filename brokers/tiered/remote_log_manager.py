@@ -237,6 +237,15 @@ class RemoteLogManager:
             self.metrics.fetch_bytes.labels(log.topic).inc(read.records.size)
         return read
 
+    async def batch_by_timestamp(self, log: Log, target: int) -> bytes | None:
+        """ListOffsets by timestamp below the local log: the first remote batch reaching
+        `target` at or after the log start (None when the remote tier has none)."""
+        tier = self._tier_below(log)
+        start = None if tier is None else tier.start_offset
+        if tier is None or start is None:
+            return None
+        return await self.reader.batch_by_timestamp(tier, target, start)
+
     async def aborted(
         self, log: Log, fetch_offset: int, upper_bound_offset: int
     ) -> list[AbortedTxn]:

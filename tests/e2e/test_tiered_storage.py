@@ -10,6 +10,7 @@ The broker runs its remote task and retention every 200 ms; tests poll with dead
 from __future__ import annotations
 
 import shutil
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -207,15 +208,18 @@ def test_a_leader_killed_during_an_upload_resumes_with_nothing_lost_or_duplicate
         broker.stop()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="compatibility.md T5: timestamp lookups skip the remote tier"
-)
 def test_a_timestamp_older_than_the_local_log_is_found_in_the_remote_tier(
     tiered_broker: tuple[BrokerProcess, Path], topic_name: str
 ) -> None:
     broker, _ = tiered_broker
     create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
-    produce(broker.bootstrap, topic_name, RECORDS)
-    wait_local_start_past(broker, topic_name, 0)
-    # Kafka answers the first record at or after the timestamp, searching the remote tier too.
+    base = int(time.time() * 1000) - 2 * RECORDS * 1000  # record n stamped base + n seconds
+    produce(broker.bootstrap, topic_name, RECORDS, stamped_from=base)
+    local_start = wait_local_start_past(broker, topic_name, 1_500)
+    # The first record at or after the timestamp, searched in the remote tier too (as Kafka).
+    assert list_offset(broker.host, broker.port, topic_name, base + 1_234_500) == 1_235
     assert list_offset(broker.host, broker.port, topic_name, 0) == 0
+    assert list_offset(broker.host, broker.port, topic_name, base + local_start * 1000) == (
+        local_start
+    )
+    assert list_offset(broker.host, broker.port, topic_name, 2**62) == -1  # none reaches it

@@ -48,13 +48,17 @@ TIERED_TOPIC = {
 }
 
 
-def produce(bootstrap: str, topic: str, count: int, *, first: int = 0) -> None:
-    """`count` records numbered from `first` (value = number + padding), acks=all."""
+def produce(
+    bootstrap: str, topic: str, count: int, *, first: int = 0, stamped_from: int = 0
+) -> None:
+    """`count` records numbered from `first` (value = number + padding), acks=all; with
+    `stamped_from` (ms), record n has timestamp stamped_from + n seconds (else now)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
     for number in range(first, first + count):
         produce_with_backpressure(
-            producer, topic=topic, partition=0, value=b"%08d" % number + VALUE
-        )
+            producer, topic=topic, partition=0, value=b"%08d" % number + VALUE,
+            timestamp=stamped_from + number * 1000 if stamped_from else 0,
+        )  # fmt: skip
     assert producer.flush(60) == 0
 
 
