@@ -1,4 +1,4 @@
-"""InitProducerId (key 22, v0–6): a producer id and epoch for an idempotent or transactional producer.
+"""InitProducerId (key 22, v0–5): a producer id and epoch for an idempotent or transactional producer.
 
 Without a transactional id: a fresh producer id at epoch 0 (KIP-360 bumps of idempotent
 producers get a new id too, as Kafka does without a transactional id). With one, the
@@ -6,10 +6,8 @@ transaction coordinator answers (`TransactionCoordinator.init_producer_id`: NOT_
 COORDINATOR_LOAD_IN_PROGRESS / CONCURRENT_TRANSACTIONS while an open transaction is aborted /
 INVALID_TRANSACTION_TIMEOUT / PRODUCER_FENCED, INVALID_PRODUCER_EPOCH before v4). A producer id
 without an epoch or the reverse is INVALID_REQUEST for a transactional id (Kafka's KafkaApis).
-v6 adds KIP-939's two-phase commit, which Pier does not offer (Kafka's
-`transaction.two.phase.commit.enable=false`): `enable2_pc` is answered
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED and `keep_prepared_txn` UNSUPPORTED_VERSION, as Kafka's
-coordinator answers them with 2PC off; the ongoing-transaction fields stay -1. Runs on the event loop.
+v6 (KIP-939, two-phase commit) is not served: Kafka 4.1.1 leaves it disabled as an unstable
+version too (the differential test compares the ranges). Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -32,10 +30,7 @@ NO_PRODUCER_ID = -1
 def route(producer_ids: ProducerIdSource, transactions: TransactionService) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
-        refused = _two_phase_commit_refusal(request)
-        if refused is not None:
-            error, producer_id, epoch = refused, NO_PRODUCER_ID, -1
-        elif request.transactional_id is None:
+        if request.transactional_id is None:
             error, producer_id, epoch = ErrorCode.none, producer_ids.next_producer_id(), 0
         else:
             error, producer_id, epoch = await transactions.coordinator.init_producer_id(
@@ -53,15 +48,4 @@ def route(producer_ids: ProducerIdSource, transactions: TransactionService) -> R
             producer_epoch=epoch,
         )
 
-    return Route(API_KEY, 0, 6, handle, name="InitProducerId")
-
-
-def _two_phase_commit_refusal(request: Any) -> ErrorCode | None:
-    """KIP-939 (v6): what Kafka answers when two-phase commit is not enabled."""
-    if request.transactional_id is None:
-        return None
-    if getattr(request, "enable2_pc", False):
-        return ErrorCode.transactional_id_authorization_failed
-    if getattr(request, "keep_prepared_txn", False):
-        return ErrorCode.unsupported_version
-    return None
+    return Route(API_KEY, 0, 5, handle, name="InitProducerId")

@@ -7,7 +7,8 @@ invalid: bad values, unknown names, bad topic names), Produce (random batch shap
 counts, key/value sizes up to past a topic's max.message.bytes, headers, explicit timestamps,
 every codec, missing partitions), ListOffsets (earliest, latest, by random timestamps), Fetch
 from random offsets (also past the end), DeleteRecords at random offsets, group offset commits,
-fetches and deletes, DeleteTopics. Each operation's outcome (error code name, offsets, records)
+fetches and deletes, DeleteTopics; and (issue 27) a scripted exchange of Kafka 4's newer request
+versions (`test_kafka4_request_versions_answer_alike`). Each operation's outcome (error code name, offsets, records)
 is compared at once; a difference fails with the seed and the replay command
 (`PIER_DIFFERENTIAL_SEED=<seed> pytest tests/compat/test_differential.py`). CI runs a small
 budget (`PIER_DIFFERENTIAL_EXAMPLES`, default 20). Uses the session's Pier and Kafka.
@@ -39,6 +40,7 @@ from confluent_kafka.cimpl import NewTopic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.compat.kafka4_script import kafka4_observations
 from tests.compat.side_by_side import SideBySide, Target
 from tests.polling import wait_until
 
@@ -510,3 +512,19 @@ def test_timestamp_offset_after_delete_records(both: tuple[Clients, Clients]) ->
     pier, kafka = answers
     assert kafka == [2], kafka
     assert pier == kafka
+
+
+def test_kafka4_request_versions_answer_alike(both: tuple[Clients, Clients]) -> None:
+    """Issue 27 items 2, 4, 5: KIP-890 part 2 (transaction version 2), InitProducerId v6,
+    ListTransactions v2 and topic-id look-ups (Metadata v12, DeleteTopics v6), scripted raw on
+    both systems (`tests.compat.kafka4_script`): the same codes, epochs and states step by step."""
+    topic = f"k4-{uuid.uuid4().hex[:8]}"
+    seen = []
+    for clients in both:
+        [created] = clients.admin.create_topics([NewTopic(topic, 2, 1)]).values()
+        created.result(30)
+        seen.append(kafka4_observations(clients.target.bootstrap, topic))
+    pier, kafka = seen
+    assert [step for step, _ in pier] == [step for step, _ in kafka]
+    differences = [(step, p, k) for (step, p), (_, k) in zip(pier, kafka, strict=True) if p != k]
+    assert not differences, "\n".join(f"{s}: pier {p!r}, kafka {k!r}" for s, p, k in differences)
