@@ -1,7 +1,8 @@
 """Racks under faults (issue 26, items 1-2), with real brokers and real clients; slow.
 
 - Six brokers on three racks (a: 1-2, b: 3-4, c: 5-6): CreateTopics and CreatePartitions put every
-  partition's three replicas on three racks; `pier cluster` shows each broker's rack. Then both
+  partition's three replicas on three racks; `pier cluster` shows each broker's rack; Kafka's
+  `kafka-reassign-partitions --generate` proposes a plan on three racks too. Then both
   brokers of rack a are killed (SIGKILL) while an acks=all producer (min.insync.replicas=2) writes:
   every acknowledged record is read back afterwards.
 - Follower fetching falls back to the leader: a consumer with `client.rack=b` (librdkafka, and
@@ -35,6 +36,7 @@ from tests.polling import wait_until
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 REFERENCE = Path(__file__).resolve().parents[2] / "infra" / "reference" / "kafka"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 CONFIG = {
     "zookeeper.session.timeout.ms": "6000",
@@ -122,8 +124,22 @@ def racks_of(broker: BrokerProcess, topic: str, racks: dict[int, str]) -> list[s
     return [{racks[b] for b in p.replicas} for _, p in sorted(partitions.items())]
 
 
+def generated_plan(bootstrap: str, topic: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """`kafka-reassign-partitions --generate` over brokers 1-6: its proposed partitions (Kafka's
+    tool places replicas itself, rack-aware, from the racks DescribeCluster reports)."""
+    moving = tmp_path / "topics.json"
+    moving.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}), encoding="utf-8")
+    argv = [str(REFERENCE), "tool", REASSIGN, "--bootstrap-server", bootstrap, "--generate"]
+    argv += ["--topics-to-move-json-file", str(moving), "--broker-list", "1,2,3,4,5,6"]
+    ran = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    proposed = ran.stdout.split("Proposed partition reassignment configuration", 1)[1]
+    partitions: list[dict[str, Any]] = json.loads(proposed.strip().splitlines()[0])["partitions"]
+    return sorted(partitions, key=lambda p: int(p["partition"]))
+
+
 def test_six_brokers_three_racks_placement_and_losing_a_whole_rack(
-    chroot: str, broker_factory: Any, capsys: pytest.CaptureFixture[str]
+    chroot: str, broker_factory: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
     brokers = {
@@ -158,6 +174,8 @@ def test_six_brokers_three_racks_placement_and_losing_a_whole_rack(
     )
     assert every == [{"a", "b", "c"}] * 9  # created and added partitions alike
 
+    plan = generated_plan(brokers[3].bootstrap, topic, tmp_path)
+    assert [{racks[b] for b in p["replicas"]} for p in plan] == [{"a", "b", "c"}] * 9
     assert main(["cluster", "--bootstrap", brokers[3].bootstrap, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert {b["id"]: b["rack"] for b in shown["brokers"]} == racks
