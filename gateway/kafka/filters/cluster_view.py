@@ -2,7 +2,10 @@
 racks, and authorized-operation bit sets computed from the tenant's ACLs.
 
 Owns: rewriting broker entries (Metadata, DescribeCluster) and single nodes (FindCoordinator) to
-`ctx.fleet.endpoint(node_id)`, dropping brokers the gateway has no endpoint for; and the
+`ctx.fleet.endpoint(node_id)`, dropping brokers the gateway has no endpoint for (node ids stay the
+fleet's, so a Fetch answer's `preferred_read_replica`, KIP-392, names a broker the tenant reaches
+on the gateway's port for it; racks are hidden, the brokers choose by the tenant's `client.rack`,
+docs/cluster.md "Racks and follower fetching"); and the
 `*_authorized_operations` fields (Kafka's AclOperation bit positions; KIP-430). Pure; runs on the
 event loop.
 """
