@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from infra.probes import free_port
@@ -29,6 +29,7 @@ from tests.e2e.tiered import (
     LATEST,
     LATEST_TIERED,
     TIERED_TOPIC,
+    VALUE,
     list_offset,
     local_segments,
     numbers_confluent,
@@ -42,6 +43,7 @@ from tests.polling import wait_until
 pytestmark = [pytest.mark.e2e]
 
 RECORDS = 4_000  # ~4 MiB: four 1 MiB segments
+TRANSACTIONS, PER_TRANSACTION = 30, 150  # ~4.5 MiB, every third transaction aborted
 DEADLINE_S = 60.0
 
 
@@ -223,3 +225,37 @@ def test_a_timestamp_older_than_the_local_log_is_found_in_the_remote_tier(
         local_start
     )
     assert list_offset(broker.host, broker.port, topic_name, 2**62) == -1  # none reaches it
+
+
+def test_read_committed_from_the_remote_tier_skips_aborted_transactions(
+    tiered_broker: tuple[BrokerProcess, Path], topic_name: str
+) -> None:
+    """Aborted transactions in copied segments are dropped by a read_committed consumer: the
+    aborted ones come from the remote `.txnindex` objects."""
+    broker, _ = tiered_broker
+    create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+    producer = Producer({
+        "bootstrap.servers": broker.bootstrap, "transactional.id": f"{topic_name}-tx",
+        "linger.ms": 5,
+    })  # fmt: skip
+    producer.init_transactions(30)
+    committed: list[int] = []
+    number = 0
+    for transaction in range(TRANSACTIONS):
+        producer.begin_transaction()
+        for _ in range(PER_TRANSACTION):
+            producer.produce(topic_name, b"%08d" % number + VALUE, partition=0)
+            if transaction % 3 != 1:
+                committed.append(number)
+            number += 1
+            producer.poll(0)
+        if transaction % 3 == 1:
+            assert producer.flush(30) == 0  # written, then aborted (not just dropped unsent)
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    produce(broker.bootstrap, topic_name, 1, first=number)  # the log then ends with data
+    committed.append(number)
+    wait_local_start_past(broker, topic_name, number // 2)
+    read_committed = {"isolation.level": "read_committed"}
+    assert numbers_confluent(broker.bootstrap, topic_name, 0, **read_committed) == committed

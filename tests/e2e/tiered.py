@@ -83,9 +83,9 @@ def list_offset(host: str, port: int, topic: str, spec: int) -> int:
     return int(answer.offset)
 
 
-def numbers_confluent(bootstrap: str, topic: str, start: int = 0) -> list[int]:
+def numbers_confluent(bootstrap: str, topic: str, start: int = 0, **extra: Any) -> list[int]:
     """Every record's number, from `start`, with confluent-kafka (librdkafka)."""
-    records = read_partitions(bootstrap, topic, {0: start}, timeout=60)
+    records = read_partitions(bootstrap, topic, {0: start}, timeout=60, **extra)
     return [int(r.value[:8]) for r in records if r.value is not None]
 
 
