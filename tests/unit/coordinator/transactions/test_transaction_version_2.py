@@ -167,3 +167,23 @@ def test_the_client_version_survives_a_reload_and_is_written_as_value_v1() -> No
             await second.coordinator.shutdown()
 
     asyncio.run(main())
+
+
+def test_a_timed_out_tv2_transaction_is_aborted_under_a_fenced_epoch() -> None:
+    async def scenario(txn: Txn) -> None:
+        c = txn.coordinator
+        _, pid, epoch = await c.init_producer_id(TID, TIMEOUT_MS)
+        await c.add_partitions(TID, pid, epoch, [T0], client_version=TV_2)
+        txn.clock.advance(TIMEOUT_MS + 1)
+        assert await c.abort_timed_out() == 1
+        await txn.settle()
+        [marker] = txn.markers.sent
+        assert (marker.producer_epoch, marker.commit) == (epoch + 1, False)
+        assert txn.state_of(TID) == "CompleteAbort"
+        # The producer of the timed-out transaction is fenced, even as a "retry".
+        assert (await c.end_transaction(TID, pid, epoch, True, TV_2))[0] == E.producer_fenced
+        assert (await c.end_transaction(TID, pid, epoch, False, TV_2))[0] == E.producer_fenced
+        # A new instance starts afresh above the fenced epoch.
+        assert await c.init_producer_id(TID, TIMEOUT_MS) == (E.none, pid, epoch + 2)
+
+    run(scenario)
