@@ -52,6 +52,17 @@ from confluent_kafka.cimpl import NewTopic
 from infra import reference_kafka
 from infra.bench.latency import latency_samples, percentile
 from infra.bench.throughput import consume_run, produce_run
+from infra.bench.vs_kafka_workloads import (
+    FLEET_ROWS,
+    FULL_WORKLOADS,
+    SHORT_WORKLOADS,
+    WorkloadSizes,
+    dig,
+)
+from infra.bench.vs_kafka_workloads import churn as churn_workload
+from infra.bench.vs_kafka_workloads import connections as connections_workload
+from infra.bench.vs_kafka_workloads import omb as omb_workload
+from infra.bench.vs_kafka_workloads import wide as wide_workload
 from infra.stack import BrokerProcess, Stack, start_broker
 from infra.up_cluster import CLUSTER_DEFAULTS
 
@@ -83,6 +94,7 @@ class Sizes:
     # Partition scale on its own fresh server (False: on the single-node server once its workloads
     # are done, saving two server starts in the short run).
     scale_apart: bool = True
+    workloads: WorkloadSizes = FULL_WORKLOADS  # the hosted-fleet rows (vs_kafka_workloads)
 
 
 FULL = Sizes(
@@ -92,7 +104,7 @@ FULL = Sizes(
         (size, acks, codec)
         for size in (100, 1024)
         for acks in ("1", "all")
-        for codec in ("lz4", "zstd")
+        for codec in ("lz4", "zstd", "none")
     ),
     client_records=200_000,
     latency_seconds=20.0,
@@ -102,7 +114,7 @@ FULL = Sizes(
 SHORT = Sizes(
     repetitions=1,
     records={100: 2_000, 1024: 1_000},
-    perf_workloads=((1024, "all", "zstd"),),
+    perf_workloads=((1024, "all", "zstd"), (1024, "1", "none")),
     client_records=1_000,
     latency_seconds=2.0,
     cluster_records=1_000,
@@ -110,6 +122,7 @@ SHORT = Sizes(
     codecs=("lz4",),
     warm_up=False,
     scale_apart=False,
+    workloads=SHORT_WORKLOADS,
 )
 
 
@@ -433,9 +446,10 @@ def log(message: str) -> None:
 
 
 def single_node(
-    system: str, sizes: Sizes, scratch: Path, scale: bool
+    system: str, sizes: Sizes, scratch: Path, scale: bool, fleet: bool = True
 ) -> tuple[list[Run], dict[str, Any]]:
-    """The single-node workloads on a fresh server; then the partition scale on it if `scale`."""
+    """The single-node workloads on a fresh server, the hosted-fleet ones on it if `fleet`; then
+    the partition scale on it if `scale`."""
     runs: list[Run] = []
     with running(system, 1, scratch) as server:
         b = server.bootstrap
@@ -458,6 +472,8 @@ def single_node(
         runs.extend(client_runs(system, server, sizes))
         latency = latency_part(system, server, sizes)
         extra = {"latency": latency, "peak_rss_mib": peak_rss_mib(server.pids())}
+        if fleet:
+            extra["fleet"] = fleet_part(system, server, sizes.workloads)
         if scale:
             extra["scale"] = partition_scale(system, server, sizes)
     return runs, extra
@@ -512,6 +528,28 @@ def latency_part(system: str, server: Server, sizes: Sizes) -> dict[str, float]:
     }
 
 
+def fleet_part(system: str, server: Server, sizes: WorkloadSizes) -> dict[str, Any]:
+    """OMB's shape, many connections, topic churn: each with the server CPU it cost and the
+    load average beside it (the clients share the machine)."""
+    found: dict[str, Any] = {}
+    for name, workload in (
+        ("omb", omb_workload),
+        ("connections", connections_workload),
+        ("churn", churn_workload),
+    ):
+        log(f"{system}: {name} workload")
+        before = cpu_seconds(server.pids())
+        result = workload(server.bootstrap, sizes, create_topics)
+        result["server_cpu_s"] = round(max(0.0, cpu_seconds(server.pids()) - before), 2)
+        result["loadavg_1m"] = round(os.getloadavg()[0], 2)
+        found[name] = result
+    moved_gb = sum(found["omb"][phase]["produced"] for phase in ("max", "half")) * 1024 / 1e9
+    found["omb"]["server_cpu_s_per_gb"] = round(found["omb"]["server_cpu_s"] / moved_gb, 2)
+    conns = found["connections"]
+    conns["server_cpu_s_per_gb"] = round(conns["server_cpu_s"] / (conns["records"] * 1024 / 1e9), 2)
+    return found
+
+
 def cluster_part(system: str, sizes: Sizes, scratch: Path) -> tuple[list[Run], dict[str, Any]]:
     runs = []
     with running(system, 3, scratch) as server:
@@ -532,7 +570,9 @@ def cluster_part(system: str, sizes: Sizes, scratch: Path) -> tuple[list[Run], d
                     sizes.cluster_records, 1024, 0, mb_s, cpu, extra)
             )  # fmt: skip
         rss = peak_rss_mib(server.pids())
-    return runs, {"peak_rss_mib": rss}
+        log(f"{system}: 3 nodes, {sizes.workloads.wide[0] * sizes.workloads.wide[1]} partitions")
+        wide = wide_workload(b, sizes.workloads, create_topics)
+    return runs, {"peak_rss_mib": rss, "wide": wide}
 
 
 def partitions_part(system: str, sizes: Sizes, scratch: Path) -> dict[str, float]:
@@ -606,6 +646,16 @@ def summarise(runs: Sequence[Run], singles: dict[str, list[dict[str, Any]]],
     for key in ("create_s", "restart_s"):
         row(f"{scale['pier'][0]['partitions']} partitions {key[:-2]} s",
             median([s[key] for s in scale["pier"]]), median([s[key] for s in scale["kafka"]]), "lower")  # fmt: skip
+    fleet = {s: [x["fleet"] for x in singles[s] if "fleet" in x] for s in SYSTEMS}
+    if all(fleet.values()):
+        for name, path, better in FLEET_ROWS:
+            row(name, median([dig(f, path) for f in fleet["pier"]]),
+                median([dig(f, path) for f in fleet["kafka"]]), better)  # fmt: skip
+    wide = {s: [c["wide"] for c in clusters[s] if "wide" in c] for s in SYSTEMS}
+    if all(wide.values()):
+        row(f"3 nodes: {wide['pier'][0]['partitions']} partitions create s",
+            median([w["create_s"] for w in wide["pier"]]),
+            median([w["create_s"] for w in wide["kafka"]]), "lower")  # fmt: skip
     return rows
 
 

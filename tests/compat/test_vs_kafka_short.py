@@ -1,7 +1,8 @@
 """`infra/bench/vs_kafka.py --short` runs end to end against Pier and Apache Kafka (issue 16's CI
 proof that the benchmark works; its numbers are not asserted, only that every part measured
-something): single-node perf tools, confluent-kafka, latency, the 3-node run, partition scale,
-the JSON document and the chart."""
+something): single-node perf tools (compressed and uncompressed), confluent-kafka, latency, the
+3-node run, partition scale, issue 25's hosted-fleet rows (OMB's shape, 1,000 connections, topic
+churn with a bystander, many partitions over 3 nodes), the JSON document and the chart."""
 
 from __future__ import annotations
 
@@ -28,7 +29,10 @@ def test_short_benchmark_measures_every_part(
     summary = document["summary"]
     parts = {name.split(" ")[0] for name in summary}
     assert {"perf-produce", "perf-consume", "client-produce", "client-consume",
-            "cluster-produce", "e2e", "single", "3", "20"} <= parts, sorted(summary)  # fmt: skip
+            "cluster-produce", "e2e", "single", "3", "20", "OMB", "1000", "churn:"} <= parts, sorted(summary)  # fmt: skip
+    workloads = {name.split(" ")[1] for name in summary if name.startswith("perf-produce")}
+    assert any(w.endswith("/none") for w in workloads), workloads  # an uncompressed row
+    assert any(name.startswith("3 nodes: ") and "partitions create" in name for name in summary)
     for name, row in summary.items():
         for system in ("pier", "kafka"):
             assert math.isfinite(row[system]) and row[system] > 0, (name, row)

@@ -1,0 +1,459 @@
+"""The hosted-fleet workloads of `infra.bench.vs_kafka` (issue 25), run on a server it started.
+
+Owns, each against one running server (Pier or Kafka, the same code for both):
+- `omb`: the OpenMessaging Benchmark's Kafka shape, reproduced with confluent-kafka processes
+  (OMB itself is not built here): 1 topic x 100 partitions, 1 KiB records, 16 producer and 16
+  consumer processes (one subscription), OMB's Kafka driver settings (producer acks=all,
+  linger.ms=1, batch.size=1048576; consumer auto.offset.reset=earliest, enable.auto.commit=false,
+  max.partition.fetch.bytes=10485760); first at the maximum rate, then at a fixed 50 % of the
+  produce rate reached, with end-to-end latency (send time in the record, read by the consumer:
+  one host, one clock) and publish latency (until the delivery report) percentiles to p99.9;
+- `connections`: 1,000 connections of which 100 produce: 900 idle Kafka connections (an
+  ApiVersions exchange each, then silence) while 100 confluent-kafka producers (4 processes x 25)
+  send 1 KiB records uncompressed, acks=1: throughput and the server's CPU per GB and RSS;
+- `churn`: 100 topics of 10 partitions created, then deleted, one request at a time, the
+  latency of each create (until every partition is led) and delete (until the topic is gone from
+  metadata), and a bystander producer's p99 produce latency during the churn against its idle p99;
+- `wide`: (on the 3-node cluster) 10,000 partitions created, time until every one is led.
+The clients run on the same 2 cores as the servers: rows the clients saturate say so in the
+document (`client_bound`) and carry the server's CPU per GB. Blocking; child processes are
+joined (or killed) before a function returns.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import socket
+import statistics
+import struct
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from infra.bench.latency import percentile
+
+RECORD = 1024
+OMB_PRODUCER = {"acks": "all", "linger.ms": 1, "batch.size": 1048576}
+OMB_CONSUMER = {
+    "auto.offset.reset": "earliest",
+    "enable.auto.commit": False,
+    "max.partition.fetch.bytes": 10485760,
+}
+_STAMP = struct.Struct(">q")  # send time, ns since the epoch, at the head of each record
+
+
+@dataclass(frozen=True)
+class WorkloadSizes:
+    """How big each workload is; the short form proves the code path in CI."""
+
+    omb_partitions: int = 100
+    omb_producers: int = 16
+    omb_consumers: int = 16
+    omb_seconds: float = 20.0
+    connections: int = 1000
+    active: int = 100
+    active_processes: int = 4
+    active_seconds: float = 15.0
+    churn_topics: int = 100  # created one request each, then deleted one request each
+    churn_loops: int = 1
+    churn_partitions: int = 10
+    wide: tuple[int, int] = (20, 500)  # topics x partitions on the 3-node cluster
+
+
+FULL_WORKLOADS = WorkloadSizes()
+SHORT_WORKLOADS = WorkloadSizes(
+    omb_partitions=2, omb_producers=1, omb_consumers=1, omb_seconds=2.0,
+    connections=20, active=4, active_processes=2, active_seconds=2.0,
+    churn_topics=3, churn_partitions=2, wide=(2, 10),
+)  # fmt: skip
+
+
+# The summary rows of these workloads: (row name, path into one system's results, which way is
+# better). "fleet" results are the single node's, "wide" the 3-node cluster's.
+FLEET_ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("OMB 1 topic x 100 partitions 1 KiB 16p/16c max MB/s", ("omb", "max", "mb_per_s"), "higher"),
+    ("OMB max rate e2e p99 ms", ("omb", "max", "e2e", "p99_ms"), "lower"),
+    ("OMB at 50% rate e2e p50 ms", ("omb", "half", "e2e", "p50_ms"), "lower"),
+    ("OMB at 50% rate e2e p99 ms", ("omb", "half", "e2e", "p99_ms"), "lower"),
+    ("OMB at 50% rate e2e p99.9 ms", ("omb", "half", "e2e", "p999_ms"), "lower"),
+    ("OMB at 50% rate publish p99 ms", ("omb", "half", "publish", "p99_ms"), "lower"),
+    ("OMB at 50% rate publish p99.9 ms", ("omb", "half", "publish", "p999_ms"), "lower"),
+    ("OMB server CPU s/GB", ("omb", "server_cpu_s_per_gb"), "lower"),
+    ("1000 connections (100 producing) 1 KiB MB/s", ("connections", "mb_per_s"), "higher"),
+    ("1000 connections server CPU s/GB", ("connections", "server_cpu_s_per_gb"), "lower"),
+    ("churn: create topic (10 partitions) p50 ms", ("churn", "create", "p50_ms"), "lower"),
+    ("churn: create topic p99 ms", ("churn", "create", "p99_ms"), "lower"),
+    ("churn: delete topic p50 ms", ("churn", "delete", "p50_ms"), "lower"),
+    ("churn: delete topic p99 ms", ("churn", "delete", "p99_ms"), "lower"),
+    ("churn: bystander produce p99 idle ms", ("churn", "bystander_idle", "p99_ms"), "lower"),
+    ("churn: bystander produce p99 during churn ms", ("churn", "bystander_churn", "p99_ms"),
+     "lower"),
+    ("churn: bystander p99 during / idle", ("churn", "bystander_p99_churn_over_idle"), "lower"),
+)  # fmt: skip
+
+
+def dig(found: dict[str, Any], path: Sequence[str]) -> float:
+    value: Any = found
+    for key in path:
+        value = value[key]
+    return float(value)
+
+
+def _processes() -> Any:
+    """Client processes fork from a clean server process that has imported this module once
+    (the benchmark's own process holds librdkafka threads, which a plain fork would copy)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__, "confluent_kafka"])
+    return ctx
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def _led(admin: AdminClient, topic: str, count: int) -> bool:
+    try:
+        found = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+    except confluent_kafka.KafkaException:
+        return False
+    if found is None or found.error is not None:
+        return False
+    return sum(1 for p in found.partitions.values() if p.leader >= 0) >= count
+
+
+def _poll(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """A benchmark's wait: poll until `check` holds (its time is part of the measurement)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not done after {timeout:g}s")
+        time.sleep(0.01)
+
+
+def _quantiles(samples_ms: Sequence[float]) -> dict[str, float]:
+    if not samples_ms:
+        return {"count": 0, "p50_ms": float("nan"), "p99_ms": float("nan"),
+                "p999_ms": float("nan")}  # fmt: skip
+    ordered = sorted(samples_ms)
+    return {
+        "count": len(ordered),
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p99_ms": round(percentile(ordered, 0.99), 2),
+        "p999_ms": round(percentile(ordered, 0.999), 2),
+    }
+
+
+# --- OMB shape -----------------------------------------------------------------------------------
+
+
+def _omb_producer(bootstrap: str, topic: str, rate: float, seconds: float, start: Any,
+                  out: Any) -> None:  # fmt: skip
+    """One producer process: `rate` records/s (0: as fast as it can) for `seconds`."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, **OMB_PRODUCER})
+    filler = bytes(RECORD - _STAMP.size)
+    publish_ms: list[float] = []
+    acked = [0]
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[0] += 1
+            stamp = _STAMP.unpack_from(msg.value() or bytes(_STAMP.size))[0]
+            publish_ms.append((time.time_ns() - stamp) / 1e6)
+
+    start.wait()
+    began = time.monotonic()
+    sent = 0
+    while (now := time.monotonic()) - began < seconds:
+        due = int((now - began) * rate) + 1 if rate else sent + 1000
+        while sent < due:
+            try:
+                producer.produce(topic, _STAMP.pack(time.time_ns()) + filler, on_delivery=delivered)
+                sent += 1
+            except BufferError:
+                producer.poll(0.001)
+        producer.poll(0 if rate == 0 else min(0.001, max(0.0, (sent + 1) / rate - (now - began))))
+    producer.flush(60)
+    out.put({"acked": acked[0], "seconds": time.monotonic() - began, "publish_ms": publish_ms})
+
+
+def _omb_consumer(bootstrap: str, topic: str, group: str, ready: Any, stop: Any, out: Any) -> None:
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, **OMB_CONSUMER}
+    )
+    assigned = [False]
+
+    def on_assign(c: Any, partitions: list[Any]) -> None:
+        if not assigned[0]:
+            assigned[0] = True
+            with ready.get_lock():
+                ready.value += 1
+
+    consumer.subscribe([topic], on_assign=on_assign)
+    latencies: list[float] = []
+    read = 0
+    while not stop.is_set():
+        for msg in consumer.consume(1000, 0.05):
+            value = msg.value()
+            if msg.error() is None and value is not None:
+                read += 1
+                latencies.append((time.time_ns() - _STAMP.unpack_from(value)[0]) / 1e6)
+    consumer.close()
+    out.put({"read": read, "e2e_ms": latencies})
+
+
+def _omb_phase(bootstrap: str, topic: str, sizes: WorkloadSizes, rate: float) -> dict[str, Any]:
+    """One phase: consumers join first, then every producer starts at once."""
+    ctx = _processes()
+    ready, stop, start = ctx.Value("i", 0), ctx.Event(), ctx.Event()
+    outs = ctx.Queue()
+    group = f"omb-{uuid.uuid4().hex[:8]}"
+    consumers = [
+        ctx.Process(target=_omb_consumer, args=(bootstrap, topic, group, ready, stop, outs))
+        for _ in range(sizes.omb_consumers)
+    ]
+    per_producer = rate / sizes.omb_producers
+    producers = [
+        ctx.Process(target=_omb_producer,
+                    args=(bootstrap, topic, per_producer, sizes.omb_seconds, start, outs))
+        for _ in range(sizes.omb_producers)
+    ]  # fmt: skip
+    try:
+        for process in consumers + producers:
+            process.start()
+        _poll(lambda: ready.value >= sizes.omb_consumers, 300, "OMB consumers assigned")
+        start.set()
+        produced = [outs.get(timeout=sizes.omb_seconds + 300) for _ in producers]
+        acked = sum(p["acked"] for p in produced)
+        seconds = max(p["seconds"] for p in produced)
+        time.sleep(min(5.0, sizes.omb_seconds / 4))  # the consumers' catch-up window
+        stop.set()
+        consumed = [outs.get(timeout=120) for _ in consumers]
+    finally:
+        stop.set()
+        start.set()
+        for process in consumers + producers:
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+    read = sum(c["read"] for c in consumed)
+    return {
+        "rate_target": round(rate),
+        "records_per_s": round(acked / seconds),
+        "mb_per_s": round(acked * RECORD / seconds / 1e6, 2),
+        "consumed": read,
+        "produced": acked,
+        "publish": _quantiles([x for p in produced for x in p["publish_ms"]]),
+        "e2e": _quantiles([x for c in consumed for x in c["e2e_ms"]]),
+    }
+
+
+def omb(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> dict[str, Any]:
+    """Max rate, then 50 % of the rate reached: OMB's throughput and latency runs."""
+    create(bootstrap, ["omb-max"], partitions=sizes.omb_partitions)
+    peak = _omb_phase(bootstrap, "omb-max", sizes, 0)
+    create(bootstrap, ["omb-half"], partitions=sizes.omb_partitions)
+    half = _omb_phase(bootstrap, "omb-half", sizes, peak["records_per_s"] / 2)
+    return {"max": peak, "half": half}
+
+
+# --- many connections ----------------------------------------------------------------------------
+
+_API_VERSIONS = struct.pack(">hhih", 18, 0, 1, 4) + b"idle"  # key, version 0, correlation, client
+
+
+def _idle_connections(bootstrap: str, count: int) -> list[socket.socket]:
+    """`count` Kafka connections that each finish an ApiVersions exchange, then stay silent."""
+    host, port = bootstrap.rsplit(":", 1)
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection((host, int(port)), timeout=30)
+        sock.sendall(struct.pack(">i", len(_API_VERSIONS)) + _API_VERSIONS)
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        _recv_exactly(sock, size)
+        sockets.append(sock)
+    return sockets
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise RuntimeError("the server closed an idle benchmark connection")
+        data += chunk
+    return data
+
+
+def _active_producers(bootstrap: str, topic: str, count: int, seconds: float, out: Any) -> None:
+    """`count` producers (one connection each) in this process, records round-robin."""
+    conf = {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "compression.type": "none"}
+    producers = [confluent_kafka.Producer(conf) for _ in range(count)]
+    record = bytes(RECORD)
+    acked = [0]
+
+    def delivered(err: Any, _msg: Any) -> None:
+        acked[0] += err is None
+
+    began = time.monotonic()
+    while time.monotonic() - began < seconds:
+        for producer in producers:
+            for _ in range(20):
+                try:
+                    producer.produce(topic, record, on_delivery=delivered)
+                except BufferError:
+                    break
+            producer.poll(0)
+    for producer in producers:
+        producer.flush(60)
+    out.put({"acked": acked[0], "seconds": time.monotonic() - began})
+
+
+def connections(
+    bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]
+) -> dict[str, Any]:
+    create(bootstrap, ["conns"], partitions=sizes.active)
+    idle = _idle_connections(bootstrap, sizes.connections - sizes.active)
+    ctx = _processes()
+    outs = ctx.Queue()
+    each = sizes.active // sizes.active_processes
+    workers = [
+        ctx.Process(target=_active_producers,
+                    args=(bootstrap, "conns", each, sizes.active_seconds, outs))
+        for _ in range(sizes.active_processes)
+    ]  # fmt: skip
+    try:
+        for worker in workers:
+            worker.start()
+        results = [outs.get(timeout=sizes.active_seconds + 300) for _ in workers]
+        still_open = sum(1 for s in idle if _still_open(s))
+    finally:
+        for worker in workers:
+            worker.join(30)
+            if worker.is_alive():
+                worker.kill()
+        for sock in idle:
+            sock.close()
+    acked = sum(r["acked"] for r in results)
+    seconds = max(r["seconds"] for r in results)
+    return {
+        "connections": sizes.connections,
+        "active": each * sizes.active_processes,
+        "idle_still_open": still_open,
+        "records": acked,
+        "mb_per_s": round(acked * RECORD / seconds / 1e6, 2),
+    }
+
+
+def _still_open(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True  # nothing to read, not closed
+    except OSError:
+        return False
+
+
+# --- topic churn with a bystander ----------------------------------------------------------------
+
+
+def _bystander(bootstrap: str, topic: str, stop: Any, out: Any) -> None:
+    """Produce 1 KiB at 200 records/s, acks=1, one at a time in flight: each one's latency."""
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0}
+    )
+    latencies: list[float] = []
+    record = bytes(RECORD)
+    while not stop.is_set():
+        sent = time.perf_counter()
+        producer.produce(topic, record)
+        if producer.flush(30) == 0:  # delivered (or failed) within the flush
+            latencies.append((time.perf_counter() - sent) * 1000)
+        time.sleep(max(0.0, 0.005 - (time.perf_counter() - sent)))
+    out.put(latencies)
+
+
+def _bystander_p99(bootstrap: str, during: Callable[[], Any]) -> tuple[dict[str, float], Any]:
+    """The bystander's latency quantiles while `during` runs, and what `during` returned."""
+    ctx = _processes()
+    stop, outs = ctx.Event(), ctx.Queue()
+    worker = ctx.Process(target=_bystander, args=(bootstrap, "bystander", stop, outs))
+    worker.start()
+    try:
+        time.sleep(1.0)  # its connection and metadata settle before the window measured
+        result = during()
+        stop.set()
+        latencies = outs.get(timeout=120)
+    finally:
+        stop.set()
+        worker.join(30)
+        if worker.is_alive():
+            worker.kill()
+    return _quantiles(latencies), result
+
+
+def churn(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> dict[str, Any]:
+    create(bootstrap, ["bystander"], partitions=1)
+    admin = _admin(bootstrap)
+
+    def loop() -> dict[str, Any]:
+        creates: list[float] = []
+        deletes: list[float] = []
+        for round_ in range(sizes.churn_loops):
+            names = [
+                f"churn-{round_}-{i}-{uuid.uuid4().hex[:6]}" for i in range(sizes.churn_topics)
+            ]
+            for name in names:
+                creates.append(_create_one(admin, name, sizes.churn_partitions))
+            for name in names:
+                deletes.append(_delete_one(admin, name))
+        return {"create": _quantiles(creates), "delete": _quantiles(deletes)}
+
+    idle, _ = _bystander_p99(bootstrap, partial(time.sleep, max(2.0, sizes.omb_seconds / 2)))
+    during, latencies = _bystander_p99(bootstrap, loop)
+    ratio = during["p99_ms"] / idle["p99_ms"] if idle["p99_ms"] else float("nan")
+    return {"topics": sizes.churn_topics, "loops": sizes.churn_loops,
+            "bystander_p99_churn_over_idle": round(ratio, 2),
+            "partitions": sizes.churn_partitions,
+            "bystander_idle": idle, "bystander_churn": during, **latencies}  # fmt: skip
+
+
+def _create_one(admin: AdminClient, name: str, partitions: int) -> float:
+    """Milliseconds from the CreateTopics request until every partition is led."""
+    began = time.perf_counter()
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=1)
+    admin.create_topics([topic], operation_timeout=60)[name].result(timeout=120)
+    _poll(partial(_led, admin, name, partitions), 120, f"{name} led")
+    return (time.perf_counter() - began) * 1000
+
+
+def _delete_one(admin: AdminClient, name: str) -> float:
+    """Milliseconds from the DeleteTopics request until metadata no longer lists the topic."""
+    began = time.perf_counter()
+    admin.delete_topics([name], operation_timeout=60)[name].result(timeout=120)
+    _poll(partial(_gone, admin, name), 120, f"{name} gone")
+    return (time.perf_counter() - began) * 1000
+
+
+def _gone(admin: AdminClient, name: str) -> bool:
+    try:
+        return name not in admin.list_topics(timeout=10).topics
+    except confluent_kafka.KafkaException:
+        return False
+
+
+# --- many partitions over three nodes ------------------------------------------------------------
+
+
+def wide(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> dict[str, Any]:
+    topics, each = sizes.wide
+    began = time.perf_counter()
+    create(bootstrap, [f"wide-{i}" for i in range(topics)], partitions=each)
+    return {"partitions": topics * each, "create_s": round(time.perf_counter() - began, 2)}
