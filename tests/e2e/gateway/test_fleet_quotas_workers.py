@@ -2,7 +2,7 @@
 "Quotas across gateways"): two real `pier gateway --workers 2` processes on one ZooKeeper, one
 tenant store and one broker, so four gateway ids (`<id>.w0`, `<id>.w1` of each) share the quota.
 
-Producers (confluent-kafka, at least eight, through both gateways, so most workers carry several
+Producers (confluent-kafka, at least twelve, through both gateways, so most workers carry several
 connections of the one quota sensor) each offer far more than the producer quota of their one
 service account; producers are added until every one of the four workers carries produce traffic
 of the tenant (the kernel's SO_REUSEPORT hash places each
@@ -14,7 +14,7 @@ Measurement and window as in test_fleet_quotas.py (bytes from DescribeLogDirs; 3
 It measured 0.93–0.955× alone and once 1.162× in a clean-clone CI run: not the load itself, but
 several producers' connections on one worker, each throttled on its own by Kafka's formula (a
 worker with 2 connections of the sensor ran at ≈ 1.2× its share). The sensors are now paced as a
-whole (`gateway.quotas.client_quotas`), and the test starts 8 producers so that case is always
+whole (`gateway.quotas.client_quotas`), and the test starts 12 producers so that case is always
 exercised. Marked slow (`infra/test --all` runs it) for its length: ≈ 85 s with the stack (a 30 s
 span, the warm-up, spreading and stopping the producers); the 2-gateway test
 (test_fleet_quotas.py) gates CI.
@@ -55,7 +55,7 @@ from tests.polling import wait_until
 __all__ = ["fleet_chroot"]  # the module fixture, shared with test_fleet_quotas.py
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 WORKERS = 2
-MIN_PRODUCERS = 8  # ≈ 2 per worker: several connections of one sensor on one worker
+MIN_PRODUCERS = 12  # ≈ 3 per worker: several connections of one sensor on one worker
 MAX_PRODUCERS = 24  # P(a gateway's producers all hashed to one of its 2 workers) = 2 × 2^-12
 SPREAD_TIMEOUT_S = 45.0
 
