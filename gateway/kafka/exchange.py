@@ -3,7 +3,9 @@
 Owns: `Exchange` (what a request path needs to know of the request: key, version, correlation id,
 the original header bytes to forward unchanged, the response-header shape, the quota subject) and
 `ResponseQueue`, which writes answers to the client strictly in request order: Kafka clients match
-responses by order, so an answer that is ready early waits for the ones before it. A throttled
+responses by order, so an answer that is ready early waits for the ones before it (an answer
+streamed to the client, a large Fetch's, is written as it arrives only while its slot is the
+first: `first`; its slot is completed with no parts at its end). A throttled
 answer mutes the client after it is written (KIP-219); for versions older than KIP-219 the answer
 itself waits out the throttle first. Runs on the event loop; not thread-safe.
 """
@@ -68,6 +70,10 @@ class ResponseQueue:
         slot = Slot()
         self._slots.append(slot)
         return slot
+
+    def first(self, slot: Slot) -> bool:
+        """`slot` is the oldest unanswered one: every answer before it has been written."""
+        return bool(self._slots) and self._slots[0] is slot
 
     def complete(self, slot: Slot, parts: Sequence[Buffer] | None, *, delay_ms: int = 0) -> None:
         """The answer of `slot` (None: no answer, as for acks=0), written when its turn comes."""

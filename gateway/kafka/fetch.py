@@ -11,7 +11,12 @@ caller may not READ get TOPIC_AUTHORIZATION_FAILED (that rare answer is merged t
 answer's bytes are held from it until the answer has gone to the client, so a tenant's fetches
 cannot grow the gateway past its budget (64 KiB when none is free); the answer's record bytes are charged to that quota, and a throttled
 fetch goes out with no records and its bytes taken back, as Kafka does. Metering counts each
-topic's record bytes delivered. Runs on the event loop; not thread-safe.
+topic's record bytes delivered. An answer of `STREAM_MIN_BYTES` or more whose slot is the client's
+next answer is streamed (`raw.fetch_stream`): when its single topic is the tenant's and the
+consumer quota, charged with the answer's size, does not throttle it, the renamed head goes to the
+client and the rest follows as the broker's bytes arrive (views of the chunks read; the client
+not reading pauses the upstream socket), so the gateway holds a chunk, not the answer; otherwise
+it is read whole and answered as above. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -24,14 +29,20 @@ from brokers.client.messages import decode_response
 from brokers.wire.entities import make, response_module
 from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import decode_request, encode_entity
+from gateway.kafka.api_table import client_backs_off
+from gateway.kafka.byte_budget import Charge
 from gateway.kafka.exchange import Exchange
 from gateway.kafka.raw.fetch_response import rewrite_fetch_response
+from gateway.kafka.raw.fetch_stream import FIRST_VERSION, LAST_VERSION, Decision, FetchStream
 from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
+from gateway.kafka.upstream import StreamedAnswer
 
 API_KEY = 1
 CONSUMER_REPLICA_ID = -1
 UNHELD_ANSWER_BYTES = 64 * 1024  # a fetch's max_bytes while the tenant's budget has nothing free
+STREAM_MIN_BYTES = 64 * 1024  # smaller answers are read whole (nothing to gain)
+STREAMED_VERSIONS = (FIRST_VERSION, LAST_VERSION)
 
 
 def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offset: int) -> None:
@@ -67,41 +78,154 @@ def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offse
     body = encode_entity(rewritten)
     handled_at = time.perf_counter()
 
-    subject = exchange.subject
+    answer = _FetchAnswer(session, exchange, request, denied, held, handled_at)
+    session.forward(exchange, [body], len(body), answer)
 
-    def on_response(answer: memoryview | None) -> None:
+
+class _FetchAnswer:
+    """The answer of one Fetch: taken whole (`__call__`), or streamed (`stream`) when it is large,
+    the client's only answer due and a single topic of the tenant's (`raw.fetch_stream`)."""
+
+    def __init__(
+        self,
+        session: RequestSession,
+        exchange: Exchange,
+        request: Any,
+        denied: set[str],
+        held: Charge | None,
+        handled_at: float,
+    ) -> None:
+        self.session, self.exchange, self.request = session, exchange, request
+        self.denied, self.held, self.handled_at = denied, held, handled_at
+
+    def __call__(self, answer: memoryview | None, charged: int | None = None) -> None:
         try:
-            answered(answer)
+            if answer is not None:
+                self._answered(answer, charged)
         finally:
-            if held is not None:
-                session.release_answer_bytes(held)
+            self._release()
 
-    def answered(answer: memoryview | None) -> None:
-        if answer is None:
-            return
+    def stream(self, size: int) -> StreamedAnswer | None:
+        exchange = self.exchange
+        streamable = size >= STREAM_MIN_BYTES and not self.denied
+        streamable = streamable and STREAMED_VERSIONS[0] <= exchange.version <= STREAMED_VERSIONS[1]
+        if not streamable or not client_backs_off(API_KEY, exchange.version):
+            return None  # an old client's throttled answer waits out its throttle whole
+        if not self.session.answers_next(exchange):
+            return None
+        return _Streamed(self, size)
+
+    def _release(self) -> None:
+        held, self.held = self.held, None
+        if held is not None:
+            self.session.release_answer_bytes(held)
+
+    def _answered(self, answer: memoryview, charged: int | None) -> None:
+        session, exchange = self.session, self.exchange
         started = time.perf_counter()
         start = body_offset(exchange, answer)
-        if denied:
+        if self.denied:
             parts, size, per_topic, throttle = _merged(
-                session, exchange, request, answer, start, denied
+                session, exchange, self.request, answer, start, self.denied
             )
         else:
-            parts, size, per_topic, throttle = _raw(session, exchange, answer, start)
-        for topic, count in per_topic.items():
-            policy.meter(topic, bytes_out=count)
-            session.metrics.bytes_out(namespace.tenant_id, count)
-        # A fetch parks in the broker's purgatory: only the gateway's own work is request time.
-        work_ms = ((handled_at - exchange.started) + (time.perf_counter() - started)) * 1000
-        time_throttle = policy.charge_request_time(subject, work_ms)
-        total = max(throttle, time_throttle)
-        session.finish(exchange, exchange.framed(parts, size), total)
+            parts, size, per_topic, throttle = _raw(session, exchange, answer, start, charged)
+        self._delivered(per_topic)
+        session.finish(exchange, exchange.framed(parts, size), self._throttle(started, throttle))
 
-    session.forward(exchange, [body], len(body), on_response)
+    def _delivered(self, per_topic: dict[str, int]) -> None:
+        session = self.session
+        assert session.tenant is not None and session.policy is not None
+        for topic, count in per_topic.items():
+            session.policy.meter(topic, bytes_out=count)
+            session.metrics.bytes_out(session.tenant.namespace.tenant_id, count)
+
+    def _throttle(self, started: float, throttle: int) -> int:
+        # A fetch parks in the broker's purgatory: only the gateway's own work is request time.
+        exchange = self.exchange
+        work_ms = ((self.handled_at - exchange.started) + (time.perf_counter() - started)) * 1000
+        assert self.session.policy is not None and exchange.subject is not None
+        time_throttle = self.session.policy.charge_request_time(exchange.subject, work_ms)
+        return max(throttle, time_throttle)
+
+
+class _Streamed:
+    """A Fetch answer on its way through: chunks kept until `FetchStream` decides; streamed (the
+    renamed head, then the broker's bytes as views) or, when it cannot be, read whole and answered
+    by `_FetchAnswer` as usual. The consumer quota is charged when streaming starts, with the
+    answer's size for its record bytes (what remains is partition heads: a few dozen bytes)."""
+
+    def __init__(self, answer: _FetchAnswer, size: int) -> None:
+        session, exchange = answer.session, answer.exchange
+        assert session.tenant is not None
+        self.answer, self.size, self.seen = answer, size, 0
+        self.kept: list[memoryview] = []
+        self.started = time.perf_counter()
+        self.walk = FetchStream(
+            exchange.version,
+            exchange.correlation_id,
+            exchange.flexible_response,
+            size,
+            session.tenant.namespace.local,
+        )
+        self.charged: int | None = None  # the throttle, once the quota was charged
+
+    def feed(self, chunk: memoryview) -> None:
+        self.seen += len(chunk)
+        walk = self.walk
+        if walk.decision is not Decision.STREAM:
+            self.kept.append(chunk)
+        if walk.decision is not Decision.BUFFER:
+            walk.feed(chunk)
+            if walk.decision is Decision.STREAM and self.kept:
+                self._start()
+            if walk.decision is Decision.STREAM:
+                out = walk.take_out()
+                if out:
+                    self.answer.session.write_through(out)
+        if self.seen == self.size:
+            self._end()
+
+    def failed(self) -> None:
+        self.kept = []
+        self.answer(None)
+
+    def _start(self) -> None:
+        """The head is known: charge the quota; stream, or (throttled) take the answer whole."""
+        session, exchange, walk = self.answer.session, self.answer.exchange, self.walk
+        assert session.policy is not None and exchange.subject is not None
+        self.charged = session.policy.charge_fetch(exchange.subject, walk.client_body_size)
+        if self.charged > 0:  # a throttled fetch goes out with no records: read it whole
+            walk.decision = Decision.BUFFER
+            return
+        self.kept = []
+        session.write_through(exchange.framed([walk.head], walk.client_body_size))
+
+    def _end(self) -> None:
+        walk, answer = self.walk, self.answer
+        if walk.decision is not Decision.STREAM:
+            kept, self.kept = self.kept, []
+            whole = kept[0] if len(kept) == 1 else memoryview(b"".join(kept))
+            answer(whole, self.charged)
+            return
+        try:
+            assert walk.topic is not None
+            answer._delivered({walk.topic: walk.record_bytes})
+            throttle = answer._throttle(self.started, 0)
+            answer.session.finish(answer.exchange, None, throttle)
+        finally:
+            answer._release()
 
 
 def _raw(
-    session: RequestSession, exchange: Exchange, answer: memoryview, start: int
+    session: RequestSession,
+    exchange: Exchange,
+    answer: memoryview,
+    start: int,
+    charged: int | None = None,
 ) -> tuple[list[Any], int, dict[str, int], int]:
+    """The usual answer renamed on its bytes; `charged`: the throttle of a quota charge already
+    made (a streamed answer that turned out throttled)."""
     assert session.tenant is not None and exchange.subject is not None
     rename = session.tenant.namespace.local
     body = answer[start:]
@@ -110,7 +234,9 @@ def _raw(
     )
     delivered = sum(rewrite.bytes_per_topic.values())
     assert session.policy is not None
-    throttle = session.policy.charge_fetch(exchange.subject, delivered)
+    throttle = charged
+    if throttle is None:
+        throttle = session.policy.charge_fetch(exchange.subject, delivered)
     if throttle <= 0:
         return list(rewrite.parts), rewrite.size, rewrite.bytes_per_topic, 0
     empty = rewrite_fetch_response(

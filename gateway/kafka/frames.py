@@ -14,7 +14,10 @@ nothing), and `admit` is asked for the announced size before the body is read (t
 byte budget: when it says no, the reader keeps what it was given, the caller stops reading the
 socket, and nothing more is read until `admitted()`). Every frame handed out is a read-only view of
 a buffer nobody reuses, valid for as long as the caller keeps it, so the records of a Produce or a
-Fetch can go out again as slices. `write_parts` writes a frame of many parts. Not thread-safe:
+Fetch can go out again as slices. A frame `stream` takes is not read whole: its body is handed to
+the sink `stream` returned as it is read, in fresh chunks of at most `STREAM_CHUNK_BYTES` (a
+Fetch answer streamed to its client, `gateway.kafka.fetch`). `write_parts` writes a frame of many
+parts. Not thread-safe:
 one owner feeds a reader.
 """
 
@@ -29,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 _INT32 = struct.Struct(">i")
 MIN_FRAME = 4  # a correlation id at least
 SCRATCH_BYTES = 64 * 1024  # the shared read buffer between frames
+STREAM_CHUNK_BYTES = 256 * 1024  # the most read at once of a streamed frame
 _COALESCE = 16 * 1024  # parts below this are joined before writing; larger ones go as they are
 _IOV_MAX = 1024  # buffers per writev (Linux's IOV_MAX)
 _local = threading.local()
@@ -45,10 +49,23 @@ class FrameTooLargeError(ConnectionError):
     """A size prefix over the limit, or too small to hold a header."""
 
 
+# Asked with a frame's size once its prefix is read: a callable the frame's body is handed to in
+# chunks as it is read (views of fresh buffers, never reused), or None to read the frame whole.
+StreamTo = Callable[[int], Callable[[memoryview], None] | None]
+
+
 class FrameReader:
-    def __init__(self, limit: int, admit: Callable[[int], bool] | None = None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        admit: Callable[[int], bool] | None = None,
+        stream: StreamTo | None = None,
+    ) -> None:
         self.limit = limit
         self._admit = admit
+        self._stream = stream
+        self._sink: Callable[[memoryview], None] | None = None  # the frame being streamed
+        self._left = 0  # bytes of the streamed frame not read yet
         self._prefix = b""  # the part of a size prefix received so far
         self._size = -1  # the body size of the frame being read; -1 while reading its prefix
         self._buffer: bytearray | None = None  # the body of a frame that was not all there
@@ -73,12 +90,22 @@ class FrameReader:
         if buffer is not None and not self.waiting:
             self._into_buffer = True
             return memoryview(buffer)[self._have :]
+        if self._sink is not None:  # a fresh chunk: the sink may keep views of it
+            self._into_buffer = True
+            self._buffer = bytearray(min(self._left, STREAM_CHUNK_BYTES))
+            return memoryview(self._buffer)
         self._into_buffer = False
         return memoryview(_scratch())
 
     def updated(self, nbytes: int) -> Iterator[memoryview]:
         """`nbytes` were written into the last `get_buffer`: the frames they complete (without
         their size prefix), oldest first. Drain it before the next read."""
+        if self._into_buffer and self._sink is not None:
+            chunk, self._buffer = self._buffer, None
+            assert chunk is not None
+            self._into_buffer = False
+            self._pass(memoryview(chunk)[:nbytes].toreadonly())
+            return
         if self._into_buffer:
             self._have += nbytes
             if self._have == self._size:
@@ -112,6 +139,7 @@ class FrameReader:
         """Drop what was read of an incomplete frame (the connection is gone): its buffer is
         freed now, not when a garbage collection finds the connection's reference cycles."""
         self._prefix, self._size, self._buffer, self._have = b"", -1, None, 0
+        self._sink, self._left = None, 0
         self._held = bytearray()
         self.waiting = False
 
@@ -136,7 +164,15 @@ class FrameReader:
                     self.waiting = True
                     self._held = bytearray(view[pos:])
                     return
+                if self._stream is not None:
+                    self._sink = self._stream(size)
+                    self._left = size
             size = self._size
+            if self._sink is not None:
+                count = min(self._left, end - pos)
+                self._pass(memoryview(bytes(view[pos : pos + count])))
+                pos += count
+                continue
             if end - pos >= size:
                 frame = memoryview(bytes(view[pos : pos + size]))
                 pos += size
@@ -147,6 +183,15 @@ class FrameReader:
             buffer[: end - pos] = view[pos:]
             self._have = end - pos
             return
+
+    def _pass(self, chunk: memoryview) -> None:
+        """Hand the next bytes of a streamed frame to its sink; the frame ends with its last."""
+        sink = self._sink
+        assert sink is not None
+        self._left -= len(chunk)
+        if self._left == 0:
+            self._sink, self._size = None, -1
+        sink(chunk)
 
     def _complete(self) -> memoryview:
         buffer = self._buffer

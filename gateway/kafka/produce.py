@@ -7,7 +7,8 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED; per topic a legal name → INVALID_TOPIC_
 TOPIC_AUTHORIZATION_FAILED; then the request over the tenant's `max_request_bytes` →
 MESSAGE_TOO_LARGE and the tenant over its storage cap → POLICY_VIOLATION). Topic names and the
 transactional id are prefixed while the record batches go out as the very bytes the client sent;
-refusals are merged into the broker's answer in request order. The request size is charged to the
+refusals are merged into the broker's answer in request order (kio); an answer with no refusal,
+error message or record error is renamed on its bytes (`gateway.kafka.raw.produce_response`). The request size is charged to the
 producer byte-rate quota (as Kafka charges it); acks=0 is exempt from the request-time quota and
 gets no answer (a throttle then only mutes; a refusal closes the connection, as Kafka does). Metering counts each forwarded topic's record-batch
 bytes as sent. Runs on the event loop; not thread-safe.
@@ -29,6 +30,7 @@ from gateway.kafka.raw.produce_request import (
     build_produce_request,
     parse_produce_request,
 )
+from gateway.kafka.raw.produce_response import rewrite_produce_response
 from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
 from gateway.policy import Refusal
@@ -77,13 +79,23 @@ def handle(session: RequestSession, exchange: Exchange, body: memoryview) -> Non
     def on_response(frame: memoryview | None) -> None:
         if frame is None:
             return
-        response = decode_response(API_KEY, exchange.version, frame, body_offset(exchange, frame))
-        answer = _client_answer(session, exchange, view, response, refusals)
         time_throttle = 0
         if view.acks == 1:  # acks=all waits on replication: broker time, not request work
             elapsed = (time.perf_counter() - exchange.started) * 1000
             time_throttle = policy.charge_request_time(subject, elapsed)
         total = max(throttle, time_throttle)
+        start = body_offset(exchange, frame)
+        raw = None
+        if not refusals:  # the usual answer: renamed on its bytes
+            rename = namespace.local
+            raw = rewrite_produce_response(
+                frame[start:], exchange.version, rename=rename, throttle_time_ms=total
+            )
+        if raw is not None:
+            session.finish(exchange, exchange.framed(raw.parts, raw.size), total)
+            return
+        response = decode_response(API_KEY, exchange.version, frame, start)
+        answer = _client_answer(session, exchange, view, response, refusals)
         encoded = encode_entity(with_throttle(answer, total))
         session.finish(exchange, exchange.framed([encoded], len(encoded)), total)
 

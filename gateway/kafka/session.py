@@ -315,6 +315,15 @@ class Session:
         self._settle()
         self.on_upstream_progress()
 
+    def answers_next(self, exchange: Exchange) -> bool:
+        """Every answer before `exchange`'s has been written: its own may stream out now."""
+        return not self._closed and self.answers.first(exchange.slot)
+
+    def write_through(self, parts: Sequence[Buffer]) -> None:
+        """Part of a streamed answer (its slot is the first: `answers_next`), written now."""
+        if not self._closed:
+            self.channel.write(parts)
+
     def meter(self, topic: str | None, **counters: int) -> None:
         if self.policy is not None:  # usage is metered by the policy stage (bounded client id)
             self.policy.meter(topic, **counters)

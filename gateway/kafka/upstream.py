@@ -5,7 +5,9 @@ Owns: the socket to the broker (a `BufferedProtocol`: each answer is read straig
 of its announced size, `gateway.kafka.frames`), the FIFO of requests in flight, and failure. Each forwarded
 request is written whole (a list of buffer parts) with a `ResponseHandler` that receives the
 response frame (correlation id, header and body; its own bytes, which the handler may keep views
-of) synchronously when it arrives. Kafka answers a
+of) synchronously when it arrives. A handler may take its
+answer streamed instead (`StreamingHandler`: asked when the answer's size prefix is read, then fed
+the frame in chunks as they are read, `gateway.kafka.frames`). Kafka answers a
 connection's requests in order, so the oldest handler takes the next frame; a frame whose
 correlation id does not match is a protocol violation and ends the connection. acks=0 Produce gets
 no answer: it is written with `expect_response=False`. On any failure every waiting handler gets
@@ -20,6 +22,7 @@ import logging
 import struct
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from gateway.kafka.frames import FrameReader, write_parts
 
@@ -33,13 +36,32 @@ MAX_RESPONSE_BYTES = 200 * 1024 * 1024
 ResponseHandler = Callable[[memoryview | None], None]
 
 
+class StreamedAnswer(Protocol):
+    """An answer taken in chunks as it is read (`feed`, in order, its whole frame after the size
+    prefix); `failed` instead of the rest when the connection fails."""
+
+    def feed(self, chunk: memoryview) -> None: ...
+
+    def failed(self) -> None: ...
+
+
+class StreamingHandler(Protocol):
+    """A `ResponseHandler` that may take its answer streamed: `stream(size)` is asked when the
+    answer's size prefix has been read; None reads it whole and calls the handler as usual."""
+
+    def __call__(self, frame: memoryview | None) -> None: ...
+
+    def stream(self, size: int) -> StreamedAnswer | None: ...
+
+
 class Upstream(asyncio.BufferedProtocol):
     def __init__(self, address: str, on_lost: Callable[[str], None]) -> None:
         self.address = address
         self._on_lost = on_lost
         self._transport: asyncio.Transport | None = None
         self._waiting: deque[tuple[int, ResponseHandler]] = deque()
-        self._frames = FrameReader(MAX_RESPONSE_BYTES)
+        self._frames = FrameReader(MAX_RESPONSE_BYTES, stream=self._stream_to)
+        self._streaming: StreamedAnswer | None = None  # the answer being streamed
         self._closed: str | None = None
         self._writable = asyncio.Event()
         self._writable.set()
@@ -134,11 +156,35 @@ class Upstream(asyncio.BufferedProtocol):
             raise ConnectionError(f"response {correlation_id} out of order, expected {expected}")
         handler(frame)
 
+    def _stream_to(self, size: int) -> Callable[[memoryview], None] | None:
+        """The answer that begins now, if its handler takes it streamed."""
+        if not self._waiting:
+            raise ConnectionError("a response with no request in flight")
+        stream = getattr(self._waiting[0][1], "stream", None)
+        streamed: StreamedAnswer | None = stream(size) if stream is not None else None
+        if streamed is None:
+            return None
+        self._waiting.popleft()
+        self._streaming = streamed
+        remaining = size
+
+        def feed(chunk: memoryview) -> None:
+            nonlocal remaining
+            remaining -= len(chunk)
+            if remaining == 0:
+                self._streaming = None
+            streamed.feed(chunk)
+
+        return feed
+
     def _fail(self, reason: str, *, notify: bool = True) -> None:
         if self._closed is not None:
             return
         self._closed = reason
         self._writable.set()
+        streaming, self._streaming = self._streaming, None
+        if streaming is not None:
+            streaming.failed()
         waiting, self._waiting = self._waiting, deque()
         for _correlation, handler in waiting:
             handler(None)

@@ -22,7 +22,8 @@ of the broker is read: `cpu_s_per_gb` per run, gateway ÷ broker (target ≤ 0.5
    its own topic) through this one-worker gateway, then through a second gateway started with
    `workers=2`; the broker's CPU share during each run says whether it was the bottleneck
    (target 2 workers ÷ 1 ≥ 1.6 where it is not).
-`--phases a,b` runs only those phases (memory, logins, throughput, latency, noisy, workers).
+`--times N` multiplies the throughput workloads' record counts; `--phases a,b` runs only those
+phases (memory, logins, throughput, latency, noisy, workers).
 Prints one JSON document, writes it to `<out>/gateway.json` and a chart `<out>/gateway.png`.
 `--quick` uses 10× fewer records, 5 s latency and noisy runs, 40 cold keys and 200 connections
 (about 2 minutes); `--profile` records the gateway with py-spy during phases 2 and 3
@@ -120,6 +121,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
     parser.add_argument(
         "--profile", action="store_true", help="py-spy the gateway (logins, throughput)"
+    )
+    parser.add_argument(
+        "--times",
+        type=int,
+        default=1,
+        help="multiply the throughput workloads' record counts (steadier CPU per GB figures)",
     )
     parser.add_argument(
         "--phases",
@@ -291,9 +298,16 @@ class CpuMeter:
 
 
 def throughput_phase(
-    broker: BrokerProcess, gateway: GatewayProcess, key: Key, scale: int, meter: CpuMeter
+    broker: BrokerProcess,
+    gateway: GatewayProcess,
+    key: Key,
+    scale: int,
+    meter: CpuMeter,
+    times: int = 1,
 ) -> list[Throughput]:
-    plan = [(count // scale, size, codec) for count, size in WORKLOADS for codec in CODECS]
+    """`times` multiplies the workloads' record counts (longer runs: CPU time is read in clock
+    ticks of 10 ms, and the gateway's idle work is subtracted per second)."""
+    plan = [(count * times // scale, size, codec) for count, size in WORKLOADS for codec in CODECS]
     warm_up = (WARM_UP_RECORDS // scale, 100, "none")
     names = [topic_for(*work) for work in [warm_up, *plan]] + ["bench-latency"]
     gateway_connection = sasl(gateway, key)
@@ -497,7 +511,9 @@ def run(
     if "throughput" in phases:
         meter = CpuMeter(broker, gateway)
         with profiled(args.profile, gateway, args.out / "gateway_throughput_flamegraph.svg"):
-            sections["runs"] = throughput_phase(broker, gateway, tenants.bench, scale, meter)
+            sections["runs"] = throughput_phase(
+                broker, gateway, tenants.bench, scale, meter, args.times
+            )
         sections["cpu"] = meter.rows
     if "latency" in phases:
         seconds = QUICK_LATENCY_SECONDS if args.quick else LATENCY_SECONDS
@@ -515,6 +531,7 @@ def run(
         "login_concurrency": LOGIN_CONCURRENCY,
         "gateway_properties": "defaults",
         "phases": phases,
+        "throughput_times": args.times,
     }
     return document(settings, sections, args.quick)
 
