@@ -89,6 +89,11 @@ class MetadataTopicWriter:
             await self._cluster.close()
 
 
+def _topic_id(metadata: MetadataView, name: str) -> str:
+    topic = metadata.topic(name)
+    return "" if topic is None else topic.topic_id.hex
+
+
 @dataclass(frozen=True, slots=True)
 class TieredWiring:
     manager: RemoteLogManager
@@ -124,5 +129,6 @@ def build_tiered(
         clock=clock, node_id=config.node_id, metrics=RemoteStorageMetrics(registry),
         index_cache_segments=settings.index_cache_segments,
         copy_max_bytes_per_second=settings.copy_max_bytes_per_second,
+        topic_id_of=lambda name: _topic_id(metadata, name),
     )  # fmt: skip
     return TieredWiring(manager, settings.task_interval_ms, writer)

@@ -9,7 +9,9 @@ the user partition, `metadata_partition`) and folds into memory every record of 
 partitions this broker holds a replica of, read from its local replica up to the high watermark
 (`refresh`), so a broker that becomes leader knows where the previous leader stopped. Folding is
 idempotent: a segment's state only moves forward, so a record seen twice (published here, then
-read back) changes nothing.
+read back) changes nothing. Tiers are kept per topic id too: a topic deleted and created again
+under the same name starts with an empty tier, and the old one's segments are orphans (`stale`)
+that its new leader deletes.
 
 Runs on the event loop; not thread-safe.
 """
@@ -115,21 +117,25 @@ class RemoteLogMetadataManager:
     def __init__(self, topic: MetadataTopic, replicas: ReplicaManager) -> None:
         self._topic = topic
         self._replicas = replicas
-        self._tiers: dict[tuple[str, int], PartitionTier] = {}
+        self._tiers: dict[tuple[str, int, str], PartitionTier] = {}  # (topic, partition, id)
         self._read_upto: dict[int, int] = {}  # metadata partition -> next offset to fold
 
-    def tier(self, topic: str, partition: int) -> PartitionTier:
-        key = (topic, partition)
+    def tier(self, topic: str, partition: int, topic_id: str = "") -> PartitionTier:
+        key = (topic, partition, topic_id)
         found = self._tiers.get(key)
         if found is None:
             found = self._tiers[key] = PartitionTier()
         return found
 
-    def find(self, topic: str, partition: int) -> PartitionTier | None:
-        return self._tiers.get((topic, partition))
+    def find(self, topic: str, partition: int, topic_id: str = "") -> PartitionTier | None:
+        return self._tiers.get((topic, partition, topic_id))
 
-    def forget(self, topic: str, partition: int) -> None:
-        self._tiers.pop((topic, partition), None)
+    def stale(self, topic: str, partition: int, topic_id: str) -> list[PartitionTier]:
+        """Tiers of an earlier topic of the same name (another id): their segments are orphans."""
+        return [
+            tier for (name, index, tid), tier in self._tiers.items()
+            if name == topic and index == partition and tid != topic_id and tier.segments
+        ]  # fmt: skip
 
     async def publish(self, event: MetadataEvent) -> None:
         """Append `event` to its metadata partition (committed on return), then fold it."""
@@ -137,7 +143,7 @@ class RemoteLogMetadataManager:
         partition = metadata_partition(event.topic, event.partition, self._topic.partition_count())
         batch = build_batch([Record(offset_delta=0, timestamp_delta=0, key=key, value=value)])
         await self._topic.append(partition, batch)
-        self.tier(event.topic, event.partition).apply(event)
+        self.tier(event.topic, event.partition, event.topic_id).apply(event)
 
     def refresh(self) -> int:
         """Fold every new committed record of the metadata partitions held here; returns how many."""
@@ -181,8 +187,8 @@ class RemoteLogMetadataManager:
         except MetadataDecodeError as exc:
             _log.warning("event=remote_metadata_skipped error=%r", str(exc))
             return 0
-        self.tier(event.topic, event.partition).apply(event)
+        self.tier(event.topic, event.partition, event.topic_id).apply(event)
         return 1
 
-    def tiers(self) -> Iterable[tuple[tuple[str, int], PartitionTier]]:
+    def tiers(self) -> Iterable[tuple[tuple[str, int, str], PartitionTier]]:
         return list(self._tiers.items())

@@ -26,6 +26,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
+from collections.abc import Callable
 
 from brokers.common.clock import Clock
 from brokers.log.log import Log
@@ -48,6 +49,7 @@ class RemoteLogManager:
         self, store: RemoteStore, metadata: RemoteLogMetadataManager, replicas: ReplicaManager,
         *, clock: Clock, node_id: int, metrics: RemoteStorageMetrics, index_cache_segments: int,
         copy_max_bytes_per_second: int | None = None,
+        topic_id_of: Callable[[str], str] = lambda topic: "",
     ) -> None:  # fmt: skip
         self.store = store
         self.metadata = metadata
@@ -56,6 +58,7 @@ class RemoteLogManager:
         self._node_id = node_id
         self.metrics = metrics
         self._copy_rate = copy_max_bytes_per_second
+        self._topic_id_of = topic_id_of  # the topic's current id (hex), "" when unknown
         self.reader = RemoteReader(store, cached_segments=index_cache_segments)
 
     # -- the periodic task ------------------------------------------------------------------
@@ -66,7 +69,10 @@ class RemoteLogManager:
             log = partition.log
             if not log.config.remote_storage_enable or log.closed or log.offline:
                 continue
-            tier = self.metadata.tier(partition.topic, partition.index)
+            topic_id = self._topic_id_of(partition.topic)
+            if not topic_id:
+                continue  # the metadata does not know the topic yet: nothing to decide from
+            tier = self.metadata.tier(partition.topic, partition.index, topic_id)
             if partition.is_leader:
                 try:
                     await self._lead(partition, tier)
@@ -79,6 +85,11 @@ class RemoteLogManager:
             self._record_lag(partition, tier)
 
     async def _lead(self, partition: Partition, tier: PartitionTier) -> None:
+        topic_id = self._topic_id_of(partition.topic)
+        for orphaned in self.metadata.stale(partition.topic, partition.index, topic_id):
+            for segment in list(orphaned.segments.values()):  # a deleted topic of this name
+                if not await self._delete(segment):
+                    return
         await self._expire(partition, tier)
         if partition.log.config.remote_log_copy_disable:
             return
@@ -99,7 +110,7 @@ class RemoteLogManager:
         started = RemoteSegment(
             partition.topic, partition.index, uuid.uuid4().hex, segment.base_offset, end,
             segment.max_timestamp, segment.size, epochs, self._node_id, self._clock.time_ms(),
-            SegmentState.COPY_SEGMENT_STARTED,
+            SegmentState.COPY_SEGMENT_STARTED, self._topic_id_of(partition.topic),
         )  # fmt: skip
         await self.metadata.publish(started)
         self.metrics.copy_requests.labels(partition.topic).inc()
@@ -181,11 +192,14 @@ class RemoteLogManager:
 
     # -- what handlers ask ------------------------------------------------------------------
 
+    def _find(self, log: Log) -> PartitionTier | None:
+        return self.metadata.find(log.topic, log.partition, self._topic_id_of(log.topic))
+
     def _tier_below(self, log: Log) -> PartitionTier | None:
         """The partition's tier when it holds offsets up to the local log start (no gap)."""
         if not log.config.remote_storage_enable:
             return None
-        tier = self.metadata.find(log.topic, log.partition)
+        tier = self._find(log)
         if tier is None:
             return None
         copied = tier.copied_upto
@@ -200,13 +214,13 @@ class RemoteLogManager:
 
     def last_tiered_offset(self, log: Log) -> int:
         """ListOffsets -5: the highest offset copied to the remote tier, -1 when none."""
-        tier = self.metadata.find(log.topic, log.partition)
+        tier = self._find(log)
         copied = None if tier is None else tier.copied_upto
         return -1 if copied is None else copied - 1
 
     def epoch_of(self, log: Log, offset: int) -> int:
         """The leader epoch of a remote offset (from its segment's epochs), -1 when unknown."""
-        tier = self.metadata.find(log.topic, log.partition)
+        tier = self._find(log)
         segment = None if tier is None else tier.segment_for(offset)
         if segment is None:
             return -1
@@ -266,7 +280,8 @@ class RemoteLogManager:
         log = partition.log
         tier = self._tier_below(log)
         if tier is not None and offset > tier.log_start_offset:
-            await self.metadata.publish(LogStartEvent(log.topic, log.partition, offset))
+            topic_id = self._topic_id_of(log.topic)
+            await self.metadata.publish(LogStartEvent(log.topic, log.partition, offset, topic_id))
             await self._expire(partition, tier)
         if offset > log.log_start_offset:
             partition.delete_records_before(offset)

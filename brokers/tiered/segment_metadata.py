@@ -47,6 +47,7 @@ class RemoteSegment:
     broker_id: int
     event_time_ms: int
     state: SegmentState
+    topic_id: str = ""  # the topic's id (hex): a topic deleted and created again is another
 
     def with_state(self, state: SegmentState, now_ms: int) -> RemoteSegment:
         return dataclasses.replace(self, state=state, event_time_ms=now_ms)
@@ -66,6 +67,7 @@ class LogStartEvent:
     topic: str
     partition: int
     log_start_offset: int
+    topic_id: str = ""
 
 
 MetadataEvent = RemoteSegment | LogStartEvent
@@ -85,6 +87,7 @@ def encode(event: MetadataEvent) -> tuple[bytes, bytes]:
     if isinstance(event, LogStartEvent):
         body: dict[str, object] = {
             "v": ENCODING_VERSION, "type": "log_start", "offset": event.log_start_offset,
+            "tid": event.topic_id,
         }  # fmt: skip
     else:
         body = {
@@ -92,7 +95,7 @@ def encode(event: MetadataEvent) -> tuple[bytes, bytes]:
             "start": event.start_offset, "end": event.end_offset,
             "max_timestamp": event.max_timestamp, "size": event.size_bytes,
             "epochs": [list(e) for e in event.leader_epochs], "broker": event.broker_id,
-            "time": event.event_time_ms, "state": event.state.name,
+            "time": event.event_time_ms, "state": event.state.name, "tid": event.topic_id,
         }  # fmt: skip
     return partition_key(event.topic, event.partition), json.dumps(body).encode()
 
@@ -108,12 +111,12 @@ def decode(key: bytes, value: bytes) -> MetadataEvent:
         if body.get("v") != ENCODING_VERSION:
             raise ValueError(f"version {body.get('v')!r}")
         if body["type"] == "log_start":
-            return LogStartEvent(topic, partition, int(body["offset"]))
+            return LogStartEvent(topic, partition, int(body["offset"]), str(body.get("tid", "")))
         return RemoteSegment(
             topic, partition, str(body["id"]), int(body["start"]), int(body["end"]),
             int(body["max_timestamp"]), int(body["size"]),
             tuple((int(e), int(o)) for e, o in body["epochs"]), int(body["broker"]),
-            int(body["time"]), SegmentState[body["state"]],
+            int(body["time"]), SegmentState[body["state"]], str(body.get("tid", "")),
         )  # fmt: skip
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise MetadataDecodeError(f"unreadable remote log metadata record: {exc}") from exc

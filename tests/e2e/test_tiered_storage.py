@@ -259,3 +259,32 @@ def test_read_committed_from_the_remote_tier_skips_aborted_transactions(
     wait_local_start_past(broker, topic_name, number // 2)
     read_committed = {"isolation.level": "read_committed"}
     assert numbers_confluent(broker.bootstrap, topic_name, 0, **read_committed) == committed
+
+
+def test_a_topic_created_again_under_the_same_name_does_not_see_the_old_remote_data(
+    tiered_broker: tuple[BrokerProcess, Path], topic_name: str
+) -> None:
+    """Remote segments belong to a topic id: the new topic starts empty in the remote tier (its
+    local retention is not bounded by the old copies) and the old topic's segments are deleted."""
+    broker, remote = tiered_broker
+    create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+    produce(broker.bootstrap, topic_name, RECORDS)
+    wait_local_start_past(broker, topic_name, 0)
+    old = {p.name for p in remote_objects(remote, topic_name, "log")}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([topic_name])[topic_name].result(30)
+    wait_until(
+        lambda: topic_name not in admin.list_topics(timeout=10).topics,
+        what="the topic deleted", timeout=DEADLINE_S,
+    )  # fmt: skip
+    create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+    again = RECORDS // 2
+    produce(broker.bootstrap, topic_name, again, first=RECORDS)  # numbered after the old ones
+    assert list_offset(broker.host, broker.port, topic_name, LATEST_TIERED) < again
+    wait_local_start_past(broker, topic_name, 0)
+    assert list_offset(broker.host, broker.port, topic_name, EARLIEST) == 0
+    assert numbers_confluent(broker.bootstrap, topic_name) == list(range(RECORDS, RECORDS + again))
+    wait_until(
+        lambda: not old & {p.name for p in remote_objects(remote, topic_name, "log")},
+        what="the old topic's remote segments deleted", timeout=DEADLINE_S, interval=0.2,
+    )  # fmt: skip
