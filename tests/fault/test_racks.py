@@ -10,6 +10,9 @@
   producer writes; broker 2 is killed (it leaves the ISR and the metadata, so the leader stops
   naming it); the consumer goes back to the leader (whose BytesOut grows from then on) and reads
   every acknowledged record, none lost.
+- The same Java consumer when its follower stays up but leaves the ISR (the leader's inter-broker
+  link cut): it comes back to the leader when its preferred replica expires, and reads there the
+  records only the leader holds.
 """
 
 from __future__ import annotations
@@ -26,11 +29,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
+from kazoo.client import KazooClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from infra.fault_proxy import ProxyLoop
 from infra.stack import BrokerProcess, free_port
 from pier.cli import main
 from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of
+from tests.fault.harness import FaultCluster
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -215,12 +221,12 @@ class JavaReader:
     """Kafka's Java consumer (ConsoleConsumer, client.rack=b) printing each value on a line;
     it exits after 20 s without a new record."""
 
-    def __init__(self, bootstrap: str, topic: str, out: Path) -> None:
+    def __init__(self, bootstrap: str, topic: str, out: Path, extra: tuple[str, ...] = ()) -> None:
         self.out = out
         argv = [str(REFERENCE), "tool", CONSOLE_CONSUMER, "--bootstrap-server", bootstrap]
         argv += ["--topic", topic, "--from-beginning", "--timeout-ms", "20000"]
         argv += ["--consumer-property", "client.rack=b"]
-        argv += ["--consumer-property", "request.timeout.ms=5000"]
+        argv += ["--consumer-property", "request.timeout.ms=5000", *extra]
         with out.open("wb") as sink:
             self.process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.DEVNULL)
 
@@ -328,3 +334,65 @@ def test_the_consumer_falls_back_to_the_leader_when_its_follower_dies(
         writer.stop()
         consumer.close()
     assert writer.acked <= seen
+
+
+def test_the_java_consumer_falls_back_to_the_leader_when_its_follower_leaves_the_isr(
+    proxy_loop: ProxyLoop,
+    broker_factory: Any,
+    chroot: str,
+    zk_session: KazooClient,
+    tmp_path: Path,
+) -> None:
+    """The followers stay up but stop replicating (the leader's inter-broker link is cut): both
+    leave the ISR, the follower on rack b keeps its stale high watermark. The Java consumer's
+    preferred replica expires (metadata.max.age.ms), the leader names nobody now, and the records
+    written after the shrink, which only the leader holds, reach the consumer: it reads there."""
+
+    def start(**settings: Any) -> BrokerProcess:
+        return broker_factory(**settings, metrics_port=free_port())  # type: ignore[no-any-return]
+
+    cluster = FaultCluster(proxy_loop, start, chroot, zk_session)
+    racks = {1: "a", 2: "b", 3: "c"}
+    try:
+        for node, rack in racks.items():
+            cluster.start(node, {**CONFIG, "broker.rack": rack, "min.insync.replicas": "1"})
+        brokers = {n: b.process for n, b in cluster.brokers.items()}
+        wait_until(
+            lambda: sorted(metadata_of(brokers[1]).brokers) == [1, 2, 3],
+            what="three brokers registered",
+            timeout=SETTLE_S,
+        )
+        bootstrap = ",".join(b.bootstrap for b in brokers.values())
+        topic = "stale"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        new = NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])
+        admin.create_topics([new])[topic].result(60)
+        writer = AckedWriter(bootstrap, topic).start()
+        extra = ("--consumer-property", "metadata.max.age.ms=3000")
+        reader = JavaReader(bootstrap, topic, tmp_path / "java-consumer.out", extra)
+        try:
+            wait_until(
+                lambda: bytes_out(brokers[2], topic) > 0 and len(reader.seen()) >= 1000,
+                what="the Java consumer reading from broker 2 (rack b)",
+                timeout=SETTLE_S,
+            )
+            cluster.brokers[1].link.cut()  # followers can no longer fetch from the leader
+            wait_until(
+                lambda: list(cluster.state(topic, 0).isr) == [1],
+                what="the ISR shrunk to the leader",
+                timeout=SETTLE_S,
+            )
+            shrunk_at = max(int(v[1:]) for v in writer.acked)
+            wait_until(
+                lambda: any(int(v[1:]) > shrunk_at + 100 for v in reader.seen()),
+                what="records written after the shrink read (only the leader has them)",
+                timeout=120,
+            )
+        finally:
+            writer.stop()
+            seen = reader.wait()
+        assert writer.acked <= seen
+    finally:
+        for broker in cluster.brokers.values():
+            broker.link.heal()
+            broker.zk_link.heal()
