@@ -26,10 +26,11 @@ from infra.stack import free_port
 from tests.integration.test_launcher import children_of, wait_for_output
 from tests.polling import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(360)]
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 90.0
+USAGE_S = 180.0  # the billing stream's Spark JVM start and first micro-batch, on two busy cores
 RECORDS = 20
 
 
@@ -154,7 +155,7 @@ def demo_usage_rolled_up(state: Path) -> None:
         return sum(int(json.loads(line)["bytes_in"]) for line in done.stdout.splitlines())
 
     try:
-        wait_until(bytes_in, what="demo usage with bytes_in > 0", timeout=WAIT_S, interval=1.0)
+        wait_until(bytes_in, what="demo usage with bytes_in > 0", timeout=USAGE_S, interval=1.0)
     except AssertionError as error:
         log = (state / "billing.log").read_text() if (state / "billing.log").exists() else ""
         raise AssertionError(f"{error}; billing.log:\n{log[-3000:]}") from error
