@@ -130,6 +130,10 @@ class RemoteLogMetadataManager:
     def find(self, topic: str, partition: int, topic_id: str = "") -> PartitionTier | None:
         return self._tiers.get((topic, partition, topic_id))
 
+    def partition_of(self, topic: str, partition: int) -> int:
+        """The metadata partition holding this partition's events."""
+        return metadata_partition(topic, partition, self._topic.partition_count())
+
     def stale(self, topic: str, partition: int, topic_id: str) -> list[PartitionTier]:
         """Tiers of an earlier topic of the same name (another id): their segments are orphans."""
         return [

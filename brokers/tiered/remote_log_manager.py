@@ -34,7 +34,11 @@ from brokers.log.txn_index import AbortedTxn
 from brokers.replication.partition import Partition
 from brokers.replication.replica_manager import ReplicaManager
 from brokers.tiered.copier import Candidate, copy_candidates, leader_epochs, segment_files
-from brokers.tiered.metadata_manager import PartitionTier, RemoteLogMetadataManager
+from brokers.tiered.metadata_manager import (
+    METADATA_TOPIC,
+    PartitionTier,
+    RemoteLogMetadataManager,
+)
 from brokers.tiered.metrics import RemoteStorageMetrics
 from brokers.tiered.reader import RemoteRead, RemoteReader
 from brokers.tiered.remote_retention import dangling, expired_segments
@@ -59,12 +63,14 @@ class RemoteLogManager:
         self.metrics = metrics
         self._copy_rate = copy_max_bytes_per_second
         self._topic_id_of = topic_id_of  # the topic's current id (hex), "" when unknown
+        self._orphans_seen: set[tuple[str, int, str]] = set()
         self.reader = RemoteReader(store, cached_segments=index_cache_segments)
 
     # -- the periodic task ------------------------------------------------------------------
 
     async def run(self) -> None:
         self.metadata.refresh()
+        await self._delete_orphans()
         for partition in self._replicas.partitions():
             log = partition.log
             if not log.config.remote_storage_enable or log.closed or log.offline:
@@ -83,6 +89,27 @@ class RemoteLogManager:
                     )  # fmt: skip
             log.remote_copied_upto = tier.copied_upto
             self._record_lag(partition, tier)
+
+    async def _delete_orphans(self) -> None:
+        """Remote segments of deleted topics (no topic of that name and id any more), deleted by
+        the leader of the metadata partition holding their events, once seen orphaned on two runs
+        in a row, and only while the metadata knows topics at all (the metadata topic itself)."""
+        if not self._topic_id_of(METADATA_TOPIC):
+            return
+        seen, self._orphans_seen = self._orphans_seen, set()
+        for key, tier in self.metadata.tiers():
+            topic, index, topic_id = key
+            if not topic_id or not tier.segments or self._topic_id_of(topic) == topic_id:
+                continue
+            holder = self._replicas.find(METADATA_TOPIC, self.metadata.partition_of(topic, index))
+            if holder is None or not holder.is_leader:
+                continue
+            self._orphans_seen.add(key)
+            if key not in seen:
+                continue
+            for segment in list(tier.segments.values()):
+                if not await self._delete(segment):
+                    break
 
     async def _lead(self, partition: Partition, tier: PartitionTier) -> None:
         topic_id = self._topic_id_of(partition.topic)

@@ -288,3 +288,20 @@ def test_a_topic_created_again_under_the_same_name_does_not_see_the_old_remote_d
         lambda: not old & {p.name for p in remote_objects(remote, topic_name, "log")},
         what="the old topic's remote segments deleted", timeout=DEADLINE_S, interval=0.2,
     )  # fmt: skip
+
+
+def test_deleting_a_tiered_topic_deletes_its_remote_segments(
+    tiered_broker: tuple[BrokerProcess, Path], topic_name: str
+) -> None:
+    broker, remote = tiered_broker
+    create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+    produce(broker.bootstrap, topic_name, RECORDS)
+    wait_local_start_past(broker, topic_name, 0)
+    assert remote_objects(remote, topic_name, "log")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([topic_name])[topic_name].result(30)
+    wait_until(
+        lambda: not remote_objects(remote, topic_name, "log")
+        and not remote_objects(remote, topic_name, "index"),
+        what="the deleted topic's remote segments gone", timeout=DEADLINE_S, interval=0.2,
+    )  # fmt: skip
