@@ -6,7 +6,10 @@ RemoteIndexCache), and one ranged read of the segment's data from that position,
 batches: those ending before the fetch offset are skipped, and at most `max_bytes` are returned
 but, with `min_one_batch`, always the whole first batch (KIP-74). Only the batch headers are
 parsed, never the records. `RemoteRecords` is the answer: bytes that the Fetch encoder sends as a
-part like a file region's.
+part like a file region's. Also `aborted` (read_committed: the aborted transactions from the
+remote `.txnindex` objects, cached like the offset indexes) and `batch_by_timestamp` (ListOffsets
+by timestamp: a segment's time index, then whole batches forward). A batch cut by the ranged read
+is read again whole, from its own position when even its header was cut.
 
 The store calls block, so `read` runs them with `asyncio.to_thread`; the cache is touched only on
 the event loop. Not thread-safe otherwise.

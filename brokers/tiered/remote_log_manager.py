@@ -17,6 +17,10 @@ offsets below the local one, Kafka's logStartOffset vs localLogStartOffset), `la
 (DeleteRecords below the local log start moves the remote log start; recorded in the metadata
 topic and applied by expiring remote segments).
 
+Events carry the topic id (`topic_id_of`, from the metadata): a topic created again under an old
+name starts with an empty tier, its leader deletes the old topic's segments, and the leader of a
+metadata partition deletes the segments of topics gone (`_delete_orphans`).
+
 Runs on the event loop; every store call goes to a worker thread. Not thread-safe.
 """
 
