@@ -392,9 +392,10 @@ class JsonSplitter:
                 start = self._skip_blanks(data, start)
                 line = self._line(data, start)
                 if line is not None:
-                    value, end = line
+                    value, end, newline = line
                     done.append(self._taken(value, end - start))
-                    start = end
+                    self.blanks += newline + 1 - end  # the line's end: blanks before the next
+                    start = newline + 1
                     continue
             start = self._skip_blanks(data, start)
             if start >= len(data):
@@ -412,10 +413,11 @@ class JsonSplitter:
         self.offset += len(data)
         return done
 
-    def _line(self, data: bytes, start: int) -> tuple[_Parsed, int] | None:
+    def _line(self, data: bytes, start: int) -> tuple[_Parsed, int, int] | None:
         """The container value that fills the line from `start` (up to a newline, which must be
-        in `data`), decoded, and where it ends; None when the line is anything else (the scan
-        then reads it: a value over several lines, several on one, a scalar, bad JSON)."""
+        in `data`), decoded, where it ends and where the newline is; None when the line is
+        anything else (the scan then reads it: a value over several lines, several on one, a
+        scalar, bad JSON)."""
         if start >= len(data) or data[start] not in b"{[":
             return None
         newline = data.find(b"\n", start)
@@ -428,7 +430,7 @@ class JsonSplitter:
             value = json.loads(line.decode("utf-8"))
         except (ValueError, UnicodeDecodeError, RecursionError):
             return None
-        return _Parsed(value), start + len(line.rstrip(b" \t\r"))
+        return _Parsed(value), start + len(line.rstrip(b" \t\r")), newline
 
     def _taken(self, value: _Parsed, length: int) -> tuple[_Parsed, int]:
         size = self.blanks + length

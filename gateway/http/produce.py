@@ -154,14 +154,17 @@ class AnswerLines:
             f'{{"error_code":200,"cluster_id":{json.dumps(cluster_id)},'
             f'"topic_name":{json.dumps(topic)},"partition_id":'
         )
+        self._stamp = (-1, "")  # the last timestamp formatted (a batch's records share theirs)
 
     def line(self, prepared: Prepared, result: ProduceResult) -> str:
         stamp = (
             result.log_append_time_ms if result.log_append_time_ms >= 0 else prepared.timestamp_ms
         )
+        if stamp != self._stamp[0]:
+            self._stamp = (stamp, iso_ms(stamp))
         parts = [
             self._prefix,
-            f'{prepared.partition},"offset":{result.base_offset},"timestamp":"{iso_ms(stamp)}"',
+            f'{prepared.partition},"offset":{result.base_offset},"timestamp":"{self._stamp[1]}"',
         ]
         record = prepared.record
         for name, part in (("key", record.key), ("value", record.value)):

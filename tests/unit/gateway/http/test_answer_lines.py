@@ -1,0 +1,31 @@
+"""A streamed produce's answer lines (`gateway.http.produce.AnswerLines`) are the bytes
+`json.dumps` writes for the record's ProduceResponse (`answer`), whatever the record holds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from brokers.client.producer import ProduceResult
+from gateway.http.produce import AnswerLines, Prepared, answer
+from gateway.http.records import produce_record
+
+RECORDS = [
+    {"value": {"type": "BINARY", "data": "AAEC"}},
+    {"key": {"type": "STRING", "data": "k"}, "value": {"type": "JSON", "data": {"a": [1]}}},
+    {"key": {"type": "JSON", "data": None}},
+    {},
+]
+
+
+@pytest.mark.parametrize("raw", RECORDS)
+@pytest.mark.parametrize("topic", ["orders", 'tëst"\\topic'])
+def test_a_line_is_the_json_of_the_answer(raw: dict[str, object], topic: str) -> None:
+    lines = AnswerLines('cl-ü"1', topic)
+    for offset, (stamp, appended) in enumerate([(1_700_000_000_123, -1), (5, 1_700_000_000_999)]):
+        prepared = Prepared(topic, 3, stamp, produce_record(raw))
+        result = ProduceResult(offset, appended, 0)
+        expected = json.dumps(answer('cl-ü"1', prepared, result), separators=(",", ":")) + "\n"
+        assert lines.line(prepared, result) == expected
+        assert lines.line(prepared, result) == expected  # the remembered timestamp too
