@@ -81,7 +81,9 @@ def _requested(
     result: list[tuple[str | None, TopicMetadata | None, ErrorCode]] = []
     for item in wanted:
         name = item.name
-        if name is None and getattr(item, "topic_id", None) is not None:
+        topic_id = getattr(item, "topic_id", None)
+        # By id when an id is given without a name: Kafka's Java client leaves the name "" then.
+        if not name and topic_id is not None and topic_id.int != 0:
             meta = cache.topic_by_id(item.topic_id)
             error = ErrorCode.none if meta else ErrorCode.unknown_topic_id
             result.append((meta.name if meta else None, meta, error))

@@ -60,7 +60,8 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     batch, names = Batch(), []
     for topic in request.topics:
         name = topic.name
-        if name is None:  # v12: looked up by id (KIP-516)
+        by_id = getattr(topic, "topic_id", None) is not None and topic.topic_id.int != 0
+        if name is None or (not name and by_id):  # v12: by id (Java leaves the name "")
             name = await tenant_topic_by_id(ctx, topic.topic_id)
             if name is None:
                 refused = _topic(ctx, None, ErrorCode.unknown_topic_id, topic)
