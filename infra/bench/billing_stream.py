@@ -170,7 +170,10 @@ def _wait(check: Any, timeout: float, what: str, stream: BillingStreamProcess) -
     deadline = time.monotonic() + timeout
     while not check():
         if stream.process.poll() is not None:
-            raise RuntimeError(f"the stream exited with {stream.process.returncode}: {what}")
+            tail = stream.log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(
+                f"the stream exited with {stream.process.returncode}: {what}\n{tail}"
+            )
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(0.5)
