@@ -23,8 +23,9 @@ Tiered storage (KIP-405, docs/design.md "Tiered storage"): `remote.storage.enabl
 only when the broker sets `remote.log.storage.system.enable=true` (else refused with Kafka's
 message), never with `cleanup.policy` compact, and `local.retention.ms` / `local.retention.bytes`
 (-2: retention.ms / retention.bytes) must not exceed retention.ms / retention.bytes unless those
-are -1, as Kafka's LogConfig.validateRemoteStorageRetention checks. `LogConfig.local_retention_*`
-give the effective local limits.
+are -1, as Kafka's LogConfig.validateRemoteStorageRetention checks; turning it off again needs
+`remote.log.delete.on.disable=true` (`validate_remote_storage_change`, KIP-950), which deletes the
+remote data. `LogConfig.local_retention_*` give the effective local limits.
 
 `LogConfig(...)` built directly is not validated (tests use tiny segments); `from_properties` is
 the validating entry point. Pure and immutable; thread-safe.
@@ -202,7 +203,7 @@ _DEFINITIONS = (
     _d("remote.log.copy.disable", "boolean", "false", None,
        "Stop copying segments to the remote tier (reads and remote retention go on)."),
     _d("remote.log.delete.on.disable", "boolean", "false", None,
-       "Accepted for compatibility (disabling remote storage is refused, see docs/design.md)."),
+       "Turning remote.storage.enable off deletes the remote data (else it is refused)."),
     _d("remote.storage.enable", "boolean", "false", None,
        "Copy closed segments to the remote tier (needs remote.log.storage.system.enable)."),
     _d("retention.bytes", "long", "-1", None,
@@ -344,6 +345,7 @@ class LogConfig:
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
     remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     @property
     def compact(self) -> bool:
@@ -418,6 +420,30 @@ def validate_topic_overrides(
         normalised[name] = render_value(definition, parse_value(definition, raw))
     _effective_values(normalised, broker_defaults)
     return normalised
+
+
+DISABLE_WITHOUT_DELETE = (
+    "It is invalid to disable remote storage without deleting remote data. If you want to keep "
+    "the remote data and turn to read only, please set "
+    "`remote.storage.enable=true,remote.log.copy.disable=true`. If you want to disable remote "
+    "storage and delete all remote data, please set "
+    "`remote.storage.enable=false,remote.log.delete.on.disable=true`."
+)
+
+
+def validate_remote_storage_change(
+    previous: Mapping[str, str], overrides: Mapping[str, str],
+    broker_defaults: Mapping[str, str] = MappingProxyType({}),
+) -> None:  # fmt: skip
+    """AlterConfigs of a topic: turning remote storage off needs remote.log.delete.on.disable
+    (Kafka's LogConfig.validateTurningOffRemoteStorageWithDelete, KIP-950)."""
+    try:
+        was = _effective_values(previous, broker_defaults)["remote.storage.enable"]
+    except InvalidConfigError:
+        return  # the old settings no longer parse: nothing to compare with
+    now = _effective_values(overrides, broker_defaults)
+    if was and not now["remote.storage.enable"] and not now["remote.log.delete.on.disable"]:
+        raise InvalidConfigError("remote.storage.enable", DISABLE_WITHOUT_DELETE)
 
 
 REMOTE_LOG_STORAGE_SYSTEM_ENABLE = "remote.log.storage.system.enable"

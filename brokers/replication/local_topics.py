@@ -36,7 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from brokers.common.descriptors import DescriptorBudget
-from brokers.log.config import LogConfig, validate_topic_overrides
+from brokers.log.config import (
+    LogConfig,
+    validate_remote_storage_change,
+    validate_topic_overrides,
+)
 from brokers.log.errors import LogDirError
 from brokers.replication.errors import (
     InvalidPartitionsError,
@@ -187,6 +191,7 @@ class LocalTopicRegistry:
         """Replace a topic's overrides (AlterConfigs) — callers merge for incremental changes."""
         topic = self._require(name)
         overrides = validate_topic_overrides(configs, self._broker_defaults)
+        validate_remote_storage_change(topic.configs, overrides, self._broker_defaults)
         config = self.log_config(overrides)
         if validate_only:
             return

@@ -77,11 +77,14 @@ class RemoteLogManager:
         await self._delete_orphans()
         for partition in self._replicas.partitions():
             log = partition.log
-            if not log.config.remote_storage_enable or log.closed or log.offline:
-                continue
             topic_id = self._topic_id_of(partition.topic)
-            if not topic_id:
-                continue  # the metadata does not know the topic yet: nothing to decide from
+            if log.closed or log.offline or not topic_id:
+                continue  # (no id: the metadata does not know the topic yet, nothing to decide)
+            if not log.config.remote_storage_enable:
+                log.remote_copied_upto = None
+                if partition.is_leader and log.config.remote_log_delete_on_disable:
+                    await self._delete_tier(partition, topic_id)
+                continue
             tier = self.metadata.tier(partition.topic, partition.index, topic_id)
             if partition.is_leader:
                 try:
@@ -93,6 +96,13 @@ class RemoteLogManager:
                     )  # fmt: skip
             log.remote_copied_upto = tier.copied_upto
             self._record_lag(partition, tier)
+
+    async def _delete_tier(self, partition: Partition, topic_id: str) -> None:
+        """remote.storage.enable turned off with remote.log.delete.on.disable (KIP-950)."""
+        tier = self.metadata.find(partition.topic, partition.index, topic_id)
+        for segment in [] if tier is None else list(tier.segments.values()):
+            if not await self._delete(segment):
+                return
 
     async def _delete_orphans(self) -> None:
         """Remote segments of deleted topics (no topic of that name and id any more), deleted by

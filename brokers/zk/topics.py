@@ -48,7 +48,11 @@ from brokers.controller.errors import InvalidPartitionsError as AssignPartitions
 from brokers.controller.errors import InvalidReplicationFactorError as AssignFactorError
 from brokers.controller.state import ReplicaAssignment
 from brokers.controller.zk_client import ZkClient
-from brokers.log.config import LogConfig, validate_topic_overrides
+from brokers.log.config import (
+    LogConfig,
+    validate_remote_storage_change,
+    validate_topic_overrides,
+)
 from brokers.log.log_manager import LogManager
 from brokers.replication.errors import (
     InvalidPartitionsError,
@@ -181,6 +185,8 @@ class ZkTopicAdmin:
     ) -> None:
         self._read_assignment(name)
         overrides = validate_topic_overrides(configs, self._broker_defaults)
+        previous = self.topic_overrides(name)
+        validate_remote_storage_change(previous, overrides, self._broker_defaults)
         self.log_config(overrides)
         if validate_only:
             return

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
 from infra.probes import free_port
 from infra.stack import BrokerProcess, start_broker
@@ -304,4 +304,30 @@ def test_deleting_a_tiered_topic_deletes_its_remote_segments(
         lambda: not remote_objects(remote, topic_name, "log")
         and not remote_objects(remote, topic_name, "index"),
         what="the deleted topic's remote segments gone", timeout=DEADLINE_S, interval=0.2,
+    )  # fmt: skip
+
+
+def test_turning_remote_storage_off_needs_delete_on_disable_which_deletes_the_remote_data(
+    tiered_broker: tuple[BrokerProcess, Path], topic_name: str
+) -> None:
+    """Kafka's KIP-950 rule, with its message; then the remote segments go."""
+    broker, remote = tiered_broker
+    create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+    produce(broker.bootstrap, topic_name, RECORDS)
+    wait_local_start_past(broker, topic_name, 0)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def alter(**values: str) -> None:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic_name, set_config=values)
+        admin.alter_configs([resource])[resource].result(30)
+
+    with pytest.raises(KafkaException, match="invalid to disable remote storage without deleting"):
+        alter(**{**TIERED_TOPIC, "remote.storage.enable": "false"})
+    assert remote_objects(remote, topic_name, "log")
+    alter(
+        **{**TIERED_TOPIC, "remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+    )
+    wait_until(
+        lambda: not remote_objects(remote, topic_name, "log"),
+        what="the remote data deleted", timeout=DEADLINE_S, interval=0.2,
     )  # fmt: skip
