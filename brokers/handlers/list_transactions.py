@@ -2,15 +2,14 @@
 
 Filters by state names (unknown ones are echoed in `unknown_state_filters`), producer ids,
 (v1) how long the transaction has run and (v2, KIP-1152) a regular expression the whole id must
-match (empty or null: all; one that does not compile, or longer than MAX_PATTERN_CHARS, is
-INVALID_REGULAR_EXPRESSION; Python's `re` stands in for Java's regex); COORDINATOR_LOAD_IN_PROGRESS while a partition loads
+match (empty or null: all; RE2 as Kafka's RE2/J, `brokers.wire.request_patterns`; one that does
+not compile, or is too long, is INVALID_REGULAR_EXPRESSION); COORDINATOR_LOAD_IN_PROGRESS while a partition loads
 (`TransactionCoordinator.list_transactions`). The admin client asks every broker and merges.
 Runs on the event loop.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from brokers.handlers.build import make, response_module, throttle
@@ -18,16 +17,16 @@ from brokers.handlers.services import TransactionService
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
+from brokers.wire.request_patterns import RefusedPattern, compile_request_pattern
 
 API_KEY = 66
-MAX_PATTERN_CHARS = 1024
 
 
 def route(transactions: TransactionService) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
-        pattern = _pattern(getattr(request, "transactional_id_pattern", None))
-        if isinstance(pattern, _Refused):
+        pattern = compile_request_pattern(getattr(request, "transactional_id_pattern", None))
+        if isinstance(pattern, RefusedPattern):
             return make(
                 module,
                 "ListTransactionsResponse",
@@ -56,24 +55,8 @@ def route(transactions: TransactionService) -> Route:
                     transaction_state=t.state,
                 )
                 for t in listing.transactions
-                if pattern is None or pattern.fullmatch(t.transactional_id)
+                if pattern is None or pattern.matches(t.transactional_id)
             ),
         )
 
     return Route(API_KEY, 0, 2, handle, name="ListTransactions")
-
-
-class _Refused:
-    """A pattern answered INVALID_REGULAR_EXPRESSION."""
-
-
-def _pattern(text: str | None) -> re.Pattern[str] | _Refused | None:
-    """The compiled filter, or None for none."""
-    if not text:
-        return None
-    if len(text) > MAX_PATTERN_CHARS:
-        return _Refused()
-    try:
-        return re.compile(text)
-    except re.error:
-        return _Refused()
