@@ -190,8 +190,10 @@ class LogManager:
         self._logs[key] = created
         return created
 
-    def delete(self, topic: str, partition: int) -> bool:
-        """Retire the log, rename its directory `...-delete`, remove it after the delay."""
+    def delete(self, topic: str, partition: int, *, sync: bool = True) -> bool:
+        """Retire the log, rename its directory `...-delete`, remove it after the delay.
+        `sync=False` leaves the log dir's fsync to the caller (`sync_log_dir`, once for a
+        topic's partitions)."""
         doomed = self._logs.pop((topic, partition), None)
         if doomed is None:
             return False
@@ -199,10 +201,15 @@ class LogManager:
         self.cleaner.forget(topic, partition)
         target = self.log_dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         doomed.directory.rename(target)
-        _fsync_directory(self.log_dir)
+        if sync:
+            _fsync_directory(self.log_dir)
         due = self._clock.time_ms() + doomed.config.file_delete_delay_ms
         self._doomed.append((due, doomed, target))
         return True
+
+    def sync_log_dir(self) -> None:
+        """fsync the log dir: renames made with `delete(sync=False)` are durable after this."""
+        _fsync_directory(self.log_dir)
 
     # -- periodic duties --------------------------------------------------------------------
 

@@ -159,7 +159,10 @@ class LocalTopicRegistry:
     def delete_topic(self, name: str) -> None:
         topic = self._require(name)
         for index in list(topic.partitions):
-            self._replicas.delete(name, index)
+            self._replicas.delete(name, index, sync=False)
+        # One fsync for every rename, before the registry forgets the topic: a rename lost in a
+        # crash would bring its directory back as a topic the registry never saw.
+        self._replicas.sync_log_dir()
         self._partition_count -= len(topic.partitions)
         del self._metadata.topics[name]
         self._save()

@@ -176,13 +176,18 @@ class ReplicaManager:
             self.create(topic, index, self._deferred[(topic, index)])
         return len(self._deferred)
 
-    def delete(self, topic: str, index: int) -> None:
+    def delete(self, topic: str, index: int, *, sync: bool = True) -> None:
+        """Drop the partition and retire its log (`sync=False`: the caller fsyncs the log dir
+        once, `sync_log_dir`, for many partitions)."""
         self._deferred.pop((topic, index), None)
         self.fetchers.unfollow(FetchedTopicPartition(topic, index))
         deleted = self._partitions.pop((topic, index), None)
         if deleted is not None:
-            self._logs.delete(topic, index)
+            self._logs.delete(topic, index, sync=sync)
             self._leadership_changed(topic, index, False, deleted.leader_epoch)
+
+    def sync_log_dir(self) -> None:
+        self._logs.sync_log_dir()
 
     def on_leadership_change(self, listener: LeadershipListener) -> None:
         """Call `listener` after each become-leader / become-follower / stop / delete."""
