@@ -175,43 +175,48 @@ def committed_offset(wire: RawConnection) -> int:
     return int(partition.committed_offset)
 
 
-def test_a_tv2_producer_adds_no_partitions_and_every_end_bumps_its_epoch(broker: Any) -> None:
+def tv2_flow(wire: RawConnection) -> None:
+    """A TV2 producer's requests, on a connection to a broker or (tests/e2e/gateway) the gateway:
+    an aborted transaction, a committed one with an offset, a zombie fenced."""
     tid = f"tv2-{uuid.uuid4().hex[:8]}"
+    assert finalized(wire) == {"transaction.version": 2}
+    pid, epoch = init_producer_id(wire, tid, 60_000)
+    # Produce v11 (KIP-890 part 1) still refuses a partition never added ...
+    refused = produce(wire, tid, (pid, epoch), 0, 0, [b"v11"], request_cls=ProduceV11)
+    assert refused == ErrorCode.transaction_abortable
+    # ... while v12 adds it: no AddPartitionsToTxn at all in this test.
+    assert produce(wire, tid, (pid, epoch), 0, 0, [b"aborted-0"]) == ErrorCode.none
+    assert produce(wire, tid, (pid, epoch), 1, 0, [b"aborted-1"]) == ErrorCode.none
+    state = describe_transactions(wire, [tid])[tid]
+    assert state.transaction_state == "Ongoing"
+    assert sorted((t.topic, p) for t in state.topics for p in t.partitions) == [
+        (TOPIC, 0),
+        (TOPIC, 1),
+    ]
+    assert end_txn(wire, tid, (pid, epoch), commit=False) == (0, pid, epoch + 1)
+
+    # The next transaction runs at the bumped epoch, commits, and bumps again.
+    bumped = (pid, epoch + 1)
+    assert produce_retrying(wire, tid, bumped, 0, 0, [b"committed-0"]) == ErrorCode.none
+    find_group_coordinator(wire)
+    assert txn_offset_commit(wire, tid, bumped, 42) == ErrorCode.none
+    assert end_txn(wire, tid, bumped, commit=True) == (0, pid, epoch + 2)
+    wait_until(
+        lambda: committed_offset(wire) == 42,
+        what="the transactional offset committed without AddOffsetsToTxn",
+        timeout=TIMEOUT_S,
+    )
+
+    # A zombie of an older epoch is fenced on the partitions, where the markers carried
+    # the bumped epochs, and by the coordinator on a partition it never wrote to.
+    zombie = (pid, epoch + 1)
+    assert produce(wire, tid, zombie, 0, 1, [b"zombie"]) == ErrorCode.invalid_producer_epoch
+    assert end_txn(wire, tid, (pid, epoch), commit=True)[0] == ErrorCode.producer_fenced
+
+
+def test_a_tv2_producer_adds_no_partitions_and_every_end_bumps_its_epoch(broker: Any) -> None:
     with RawConnection("127.0.0.1", broker.port) as wire:
-        assert finalized(wire) == {"transaction.version": 2}
-        pid, epoch = init_producer_id(wire, tid, 60_000)
-        # Produce v11 (KIP-890 part 1) still refuses a partition never added ...
-        refused = produce(wire, tid, (pid, epoch), 0, 0, [b"v11"], request_cls=ProduceV11)
-        assert refused == ErrorCode.transaction_abortable
-        # ... while v12 adds it: no AddPartitionsToTxn at all in this test.
-        assert produce(wire, tid, (pid, epoch), 0, 0, [b"aborted-0"]) == ErrorCode.none
-        assert produce(wire, tid, (pid, epoch), 1, 0, [b"aborted-1"]) == ErrorCode.none
-        state = describe_transactions(wire, [tid])[tid]
-        assert state.transaction_state == "Ongoing"
-        assert sorted((t.topic, p) for t in state.topics for p in t.partitions) == [
-            (TOPIC, 0),
-            (TOPIC, 1),
-        ]
-        assert end_txn(wire, tid, (pid, epoch), commit=False) == (0, pid, epoch + 1)
-
-        # The next transaction runs at the bumped epoch, commits, and bumps again.
-        bumped = (pid, epoch + 1)
-        assert produce_retrying(wire, tid, bumped, 0, 0, [b"committed-0"]) == ErrorCode.none
-        find_group_coordinator(wire)
-        assert txn_offset_commit(wire, tid, bumped, 42) == ErrorCode.none
-        assert end_txn(wire, tid, bumped, commit=True) == (0, pid, epoch + 2)
-        wait_until(
-            lambda: committed_offset(wire) == 42,
-            what="the transactional offset committed without AddOffsetsToTxn",
-            timeout=TIMEOUT_S,
-        )
-
-        # A zombie of an older epoch is fenced on the partitions, where the markers carried
-        # the bumped epochs, and by the coordinator on a partition it never wrote to.
-        zombie = (pid, epoch + 1)
-        assert produce(wire, tid, zombie, 0, 1, [b"zombie"]) == ErrorCode.invalid_producer_epoch
-        assert end_txn(wire, tid, (pid, epoch), commit=True)[0] == ErrorCode.producer_fenced
-
+        tv2_flow(wire)
     bootstrap = f"127.0.0.1:{broker.port}"
     seen = read_topic(bootstrap, TOPIC, 2, READ_COMMITTED)
     assert [r.value for r in seen] == [b"committed-0"]
