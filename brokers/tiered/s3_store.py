@@ -2,7 +2,8 @@
 
 Owns: object keys `<topic>-<partition>/<start offset>-<segment id>.<suffix>` in one bucket (the
 local store's layout), uploads with boto3's managed transfer (multipart for big segments), ranged
-GETs for reads (`Range: bytes=start-end`), deletes of every suffix. Every boto3/botocore failure
+GETs for reads (`Range: bytes=start-end`), deletes of every suffix. A copy that finds no bucket
+(a fresh or reset server) creates it and copies again. Every boto3/botocore failure
 (connection refused, timeout, 5xx, missing object) becomes RemoteStorageError; the client retries
 twice with short timeouts so a dead server fails a call within seconds, not minutes. The secret key
 is never logged. Blocking; thread-safe (boto3 clients are).
@@ -45,16 +46,27 @@ class S3Store:
 
     def copy_segment(self, segment: RemoteSegment, files: SegmentFiles) -> None:
         try:
-            for suffix, source in files.objects():
-                key = self._key(segment, suffix)
-                if isinstance(source, bytes):
-                    self._client.put_object(Bucket=self.bucket, Key=key, Body=source)
-                else:
-                    with open(source, "rb") as data:
-                        reader = PacedReader(data, files.max_bytes_per_second)
-                        self._client.upload_fileobj(reader, self.bucket, key)
+            self._copy(segment, files)
+        except self._errors as exc:
+            if _error_code(exc) != "NoSuchBucket":
+                raise RemoteStorageError(f"copy of {segment.object_name} failed: {exc}") from exc
+        else:
+            return
+        self.ensure_bucket()  # a server that lost (or never had) the bucket: create it, copy again
+        try:
+            self._copy(segment, files)
         except self._errors as exc:
             raise RemoteStorageError(f"copy of {segment.object_name} failed: {exc}") from exc
+
+    def _copy(self, segment: RemoteSegment, files: SegmentFiles) -> None:
+        for suffix, source in files.objects():
+            key = self._key(segment, suffix)
+            if isinstance(source, bytes):
+                self._client.put_object(Bucket=self.bucket, Key=key, Body=source)
+            else:
+                with open(source, "rb") as data:
+                    reader = PacedReader(data, files.max_bytes_per_second)
+                    self._client.upload_fileobj(reader, self.bucket, key)
 
     def fetch_segment(self, segment: RemoteSegment, start: int, end: int) -> bytes:
         if end <= start:
@@ -97,6 +109,14 @@ class S3Store:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _error_code(exc: Exception) -> str:
+    """The S3 error code of a botocore ClientError ("" for anything else)."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return "NoSuchBucket" if "NoSuchBucket" in str(exc) else ""  # boto3's S3UploadFailedError
 
 
 def _error_types() -> tuple[type[Exception], ...]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from tests.e2e.tiered import (
     VALUE,
     list_offset,
     local_segments,
+    metric,
     numbers_confluent,
     numbers_kafka_python,
     produce,
@@ -130,14 +130,14 @@ def test_a_store_that_is_down_delays_local_deletion_and_shows_in_metrics(
     remote.rename(parked)
     remote.write_text("the store is down")  # the root is a file: every store call fails
     try:
-        errors_before = _metric(broker, "remote_copy_errors_total", topic_name)
+        errors_before = metric(broker, "remote_copy_errors_total", topic_name)
         produce(broker.bootstrap, topic_name, RECORDS)
         wait_until(
-            lambda: _metric(broker, "remote_copy_errors_total", topic_name) > errors_before,
+            lambda: metric(broker, "remote_copy_errors_total", topic_name) > errors_before,
             what="a failed copy counted", timeout=DEADLINE_S, interval=0.2,
         )  # fmt: skip
         wait_until(
-            lambda: _metric(broker, "remote_copy_lag_segments", topic_name) >= 2,
+            lambda: metric(broker, "remote_copy_lag_segments", topic_name) >= 2,
             what="copy lag shown", timeout=DEADLINE_S, interval=0.2,
         )  # fmt: skip
         # Retention ran many times meanwhile (every 200 ms): nothing local went.
@@ -149,21 +149,6 @@ def test_a_store_that_is_down_delays_local_deletion_and_shows_in_metrics(
     wait_local_start_past(broker, topic_name, 0)  # the store is back: copies, then deletion
     assert numbers_confluent(broker.bootstrap, topic_name) == list(range(RECORDS))
     shutil.rmtree(parked, ignore_errors=True)
-
-
-def _metric(broker: BrokerProcess, name: str, topic: str) -> float:
-    assert broker.metrics_port is not None
-    url = f"http://{broker.host}:{broker.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if (
-            line.startswith(f"kafka_server_brokertopicmetrics_{name}{{")
-            and f'topic="{topic}"' in line
-        ):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 @pytest.mark.slow

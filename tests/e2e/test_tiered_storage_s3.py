@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.probes import free_port
 from infra.stack import BrokerProcess, start_broker
 from tests.conftest import remember_log
 from tests.e2e.kafka_admin import create_topic
@@ -23,6 +24,8 @@ from tests.e2e.tiered import (
     TIERED_TOPIC,
     S3Server,
     list_offset,
+    local_segments,
+    metric,
     numbers_confluent,
     produce,
     s3_broker_config,
@@ -67,5 +70,41 @@ def test_segments_go_to_s3_and_are_read_back(
         assert list_offset(broker.host, broker.port, topic_name, EARLIEST) == 0
         assert list_offset(broker.host, broker.port, topic_name, LATEST_TIERED) >= local_start - 1
         assert numbers_confluent(broker.bootstrap, topic_name) == list(range(RECORDS))
+    finally:
+        broker.stop()
+
+
+def test_an_s3_server_that_is_down_delays_local_deletion(
+    s3_server: S3Server, tmp_path: Path, topic_name: str, request: pytest.FixtureRequest
+) -> None:
+    """Connections refused: copies fail (counted), nothing local is deleted; once a server
+    answers again on that address (an empty one: the bucket is created again) the segments are
+    copied, leave local disk, and every record is still read."""
+    broker: BrokerProcess = start_broker(
+        tmp_path / "data", config=s3_broker_config(s3_server, BUCKET),
+        metrics_port=free_port("127.0.0.1"),
+    )  # fmt: skip
+    remember_log(request.node, "broker", broker.log_path)
+    try:
+        create_topic(broker.bootstrap, topic_name, config=TIERED_TOPIC)
+        s3_server.stop()
+        produce(broker.bootstrap, topic_name, RECORDS)
+        wait_until(
+            lambda: metric(broker, "remote_copy_errors_total", topic_name) > 0
+            and metric(broker, "remote_copy_lag_segments", topic_name) >= 2,
+            what="failed copies counted", timeout=60, interval=0.2,
+        )  # fmt: skip
+        assert local_segments(broker.data_dir, topic_name)[0] == 0
+        assert list_offset(broker.host, broker.port, topic_name, EARLIEST_LOCAL) == 0
+        restarted = start_s3_server(tmp_path / "moto-2.log", port=s3_server.port)
+        try:
+            wait_until(
+                lambda: list_offset(broker.host, broker.port, topic_name, EARLIEST_LOCAL) > 0,
+                what="local log start past 0", timeout=60, interval=0.2,
+            )  # fmt: skip
+            assert restarted.keys(BUCKET, f"{topic_name}-0/")
+            assert numbers_confluent(broker.bootstrap, topic_name) == list(range(RECORDS))
+        finally:
+            restarted.stop()
     finally:
         broker.stop()

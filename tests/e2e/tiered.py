@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from kio.schema.list_offsets.v9 import request as list_offsets_req
 from kio.schema.list_offsets.v9.response import ListOffsetsResponse
 
 from infra import process as proc
+from infra.broker import BrokerProcess
 from infra.probes import free_port, http_ok
 from tests.e2e.client_drivers import produce_with_backpressure
 from tests.e2e.kafka_admin import read_partitions
@@ -151,8 +153,9 @@ class S3Server:
         proc.terminate(self.process, 10)
 
 
-def start_s3_server(log_path: Path, host: str = "127.0.0.1") -> S3Server:
-    port = free_port(host)
+def start_s3_server(log_path: Path, host: str = "127.0.0.1", port: int | None = None) -> S3Server:
+    """moto's server on `port` (a free one by default), empty: it keeps nothing across runs."""
+    port = free_port(host) if port is None else port
     program = Path(sys.executable).with_name("moto_server")
     process = proc.spawn([str(program), "-H", host, "-p", str(port)], log_path)
     server = S3Server(host, port, process)
@@ -181,3 +184,19 @@ def s3_broker_config(server: S3Server, bucket: str, **extra: str) -> dict[str, s
         "log.retention.check.interval.ms": "200",
         **extra,
     }
+
+
+def metric(broker: BrokerProcess, name: str, topic: str) -> float:
+    """A broker metric summed over its series of `topic` (Prometheus text format)."""
+    assert broker.metrics_port is not None
+    url = f"http://{broker.host}:{broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if (
+            line.startswith(f"kafka_server_brokertopicmetrics_{name}{{")
+            and f'topic="{topic}"' in line
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
