@@ -17,7 +17,7 @@ client's `client.rack`) may read from a follower, up to the follower's high wate
 leader, with `replica.selector.class` set, answers such a consumer a partition's
 `preferred_read_replica` (brokers/replication/replica_selector.py) with no records and at once.
 Replicas and consumers below v11 read from the leader only. Only consumers' record bytes count in
-BytesOut (Kafka counts replication apart). Runs on the event loop.
+BytesOut; replicas' go to ReplicationBytesOut, as Kafka counts them. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -132,6 +132,9 @@ def route(
             await _read_remote(broker, topics, remote, read_committed)
         if client.replica_id < 0:
             _count_bytes_out(broker, topics)
+        else:
+            size = sum(p.records_size for t in topics for p in t.partitions)
+            broker.topic_metrics.replication_bytes_out.inc(size)
         return encode_fetch_response(version, topics, read_committed=read_committed)
 
     return Route(API_KEY, MIN_VERSION, MAX_VERSION, handle, name="Fetch")

@@ -1,7 +1,8 @@
 """Per-topic traffic counters named after Kafka's `kafka.server:type=BrokerTopicMetrics` MBeans.
 
-Owns: bytes in/out and messages in per topic, failed produce/fetch counts, counted by the produce
-and fetch handlers. prometheus-client counters: thread-safe.
+Owns: bytes in/out and messages in per topic, failed produce/fetch counts, and (as Kafka, for all
+topics only) the bytes sent to followers, counted by the produce and fetch handlers.
+prometheus-client counters: thread-safe.
 """
 
 from __future__ import annotations
@@ -39,5 +40,10 @@ class BrokerTopicMetrics:
             "kafka_server_brokertopicmetrics_failed_fetch_requests",
             "Partition fetch requests that failed (FailedFetchRequestsPerSec).",
             ["topic"],
+            registry=registry,
+        )
+        self.replication_bytes_out = Counter(
+            "kafka_server_brokertopicmetrics_replication_bytes_out",
+            "Record bytes sent to follower replicas (ReplicationBytesOutPerSec; all topics).",
             registry=registry,
         )

@@ -3,8 +3,9 @@
 librdkafka (confluent-kafka) and Kafka's Java consumer (ConsoleConsumer, kafka-clients 4.1.1),
 straight to the brokers and through the tenant gateway. Which broker served the records is read
 from each broker's BytesOut counter (`kafka_server_brokertopicmetrics_bytes_out_total{topic}`,
-consumers' record bytes only): the follower on the client's rack serves them all, the leader and
-the other follower none. A consumer without `client.rack` reads from the leader.
+consumers' record bytes only; replication is ReplicationBytesOut): the follower on the client's
+rack serves them all, the leader and the other follower none. A consumer without `client.rack`
+reads from the leader.
 
 One module fleet (ZooKeeper chroot, three brokers, a tenant store and a gateway) serves every test;
 each test has its own topic with replicas [1, 2, 3] (leader 1, on rack a)."""
@@ -145,6 +146,19 @@ def bytes_out(broker: BrokerProcess, topic: str) -> float:
     )
 
 
+def replication_out(broker: BrokerProcess) -> float:
+    """Record bytes this broker sent to followers, all topics (ReplicationBytesOut)."""
+    url = f"http://{broker.host}:{broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "kafka_server_brokertopicmetrics_replication_bytes_out_total"
+    )
+
+
 def served(fleet: RackFleet, topic: str) -> dict[int, float]:
     return {node: bytes_out(broker, topic) for node, broker in fleet.brokers.items()}
 
@@ -226,6 +240,8 @@ def test_librdkafka_reads_from_the_follower_on_its_rack(fleet: RackFleet) -> Non
     delta = {node: after[node] - before[node] for node in after}
     assert delta[2] >= RECORDS * VALUE_BYTES  # the follower on rack b served every record
     assert delta[1] == 0 and delta[3] == 0
+    # the leader's replication to its two followers is counted apart (ReplicationBytesOut)
+    assert replication_out(fleet.brokers[1]) >= 2 * RECORDS * VALUE_BYTES
 
 
 def test_without_client_rack_the_leader_serves(fleet: RackFleet) -> None:
