@@ -467,6 +467,16 @@ def _check_remote_storage(values: Mapping[str, Any], broker_config: Mapping[str,
             "cleanup.policy",
             "Remote log storage only supports topics with cleanup.policy=delete",
         )
+    if values["remote.log.copy.disable"]:
+        for unit in ("bytes", "ms"):  # nothing more is copied: local retention is the total
+            local_value = values[f"local.retention.{unit}"]
+            if local_value not in (-2, values[f"retention.{unit}"]):
+                raise InvalidConfigError(
+                    f"local.retention.{unit}",
+                    f"When `remote.log.copy.disable` is set to true, the `local.retention.{unit}` "
+                    f"and `retention.{unit}` must be set to the identical value because there "
+                    "will be no more logs copied to the remote storage.",
+                )
     for local, total in (
         ("local.retention.ms", "retention.ms"),
         ("local.retention.bytes", "retention.bytes"),

@@ -12,7 +12,9 @@ computes each and takes the maximum:
 With `remote.storage.enable` (KIP-405) the two retention passes use `local.retention.ms` /
 `local.retention.bytes` (-2: the total ones) and never take a segment not wholly below
 `copied_upto` (the offset after the last one copied to the remote tier; None: nothing copied), so
-local data goes only once the remote tier has it. The log-start pass is not bounded: those records
+local data goes only once the remote tier has it (unless `remote.log.copy.disable`: then nothing
+is copied any more and local retention, equal to the total one, decides alone, as Kafka's
+remoteLogEnabledAndRemoteCopyEnabled). The log-start pass is not bounded: those records
 were deleted by the user.
 Every pass stops at the first segment it keeps and never takes a segment holding offsets at or
 above the high watermark (data not yet replicated everywhere must not vanish before followers fetch
@@ -61,7 +63,8 @@ def deletable_segment_count(
     if config.remote_storage_enable:
         retention_ms = config.local_retention_ms_effective
         retention_bytes = config.local_retention_bytes_effective
-        retained = min(candidates, _copied(segments, log_end_offset, copied_upto))
+        if not config.remote_log_copy_disable:  # copying stopped: nothing more to wait for
+            retained = min(candidates, _copied(segments, log_end_offset, copied_upto))
     if by_retention and retention_ms >= 0:
         counts.append(_prefix(
             retained, lambda i: now_ms - segments[i].largest_timestamp > retention_ms,

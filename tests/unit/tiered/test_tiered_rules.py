@@ -43,6 +43,10 @@ ON = {"remote.log.storage.system.enable": "true"}
         ({"remote.storage.enable": "true", "retention.bytes": "10",
           "local.retention.bytes": "11"}, ON, "local.retention.bytes",
          "Value must not be more than retention.bytes property value: 10"),
+        ({"remote.storage.enable": "true", "remote.log.copy.disable": "true",
+          "local.retention.ms": "5"}, ON, "local.retention.ms",
+         "When `remote.log.copy.disable` is set to true, the `local.retention.ms` and "
+         "`retention.ms` must be set to the identical value"),
     ],
 )  # fmt: skip
 def test_remote_storage_settings_are_refused_as_kafka_refuses_them(
@@ -87,6 +91,9 @@ def test_local_retention_deletes_only_what_the_remote_tier_holds() -> None:
     assert count(tiered, 10) == 1
     assert count(tiered, 25) == 2  # [0, 10) and [10, 20) are wholly copied; [20, 30) is not
     assert count(tiered, 30) == 3
+    # Copying disabled: local retention (= the total one) decides alone.
+    stopped = LogConfig(remote_storage_enable=True, remote_log_copy_disable=True, retention_ms=1)
+    assert count(stopped, None) == 4
     # Without tiering, retention.ms alone decides (every segment is 10 s old).
     assert count(LogConfig(retention_ms=1), None) == 4
 
