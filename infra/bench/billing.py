@@ -1,22 +1,24 @@
 """Benchmark of billing: the rollup end to end, reading `__usage` with Spark's Kafka source against
 Spark's JSON reader over a file, and invoices for many tenants.
 
-    .venv/bin/python -m infra.bench.billing [--records N] [--tenants N] [--quick]
+    .venv/bin/python -m infra.bench.billing [--records N[,N...]] [--tenants N] [--quick]
 
 (as a module: run as a script, `infra/bench/` would shadow the `billing` package)
 
-- `rollup`: N usage records (traffic windows of 1,000 tenants over 24 hours, 1 % duplicates, plus
-  storage samples) produced to a 12-partition `__usage` on one local broker with the project's
-  client, then one `run_rollup` on `local[2]` into a SQLite tenancy database: seconds end to end
-  and per phase (resolving offsets, reading and checking, de-duplicating against the counted ids
-  and summing, writing the ids and the commit).
+- `rollups`: for each N (default 1 M and 10 M), N usage records (traffic windows of 1,000 tenants
+  over 24 hours, 1 % duplicates) produced to a 12-partition topic of its own on one local broker
+  by `--producers` processes (each encodes its share and sends whole compressed batches), then one
+  `run_rollup` on `local[2]` into a fresh SQLite tenancy database: seconds end to end and per
+  phase, the Spark JVM's CPU seconds (what the run costs whatever else the machine runs) and the
+  load average; a chart of the phases goes to `infra/bench/results/billing.png`.
 - `source_vs_json`: the same records read from the broker by Spark's Kafka source and checked by
   `billing.source.usage` and, written as JSON lines to a file, by `spark.read.json` with the same
   schema and no checks; both summed over `bytes_in` (forces every row): rows/s.
 - `invoices`: T tenants (default 10,000) on one plan, each with 24 hourly rollups, then
   `billing.invoice.issue` for the month: seconds and invoices/s.
 Prints one JSON document and writes it to `infra/bench/results/billing.json`; progress on stderr.
-Run alone: the broker and the Spark JVM share the machine.
+Run alone: the broker and the Spark JVM share the machine. Record timestamps are the time of the
+run, so the broker's retention keeps them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
+import os
 import random
 import sys
 import tempfile
@@ -65,51 +69,94 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def records(count: int) -> list[tuple[int, bytes, bytes]]:
-    rng = random.Random(1)
+def records(first: int, count: int) -> list[tuple[int, bytes, bytes]]:
+    """Records `first`..`first + count - 1` of the workload (the same whatever the split)."""
     tenants = [f"t{i:04d}" for i in range(1000)]
     out = []
-    for i in range(count):
-        tenant = tenants[i % len(tenants)]
+    for i in range(first, first + count):
+        sequence = i - 1 if i % 100 == 99 else i  # 1 % duplicates: record i - 1 written again
+        rng = random.Random(sequence)
+        tenant = tenants[sequence % len(tenants)]
         start = T0 + rng.randrange(24) * HOUR_MS + rng.randrange(HOUR_MS - 5000)
-        sequence = i - 1 if i % 100 == 99 else i  # 1 % duplicates
         record = TrafficRecord(
-            traffic_id("gw", "bench", sequence), tenant, "sa-1", "app", "orders", start,
-            start + 5000, bytes_in=1000 + sequence, bytes_out=2000, requests=3,
+            traffic_id("gw", "bench", sequence), tenant, "sa-1", "app",
+            "orders", start, start + 5000, bytes_in=1000 + sequence, bytes_out=2000, requests=3,
         )  # fmt: skip
         key, value = encode(record)
         out.append((partition_for(tenant, PARTITIONS), key, value))
     return out
 
 
-async def produce_all(bootstrap: str, items: list[tuple[int, bytes, bytes]]) -> None:
+async def create_topic(bootstrap: str, topic: str) -> None:
     async with Cluster(bootstrap) as cluster:
-        result = await create_topics(cluster, [NewTopic(USAGE_TOPIC, PARTITIONS, 1)])
-        assert result[USAGE_TOPIC] is None, result
+        result = await create_topics(cluster, [NewTopic(topic, PARTITIONS, 1)])
+        assert result[topic] is None, result
+
+
+async def produce_all(bootstrap: str, topic: str, items: list[tuple[int, bytes, bytes]]) -> None:
+    """Whole zstd batches of 4,000 records per partition, stamped now (retention keeps them)."""
+    now = int(time.time() * 1000)
+    async with Cluster(bootstrap) as cluster:
         by_partition: dict[int, list[tuple[bytes, bytes]]] = {}
         for partition, key, value in items:
             by_partition.setdefault(partition, []).append((key, value))
         for partition, pairs in by_partition.items():
             for start in range(0, len(pairs), 4000):
-                batch = build_batch(pairs[start : start + 4000], base_timestamp=T0, compression=4)
-                await produce(cluster, TopicPartition(USAGE_TOPIC, partition), batch)
+                batch = build_batch(pairs[start : start + 4000], base_timestamp=now, compression=4)
+                await produce(cluster, TopicPartition(topic, partition), batch)
 
 
-def bench_rollup(spark: Any, bootstrap: str, folder: Path, count: int) -> dict[str, Any]:
+_CHUNK = 100_000  # records a producer process encodes and sends at once (a multiple of 100)
+
+
+def _produce_chunk(job: tuple[str, str, int, int]) -> int:
+    bootstrap, topic, first, count = job
+    asyncio.run(produce_all(bootstrap, topic, records(first, count)))
+    return count
+
+
+def produce_parallel(bootstrap: str, topic: str, count: int, processes: int) -> float:
+    """Produce `count` records to a new `topic` with `processes` processes; seconds taken."""
+    asyncio.run(create_topic(bootstrap, topic))
+    jobs = [(bootstrap, topic, a, min(_CHUNK, count - a)) for a in range(0, count, _CHUNK)]
+    started = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        for _ in pool.imap_unordered(_produce_chunk, jobs):
+            pass
+    return time.perf_counter() - started
+
+
+def jvm_cpu_seconds(spark: Any) -> float | None:
+    """User + system CPU seconds of the Spark JVM so far (local masters: the whole job)."""
+    try:
+        pid = spark.sparkContext._gateway.proc.pid
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (AttributeError, OSError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_rollup(
+    spark: Any, bootstrap: str, folder: Path, topic: str, count: int
+) -> dict[str, Any]:
     url = f"sqlite:///{folder / 'tenancy.db'}"
     with TenantStore.open(url) as store:
         store.upgrade()
     db = Database(url)
+    cpu, load = jvm_cpu_seconds(spark), os.getloadavg()[0]
     start = time.perf_counter()
-    options = RunOptions(bootstrap, folder / "billing-state")
+    options = RunOptions(bootstrap, folder / "billing-state", topic=topic)
     report = run_rollup(spark, db, options, now_ms=T0 + 48 * HOUR_MS)
     elapsed = time.perf_counter() - start
+    cpu_after = jvm_cpu_seconds(spark)
     db.dispose()
-    log(f"rollup: {report.line()} in {elapsed:.1f} s")
+    log(f"rollup of {count:,}: {report.line()} in {elapsed:.1f} s")
     return {
         "records": count,
         "seconds": round(elapsed, 1),
         "records_per_second": round(count / elapsed),
+        "jvm_cpu_seconds": None if cpu is None or cpu_after is None else round(cpu_after - cpu, 1),
+        "load_average_1m": [round(load, 1), round(os.getloadavg()[0], 1)],
         "counted": report.records,
         "duplicates": report.duplicates,
         "rollup_rows": report.rollups,
@@ -117,11 +164,34 @@ def bench_rollup(spark: Any, bootstrap: str, folder: Path, count: int) -> dict[s
     }
 
 
-def bench_read(
-    spark: Any, bootstrap: str, items: list[tuple[int, bytes, bytes]], folder: Path
-) -> dict[str, Any]:
+def chart(rollups: list[dict[str, Any]], path: Path) -> None:
+    """Stacked seconds per phase, one bar per record count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    labels = [f"{r['records']:,}" for r in rollups]
+    phases = list(dict.fromkeys(p for r in rollups for p in r["phases_seconds"]))
+    bottom = [0.0] * len(rollups)
+    for phase in phases:
+        values = [r["phases_seconds"].get(phase, 0.0) for r in rollups]
+        axes.bar(labels, values, bottom=bottom, label=phase)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    axes.set_ylabel("seconds (wall)")
+    axes.set_xlabel("usage records rolled up, local[2]")
+    axes.set_title("pier billing run, seconds per phase")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def bench_read(spark: Any, bootstrap: str, topic: str, count: int, folder: Path) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
+    items = records(0, count)
     path = folder / "usage.jsonl"
     with path.open("wb") as out:
         for _, _, value in items:
@@ -129,7 +199,7 @@ def bench_read(
     ends: dict[int, int] = {}
     for partition, _, _ in items:
         ends[partition] = ends.get(partition, 0) + 1
-    kafka = read_usage(spark, bootstrap, USAGE_TOPIC, dict.fromkeys(ends, 0), ends)
+    kafka = read_usage(spark, bootstrap, topic, dict.fromkeys(ends, 0), ends)
     schema = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
     timings = {}
     for name, frame in (
@@ -178,32 +248,46 @@ def bench_invoices(folder: Path, tenants: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=10_000_000)
-    parser.add_argument("--tenants", type=int, default=10_000)
+    parser.add_argument(
+        "--records", default="1000000,10000000", help="record counts, comma-separated"
+    )
+    parser.add_argument("--tenants", type=int, default=10_000, help="invoices; 0 leaves them out")
+    parser.add_argument("--producers", type=int, default=4, help="producer processes")
     parser.add_argument("--quick", action="store_true", help="200,000 records, 1,000 tenants")
     args = parser.parse_args()
-    count, tenants = (200_000, 1_000) if args.quick else (args.records, args.tenants)
+    counts = [int(n) for n in args.records.split(",")]
+    counts, tenants = ([200_000], 1_000) if args.quick else (counts, args.tenants)
+    result: dict[str, Any] = {"machine_cpus": os.cpu_count(), "rollups": []}
     with tempfile.TemporaryDirectory(prefix="pier-bench-billing-") as tmp:
         folder = Path(tmp)
         broker = start_broker(folder / "broker")
         try:
-            log(f"generating and producing {count:,} records")
-            items = records(count)
-            start = time.perf_counter()
-            asyncio.run(produce_all(broker.bootstrap, items))
-            log(f"produced in {time.perf_counter() - start:.1f} s")
-            spark = spark_session("local[2]", shuffle_partitions=4)
-            result = {
-                "machine_cpus": __import__("os").cpu_count(),
-                "rollup": bench_rollup(spark, broker.bootstrap, folder, count),
-                "source_vs_json": bench_read(spark, broker.bootstrap, items, folder),
-            }
-            spark.stop()
+            spark = None
+            for count in counts:
+                topic = f"usage-{count}"
+                log(f"producing {count:,} records to {topic}")
+                seconds = produce_parallel(broker.bootstrap, topic, count, args.producers)
+                log(f"produced in {seconds:.1f} s")
+                spark = spark or spark_session("local[2]", shuffle_partitions=4)
+                run_dir = folder / topic
+                run_dir.mkdir()
+                result["rollups"].append(
+                    bench_rollup(spark, broker.bootstrap, run_dir, topic, count)
+                )
+            if spark is not None and counts[0] <= 1_000_000:
+                topic = f"usage-{counts[0]}"
+                result["source_vs_json"] = bench_read(
+                    spark, broker.bootstrap, topic, counts[0], folder
+                )
+            if spark is not None:
+                spark.stop()
         finally:
             broker.stop()
-        result["invoices"] = bench_invoices(folder, tenants)
+        if tenants:
+            result["invoices"] = bench_invoices(folder, tenants)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
+    chart(result["rollups"], RESULTS.with_suffix(".png"))
     print(json.dumps(result, indent=2))
 
 
