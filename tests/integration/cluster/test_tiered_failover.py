@@ -4,7 +4,7 @@ share one remote store (a directory, as the local-directory store is used by Kaf
 SIGKILLed while it uploads a segment (uploads paced at 256 KiB/s). The new leader resumes after the
 last COPY_SEGMENT_FINISHED it read from the metadata topic: the unfinished copy is deleted, no
 segment is copied twice, and every record is read exactly once from offset 0, the older ones from
-the remote tier.
+the remote tier; the follower deletes its local copies of the copied segments too.
 """
 
 from __future__ import annotations
@@ -96,3 +96,9 @@ def test_a_new_leader_resumes_uploading_where_the_killed_one_stopped(
     assert indexes == {p.name.removesuffix(".log") for p in partition_dir.glob("*.log")}
     assert list_offset(leader.host, leader.port, TOPIC, EARLIEST) == 0
     assert numbers_confluent(live, TOPIC) == list(range(RECORDS + MORE))
+    # The follower's local retention follows the leader's copies (it folds the same metadata).
+    follower = next(b for n, b in brokers.items() if n not in (leader_id, int(new_leader)))
+    wait_until(
+        lambda: local_segments(follower.data_dir, TOPIC)[0] > 0,
+        what="the follower's copied segments gone from its disk", timeout=SETTLE_S, interval=0.5,
+    )  # fmt: skip
