@@ -12,9 +12,10 @@ no writer makes: a counter must fit a BIGINT (a partition an INT); `v` must be t
 object with a repeated key, or a string with a lone-surrogate escape, is "not UTF-8 JSON"; a kind
 that is not a string is shown as JSON (`"x"`, not Python's `'x'`).
 
-Pier's brokers report `__`-prefixed topics as internal and Spark's Admin-based offset reader skips
-internal topics, so the reader assigns the partitions explicitly and resolves offsets through a
-consumer (`spark.sql.streaming.kafka.useDeprecatedOffsetFetching`). Driver side (builds plans).
+The reader assigns the partitions explicitly and resolves offsets through a consumer
+(`spark.sql.streaming.kafka.useDeprecatedOffsetFetching`): Spark's Admin-based offset reader skips
+internal topics, and Pier brokers before this version reported every `__`-prefixed topic, so
+`__usage` too, as internal (now only Kafka's own internal topics are). Driver side (builds plans).
 """
 
 from __future__ import annotations
