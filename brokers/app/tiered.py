@@ -131,4 +131,5 @@ def build_tiered(
         copy_max_bytes_per_second=settings.copy_max_bytes_per_second,
         topic_id_of=lambda name: _topic_id(metadata, name),
     )  # fmt: skip
+    replicas.fetchers.remote_tier = manager  # followers below a leader's local log start
     return TieredWiring(manager, settings.task_interval_ms, writer)

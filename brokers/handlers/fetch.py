@@ -16,8 +16,10 @@ Follower fetching (KIP-392), as Kafka: a consumer sending v11+ (which carries `r
 client's `client.rack`) may read from a follower, up to the follower's high watermark; the
 leader, with `replica.selector.class` set, answers such a consumer a partition's
 `preferred_read_replica` (brokers/replication/replica_selector.py) with no records and at once.
-Replicas and consumers below v11 read from the leader only. Only consumers' record bytes count in
-BytesOut; replicas' go to ReplicationBytesOut, as Kafka counts them. Runs on the event loop.
+Replicas and consumers below v11 read from the leader only. A replica fetching below the local
+log start, in the remote tier, is answered OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405). Only
+consumers' record bytes count in BytesOut; replicas' go to ReplicationBytesOut, as Kafka counts
+them. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -220,6 +222,8 @@ def _read_partition(
         tiered = _remote_fetch(broker, topic, wanted, budget, is_replica)
         if tiered is not None:
             return tiered
+        if is_replica and (moved := _moved_to_tiered(broker, topic, wanted)) is not None:
+            return moved
         broker.topic_metrics.failed_fetch.labels(topic).inc()
         found = broker.replicas.find(topic, index)
         return PartitionData(
@@ -269,6 +273,22 @@ def _remote_fetch(
     budget.remaining -= limit
     budget.first_with_data = False
     return placeholder
+
+
+def _moved_to_tiered(broker: _Services, topic: str, wanted: Any) -> PartitionData | None:
+    """KIP-405: a replica fetching below the leader's local log start, at an offset the remote
+    tier holds, is told OFFSET_MOVED_TO_TIERED_STORAGE (it then rebuilds its epochs and producer
+    state from the remote tier: brokers/replication/tier_state.py); None otherwise."""
+    partition = broker.replicas.find(topic, wanted.partition)
+    tiered = broker.tiered
+    if tiered is None or partition is None or not tiered.serves(partition.log, wanted.fetch_offset):
+        return None
+    return PartitionData(
+        wanted.partition,
+        ErrorCode.offset_moved_to_tiered_storage,
+        high_watermark=partition.high_watermark,
+        log_start_offset=tiered.log_start_offset(partition.log),
+    )
 
 
 async def _read_remote(

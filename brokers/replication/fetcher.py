@@ -12,6 +12,11 @@ the two requests it needs from the leader, injected so tests drive it without so
    controller tells us the new epoch (`follow` again), as Kafka's onPartitionFenced.
 UNKNOWN_LEADER_EPOCH (the leader has not heard of our epoch yet), NOT_LEADER_OR_FOLLOWER and
 connection failures back the partition off and retry.
+4. OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405: our log end is below the leader's local log start,
+   in the remote tier): ask the leader for its local log start (ListOffsets -4) and rebuild the
+   log there with the epochs and producer snapshot of the remote segment ending just below it
+   (`tier_state`, Kafka's TierStateMachine); without a remote tier here, or while our remote
+   metadata does not know that segment yet, back off and ask again.
 
 Never a stale epoch's data: every answer is applied only if the partition is still followed by
 the same `follow` call, in the same phase, and (for fetches) at the same log end it was asked
@@ -42,6 +47,7 @@ from brokers.log.log import Log
 from brokers.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header, verify_crc
 from brokers.records.errors import CorruptRecordError, RecordError
 from brokers.replication import leader_epoch_truncation as truncation
+from brokers.replication import tier_state
 from brokers.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -58,6 +64,15 @@ class EpochAnswer:
     error: ErrorCode
     leader_epoch: int = truncation.UNDEFINED_EPOCH
     end_offset: int = truncation.UNDEFINED_EPOCH_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class LocalStartAnswer:
+    """The leader's ListOffsets -4 (earliest local) answer for one partition."""
+
+    error: ErrorCode
+    offset: int = -1
+    leader_epoch: int = truncation.UNDEFINED_EPOCH
 
 
 class LeaderFetched(Protocol):
@@ -86,6 +101,10 @@ class LeaderEndpoint(Protocol):
         self, positions: Mapping[TopicPartition, FetchPosition]
     ) -> Mapping[TopicPartition, LeaderFetched]: ...
 
+    async def earliest_local(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> LocalStartAnswer: ...
+
 
 class Phase(enum.Enum):
     TRUNCATING = "truncating"
@@ -110,8 +129,10 @@ class ReplicaFetcher:
         clock: Clock,
         on_high_watermark: Callable[[TopicPartition, int], None] = lambda tp, hw: None,
         backoff_s: float = 1.0,  # replica.fetch.backoff.ms
+        remote_tier: tier_state.RemoteAuxSource | None = None,
     ) -> None:
         self._leader = leader
+        self.remote_tier = remote_tier
         self._clock = clock
         self._on_high_watermark = on_high_watermark
         self._backoff_s = backoff_s
@@ -269,13 +290,19 @@ class ReplicaFetcher:
             for state in sent.values():
                 self._back_off(state)
             return True
+        moved: list[tuple[TopicPartition, FollowedPartition]] = []
         for tp, state in sent.items():
             answer = answers.get(tp)
             if answer is None or not self._current(tp, state, Phase.FETCHING):
                 continue  # a zombie answer: the partition moved on while it was in flight
             if state.log.log_end_offset != offsets[tp]:
                 continue
-            self._on_fetched(tp, state, answer)
+            if answer.error == ErrorCode.offset_moved_to_tiered_storage:
+                moved.append((tp, state))
+            else:
+                self._on_fetched(tp, state, answer)
+        for tp, state in moved:
+            await self._rebuild_from_remote_tier(tp, state)
         return True
 
     @staticmethod
@@ -304,6 +331,38 @@ class ReplicaFetcher:
             self._back_off(state)
             return
         self._set_high_watermark(tp, state, min(p.high_watermark, state.log.log_end_offset))
+
+    async def _rebuild_from_remote_tier(self, tp: TopicPartition, state: FollowedPartition) -> None:
+        """OFFSET_MOVED_TO_TIERED_STORAGE: restart at the leader's local log start with the
+        remote tier's epochs and producer state (Kafka's buildRemoteLogAuxState)."""
+        end = state.log.log_end_offset
+        try:
+            local = await self._leader.earliest_local(tp, state.leader_epoch)
+            if not self._current(tp, state, Phase.FETCHING) or state.log.log_end_offset != end:
+                return
+            if local.error != ErrorCode.none:
+                self._on_partition_error(tp, state, local.error)
+                return
+            aux = None
+            if self.remote_tier is not None and local.offset > end:
+                aux = await self.remote_tier.aux_state(state.log, local.offset)
+        except Exception as exc:  # ClientError, the remote store failing: ask again later
+            log.warning("event=remote_aux_state_failed partition=%s error=%r", tp, str(exc))
+            self._back_off(state)
+            return
+        if not self._current(tp, state, Phase.FETCHING) or state.log.log_end_offset != end:
+            return
+        if aux is None:
+            log.info("event=remote_aux_state_unknown partition=%s offset=%d", tp, local.offset)
+            self._back_off(state)
+            return
+        tier_state.rebuild(state.log, local.offset, aux)
+        log.info(
+            "event=rebuilt_from_remote_tier partition=%s offset=%d epochs=%d producers=%d",
+            tp, local.offset, len(aux.leader_epochs),
+            len(state.log.producer_state.active_producers()),
+        )  # fmt: skip
+        self._set_high_watermark(tp, state, local.offset)  # the tier holds only committed data
 
     def _on_out_of_range(self, tp: TopicPartition, state: FollowedPartition, start: int) -> None:
         log_ = state.log

@@ -21,9 +21,10 @@ from brokers.client.metadata import TopicPartition
 from brokers.common.clock import Clock
 from brokers.log.log import Log
 from brokers.replication.fetch_answer import ReplicaFetched
-from brokers.replication.fetcher import EpochAnswer, EpochQuery, ReplicaFetcher
+from brokers.replication.fetcher import EpochAnswer, EpochQuery, LocalStartAnswer, ReplicaFetcher
 from brokers.replication.leader_channel import LeaderChannel
 from brokers.replication.leader_endpoint import ChannelLeader
+from brokers.replication.tier_state import RemoteAuxSource
 
 
 class ReconnectingLeader:
@@ -63,6 +64,11 @@ class ReconnectingLeader:
     ) -> Mapping[TopicPartition, EpochAnswer]:
         return await (await self._leader()).end_offsets(queries)
 
+    async def earliest_local(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> LocalStartAnswer:
+        return await (await self._leader()).earliest_local(tp, current_leader_epoch)
+
     async def aclose(self) -> None:
         channel, self._channel, self._remote = self._channel, None, None
         if channel is not None:
@@ -93,6 +99,18 @@ class FetcherManager:
         self._config = client_config or ClientConfig(client_id=f"pier-replica-{node_id}")
         self._backoff_s = backoff_s
         self._fetchers: dict[int, _Running] = {}
+        self._remote_tier: RemoteAuxSource | None = None
+
+    @property
+    def remote_tier(self) -> RemoteAuxSource | None:
+        return self._remote_tier
+
+    @remote_tier.setter
+    def remote_tier(self, source: RemoteAuxSource | None) -> None:
+        """Tiered storage's wiring hands the fetchers the remote tier (`tier_state`)."""
+        self._remote_tier = source
+        for running in self._fetchers.values():
+            running.fetcher.remote_tier = source
 
     def follow(
         self,
@@ -133,6 +151,7 @@ class FetcherManager:
             clock=self._clock,
             on_high_watermark=self._on_high_watermark,
             backoff_s=self._backoff_s,
+            remote_tier=self._remote_tier,
         )
         task = asyncio.get_running_loop().create_task(fetcher.run())
         running = _Running(fetcher, endpoint, task, set())

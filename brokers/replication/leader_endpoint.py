@@ -5,7 +5,9 @@ Fetch v11 requests with our broker id as `replica_id` (the leader then reads up 
 and counts the fetch as a follower's) over a `LeaderChannel`, whose answers' records are views
 into the channel's reused buffer (valid until the next request: the fetcher appends them first),
 and OffsetForLeaderEpoch, which the client does not speak yet: it is built here at v3 (the first
-version with `replica_id`, served by Pier and by Kafka since 2.3) rather than negotiated.
+version with `replica_id`, served by Pier and by Kafka since 2.3) rather than negotiated; and
+ListOffsets v8 for the leader's earliest local offset (-4, KIP-405), which a follower below the
+leader's local log start asks before rebuilding from the remote tier.
 `RemoteLeader` is the same over the client's `BrokerConnection` (records copied; for tests and
 tools that already hold one). Connection failures surface as `ClientError`, which the fetcher
 turns into a back-off. Runs on the connection's event loop; not thread-safe.
@@ -27,7 +29,7 @@ from brokers.client.consumer import (
 from brokers.client.messages import decode_response, make, request_module
 from brokers.client.metadata import TopicPartition
 from brokers.replication.fetch_answer import FETCH_VERSION, ReplicaFetched, parse_fetch_response
-from brokers.replication.fetcher import EpochAnswer, EpochQuery
+from brokers.replication.fetcher import EpochAnswer, EpochQuery, LocalStartAnswer
 from brokers.replication.leader_channel import LeaderChannel
 from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import encode_entity
@@ -35,6 +37,9 @@ from brokers.wire.messages import encode_entity
 FETCH = 1
 OFFSET_FOR_LEADER_EPOCH = 23
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+LIST_OFFSETS = 2
+LIST_OFFSETS_VERSION = 8  # the first with EARLIEST_LOCAL (-4); flexible
+EARLIEST_LOCAL = -4
 # replica.fetch.wait.max.ms 500, replica.fetch.min.bytes 1, replica.fetch.max.bytes 1 MiB,
 # replica.fetch.response.max.bytes 10 MiB.
 REPLICA_FETCH_LIMITS = FetchLimits(
@@ -64,6 +69,12 @@ class RemoteLeader:
     ) -> Mapping[TopicPartition, EpochAnswer]:
         response = await self._connection.send(_epoch_request(self._node_id, queries))
         return _epoch_answers(response)
+
+    async def earliest_local(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> LocalStartAnswer:
+        request = _earliest_local_request(self._node_id, tp, current_leader_epoch)
+        return _local_start(await self._connection.send(request))
 
 
 class ChannelLeader:
@@ -107,6 +118,38 @@ class ChannelLeader:
         version = OFFSET_FOR_LEADER_EPOCH_VERSION
         readonly = frame.toreadonly()  # kio's reader takes read-only buffers
         return _epoch_answers(decode_response(OFFSET_FOR_LEADER_EPOCH, version, readonly, start))
+
+    async def earliest_local(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> LocalStartAnswer:
+        body = encode_entity(_earliest_local_request(self._node_id, tp, current_leader_epoch))
+        frame, start = await self._channel.call(
+            LIST_OFFSETS, LIST_OFFSETS_VERSION, body, flexible=True, timeout_s=self._timeout_s
+        )
+        readonly = frame.toreadonly()
+        return _local_start(decode_response(LIST_OFFSETS, LIST_OFFSETS_VERSION, readonly, start))
+
+
+def _earliest_local_request(node_id: int, tp: TopicPartition, current_leader_epoch: int) -> Any:
+    module = request_module(LIST_OFFSETS, LIST_OFFSETS_VERSION)
+    partition = make(
+        module,
+        "ListOffsetsPartition",
+        partition_index=tp.partition,
+        current_leader_epoch=current_leader_epoch,
+        timestamp=EARLIEST_LOCAL,
+    )
+    topic = make(module, "ListOffsetsTopic", name=tp.topic, partitions=(partition,))
+    return make(
+        module, "ListOffsetsRequest", replica_id=node_id, isolation_level=0, topics=(topic,)
+    )
+
+
+def _local_start(response: Any) -> LocalStartAnswer:
+    for topic in response.topics:
+        for p in topic.partitions:
+            return LocalStartAnswer(ErrorCode(p.error_code), int(p.offset), int(p.leader_epoch))
+    return LocalStartAnswer(ErrorCode.unknown_topic_or_partition)
 
 
 def _epoch_answers(response: Any) -> dict[TopicPartition, EpochAnswer]:

@@ -15,7 +15,9 @@ Also what handlers ask: `log_start_offset` (the remote log start when the remote
 offsets below the local one, Kafka's logStartOffset vs localLogStartOffset), `last_tiered_offset`
 (ListOffsets -5), `serves` / `read` (Fetch below the local log start) and `delete_records`
 (DeleteRecords below the local log start moves the remote log start; recorded in the metadata
-topic and applied by expiring remote segments).
+topic and applied by expiring remote segments); and what a follower below the leader's local log
+start asks (`aux_state`: the epochs and producer snapshot of the remote segment just below it,
+brokers/replication/tier_state.py).
 
 Events carry the topic id (`topic_id_of`, from the metadata): a topic created again under an old
 name starts with an empty tier, its leader deletes the old topic's segments, and the leader of a
@@ -37,6 +39,7 @@ from brokers.log.log import Log
 from brokers.log.txn_index import AbortedTxn
 from brokers.replication.partition import Partition
 from brokers.replication.replica_manager import ReplicaManager
+from brokers.replication.tier_state import RemoteAuxState
 from brokers.tiered.copier import Candidate, copy_candidates, leader_epochs, segment_files
 from brokers.tiered.metadata_manager import (
     METADATA_TOPIC,
@@ -47,7 +50,7 @@ from brokers.tiered.metrics import RemoteStorageMetrics
 from brokers.tiered.reader import RemoteRead, RemoteReader
 from brokers.tiered.remote_retention import dangling, expired_segments
 from brokers.tiered.segment_metadata import LogStartEvent, RemoteSegment, SegmentState
-from brokers.tiered.store import RemoteStorageError, RemoteStore
+from brokers.tiered.store import IndexKind, RemoteStorageError, RemoteStore
 
 _log = logging.getLogger("pier.tiered")
 
@@ -292,6 +295,27 @@ class RemoteLogManager:
             self.metrics.fetch_bytes.labels(log.topic).inc(read.records.size)
         return read
 
+    async def aux_state(self, log: Log, next_offset: int) -> RemoteAuxState | None:
+        """A follower restarting at the leader's local log start `next_offset`: the leader
+        epochs below it (every earlier remote segment's, then the leader-epoch checkpoint of the
+        segment holding `next_offset - 1`) and that segment's producer snapshot, both read from
+        the store; None when the metadata this broker folded has no such segment (yet)."""
+        self.metadata.refresh()
+        tier = self._find(log)
+        segment = None if tier is None else tier.segment_for(next_offset - 1)
+        if tier is None or segment is None:
+            return None
+        checkpoint, snapshot = await asyncio.to_thread(self._aux_objects, segment)
+        epochs = [e for s in tier.finished if s.start_offset < segment.start_offset
+                  for e in s.leader_epochs]  # fmt: skip
+        epochs += parse_epoch_checkpoint(checkpoint)
+        below = sorted({(o, e) for e, o in epochs if o < next_offset})
+        return RemoteAuxState(tuple((e, o) for o, e in below), snapshot)
+
+    def _aux_objects(self, segment: RemoteSegment) -> tuple[bytes, bytes]:
+        checkpoint = self.store.fetch_index(segment, IndexKind.LEADER_EPOCH)
+        return checkpoint, self.store.fetch_index(segment, IndexKind.PRODUCER_SNAPSHOT)
+
     async def batch_by_timestamp(self, log: Log, target: int) -> bytes | None:
         """ListOffsets by timestamp below the local log: the first remote batch reaching
         `target` at or after the log start (None when the remote tier has none)."""
@@ -327,3 +351,21 @@ class RemoteLogManager:
         if offset > log.log_start_offset:
             partition.delete_records_before(offset)
         return self.log_start_offset(log)
+
+
+def parse_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
+    """(epoch, start offset) entries of a copied leader-epoch checkpoint ("0", count, then one
+    "epoch offset" line each, as `copier.segment_files` writes it); RemoteStorageError when
+    malformed."""
+    try:
+        lines = data.decode().split("\n")
+        count = int(lines[1])
+        entries = []
+        for line in lines[2 : 2 + count]:
+            epoch, offset = line.split()
+            entries.append((int(epoch), int(offset)))
+        if len(entries) != count:
+            raise ValueError(f"{len(entries)} entries, {count} announced")
+        return entries
+    except (UnicodeDecodeError, ValueError, IndexError) as exc:
+        raise RemoteStorageError(f"unreadable leader-epoch checkpoint: {exc}") from exc

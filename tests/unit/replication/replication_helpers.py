@@ -13,7 +13,7 @@ from brokers.common.clock import ManualClock
 from brokers.log.config import LogConfig
 from brokers.log.log import Log
 from brokers.records.batch import iter_headers
-from brokers.replication.fetcher import EpochAnswer, EpochQuery
+from brokers.replication.fetcher import EpochAnswer, EpochQuery, LocalStartAnswer
 from brokers.wire.errors import ErrorCode
 from tests.unit.log.partition_helpers import append, make_batch
 
@@ -76,6 +76,13 @@ class LogLeader:
             query.leader_epoch, self.log.log_end_offset
         )
         return {TP: EpochAnswer(ErrorCode.none, epoch, end)}
+
+    async def earliest_local(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> LocalStartAnswer:
+        error = self._fence(current_leader_epoch)
+        first = self.log.leader_epoch_cache.earliest_entry()
+        return LocalStartAnswer(error, self.log.log_start_offset, first[0] if first else -1)
 
     async def fetch(
         self, positions: Mapping[TopicPartition, FetchPosition]
