@@ -111,6 +111,18 @@ FULL = Sizes(
     cluster_records=200_000,
     partitions=(10, 500),
 )
+# The hosted-fleet rows in full, with the perf-tool matrix cut to its uncompressed rows and
+# smaller runs: what fits in a session's last half hour on a shared machine.
+FLEET = Sizes(
+    repetitions=1,
+    records={100: 300_000, 1024: 60_000},
+    perf_workloads=tuple((size, acks, "none") for size in (100, 1024) for acks in ("1", "all")),
+    client_records=100_000,
+    latency_seconds=10.0,
+    cluster_records=60_000,
+    partitions=(10, 500),
+    codecs=("lz4",),
+)
 SHORT = Sizes(
     repetitions=1,
     records={100: 2_000, 1024: 1_000},
@@ -772,6 +784,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--short", action="store_true", help="everything tiny, once (CI)")
     parser.add_argument("--repetitions", type=int, help="override the number of repetitions")
+    parser.add_argument(
+        "--fleet", action="store_true",
+        help="issue 25's rows in full, the perf-tool matrix only uncompressed and smaller",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS / "vs_kafka.json")
     parser.add_argument("--chart", type=Path, help="PNG path (default: beside --out)")
     parser.add_argument("--dir", type=Path, help="scratch directory (default: a temporary one)")
@@ -780,7 +796,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="leave out a part (repeatable)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    sizes = SHORT if args.short else FULL
+    sizes = SHORT if args.short else FLEET if args.fleet else FULL
     if args.repetitions:
         sizes = Sizes(**{**sizes.__dict__, "repetitions": args.repetitions})
     reference_kafka.fetch_server()
