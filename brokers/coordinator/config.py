@@ -31,6 +31,10 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4_096
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
     offsets_retention_check_interval_ms: int = 600_000
+    # KIP-848 consumer groups (brokers.coordinator.consumer_group).
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> GroupConfig:
@@ -50,6 +54,9 @@ class GroupConfig:
             offsets_retention_check_interval_ms=read(
                 "offsets.retention.check.interval.ms", 600_000, 1
             ),
+            consumer_session_timeout_ms=read("group.consumer.session.timeout.ms", 45_000, 1),
+            consumer_heartbeat_interval_ms=read("group.consumer.heartbeat.interval.ms", 5_000, 1),
+            consumer_assignors=_assignors(properties.get("group.consumer.assignors")),
         )
         if config.min_session_timeout_ms > config.max_session_timeout_ms:
             raise GroupConfigError(
@@ -60,3 +67,14 @@ class GroupConfig:
 
 def _int(properties: Mapping[str, str], key: str, default: int, minimum: int) -> int:
     return int_setting(properties, key, default, minimum, GroupConfigError)
+
+
+def _assignors(value: str | None) -> tuple[str, ...]:
+    """`group.consumer.assignors`: names (the first is the default); only uniform and range."""
+    if value is None:
+        return ("uniform", "range")
+    names = tuple(n.strip().lower() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if not names or unknown:
+        raise GroupConfigError(f"group.consumer.assignors: unknown or empty {unknown or value!r}")
+    return names

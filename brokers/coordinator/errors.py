@@ -96,3 +96,16 @@ class GroupRecordError(GroupError):
 
 class GroupConfigError(ValueError):
     """A group or offsets setting that cannot be used; the broker refuses to start."""
+
+
+# ---- KIP-848 consumer groups ---------------------------------------------------------------
+class FencedMemberEpochError(GroupError):
+    """FENCED_MEMBER_EPOCH: the member's epoch is not the coordinator's; it must rejoin."""
+
+
+class StaleMemberEpochError(GroupError):
+    """STALE_MEMBER_EPOCH: an offset commit/fetch with an epoch that is not the member's."""
+
+
+class UnsupportedAssignorError(GroupError):
+    """UNSUPPORTED_ASSIGNOR: a server assignor not in `group.consumer.assignors`."""

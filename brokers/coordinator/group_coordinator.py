@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from brokers.common.clock import Clock
 from brokers.coordinator.config import GroupConfig
+from brokers.coordinator.consumer_group import ConsumerGroups
 from brokers.coordinator.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -77,6 +78,7 @@ class GroupCoordinator:
         self.clock = clock
         self.log = GroupLog(topic, clock)
         self.groups: dict[str, Group] = {}
+        self.consumer_groups = ConsumerGroups(config, clock)  # KIP-848
         self.ownership = OffsetsOwnership(topic, self._install, self._forget)
         self._deadlines = DeadlineQueue()
         self.rebalancer = Rebalancer(config, clock, self.log, self._deadlines)
@@ -145,6 +147,9 @@ class GroupCoordinator:
     def _forget(self, partition: int) -> None:
         self.transactions.forget(partition)
         self._deferred_markers.pop(partition, None)
+        self.consumer_groups.forget(
+            [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]
+        )
         gone = [g for g in self.groups if self.partition_for(g) == partition]
         for group_id in gone:
             group = self.groups.pop(group_id)
@@ -308,6 +313,11 @@ class GroupCoordinator:
         self, request: CommitRequest, *, api_version: int = 9
     ) -> list[tuple[OffsetCommit, GroupError | None]]:
         error = self.check(request.group_id)
+        if error is None and request.group_id in self.consumer_groups.groups:
+            error = self.consumer_groups.validate_commit(
+                request.group_id, request.member_id, request.generation_id
+            )  # KIP-848: then stored as a generation-less commit of the group's offsets
+            request = replace(request, member_id="", group_instance_id=None, generation_id=-1)
         group = self.groups.get(request.group_id)
         if error is None and group is None:
             if request.generation_id < 0:  # a simple (assign()) consumer: created on first commit
@@ -407,6 +417,7 @@ class GroupCoordinator:
     # ---- timers ---------------------------------------------------------------------------
     def tick(self) -> None:
         """Fire due timers: session and join timeouts, delayed joins, pending syncs."""
+        self.consumer_groups.expire()
         for group_id in self._deadlines.pop_due(self.clock.monotonic()):
             group = self.groups.get(group_id)
             if group is not None and not group.is_in(S.DEAD):

@@ -1,0 +1,302 @@
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat's state machine on the coordinator.
+
+Owns: `ConsumerGroups` — the consumer groups of the offsets partitions this broker coordinates
+(the caller checks ownership first), each with a group epoch, a target assignment computed by a
+server-side assignor (`brokers.coordinator.consumer_assignors`) and members that reconcile to it
+incrementally: a member first gives up the partitions its target no longer holds (its epoch
+stays until its heartbeat stops listing them), then takes the new ones that no other member
+still owns, and its epoch becomes the target's. Members that miss
+`group.consumer.session.timeout.ms` are removed by `expire()` (their partitions are then free).
+Also validates offset commits of consumer groups (member id + member epoch, KIP-848).
+
+State lives in memory only: a coordinator failover loses it, and the members, answered
+UNKNOWN_MEMBER_ID by the new coordinator, rejoin with epoch 0 (committed offsets are kept in
+`__consumer_offsets` as for classic groups). See docs/design.md. Rebalance timeouts, static
+membership and regex subscriptions are not served (the handler refuses a regex).
+Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from brokers.common.clock import Clock
+from brokers.coordinator.config import GroupConfig
+from brokers.coordinator.consumer_assignors import Assignment, assign
+from brokers.coordinator.errors import (
+    FencedMemberEpochError,
+    GroupError,
+    StaleMemberEpochError,
+    UnknownMemberIdError,
+    UnsupportedAssignorError,
+)
+
+log = logging.getLogger("pier.coordinator.consumer")
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+Partitions = dict[str, set[int]]
+PartitionCounts = Callable[[str], int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str  # empty on a v0 join: the coordinator names the member
+    member_epoch: int
+    subscribed_topics: tuple[str, ...] | None  # None: unchanged
+    server_assignor: str | None
+    owned: Partitions | None  # None: unchanged since the last heartbeat
+    client_id: str = ""
+    client_host: str = ""
+    instance_id: str | None = None
+    rack_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: GroupError | None
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: Partitions | None = None  # None: unchanged
+
+
+@dataclass(slots=True)
+class ConsumerMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    instance_id: str | None
+    rack_id: str | None
+    subscribed: frozenset[str] = frozenset()
+    assignor: str | None = None
+    epoch: int = 0
+    previous_epoch: int = -1
+    assigned: Partitions = field(default_factory=dict)  # may own now (revocations included)
+    sent: Partitions | None = None  # the assignment last put in a response
+    deadline: float = 0.0
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    group_id: str
+    epoch: int = 0
+    target_epoch: int = 0
+    target: Assignment = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # subscribed topics' partition counts
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    assignor: str = "uniform"
+
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return "Empty"
+        if self.target_epoch != self.epoch:
+            return "Assigning"
+        settled = all(
+            m.epoch == self.target_epoch and m.assigned == self.target.get(m.member_id, {})
+            for m in self.members.values()
+        )
+        return "Stable" if settled else "Reconciling"
+
+
+class ConsumerGroups:
+    def __init__(self, config: GroupConfig, clock: Clock) -> None:
+        self.config = config
+        self.clock = clock
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    # ---- ConsumerGroupHeartbeat -----------------------------------------------------------
+    def heartbeat(self, request: HeartbeatRequest, counts: PartitionCounts) -> HeartbeatResult:
+        interval = self.config.consumer_heartbeat_interval_ms
+        if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(request, interval)
+        error = self._check_assignor(request.server_assignor)
+        if error is not None:
+            return HeartbeatResult(error, request.member_id, request.member_epoch, interval)
+        group = self.groups.get(request.group_id)
+        if request.member_epoch == 0:
+            group = group or self._create(request.group_id)
+            member = self._join(group, request)
+        else:
+            member_or_error = self._known(group, request)
+            if isinstance(member_or_error, GroupError):
+                return HeartbeatResult(
+                    member_or_error, request.member_id, request.member_epoch, interval
+                )
+            member = member_or_error
+            assert group is not None
+        self._update_subscription(group, member, request)
+        self._refresh_target(group, counts)
+        member.deadline = self.clock.monotonic() + self.config.consumer_session_timeout_ms / 1000
+        self._reconcile(group, member, request.owned)
+        assignment = _send(group, member)
+        return HeartbeatResult(None, member.member_id, member.epoch, interval, assignment)
+
+    def _check_assignor(self, name: str | None) -> GroupError | None:
+        if name is not None and name not in self.config.consumer_assignors:
+            return UnsupportedAssignorError(f"server assignor {name!r} is not supported")
+        return None
+
+    def _create(self, group_id: str) -> ConsumerGroup:
+        group = ConsumerGroup(group_id, assignor=self.config.consumer_assignors[0])
+        self.groups[group_id] = group
+        return group
+
+    def _join(self, group: ConsumerGroup, request: HeartbeatRequest) -> ConsumerMember:
+        member = group.members.get(request.member_id) if request.member_id else None
+        if member is not None:  # a rejoin: the member gave up everything it owned
+            member.assigned, member.sent, member.epoch = {}, None, 0
+            return member
+        member_id = request.member_id or uuid.uuid4().hex
+        member = ConsumerMember(
+            member_id, request.client_id, request.client_host, request.instance_id,
+            request.rack_id,
+        )  # fmt: skip
+        group.members[member_id] = member
+        group.epoch += 1
+        log.info("event=consumer_member_joined group=%s member=%s", group.group_id, member_id)
+        return member
+
+    def _known(
+        self, group: ConsumerGroup | None, request: HeartbeatRequest
+    ) -> ConsumerMember | GroupError:
+        member = None if group is None else group.members.get(request.member_id)
+        if member is None:
+            return UnknownMemberIdError(f"member {request.member_id!r} is not in the group")
+        if request.member_epoch == member.epoch:
+            return member
+        owned = request.owned
+        if (
+            request.member_epoch == member.previous_epoch
+            and owned is not None
+            and all(parts <= member.assigned.get(t, set()) for t, parts in owned.items())
+        ):
+            return member  # it missed our last response: resend it
+        return FencedMemberEpochError(f"member epoch {request.member_epoch} is not {member.epoch}")
+
+    def _update_subscription(
+        self, group: ConsumerGroup, member: ConsumerMember, request: HeartbeatRequest
+    ) -> None:
+        if request.subscribed_topics is not None:
+            topics = frozenset(request.subscribed_topics)
+            if topics != member.subscribed:
+                member.subscribed = topics
+                group.epoch += 1
+        if request.server_assignor is not None and request.server_assignor != member.assignor:
+            member.assignor = request.server_assignor
+            group.epoch += 1
+
+    def _refresh_target(self, group: ConsumerGroup, counts: PartitionCounts) -> None:
+        """Bump the group epoch on a subscribed topic's partition change; recompute the target."""
+        current: dict[str, int] = {}
+        for topic in sorted({t for m in group.members.values() for t in m.subscribed}):
+            count = counts(topic)
+            if count:
+                current[topic] = count
+        if current != group.counts:
+            group.counts = current
+            group.epoch += 1
+        if group.target_epoch == group.epoch:
+            return
+        chosen = [m.assignor for m in group.members.values() if m.assignor]
+        group.assignor = chosen[0] if chosen else self.config.consumer_assignors[0]
+        subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
+        group.target = assign(group.assignor, subscriptions, group.counts, group.target)
+        group.target_epoch = group.epoch
+        log.info(
+            "event=consumer_target_assigned group=%s epoch=%d assignor=%s members=%d",
+            group.group_id, group.epoch, group.assignor, len(group.members),
+        )  # fmt: skip
+
+    def _reconcile(
+        self, group: ConsumerGroup, member: ConsumerMember, owned: Partitions | None
+    ) -> None:
+        """Revoke first (the epoch waits), then take the free new partitions and the epoch."""
+        target = group.target.get(member.member_id, {})
+        if owned is not None:  # partitions it no longer lists are released
+            for topic in list(member.assigned):
+                kept = member.assigned[topic] & (owned.get(topic, set()) | target.get(topic, set()))
+                if kept:
+                    member.assigned[topic] = kept
+                else:
+                    del member.assigned[topic]
+        if any(parts - target.get(t, set()) for t, parts in member.assigned.items()):
+            return  # still revoking: the response gives it the retained partitions only
+        taken = _owned_by_others(group, member.member_id)
+        for topic, parts in target.items():
+            free = {p for p in parts if (topic, p) not in taken}
+            if free:
+                member.assigned[topic] = member.assigned.get(topic, set()) | free
+        if member.epoch != group.target_epoch:
+            member.previous_epoch, member.epoch = member.epoch, group.target_epoch
+
+    def _leave(self, request: HeartbeatRequest, interval: int) -> HeartbeatResult:
+        group = self.groups.get(request.group_id)
+        if group is None or request.member_id not in group.members:
+            error = UnknownMemberIdError(f"member {request.member_id!r} is not in the group")
+            return HeartbeatResult(error, request.member_id, request.member_epoch, interval)
+        self._remove(group, request.member_id, "left")
+        return HeartbeatResult(None, request.member_id, request.member_epoch, interval)
+
+    def _remove(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        del group.members[member_id]
+        group.target.pop(member_id, None)
+        group.epoch += 1
+        log.info("event=consumer_member_removed group=%s member=%s why=%s", group.group_id,
+                 member_id, why)  # fmt: skip
+
+    # ---- timers, ownership, offsets -------------------------------------------------------
+    def expire(self) -> int:
+        """Remove members whose session timed out. Returns how many."""
+        now = self.clock.monotonic()
+        removed = 0
+        for group in self.groups.values():
+            for member in [m for m in group.members.values() if m.deadline <= now]:
+                self._remove(group, member.member_id, "session_timeout")
+                removed += 1
+        return removed
+
+    def forget(self, group_ids: Iterable[str]) -> None:
+        for group_id in group_ids:
+            self.groups.pop(group_id, None)
+
+    def validate_commit(self, group_id: str, member_id: str, epoch: int) -> GroupError | None:
+        """KIP-848's offset commit check of a consumer group (the caller knows it is one)."""
+        group = self.groups[group_id]
+        member = group.members.get(member_id)
+        if member is None:
+            if epoch < 0 and not member_id and not group.members:
+                return None  # an administrative commit to an empty group
+            return UnknownMemberIdError(f"member {member_id!r} is not in the group")
+        if epoch != member.epoch:
+            return StaleMemberEpochError(f"member epoch {epoch} is not {member.epoch}")
+        return None
+
+
+def _send(group: ConsumerGroup, member: ConsumerMember) -> Partitions | None:
+    """What the member may own now (partitions being revoked left out), when that changed."""
+    target = group.target.get(member.member_id, {})
+    now = {t: p & target.get(t, set()) for t, p in member.assigned.items()}
+    now = {t: p for t, p in now.items() if p}
+    if now == member.sent:
+        return None
+    member.sent = now
+    return now
+
+
+def _owned_by_others(group: ConsumerGroup, member_id: str) -> set[tuple[str, int]]:
+    return {
+        (t, p)
+        for other in group.members.values()
+        if other.member_id != member_id
+        for t, parts in other.assigned.items()
+        for p in parts
+    }
+
+
+def as_partitions(pairs: Mapping[str, Iterable[int]]) -> Partitions:
+    return {t: set(parts) for t, parts in pairs.items()}
