@@ -276,6 +276,18 @@ class ConsumerGroups:
             return StaleMemberEpochError(f"member epoch {epoch} is not {member.epoch}")
         return None
 
+    def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> GroupError | None:
+        """OffsetFetch v9's check: none for other groups or without a member (an admin's read)."""
+        group = self.groups.get(group_id)
+        if group is None or (epoch < 0 and not member_id):
+            return None
+        member = group.members.get(member_id or "")
+        if member is None:
+            return UnknownMemberIdError(f"member {member_id!r} is not in the group")
+        if epoch != member.epoch:
+            return StaleMemberEpochError(f"member epoch {epoch} is not {member.epoch}")
+        return None
+
 
 def _send(group: ConsumerGroup, member: ConsumerMember) -> Partitions | None:
     """What the member may own now (partitions being revoked left out), when that changed."""

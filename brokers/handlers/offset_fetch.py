@@ -50,7 +50,8 @@ def route(groups: GroupService) -> Route:
         stable = bool(getattr(request, "require_stable", False))
         if version >= FIRST_MULTI_GROUP_VERSION:
             groups = tuple(
-                _group(module, broker, g.group_id, g.topics, stable) for g in request.groups
+                _group(module, broker, g.group_id, g.topics, stable, _member_check(broker, g))
+                for g in request.groups
             )
             return make(module, "OffsetFetchResponse", throttle_time=throttle(), groups=groups)
         error, topics = _fetch(module, broker, request.group_id, request.topics, stable, version)
@@ -65,7 +66,32 @@ def route(groups: GroupService) -> Route:
     return Route(API_KEY, 1, 9, handle, name="OffsetFetch")
 
 
-def _group(module: ModuleType, broker: _Services, group_id: str, wanted: Any, stable: bool) -> Any:
+def _member_check(broker: _Services, group: Any) -> ErrorCode:
+    """v9 (KIP-848): a consumer group's member id and epoch, STALE_MEMBER_EPOCH as Kafka."""
+    member_id = getattr(group, "member_id", None)
+    epoch = getattr(group, "member_epoch", -1)
+    error = broker.groups.coordinator.consumer_groups.validate_fetch(
+        group.group_id, member_id, epoch
+    )
+    return ErrorCode.none if error is None else error_code_for(error)
+
+
+def _group(
+    module: ModuleType,
+    broker: _Services,
+    group_id: str,
+    wanted: Any,
+    stable: bool,
+    member_error: ErrorCode = ErrorCode.none,
+) -> Any:
+    if member_error is not ErrorCode.none:
+        return make(
+            module,
+            "OffsetFetchResponseGroup",
+            group_id=group_id,
+            topics=(),
+            error_code=member_error,
+        )
     error, topics = _fetch(module, broker, group_id, wanted, stable, FIRST_MULTI_GROUP_VERSION)
     return make(
         module, "OffsetFetchResponseGroup", group_id=group_id, topics=topics, error_code=error

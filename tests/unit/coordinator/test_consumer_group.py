@@ -111,12 +111,17 @@ def test_session_timeout_frees_a_dead_members_partitions(
     assert b4.member_epoch > a3.member_epoch
 
 
-def test_offset_commit_checks_member_and_epoch(groups: ConsumerGroups) -> None:
+def test_offset_commit_and_fetch_check_member_and_epoch(groups: ConsumerGroups) -> None:
     a = join(groups, "a")
     assert groups.validate_commit("g", "a", a.member_epoch) is None
     assert isinstance(groups.validate_commit("g", "a", a.member_epoch - 1), StaleMemberEpochError)
     assert isinstance(groups.validate_commit("g", "x", a.member_epoch), UnknownMemberIdError)
     assert isinstance(groups.validate_commit("g", "", -1), UnknownMemberIdError)
+    assert groups.validate_fetch("g", "a", a.member_epoch) is None
+    assert groups.validate_fetch("g", None, -1) is None, "an admin's read"
+    assert groups.validate_fetch("other", "a", 7) is None, "not a consumer group"
+    assert isinstance(groups.validate_fetch("g", "a", a.member_epoch + 1), StaleMemberEpochError)
+    assert isinstance(groups.validate_fetch("g", "x", a.member_epoch), UnknownMemberIdError)
 
 
 def test_assignors() -> None:
