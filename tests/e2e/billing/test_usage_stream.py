@@ -1,7 +1,10 @@
 """`infra/up`'s billing stream (`infra.billing_loop`, `pier billing stream`) behind a running
 gateway: a tenant's traffic shows in the tenant store while the stream runs, equal to what the
 gateway metered to `__usage` (read independently with librdkafka); killed, the stream is started
-again by the launcher's backoff and still counts every record once."""
+again by the launcher's backoff and still counts every record once. Both start a Spark JVM and
+take minutes on a busy machine: slow (`--run-slow`); in CI, tests/integration/test_up_cluster.py
+checks infra/up's stream rolls the demo tenant's gateway traffic up, and
+tests/integration/billing/test_stream.py the stream's exact totals across a kill."""
 
 from __future__ import annotations
 
@@ -75,6 +78,7 @@ def _stream(stack: GatewayStack, tmp_path: Path) -> BillingStreamProcess:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # 100-200 s here (a Spark JVM); CI covers the path with test_up_cluster
 def test_a_tenants_usage_shows_while_the_stream_runs(tmp_path: Path) -> None:
     with GatewayStack(tmp_path / "stack") as stack:
         stream = _stream(stack, tmp_path)  # may start before `__usage` exists: then restarted
