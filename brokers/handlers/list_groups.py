@@ -1,7 +1,7 @@
 """ListGroups (key 16, v0–5): the groups this broker coordinates, with state (v4+) and type (v5).
 
-v4 filters by state (KIP-518), v5 by type (KIP-848); both case-insensitive. Every group here is a
-classic group. Runs on the event loop.
+v4 filters by state (KIP-518), v5 by type (KIP-848); both case-insensitive. Classic groups
+and KIP-848 consumer groups (type and protocol type `consumer`). Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from brokers.wire.errors import ErrorCode
 
 API_KEY = 16
 CLASSIC = "classic"
+CONSUMER = "consumer"  # KIP-848 groups (brokers.coordinator.consumer_group)
 
 
 def route(group_service: GroupService) -> Route:
@@ -25,19 +26,32 @@ def route(group_service: GroupService) -> Route:
         module = response_module(API_KEY, ctx.api_version)
         states = getattr(request, "states_filter", ())
         types = {t.strip().lower() for t in getattr(request, "types_filter", ())}
-        error, listed = list_groups(group_service.coordinator, states)
+        coordinator = group_service.coordinator
+        error, listed = list_groups(coordinator, states)
+        consumer = coordinator.consumer_groups.groups
+        # a consumer group's offsets live in a member-less classic group of the same id
+        listed = [g for g in listed if g.group_id not in consumer]
         if types and CLASSIC not in types:
             listed = []
+        entries = [(g.group_id, g.protocol_type, g.state, CLASSIC) for g in listed]
+        if error is None and (not types or CONSUMER in types):
+            wanted_states = {s.lower() for s in states}
+            entries += [
+                (group_id, CONSUMER, group.state, CONSUMER)
+                for group_id, group in consumer.items()
+                if coordinator.check(group_id) is None
+                and (not wanted_states or group.state.lower() in wanted_states)
+            ]
         groups = tuple(
             make(
                 module,
                 "ListedGroup",
-                group_id=g.group_id,
-                protocol_type=g.protocol_type,
-                group_state=g.state,
-                group_type=CLASSIC,
+                group_id=group_id,
+                protocol_type=protocol_type,
+                group_state=state,
+                group_type=group_type,
             )
-            for g in listed
+            for group_id, protocol_type, state, group_type in entries
         )
         return make(
             module,

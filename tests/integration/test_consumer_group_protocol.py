@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from brokers.app.runtime import Broker
 from tests.integration.inproc import broker_thread
 from tests.integration.test_groups_clients import (
+    Assignment,
     assigned,
     bootstrap_of,
     consume_until,
@@ -38,7 +40,8 @@ PROPERTIES = {
 # The member that is SIGKILLed: prints each record only after its offset commit returned.
 CHILD = r"""
 import sys
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
+from confluent_kafka.admin import AdminClient
 bootstrap, group, topic = sys.argv[1:4]
 consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                      "group.protocol": "consumer", "auto.offset.reset": "earliest",
@@ -119,6 +122,25 @@ class Child:
             self.process.stdout.close()
 
 
+def describe_and_list(bootstrap: str, group_id: str, assignments: list[Assignment]) -> None:
+    """Admin views through librdkafka: ConsumerGroupDescribe and ListGroups' type filter."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.describe_consumer_groups([group_id]).values()
+    described = future.result(timeout=WAIT_S)
+    assert described.type == ConsumerGroupType.CONSUMER
+    assert str(described.state.name) == "STABLE"
+    assert described.partition_assignor == "uniform"
+    members = [
+        {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
+        for m in described.members
+    ]
+    assert sorted(members, key=sorted) == sorted(assignments, key=sorted)
+    listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(WAIT_S)
+    assert [g.group_id for g in listed.valid] == [group_id]
+    classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(WAIT_S)
+    assert group_id not in [g.group_id for g in classic.valid]
+
+
 def test_uniform_assignor_splits_a_topic_between_two_members(broker: Broker) -> None:
     bootstrap = bootstrap_of(broker)
     create_topic(bootstrap, "kip848-split", 4)
@@ -137,6 +159,11 @@ def test_uniform_assignor_splits_a_topic_between_two_members(broker: Broker) -> 
         group = broker.groups.coordinator.consumer_groups.groups["g-kip848-split"]
         epochs = {m.epoch for m in group.members.values()}
         assert epochs == {group.epoch}, "every member reconciled to the group epoch"
+        owned = [TopicPartition(t, p, 0) for t, p in sorted(first)]
+        consumers[0].commit(offsets=owned, asynchronous=False)  # member id + epoch (v9)
+        committed = consumers[0].committed(owned, timeout=WAIT_S)
+        assert [tp.offset for tp in committed] == [0] * len(owned)
+        describe_and_list(bootstrap, "g-kip848-split", [first, second])
     finally:
         for consumer in consumers:
             consumer.close()
