@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from billing.rollup.sums import TRAFFIC_MEASURES, PendingSample, RollupKey, Sums
@@ -37,9 +37,39 @@ def lean(rows: DataFrame) -> DataFrame:
     return rows.select(*LEAN_COLUMNS, (moment - moment % F.lit(HOUR_MS)).alias("hour_ms"))
 
 
-def with_hour(valid: DataFrame) -> DataFrame:
-    """Valid rows of `lean`, one per record id."""
-    return valid.dropDuplicates(["id"])
+def repeats(valid: DataFrame, counted: DataFrame | None) -> DataFrame:
+    """The ids among `valid` rows to thin out: each id seen more than once in the run or already
+    in `counted`, with `keep`, the position of the one copy to count (null: none, it was counted
+    before). Found by a shuffle of ids and positions alone, never of whole rows; small: persist it."""
+    position_type = "decimal(29,0)"
+    seen = valid.select("id", _position().alias("at"), F.lit(False).alias("old"))
+    if counted is not None:
+        earlier = counted.select(
+            "id", F.lit(None).cast(position_type).alias("at"), F.lit(True).alias("old")
+        )
+        seen = seen.unionByName(earlier)
+    grouped = seen.groupBy("id").agg(
+        F.count("*").alias("n"), F.max("old").alias("old"), F.min("at").alias("first")
+    )
+    keep = F.when(~F.col("old"), F.col("first"))
+    return grouped.where(F.col("n") > 1).select("id", keep.alias("keep"), F.lit(True).alias("rep"))
+
+
+def unique(valid: DataFrame, repeated: DataFrame) -> DataFrame:
+    """`valid` rows one per record id, without ids counted before: of a repeated id only the copy
+    at its `keep` position stays (a join with the small `repeats` frame, which Spark broadcasts
+    while it is small, so the rows themselves are not shuffled)."""
+    joined = valid.join(repeated, "id", "left")
+    stays = F.col("rep").isNull() | F.coalesce(F.col("keep") == _position(), F.lit(False))
+    return joined.where(stays).drop("keep", "rep")
+
+
+def _position() -> Column:
+    """A record's place in the topic as one orderable number (partition, then offset), so the
+    copy to keep is a plain `min` of a hash aggregation."""
+    offsets = F.lit(Decimal(10**19)).cast("decimal(20,0)")  # above any offset (a BIGINT)
+    partition = F.col("kafka_partition").cast("decimal(29,0)") * offsets
+    return (partition + F.col("kafka_offset").cast("decimal(20,0)")).cast("decimal(29,0)")
 
 
 def traffic_sums(records: DataFrame) -> dict[RollupKey, Sums]:
@@ -127,17 +157,13 @@ def _hourly(intervals: DataFrame) -> dict[RollupKey, Sums]:
     return out
 
 
-def census(rows: DataFrame) -> tuple[int, dict[str, int]]:
-    """(valid rows, rejected rows by reason) in one pass."""
-    valid, rejected = 0, {}
-    for row in rows.groupBy("rejected").count().collect():
+def census(rows: DataFrame) -> tuple[int, dict[str, int], list[int]]:
+    """(valid rows, rejected rows by reason, the UTC hours of the valid rows) in one pass."""
+    valid, rejected, hours = 0, dict[str, int](), set[int]()
+    for row in rows.groupBy("rejected", "hour_ms").count().collect():
         if row.rejected is None:
-            valid = int(row["count"])
+            valid += int(row["count"])
+            hours.add(int(row.hour_ms))
         else:
-            rejected[row.rejected] = int(row["count"])
-    return valid, rejected
-
-
-def hours(records: DataFrame) -> list[int]:
-    """The distinct UTC hours the records belong to."""
-    return sorted(int(r.hour_ms) for r in records.select("hour_ms").distinct().collect())
+            rejected[row.rejected] = rejected.get(row.rejected, 0) + int(row["count"])
+    return valid, rejected, sorted(hours)

@@ -15,8 +15,16 @@ the same name prefix read the same offset range against the same earlier ids, so
 ids and either will do. Attempts of generations the ledger has passed lost their fence or died
 before committing: `recover` deletes them. A ledger ahead of a state directory that has folders but
 not the committed one is a wrong `--state` (`StateError`); an empty one is a first run or a ledger
-whose earlier ids are in the database (`billing_record_ids`, read until they age out). Ids older
-than `__usage`'s retention are deleted. The state directory must be shared by every process of a
+whose earlier ids are in the database (`billing_record_ids`, read until they age out).
+
+So that de-duplication does not slow down as runs pile up (a stream commits every trigger
+interval), `compact` merges each UTC hour that is over and is held by two or more folders into one
+file under `merged=<uuid>/hour_ms=<hour>`: written to `.compact-<uuid>`, renamed into place, and
+only then are the folders it merged deleted (a reader sees every id at every moment; a crash in
+between leaves ids twice, which the anti-join does not mind, and the next compaction merges them).
+Late usage for an hour already merged adds a folder that the next run merges again. Ids of hours
+older than `__usage`'s retention (35 days: no copy of those records can still be read) are deleted
+(`expire`). The state directory must be shared by every process of a
 run (a cluster's executors write it: use a shared file system) and kept like the database.
 Driver side; the fence keeps concurrent runs from committing the same generation.
 """
@@ -25,15 +33,19 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Final
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from billing.source.offsets import offsets_to_json
+from tenancy.usage import HOUR_MS
 
 _GEN_WIDTH: Final = 12
+_STALE_S: Final = 3600  # a `.compact-*` folder this old belongs to a compaction that died
 
 
 class StateError(RuntimeError):
@@ -73,16 +85,51 @@ class IdStore:
             if int(attempt.name.split("-")[1]) <= generation:
                 shutil.rmtree(attempt, ignore_errors=True)
 
+    def merged(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.iterdir() if p.name.startswith("merged="))
+
+    def hour_dirs(self) -> list[Path]:
+        """Every `hour_ms=*` folder holding ids, merged or not."""
+        return [
+            hour
+            for folder in (*self.generations(), *self.merged())
+            for hour in folder.glob("hour_ms=*")
+            if any(hour.glob("*.parquet"))
+        ]
+
     def counted(self, spark: SparkSession, hours: list[int]) -> DataFrame | None:
         """The ids committed runs counted for records of `hours` (None: there are none)."""
         wanted = {f"hour_ms={h}" for h in hours}
-        paths = [
-            str(hour)
-            for gen in self.generations()
-            for hour in gen.iterdir()
-            if hour.name in wanted and any(hour.glob("*.parquet"))
-        ]
+        paths = [str(hour) for hour in self.hour_dirs() if hour.name in wanted]
         return spark.read.schema("id STRING").parquet(*paths) if paths else None
+
+    def compact(self, spark: SparkSession, now_ms: int) -> list[int]:
+        """Merge each hour over by `now_ms` that two or more folders hold into one file; returns
+        the hours merged. Call after a commit (one run at a time: the fence's winner)."""
+        self._drop_stale_compactions()
+        by_hour: dict[int, list[Path]] = {}
+        for hour in self.hour_dirs():
+            start = int(hour.name.split("=", 1)[1])
+            if start + HOUR_MS <= now_ms:
+                by_hour.setdefault(start, []).append(hour)
+        sources = {h: dirs for h, dirs in by_hour.items() if len(dirs) > 1}
+        if not sources:
+            return []
+        name = uuid.uuid4().hex
+        staging = self.root / f".compact-{name}"
+        paths = [str(d) for dirs in sources.values() for d in dirs]
+        ids = spark.read.schema("id STRING").parquet(*paths)
+        of_file = F.regexp_extract(F.col("_metadata.file_path"), r"/hour_ms=(-?[0-9]+)/", 1)
+        with_hour = ids.select("id", of_file.cast("bigint").alias("hour_ms"))
+        with_hour.repartition("hour_ms").write.partitionBy("hour_ms").parquet(str(staging))
+        staging.rename(self.root / f"merged={name}")
+        for dirs in sources.values():
+            for folder in dirs:
+                shutil.rmtree(folder, ignore_errors=True)
+        self._drop_empty_merged()
+        return sorted(sources)
 
     def new_attempt(self, generation: int, end_offsets: dict[int, int]) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -115,9 +162,26 @@ class IdStore:
             for hour in gen.glob("hour_ms=*"):
                 if int(hour.name.split("=", 1)[1]) < horizon_ms:
                     shutil.rmtree(hour, ignore_errors=True)
+        for folder in self.merged():
+            for hour in folder.glob("hour_ms=*"):
+                if int(hour.name.split("=", 1)[1]) < horizon_ms:
+                    shutil.rmtree(hour, ignore_errors=True)
         for gen in generations[:-1]:
             if not any(gen.glob("hour_ms=*")):
                 shutil.rmtree(gen, ignore_errors=True)
+        self._drop_empty_merged()
+
+    def _drop_empty_merged(self) -> None:
+        for folder in self.merged():
+            if not any(folder.glob("hour_ms=*")):
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def _drop_stale_compactions(self) -> None:
+        if not self.root.is_dir():
+            return
+        for folder in self.root.glob(".compact-*"):
+            if time.time() - folder.stat().st_mtime > _STALE_S:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _attempts(self) -> list[Path]:
         if not self.root.is_dir():

@@ -18,6 +18,7 @@ storage samples without a successor are settled. Driver side; one run per call.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from brokers.client import Cluster
 from tenancy.database import Database
 from tenancy.usage import RETENTION_MS, USAGE_TOPIC
 
+_log = logging.getLogger(__name__)
 DEFAULT_SAMPLE_INTERVAL_MS: Final = 60_000
 REJECTED = Counter(
     "pier_billing_rejected_records", "usage records refused by the contract", ["reason"]
@@ -135,13 +137,13 @@ def roll_up_records(
     attempt: Path | None = None
     generation = (cursor.generation if cursor else 0) + 1
     try:
-        valid_count, reasons = frames.census(rows)
+        valid_count, reasons, hours = frames.census(rows)
         end = end if end is not None else _ends_seen(rows, start)
         attempt = store.new_attempt(generation, end)
         out = RunOutput(options.topic, cursor, start, end, until_ms)
         out.rejected = sum(reasons.values())
         clock.lap("read")
-        _roll_up(spark, db, rows, valid_count, out, options, store, attempt, clock)
+        _roll_up(spark, db, rows, valid_count, hours, out, options, store, attempt, clock)
         if hooks.before_commit:
             hooks.before_commit()
         run_id = ledger.commit(db, out)
@@ -154,8 +156,10 @@ def roll_up_records(
     if hooks.after_commit:  # dying here leaves the attempt for the next run's `recover`
         hooks.after_commit()
     store.promote(attempt, generation)
-    store.expire(until_ms - RETENTION_MS)
     clock.lap("commit")
+    store.expire(until_ms - RETENTION_MS)
+    _compact(spark, store, until_ms)
+    clock.lap("compact")
     for reason, count in reasons.items():
         REJECTED.labels(reason=reason).inc(count)
     DUPLICATES.inc(out.duplicates)
@@ -170,6 +174,18 @@ def roll_up_records(
         len(out.rollups),
         clock.seconds,
     )
+
+
+def _compact(spark: SparkSession, store: IdStore, now_ms: int) -> None:
+    """Merge the counted ids of hours that are over (`IdStore.compact`); the run is committed
+    already, so a failure is logged and left for the next run."""
+    try:
+        hours = store.compact(spark, now_ms)
+    except Exception as error:  # housekeeping: never fails a committed run
+        _log.warning("event=billing_ids_compact_failed error=%r", str(error).splitlines()[:1])
+        return
+    if hours:
+        _log.info("event=billing_ids_compacted hours=%d", len(hours))
 
 
 def _ends_seen(rows: DataFrame, start: dict[int, int]) -> dict[int, int]:
@@ -194,24 +210,22 @@ def _roll_up(
     db: Database,
     rows: DataFrame,
     valid_count: int,
+    hours: list[int],
     out: RunOutput,
     options: RunOptions,
     store: IdStore,
     attempt: Path,
     clock: _Phases,
 ) -> None:
-    records = frames.with_hour(rows.where(F.col("rejected").isNull())).persist()
-    hours = frames.hours(records)
+    valid = rows.where(F.col("rejected").isNull())
     counted = store.counted(spark, hours)
     legacy = ledger.counted_ids(db, hours)  # ids earlier versions kept in the database
     if legacy:
         stored = spark.createDataFrame([(i,) for i in legacy], "id STRING")
         counted = stored if counted is None else counted.unionByName(stored)
-    if counted is not None:
-        unique = records.join(counted, "id", "left_anti").persist()
-        records.unpersist()
-        records = unique
+    repeated = frames.repeats(valid, counted).persist()
     try:
+        records = frames.unique(valid, repeated)
         out.records = records.count()
         out.duplicates = valid_count - out.records
         clock.lap("dedupe")
@@ -225,7 +239,7 @@ def _roll_up(
         store.write(records.select("id", "hour_ms"), attempt)
         clock.lap("ids")
     finally:
-        records.unpersist()
+        repeated.unpersist()
 
 
 def _range(options: RunOptions, cursor: Cursor | None) -> tuple[dict[int, int], dict[int, int]]:
