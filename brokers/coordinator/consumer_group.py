@@ -118,9 +118,10 @@ class ConsumerGroups:
         if error is not None:
             return HeartbeatResult(error, request.member_id, request.member_epoch, interval)
         group = self.groups.get(request.group_id)
+        changed = False
         if request.member_epoch == 0:
             group = group or self._create(request.group_id)
-            member = self._join(group, request)
+            member, changed = self._join(group, request)
         else:
             member_or_error = self._known(group, request)
             if isinstance(member_or_error, GroupError):
@@ -129,8 +130,8 @@ class ConsumerGroups:
                 )
             member = member_or_error
             assert group is not None
-        self._update_subscription(group, member, request)
-        self._refresh_target(group, counts)
+        changed = self._update_subscription(member, request) or changed
+        self._refresh_target(group, counts, changed)
         member.deadline = self.clock.monotonic() + self.config.consumer_session_timeout_ms / 1000
         self._reconcile(group, member, request.owned)
         assignment = _send(group, member)
@@ -146,20 +147,19 @@ class ConsumerGroups:
         self.groups[group_id] = group
         return group
 
-    def _join(self, group: ConsumerGroup, request: HeartbeatRequest) -> ConsumerMember:
+    def _join(self, group: ConsumerGroup, request: HeartbeatRequest) -> tuple[ConsumerMember, bool]:
         member = group.members.get(request.member_id) if request.member_id else None
         if member is not None:  # a rejoin: the member gave up everything it owned
             member.assigned, member.sent, member.epoch = {}, None, 0
-            return member
+            return member, False
         member_id = request.member_id or uuid.uuid4().hex
         member = ConsumerMember(
             member_id, request.client_id, request.client_host, request.instance_id,
             request.rack_id,
         )  # fmt: skip
         group.members[member_id] = member
-        group.epoch += 1
         log.info("event=consumer_member_joined group=%s member=%s", group.group_id, member_id)
-        return member
+        return member, True
 
     def _known(
         self, group: ConsumerGroup | None, request: HeartbeatRequest
@@ -178,20 +178,20 @@ class ConsumerGroups:
             return member  # it missed our last response: resend it
         return FencedMemberEpochError(f"member epoch {request.member_epoch} is not {member.epoch}")
 
-    def _update_subscription(
-        self, group: ConsumerGroup, member: ConsumerMember, request: HeartbeatRequest
-    ) -> None:
+    def _update_subscription(self, member: ConsumerMember, request: HeartbeatRequest) -> bool:
+        changed = False
         if request.subscribed_topics is not None:
             topics = frozenset(request.subscribed_topics)
-            if topics != member.subscribed:
-                member.subscribed = topics
-                group.epoch += 1
+            changed = topics != member.subscribed
+            member.subscribed = topics
         if request.server_assignor is not None and request.server_assignor != member.assignor:
             member.assignor = request.server_assignor
-            group.epoch += 1
+            changed = True
+        return changed
 
-    def _refresh_target(self, group: ConsumerGroup, counts: PartitionCounts) -> None:
-        """Bump the group epoch on a subscribed topic's partition change; recompute the target."""
+    def _refresh_target(self, group: ConsumerGroup, counts: PartitionCounts, changed: bool) -> None:
+        """One group epoch bump per heartbeat that changed the membership, a subscription or a
+        subscribed topic's partition count (as Kafka); then the target is recomputed."""
         current: dict[str, int] = {}
         for topic in sorted({t for m in group.members.values() for t in m.subscribed}):
             count = counts(topic)
@@ -199,6 +199,8 @@ class ConsumerGroups:
                 current[topic] = count
         if current != group.counts:
             group.counts = current
+            changed = True
+        if changed:
             group.epoch += 1
         if group.target_epoch == group.epoch:
             return

@@ -60,6 +60,7 @@ def test_a_partition_moves_only_after_its_owner_revoked_it(groups: ConsumerGroup
     assert a.error is None and a.assignment == {TOPIC: {0, 1, 2, 3}}
     b = join(groups, "b")
     assert b.error is None
+    assert groups.groups["g"].epoch == b.member_epoch == 2, "one epoch bump per join, as Kafka"
     assert not b.assignment, "a still owns every partition: nothing for b yet"
     # a's heartbeat still lists everything: it is told to keep only its half, epoch unchanged
     a2 = beat(groups, "a", a.member_epoch, {TOPIC: {0, 1, 2, 3}})
