@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.compat import data
-from tests.compat.side_by_side import SideBySide, Target, masked_pair, table
+from tests.compat.side_by_side import SideBySide, Target, assert_same, masked_pair, table
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.compat]
@@ -77,3 +77,36 @@ def test_describe_state_and_members(side_by_side: SideBySide, topic_name: str, g
     assert pier.returncode == kafka.returncode == 0, pier.describe() + kafka.describe()
     assert ours_rows == theirs_rows, pier.describe() + kafka.describe()
     assert len(ours_rows) == 3, ours_rows  # the header and two members of two partitions each
+
+
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+
+
+def test_java_consumer_joins_reads_commits_and_leaves(
+    side_by_side: SideBySide, topic_name: str
+) -> None:
+    """Kafka's Java consumer 4.1.1 (the console consumer) with `group.protocol=consumer`: joins by
+    ConsumerGroupHeartbeat, reads both partitions, commits on close and leaves; the group's
+    offsets then read back the same on both sides."""
+    group = f"{topic_name}-java848"
+    names = {topic_name: "<T>", group: "<G>"}
+    for target in data.targets(side_by_side):
+        data.create_topic(target, topic_name, 2)
+        data.produce(target, topic_name, 2, 5)
+    consumed = side_by_side.run(
+        "tool", CONSOLE_CONSUMER, "--bootstrap-server", "{bootstrap}", "--topic", topic_name,
+        "--group", group, "--consumer-property", "group.protocol=consumer",
+        "--from-beginning", "--max-messages", "10", "--timeout-ms", "30000",
+        "--property", "print.offset=true", "--property", "print.partition=true",
+    )  # fmt: skip
+    out = assert_same(*consumed, names, sort_lines=True)
+    assert len(out.splitlines()) == 10, out
+    offsets = assert_same(
+        *side_by_side.run(
+            "tool", GROUPS, "--bootstrap-server", "{bootstrap}", "--describe", "--group", group
+        ),
+        names,
+        sort_lines=True,
+    )
+    rows = {" ".join(line.split()) for line in offsets.splitlines()}
+    assert {"<G> <T> 0 5 5 0 - - -", "<G> <T> 1 5 5 0 - - -"} <= rows, offsets
