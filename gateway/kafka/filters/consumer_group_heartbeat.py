@@ -1,0 +1,62 @@
+"""ConsumerGroupHeartbeat (key 68, v0-1, KIP-848): the group id and the subscribed topic names are
+the tenant's (prefixed); the owned partitions' topic ids must name the tenant's topics (others are
+dropped: fail closed); a regex subscription is refused with INVALID_REQUEST (the brokers do not
+evaluate regexes, and one must never match another tenant's topic). The answer's assignment
+names only topics the group subscribed to, all the tenant's, so its topic ids pass; the error
+message is scrubbed. Kafka's ACL: READ on the group. Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import replace
+from typing import Any
+
+from brokers.wire.errors import ErrorCode
+from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
+from gateway.kafka.filters.common import response
+from gateway.kafka.filters.groups_common import message
+from gateway.kafka.filters.topics_common import tenant_topic_by_id
+
+API_KEY = 68
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+async def handle(ctx: FilterContext, request: Any) -> Outcome:
+    if not ctx.allowed("READ", "GROUP", request.group_id):
+        return _refuse(ctx, request, ErrorCode.group_authorization_failed, None)
+    if request.subscribed_topic_regex:  # librdkafka sends "" for none
+        text = "SubscribedTopicRegex is not supported through this gateway"
+        return _refuse(ctx, request, ErrorCode.invalid_request, text)
+    fleet = ctx.namespace.fleet
+    topics = request.subscribed_topic_names
+    owned = request.topic_partitions
+    if owned is not None:
+        owned = tuple([e for e in owned if await tenant_topic_by_id(ctx, e.topic_id) is not None])
+    forwarded = replace(
+        request,
+        group_id=fleet(request.group_id),
+        subscribed_topic_names=None if topics is None else tuple(fleet(t) for t in topics),
+        topic_partitions=owned,
+    )
+
+    def on_response(answer: Any) -> Any:
+        return replace(answer, error_message=message(ctx, answer.error_message))
+
+    return Forward(forwarded, on_response)
+
+
+def _refuse(ctx: FilterContext, request: Any, code: ErrorCode, text: str | None) -> Outcome:
+    return Reply(
+        response(
+            ctx,
+            "ConsumerGroupHeartbeatResponse",
+            error_code=code,
+            error_message=text,
+            member_id=request.member_id or None,
+            member_epoch=request.member_epoch,
+            heartbeat_interval=datetime.timedelta(0),
+            assignment=None,
+        )
+    )
