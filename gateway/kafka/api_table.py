@@ -6,7 +6,7 @@ Three kinds of API are served:
 - raw: rewritten on raw bytes on the hot path (Produce, Fetch);
 - filtered: decoded with kio and rewritten by one filter module each (`gateway.kafka.filters`).
 Everything else (inter-broker, controller, delegation tokens, ACL and quota admin, KIP-932/1071
-groups, KIP-848's ConsumerGroupDescribe, …) is absent: never advertised, and a request for it is refused, never forwarded (fail
+groups, …) is absent: never advertised, and a request for it is refused, never forwarded (fail
 closed). An API the brokers do not serve is not advertised either: the advertised range is the
 intersection of the gateway's range and the brokers' (learned from a broker's ApiVersions).
 

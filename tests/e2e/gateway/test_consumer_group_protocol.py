@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ConsumerGroupType, Producer
+from confluent_kafka.admin import AdminClient
 
 from tests.e2e.kafka_admin import create_topic
 from tests.gateway_stack import GatewayStack
@@ -33,6 +34,20 @@ def produce(config: dict[str, Any], values: list[bytes]) -> None:
     for i, value in enumerate(values):
         producer.produce(TOPIC, value=value, partition=i % 4)
     assert producer.flush(WAIT_S) == 0
+
+
+def describe(config: dict[str, Any], owned: list[set[tuple[str, int]]]) -> None:
+    """ConsumerGroupDescribe through the gateway: the tenant's names, its two members only."""
+    admin = AdminClient(config)
+    [future] = admin.describe_consumer_groups([GROUP]).values()
+    described = future.result(timeout=WAIT_S)
+    assert described.group_id == GROUP
+    assert described.type == ConsumerGroupType.CONSUMER
+    members = [
+        {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
+        for m in described.members
+    ]
+    assert sorted(members, key=sorted) == sorted(owned, key=sorted), "not bolt's member"
 
 
 def test_tenant_members_split_and_read_only_their_topic(gateway_stack: GatewayStack) -> None:
@@ -77,6 +92,7 @@ def test_tenant_members_split_and_read_only_their_topic(gateway_stack: GatewaySt
         owned = [{(tp.topic, tp.partition) for tp in c.assignment()} for c in consumers]
         assert not owned[0] & owned[1]
         assert owned[0] | owned[1] == {(TOPIC, p) for p in range(4)}
+        describe(acme, owned)
         produce(acme, [b"acme-%d" % i for i in range(8)])
         wait_until(lambda: step(lambda: len(seen) >= 8), what="acme's 8 records", timeout=WAIT_S,
                    interval=0)  # fmt: skip

@@ -43,7 +43,7 @@ pytestmark = pytest.mark.e2e
 
 WAIT_S = 10.0
 CONTROL_VERSIONS = {4: 5, 5: 3, 6: 7, 7: 3}  # LeaderAndIsr … ControlledShutdown (no kio schema)
-NAMED_REFUSALS = (4, 5, 6, 7, 27, 34, 35, 43, 45, 46, 48, 49, 50, 51, 57, 64, 67, 69, 74)
+NAMED_REFUSALS = (4, 5, 6, 7, 27, 34, 35, 43, 45, 46, 48, 49, 50, 51, 57, 64, 67, 74)
 UNKNOWN_KEYS = (93, 999, 32767)
 PRE_AUTH_APIS = frozenset({17, 18, 36})
 Samples = Mapping[tuple[str, frozenset[tuple[str, str]]], float]
