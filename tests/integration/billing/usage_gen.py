@@ -40,7 +40,10 @@ class Written:
 def create_usage_topic(bootstrap: str, partitions: int = PARTITIONS) -> None:
     async def go() -> None:
         async with Cluster(bootstrap) as cluster:
-            result = await create_topics(cluster, [NewTopic(USAGE_TOPIC, partitions, 1)])
+            # records are stamped T0 (months ago): without this the broker's retention deletes
+            # them minutes in, and a stream's replay of a killed micro-batch cannot read them
+            topic = NewTopic(USAGE_TOPIC, partitions, 1, {"retention.ms": "-1"})
+            result = await create_topics(cluster, [topic])
             assert result[USAGE_TOPIC] is None, result
 
     asyncio.run(go())
