@@ -134,6 +134,8 @@ class ConsumerGroups:
         self._refresh_target(group, counts, changed)
         member.deadline = self.clock.monotonic() + self.config.consumer_session_timeout_ms / 1000
         self._reconcile(group, member, request.owned)
+        if request.owned is not None and _nonempty(request.owned) != member.sent:
+            member.sent = None  # it reports something else (a lost response): send it in full
         assignment = _send(group, member)
         return HeartbeatResult(None, member.member_id, member.epoch, interval, assignment)
 
@@ -300,6 +302,10 @@ def _send(group: ConsumerGroup, member: ConsumerMember) -> Partitions | None:
         return None
     member.sent = now
     return now
+
+
+def _nonempty(partitions: Partitions) -> Partitions:
+    return {t: set(p) for t, p in partitions.items() if p}
 
 
 def _owned_by_others(group: ConsumerGroup, member_id: str) -> set[tuple[str, int]]:

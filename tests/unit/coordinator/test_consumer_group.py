@@ -90,6 +90,14 @@ def test_fencing_unknown_members_and_leave(groups: ConsumerGroups) -> None:
     )
 
 
+def test_a_lost_response_is_sent_again(groups: ConsumerGroups) -> None:
+    a = join(groups, "a")
+    assert a.assignment == {TOPIC: {0, 1, 2, 3}}
+    assert beat(groups, "a", a.member_epoch, None).assignment is None, "unchanged: not sent"
+    again = beat(groups, "a", a.member_epoch, {})  # it never got the first answer
+    assert again.assignment == {TOPIC: {0, 1, 2, 3}}
+
+
 def test_v0_join_gets_a_server_chosen_member_id(groups: ConsumerGroups) -> None:
     joined = join(groups, "")
     assert joined.error is None and len(joined.member_id) == 32
