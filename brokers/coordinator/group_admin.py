@@ -69,6 +69,15 @@ async def delete_groups(
     results: list[tuple[str, GroupError | None]] = []
     for group_id in group_ids:
         group = coordinator.groups.get(group_id)
+        consumer = coordinator.consumer_groups.groups.get(group_id)  # KIP-848
+        if coordinator.check(group_id) is None and consumer is not None:
+            if consumer.members:
+                results.append((group_id, NonEmptyGroupError(f"Group {group_id} is not empty.")))
+                continue
+            coordinator.consumer_groups.forget([group_id])
+            if group is None:
+                results.append((group_id, None))
+                continue
         error = coordinator.check(group_id) or _deletable(group, group_id)
         if error is None and group is not None:
             error = await _delete(coordinator, group)

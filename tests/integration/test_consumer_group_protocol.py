@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupType,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from brokers.app.runtime import Broker
@@ -40,7 +46,13 @@ PROPERTIES = {
 # The member that is SIGKILLed: prints each record only after its offset commit returned.
 CHILD = r"""
 import sys
-from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupType,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 bootstrap, group, topic = sys.argv[1:4]
 consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
@@ -139,6 +151,10 @@ def describe_and_list(bootstrap: str, group_id: str, assignments: list[Assignmen
     assert [g.group_id for g in listed.valid] == [group_id]
     classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(WAIT_S)
     assert group_id not in [g.group_id for g in classic.valid]
+    [deleted] = admin.delete_consumer_groups([group_id]).values()
+    with pytest.raises(KafkaException) as refused:
+        deleted.result(timeout=WAIT_S)
+    assert refused.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
 
 
 def test_uniform_assignor_splits_a_topic_between_two_members(broker: Broker) -> None:
