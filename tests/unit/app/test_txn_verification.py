@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from brokers.app.txn_verification import ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, _answers, _request
+from brokers.app.txn_verification import (
+    ADD_PARTITIONS_TO_TXN,
+    ADD_VERSION,
+    VERIFY_VERSION,
+    _answers,
+    _request,
+)
 from brokers.client.messages import make
 from brokers.handlers.build import response_module
 from brokers.wire.errors import ErrorCode
@@ -38,11 +44,20 @@ def response(error: ErrorCode, results: dict[tuple[str, int], ErrorCode]) -> Any
 
 
 def test_the_request_is_one_verify_only_transaction_grouped_by_topic() -> None:
-    request = _request("tx", 42, 3, PARTITIONS)
+    request = _request("tx", 42, 3, PARTITIONS, add=False)
     assert int(request.__version__) == VERIFY_VERSION
     (txn,) = request.transactions
     assert (txn.transactional_id, txn.producer_id, txn.producer_epoch) == ("tx", 42, 3)
     assert txn.verify_only is True
+    assert {t.name: tuple(t.partitions) for t in txn.topics} == {"a": (0, 2), "b": (1,)}
+
+
+def test_a_tv2_leader_adds_the_partitions_with_v5() -> None:
+    """KIP-890 part 2: the partition leader adds a TV2 producer's partitions (not verify-only)."""
+    request = _request("tx", 42, 3, PARTITIONS, add=True)
+    assert int(request.__version__) == ADD_VERSION
+    (txn,) = request.transactions
+    assert txn.verify_only is False
     assert {t.name: tuple(t.partitions) for t in txn.topics} == {"a": (0, 2), "b": (1,)}
 
 
