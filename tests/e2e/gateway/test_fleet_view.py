@@ -133,16 +133,18 @@ def test_both_workers_are_listed_with_the_connections_that_landed_on_each(
         producer = Producer({**config, "client.id": f"view-{len(producers)}"})
         producer.list_topics(timeout=30)  # authenticated on some worker
         producers.append(producer)
-    opened = [view.open_connections(k) for k in range(WORKERS)]
 
     def counted() -> list[tuple[int, int]]:
         rows = view.rows()
         return [(rows[k]["connections"], rows[k]["tenants"]) for k in range(WORKERS)]
 
-    wait_until(
-        lambda: counted() == [(n, 1) for n in opened],
-        what=f"the listing counts {opened} connections of one tenant per worker",
-    )
+    def listed_as_open() -> bool:
+        # A producer may still be opening its second connection (to the broker it was told of),
+        # so each worker's own count is read afresh beside the listing.
+        opened = [view.open_connections(k) for k in range(WORKERS)]
+        return all(opened) and counted() == [(n, 1) for n in opened]
+
+    wait_until(listed_as_open, what="the listing counts each worker's connections of one tenant")
     for producer in producers:
         producer.flush(10)
     del producers
