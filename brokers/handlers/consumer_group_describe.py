@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.coordinator.consumer_group import ConsumerGroup, ConsumerMember, Partitions
+from brokers.coordinator.group import GroupState
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.describe_groups import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
 from brokers.handlers.errors import error_code_for
@@ -50,8 +51,9 @@ def _describe(
     if error is not None:
         return _failed(module, group_id, error_code_for(error), None)
     if group is None:
-        message = f"Group {group_id} is not a consumer group."
-        return _failed(module, group_id, ErrorCode.group_id_not_found, message)
+        return _failed(
+            module, group_id, ErrorCode.group_id_not_found, _not_found(coordinator, group_id)
+        )
     return make(
         module,
         "DescribedGroup",
@@ -64,6 +66,14 @@ def _describe(
         members=tuple(_member(module, group, m, metadata) for m in group.members.values()),
         authorized_operations=ops,
     )
+
+
+def _not_found(coordinator: Any, group_id: str) -> str:
+    """Kafka's two messages: a live classic group is "not a consumer group", else "not found"."""
+    classic = coordinator.groups.get(group_id)
+    if classic is not None and classic.state != GroupState.DEAD:
+        return f"Group {group_id} is not a consumer group."
+    return f"Group {group_id} not found."
 
 
 def _failed(module: Any, group_id: str, code: ErrorCode, message: str | None) -> Any:
