@@ -13,12 +13,12 @@ from dataclasses import replace
 from typing import Any
 
 from brokers.wire.errors import ErrorCode
-from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
-from gateway.kafka.filters.common import entity, response
+from gateway.kafka.filter import FilterContext, Outcome
+from gateway.kafka.filters.common import entity
 from gateway.kafka.filters.groups_common import (
     AUTHORIZED_OPERATIONS_OMITTED,
+    describe_groups,
     group_operations,
-    in_request_order,
     message,
     stripped,
 )
@@ -29,23 +29,9 @@ MAX_VERSION = 1
 
 
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
-    allowed = [g for g in request.group_ids if ctx.allowed("DESCRIBE", "GROUP", g)]
-    refused = [_refused(ctx, g) for g in request.group_ids if g not in allowed]
-    if not allowed:
-        return Reply(response(ctx, "ConsumerGroupDescribeResponse", groups=tuple(refused)))
-    wants_operations = bool(request.include_authorized_operations)
-    order = list(request.group_ids)
-
-    def on_response(answer: Any) -> Any:
-        groups = [
-            _described(ctx, g, wants_operations)
-            for g in stripped(ctx, answer.groups, "group_id")
-            if g.group_id in allowed
-        ]
-        return replace(answer, groups=in_request_order(groups + refused, order, "group_id"))
-
-    fleet_groups = tuple(ctx.namespace.fleet(g) for g in allowed)
-    return Forward(replace(request, group_ids=fleet_groups), on_response)
+    return describe_groups(
+        ctx, request, "group_ids", "ConsumerGroupDescribeResponse", _refused, _described
+    )
 
 
 def _described(ctx: FilterContext, group: Any, wants_operations: bool) -> Any:

@@ -14,16 +14,15 @@ from dataclasses import replace
 from typing import Any
 
 from brokers.wire.errors import ErrorCode
-from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
-from gateway.kafka.filters.common import entity, response
+from gateway.kafka.filter import FilterContext, Outcome
+from gateway.kafka.filters.common import entity
 from gateway.kafka.filters.groups_common import (
     AUTHORIZED_OPERATIONS_OMITTED,
     CONSUMER,
     assignment_out,
+    describe_groups,
     group_operations,
-    in_request_order,
     message,
-    stripped,
     subscription_out,
 )
 
@@ -33,23 +32,7 @@ MAX_VERSION = 6
 
 
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
-    allowed = [g for g in request.groups if ctx.allowed("DESCRIBE", "GROUP", g)]
-    refused = [_refused(ctx, g) for g in request.groups if g not in allowed]
-    if not allowed:
-        return Reply(response(ctx, "DescribeGroupsResponse", groups=tuple(refused)))
-    wants_operations = getattr(request, "include_authorized_operations", False)
-    order = list(request.groups)
-
-    def on_response(answer: Any) -> Any:
-        groups = [
-            _described(ctx, g, wants_operations)
-            for g in stripped(ctx, answer.groups, "group_id")
-            if g.group_id in allowed
-        ]
-        return replace(answer, groups=in_request_order(groups + refused, order, "group_id"))
-
-    fleet_groups = tuple(ctx.namespace.fleet(g) for g in allowed)
-    return Forward(replace(request, groups=fleet_groups), on_response)
+    return describe_groups(ctx, request, "groups", "DescribeGroupsResponse", _refused, _described)
 
 
 def _described(ctx: FilterContext, group: Any, wants_operations: bool) -> Any:

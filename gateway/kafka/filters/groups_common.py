@@ -13,7 +13,7 @@ Pure; thread-safe; runs on the event loop.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -64,6 +64,37 @@ def in_request_order(
     for i, name in enumerate(order):
         rank.setdefault(name, i)
     return tuple(sorted(entries, key=lambda e: rank.get(getattr(e, field), len(order))))
+
+
+def describe_groups(
+    ctx: FilterContext,
+    request: Any,
+    ids_field: str,
+    response_name: str,
+    refused: Callable[[FilterContext, str], Any],
+    described: Callable[[FilterContext, Any, bool], Any],
+) -> Outcome:
+    """The describe flow of DescribeGroups and ConsumerGroupDescribe: groups the tenant may not
+    DESCRIBE are answered locally (`refused`), the rest forwarded under their fleet names, and the
+    answer's entries that are the tenant's stripped, shown with `described` and merged with the
+    refused ones in request order."""
+    asked = list(getattr(request, ids_field))
+    allowed = [g for g in asked if ctx.allowed("DESCRIBE", "GROUP", g)]
+    local = [refused(ctx, g) for g in asked if g not in allowed]
+    if not allowed:
+        return Reply(response(ctx, response_name, groups=tuple(local)))
+    wants_operations = bool(getattr(request, "include_authorized_operations", False))
+
+    def on_response(answer: Any) -> Any:
+        groups = [
+            described(ctx, g, wants_operations)
+            for g in stripped(ctx, answer.groups, "group_id")
+            if g.group_id in allowed
+        ]
+        return replace(answer, groups=in_request_order(groups + local, asked, "group_id"))
+
+    fleet_groups = tuple(ctx.namespace.fleet(g) for g in allowed)
+    return Forward(replace(request, **{ids_field: fleet_groups}), on_response)
 
 
 def partition_errors(
