@@ -35,6 +35,7 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_regex_refresh_interval_ms: int = 600_000
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> GroupConfig:
@@ -57,6 +58,9 @@ class GroupConfig:
             consumer_session_timeout_ms=read("group.consumer.session.timeout.ms", 45_000, 1),
             consumer_heartbeat_interval_ms=read("group.consumer.heartbeat.interval.ms", 5_000, 1),
             consumer_assignors=_assignors(properties.get("group.consumer.assignors")),
+            consumer_regex_refresh_interval_ms=read(
+                "group.consumer.regex.refresh.interval.ms", 600_000, 1
+            ),
         )
         if config.min_session_timeout_ms > config.max_session_timeout_ms:
             raise GroupConfigError(

@@ -11,8 +11,10 @@ Also validates offset commits of consumer groups (member id + member epoch, KIP-
 
 State lives in memory only: a coordinator failover loses it, and the members, answered
 UNKNOWN_MEMBER_ID by the new coordinator, rejoin with epoch 0 (committed offsets are kept in
-`__consumer_offsets` as for classic groups). See docs/design.md. Rebalance timeouts, static
-membership and regex subscriptions are not served (the handler refuses a regex).
+`__consumer_offsets` as for classic groups). See docs/design.md. Rebalance timeouts and static
+membership are not served. A member's subscription is its topic names plus what its
+SubscribedTopicRegex matches (`brokers.coordinator.consumer_group_regex`, resolved again
+periodically); a change in what a regex matches bumps the group epoch.
 Runs on the event loop; not thread-safe.
 """
 
@@ -26,6 +28,13 @@ from dataclasses import dataclass, field
 from brokers.common.clock import Clock
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_assignors import Assignment, assign
+from brokers.coordinator.consumer_group_regex import (
+    GroupRegexes,
+    TopicNames,
+    effective,
+    in_use,
+    no_topics,
+)
 from brokers.coordinator.errors import (
     FencedMemberEpochError,
     GroupError,
@@ -53,6 +62,7 @@ class HeartbeatRequest:
     client_host: str = ""
     instance_id: str | None = None
     rack_id: str | None = None
+    subscribed_regex: str | None = None  # None: unchanged; "": none (consumer_group_regex)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +82,7 @@ class ConsumerMember:
     instance_id: str | None
     rack_id: str | None
     subscribed: frozenset[str] = frozenset()
+    regex: str = ""  # SubscribedTopicRegex ("": none), resolved by the group's `regexes`
     assignor: str | None = None
     epoch: int = 0
     previous_epoch: int = -1
@@ -89,6 +100,7 @@ class ConsumerGroup:
     counts: dict[str, int] = field(default_factory=dict)  # subscribed topics' partition counts
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     assignor: str = "uniform"
+    regexes: GroupRegexes = field(default_factory=GroupRegexes)
 
     @property
     def state(self) -> str:
@@ -110,7 +122,9 @@ class ConsumerGroups:
         self.groups: dict[str, ConsumerGroup] = {}
 
     # ---- ConsumerGroupHeartbeat -----------------------------------------------------------
-    def heartbeat(self, request: HeartbeatRequest, counts: PartitionCounts) -> HeartbeatResult:
+    def heartbeat(
+        self, request: HeartbeatRequest, counts: PartitionCounts, names: TopicNames = no_topics
+    ) -> HeartbeatResult:
         interval = self.config.consumer_heartbeat_interval_ms
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request, interval)
@@ -131,6 +145,7 @@ class ConsumerGroups:
             member = member_or_error
             assert group is not None
         changed = self._update_subscription(member, request) or changed
+        changed = self._refresh_regexes(group, names) or changed
         self._refresh_target(group, counts, changed)
         member.deadline = self.clock.monotonic() + self.config.consumer_session_timeout_ms / 1000
         self._reconcile(group, member, request.owned)
@@ -186,16 +201,28 @@ class ConsumerGroups:
             topics = frozenset(request.subscribed_topics)
             changed = topics != member.subscribed
             member.subscribed = topics
+        if request.subscribed_regex is not None and request.subscribed_regex != member.regex:
+            member.regex = request.subscribed_regex
+            changed = True
         if request.server_assignor is not None and request.server_assignor != member.assignor:
             member.assignor = request.server_assignor
             changed = True
         return changed
 
+    def _refresh_regexes(self, group: ConsumerGroup, names: TopicNames) -> bool:
+        regexes = in_use({m.member_id: m.regex for m in group.members.values()})
+        interval = self.config.consumer_regex_refresh_interval_ms
+        return group.regexes.refresh(regexes, names, self.clock.monotonic(), interval)
+
     def _refresh_target(self, group: ConsumerGroup, counts: PartitionCounts, changed: bool) -> None:
         """One group epoch bump per heartbeat that changed the membership, a subscription or a
         subscribed topic's partition count (as Kafka); then the target is recomputed."""
+        subscriptions = {
+            m.member_id: effective(m.subscribed, m.regex, group.regexes)
+            for m in group.members.values()
+        }
         current: dict[str, int] = {}
-        for topic in sorted({t for m in group.members.values() for t in m.subscribed}):
+        for topic in sorted({t for topics in subscriptions.values() for t in topics}):
             count = counts(topic)
             if count:
                 current[topic] = count
@@ -208,7 +235,6 @@ class ConsumerGroups:
             return
         chosen = [m.assignor for m in group.members.values() if m.assignor]
         group.assignor = chosen[0] if chosen else self.config.consumer_assignors[0]
-        subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
         group.target = assign(group.assignor, subscriptions, group.counts, group.target)
         group.target_epoch = group.epoch
         log.info(

@@ -96,7 +96,7 @@ def _member(
         client_id=member.client_id,
         client_host=member.client_host,
         subscribed_topic_names=tuple(sorted(member.subscribed)),
-        subscribed_topic_regex=None,
+        subscribed_topic_regex=member.regex or None,
         assignment=_assignment(module, member.sent or {}, metadata),
         target_assignment=_assignment(module, group.target.get(member.member_id, {}), metadata),
         member_type=CONSUMER_MEMBER_TYPE,

@@ -4,8 +4,9 @@ reconciling and leaving a consumer group.
 Checks the request as Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid` does (a member id
 on v1 and whenever the epoch is not 0, INVALID_REQUEST otherwise; v0 joins get a server-chosen
 id), maps owned/assigned partitions between topic ids and names through the metadata view, and
-leaves the state machine to `brokers.coordinator.consumer_group`. A regex subscription is refused
-with INVALID_REQUEST (not evaluated on the broker yet). A group id held by a non-empty classic
+leaves the state machine to `brokers.coordinator.consumer_group`. A SubscribedTopicRegex is
+checked here (`consumer_group_regex.check_regex`: RE2 syntax, length, distinct regexes per group;
+INVALID_REGULAR_EXPRESSION as Kafka) and resolved by the coordinator. A group id held by a non-empty classic
 group answers GROUP_ID_NOT_FOUND (mixed groups are not served). Runs on the event loop.
 """
 
@@ -16,6 +17,7 @@ import uuid
 from typing import Any
 
 from brokers.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult, Partitions
+from brokers.coordinator.consumer_group_regex import check_regex
 from brokers.coordinator.errors import GroupError, GroupIdNotFoundError
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import InvalidRequestError, error_code_for
@@ -36,6 +38,7 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
         coordinator = groups.coordinator
         error: Exception | None = _invalid(request, ctx.api_version)
         error = error or coordinator.check(request.group_id) or _classic(groups, request.group_id)
+        error = error or _regex_error(groups, request)
         if error is not None:
             return _answer(
                 module, error, request.member_id, request.member_epoch, 0, None, metadata
@@ -51,8 +54,11 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
             client_host=client_host(ctx),
             instance_id=request.instance_id,
             rack_id=request.rack_id,
+            subscribed_regex=request.subscribed_topic_regex,
         )
-        result = coordinator.consumer_groups.heartbeat(heartbeat, lambda t: _count(metadata, t))
+        result = coordinator.consumer_groups.heartbeat(
+            heartbeat, lambda t: _count(metadata, t), metadata.topics.keys
+        )
         return _result(module, result, metadata)
 
     return Route(API_KEY, 0, 1, handle, name="ConsumerGroupHeartbeat")
@@ -66,16 +72,32 @@ def _invalid(request: Any, version: int) -> Exception | None:
         return InvalidRequestError("MemberId can't be empty.")
     if epoch < -2:
         return InvalidRequestError(f"MemberEpoch {epoch} is invalid")
-    if request.subscribed_topic_regex:  # librdkafka sends "" for none
-        return InvalidRequestError("SubscribedTopicRegex is not supported by this broker")
     topics = request.subscribed_topic_names
-    if epoch == 0 and topics is None:
-        return InvalidRequestError("SubscribedTopicNames must be set in first request.")
+    if epoch == 0 and topics is None and request.subscribed_topic_regex is None:
+        return InvalidRequestError(
+            "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+        )
     if topics is not None and len(topics) > MAX_SUBSCRIBED_TOPICS:
         return InvalidRequestError(f"more than {MAX_SUBSCRIBED_TOPICS} subscribed topics")
     if epoch == 0 and millis(request.rebalance_timeout) < -1:
         return InvalidRequestError("RebalanceTimeoutMs is invalid")
     return None
+
+
+class InvalidRegularExpressionError(Exception):
+    """A SubscribedTopicRegex refused by `check_regex` (INVALID_REGULAR_EXPRESSION)."""
+
+
+def _regex_error(groups: GroupService, request: Any) -> Exception | None:
+    regex = request.subscribed_topic_regex
+    if not regex or request.member_epoch < 0:  # librdkafka sends "" for none
+        return None
+    group = groups.coordinator.consumer_groups.groups.get(request.group_id)
+    others = () if group is None else (
+        m.regex for m in group.members.values() if m.regex and m.member_id != request.member_id
+    )  # fmt: skip
+    reason = check_regex(regex, others)
+    return None if reason is None else InvalidRegularExpressionError(reason)
 
 
 def _classic(groups: GroupService, group_id: str) -> GroupError | None:
@@ -126,13 +148,21 @@ def _answer(
         module,
         "ConsumerGroupHeartbeatResponse",
         throttle_time=throttle(),
-        error_code=ErrorCode.none if error is None else error_code_for(error),
+        error_code=_code(error),
         error_message=None if error is None else (str(error) or None),
         member_id=member_id or None,
         member_epoch=member_epoch,
         heartbeat_interval=_ms(interval_ms),
         assignment=entity_assignment,
     )
+
+
+def _code(error: Exception | None) -> ErrorCode:
+    if error is None:
+        return ErrorCode.none
+    if isinstance(error, InvalidRegularExpressionError):
+        return ErrorCode.invalid_regular_expression
+    return error_code_for(error)
 
 
 def _topic_partitions(
