@@ -74,7 +74,11 @@ async def delete_groups(
             if consumer.members:
                 results.append((group_id, NonEmptyGroupError(f"Group {group_id} is not empty.")))
                 continue
-            coordinator.consumer_groups.forget([group_id])
+            try:  # its tombstones (KIP-848 records), as Kafka's deletion writes
+                await coordinator.consumer_store.delete(group_id)
+            except GroupError as exc:
+                results.append((group_id, exc))
+                continue
             if group is None:
                 results.append((group_id, None))
                 continue

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from brokers.common.clock import Clock
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_group import ConsumerGroups
+from brokers.coordinator.consumer_group_store import ConsumerGroupStore
 from brokers.coordinator.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -79,6 +80,7 @@ class GroupCoordinator:
         self.log = GroupLog(topic, clock)
         self.groups: dict[str, Group] = {}
         self.consumer_groups = ConsumerGroups(config, clock)  # KIP-848
+        self.consumer_store = ConsumerGroupStore(self.consumer_groups, self.log, clock)
         self.ownership = OffsetsOwnership(topic, self._install, self._forget)
         self._deadlines = DeadlineQueue()
         self.rebalancer = Rebalancer(config, clock, self.log, self._deadlines)
@@ -140,6 +142,7 @@ class GroupCoordinator:
         for group_id, offsets in loaded.offset_groups().items():
             group = self.groups.get(group_id) or self._create(group_id)
             group.offsets = offsets
+        self.consumer_store.install(loaded.consumer_records)
         self.transactions.install(loaded.partition, loaded.open_transactions)
         for producer_id, commit in self._deferred_markers.pop(loaded.partition, []):
             self._complete(loaded.partition, producer_id, commit)
@@ -147,7 +150,7 @@ class GroupCoordinator:
     def _forget(self, partition: int) -> None:
         self.transactions.forget(partition)
         self._deferred_markers.pop(partition, None)
-        self.consumer_groups.forget(
+        self.consumer_store.forget(
             [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]
         )
         gone = [g for g in self.groups if self.partition_for(g) == partition]
@@ -417,7 +420,7 @@ class GroupCoordinator:
     # ---- timers ---------------------------------------------------------------------------
     def tick(self) -> None:
         """Fire due timers: session and join timeouts, delayed joins, pending syncs."""
-        self.consumer_groups.expire()
+        self.consumer_store.expire()
         for group_id in self._deadlines.pop_due(self.clock.monotonic()):
             group = self.groups.get(group_id)
             if group is not None and not group.is_in(S.DEAD):
@@ -444,3 +447,4 @@ class GroupCoordinator:
         """Answer parked requests (the broker is going away) and finish background writes."""
         await self.ownership.close()
         await self.rebalancer.drain()
+        await self.consumer_store.drain()

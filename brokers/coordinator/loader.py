@@ -7,8 +7,10 @@ against transactional ones. A transactional batch (a TxnOffsetCommit) leaves its
 under its producer id; that producer's next end-transaction marker in the partition commits them
 (the later record wins against plain commits, as Kafka's replayEndTransactionMarker) or drops
 them; offsets still pending at the log end stay pending, for the marker the transaction
-coordinator will send later. Records of key types this coordinator does not own (KIP-848/share
-groups) and control records that are not markers are ignored. A record that does not parse is
+coordinator will send later. KIP-848 consumer group records (key types 3-8,
+`consumer_group_records`) are kept raw per group, last value per key, for
+`consumer_group_store.install`; records of other key types (share groups, regex resolutions) and
+control records that are not markers are ignored. A record that does not parse is
 logged and skipped rather than failing the whole partition. Yields to the event loop between
 batches, so loading a large partition never stalls other requests. Runs on the event loop; not
 thread-safe.
@@ -20,6 +22,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from brokers.coordinator.consumer_group_records import decode_consumer_key
 from brokers.coordinator.errors import GroupRecordError
 from brokers.coordinator.group_records import (
     GroupMetadataKey,
@@ -47,6 +50,7 @@ class LoadedPartition:
     groups: dict[str, GroupMetadataRecord] = field(default_factory=dict)
     offsets: dict[str, GroupOffsets] = field(default_factory=dict)
     open_transactions: dict[int, set[str]] = field(default_factory=dict)  # producer → groups
+    consumer_records: dict[str, dict[bytes, bytes]] = field(default_factory=dict)  # KIP-848
     records: int = 0
     skipped: int = 0
 
@@ -62,6 +66,20 @@ class LoadedPartition:
                 self.groups.pop(key.group, None)
             else:
                 self.groups[key.group] = decode_group_metadata_value(record.value)
+        elif key is None:
+            self._apply_consumer(record.key, record.value)
+
+    def _apply_consumer(self, key_bytes: bytes, value: bytes | None) -> None:
+        key = decode_consumer_key(key_bytes)
+        if key is None:
+            return
+        records = self.consumer_records.setdefault(key.group_id, {})
+        if value is not None:
+            records[key_bytes] = value
+            return
+        records.pop(key_bytes, None)
+        if not records:
+            del self.consumer_records[key.group_id]
 
     def _apply_offset(
         self, key: OffsetCommitKey, value: bytes | None, record_offset: int, producer_id: int
@@ -98,9 +116,9 @@ async def load_partition(topic: OffsetsTopic, partition: int) -> LoadedPartition
         if count % _YIELD_EVERY == 0:
             await asyncio.sleep(0)
     log.info(
-        "event=offsets_partition_loaded partition=%d groups=%d offset_groups=%d "
-        "open_transactions=%d records=%d skipped=%d",
-        partition, len(loaded.groups), len(loaded.offset_groups()),
+        "event=offsets_partition_loaded partition=%d groups=%d consumer_groups=%d "
+        "offset_groups=%d open_transactions=%d records=%d skipped=%d",
+        partition, len(loaded.groups), len(loaded.consumer_records), len(loaded.offset_groups()),
         len(loaded.open_transactions), loaded.records, loaded.skipped,
     )  # fmt: skip
     return loaded

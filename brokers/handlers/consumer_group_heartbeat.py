@@ -59,6 +59,9 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
         result = coordinator.consumer_groups.heartbeat(
             heartbeat, lambda t: _count(metadata, t), metadata.topics.keys
         )
+        result = await coordinator.consumer_store.persist(
+            result, request.group_id, lambda t: _topic_id(metadata, t)
+        )  # written to __consumer_offsets before the answer (consumer_group_store)
         return _result(module, result, metadata)
 
     return Route(API_KEY, 0, 1, handle, name="ConsumerGroupHeartbeat")
@@ -116,6 +119,11 @@ def _owned(topic_partitions: Any, metadata: MetadataView) -> Partitions | None:
         if topic is not None:
             owned.setdefault(topic.name, set()).update(int(p) for p in entry.partitions)
     return owned
+
+
+def _topic_id(metadata: MetadataView, name: str) -> uuid.UUID | None:
+    topic = metadata.topic(name)
+    return None if topic is None else topic.topic_id
 
 
 def _count(metadata: MetadataView, name: str) -> int | None:

@@ -1,0 +1,153 @@
+"""KIP-848 groups persisted in `__consumer_offsets` (`consumer_group_records`, `consumer_group_store`,
+the loader): the records' bytes, and a second coordinator reading the log back carries on with the
+same group epoch, member epochs and assignments; leaving members and deleted groups leave tombstones."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from brokers.common.clock import ManualClock
+from brokers.coordinator import consumer_group_records as rec
+from brokers.coordinator.config import GroupConfig
+from brokers.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult, Partitions
+from brokers.coordinator.errors import NotCoordinatorError
+from brokers.coordinator.group_admin import delete_groups
+from brokers.coordinator.group_coordinator import GroupCoordinator
+from tests.unit.coordinator.harness import MemoryOffsetsTopic
+
+TOPIC = "t"
+TOPIC_ID = uuid.UUID("0b5ad0f1-7d4e-4c3a-9e6f-1a2b3c4d5e6f")
+COUNTS = {TOPIC: 4}
+IDS = {TOPIC: TOPIC_ID}
+
+
+def coordinator(topic: MemoryOffsetsTopic, clock: ManualClock) -> GroupCoordinator:
+    config = GroupConfig(consumer_session_timeout_ms=3_000, consumer_heartbeat_interval_ms=500)
+    return GroupCoordinator(config, topic, clock)
+
+
+async def started(topic: MemoryOffsetsTopic, clock: ManualClock) -> GroupCoordinator:
+    c = coordinator(topic, clock)
+    await c.load_partitions(range(topic.partitions))
+    return c
+
+
+async def beat(
+    c: GroupCoordinator, member: str, epoch: int, owned: Partitions | None, **kw: object
+) -> HeartbeatResult:
+    topics = (TOPIC,) if epoch == 0 else None
+    request = HeartbeatRequest("g", member, epoch, topics, None, owned, client_id="cl", **kw)  # type: ignore[arg-type]
+    result = c.consumer_groups.heartbeat(request, COUNTS.get)
+    return await c.consumer_store.persist(result, "g", IDS.get)
+
+
+def consumer_records(topic: MemoryOffsetsTopic) -> list[tuple[rec.ConsumerKey, bytes | None]]:
+    out = []
+    for key, value in topic.records(topic_partition(topic)):
+        parsed = rec.decode_consumer_key(key or b"")
+        if parsed is not None:
+            out.append((parsed, value))
+    return out
+
+
+def topic_partition(topic: MemoryOffsetsTopic) -> int:
+    return coordinator(topic, ManualClock()).partition_for("g")
+
+
+def test_value_bytes_match_kafkas_schemas() -> None:
+    # int16 version 0, then the flexible body; an empty tagged-field section ends each struct
+    assert rec.encode_group_metadata(5) == bytes.fromhex("00000000000500")
+    key = rec.encode_key(rec.ConsumerKey(rec.CURRENT_ASSIGNMENT, "g", "m"))
+    assert key == bytes.fromhex("00080001") + b"g" + bytes.fromhex("0001") + b"m"
+    current = rec.CurrentAssignment(3, 2, rec.UNREVOKED_PARTITIONS, {TOPIC_ID: (0, 1)}, {})
+    encoded = rec.encode_current_assignment(current)
+    assert encoded == (
+        bytes.fromhex("000000000003000000020102")
+        + TOPIC_ID.bytes
+        + bytes.fromhex("030000000000000001000100")
+    )
+    assert rec.decode_current_assignment(encoded) == current
+    meta = rec.MemberMetadata("i", None, "cl", "/h", ("a", "b"), None, 30_000, "uniform")
+    assert rec.decode_member_metadata(rec.encode_member_metadata(meta)) == meta
+    topics = [rec.TopicMetadata(TOPIC_ID, TOPIC, 4)]
+    assert rec.decode_partition_metadata(rec.encode_partition_metadata(topics)) == topics
+    target: rec.TopicIdPartitions = {TOPIC_ID: (2, 3)}
+    assert rec.decode_target_member(rec.encode_target_member(target)) == target
+
+
+def test_a_new_coordinator_carries_on_with_the_same_epochs_and_assignments() -> None:
+    async def scenario() -> None:
+        topic, clock = MemoryOffsetsTopic(), ManualClock()
+        first = await started(topic, clock)
+        a = await beat(first, "a", 0, {})
+        b = await beat(first, "b", 0, {})
+        a = await beat(first, "a", a.member_epoch, {TOPIC: {0, 1}})  # revokes 2, 3
+        b = await beat(first, "b", b.member_epoch, {})
+        group = first.consumer_groups.groups["g"]
+        assert group.state == "Stable" and group.epoch == 2
+        before = {m.member_id: (m.epoch, m.assigned) for m in group.members.values()}
+
+        second = await started(topic, clock)  # the failover: the log read back
+        loaded = second.consumer_groups.groups["g"]
+        assert (loaded.epoch, loaded.target_epoch, loaded.state) == (2, 2, "Stable")
+        assert {m.member_id: (m.epoch, m.assigned) for m in loaded.members.values()} == before
+        again = await beat(second, "a", a.member_epoch, {TOPIC: {0, 1}})
+        assert again.error is None and again.member_epoch == a.member_epoch
+        assert again.assignment == {TOPIC: {0, 1}}  # sent once in full to the new coordinator
+        assert loaded.epoch == 2  # no rebalance
+        appended = len(topic.logs[first.partition_for("g")])
+        await beat(second, "a", a.member_epoch, None)
+        assert len(topic.logs[first.partition_for("g")]) == appended  # nothing changed: no write
+
+    asyncio.run(scenario())
+
+
+def test_a_leaving_member_and_a_deleted_group_leave_tombstones() -> None:
+    async def scenario() -> None:
+        topic, clock = MemoryOffsetsTopic(), ManualClock()
+        c = await started(topic, clock)
+        a = await beat(c, "a", 0, {})
+        await beat(c, "b", 0, {})
+        await beat(c, "a", -1, a.assignment)
+        gone = [(k.record_type, k.member_id) for k, v in consumer_records(topic) if v is None]
+        assert gone == [(8, "a"), (7, "a"), (5, "a")]
+        assert set((await started(topic, clock)).consumer_groups.groups["g"].members) == {"b"}
+
+        await beat(c, "b", -1, None)
+        assert await delete_groups(c, ["g"]) == [("g", None)]
+        tail = [(k.record_type, v) for k, v in consumer_records(topic)][-3:]
+        assert tail == [(4, None), (6, None), (3, None)]
+        assert "g" not in (await started(topic, clock)).consumer_groups.groups
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_write_answers_the_error_and_the_next_write_repairs_the_log() -> None:
+    async def scenario() -> None:
+        topic, clock = MemoryOffsetsTopic(), ManualClock()
+        c = await started(topic, clock)
+        a = await beat(c, "a", 0, {})
+        topic.fail_with = NotCoordinatorError("moved")
+        b = await beat(c, "b", 0, {})
+        assert isinstance(b.error, NotCoordinatorError)
+        topic.fail_with = None
+        await beat(c, "a", a.member_epoch, a.assignment)
+        loaded = (await started(topic, clock)).consumer_groups.groups["g"]
+        assert set(loaded.members) == {"a", "b"} and loaded.epoch == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_session_timeout_is_written_by_the_timer() -> None:
+    async def scenario() -> None:
+        topic, clock = MemoryOffsetsTopic(), ManualClock()
+        c = await started(topic, clock)
+        await beat(c, "a", 0, {})
+        clock.advance(4_000)
+        c.tick()
+        await c.consumer_store.drain()
+        loaded = (await started(topic, clock)).consumer_groups.groups["g"]
+        assert loaded.members == {} and loaded.epoch == 2
+
+    asyncio.run(scenario())
