@@ -56,7 +56,9 @@ from brokers.server.routes import Route, RouteTable
 def client_routes(s: HandlerServices) -> list[Route]:
     """The client-facing APIs, each wired to what it uses."""
     return [
-        produce.route(s.replicas, s.purgatory, s.clock, s.topic_metrics, s.txn_verifier),
+        produce.route(
+            s.replicas, s.purgatory, s.clock, s.topic_metrics, s.txn_verifier, s.metadata
+        ),
         fetch.route(
             s.replicas, s.purgatory, s.clock, s.topic_metrics, s.config, s.metadata, s.tiered
         ),

@@ -1,4 +1,4 @@
-"""Fetch (key 1, v4–12): read record batches from partition logs, waiting in purgatory for min_bytes.
+"""Fetch (key 1, v4–18): read record batches from partition logs, waiting in purgatory for min_bytes.
 
 Sessionless (KIP-227 sessions are declined by answering session id 0, so clients send full
 fetches). A partition's records are a file region, sent with sendfile where possible. Limits, as
@@ -19,7 +19,16 @@ leader, with `replica.selector.class` set, answers such a consumer a partition's
 Replicas and consumers below v11 read from the leader only. A replica fetching below the local
 log start, in the remote tier, is answered OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405). Only
 consumers' record bytes count in BytesOut; replicas' go to ReplicationBytesOut, as Kafka counts
-them. Runs on the event loop.
+them.
+
+Topic ids (KIP-516): from v13 a request names its topics by id and the answer carries the ids.
+An id no topic has answers its partitions UNKNOWN_TOPIC_ID; a partition whose local replica
+holds another id (the topic was deleted and recreated meanwhile) INCONSISTENT_TOPIC_ID, as
+Kafka's ReplicaManager. From v16 (KIP-951) a partition answered NOT_LEADER_OR_FOLLOWER or
+FENCED_LEADER_EPOCH carries the leader and epoch this broker knows, and the answer the leaders'
+endpoints. v15's ReplicaState, v17's ReplicaDirectoryId and v18's replica high watermark are
+read and not needed (followers here fetch with v11: brokers/replication/fetch_answer.py).
+Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -30,8 +39,14 @@ from typing import Any
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfig
 from brokers.handlers.errors import error_code_for
-from brokers.handlers.fetch_response import PartitionData, TopicData, encode_fetch_response
+from brokers.handlers.fetch_response import (
+    LeaderEndpoint,
+    PartitionData,
+    TopicData,
+    encode_fetch_response,
+)
 from brokers.handlers.services import AppendWaiter, MetadataView, Replicas
+from brokers.handlers.topic_ids import TopicIds
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.errors import OffsetOutOfRangeError
 from brokers.log.txn_index import AbortedTxn
@@ -47,7 +62,10 @@ from brokers.wire.errors import ErrorCode
 
 API_KEY = 1
 MIN_VERSION = 4  # librdkafka falls back to the legacy message format below v4
-MAX_VERSION = 12  # v13+ names topics by id
+MAX_VERSION = 18
+TOPIC_ID_VERSION = 13  # KIP-516: topics named by id
+CURRENT_LEADER_VERSION = 16  # KIP-951: current leader and node endpoints on leader errors
+_LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 MAX_WAIT_MS = 30_000
 FOLLOWER_FETCHING_VERSION = 11  # KIP-392: rack_id in, preferred_read_replica out
 
@@ -95,6 +113,7 @@ class _Services:
     metadata: MetadataView | None
     selector: str | None
     tiered: RemoteLogManager | None = None
+    topic_ids: TopicIds | None = None
 
 
 def route(
@@ -108,8 +127,9 @@ def route(
 ) -> Route:
     selector = config.replica_selector_class
     broker = _Services(
-        replicas, purgatory, clock, topic_metrics, config, metadata, selector, tiered
-    )
+        replicas, purgatory, clock, topic_metrics, config, metadata, selector, tiered,
+        TopicIds(metadata),
+    )  # fmt: skip
 
     async def handle(ctx: RequestContext, request: Any) -> RawResponse:
         version = ctx.api_version
@@ -120,11 +140,12 @@ def route(
         clock = broker.clock
         max_wait = min(request.max_wait.total_seconds(), MAX_WAIT_MS / 1000)
         deadline = clock.monotonic() + max_wait
-        keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+        wanted = _wanted(broker, request, version)
+        keys = [(name, p.partition) for name, _id, t in wanted if name for p in t.partitions]
         while True:
             remote: list[_RemoteFetch] = []
             topics, total, answer_now = _read_all(
-                broker, request, client, read_committed, remote=remote
+                broker, request, wanted, client, read_committed, remote=remote
             )
             remaining = deadline - clock.monotonic()
             if total >= request.min_bytes or answer_now or remaining <= 0 or not keys or remote:
@@ -137,24 +158,48 @@ def route(
         else:
             size = sum(p.records_size for t in topics for p in t.partitions)
             broker.topic_metrics.replication_bytes_out.inc(size)
-        return encode_fetch_response(version, topics, read_committed=read_committed)
+        leaders = _leaders(broker, topics) if version >= CURRENT_LEADER_VERSION else None
+        return encode_fetch_response(
+            version, topics, read_committed=read_committed, leaders=leaders
+        )
 
     return Route(API_KEY, MIN_VERSION, MAX_VERSION, handle, name="Fetch")
 
 
+def replica_id(request: Any) -> int:
+    """The fetching replica's id (-1: a consumer); v15+ carries it in ReplicaState (KIP-903)."""
+    found = getattr(request, "replica_id", None)
+    return int(request.replica_state.replica_id if found is None else found)
+
+
 def _client(broker: _Services, request: Any, version: int) -> _Client:
-    if request.replica_id >= 0 or version < FOLLOWER_FETCHING_VERSION:
-        return _Client(request.replica_id)
+    replica = replica_id(request)
+    if replica >= 0 or version < FOLLOWER_FETCHING_VERSION:
+        return _Client(replica)
     rack = request.rack_id or None
     racks = None
     if rack is not None and broker.selector == RACK_AWARE_SELECTOR and broker.metadata:
         racks = {node: endpoint.rack for node, endpoint in broker.metadata.brokers.items()}
-    return _Client(request.replica_id, True, rack, racks)
+    return _Client(replica, True, rack, racks)
+
+
+_Wanted = tuple[str | None, bytes, Any]  # name (None: unknown id), id (b"" by name), topic
+
+
+def _wanted(broker: _Services, request: Any, version: int) -> list[_Wanted]:
+    """Each requested topic with its name and id (v13+: the name the id resolves to)."""
+    if version < TOPIC_ID_VERSION:
+        return [(t.topic, b"", t) for t in request.topics]
+    assert broker.topic_ids is not None
+    return [
+        (broker.topic_ids.name(t.topic_id), t.topic_id.bytes if t.topic_id else bytes(16), t)
+        for t in request.topics
+    ]
 
 
 def _read_all(
-    broker: _Services, request: Any, client: _Client, read_committed: bool,
-    *, remote: list[_RemoteFetch] | None = None,
+    broker: _Services, request: Any, wanted: list[_Wanted], client: _Client,
+    read_committed: bool, *, remote: list[_RemoteFetch] | None = None,
 ) -> tuple[list[TopicData], int, bool]:  # fmt: skip
     """Every partition's answer, their record bytes, and whether to answer at once (an error,
     or a consumer sent to another replica, as Kafka). Reads the remote tier must serve are
@@ -167,27 +212,32 @@ def _read_all(
     topics: list[TopicData] = []
     total = 0
     answer_now = False
-    for topic in request.topics:
+    for name, topic_id, topic in wanted:
         partitions = []
-        for wanted in topic.partitions:
-            data = _read_partition(broker, topic.topic, wanted, budget, client)
+        for fetched in topic.partitions:
+            if name is None:
+                data = PartitionData(fetched.partition, ErrorCode.unknown_topic_id)
+            else:
+                data = _read_partition(broker, name, fetched, budget, client, topic_id)
             answer_now = (
                 answer_now or data.error != ErrorCode.none or data.preferred_read_replica >= 0
             )
             total += data.records_size
             partitions.append(data)
-        topics.append(TopicData(topic.topic, partitions))
+        topics.append(TopicData(name or "", partitions, topic_id))
     return topics, total, answer_now
 
 
 def _read_partition(
-    broker: _Services, topic: str, wanted: Any, budget: _Budget, client: _Client
+    broker: _Services, topic: str, wanted: Any, budget: _Budget, client: _Client, topic_id: bytes
 ) -> PartitionData:
     index = wanted.partition
     replica_id = client.replica_id
     is_replica = replica_id >= 0
     try:
         partition = broker.replicas.get(topic, index)
+        if topic_id and partition.topic_id and partition.topic_id != topic_id:
+            return PartitionData(index, ErrorCode.inconsistent_topic_id)
         partition.check_epoch(getattr(wanted, "current_leader_epoch", -1))
         if not partition.is_leader and not (client.follower_fetching and partition.is_follower):
             raise NotLeaderOrFollowerError(f"{topic}-{index}")
@@ -335,6 +385,26 @@ def _redirected(partition: Partition, index: int, preferred: int) -> PartitionDa
         log_start_offset=partition.log.log_start_offset,
         preferred_read_replica=preferred,
     )
+
+
+def _leaders(broker: _Services, topics: list[TopicData]) -> dict[tuple[str, int], LeaderEndpoint]:
+    """v16+: the leader this broker knows for each partition answered with a leader error."""
+    metadata = broker.metadata
+    found: dict[tuple[str, int], LeaderEndpoint] = {}
+    if metadata is None:
+        return found
+    for topic in topics:
+        for data in topic.partitions:
+            if data.error not in _LEADER_ERRORS:
+                continue
+            meta = metadata.partition(topic.name, data.index)
+            if meta is None:
+                continue
+            endpoint = metadata.brokers.get(meta.leader)
+            found[(topic.name, data.index)] = LeaderEndpoint(
+                meta.leader, meta.leader_epoch, endpoint
+            )
+    return found
 
 
 def _aborted(found: list[AbortedTxn] | None) -> list[tuple[int, int]] | None:

@@ -23,6 +23,7 @@ from brokers.wire.errors import ErrorCode
 API_KEY = 3
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # Read, Write, Create, Delete, Alter, Describe, DescribeConfigs, AlterConfigs (bits of AclOperation)
+MAX_VERSION = 13  # v13 (KIP-1102): a top-level error code, none here
 ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
@@ -65,9 +66,10 @@ def route(config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin) -> R
             controller_id=broker.metadata.controller_id,
             topics=tuple(topics),
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            error_code=ErrorCode.none,
         )
 
-    return Route(API_KEY, 0, 12, handle, name="Metadata")
+    return Route(API_KEY, 0, MAX_VERSION, handle, name="Metadata")
 
 
 def _requested(

@@ -33,7 +33,9 @@ ReplicaManager maps it. From v12 (KIP-890 part 2, `transaction.version` 2) the p
 AddPartitionsToTxn: the same call asks the coordinator to add the partitions to the transaction
 (Kafka's addPartition operation) instead of only verifying them. Only the first batch header is
 peeked; requests without a transactional id take the unchanged path.
-Runs on the event loop.
+
+Topic ids (KIP-516): v13 names each topic by id, and the answer carries the id; an id no topic
+has answers every partition of it UNKNOWN_TOPIC_ID, as Kafka. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ from typing import TYPE_CHECKING, Any
 from brokers.common.clock import Clock
 from brokers.handlers.build import make, response_module, throttle, timestamp_or_none
 from brokers.handlers.errors import error_code_for, error_message_for
-from brokers.handlers.services import AppendWaiter, Replicas, TxnVerifier
+from brokers.handlers.services import AppendWaiter, MetadataView, Replicas, TxnVerifier
+from brokers.handlers.topic_ids import TopicIds
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.producer_state.entry import ProducerStateEntry
 from brokers.records.batch import HEADER_SIZE, BatchHeader, parse_header
@@ -71,6 +74,7 @@ VALID_ACKS = (-1, 0, 1)
 PREPARE_WORKERS = 2
 FIRST_ABORTABLE_VERSION = 11  # Kafka answers TRANSACTION_ABORTABLE to produce v11+ (KIP-890)
 IMPLICIT_ADD_SINCE = 12  # KIP-890 part 2: the leader adds the partition to the transaction
+TOPIC_ID_VERSION = MAX_VERSION = 13  # KIP-516: topics named by id
 NOT_ADDED = "Partition was not added to the transaction"
 STATE_MOVED = "The producer's state changed while the transaction was verified; retry"
 # Coordinator answers that only mean "ask again": older clients retry NOT_ENOUGH_REPLICAS
@@ -97,6 +101,7 @@ class _Services:
     clock: Clock
     topic_metrics: BrokerTopicMetrics
     verifier: TxnVerifier | None = None
+    topic_ids: TopicIds | None = None
 
 
 def route(
@@ -105,35 +110,39 @@ def route(
     clock: Clock,
     topic_metrics: BrokerTopicMetrics,
     verifier: TxnVerifier | None = None,
+    metadata: MetadataView | None = None,
 ) -> Route:
-    broker = _Services(replicas, purgatory, clock, topic_metrics, verifier)
+    broker = _Services(replicas, purgatory, clock, topic_metrics, verifier, TopicIds(metadata))
 
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         acks = request.acks
         failed = False
-        answers: list[tuple[str, list[Any]]] = []
+        answers: list[tuple[str, Any, list[Any]]] = []
         waiting: list[_Waiting] = []
         refused: Refusals = {}
+        named = _named(broker, request, ctx.api_version)
         verifying = request.transactional_id is not None and acks in VALID_ACKS
         if verifying and broker.verifier is not None:
-            refused = await _verify(broker, broker.verifier, request, ctx.api_version)
-        for topic in request.topic_data:
+            refused = await _verify(broker, broker.verifier, request, named, ctx.api_version)
+        for name, topic in named:
             partitions: list[Any] = []
             for data in topic.partition_data:
-                if refused and (topic.name, data.index) in refused:
-                    code, message = refused[(topic.name, data.index)]
-                    broker.topic_metrics.failed_produce.labels(topic.name).inc()
+                if name is None:
+                    response, appended = _partition(module, data.index, _UNKNOWN_ID), None
+                elif refused and (name, data.index) in refused:
+                    code, message = refused[(name, data.index)]
+                    broker.topic_metrics.failed_produce.labels(name).inc()
                     response, appended = _partition(module, data.index, code, message), None
                 else:
                     response, appended = await _append(
-                        module, broker, topic.name, data.index, data.records, acks
+                        module, broker, name, data.index, data.records, acks
                     )
                 failed = failed or response.error_code != ErrorCode.none
                 if appended is not None and acks == -1:
                     waiting.append(_Waiting(partitions, len(partitions), *appended))
                 partitions.append(response)
-            answers.append((topic.name, partitions))
+            answers.append((name or "", getattr(topic, "topic_id", None), partitions))
         if acks == 0:
             if failed:
                 raise CloseConnection("acks=0 produce failed")
@@ -141,20 +150,37 @@ def route(
         if waiting:
             await _await_replication(module, broker, waiting, request.timeout.total_seconds())
         topics = [
-            make(module, "TopicProduceResponse", name=name, partition_responses=tuple(parts))
-            for name, parts in answers
+            make(
+                module,
+                "TopicProduceResponse",
+                name=name,
+                topic_id=topic_id,
+                partition_responses=tuple(parts),
+            )
+            for name, topic_id, parts in answers
         ]
         return make(module, "ProduceResponse", responses=tuple(topics), throttle_time=throttle())
 
     return Route(
         API_KEY,
         0,
-        IMPLICIT_ADD_SINCE,  # v13 (topic ids) is not served
+        MAX_VERSION,
         handle,
         refused_below=FIRST_SERVED_VERSION,
         legacy=refuse_legacy,
         name="Produce",
     )
+
+
+_UNKNOWN_ID = ErrorCode.unknown_topic_id
+
+
+def _named(broker: _Services, request: Any, version: int) -> list[tuple[str | None, Any]]:
+    """Each topic of the request with its name (v13: the name its id resolves to, or None)."""
+    if version < TOPIC_ID_VERSION:
+        return [(topic.name, topic) for topic in request.topic_data]
+    assert broker.topic_ids is not None
+    return [(broker.topic_ids.name(topic.topic_id), topic) for topic in request.topic_data]
 
 
 async def _append(
@@ -195,26 +221,32 @@ async def _append(
     return response, (partition, result.last_offset + 1)
 
 
-async def _verify(broker: _Services, verifier: TxnVerifier, request: Any, version: int) -> Refusals:
+async def _verify(
+    broker: _Services,
+    verifier: TxnVerifier,
+    request: Any,
+    named: list[tuple[str | None, Any]],
+    version: int,
+) -> Refusals:
     """Ask the coordinator about every partition whose first batch starts a transaction here;
     the refusals to answer instead of appending. A partition whose producer state moved while
     the coordinator was asked (a marker written meanwhile: Kafka's verification guard) is
     refused with the retriable NOT_ENOUGH_REPLICAS, so the retry is verified afresh."""
     asks: dict[tuple[int, int], list[tuple[str, int]]] = {}
     before: dict[tuple[str, int], _Fingerprint] = {}
-    for topic in request.topic_data:
+    for name, topic in named:
         for data in topic.partition_data:
             header = first_header(data.records)
-            if header is None or not header.is_transactional:
+            if name is None or header is None or not header.is_transactional:
                 continue
-            partition = broker.replicas.find(topic.name, data.index)
+            partition = broker.replicas.find(name, data.index)
             if partition is None or not partition.is_leader:
                 continue  # the append answers with the partition's own error
             entry = partition.log.producer_state.last_entry(header.producer_id)
             if needs_verification(header, entry):
                 key = (header.producer_id, header.producer_epoch)
-                asks.setdefault(key, []).append((topic.name, data.index))
-                before[(topic.name, data.index)] = _fingerprint(entry)
+                asks.setdefault(key, []).append((name, data.index))
+                before[(name, data.index)] = _fingerprint(entry)
     refused: Refusals = {}
     for (producer_id, producer_epoch), partitions in asks.items():
         answers = await verifier.verify(

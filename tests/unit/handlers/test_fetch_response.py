@@ -1,5 +1,6 @@
 import os
 import tempfile
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -8,7 +9,13 @@ import pytest
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from brokers.handlers.fetch_response import PartitionData, TopicData, encode_fetch_response
+from brokers.handlers.fetch_response import (
+    LeaderEndpoint,
+    PartitionData,
+    TopicData,
+    encode_fetch_response,
+)
+from brokers.replication.metadata_cache import BrokerEndpoint
 from brokers.server.response import Part, part_size
 from brokers.wire.errors import ErrorCode
 
@@ -36,7 +43,10 @@ def _decode(version: int, body: bytes) -> tuple[Any, int]:
     return decoded, consumed
 
 
-@pytest.mark.parametrize("version", range(4, 13))
+ORDERS_ID = uuid.UUID("6a3b1c1e-58b4-4ef1-9c3a-2f1d7c0e9b11")
+
+
+@pytest.mark.parametrize("version", range(4, 19))
 def test_kio_decodes_what_we_encode(version: int) -> None:
     with tempfile.TemporaryFile() as handle:
         handle.write(b"HEAD" + b"R" * 100 + b"TAIL")
@@ -49,6 +59,7 @@ def test_kio_decodes_what_we_encode(version: int) -> None:
                     PartitionData(0, ErrorCode.none, 10, 10, 2, region),
                     PartitionData(1, ErrorCode.offset_out_of_range, -1, -1, -1, None),
                 ],
+                ORDERS_ID.bytes,
             ),
             TopicData("empty", []),
         ]
@@ -58,7 +69,11 @@ def test_kio_decodes_what_we_encode(version: int) -> None:
         decoded, consumed = _decode(version, body)
     assert consumed == len(body)
     topic = decoded.responses[0]
-    assert topic.topic == "orders"
+    if version >= 13:  # KIP-516: by id
+        assert topic.topic_id == ORDERS_ID
+        assert decoded.responses[1].topic_id is None  # kio reads the zero id as None
+    else:
+        assert topic.topic == "orders"
     first, second = topic.partitions
     assert (first.partition_index, first.high_watermark, first.records) == (0, 10, b"R" * 100)
     assert second.error_code == ErrorCode.offset_out_of_range
@@ -66,6 +81,23 @@ def test_kio_decodes_what_we_encode(version: int) -> None:
     assert decoded.responses[1].partitions == ()
     if version >= 5:
         assert first.log_start_offset == 2
+
+
+@pytest.mark.parametrize("version", [12, 16, 18])
+def test_leader_errors_name_the_current_leader_from_v16(version: int) -> None:
+    """KIP-951: v16+ answers NOT_LEADER_OR_FOLLOWER with the leader, epoch and its endpoint."""
+    leader = LeaderEndpoint(2, 7, BrokerEndpoint(2, "b2.example", 9093, "r1"))
+    topics = [TopicData("t", [PartitionData(0, ErrorCode.not_leader_or_follower)], ORDERS_ID.bytes)]
+    raw = encode_fetch_response(version, topics, leaders={("t", 0): leader})
+    body = _flatten(list(raw.parts))
+    decoded, consumed = _decode(version, body)
+    assert consumed == len(body)
+    partition = decoded.responses[0].partitions[0]
+    if version < 16:
+        return
+    assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (2, 7)
+    (node,) = decoded.node_endpoints
+    assert (node.node_id, node.host, node.port, node.rack) == (2, "b2.example", 9093, "r1")
 
 
 def test_large_regions_stay_file_parts() -> None:
