@@ -1,7 +1,7 @@
 """ConsumerGroupDescribe (key 69, v0-1, KIP-848): group ids are the tenant's (RW); the answer's
 groups not the tenant's are dropped, the others stripped, and in each member the subscribed topic
 names and both assignments' topic names are stripped (entries not the tenant's dropped: fail
-closed); `client_host` is blanked (the brokers see the gateway's address); error messages are
+closed), the subscribed regex turned back into the tenant's (`consumer_group_regex.to_tenant`); `client_host` is blanked (the brokers see the gateway's address); error messages are
 scrubbed. Kafka's ACL: DESCRIBE on each group, else that group's entry is
 GROUP_AUTHORIZATION_FAILED, answered locally. Authorized operations come from the tenant's ACLs.
 Runs on the event loop.
@@ -15,6 +15,7 @@ from typing import Any
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Outcome
 from gateway.kafka.filters.common import entity
+from gateway.kafka.filters.consumer_group_regex import to_tenant
 from gateway.kafka.filters.groups_common import (
     AUTHORIZED_OPERATIONS_OMITTED,
     describe_groups,
@@ -43,7 +44,7 @@ def _described(ctx: FilterContext, group: Any, wants_operations: bool) -> Any:
             subscribed_topic_names=tuple(
                 n for n in (local(t) for t in m.subscribed_topic_names) if n is not None
             ),
-            subscribed_topic_regex=None,
+            subscribed_topic_regex=to_tenant(ctx.namespace, m.subscribed_topic_regex),
             assignment=_assignment(ctx, m.assignment),
             target_assignment=_assignment(ctx, m.target_assignment),
         )

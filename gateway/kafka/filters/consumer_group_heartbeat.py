@@ -1,9 +1,9 @@
 """ConsumerGroupHeartbeat (key 68, v0-1, KIP-848): the group id and the subscribed topic names are
 the tenant's (prefixed); the owned partitions' topic ids must name the tenant's topics (others are
-dropped: fail closed); a regex subscription is refused with INVALID_REQUEST (the brokers do not
-evaluate regexes, and one must never match another tenant's topic). The answer's assignment
-names only topics the group subscribed to, all the tenant's, so its topic ids pass; the error
-message is scrubbed. Kafka's ACL: READ on the group. Runs on the event loop.
+dropped: fail closed); a SubscribedTopicRegex is rewritten so that it can only match the tenant's
+own topics (`consumer_group_regex.to_fleet`; INVALID_REGULAR_EXPRESSION when it does not compile
+alone). The answer's assignment names only topics the group subscribed to or its regex matched,
+all the tenant's, so its topic ids pass; the error message is scrubbed. Kafka's ACL: READ on the group. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
+from gateway.kafka.filters.consumer_group_regex import RefusedRegex, to_fleet
 from gateway.kafka.filters.groups_common import message
 from gateway.kafka.filters.topics_common import tenant_topic_by_id
 
@@ -26,9 +27,11 @@ MAX_VERSION = 1
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
     if not ctx.allowed("READ", "GROUP", request.group_id):
         return _refuse(ctx, request, ErrorCode.group_authorization_failed, None)
-    if request.subscribed_topic_regex:  # librdkafka sends "" for none
-        text = "SubscribedTopicRegex is not supported through this gateway"
-        return _refuse(ctx, request, ErrorCode.invalid_request, text)
+    regex = request.subscribed_topic_regex
+    if regex:  # librdkafka sends "" for none
+        regex = to_fleet(ctx.namespace, regex)
+        if isinstance(regex, RefusedRegex):
+            return _refuse(ctx, request, ErrorCode.invalid_regular_expression, regex.reason)
     fleet = ctx.namespace.fleet
     topics = request.subscribed_topic_names
     owned = request.topic_partitions
@@ -38,6 +41,7 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         request,
         group_id=fleet(request.group_id),
         subscribed_topic_names=None if topics is None else tuple(fleet(t) for t in topics),
+        subscribed_topic_regex=regex,
         topic_partitions=owned,
     )
 
