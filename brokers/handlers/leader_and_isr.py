@@ -4,7 +4,10 @@ Owns: fencing the request (`BrokerFence`: stale controller epoch or stale broker
 top-level error, nothing applied — Kafka's `KafkaApis.handleLeaderAndIsrRequest`), turning its
 partition states into `PartitionStateUpdate`s for `ReplicaManager.apply_leader_and_isr`, and the
 per-partition errors of the answer. Topic configs come from the metadata cache (ZooKeeper's
-`/config/topics`, kept there by the topic admin). Runs on the event loop; not thread-safe.
+`/config/topics`, kept there by the topic admin). The leader-epoch checkpoints the request
+changes are written together before the answer (`leader_epoch_cache.batched_writes`: one batch
+of fsyncs rather than two per partition becoming leader); a partition whose checkpoint could not
+be written is answered with that error. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from brokers.controller import control_api as rq
 from brokers.handlers.control_fence import FENCED, BrokerFence
 from brokers.handlers.control_requests import control_route
 from brokers.handlers.errors import error_code_for
+from brokers.log.errors import LogDirError
+from brokers.log.leader_epoch_cache import batched_writes
+from brokers.log.log import parse_topic_partition
 from brokers.replication.metadata_cache import MetadataCache
 from brokers.replication.replica_manager import PartitionStateUpdate
 from brokers.server.routes import Route
@@ -70,9 +76,15 @@ def handle(
     except FENCED as exc:
         return rq.LeaderAndIsrResponse(error_code=error_code_for(exc))
     leaders = {leader.broker_id: (leader.host_name, leader.port) for leader in request.live_leaders}
-    results = replicas.apply_leader_and_isr(
-        request.controller_epoch, updates_of(request, metadata), leaders
-    )
+    with batched_writes() as unwritten:
+        results = replicas.apply_leader_and_isr(
+            request.controller_epoch, updates_of(request, metadata), leaders
+        )
+    for path, error in unwritten.items():
+        try:
+            results[parse_topic_partition(path.parent)] = error
+        except LogDirError:
+            continue  # not a partition's directory: no partition of the answer to fail
     topics = tuple(
         rq.LeaderAndIsrTopicError(
             topic_id=topic.topic_id,

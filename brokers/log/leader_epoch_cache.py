@@ -11,17 +11,28 @@ truncations are rare, and writing synchronously keeps the file always current). 
 cannot be parsed (an empty file included) is logged and the cache starts empty: Kafka would take
 the log dir offline; a replica with no epochs falls back to its high watermark, which is safe.
 
+Inside `batched_writes()` (LeaderAndIsr: thousands of partitions become leader in one request)
+the writes are collected instead and done together on leaving the block by
+`brokers.log.checkpoints.write_all`, each file as durable as a lone write, the fsyncs in flight
+at once: the request's answer still goes out only once every checkpoint is on disk, as Kafka's
+does (it writes each synchronously). A cache written twice in the block is written once, with
+its entries at the end. The block yields the failures ({checkpoint path: OSError}, filled on
+exit) so the caller can report those partitions (in memory the entries stay, as after a failed
+lone write).
+
 Entries are strictly increasing in both epoch and start offset. Runs on the event loop; not
-thread-safe.
+thread-safe (the batch is one per process, for the synchronous code inside the block).
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from brokers.log.checkpoints import LEADER_EPOCH_FORMAT, CheckpointFile
+from brokers.log.checkpoints import LEADER_EPOCH_FORMAT, CheckpointFile, write_all
 from brokers.log.errors import CorruptCheckpointError
 from brokers.log.file_ops import OS_FILES, FileOps
 
@@ -30,6 +41,28 @@ log = logging.getLogger(__name__)
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 CHECKPOINT_NAME = "leader-epoch-checkpoint"
+
+# The caches written inside the current `batched_writes()` block (None outside one).
+_pending: dict[Path, LeaderEpochCache] | None = None
+
+
+@contextmanager
+def batched_writes() -> Iterator[dict[Path, OSError]]:
+    """Collect the checkpoint writes of the block and do them together when it ends; yields
+    the dict of failed checkpoint paths, filled then. A nested block joins the outer one."""
+    global _pending
+    failures: dict[Path, OSError] = {}
+    if _pending is not None:
+        yield failures
+        return
+    _pending = {}
+    try:
+        yield failures
+    finally:
+        caches, _pending = _pending, None
+        failures.update(write_all([(c._file, c.entries()) for c in caches.values()]))
+        for path, exc in failures.items():
+            log.warning("leader epoch checkpoint %s not written: %r", path, exc)
 
 
 class LeaderEpochCache:
@@ -157,4 +190,7 @@ class LeaderEpochCache:
         return True
 
     def _write(self) -> None:
+        if _pending is not None:
+            _pending[self.checkpoint_path] = self
+            return
         self._file.write(self.entries())
