@@ -155,6 +155,7 @@ def _check_data_dir(path: Path) -> None:
 async def _serve(config: object) -> int:
     from brokers.app.build import build_broker
     from brokers.common.config import BrokerConfig
+    from brokers.server.loop_health import settle_heap
 
     assert isinstance(config, BrokerConfig)
     broker = build_broker(config)
@@ -168,6 +169,7 @@ async def _serve(config: object) -> int:
         logging.getLogger("pier.broker").info("event=stopped_while_starting")
         await broker.stop()
         return 0
+    settle_heap()  # start-up state frozen out of the collector's scans (loop_health)
     print(
         f"pier broker ready node_id={config.node_id} listener={config.host}:{broker.port}",
         file=sys.stderr,

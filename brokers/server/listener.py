@@ -5,7 +5,8 @@ the set of live connections (so shutdown can close them all), the request memory
 (`queued.max.request.bytes`, Kafka's semantics: ≤ 0 unbounded), and the idle check
 (`connections.max.idle.ms`, Kafka's semantics: negative never): every `idle_check_interval` it
 closes each connection that has waited on its client — silent, stalled in a partial frame, or not
-reading its responses — for longer than the limit. Runs on the event loop; not thread-safe.
+reading its responses — for longer than the limit; and the event loop's lag probe
+(`loop_health.LoopLagProbe`) while it listens. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from brokers.server.accept import AcceptBackoff, accept_forever, bind_listening_sockets
 from brokers.server.connection import Connection
 from brokers.server.dispatcher import Dispatcher
+from brokers.server.loop_health import LoopLagProbe
 from brokers.server.metrics import ServerMetrics
 from brokers.server.request_memory import RequestMemory
 from brokers.wire.framing import FrameLimits
@@ -58,6 +60,7 @@ class Listener:
         self._jobs: list[asyncio.Task[None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.connections: set[Connection] = set()
+        self.loop_lag = LoopLagProbe(metrics.loop_lag if metrics is not None else None)
 
     @property
     def port(self) -> int:
@@ -77,6 +80,7 @@ class Listener:
             self._jobs.append(asyncio.create_task(accepting))
         if self._idle_ms >= 0:
             self._jobs.append(asyncio.create_task(self._check_idle_forever()))
+        self.loop_lag.start()
 
     def close_idle_connections(self) -> int:
         """Close every connection that has waited on its client over the limit; how many."""
@@ -103,6 +107,7 @@ class Listener:
 
     async def stop(self) -> None:
         """Stop accepting, then close every live connection."""
+        await self.loop_lag.stop()
         for job in self._jobs:
             job.cancel()
         for job in self._jobs:

@@ -1,7 +1,8 @@
 """Prometheus metrics of the network layer, named after Kafka's `kafka.network` MBeans.
 
 Owns: request counts, latency histograms per API, connection gauges, connections closed for
-idleness, failed accepts, and the request memory in use (`queued.max.request.bytes`). Metric objects live in a
+idleness, failed accepts, the request memory in use (`queued.max.request.bytes`), and how late the
+event loop runs (`pier_event_loop_lag_seconds`, Pier's own: `loop_health`). Metric objects live in a
 registry passed in (tests use their own). prometheus-client is thread-safe.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 
 
@@ -56,5 +58,11 @@ class ServerMetrics:
         self.memory_pool_used = Gauge(
             "kafka_network_socket_server_memory_pool_used_bytes",
             "Request bytes read but not yet processed (SocketServer MemoryPoolUsed).",
+            registry=registry,
+        )
+        self.loop_lag = Histogram(
+            "pier_event_loop_lag_seconds",
+            "How late the event loop woke a 50 ms sleeper (synchronous work or no CPU).",
+            buckets=_LAG_BUCKETS,
             registry=registry,
         )
