@@ -200,6 +200,7 @@ class ConsumerGroupStore:
             group.target[member.member_id] = _by_name(
                 {} if target is None else rec.decode_target_member(target), names
             )
+            member.sent = _current_view(member, group.target[member.member_id])
             group.members[member.member_id] = member
         chosen = [m.assignor for m in group.members.values() if m.assignor]
         group.assignor = chosen[0] if chosen else self.groups.config.consumer_assignors[0]
@@ -283,6 +284,12 @@ def _current(
     return rec.CurrentAssignment(
         member.epoch, member.previous_epoch, state, _by_id(kept, ids), _by_id(pending, ids)
     )
+
+
+def _current_view(member: ConsumerMember, target: Partitions) -> Partitions:
+    """What the member was last sent: its owned partitions that are still its target's."""
+    kept = {t: p & target.get(t, set()) for t, p in member.assigned.items()}
+    return {t: p for t, p in kept.items() if p}
 
 
 def _apply_current(
