@@ -63,6 +63,7 @@ class HeartbeatRequest:
     instance_id: str | None = None
     rack_id: str | None = None
     subscribed_regex: str | None = None  # None: unchanged; "": none (consumer_group_regex)
+    rebalance_timeout_ms: int = -1  # -1: unchanged
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,8 @@ class ConsumerMember:
     previous_epoch: int = -1
     assigned: Partitions = field(default_factory=dict)  # may own now (revocations included)
     sent: Partitions | None = None  # the assignment last put in a response
+    rebalance_timeout_ms: int = -1  # how long it may take to revoke (its RebalanceTimeoutMs)
+    revoke_deadline: float | None = None  # set while it must revoke partitions
     deadline: float = 0.0
 
 
@@ -197,6 +200,8 @@ class ConsumerGroups:
 
     def _update_subscription(self, member: ConsumerMember, request: HeartbeatRequest) -> bool:
         changed = False
+        if request.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
         if request.subscribed_topics is not None:
             topics = frozenset(request.subscribed_topics)
             changed = topics != member.subscribed
@@ -255,7 +260,10 @@ class ConsumerGroups:
                 else:
                     del member.assigned[topic]
         if any(parts - target.get(t, set()) for t, parts in member.assigned.items()):
+            if member.revoke_deadline is None:  # fenced if it does not revoke in time (expire)
+                member.revoke_deadline = self.clock.monotonic() + self._rebalance_s(member)
             return  # still revoking: the response gives it the retained partitions only
+        member.revoke_deadline = None
         taken = _owned_by_others(group, member.member_id)
         for topic, parts in target.items():
             free = {p for p in parts if (topic, p) not in taken}
@@ -263,6 +271,10 @@ class ConsumerGroups:
                 member.assigned[topic] = member.assigned.get(topic, set()) | free
         if member.epoch != group.target_epoch:
             member.previous_epoch, member.epoch = member.epoch, group.target_epoch
+
+    def _rebalance_s(self, member: ConsumerMember) -> float:
+        timeout = member.rebalance_timeout_ms
+        return (timeout if timeout >= 0 else self.config.consumer_session_timeout_ms) / 1000
 
     def _leave(self, request: HeartbeatRequest, interval: int) -> HeartbeatResult:
         group = self.groups.get(request.group_id)
@@ -281,13 +293,18 @@ class ConsumerGroups:
 
     # ---- timers, ownership, offsets -------------------------------------------------------
     def expire(self) -> int:
-        """Remove members whose session timed out. Returns how many."""
+        """Remove members whose session timed out, and fence those that did not revoke within
+        their rebalance timeout (as Kafka: their partitions are freed, the group epoch bumps and
+        their next heartbeat is answered UNKNOWN_MEMBER_ID). Returns how many."""
         now = self.clock.monotonic()
         removed = 0
         for group in self.groups.values():
-            for member in [m for m in group.members.values() if m.deadline <= now]:
-                self._remove(group, member.member_id, "session_timeout")
-                removed += 1
+            for member in list(group.members.values()):
+                revoke = member.revoke_deadline
+                if member.deadline <= now or (revoke is not None and revoke <= now):
+                    why = "session_timeout" if member.deadline <= now else "rebalance_timeout"
+                    self._remove(group, member.member_id, why)
+                    removed += 1
         return removed
 
     def forget(self, group_ids: Iterable[str]) -> None:

@@ -55,6 +55,7 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
             instance_id=request.instance_id,
             rack_id=request.rack_id,
             subscribed_regex=request.subscribed_topic_regex,
+            rebalance_timeout_ms=millis(request.rebalance_timeout),
         )
         result = coordinator.consumer_groups.heartbeat(
             heartbeat, lambda t: _count(metadata, t), metadata.topics.keys

@@ -1,0 +1,88 @@
+"""KIP-848 rebalance timeouts and static membership (`brokers.coordinator.consumer_group`) with an
+injected clock: a member that does not revoke within its RebalanceTimeoutMs is fenced; a static
+member leaving with epoch -2 keeps its assignment for the session timeout and a new member id with
+its instance id takes it over without a rebalance (Kafka's replace rules)."""
+
+from __future__ import annotations
+
+import pytest
+
+from brokers.common.clock import ManualClock
+from brokers.coordinator.config import GroupConfig
+from brokers.coordinator.consumer_group import (
+    ConsumerGroups,
+    HeartbeatRequest,
+    HeartbeatResult,
+    Partitions,
+)
+from brokers.coordinator.errors import UnknownMemberIdError
+
+TOPIC = "t"
+COUNTS = {TOPIC: 4}
+SESSION_MS = 3_000
+REBALANCE_MS = 1_000
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def groups(clock: ManualClock) -> ConsumerGroups:
+    config = GroupConfig(consumer_session_timeout_ms=SESSION_MS, consumer_heartbeat_interval_ms=500)
+    return ConsumerGroups(config, clock)
+
+
+def beat(
+    groups: ConsumerGroups,
+    member: str,
+    epoch: int,
+    owned: Partitions | None = None,
+    *,
+    instance: str | None = None,
+    rebalance_ms: int = -1,
+) -> HeartbeatResult:
+    topics = (TOPIC,) if epoch == 0 else None
+    request = HeartbeatRequest(
+        "g", member, epoch, topics, None, owned, instance_id=instance,
+        rebalance_timeout_ms=rebalance_ms,
+    )  # fmt: skip
+    return groups.heartbeat(request, COUNTS.get)
+
+
+def test_a_member_that_does_not_revoke_in_its_rebalance_timeout_is_fenced(
+    groups: ConsumerGroups, clock: ManualClock
+) -> None:
+    a = beat(groups, "a", 0, {}, rebalance_ms=REBALANCE_MS)
+    assert a.assignment == {TOPIC: {0, 1, 2, 3}}
+    b = beat(groups, "b", 0, {}, rebalance_ms=REBALANCE_MS)
+    assert b.assignment == {}  # a still owns everything
+    held = beat(groups, "a", a.member_epoch, {TOPIC: {0, 1, 2, 3}})  # told to give up 2, 3
+    assert held.error is None and held.assignment == {TOPIC: {0, 1}}
+    clock.advance(REBALANCE_MS // 2)
+    beat(groups, "a", a.member_epoch, {TOPIC: {0, 1, 2, 3}})  # heartbeats, does not revoke
+    beat(groups, "b", b.member_epoch, {})
+    assert groups.expire() == 0
+    epoch = groups.groups["g"].epoch
+    clock.advance(REBALANCE_MS // 2)  # within the session timeout, past the rebalance timeout
+    assert groups.expire() == 1
+    group = groups.groups["g"]
+    assert set(group.members) == {"b"} and group.epoch == epoch + 1
+    fenced = beat(groups, "a", a.member_epoch, {TOPIC: {0, 1, 2, 3}})
+    assert isinstance(fenced.error, UnknownMemberIdError)
+    b = beat(groups, "b", b.member_epoch, {})
+    assert b.error is None and b.assignment == {TOPIC: {0, 1, 2, 3}}  # a's partitions freed
+
+
+def test_a_member_that_revokes_in_time_is_not_fenced(
+    groups: ConsumerGroups, clock: ManualClock
+) -> None:
+    a = beat(groups, "a", 0, {}, rebalance_ms=REBALANCE_MS)
+    beat(groups, "b", 0, {}, rebalance_ms=REBALANCE_MS)
+    beat(groups, "a", a.member_epoch, {TOPIC: {0, 1, 2, 3}})
+    clock.advance(REBALANCE_MS - 1)
+    done = beat(groups, "a", a.member_epoch, {TOPIC: {0, 1}})
+    assert done.member_epoch == groups.groups["g"].epoch
+    clock.advance(REBALANCE_MS)
+    assert groups.expire() == 0 and set(groups.groups["g"].members) == {"a", "b"}
