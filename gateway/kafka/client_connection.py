@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from gateway.kafka.byte_budget import Charge, Waiter
 from gateway.kafka.connection_guard import ConnectionGuard
 from gateway.kafka.exchange import Buffer
-from gateway.kafka.frames import FrameReader, FrameTooLargeError, write_parts
+from gateway.kafka.frames import FrameReader, FrameTooLargeError, plain_fd, write_parts
 from gateway.kafka.session import Channel, Session
 
 log = logging.getLogger("pier.gateway.connection")
@@ -224,6 +224,16 @@ class ClientConnection(asyncio.BufferedProtocol, Channel):
         if self._transport is not None and not self._transport.is_closing():
             self._last_write = self._guard.clock()
             write_parts(self._transport, parts)
+
+    def splice_fd(self) -> int | None:
+        """The socket's descriptor when bytes may go to it directly now (plain TCP, open, nothing
+        queued in the transport): a streamed Fetch answer is then spliced into it."""
+        if self._transport is None or self._gone:
+            return None
+        fd = plain_fd(self._transport)
+        if fd is not None:
+            self._last_write = self._guard.clock()
+        return fd
 
     def pause(self) -> None:
         self._paused = True

@@ -143,6 +143,15 @@ class FrameReader:
         self._held = bytearray()
         self.waiting = False
 
+    def hand_over(self) -> int:
+        """From within a streamed frame's sink: the rest of that frame is taken from the socket
+        by the caller (`gateway.kafka.splice_relay`), not read here; how many bytes that is. The
+        next bytes this reader is given begin a new frame."""
+        left = self._left
+        self._sink, self._left, self._size = None, 0, -1
+        self._buffer, self._have, self._into_buffer = None, 0, False
+        return left
+
     def _read(self, view: memoryview) -> Iterator[memoryview]:
         """Frames out of `view` (the scratch or held bytes: nothing may keep a view of it)."""
         pos, end = 0, len(view)
@@ -215,7 +224,7 @@ def write_parts(transport: asyncio.WriteTransport, parts: Sequence[Buffer]) -> N
     transport or behind queued bytes, goes through `transport.write` (which copies what it
     cannot send at once): small parts joined, large ones handed over as they are (Python 3.11's
     `writelines` would first join everything into one new buffer)."""
-    fd = _plain_fd(transport)
+    fd = plain_fd(transport)
     if fd is not None:
         parts = _send_direct(fd, parts)
     small: list[Buffer] = []
@@ -231,13 +240,15 @@ def write_parts(transport: asyncio.WriteTransport, parts: Sequence[Buffer]) -> N
         transport.write(b"".join(small))
 
 
-def _plain_fd(transport: asyncio.WriteTransport) -> int | None:
+def plain_fd(transport: asyncio.BaseTransport) -> int | None:
     """The socket's descriptor when bytes may be written to it directly now: a plain (not TLS)
     socket transport, open, with nothing queued (the transport itself sends at once then)."""
     sock = transport.get_extra_info("socket")
     if sock is None or transport.get_extra_info("sslcontext") is not None:
         return None
-    if transport.is_closing() or transport.get_write_buffer_size():
+    if transport.is_closing():
+        return None
+    if isinstance(transport, asyncio.WriteTransport) and transport.get_write_buffer_size():
         return None
     return int(sock.fileno())
 

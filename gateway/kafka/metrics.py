@@ -26,6 +26,12 @@ class GatewayMetrics:
         self._bytes_out = Counter(
             "pier_gateway_bytes_out", "Record-batch bytes fetched", ["tenant"], registry=registry
         )
+        self._spliced = Counter(
+            "pier_gateway_spliced_bytes",
+            "Fetched bytes moved from broker to client socket by splice, never copied to user space",
+            ["tenant"],
+            registry=registry,
+        )
         self._connections = Gauge(
             "pier_gateway_connections",
             "Open authenticated connections",
@@ -47,6 +53,9 @@ class GatewayMetrics:
 
     def bytes_out(self, tenant: str, count: int) -> None:
         self._bytes_out.labels(tenant).inc(count)
+
+    def spliced(self, tenant: str, count: int) -> None:
+        self._spliced.labels(tenant).inc(count)
 
     def connected(self, tenant: str, delta: int) -> None:
         self._connections.labels(tenant).inc(delta)

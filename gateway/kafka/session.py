@@ -78,6 +78,10 @@ class Channel:
     def write(self, parts: Sequence[Buffer]) -> None:
         raise NotImplementedError
 
+    def splice_fd(self) -> int | None:
+        """A plain socket with nothing queued, for `gateway.kafka.splice_relay`; None: never."""
+        return None
+
     def pause(self) -> None:
         raise NotImplementedError
 
@@ -323,6 +327,11 @@ class Session:
         """Part of a streamed answer (its slot is the first: `answers_next`), written now."""
         if not self._closed:
             self.channel.write(parts)
+
+    def splice_fd(self) -> int | None:
+        """The client socket's descriptor while a streamed answer may be spliced into it (plain
+        TCP, nothing queued: `ClientConnection.splice_fd`); None otherwise."""
+        return None if self._closed else self.channel.splice_fd()
 
     def meter(self, topic: str | None, **counters: int) -> None:
         if self.policy is not None:  # usage is metered by the policy stage (bounded client id)

@@ -7,7 +7,11 @@ request is written whole (a list of buffer parts) with a `ResponseHandler` that 
 response frame (correlation id, header and body; its own bytes, which the handler may keep views
 of) synchronously when it arrives. A handler may take its
 answer streamed instead (`StreamingHandler`: asked when the answer's size prefix is read, then fed
-the frame in chunks as they are read, `gateway.kafka.frames`). Kafka answers a
+the frame in chunks as they are read, `gateway.kafka.frames`); after each chunk a streamed answer
+may hand the rest of its frame to the kernel (`relay_target`: the client's plain socket and the
+walk; `gateway.kafka.splice_relay`): this socket is then not read by its transport until every
+byte of that answer has gone to the client, and a relay that fails (either socket) fails this
+connection, whose next bytes are unknown. Kafka answers a
 connection's requests in order, so the oldest handler takes the next frame; a frame whose
 correlation id does not match is a protocol violation and ends the connection. acks=0 Produce gets
 no answer: it is written with `expect_response=False`. On any failure every waiting handler gets
@@ -24,7 +28,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from gateway.kafka.frames import FrameReader, write_parts
+from gateway.kafka.frames import FrameReader, plain_fd, write_parts
+from gateway.kafka.splice_relay import RelaySource, SpliceRelay
 
 log = logging.getLogger("pier.gateway.upstream")
 _INT32 = struct.Struct(">i")
@@ -45,6 +50,19 @@ class StreamedAnswer(Protocol):
     def failed(self) -> None: ...
 
 
+class RelayedAnswer(StreamedAnswer, Protocol):
+    """A streamed answer whose rest may be moved socket to socket (`splice_relay`)."""
+
+    def relay_target(self) -> tuple[int, RelaySource] | None:
+        """After a chunk: the client socket's descriptor and the walk, when the rest may be
+        relayed now (plain TCP, nothing queued for the client, record bytes next)."""
+        ...
+
+    def relayed(self, spliced: int) -> None:
+        """Every byte of the answer has reached the client (`spliced` of them by splice)."""
+        ...
+
+
 class StreamingHandler(Protocol):
     """A `ResponseHandler` that may take its answer streamed: `stream(size)` is asked when the
     answer's size prefix has been read; None reads it whole and calls the handler as usual."""
@@ -62,6 +80,8 @@ class Upstream(asyncio.BufferedProtocol):
         self._waiting: deque[tuple[int, ResponseHandler]] = deque()
         self._frames = FrameReader(MAX_RESPONSE_BYTES, stream=self._stream_to)
         self._streaming: StreamedAnswer | None = None  # the answer being streamed
+        self._relay: SpliceRelay | None = None  # moving the rest of that answer, when it is
+        self._held = False  # the client is not reading its answers (`hold_answers`)
         self._closed: str | None = None
         self._writable = asyncio.Event()
         self._writable.set()
@@ -111,9 +131,10 @@ class Upstream(asyncio.BufferedProtocol):
         and TCP keep them, so a client that stops reading holds at most its write buffer and one
         answer in the gateway (Kafka's network thread likewise mutes a connection it cannot
         write to)."""
+        self._held = held
         transport = self._transport
-        if transport is None or transport.is_closing():
-            return
+        if transport is None or transport.is_closing() or self._relay is not None:
+            return  # a relay resumes reading when it ends
         if held and transport.is_reading():
             transport.pause_reading()
         elif not held and not transport.is_reading():
@@ -174,14 +195,52 @@ class Upstream(asyncio.BufferedProtocol):
             if remaining == 0:
                 self._streaming = None
             streamed.feed(chunk)
+            if remaining and self._closed is None:
+                self._try_relay(streamed, remaining)
 
         return feed
+
+    def _try_relay(self, streamed: StreamedAnswer, remaining: int) -> None:
+        """Hand the rest of the streamed answer to a splice relay, when it can take it."""
+        relay_target = getattr(streamed, "relay_target", None)
+        target = relay_target() if relay_target is not None else None
+        transport = self._transport
+        source_fd = plain_fd(transport) if transport is not None else None
+        if target is None or source_fd is None or transport is None:
+            return
+        client_fd, source = target
+        try:
+            relay = SpliceRelay(source_fd, client_fd, remaining, source, self._relay_ended)
+        except OSError as exc:  # out of descriptors: the answer goes on through user space
+            log.warning("event=splice_unavailable broker=%s error=%r", self.address, exc)
+            return
+        self._frames.hand_over()
+        transport.pause_reading()
+        self._relay = relay
+        relay.start()
+
+    def _relay_ended(self, failure: str | None) -> None:
+        relay, self._relay = self._relay, None
+        if failure is not None:
+            self._fail(f"relay: {failure}")
+            return
+        streamed, self._streaming = self._streaming, None
+        transport = self._transport
+        if transport is not None and not transport.is_closing() and not self._held:
+            transport.resume_reading()
+        if streamed is not None and relay is not None:
+            relayed = getattr(streamed, "relayed", None)
+            if relayed is not None:
+                relayed(relay.spliced)
 
     def _fail(self, reason: str, *, notify: bool = True) -> None:
         if self._closed is not None:
             return
         self._closed = reason
         self._writable.set()
+        relay, self._relay = self._relay, None
+        if relay is not None:
+            relay.cancel()
         streaming, self._streaming = self._streaming, None
         if streaming is not None:
             streaming.failed()

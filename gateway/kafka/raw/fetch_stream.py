@@ -85,6 +85,26 @@ class FetchStream:
         if self._seen == self.size and self._walk is not None:
             raise MalformedRequestError("the Fetch response ended inside a field")
 
+    def next_step(self) -> tuple[bool, int]:
+        """What the walk wants next: (True, n) n bytes to pass on untouched (they may bypass
+        `feed`: `skip`), (False, n) n more bytes it must read (`feed`); (False, 0) when done."""
+        if self._walk is None:
+            return False, 0
+        kind, wanted = self._step
+        if kind == "pass":
+            return True, wanted - self._pending_bytes
+        return False, wanted - self._pending_bytes
+
+    def skip(self, count: int) -> None:
+        """`count` bytes of the current pass step were delivered without being fed (spliced
+        from socket to socket); nothing is added to `out` for them."""
+        passing, wanted = self.next_step()
+        if not passing or self._pending_bytes or not 0 < count <= wanted:
+            raise ValueError(f"cannot skip {count} bytes at step {self._step}")
+        self._seen += count
+        self._step = ("pass", self._step[1] - count)
+        self._advance()
+
     def take_out(self) -> list[memoryview]:
         """What may be passed on now (streaming), oldest first; `out` is emptied."""
         out, self.out = self.out, []

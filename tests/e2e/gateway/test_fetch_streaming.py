@@ -1,66 +1,113 @@
-"""Large Fetch answers stream through the gateway (`gateway.kafka.raw.fetch_stream`): answers of
-64 KiB and more go to the client as the broker's bytes arrive, the topic renamed in the streamed
-head. Real clients with different Fetch versions (librdkafka v12 with tagged fields and fetch
-sessions, kafka-python's older classic versions) read megabytes of records back exactly, in
-order, per partition."""
+"""Large Fetch answers stream through the gateway (`gateway.kafka.raw.fetch_stream`), their
+record bytes spliced from the broker's socket to the client's (`gateway.kafka.splice_relay`):
+answers of 64 KiB and more go to the client as the broker's bytes arrive, the topic renamed in the
+streamed head. Real clients with different Fetch versions (librdkafka v12 with tagged fields and
+fetch sessions, kafka-python's older classic versions) read megabytes of records back exactly, in
+order, per partition, from an uncompressed topic and from an lz4 topic of many partitions; the
+gateway's `pier_gateway_spliced_bytes_total` shows the bytes went socket to socket. A client that
+vanishes (RST) in the middle of a multi-megabyte answer leaves no descriptor behind in the gateway
+and other clients are served as before."""
 
 from __future__ import annotations
+
+import datetime
+import os
+import random
+import socket
+import struct
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka.structs import TopicPartition as KpTopicPartition
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from prometheus_client.parser import text_string_to_metric_families
 
+from infra.probes import free_port
 from tests.e2e.gateway.clients import security_settings
+from tests.e2e.gateway.sasl_wire import login
 from tests.e2e.kafka_admin import create_topic
+from tests.e2e.raw_wire import frame, request_bytes
 from tests.gateway_stack import GatewayStack
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
-PARTITIONS = 2
-RECORDS = 3_000  # per partition, 1 KiB each: answers of up to megabytes
+PLAIN_TOPIC, PLAIN_PARTITIONS = "streamed-answers", 2
+LZ4_TOPIC, LZ4_PARTITIONS = "streamed-lz4", 8
+RECORDS = 3_000  # per partition of the plain topic, 1 KiB each: answers of up to megabytes
+LZ4_RECORDS = 1_000  # per partition of the lz4 topic
 TIMEOUT_S = 60.0
+SPLICED = "pier_gateway_spliced_bytes_total"
 
 
 def value(partition: int, index: int) -> bytes:
+    """1 KiB: half pattern, half noise (lz4 halves it: its answers are megabytes too)."""
     head = f"{partition}:{index}:".encode()
-    return head + bytes((index + k) % 251 for k in range(1024 - len(head)))
+    noise = random.Random(partition * 1_000_003 + index).randbytes(512)
+    return head + noise + bytes((index + k) % 251 for k in range(512 - len(head)))
+
+
+TOPICS = {
+    PLAIN_TOPIC: (PLAIN_PARTITIONS, RECORDS, "none"),
+    LZ4_TOPIC: (LZ4_PARTITIONS, LZ4_RECORDS, "lz4"),
+}
 
 
 @pytest.fixture(scope="module")
-def streamed_topic(gateway_stack: GatewayStack) -> str:
-    name = "streamed-answers"
+def gateway_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
+    with GatewayStack(
+        Path(tmp_path_factory.mktemp("streaming")), gateway_metrics_port=free_port()
+    ) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def topics(gateway_stack: GatewayStack) -> dict[str, tuple[int, int, str]]:
     security = security_settings("confluent-kafka", gateway_stack.credentials["acme"], "PLAIN")
-    create_topic(gateway_stack.bootstrap, name, PARTITIONS, security=security)
-    producer = Producer(
-        gateway_stack.client_config("acme", "PLAIN", acks="all", **{"linger.ms": 20})
-    )
-    for index in range(RECORDS):
-        for partition in range(PARTITIONS):
-            producer.produce(name, value(partition, index), partition=partition)
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    return name
-
-
-def expected() -> dict[int, list[bytes]]:
-    return {p: [value(p, i) for i in range(RECORDS)] for p in range(PARTITIONS)}
-
-
-def test_librdkafka_reads_megabytes_of_streamed_answers_exactly(
-    gateway_stack: GatewayStack, streamed_topic: str
-) -> None:
-    consumer = Consumer(
-        gateway_stack.client_config(
-            "acme",
-            "PLAIN",
-            **{"group.id": "streaming", "enable.auto.commit": False, "fetch.max.bytes": 8 << 20},
+    for name, (partitions, records, codec) in TOPICS.items():
+        create_topic(gateway_stack.bootstrap, name, partitions, security=security)
+        producer = Producer(
+            gateway_stack.client_config(
+                "acme", "PLAIN", acks="all", **{"linger.ms": 20, "compression.type": codec}
+            )
         )
+        for index in range(records):
+            for partition in range(partitions):
+                producer.produce(name, value(partition, index), partition=partition)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+    return TOPICS
+
+
+def expected(topic: str) -> dict[int, list[bytes]]:
+    partitions, records, _codec = TOPICS[topic]
+    return {p: [value(p, i) for i in range(records)] for p in range(partitions)}
+
+
+def spliced_bytes(stack: GatewayStack) -> float:
+    assert stack.gateway is not None and stack.gateway.metrics_port is not None
+    url = f"http://{stack.gateway.host}:{stack.gateway.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == SPLICED and sample.labels.get("tenant") == "acme"
     )
-    seen: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+
+
+def read_with_librdkafka(stack: GatewayStack, topic: str) -> dict[int, list[bytes]]:
+    partitions, records, _codec = TOPICS[topic]
+    settings = {"group.id": "streaming", "enable.auto.commit": False, "fetch.max.bytes": 8 << 20}
+    consumer = Consumer(stack.client_config("acme", "PLAIN", **settings))
+    seen: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     try:
-        consumer.assign([TopicPartition(streamed_topic, p, 0) for p in range(PARTITIONS)])
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
 
         def consumed() -> bool:
             for message in consumer.consume(num_messages=2_000, timeout=0.5):
@@ -68,37 +115,103 @@ def test_librdkafka_reads_megabytes_of_streamed_answers_exactly(
                 partition, record = message.partition(), message.value()
                 assert partition is not None and record is not None
                 seen[partition].append(record)
-            return sum(len(v) for v in seen.values()) >= RECORDS * PARTITIONS
+            return sum(len(v) for v in seen.values()) >= records * partitions
 
         wait_until(consumed, what="every record through the gateway", timeout=TIMEOUT_S)
     finally:
         consumer.close()
-    assert seen == expected()
+    return seen
 
 
-def test_kafka_python_reads_megabytes_of_streamed_answers_exactly(
-    gateway_stack: GatewayStack, streamed_topic: str
-) -> None:
-    security = security_settings("kafka-python", gateway_stack.credentials["acme"], "PLAIN")
+def read_with_kafka_python(stack: GatewayStack, topic: str) -> dict[int, list[bytes]]:
+    partitions, records, _codec = TOPICS[topic]
+    security = security_settings("kafka-python", stack.credentials["acme"], "PLAIN")
     consumer = KafkaConsumer(
-        bootstrap_servers=gateway_stack.bootstrap,
+        bootstrap_servers=stack.bootstrap,
         enable_auto_commit=False,
         fetch_max_bytes=8 << 20,
         max_partition_fetch_bytes=4 << 20,
         **security,
     )
-    seen: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    seen: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     try:
-        partitions = [KpTopicPartition(streamed_topic, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
+        assigned = [KpTopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning(*assigned)
 
         def consumed() -> bool:
             for tp, batch in consumer.poll(timeout_ms=500, max_records=5_000).items():
                 seen[tp.partition].extend(r.value for r in batch)
-            return sum(len(v) for v in seen.values()) >= RECORDS * PARTITIONS
+            return sum(len(v) for v in seen.values()) >= records * partitions
 
         wait_until(consumed, what="every record through the gateway", timeout=TIMEOUT_S)
     finally:
         consumer.close()
-    assert seen == expected()
+    return seen
+
+
+READERS = {"librdkafka": read_with_librdkafka, "kafka-python": read_with_kafka_python}
+
+
+@pytest.mark.parametrize("topic", [PLAIN_TOPIC, LZ4_TOPIC])
+@pytest.mark.parametrize("client", sorted(READERS))
+def test_clients_read_megabytes_of_spliced_answers_exactly(
+    gateway_stack: GatewayStack, topics: dict[str, tuple[int, int, str]], client: str, topic: str
+) -> None:
+    before = spliced_bytes(gateway_stack)
+    seen = READERS[client](gateway_stack, topic)
+    assert seen == expected(topic)
+    assert spliced_bytes(gateway_stack) - before > 256 * 1024, "no answer went socket to socket"
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_a_client_gone_mid_answer_leaves_no_descriptor_and_others_are_served(
+    gateway_stack: GatewayStack, topics: dict[str, tuple[int, int, str]]
+) -> None:
+    assert gateway_stack.gateway is not None
+    pid = gateway_stack.gateway.pid
+    baseline = open_fds(pid)
+    partitions = [
+        FetchPartition(
+            partition=p,
+            current_leader_epoch=-1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=8 << 20,
+        )
+        for p in range(PLAIN_PARTITIONS)
+    ]
+    request = FetchRequest(
+        cluster_id=None,
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=100),
+        min_bytes=1,
+        max_bytes=32 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(FetchTopic(topic=PLAIN_TOPIC, partitions=tuple(partitions)),),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    connection = login(gateway_stack, "acme")
+    try:
+        connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        connection.send(frame(request_bytes(request, 99)))
+        (size,) = struct.unpack(">i", connection._read_exactly(4))
+        assert size > 4 << 20, f"a {size}-byte answer is not the multi-megabyte one wanted"
+        connection._read_exactly(64 * 1024)  # some of it, then vanish with the rest unread
+        connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    finally:
+        connection.close()
+    wait_until(
+        lambda: open_fds(pid) <= baseline,
+        what=f"the gateway back to {baseline} descriptors",
+        timeout=TIMEOUT_S,
+    )
+    assert read_with_librdkafka(gateway_stack, PLAIN_TOPIC) == expected(PLAIN_TOPIC)
+    wait_until(lambda: open_fds(pid) <= baseline, what="descriptors released", timeout=TIMEOUT_S)

@@ -67,6 +67,9 @@ class StandIn:
     def write_through(self, parts: Sequence[Any]) -> None:
         self.written.append(b"".join(bytes(p) for p in parts))
 
+    def splice_fd(self) -> int | None:
+        return None
+
     def finish(self, exchange: Exchange, parts: Sequence[Any] | None, throttle_ms: int) -> None:
         self.finished.append((parts, throttle_ms))
         self.answers.complete(exchange.slot, parts)

@@ -1,0 +1,229 @@
+"""The rest of a streamed Fetch answer moved from the broker's socket to the client's inside the
+kernel (Linux `splice(2)` through a pipe): the record bytes never enter user space.
+
+Owns: `SpliceRelay`, which takes over one answer once its renamed head has gone out
+(`gateway.kafka.fetch`, `raw.fetch_stream`) and both sockets are plain TCP with nothing queued
+for the client. It asks its `RelaySource` (the answer's walk) what comes next: record bytes are
+spliced socket → pipe → socket (`SPLICE_F_MOVE`: pages are moved, not copied); the few bytes the
+walk must read (each partition's head, a few dozen bytes) are read exactly (never past the
+answer's end) and written out, in order, with what the walk gives back. Partial splices and
+writes are resumed; `EAGAIN` on either side parks the relay on that socket's readiness
+(`loop.add_reader`/`add_writer` on duplicated descriptors: the transports keep their own, and a
+duplicate keeps the socket open while the relay uses it, whatever its transport does). At most
+`PUMP_SLICE_BYTES` move per turn of the event loop, so one large answer does not starve other
+connections. It ends by calling `on_done(None)` once every byte is written to the client, or
+`on_done(reason)` when either socket fails (a client gone mid-answer: the upstream connection is
+mid-frame and must be dropped by the caller); `cancel` stops it silently. Every descriptor it
+opened (two duplicates and a pipe) is closed when it ends. Runs on the event loop; not
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import logging
+import os
+from collections.abc import Callable
+from typing import Protocol
+
+log = logging.getLogger("pier.gateway.splice")
+PIPE_BYTES = 1024 * 1024  # asked of F_SETPIPE_SZ (Linux's default pipe-max-size); 64 KiB if refused
+PUMP_SLICE_BYTES = 8 * 1024 * 1024  # moved per turn of the event loop at most
+_SPLICE_FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
+_MORE = getattr(os, "SPLICE_F_MORE", 4)
+AVAILABLE = hasattr(os, "splice") and hasattr(os, "pipe2")
+
+
+class RelaySource(Protocol):
+    """The walk over the answer being relayed."""
+
+    def next_step(self) -> tuple[bool, int]:
+        """(True, n): n bytes to pass on untouched; (False, n): n bytes to read and `take`."""
+        ...
+
+    def take(self, chunk: memoryview) -> list[memoryview]:
+        """Bytes read for the walk; what goes to the client for them (in order)."""
+        ...
+
+    def skipped(self, count: int) -> None:
+        """`count` bytes of the pass step were spliced."""
+        ...
+
+
+class SpliceRelay:
+    def __init__(
+        self,
+        source_fd: int,
+        sink_fd: int,
+        left: int,
+        source: RelaySource,
+        on_done: Callable[[str | None], None],
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._left = left  # bytes of the answer still in the broker's socket
+        self._source = source
+        self._on_done = on_done
+        self._out: list[memoryview] = []  # read bytes' output, to write before the pipe's
+        self._in_pipe = 0
+        self.spliced = 0  # bytes moved socket to socket
+        self._read_fd = self._write_fd = -1
+        self._pipe_r = self._pipe_w = -1
+        self._reading = self._writing = False
+        self._finished = False
+        try:
+            self._read_fd = os.dup(source_fd)
+            self._write_fd = os.dup(sink_fd)
+            self._pipe_r, self._pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            self._close_fds()
+            raise
+        self._capacity = _grow_pipe(self._pipe_w)
+
+    def start(self) -> None:
+        self._pump()
+
+    def cancel(self) -> None:
+        """Stop now (the connection is closing); `on_done` is not called."""
+        self._finish(None, notify=False)
+
+    # -- the pump ----------------------------------------------------------------------------
+    def _pump(self) -> None:
+        self._unwatch()
+        if self._finished:
+            return
+        try:
+            blocked = self._move()
+        except _Failed as exc:
+            self._finish(str(exc))
+            return
+        if blocked is None:
+            return
+        want_read, want_write = blocked
+        if want_read:
+            self._loop.add_reader(self._read_fd, self._pump)
+            self._reading = True
+        if want_write:
+            self._loop.add_writer(self._write_fd, self._pump)
+            self._writing = True
+
+    def _move(self) -> tuple[bool, bool] | None:
+        """Move what can be moved now; what it waits for (readable, writable), or None when it
+        ended or yielded its turn."""
+        moved = 0
+        while moved < PUMP_SLICE_BYTES:
+            written, write_blocked = self._write()
+            read, read_blocked = self._read()
+            moved += written + read
+            if self._left == 0 and not self._out and not self._in_pipe:
+                self._finish(None)
+                return None
+            if not written and not read:
+                if not (read_blocked or write_blocked):
+                    raise _Failed("the relay cannot move")  # a bug: never park with no wake-up
+                return read_blocked, write_blocked
+        self._loop.call_soon(self._pump)
+        return None
+
+    def _write(self) -> tuple[int, bool]:
+        """Bytes written to the client (the walk's output first, then the pipe's); blocked?"""
+        try:
+            if self._out:
+                written = os.writev(self._write_fd, self._out)
+                self._out = _rest(self._out, written)
+                return written, False
+            if self._in_pipe:
+                written = os.splice(
+                    self._pipe_r, self._write_fd, self._in_pipe, flags=_SPLICE_FLAGS
+                )
+                self._in_pipe -= written
+                self.spliced += written
+                return written, False
+        except BlockingIOError:
+            return 0, True
+        except OSError as exc:
+            raise _Failed(f"client socket: {errno.errorcode.get(exc.errno or 0, exc)}") from None
+        return 0, False
+
+    def _read(self) -> tuple[int, bool]:
+        """Bytes taken from the broker's socket (into the pipe, or read for the walk); blocked?"""
+        if self._left == 0:
+            return 0, False
+        passing, wanted = self._source.next_step()
+        if wanted <= 0 or wanted > self._left:
+            raise _Failed(f"the walk wants {wanted} bytes, {self._left} left in the answer")
+        try:
+            if passing:
+                room = self._capacity - self._in_pipe
+                if room <= 0:
+                    return 0, False
+                count = min(wanted, room)
+                flags = _SPLICE_FLAGS | (_MORE if count < self._left else 0)
+                taken = os.splice(self._read_fd, self._pipe_w, count, flags=flags)
+                if taken:
+                    self._in_pipe += taken
+                    self._left -= taken
+                    self._source.skipped(taken)
+            else:
+                if self._out or self._in_pipe:
+                    return 0, False  # what the walk gives back goes after what is queued
+                data = os.read(self._read_fd, wanted)
+                taken = len(data)
+                if taken:
+                    self._left -= taken
+                    self._out = self._source.take(memoryview(data))
+        except BlockingIOError:
+            return 0, True
+        except OSError as exc:
+            raise _Failed(f"broker socket: {errno.errorcode.get(exc.errno or 0, exc)}") from None
+        if not taken:
+            raise _Failed("broker socket closed mid-answer")
+        return taken, False
+
+    # -- the end -----------------------------------------------------------------------------
+    def _unwatch(self) -> None:
+        if self._reading:
+            self._loop.remove_reader(self._read_fd)
+            self._reading = False
+        if self._writing:
+            self._loop.remove_writer(self._write_fd)
+            self._writing = False
+
+    def _finish(self, failure: str | None, *, notify: bool = True) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self._unwatch()
+        self._close_fds()
+        if notify:
+            self._on_done(failure)
+
+    def _close_fds(self) -> None:
+        for fd in (self._read_fd, self._write_fd, self._pipe_r, self._pipe_w):
+            if fd >= 0:
+                os.close(fd)
+        self._read_fd = self._write_fd = self._pipe_r = self._pipe_w = -1
+
+
+class _Failed(Exception):
+    """A socket failed mid-answer."""
+
+
+def _grow_pipe(fd: int) -> int:
+    """The pipe's capacity, raised to `PIPE_BYTES` when the system allows it."""
+    try:
+        return int(fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES))
+    except OSError:
+        return int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+
+
+def _rest(parts: list[memoryview], sent: int) -> list[memoryview]:
+    rest: list[memoryview] = []
+    for part in parts:
+        if sent >= len(part):
+            sent -= len(part)
+            continue
+        rest.append(part[sent:] if sent else part)
+        sent = 0
+    return rest
