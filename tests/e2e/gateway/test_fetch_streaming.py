@@ -24,6 +24,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka.structs import TopicPartition as KpTopicPartition
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 from prometheus_client.parser import text_string_to_metric_families
 
 from infra.probes import free_port
@@ -176,25 +178,25 @@ def test_a_client_gone_mid_answer_leaves_no_descriptor_and_others_are_served(
     baseline = open_fds(pid)
     partitions = [
         FetchPartition(
-            partition=p,
-            current_leader_epoch=-1,
-            fetch_offset=0,
-            last_fetched_epoch=-1,
-            log_start_offset=-1,
-            partition_max_bytes=8 << 20,
+            partition=i32(p),
+            current_leader_epoch=i32(-1),
+            fetch_offset=i64(0),
+            last_fetched_epoch=i32(-1),
+            log_start_offset=i64(-1),
+            partition_max_bytes=i32(8 << 20),
         )
         for p in range(PLAIN_PARTITIONS)
     ]
     request = FetchRequest(
         cluster_id=None,
-        replica_id=-1,
-        max_wait=datetime.timedelta(milliseconds=100),
-        min_bytes=1,
-        max_bytes=32 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(FetchTopic(topic=PLAIN_TOPIC, partitions=tuple(partitions)),),
+        replica_id=BrokerId(-1),
+        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=100)),
+        min_bytes=i32(1),
+        max_bytes=i32(32 << 20),
+        isolation_level=i8(0),
+        session_id=i32(0),
+        session_epoch=i32(-1),
+        topics=(FetchTopic(topic=TopicName(PLAIN_TOPIC), partitions=tuple(partitions)),),
         forgotten_topics_data=(),
         rack_id="",
     )
