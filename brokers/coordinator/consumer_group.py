@@ -35,6 +35,7 @@ from brokers.coordinator.consumer_group_regex import (
     in_use,
     no_topics,
 )
+from brokers.coordinator.consumer_group_static import check_static, leave_static, replace_static
 from brokers.coordinator.errors import (
     FencedMemberEpochError,
     GroupError,
@@ -138,9 +139,14 @@ class ConsumerGroups:
         changed = False
         if request.member_epoch == 0:
             group = group or self._create(request.group_id)
-            member, changed = self._join(group, request)
+            replaced = replace_static(group, request)  # consumer_group_static
+            if isinstance(replaced, GroupError):
+                return HeartbeatResult(replaced, request.member_id, request.member_epoch, interval)
+            member, changed = (
+                (replaced, False) if replaced is not None else self._join(group, request)
+            )
         else:
-            member_or_error = self._known(group, request)
+            member_or_error = check_static(group, request) or self._known(group, request)
             if isinstance(member_or_error, GroupError):
                 return HeartbeatResult(
                     member_or_error, request.member_id, request.member_epoch, interval
@@ -278,9 +284,16 @@ class ConsumerGroups:
 
     def _leave(self, request: HeartbeatRequest, interval: int) -> HeartbeatResult:
         group = self.groups.get(request.group_id)
-        if group is None or request.member_id not in group.members:
-            error = UnknownMemberIdError(f"member {request.member_id!r} is not in the group")
+        error = check_static(group, request)
+        if group is None or request.member_id not in group.members or error is not None:
+            error = error or UnknownMemberIdError(
+                f"member {request.member_id!r} is not in the group"
+            )
             return HeartbeatResult(error, request.member_id, request.member_epoch, interval)
+        if request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is not None:
+            session = self.config.consumer_session_timeout_ms / 1000
+            leave_static(group.members[request.member_id], self.clock.monotonic() + session)
+            return HeartbeatResult(None, request.member_id, STATIC_LEAVE_EPOCH, interval)
         self._remove(group, request.member_id, "left")
         return HeartbeatResult(None, request.member_id, request.member_epoch, interval)
 

@@ -107,5 +107,9 @@ class StaleMemberEpochError(GroupError):
     """STALE_MEMBER_EPOCH: an offset commit/fetch with an epoch that is not the member's."""
 
 
+class UnreleasedInstanceIdError(GroupError):
+    """UNRELEASED_INSTANCE_ID: a static member joins with an instance id another member holds."""
+
+
 class UnsupportedAssignorError(GroupError):
     """UNSUPPORTED_ASSIGNOR: a server assignor not in `group.consumer.assignors`."""

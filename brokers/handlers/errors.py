@@ -103,6 +103,7 @@ _CODES.update(
         group_errors.FencedMemberEpochError: ErrorCode.fenced_member_epoch,
         group_errors.StaleMemberEpochError: ErrorCode.stale_member_epoch,
         group_errors.UnsupportedAssignorError: ErrorCode.unsupported_assignor,
+        group_errors.UnreleasedInstanceIdError: ErrorCode.unreleased_instance_id,
         group_errors.IllegalGenerationError: ErrorCode.illegal_generation,
         group_errors.InconsistentGroupProtocolError: ErrorCode.inconsistent_group_protocol,
         group_errors.InvalidSessionTimeoutError: ErrorCode.invalid_session_timeout,

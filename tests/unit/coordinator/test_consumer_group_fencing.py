@@ -15,7 +15,11 @@ from brokers.coordinator.consumer_group import (
     HeartbeatResult,
     Partitions,
 )
-from brokers.coordinator.errors import UnknownMemberIdError
+from brokers.coordinator.errors import (
+    FencedInstanceIdError,
+    UnknownMemberIdError,
+    UnreleasedInstanceIdError,
+)
 
 TOPIC = "t"
 COUNTS = {TOPIC: 4}
@@ -86,3 +90,59 @@ def test_a_member_that_revokes_in_time_is_not_fenced(
     assert done.member_epoch == groups.groups["g"].epoch
     clock.advance(REBALANCE_MS)
     assert groups.expire() == 0 and set(groups.groups["g"].members) == {"a", "b"}
+
+
+# ---- static membership ----------------------------------------------------------------------
+def two_static_members(groups: ConsumerGroups) -> tuple[HeartbeatResult, HeartbeatResult]:
+    a = beat(groups, "a", 0, {}, instance="ia")
+    b = beat(groups, "b", 0, {}, instance="ib")
+    a = beat(groups, "a", a.member_epoch, {TOPIC: {0, 1, 2, 3}})
+    a = beat(groups, "a", a.member_epoch, a.assignment)
+    b = beat(groups, "b", b.member_epoch, {})
+    assert groups.groups["g"].state == "Stable"
+    return a, b
+
+
+def test_a_static_member_leaving_with_minus_2_is_replaced_without_a_rebalance(
+    groups: ConsumerGroups, clock: ManualClock
+) -> None:
+    a, b = two_static_members(groups)
+    group = groups.groups["g"]
+    epoch, kept = group.epoch, group.members["b"].assigned
+    left = beat(groups, "b", -2, None, instance="ib")
+    assert left.error is None and left.member_epoch == -2
+    assert group.epoch == epoch and group.members["b"].assigned == kept  # kept for its return
+    a = beat(groups, "a", a.member_epoch, a.assignment)
+    assert a.assignment is None  # the others see nothing move
+
+    clock.advance(SESSION_MS - 1)
+    new = beat(groups, "b2", 0, {}, instance="ib")
+    assert new.error is None and new.member_epoch == epoch and new.assignment == kept
+    assert group.epoch == epoch and set(group.members) == {"a", "b2"}
+    assert group.target["b2"] == kept and "b" not in group.target
+    old = beat(groups, "b", b.member_epoch, b.assignment, instance="ib")
+    assert isinstance(old.error, FencedInstanceIdError)  # the old member id is fenced
+    assert isinstance(beat(groups, "b", b.member_epoch, b.assignment).error, UnknownMemberIdError)
+
+
+def test_an_instance_id_still_in_use_is_unreleased(groups: ConsumerGroups) -> None:
+    two_static_members(groups)
+    taken = beat(groups, "b2", 0, {}, instance="ib")
+    assert isinstance(taken.error, UnreleasedInstanceIdError)
+    assert set(groups.groups["g"].members) == {"a", "b"}
+
+
+def test_a_static_member_that_does_not_come_back_is_removed_after_the_session(
+    groups: ConsumerGroups, clock: ManualClock
+) -> None:
+    a, _ = two_static_members(groups)
+    group = groups.groups["g"]
+    epoch = group.epoch
+    beat(groups, "b", -2, None, instance="ib")
+    clock.advance(SESSION_MS // 2)
+    beat(groups, "a", a.member_epoch, a.assignment)
+    assert groups.expire() == 0
+    clock.advance(SESSION_MS // 2)
+    assert groups.expire() == 1 and set(group.members) == {"a"} and group.epoch == epoch + 1
+    a = beat(groups, "a", a.member_epoch, a.assignment)
+    assert a.assignment == {TOPIC: {0, 1, 2, 3}}  # b's partitions go to the rest

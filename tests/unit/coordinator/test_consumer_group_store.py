@@ -152,3 +152,23 @@ def test_a_session_timeout_is_written_by_the_timer() -> None:
         assert loaded.members == {} and loaded.epoch == 2
 
     asyncio.run(scenario())
+
+
+def test_a_static_member_away_at_the_failover_is_replaced_by_the_new_coordinator() -> None:
+    async def scenario() -> None:
+        topic, clock = MemoryOffsetsTopic(), ManualClock()
+        first = await started(topic, clock)
+        a = await beat(first, "a", 0, {}, instance_id="ia")
+        a = await beat(first, "a", a.member_epoch, a.assignment, instance_id="ia")
+        left = await beat(first, "a", -2, None, instance_id="ia")
+        assert left.member_epoch == -2
+        second = await started(topic, clock)
+        loaded = second.consumer_groups.groups["g"]
+        assert loaded.members["a"].epoch == -2 and loaded.epoch == 1
+        back = await beat(second, "a2", 0, {}, instance_id="ia")
+        assert back.error is None and back.member_epoch == 1
+        assert back.assignment == {TOPIC: {0, 1, 2, 3}} and loaded.epoch == 1
+        gone = [(k.record_type, k.member_id) for k, v in consumer_records(topic) if v is None]
+        assert gone == [(8, "a"), (7, "a"), (5, "a")]
+
+    asyncio.run(scenario())

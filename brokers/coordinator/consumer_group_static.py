@@ -1,0 +1,106 @@
+"""Static membership of KIP-848 consumer groups (`InstanceId`): Kafka's replace rules.
+
+Owns the checks and moves `consumer_group.ConsumerGroups` makes for a heartbeat that carries an
+instance id, as Kafka's GroupMetadataManager does:
+- a leave with epoch -2 keeps the member, its assignment and target, with epoch -2, for one
+  session timeout (no group epoch bump); if nobody takes its place by then the session expiry
+  removes it as any member;
+- a join (epoch 0) with a new member id and the instance id of a member that left that way
+  replaces it: the new member id takes over the old one's owned partitions and target, the old id
+  is gone (its heartbeats are answered FENCED_INSTANCE_ID), and the group epoch stays, so the
+  other members see no rebalance; a join with the instance id of a member that has not left is
+  answered UNRELEASED_INSTANCE_ID (the instance is still running somewhere). A join with the
+  member's own id is an ordinary rejoin (a fenced member), or its return after a -2 leave;
+- any other heartbeat names the member that holds the instance id, else UNKNOWN_MEMBER_ID
+  (none) or FENCED_INSTANCE_ID (another member id).
+Pure functions over the group; runs on the event loop like its caller; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from brokers.coordinator.errors import (
+    FencedInstanceIdError,
+    GroupError,
+    UnknownMemberIdError,
+    UnreleasedInstanceIdError,
+)
+
+if TYPE_CHECKING:
+    from brokers.coordinator.consumer_group import ConsumerGroup, ConsumerMember, HeartbeatRequest
+
+log = logging.getLogger("pier.coordinator.consumer")
+STATIC_LEAVE_EPOCH = -2
+
+
+def static_member(group: ConsumerGroup | None, instance_id: str) -> ConsumerMember | None:
+    if group is None:
+        return None
+    return next((m for m in group.members.values() if m.instance_id == instance_id), None)
+
+
+def check_static(group: ConsumerGroup | None, request: HeartbeatRequest) -> GroupError | None:
+    """A heartbeat (epoch ≠ 0) or leave of a static member: is it the instance's member?"""
+    if request.instance_id is None:
+        return None
+    member = static_member(group, request.instance_id)
+    if member is None:
+        return UnknownMemberIdError(f"instance id {request.instance_id} is unknown")
+    if member.member_id != request.member_id:
+        return FencedInstanceIdError(
+            f"static member {request.member_id} with instance id {request.instance_id} "
+            f"was fenced by member {member.member_id}"
+        )
+    return None
+
+
+def replace_static(
+    group: ConsumerGroup, request: HeartbeatRequest
+) -> ConsumerMember | GroupError | None:
+    """A join with an instance id: the replacing member, an error, or None (an ordinary join)."""
+    if request.instance_id is None:
+        return None
+    old = static_member(group, request.instance_id)
+    if old is None:
+        return None
+    if old.member_id == request.member_id:  # back under its own id: an ordinary rejoin,
+        if old.epoch != STATIC_LEAVE_EPOCH:  # unless it left with -2 and so kept its partitions
+            return None
+        old.epoch, old.sent = 0, None
+        return old
+    if old.epoch != STATIC_LEAVE_EPOCH:
+        return UnreleasedInstanceIdError(
+            f"static member {request.member_id} with instance id {request.instance_id} cannot "
+            f"join the group because the instance id is owned by {old.member_id} member"
+        )
+    new = dataclasses.replace(
+        old,
+        member_id=request.member_id,
+        client_id=request.client_id,
+        client_host=request.client_host,
+        rack_id=request.rack_id,
+        assigned={t: set(p) for t, p in old.assigned.items()},
+        epoch=0,  # reconciles to the target epoch at once: it owns its target already
+        previous_epoch=-1,
+        sent=None,
+        revoke_deadline=None,
+    )
+    del group.members[old.member_id]
+    group.members[new.member_id] = new
+    group.target[new.member_id] = group.target.pop(old.member_id, {})
+    log.info(
+        "event=consumer_static_member_replaced group=%s instance=%s old=%s new=%s",
+        group.group_id, request.instance_id, old.member_id, new.member_id,
+    )  # fmt: skip
+    return new
+
+
+def leave_static(member: ConsumerMember, deadline: float) -> None:
+    """Epoch -2: away for one session timeout, its partitions kept for its return."""
+    member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE_EPOCH
+    member.sent = None
+    member.revoke_deadline = None
+    member.deadline = deadline
