@@ -24,6 +24,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from brokers.common.clock import Clock
 from brokers.coordinator.config import GroupConfig
@@ -43,6 +44,9 @@ from brokers.coordinator.errors import (
     UnknownMemberIdError,
     UnsupportedAssignorError,
 )
+
+if TYPE_CHECKING:
+    from brokers.coordinator.consumer_group_migration import ClassicMembership
 
 log = logging.getLogger("pier.coordinator.consumer")
 LEAVE_EPOCH = -1
@@ -105,6 +109,8 @@ class ConsumerGroup:
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     assignor: str = "uniform"
     regexes: GroupRegexes = field(default_factory=GroupRegexes)
+    # classic-protocol members (mixed groups, consumer_group_migration): member id → protocols
+    classic: dict[str, ClassicMembership] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -297,7 +303,12 @@ class ConsumerGroups:
         self._remove(group, request.member_id, "left")
         return HeartbeatResult(None, request.member_id, request.member_epoch, interval)
 
+    def remove_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        """A member removed by a request other than its heartbeat (LeaveGroup of a classic one)."""
+        self._remove(group, member_id, why)
+
     def _remove(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        group.classic.pop(member_id, None)
         del group.members[member_id]
         group.target.pop(member_id, None)
         group.epoch += 1
