@@ -37,9 +37,9 @@ LOCAL: dict[int, tuple[int, int]] = {
     SASL_AUTHENTICATE: (0, 2),
 }
 # Produce v0-2 are gone from Kafka 4 (and kio has no schema for them); Produce v12 is v11 on the
-# wire (KIP-890 part 2: the leader adds the partition to the transaction); Produce v13+ and Fetch
-# v13+ carry topic ids, which the raw paths do not map.
-RAW: dict[int, tuple[int, int]] = {PRODUCE: (3, 12), FETCH: (4, 12)}
+# wire (KIP-890 part 2: the leader adds the partition to the transaction); Produce v13 and Fetch
+# v13+ name topics by id, which the raw paths check against the tenant's namespace (KIP-516).
+RAW: dict[int, tuple[int, int]] = {PRODUCE: (3, 13), FETCH: (4, 18)}
 PRE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 # KAFKA-18659, as Kafka 4 does: ApiVersions shows Produce from v0 though only v3+ is served (v0-2
 # are still refused), because older librdkafka (2.0.2, in kcat 1.7.1) looks for Produce v0 before

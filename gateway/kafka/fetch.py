@@ -1,4 +1,4 @@
-"""Fetch (key 1, v4–12) through the gateway: the hot path out.
+"""Fetch (key 1, v4–18) through the gateway: the hot path out.
 
 Owns: the request's checks and rewrite (kio: Fetch requests are small) and the answer's rewrite
 on raw bytes (`gateway.kafka.raw.fetch_response`: topic names stripped, topics that are not the
@@ -16,16 +16,21 @@ next answer is streamed (`raw.fetch_stream`): when its single topic is the tenan
 consumer quota, charged with the answer's size, does not throttle it, the renamed head goes to the
 client and the rest follows as the broker's bytes arrive (views of the chunks read; the client
 not reading pauses the upstream socket), so the gateway holds a chunk, not the answer; otherwise
-it is read whole and answered as above. Once the head is out and the client's socket is plain TCP
-with nothing queued, the rest of a streamed answer is moved by the kernel (`splice_relay`: record
-bytes spliced socket to socket, the partitions' heads read by the walk); over TLS, or while the
-client's socket is behind, it goes on through user space. Runs on the event loop; not thread-safe.
+it is read whole and answered as above. From v13 topics are named by id
+(KIP-516): each id is looked up in the fleet view without waiting (`known_topic_name`) and stands
+for the tenant's topic only when that fleet topic is in the tenant's namespace; any other id
+(another tenant's, or one nobody has) is answered UNKNOWN_TOPIC_ID here, never forwarded (fail
+closed), and a forgotten topic's id that is not the tenant's is dropped. Ids go upstream
+unchanged; the answer keeps only the ids forwarded. v15+ carries the replica id in ReplicaState.
+Answers of v13+ are read whole. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from brokers.client.messages import decode_response
@@ -39,11 +44,10 @@ from gateway.kafka.raw.fetch_response import rewrite_fetch_response
 from gateway.kafka.raw.fetch_stream import FIRST_VERSION, LAST_VERSION, Decision, FetchStream
 from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
-from gateway.kafka.splice_relay import AVAILABLE as SPLICE_AVAILABLE
-from gateway.kafka.splice_relay import RelaySource
 from gateway.kafka.upstream import StreamedAnswer
 
 API_KEY = 1
+TOPIC_ID_VERSION = 13
 CONSUMER_REPLICA_ID = -1
 UNHELD_ANSWER_BYTES = 64 * 1024  # a fetch's max_bytes while the tenant's budget has nothing free
 STREAM_MIN_BYTES = 64 * 1024  # smaller answers are read whole (nothing to gain)
@@ -54,11 +58,13 @@ def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offse
     policy = session.policy
     assert session.tenant is not None and exchange.subject is not None and policy is not None
     request = decode_request(API_KEY, exchange.version, frame, offset)
-    if request.replica_id != CONSUMER_REPLICA_ID or getattr(request, "cluster_id", None):
+    if _replica_id(request) != CONSUMER_REPLICA_ID or getattr(request, "cluster_id", None):
         session.refuse("fetch with a replica id or cluster id")
         return
     namespace = session.tenant.namespace
-    denied = {t.topic for t in request.topics if not policy.allowed("READ", "TOPIC", t.topic)}
+    ids = _Ids(session) if exchange.version >= TOPIC_ID_VERSION else None
+    local = _local_names(request, ids)
+    denied = {n for n in local if n is not None and not policy.allowed("READ", "TOPIC", n)}
     # The answer is held in the gateway on its way: its bytes come from the tenant's budget, and
     # `max_bytes` is cut to what was held (a floor when none is free; the broker's first batch
     # is always whole, KIP-74).
@@ -67,24 +73,68 @@ def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offse
     changes: dict[str, Any] = {
         "max_bytes": held.size if held is not None else min(wanted, UNHELD_ANSWER_BYTES),
         "topics": tuple(
-            dataclasses.replace(t, topic=namespace.fleet(t.topic))
-            for t in request.topics
-            if t.topic not in denied
+            t if ids else dataclasses.replace(t, topic=namespace.fleet(t.topic))
+            for t, name in zip(request.topics, local, strict=True)
+            if name is not None and name not in denied
         ),
     }
-    if hasattr(request, "forgotten_topics_data"):  # v7+ (fetch sessions)
+    if ids is not None:  # v13+: ids pass unchanged, only the tenant's
+        changes["forgotten_topics_data"] = tuple(
+            t for t in request.forgotten_topics_data if ids.name(t.topic_id) is not None
+        )
+    elif hasattr(request, "forgotten_topics_data"):  # v7+ (fetch sessions)
         changes["forgotten_topics_data"] = tuple(
             dataclasses.replace(t, topic=namespace.fleet(t.topic))
             for t in request.forgotten_topics_data
         )
     rewritten = dataclasses.replace(request, **changes)
-    topics = {t.topic for t in request.topics}
+    topics = {n for n in local if n is not None}
     policy.meter(topics.pop() if len(topics) == 1 else None, requests=1)
     body = encode_entity(rewritten)
     handled_at = time.perf_counter()
 
-    answer = _FetchAnswer(session, exchange, request, denied, held, handled_at)
+    answer = _FetchAnswer(session, exchange, request, denied, held, handled_at, ids)
     session.forward(exchange, [body], len(body), answer)
+
+
+def _replica_id(request: Any) -> int:
+    """v15+ carries the replica id in ReplicaState (KIP-903)."""
+    found = getattr(request, "replica_id", None)
+    return int(request.replica_state.replica_id if found is None else found)
+
+
+class _Ids:
+    """v13+: the tenant's name for each topic id of one request, from the fleet view; None for
+    an id that is not the tenant's topic (another tenant's, or nobody's: fail closed)."""
+
+    def __init__(self, session: RequestSession) -> None:
+        assert session.tenant is not None
+        self._namespace = session.tenant.namespace
+        self._fleet = session.services.fleet
+        self.names: dict[bytes, str] = {}
+
+    def name(self, topic_id: uuid.UUID | None) -> str | None:
+        if topic_id is None:
+            return None
+        known = self.names.get(topic_id.bytes)
+        if known is not None:
+            return known
+        fleet_name = self._fleet.known_topic_name(topic_id)
+        name = None if fleet_name is None else self._namespace.local(fleet_name)
+        if name is not None:
+            self.names[topic_id.bytes] = name
+        return name
+
+    def rename(self) -> Callable[[str], str | None]:
+        """For the answer's walk: an id's hex digits → the tenant's name; None for others."""
+        return {key.hex(): name for key, name in self.names.items()}.get
+
+
+def _local_names(request: Any, ids: _Ids | None) -> list[str | None]:
+    """Each requested topic's tenant name (v13+: from its id; None when not the tenant's)."""
+    if ids is None:
+        return [t.topic for t in request.topics]
+    return [ids.name(t.topic_id) for t in request.topics]
 
 
 class _FetchAnswer:
@@ -99,9 +149,13 @@ class _FetchAnswer:
         denied: set[str],
         held: Charge | None,
         handled_at: float,
+        ids: _Ids | None = None,
     ) -> None:
         self.session, self.exchange, self.request = session, exchange, request
         self.denied, self.held, self.handled_at = denied, held, handled_at
+        self.ids = ids
+        # refused here: topics the caller may not read, and (v13+) ids that are not its topics
+        self.refused = bool(denied) or (ids is not None and None in _local_names(request, ids))
 
     def __call__(self, answer: memoryview | None, charged: int | None = None) -> None:
         try:
@@ -112,7 +166,7 @@ class _FetchAnswer:
 
     def stream(self, size: int) -> StreamedAnswer | None:
         exchange = self.exchange
-        streamable = size >= STREAM_MIN_BYTES and not self.denied
+        streamable = size >= STREAM_MIN_BYTES and not self.refused
         streamable = streamable and STREAMED_VERSIONS[0] <= exchange.version <= STREAMED_VERSIONS[1]
         if not streamable or not client_backs_off(API_KEY, exchange.version):
             return None  # an old client's throttled answer waits out its throttle whole
@@ -129,12 +183,15 @@ class _FetchAnswer:
         session, exchange = self.session, self.exchange
         started = time.perf_counter()
         start = body_offset(exchange, answer)
-        if self.denied:
+        if self.refused:
             parts, size, per_topic, throttle = _merged(
-                session, exchange, self.request, answer, start, self.denied
+                session, exchange, self.request, answer, start, self.denied, self.ids
             )
         else:
-            parts, size, per_topic, throttle = _raw(session, exchange, answer, start, charged)
+            rename = None if self.ids is None else self.ids.rename()
+            parts, size, per_topic, throttle = _raw(
+                session, exchange, answer, start, charged, rename
+            )
         self._delivered(per_topic)
         session.finish(exchange, exchange.framed(parts, size), self._throttle(started, throttle))
 
@@ -195,34 +252,6 @@ class _Streamed:
         self.kept = []
         self.answer(None)
 
-    # -- handed to the kernel (`gateway.kafka.upstream`, `splice_relay`) -------------------------
-    def relay_target(self) -> tuple[int, RelaySource] | None:
-        walk = self.walk
-        if not SPLICE_AVAILABLE or walk.decision is not Decision.STREAM or self.seen == self.size:
-            return None
-        passing, wanted = walk.next_step()
-        if not passing or wanted <= 0:
-            return None
-        fd = self.answer.session.splice_fd()
-        return (fd, self) if fd is not None else None
-
-    def next_step(self) -> tuple[bool, int]:
-        return self.walk.next_step()
-
-    def take(self, chunk: memoryview) -> list[memoryview]:
-        self.seen += len(chunk)
-        self.walk.feed(chunk)
-        return self.walk.take_out()
-
-    def skipped(self, count: int) -> None:
-        self.seen += count
-        self.walk.skip(count)
-
-    def relayed(self, spliced: int) -> None:
-        session = self.answer.session
-        assert session.tenant is not None
-        session.metrics.spliced(session.tenant.namespace.tenant_id, spliced)
-        self._end()
 
     def _start(self) -> None:
         """The head is known: charge the quota; stream, or (throttled) take the answer whole."""
@@ -257,11 +286,12 @@ def _raw(
     answer: memoryview,
     start: int,
     charged: int | None = None,
+    by_id: Callable[[str], str | None] | None = None,
 ) -> tuple[list[Any], int, dict[str, int], int]:
     """The usual answer renamed on its bytes; `charged`: the throttle of a quota charge already
-    made (a streamed answer that turned out throttled)."""
+    made (a streamed answer that turned out throttled); `by_id`: v13+'s id → name."""
     assert session.tenant is not None and exchange.subject is not None
-    rename = session.tenant.namespace.local
+    rename = session.tenant.namespace.local if by_id is None else by_id
     body = answer[start:]
     rewrite = rewrite_fetch_response(
         body, exchange.version, rename=rename, drop_records=False, throttle_time_ms=0
@@ -286,6 +316,7 @@ def _merged(
     answer: memoryview,
     start: int,
     denied: set[str],
+    ids: _Ids | None = None,
 ) -> tuple[list[Any], int, dict[str, int], int]:
     """The rare answer with refused topics: decoded, renamed, refusals added, re-encoded."""
     assert session.tenant is not None and exchange.subject is not None
@@ -295,19 +326,27 @@ def _merged(
     topics = []
     per_topic: dict[str, int] = {}
     for topic in response.responses:
-        name = namespace.local(topic.topic)
+        if ids is not None:
+            name = None if topic.topic_id is None else ids.names.get(topic.topic_id.bytes)
+        else:
+            name = namespace.local(topic.topic)
         if name is None:
             continue
         per_topic[name] = sum(len(p.records or b"") for p in topic.partitions)
-        topics.append(dataclasses.replace(topic, topic=name))
-    for topic in request.topics:
-        if topic.topic in denied:
+        topics.append(topic if ids is not None else dataclasses.replace(topic, topic=name))
+    for topic, local in zip(request.topics, _local_names(request, ids), strict=True):
+        if local is None or local in denied:
+            code = (
+                ErrorCode.unknown_topic_id
+                if local is None
+                else ErrorCode.topic_authorization_failed
+            )
             partitions = tuple(
                 make(
                     module,
                     "PartitionData",
                     partition_index=p.partition,
-                    error_code=ErrorCode.topic_authorization_failed,
+                    error_code=code,
                     high_watermark=-1,
                     last_stable_offset=-1,
                     log_start_offset=-1,
@@ -318,7 +357,13 @@ def _merged(
                 for p in topic.partitions
             )
             topics.append(
-                make(module, "FetchableTopicResponse", topic=topic.topic, partitions=partitions)
+                make(
+                    module,
+                    "FetchableTopicResponse",
+                    topic=local,
+                    topic_id=getattr(topic, "topic_id", None),
+                    partitions=partitions,
+                )
             )
     assert session.policy is not None
     throttle = session.policy.charge_fetch(exchange.subject, sum(per_topic.values()))
@@ -330,7 +375,8 @@ def _merged(
             )
             for t in topics
         ]
-    encoded = encode_entity(
-        with_throttle(dataclasses.replace(response, responses=tuple(topics)), throttle)
-    )
+    changes: dict[str, Any] = {"responses": tuple(topics)}
+    if hasattr(response, "node_endpoints"):  # v16+: brokers' addresses, never passed on
+        changes["node_endpoints"] = ()
+    encoded = encode_entity(with_throttle(dataclasses.replace(response, **changes), throttle))
     return [encoded], len(encoded), per_topic, throttle

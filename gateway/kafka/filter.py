@@ -81,6 +81,10 @@ class Fleet(Protocol):
         """The fleet name of the topic with this id now; None when no topic has it."""
         ...
 
+    def remember_topic_id(self, fleet_name: str, topic_id: uuid.UUID) -> None:
+        """An id a broker's answer just showed, for the hot path's look-ups."""
+        ...
+
 
 class MutationBudget(Protocol):
     """The caller's `controller_mutation_rate` quota (KIP-599), one partition per token."""

@@ -1,4 +1,4 @@
-"""Produce (key 0, v3–11) through the gateway, on raw bytes: the hot path in.
+"""Produce (key 0, v3–13) through the gateway, on raw bytes: the hot path in.
 
 Owns: the Kafka edge of the policy stage for a Produce, and the answer. The request is parsed into
 a view of spans (`gateway.kafka.raw.produce_request`); the session's `TenantPolicy` decides which
@@ -11,17 +11,24 @@ refusals are merged into the broker's answer in request order (kio); an answer w
 error message or record error is renamed on its bytes (`gateway.kafka.raw.produce_response`). The request size is charged to the
 producer byte-rate quota (as Kafka charges it); acks=0 is exempt from the request-time quota and
 gets no answer (a throttle then only mutes; a refusal closes the connection, as Kafka does). Metering counts each forwarded topic's record-batch
-bytes as sent. Runs on the event loop; not thread-safe.
+bytes as sent. v13 names topics by id (KIP-516): each id is looked up in the fleet view without
+waiting (`known_topic_name`) and stands for the tenant's topic only when that fleet topic is in
+the tenant's namespace; any other id — another tenant's, or one nobody has — is answered
+UNKNOWN_TOPIC_ID here and never forwarded (fail closed). The ids go upstream unchanged.
+Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from brokers.client.messages import decode_response
 from brokers.wire.entities import make, response_module
+from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import encode_entity
 from gateway.kafka.exchange import Exchange
 from gateway.kafka.raw.produce_request import (
@@ -33,21 +40,29 @@ from gateway.kafka.raw.produce_request import (
 from gateway.kafka.raw.produce_response import rewrite_produce_response
 from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
-from gateway.policy import Refusal
+from gateway.policy import Reason, Refusal
 
 Refusals = dict[str, Refusal]  # tenant topic → why it was not forwarded
 
 API_KEY = 0
+TOPIC_ID_VERSION = 13
+UNKNOWN_ID = Refusal(Reason.NOT_AUTHORIZED, ErrorCode.unknown_topic_id)
 
 
 def handle(session: RequestSession, exchange: Exchange, body: memoryview) -> None:
     policy = session.policy
     assert session.tenant is not None and exchange.subject is not None and policy is not None
     view = parse_produce_request(body, exchange.version)
-    refusals = policy.produce_refusals(
-        (topic.name for topic in view.topics), len(body), view.transactional_id
-    )
     namespace = session.tenant.namespace
+    unknown: Refusals = {}
+    if exchange.version >= TOPIC_ID_VERSION:
+        view, unknown = _named_by_id(session, view)
+    refusals = policy.produce_refusals(
+        (topic.name for topic in view.topics if topic.name not in unknown),
+        len(body),
+        view.transactional_id,
+    )
+    refusals.update(unknown)
     forwarded = [topic for topic in view.topics if topic.name not in refusals]
     throttle = policy.charge_produce(exchange.subject, len(body))
     session.throttled(throttle)  # no request is taken behind a throttled one (Kafka's mute)
@@ -55,7 +70,7 @@ def handle(session: RequestSession, exchange: Exchange, body: memoryview) -> Non
         size = sum(len(p.records) for p in topic.partitions if p.records is not None)
         policy.meter(topic.name, bytes_in=size)
         session.metrics.bytes_in(namespace.tenant_id, size)
-    policy.meter(_single_topic(view.topics), requests=1)
+    policy.meter(_single_topic(t for t in view.topics if t.name not in unknown), requests=1)
     if view.acks == 0 and refusals:
         _refuse_unanswered(session, exchange, view, forwarded, refusals, throttle)
         return
@@ -87,7 +102,9 @@ def handle(session: RequestSession, exchange: Exchange, body: memoryview) -> Non
         start = body_offset(exchange, frame)
         raw = None
         if not refusals:  # the usual answer: renamed on its bytes
-            rename = namespace.local
+            rename: Callable[[str], str | None] = namespace.local
+            if view.version >= TOPIC_ID_VERSION:
+                rename = {t.topic_id.hex(): t.name for t in forwarded}.get
             raw = rewrite_produce_response(
                 frame[start:], exchange.version, rename=rename, throttle_time_ms=total
             )
@@ -100,6 +117,26 @@ def handle(session: RequestSession, exchange: Exchange, body: memoryview) -> Non
         session.finish(exchange, exchange.framed([encoded], len(encoded)), total)
 
     session.forward(exchange, parts, size, on_response)
+
+
+def _named_by_id(
+    session: RequestSession, view: ProduceRequestView
+) -> tuple[ProduceRequestView, Refusals]:
+    """v13: each topic named as the tenant knows it, from its id; ids that are not the tenant's
+    get a placeholder name no topic can have (ids are hex, and ':' is not legal in a name)
+    and UNKNOWN_TOPIC_ID."""
+    assert session.tenant is not None
+    namespace = session.tenant.namespace
+    fleet = session.services.fleet
+    topics, unknown = [], {}
+    for topic in view.topics:
+        fleet_name = fleet.known_topic_name(uuid.UUID(bytes=topic.topic_id))
+        name = None if fleet_name is None else namespace.local(fleet_name)
+        if name is None:
+            name = f"id:{topic.topic_id.hex()}"
+            unknown[name] = UNKNOWN_ID
+        topics.append(dataclasses.replace(topic, name=name))
+    return dataclasses.replace(view, topics=topics), unknown
 
 
 def _refuse_unanswered(
@@ -160,7 +197,13 @@ def _refused_topic(module: Any, topic: ProduceTopic, refusal: Refusal) -> Any:
         )
         for p in topic.partitions
     )
-    return make(module, "TopicProduceResponse", name=topic.name, partition_responses=partitions)
+    return make(
+        module,
+        "TopicProduceResponse",
+        name=topic.name,
+        topic_id=uuid.UUID(bytes=topic.topic_id) if topic.topic_id else None,
+        partition_responses=partitions,
+    )
 
 
 def _client_answer(
@@ -175,8 +218,13 @@ def _client_answer(
     namespace = session.tenant.namespace
     module = response_module(API_KEY, exchange.version)
     answered: dict[str, Any] = {}
+    by_id = {t.topic_id: t.name for t in view.topics if t.name not in refusals}
     for topic in response.responses:
-        name = namespace.local(topic.name)
+        topic_id = getattr(topic, "topic_id", None)
+        if topic_id is not None:
+            name = by_id.get(topic_id.bytes)
+        else:
+            name = namespace.local(topic.name) if hasattr(topic, "name") else None
         if name is not None:
             answered[name] = topic
     topics = []
@@ -188,7 +236,11 @@ def _client_answer(
             partitions = tuple(_scrubbed(p, namespace.scrub) for p in upstream.partition_responses)
             topics.append(
                 make(
-                    module, "TopicProduceResponse", name=topic.name, partition_responses=partitions
+                    module,
+                    "TopicProduceResponse",
+                    name=topic.name,
+                    topic_id=getattr(upstream, "topic_id", None),
+                    partition_responses=partitions,
                 )
             )
     return make(

@@ -7,6 +7,7 @@ Runs on the event loop; not thread-safe.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -101,6 +102,10 @@ class FleetView(Fleet, Protocol):
 
     def upstream_address(self, node_id: int | None) -> tuple[str, int] | None:
         """Where the broker behind a gateway port is (None: any live broker, for bootstrap)."""
+        ...
+
+    def known_topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The fleet name of the topic with this id as last seen, without waiting (hot path)."""
         ...
 
 

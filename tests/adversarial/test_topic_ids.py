@@ -5,10 +5,12 @@ Defended (docs/gateway.md, "Topic ids"): a tenant sees the brokers' ids of its o
 (Metadata v10+); an id in a request resolves to the fleet topic with that id and is used only when
 that topic is in the caller's namespace, else the answer is UNKNOWN_TOPIC_ID, exactly as for an id
 nobody has, with no name. Tenant `bolt` sends `acme`'s topic id in Metadata v12 and DeleteTopics
-v6: UNKNOWN_TOPIC_ID, nothing named, and acme's topic still there with its records; Fetch v13+
-(by id) is not advertised, and a Fetch v13 naming the id is refused before any broker sees it.
-`acme` itself looks its topic up and deletes it by id. Real broker and `pier gateway`, hand-made
-frames and confluent-kafka."""
+v6: UNKNOWN_TOPIC_ID, nothing named, and acme's topic still there with its records. `acme` itself
+looks its topic up and deletes it by id. Produce v13 and Fetch v13–18 name topics only by id and
+are advertised through the gateway: bolt producing to and fetching from acme's id (every Fetch
+version) gets UNKNOWN_TOPIC_ID, writes nothing and reads nothing, while acme produces and fetches
+by the same id. Real broker and `pier gateway`, hand-made frames and confluent-kafka (librdkafka
+2.16 itself fetches with v16 once it knows the ids: `tests/e2e/gateway/test_clients.py`)."""
 
 from __future__ import annotations
 
@@ -16,20 +18,22 @@ import datetime
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.delete_topics.v6.response import DeleteTopicsResponse
-from kio.schema.fetch.v13.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import TopicName
-from kio.static.primitive import i32, i32Timedelta, i64
+from kio.static.primitive import i32Timedelta
 
-from tests.e2e.gateway.sasl_wire import advertised_ranges, exchange, login
-from tests.e2e.raw_wire import RawConnection, request_bytes
+from brokers.records.builder import simple_batch
+from brokers.wire.entities import make, request_module, response_module
+from tests.e2e.gateway.sasl_wire import advertised_ranges, login
+from tests.e2e.raw_wire import RawConnection, decode_response, frame, request_bytes
 from tests.gateway_stack import GatewayStack
 
 pytestmark = pytest.mark.e2e
@@ -37,7 +41,9 @@ TOPIC = "ledger"
 SECRET = b"acme-only"
 UNKNOWN_TOPIC_ID = 100
 TIMEOUT_S = 30.0
-FETCH = 1
+FETCH, PRODUCE = 1, 0
+FETCH_BY_ID = range(13, 19)
+VAULT = "vault"
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +103,6 @@ def test_another_tenants_topic_id_is_unknown(stack: GatewayStack) -> None:
             assert refused.name is None  # type: ignore[attr-defined]
             assert TOPIC not in repr(seen) + repr(refused)
 
-        # Fetch by id (v13+) is not advertised, and a v13 request is refused, never forwarded.
-        assert advertised_ranges(bolt)[FETCH][1] < 13
-        with login(stack, "bolt") as fetcher:
-            request = request_bytes(fetch_by_id(acme_id), fetcher.correlation_id())
-            outcome = exchange(fetcher, request, TIMEOUT_S)
-            assert outcome.closed or SECRET not in (outcome.payload or b"")
-
         # acme's topic is untouched; acme deletes it by id.
         assert by_id(acme, acme_id).error_code == 0  # type: ignore[attr-defined]
         deleted = delete_by_id(acme, acme_id)
@@ -113,16 +112,67 @@ def test_another_tenants_topic_id_is_unknown(stack: GatewayStack) -> None:
         bolt.close()
 
 
-def fetch_by_id(topic_id: uuid.UUID) -> FetchRequest:
-    partition = FetchPartition(
-        partition=i32(0),
-        fetch_offset=i64(0),
-        log_start_offset=i64(-1),
-        partition_max_bytes=i32(1 << 20),
+def fetch_by_id(version: int, topic_id: uuid.UUID) -> Any:
+    module = request_module(FETCH, version)
+    partition = make(
+        module, "FetchPartition", partition=0, fetch_offset=0, partition_max_bytes=1 << 20
     )
-    return FetchRequest(
-        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=10)),
-        min_bytes=i32(1),
-        topics=(FetchTopic(topic_id=topic_id, partitions=(partition,)),),
+    return make(
+        module,
+        "FetchRequest",
+        max_wait=datetime.timedelta(milliseconds=10),
+        min_bytes=1,
+        topics=(make(module, "FetchTopic", topic_id=topic_id, partitions=(partition,)),),
         forgotten_topics_data=(),
     )
+
+
+def fetched(wire: RawConnection, version: int, topic_id: uuid.UUID) -> tuple[int, int, bytes]:
+    """(error code, high watermark, raw answer) of partition 0 of `topic_id`, fetched from 0."""
+    wire.send(frame(request_bytes(fetch_by_id(version, topic_id), wire.correlation_id())))
+    raw = wire.read_frame(TIMEOUT_S)
+    _, response = decode_response(response_module(FETCH, version).FetchResponse, raw)
+    (topic,) = response.responses
+    assert topic.topic_id == topic_id, topic
+    (partition,) = topic.partitions
+    return partition.error_code, partition.high_watermark, raw
+
+
+def produce_by_id(wire: RawConnection, topic_id: uuid.UUID, value: bytes) -> tuple[int, int]:
+    """(error code, base offset) of one record produced to partition 0 by id (Produce v13)."""
+    module = request_module(PRODUCE, 13)
+    data = make(module, "PartitionProduceData", index=0, records=simple_batch([value]))
+    request = make(
+        module,
+        "ProduceRequest",
+        acks=-1,
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(make(module, "TopicProduceData", topic_id=topic_id, partition_data=(data,)),),
+    )
+    (topic,) = wire.call(request, response_module(PRODUCE, 13).ProduceResponse).responses
+    assert topic.topic_id == topic_id, topic
+    (partition,) = topic.partition_responses
+    return partition.error_code, partition.base_offset
+
+
+def test_produce_and_fetch_by_another_tenants_id_are_refused(stack: GatewayStack) -> None:
+    create(stack, "acme", VAULT)
+    with login(stack, "acme") as acme, login(stack, "bolt") as bolt:
+        vault_id = by_id(acme, None, VAULT).topic_id  # type: ignore[attr-defined]
+        ranges = advertised_ranges(bolt)
+        assert ranges[PRODUCE][1] == 13 and ranges[FETCH][1] == 18  # by id, through the gateway
+        # acme by id: its own record is read back, and a record produced by id lands after it.
+        assert produce_by_id(acme, vault_id, b"by-id") == (0, 1)
+        for version in FETCH_BY_ID:
+            code, high_watermark, raw = fetched(acme, version, vault_id)
+            assert (code, high_watermark) == (0, 2) and SECRET in raw and b"by-id" in raw
+
+        # bolt with acme's id (and with an id nobody has): refused, nothing read, nothing written.
+        for probe in (vault_id, uuid.uuid4()):
+            assert produce_by_id(bolt, probe, b"intruder") == (UNKNOWN_TOPIC_ID, -1)
+            for version in FETCH_BY_ID:
+                code, high_watermark, raw = fetched(bolt, version, probe)
+                assert (code, high_watermark) == (UNKNOWN_TOPIC_ID, -1), version
+                assert SECRET not in raw and b"by-id" not in raw
+        code, high_watermark, raw = fetched(acme, 18, vault_id)
+        assert (code, high_watermark) == (0, 2) and b"intruder" not in raw

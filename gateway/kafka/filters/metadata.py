@@ -1,4 +1,4 @@
-"""Metadata (key 3, v0–12): topic names RW, every answer filtered to the tenant's topics (internal
+"""Metadata (key 3, v0–13): topic names RW, every answer filtered to the tenant's topics (internal
 topics never shown), brokers and cluster id rewritten (EP), auto-creation within the tenant's
 ACLs and partition limit.
 
@@ -15,7 +15,9 @@ with UNKNOWN_TOPIC_OR_PARTITION. Topic ids (v10+, KIP-516): Pier's brokers assig
 tenant's own topics show theirs; a v12 look-up by id is resolved to the fleet topic with that id
 and forwarded by name only when that topic is in the tenant's namespace (then DESCRIBE applies:
 TOPIC_AUTHORIZATION_FAILED without the name), else UNKNOWN_TOPIC_ID, as for an id nobody has
-(`topics_common.tenant_topic_by_id`).
+(`topics_common.tenant_topic_by_id`). Each id an answer shows is handed to the fleet view
+(`remember_topic_id`), so a Produce v13 or Fetch v13+ naming it right after is resolved on the
+hot path without a refresh. v13 adds only a top-level error code, passed on.
 Runs on the event loop.
 """
 
@@ -47,7 +49,7 @@ from tenancy.reservations import PartitionGrant
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 FIRST_WITH_AUTO_CREATE_FLAG = 4
 FIRST_NULLABLE_NAME_VERSION = 12
 MAX_AUTO_CREATE = 16  # topics one Metadata request may auto-create (each is looked up first)
@@ -138,6 +140,9 @@ def _answer(ctx: FilterContext, request: Any, answer: Any, batch: Batch | None) 
         for name, topic in stripped(ctx, answer.topics)
         if ctx.allowed("DESCRIBE", "TOPIC", str(name))
     ]
+    for name, topic in shown:
+        if getattr(topic, "topic_id", None) is not None:
+            ctx.fleet.remember_topic_id(ctx.namespace.fleet(str(name)), topic.topic_id)
     if batch is None:
         topics = tuple(topic for _, topic in shown)
     else:

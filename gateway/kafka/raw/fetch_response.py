@@ -1,4 +1,4 @@
-"""Fetch response bodies (API key 1, v4–12; v12 flexible) rewritten for a tenant on raw bytes.
+"""Fetch response bodies (API key 1, v4–18; v12+ flexible) rewritten for a tenant on raw bytes.
 
 Owns: one walk over the broker's answer that strips the tenant prefix from each topic name, drops
 every topic that is not the tenant's (fail closed, as Kroxylicious' MultiTenantFilter does),
@@ -8,7 +8,10 @@ error code. Everything else (top-level error and session id, aborted transaction
 read replica of v11+, the tagged fields of v12 at every level) is passed through untouched, and
 record sets are never decoded or copied: a kept topic's partitions go out as one view of the
 response buffer. Malformed input raises `MalformedRequestError` (the reader's error, whichever
-side sent it). Pure; thread-safe.
+side sent it). From v13 (KIP-516) a topic is its 16-byte id: `rename` is given the id's 32 hex
+digits and the id goes out unchanged when kept. From v16 the response's tagged fields are dropped:
+`node_endpoints` (KIP-951) names brokers, not the gateway (a partition's `current_leader` is a
+node id and epoch, the same through the gateway, and passes). Pure; thread-safe.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from brokers.wire.primitives import MalformedRequestError
 from gateway.kafka.raw.reader import Parts, Reader, encode_length, encode_string
 
 FIRST_VERSION = 4
-LAST_VERSION = 12
+LAST_VERSION = 18
 FIRST_FLEXIBLE_VERSION = 12
+TOPIC_ID_VERSION = 13
+NODE_ENDPOINTS_VERSION = 16
+TOPIC_ID_SIZE = 16
 _I32 = struct.Struct(">i")
 _ABORTED_TRANSACTION = 16  # producer id, first offset
 
@@ -42,6 +48,8 @@ class _Layout:
     preferred_replica: bool  # v11+
     partition_size: int  # the shortest encoding of one partition
     topic_size: int  # the shortest encoding of one topic
+    by_id: bool = False  # v13+: topics are 16-byte ids
+    drop_tags: bool = False  # v16+: the response's tagged fields are not passed on
 
 
 def _layout(version: int) -> _Layout:
@@ -50,8 +58,11 @@ def _layout(version: int) -> _Layout:
     replica = version >= 11
     prefix = 1 if flexible else 4  # the shortest array or bytes length
     partition = fixed + prefix + (4 if replica else 0) + prefix + (1 if flexible else 0)
-    topic = (1 if flexible else 2) + prefix + (1 if flexible else 0)
-    return _Layout(flexible, version >= 7, fixed, replica, partition, topic)
+    by_id = version >= TOPIC_ID_VERSION
+    key = TOPIC_ID_SIZE if by_id else (1 if flexible else 2)
+    topic = key + prefix + (1 if flexible else 0)
+    drop = version >= NODE_ENDPOINTS_VERSION
+    return _Layout(flexible, version >= 7, fixed, replica, partition, topic, by_id, drop)
 
 
 _LAYOUTS = {v: _layout(v) for v in range(FIRST_VERSION, LAST_VERSION + 1)}
@@ -78,7 +89,7 @@ def rewrite_fetch_response(
     if layout.flexible:
         start = reader.pos
         reader.tagged_fields()
-        out.write(reader.span(start))
+        out.write(b"\x00" if layout.drop_tags else reader.span(start))
     reader.expect_end()
     head += encode_length(kept, layout.flexible, wide=True)
     return FetchRewrite(_prepend(head, out.finish()), out.size + len(head), per_topic)
@@ -96,12 +107,13 @@ def _rewrite_topics(
     in several entries (Kafka groups only consecutive partitions), so entries ≠ names."""
     kept = 0
     for _ in range(_count(reader, layout.flexible, layout.topic_size)):
-        name = rename(reader.string(layout.flexible))
+        key = _topic_key(reader, layout)
+        name = rename(key.hex() if isinstance(key, bytes) else key)
         if name is None:
             _walk_topic(reader, layout)
             continue
         kept += 1
-        out.write(encode_string(name, layout.flexible))
+        out.write(key if isinstance(key, bytes) else encode_string(name, layout.flexible))
         if drop_records:
             _write_without_records(reader, layout, out)
             per_topic.setdefault(name, 0)
@@ -120,12 +132,20 @@ def fetch_records_bytes(body: memoryview, version: int) -> int:
     reader.skip(10 if layout.session else 4)
     total = 0
     for _ in range(_count(reader, layout.flexible, layout.topic_size)):
-        reader.string(layout.flexible)
+        _topic_key(reader, layout)
         total += _walk_topic(reader, layout)
     if layout.flexible:
         reader.tagged_fields()
     reader.expect_end()
     return total
+
+
+def _topic_key(reader: Reader, layout: _Layout) -> str | bytes:
+    """A topic's name, or from v13 its 16-byte id."""
+    if not layout.by_id:
+        return reader.string(layout.flexible)
+    start = reader.pos
+    return bytes(reader.buf[start : reader.skip(TOPIC_ID_SIZE)])
 
 
 def _version_layout(version: int) -> _Layout:

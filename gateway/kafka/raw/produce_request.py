@@ -1,10 +1,12 @@
-"""Produce request bodies (API key 0, v3–12; v9+ flexible) as a view of spans, and their rebuild.
+"""Produce request bodies (API key 0, v3–13; v9+ flexible) as a view of spans, and their rebuild.
 
 Owns: parsing a Produce body into `ProduceRequestView` — names and numbers decoded, each
 partition's record set kept as a view of the request buffer — and writing the body back out as
 buffer parts with the topic names and transactional id replaced. The records are never decoded or
 copied: the rebuilt body holds the very views the parse made (docs/gateway.md, "A request's way",
-hot path). Unknown tagged fields are dropped at every level: Produce ≤ 12 defines none, and a field
+hot path). From v13 (KIP-516) a topic is named by its 16-byte id: the view keeps the id (its
+name left "" for the caller to fill in from the id), and the rebuild writes the id unchanged,
+ids being the fleet's own. Unknown tagged fields are dropped at every level: Produce ≤ 13 defines none, and a field
 the gateway cannot read could carry a name it cannot prefix, so it is never forwarded (fail
 closed). Pure; thread-safe.
 """
@@ -19,8 +21,10 @@ from brokers.wire.primitives import MalformedRequestError, write_uvarint
 from gateway.kafka.raw.reader import Parts, Reader, encode_length, encode_string
 
 FIRST_VERSION = 3
-LAST_VERSION = 12
+LAST_VERSION = 13
 FIRST_FLEXIBLE_VERSION = 9
+TOPIC_ID_VERSION = 13
+TOPIC_ID_SIZE = 16
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _INDEX = struct.Struct(">i")
 _INDEX_SIZE = struct.Struct(">ii")  # a classic partition's index and records length
@@ -35,8 +39,9 @@ class ProducePartition:
 
 @dataclass(frozen=True, slots=True)
 class ProduceTopic:
-    name: str
+    name: str  # v13: "" as parsed (the caller names it from the id)
     partitions: list[ProducePartition]
+    topic_id: bytes = b""  # v13+: the 16-byte id the topic is named by
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +67,10 @@ def parse_produce_request(body: memoryview, version: int) -> ProduceRequestView:
     transactional_id = reader.nullable_string(flexible)
     acks = reader.int16()
     timeout_ms = reader.int32()
-    topic_size = 3 if flexible else 6  # the shortest name, partition count (and tags)
-    topics = [_parse_topic(reader, flexible) for _ in range(_count(reader, flexible, topic_size))]
+    by_id = version >= TOPIC_ID_VERSION
+    topic_size = (TOPIC_ID_SIZE + 2) if by_id else (3 if flexible else 6)  # key, count (tags)
+    count = _count(reader, flexible, topic_size)
+    topics = [_parse_topic(reader, flexible, by_id) for _ in range(count)]
     if flexible:
         reader.tagged_fields()
     reader.expect_end()
@@ -85,8 +92,9 @@ def build_produce_request(
     out.write(encode_string(transactional_id, flexible))
     out.write(_ACKS_TIMEOUT.pack(view.acks, view.timeout_ms))
     out.write(encode_length(len(chosen), flexible, wide=True))
+    by_id = view.version >= TOPIC_ID_VERSION
     for topic in chosen:
-        _write_topic(out, topic, rename(topic.name), flexible)
+        _write_topic(out, topic, None if by_id else rename(topic.name), flexible)
     if flexible:
         out.write(_NO_TAGS)
     return out.finish()
@@ -105,14 +113,20 @@ def _count(reader: Reader, flexible: bool, item_size: int) -> int:
     return count
 
 
-def _parse_topic(reader: Reader, flexible: bool) -> ProduceTopic:
-    name = reader.string(flexible)
+def _parse_topic(reader: Reader, flexible: bool, by_id: bool) -> ProduceTopic:
+    topic_id = b""
+    if by_id:
+        start = reader.pos
+        topic_id = bytes(reader.buf[start : reader.skip(TOPIC_ID_SIZE)])
+        name = ""
+    else:
+        name = reader.string(flexible)
     partition_size = 6 if flexible else 8  # index, the shortest records length (and tags)
     count = _count(reader, flexible, partition_size)
     partitions = [_parse_partition(reader, flexible) for _ in range(count)]
     if flexible:
         reader.tagged_fields()
-    return ProduceTopic(name, partitions)
+    return ProduceTopic(name, partitions, topic_id)
 
 
 def _parse_partition(reader: Reader, flexible: bool) -> ProducePartition:
@@ -123,8 +137,9 @@ def _parse_partition(reader: Reader, flexible: bool) -> ProducePartition:
     return ProducePartition(index, records)
 
 
-def _write_topic(out: Parts, topic: ProduceTopic, name: str, flexible: bool) -> None:
-    out.write(encode_string(name, flexible))
+def _write_topic(out: Parts, topic: ProduceTopic, name: str | None, flexible: bool) -> None:
+    """`name` None: the topic goes by its id (v13+)."""
+    out.write(topic.topic_id if name is None else encode_string(name, flexible))
     out.write(encode_length(len(topic.partitions), flexible, wide=True))
     for partition in topic.partitions:
         records = partition.records

@@ -1,9 +1,10 @@
-"""Produce response bodies (API key 0, v3–12; v9+ flexible) renamed for a tenant on raw bytes.
+"""Produce response bodies (API key 0, v3–13; v9+ flexible) renamed for a tenant on raw bytes.
 
 Owns: one walk over the broker's answer that strips the tenant prefix from each topic name, drops
 every topic that is not the tenant's (fail closed), sets the throttle time to the larger of the
 broker's and the gateway's, and drops the top-level tagged fields (v10+ `node_endpoints` name
-brokers, not the gateway). Every partition goes out as the broker wrote it. An answer that carries
+brokers, not the gateway). From v13 (KIP-516) a topic is its 16-byte id: `rename` is given the
+id's 32 hex digits instead of a name and the id goes out unchanged when it is kept. Every partition goes out as the broker wrote it. An answer that carries
 an error message, record errors or a tagged field other than a partition's `current_leader` is not
 handled here (`None`: the caller takes the kio path, which scrubs messages), so the common answer
 costs one pass over a few bytes per partition and no objects. Malformed input raises
@@ -20,8 +21,10 @@ from brokers.wire.primitives import MalformedRequestError
 from gateway.kafka.raw.reader import Parts, Reader, encode_length, encode_string
 
 FIRST_VERSION = 3
-LAST_VERSION = 12
+LAST_VERSION = 13
 FIRST_FLEXIBLE_VERSION = 9
+TOPIC_ID_VERSION = 13
+TOPIC_ID_SIZE = 16
 _I32 = struct.Struct(">i")
 _CURRENT_LEADER_TAG = 0  # the only partition tagged field (v10+) the gateway passes on
 
@@ -46,8 +49,14 @@ def rewrite_produce_response(
     reader = Reader(body)
     out = Parts()
     kept = 0
-    for _ in range(_count(reader, flexible, 3 if flexible else 6)):
-        name = rename(reader.string(flexible))
+    by_id = version >= TOPIC_ID_VERSION
+    for _ in range(_count(reader, flexible, TOPIC_ID_SIZE + 2 if by_id else 3 if flexible else 6)):
+        if by_id:
+            key = reader.pos
+            topic_id = bytes(reader.buf[key : reader.skip(TOPIC_ID_SIZE)])
+            name = None if rename(topic_id.hex()) is None else ""
+        else:
+            name = rename(reader.string(flexible))
         start = reader.pos
         if not _walk_partitions(reader, version, flexible):
             return None
@@ -56,7 +65,7 @@ def rewrite_produce_response(
         if name is None:
             continue
         kept += 1
-        out.write(encode_string(name, flexible))
+        out.write(topic_id if by_id else encode_string(name, flexible))
         out.write(reader.span(start))
     throttle = max(reader.int32(), throttle_time_ms)
     if flexible:

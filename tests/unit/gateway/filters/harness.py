@@ -66,6 +66,9 @@ class FakeFleet:
     async def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return self.topic_names.get(topic_id)
 
+    def remember_topic_id(self, fleet_name: str, topic_id: uuid.UUID) -> None:
+        self.topic_names.setdefault(topic_id, fleet_name)
+
 
 @dataclass
 class FakePartitions:

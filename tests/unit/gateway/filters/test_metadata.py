@@ -75,6 +75,7 @@ def _answer(version: int, names: list[str]) -> Any:
         controller_id=2,
         topics=topics,
         cluster_authorized_operations=-(2**31),
+        error_code=0,
     )
 
 

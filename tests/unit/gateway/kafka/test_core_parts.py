@@ -51,7 +51,7 @@ def test_advertised_is_the_intersection_with_the_brokers() -> None:
     brokers = {0: (0, 11), 1: (4, 17), 3: (0, 12), 4: (0, 7), 12: (0, 4), 35: (1, 4)}
     table = advertised(brokers)
     assert (table[0].min_version, table[0].max_version) == (3, 11)
-    assert (table[1].min_version, table[1].max_version) == (4, 12)  # no topic-id versions
+    assert (table[1].min_version, table[1].max_version) == (4, 17)  # topic ids (v13+) mapped
     assert 4 not in table and 35 not in table  # inter-broker and refused APIs never appear
     assert 19 not in table  # the brokers do not serve it here: not advertised
     for api_key in LOCAL:  # answered by the gateway itself, whatever the brokers say

@@ -16,7 +16,7 @@ FULL = {0: (0, 13), 1: (4, 18), 18: (0, 4), 26: (0, 5), 28: (0, 5), 22: (0, 5)}
 
 def test_transaction_version_2_only_with_what_a_tv2_producer_sends() -> None:
     table = advertised(FULL)
-    assert table[0].max_version == 12 and table[26].max_version == 5
+    assert table[0].max_version == 13 and table[26].max_version == 5
     levels = {"transaction.version": 2, "metadata.version": 27, "group.version": 1}
     assert finalized_features(levels, table) == {"transaction.version": 2}
     for key, below in ((26, 4), (0, 11), (28, 4)):

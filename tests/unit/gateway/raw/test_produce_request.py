@@ -232,7 +232,7 @@ def test_random_bytes_parse_or_are_malformed(body: bytes, version: int) -> None:
         parse_produce_request(memoryview(body), version)
 
 
-@pytest.mark.parametrize("version", [0, 2, 13])
-def test_versions_outside_3_to_12_are_refused(version: int) -> None:
+@pytest.mark.parametrize("version", [0, 2, 14])
+def test_versions_outside_3_to_13_are_refused(version: int) -> None:
     with pytest.raises(ValueError, match="not handled raw"):
         parse_produce_request(memoryview(b""), version)
