@@ -252,7 +252,6 @@ class _Streamed:
         self.kept = []
         self.answer(None)
 
-
     def _start(self) -> None:
         """The head is known: charge the quota; stream, or (throttled) take the answer whole."""
         session, exchange, walk = self.answer.session, self.answer.exchange, self.walk
