@@ -101,6 +101,5 @@ def replace_static(
 def leave_static(member: ConsumerMember, deadline: float) -> None:
     """Epoch -2: away for one session timeout, its partitions kept for its return."""
     member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE_EPOCH
-    member.sent = None
     member.revoke_deadline = None
     member.deadline = deadline
