@@ -6,13 +6,13 @@ Owns:
   `pier_event_loop_lag_seconds` histogram (Kafka has no such metric: its network threads do not
   share one loop); a lag of at least `stall_s` is logged as `event=event_loop_stalled` (at most
   one line per `stall_log_interval_s`, with the worst lag and the count since the last line),
-  so a latency tail can be told apart from a slow request. Start it with `start()`, stop it with
-  `stop()`.
+  so a latency tail can be told apart from a slow request. Start it with `start()`; `stop()`
+  logs `event=event_loop_lag_summary` (worst lag, stalls since start).
 - `settle_heap()`: called once the broker has started, it moves every object alive then into
   the collector's permanent generation (`gc.freeze`: start-up state — configs, partitions,
   schemas — is never scanned again) and raises the young-generation threshold, so full
-  collections, which pause the loop in proportion to the heap, become rare (docs/design.md,
-  "Produce path costs").
+  collections, which pause the loop in proportion to the heap, become rare (docs/benchmarks.md,
+  "Where the broker's time goes").
 
 Runs on the event loop; not thread-safe.
 """
@@ -78,11 +78,17 @@ class LoopLagProbe:
             self._task = asyncio.create_task(self._run(), name="pier-loop-lag")
 
     async def stop(self) -> None:
+        """Stop probing; one line with the worst lag and the stall count since start."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            log.info(
+                "event=event_loop_lag_summary worst_lag_ms=%d stalls=%d",
+                round(self.worst_s * 1000),
+                self.stalls,
+            )
 
     def record(self, lag_s: float) -> None:
         """Count one measured lag (also the test seam)."""
