@@ -6,13 +6,15 @@ server-side assignor (`brokers.coordinator.consumer_assignors`) and members that
 incrementally: a member first gives up the partitions its target no longer holds (its epoch
 stays until its heartbeat stops listing them), then takes the new ones that no other member
 still owns, and its epoch becomes the target's. Members that miss
-`group.consumer.session.timeout.ms` are removed by `expire()` (their partitions are then free).
-Also validates offset commits of consumer groups (member id + member epoch, KIP-848).
+`group.consumer.session.timeout.ms` are removed by `expire()` (their partitions are then free), and
+so are members that do not revoke within their RebalanceTimeoutMs (fenced, as Kafka). Static
+members (InstanceId) follow Kafka's replace rules (`consumer_group_static`). Also validates offset
+commits of consumer groups (member id + member epoch, KIP-848).
 
-State lives in memory only: a coordinator failover loses it, and the members, answered
-UNKNOWN_MEMBER_ID by the new coordinator, rejoin with epoch 0 (committed offsets are kept in
-`__consumer_offsets` as for classic groups). See docs/design.md. Rebalance timeouts and static
-membership are not served. A member's subscription is its topic names plus what its
+This module changes state in memory only; `consumer_group_store` writes every change to
+`__consumer_offsets` (Kafka's records) and installs loaded groups, so a coordinator failover keeps
+epochs and assignments. A field added to `ConsumerGroup`/`ConsumerMember` is not persisted unless
+the store's image includes it. See docs/design.md. A member's subscription is its topic names plus what its
 SubscribedTopicRegex matches (`brokers.coordinator.consumer_group_regex`, resolved again
 periodically); a change in what a regex matches bumps the group epoch.
 Runs on the event loop; not thread-safe.
