@@ -8,7 +8,8 @@ counts, key/value sizes up to past a topic's max.message.bytes, headers, explici
 every codec, missing partitions), ListOffsets (earliest, latest, by random timestamps), Fetch
 from random offsets (also past the end), DeleteRecords at random offsets, group offset commits,
 fetches and deletes, DeleteTopics; and (issue 27) a scripted exchange of Kafka 4's newer request
-versions (`test_kafka4_request_versions_answer_alike`). Each operation's outcome (error code name, offsets, records)
+versions (`test_kafka4_request_versions_answer_alike`) and of the versions naming topics by id
+(`test_topic_id_versions_answer_alike`). Each operation's outcome (error code name, offsets, records)
 is compared at once; a difference fails with the seed and the replay command
 (`PIER_DIFFERENTIAL_SEED=<seed> pytest tests/compat/test_differential.py`). CI runs a small
 budget (`PIER_DIFFERENTIAL_EXAMPLES`, default 20). Uses the session's Pier and Kafka.
@@ -42,6 +43,7 @@ from hypothesis import strategies as st
 
 from tests.compat.kafka4_script import kafka4_observations
 from tests.compat.side_by_side import SideBySide, Target
+from tests.compat.topic_id_script import topic_id_observations
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(600)]
@@ -524,6 +526,21 @@ def test_kafka4_request_versions_answer_alike(both: tuple[Clients, Clients]) -> 
         [created] = clients.admin.create_topics([NewTopic(topic, 2, 1)]).values()
         created.result(30)
         seen.append(kafka4_observations(clients.target.bootstrap, topic))
+    pier, kafka = seen
+    assert [step for step, _ in pier] == [step for step, _ in kafka]
+    differences = [(step, p, k) for (step, p), (_, k) in zip(pier, kafka, strict=True) if p != k]
+    assert not differences, "\n".join(f"{s}: pier {p!r}, kafka {k!r}" for s, p, k in differences)
+
+
+def test_topic_id_versions_answer_alike(both: tuple[Clients, Clients]) -> None:
+    """Issue 27 items 4, 5: Produce v13 and Fetch v13–18 by topic id, Metadata v13, scripted raw
+    on both systems (`tests.compat.topic_id_script`): the same codes, offsets and record sizes."""
+    topic = f"ids-{uuid.uuid4().hex[:8]}"
+    seen = []
+    for clients in both:
+        [created] = clients.admin.create_topics([NewTopic(topic, 2, 1)]).values()
+        created.result(30)
+        seen.append(topic_id_observations(clients.target.bootstrap, topic))
     pier, kafka = seen
     assert [step for step, _ in pier] == [step for step, _ in kafka]
     differences = [(step, p, k) for (step, p), (_, k) in zip(pier, kafka, strict=True) if p != k]
