@@ -10,7 +10,6 @@ as Kafka's RangeAssignor without its stickiness. Pure and deterministic; thread-
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 Assignment = dict[str, dict[str, set[int]]]
@@ -64,7 +63,9 @@ def _uniform(
         return result
     every = [(t, p) for t in sorted(partitions) for p in range(partitions[t])]
     wanted = [(t, p) for t, p in every if any(t in s for s in subscriptions.values())]
-    quota = math.ceil(len(wanted) / len(subscriptions)) if wanted else 0
+    # Each member may keep `base` of its previous partitions, and `extra` of them one more, so a
+    # new member gets its share (4 partitions, 3 members: 2, 1, 1, never 2, 2, 0).
+    base, extra = divmod(len(wanted), len(subscriptions))
     load = dict.fromkeys(subscriptions, 0)
     owner_of = {
         (t, p): member
@@ -72,12 +73,22 @@ def _uniform(
         for t, parts in topics.items()
         for p in parts
     }
-    left: list[tuple[str, int]] = []
+    kept: set[tuple[str, int]] = set()
     for t, p in wanted:
         owner = owner_of.get((t, p), "")
-        if owner in subscriptions and t in subscriptions[owner] and load[owner] < quota:
+        if owner in subscriptions and t in subscriptions[owner] and load[owner] < base:
             result[owner].setdefault(t, set()).add(p)
             load[owner] += 1
+            kept.add((t, p))
+    left: list[tuple[str, int]] = []
+    for t, p in wanted:
+        if (t, p) in kept:
+            continue
+        owner = owner_of.get((t, p), "")
+        if owner in subscriptions and t in subscriptions[owner] and load[owner] == base and extra:
+            result[owner].setdefault(t, set()).add(p)
+            load[owner] += 1
+            extra -= 1
         else:
             left.append((t, p))
     for t, p in left:
