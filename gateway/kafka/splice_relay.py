@@ -33,7 +33,13 @@ PIPE_BYTES = 1024 * 1024  # asked of F_SETPIPE_SZ (Linux's default pipe-max-size
 PUMP_SLICE_BYTES = 8 * 1024 * 1024  # moved per turn of the event loop at most
 _SPLICE_FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
 _MORE = getattr(os, "SPLICE_F_MORE", 4)
-AVAILABLE = hasattr(os, "splice") and hasattr(os, "pipe2")
+# `PIER_GATEWAY_SPLICE=off` keeps every answer in user space (a kernel or sandbox without splice
+# on sockets; and the benchmark's before/after comparison).
+AVAILABLE = (
+    hasattr(os, "splice")
+    and hasattr(os, "pipe2")
+    and os.environ.get("PIER_GATEWAY_SPLICE", "on").lower() != "off"
+)
 
 
 class RelaySource(Protocol):
