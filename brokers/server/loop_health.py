@@ -6,8 +6,11 @@ Owns:
   `pier_event_loop_lag_seconds` histogram (Kafka has no such metric: its network threads do not
   share one loop); a lag of at least `stall_s` is logged as `event=event_loop_stalled` (at most
   one line per `stall_log_interval_s`, with the worst lag and the count since the last line),
-  so a latency tail can be told apart from a slow request. Start it with `start()`; `stop()`
-  logs `event=event_loop_lag_summary` (worst lag, stalls since start).
+  so a latency tail can be told apart from a slow request. Each stall is split by the loop
+  thread's CPU time over it (`time.thread_time`): `busy` stalls (at least half of it on a CPU:
+  synchronous work on the loop) against the rest (blocked in a system call such as fsync, or
+  waiting for a CPU the machine's other processes hold). Start it with `start()`; `stop()` logs
+  `event=event_loop_lag_summary` (worst lag, stalls and busy stalls since start, worst busy lag).
 - `settle_heap()`: called once the broker has started, it moves every object alive then into
   the collector's permanent generation (`gc.freeze`: start-up state — configs, partitions,
   schemas — is never scanned again) and raises the young-generation threshold, so full
@@ -60,15 +63,19 @@ class LoopLagProbe:
         stall_s: float = STALL_S,
         stall_log_interval_s: float = STALL_LOG_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self._histogram = histogram
         self._interval = interval
         self._stall_s = stall_s
         self._log_interval = stall_log_interval_s
         self._clock = clock
+        self._cpu_clock = cpu_clock
         self._task: asyncio.Task[None] | None = None
         self.worst_s = 0.0  # the largest lag seen since start
         self.stalls = 0  # lags of at least stall_s since start
+        self.busy_stalls = 0  # of those, the ones at least half on a CPU (work on the loop)
+        self.worst_busy_s = 0.0  # the largest busy stall
         self._unlogged = 0
         self._unlogged_worst = 0.0
         self._logged_at: float | None = None
@@ -85,13 +92,16 @@ class LoopLagProbe:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             log.info(
-                "event=event_loop_lag_summary worst_lag_ms=%d stalls=%d",
+                "event=event_loop_lag_summary worst_lag_ms=%d stalls=%d busy_stalls=%d "
+                "worst_busy_lag_ms=%d",
                 round(self.worst_s * 1000),
                 self.stalls,
+                self.busy_stalls,
+                round(self.worst_busy_s * 1000),
             )
 
-    def record(self, lag_s: float) -> None:
-        """Count one measured lag (also the test seam)."""
+    def record(self, lag_s: float, cpu_s: float = 0.0) -> None:
+        """Count one measured lag, `cpu_s` of the loop thread's CPU time over it (test seam)."""
         lag_s = max(0.0, lag_s)
         if self._histogram is not None:
             self._histogram.observe(lag_s)
@@ -99,14 +109,18 @@ class LoopLagProbe:
         if lag_s < self._stall_s:
             return
         self.stalls += 1
+        if cpu_s >= lag_s / 2:
+            self.busy_stalls += 1
+            self.worst_busy_s = max(self.worst_busy_s, lag_s)
         self._unlogged += 1
         self._unlogged_worst = max(self._unlogged_worst, lag_s)
         now = self._clock()
         if self._logged_at is None or now - self._logged_at >= self._log_interval:
             log.warning(
-                "event=event_loop_stalled worst_lag_ms=%d stalls=%d",
+                "event=event_loop_stalled worst_lag_ms=%d stalls=%d last_stall_cpu_ms=%d",
                 round(self._unlogged_worst * 1000),
                 self._unlogged,
+                round(cpu_s * 1000),
             )
             self._logged_at = now
             self._unlogged = 0
@@ -115,5 +129,6 @@ class LoopLagProbe:
     async def _run(self) -> None:
         while True:
             due = self._clock() + self._interval
+            cpu = self._cpu_clock()
             await asyncio.sleep(self._interval)
-            self.record(self._clock() - due)
+            self.record(self._clock() - due, self._cpu_clock() - cpu)

@@ -41,7 +41,7 @@ def test_a_loop_held_by_synchronous_work_is_measured_and_logged(
                 return (registry.get_sample_value("pier_event_loop_lag_seconds_count") or 0) > 0
 
             await wait_until_async(measured_once, what="a first lag sample", timeout=10)
-            time.sleep(HELD_S)  # the synchronous work a stall stands for
+            time.sleep(HELD_S)  # a stall off the CPU (as a blocking system call)
 
             async def stalled() -> bool:
                 return probe.stalls > 0
@@ -57,23 +57,25 @@ def test_a_loop_held_by_synchronous_work_is_measured_and_logged(
     total = registry.get_sample_value("pier_event_loop_lag_seconds_count")
     assert slow is not None and total is not None and total > slow  # one sample above 100 ms
     assert "event=event_loop_stalled" in caplog.text
+    assert probe.busy_stalls == 0  # time.sleep holds the loop without using a CPU
 
 
 def test_stalls_are_logged_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
     now = [0.0]
     probe = LoopLagProbe(None, stall_s=0.1, stall_log_interval_s=10.0, clock=lambda: now[0])
     with caplog.at_level(logging.WARNING, logger="pier.server"):
-        probe.record(0.2)
+        probe.record(0.2, cpu_s=0.15)
         probe.record(0.5)
         probe.record(0.01)  # not a stall
         now[0] = 11.0
-        probe.record(0.3)
+        probe.record(0.3, cpu_s=0.2)
     lines = [r.getMessage() for r in caplog.records if "event_loop_stalled" in r.getMessage()]
     assert lines == [
-        "event=event_loop_stalled worst_lag_ms=200 stalls=1",
-        "event=event_loop_stalled worst_lag_ms=500 stalls=2",
+        "event=event_loop_stalled worst_lag_ms=200 stalls=1 last_stall_cpu_ms=150",
+        "event=event_loop_stalled worst_lag_ms=500 stalls=2 last_stall_cpu_ms=200",
     ]
     assert probe.stalls == 3
+    assert (probe.busy_stalls, probe.worst_busy_s) == (2, 0.3)  # the 0.5 s one was off the CPU
 
 
 @pytest.fixture
