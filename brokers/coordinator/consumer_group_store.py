@@ -58,6 +58,7 @@ class ConsumerGroupStore:
         self.written: dict[str, Image] = {}
         self.topic_ids: dict[str, dict[str, uuid.UUID]] = {}  # group → topic name → id
         self._locks: dict[str, asyncio.Lock] = {}
+        self._shapes: dict[str, tuple[int, frozenset[str]]] = {}  # image's target epoch, members
         self._background: set[asyncio.Task[None]] = set()
 
     # ---- writing ----------------------------------------------------------------------------
@@ -69,18 +70,21 @@ class ConsumerGroupStore:
             return result
         self._learn_ids(group_id, topic_id)
         try:
-            await self.flush(group_id)
+            await self.flush(group_id, result.member_id)
         except GroupError as exc:
             return HeartbeatResult(exc, result.member_id, result.member_epoch, 0)
         return result
 
-    async def flush(self, group_id: str) -> None:
+    async def flush(self, group_id: str, member_id: str | None = None) -> None:
+        """Write what changed; `member_id`: only that member's records can have changed unless
+        the membership or the target epoch did (a heartbeat), which spares re-encoding the
+        whole group on every heartbeat."""
         lock = self._locks.setdefault(group_id, asyncio.Lock())
         async with lock:
             group = self.groups.groups.get(group_id)
             old = self.written.get(group_id, {})
-            new = {} if group is None else self.image(group)
-            entries = delta(old, new)
+            new, keys = ({}, None) if group is None else self._next_image(group, old, member_id)
+            entries = delta(old, new, keys)
             if not entries:
                 return
             self.written[group_id] = new
@@ -88,6 +92,7 @@ class ConsumerGroupStore:
                 await self.log.append(group_id, entries)
             except GroupError:
                 self.written[group_id] = dict.fromkeys(set(old) | set(new), _UNKNOWN)
+                self._shapes.pop(group_id, None)
                 raise
             if group is None:
                 self._drop(group_id)
@@ -132,9 +137,27 @@ class ConsumerGroupStore:
             if found is not None:
                 known[name] = found
 
+    def _next_image(
+        self, group: ConsumerGroup, old: Image, member_id: str | None
+    ) -> tuple[Image, list[bytes] | None]:
+        """The group's new image and the keys that may differ from `old` (None: any)."""
+        shape = (group.target_epoch, frozenset(group.members))
+        partial = member_id in group.members and self._shapes.get(group.group_id) == shape
+        self._shapes[group.group_id] = shape
+        if not partial or member_id is None:
+            return self.image(group), None
+        changed = {**self._group_records(group), **self._member_records(group, member_id)}
+        return {**old, **changed}, list(changed)
+
     def image(self, group: ConsumerGroup) -> Image:
+        image = self._group_records(group)
+        for member_id in group.members:
+            image.update(self._member_records(group, member_id))
+        return image
+
+    def _group_records(self, group: ConsumerGroup) -> Image:
         gid, ids = group.group_id, self.topic_ids.get(group.group_id, {})
-        image = {
+        return {
             _key(3, gid): rec.encode_group_metadata(group.epoch),
             _key(4, gid): rec.encode_partition_metadata(
                 [
@@ -145,14 +168,15 @@ class ConsumerGroupStore:
             ),
             _key(6, gid): rec.encode_target_metadata(group.target_epoch),
         }
-        for member_id, member in group.members.items():
-            target = group.target.get(member_id, {})
-            image[_key(5, gid, member_id)] = rec.encode_member_metadata(_metadata(member))
-            image[_key(7, gid, member_id)] = rec.encode_target_member(_by_id(target, ids))
-            image[_key(8, gid, member_id)] = rec.encode_current_assignment(
-                _current(member, target, ids)
-            )
-        return image
+
+    def _member_records(self, group: ConsumerGroup, member_id: str) -> Image:
+        gid, ids = group.group_id, self.topic_ids.get(group.group_id, {})
+        member, target = group.members[member_id], group.target.get(member_id, {})
+        return {
+            _key(5, gid, member_id): rec.encode_member_metadata(_metadata(member)),
+            _key(7, gid, member_id): rec.encode_target_member(_by_id(target, ids)),
+            _key(8, gid, member_id): rec.encode_current_assignment(_current(member, target, ids)),
+        }
 
     # ---- loading ----------------------------------------------------------------------------
     def install(self, loaded: dict[str, Image]) -> None:
@@ -215,6 +239,7 @@ class ConsumerGroupStore:
 
     def _drop(self, group_id: str) -> None:
         self.written.pop(group_id, None)
+        self._shapes.pop(group_id, None)
         self.topic_ids.pop(group_id, None)
         lock = self._locks.get(group_id)
         if lock is not None and not lock.locked():
@@ -228,8 +253,13 @@ def _key(record_type: int, group_id: str, member_id: str | None = None) -> bytes
     return rec.encode_key(rec.ConsumerKey(record_type, group_id, member_id))
 
 
-def delta(old: Image, new: Image) -> list[Entry]:
-    """The records that turn `old` into `new`, in Kafka's order."""
+def delta(old: Image, new: Image, keys: list[bytes] | None = None) -> list[Entry]:
+    """The records that turn `old` into `new`, in Kafka's order (`keys`: the only candidates)."""
+    if keys is not None:
+        return sorted(
+            [(k, new[k]) for k in keys if old.get(k) != new[k]],
+            key=lambda e: _WRITE_ORDER.index(_type(e)),
+        )
     writes: list[Entry] = [(k, v) for k, v in new.items() if old.get(k) != v]
     gone: list[Entry] = [(k, None) for k in old if k not in new]
     member_gone = [e for e in gone if _type(e) in rec.MEMBER_KEYS]

@@ -86,6 +86,8 @@ def test_a_new_coordinator_carries_on_with_the_same_epochs_and_assignments() -> 
         b = await beat(first, "b", b.member_epoch, {})
         group = first.consumer_groups.groups["g"]
         assert group.state == "Stable" and group.epoch == 2
+        # heartbeats re-encode only their member's records: the result is the full image
+        assert first.consumer_store.written["g"] == first.consumer_store.image(group)
         before = {m.member_id: (m.epoch, m.assigned) for m in group.members.values()}
 
         second = await started(topic, clock)  # the failover: the log read back
