@@ -1,0 +1,230 @@
+"""Chosen rows of `infra.bench.vs_kafka`, re-measured side by side with repetitions and spread.
+
+Owns the re-measurement of issue 25's uncompressed produce rows and OMB rows: each repetition
+starts Pier and Apache Kafka 4.1.1 afresh (alternating which goes first), runs on each the
+unmeasured warm-up, Kafka's `ProducerPerformance` for 100 B and 1 KiB records x acks=1/all,
+`compression.type=none` (one one-partition topic per row, `vs_kafka`'s producer settings), then
+the OpenMessaging shape (`vs_kafka_workloads.omb`: 1 topic x 100 partitions, 16 producers and 16
+consumers, max rate then 50 % of it). Per row it reports each system's median over the
+repetitions with the min-max spread, the ratio of the medians, the per-repetition ratios (side
+by side, so they compare under the load of that moment), the server CPU per GB and the 1-minute
+load average; for Pier also the event loop's worst lag and stall count from the broker log
+(`event=event_loop_lag_summary`). JSON on stdout and in `infra/bench/results/vs_kafka_rows.json`.
+
+    .venv/bin/python -m infra.bench.vs_kafka_rows [--repetitions 3] [--skip-omb] [--short]
+        [--baseline DIR]
+
+`--baseline DIR` also runs, in each repetition, Pier from another checkout (DIR: a `git archive`
+of an earlier commit, with the native module built or copied in) as "pier-before": a
+before/after of a change under the same load, next to Kafka.
+
+Blocking; every server is stopped and its directory removed before the next starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from infra.bench import vs_kafka as vk
+from infra.bench.vs_kafka_workloads import FULL_WORKLOADS, SHORT_WORKLOADS, WorkloadSizes
+from infra.bench.vs_kafka_workloads import omb as omb_workload
+from infra.broker import start_broker
+
+BASELINE = "pier-before"
+ROWS = tuple((size, acks) for size in (100, 1024) for acks in ("1", "all"))
+RECORDS = {100: 1_000_000, 1024: 200_000}
+SHORT_RECORDS = {100: 2_000, 1024: 1_000}
+OMB_ROWS = (
+    ("OMB max MB/s", ("max", "mb_per_s"), "higher"),
+    ("OMB at 50% rate e2e p50 ms", ("half", "e2e", "p50_ms"), "lower"),
+    ("OMB at 50% rate e2e p99 ms", ("half", "e2e", "p99_ms"), "lower"),
+    ("OMB at 50% rate e2e p99.9 ms", ("half", "e2e", "p999_ms"), "lower"),
+    ("OMB at 50% rate publish p99 ms", ("half", "publish", "p99_ms"), "lower"),
+    ("OMB at 50% rate publish p99.9 ms", ("half", "publish", "p999_ms"), "lower"),
+    ("OMB server CPU s/GB", ("server_cpu_s_per_gb",), "lower"),
+)
+_LAG = re.compile(
+    r"event=event_loop_lag_summary worst_lag_ms=(\d+) stalls=(\d+) busy_stalls=(\d+) "
+    r"worst_busy_lag_ms=(\d+)"
+)
+
+
+def _dig(found: dict[str, Any], path: Sequence[str]) -> float:
+    value: Any = found
+    for key in path:
+        value = value[key]
+    return float(value)
+
+
+def _loop_lag(server: vk.Server) -> dict[str, int] | None:
+    """Pier's loop-lag summary, logged when its listener stops (after `close`)."""
+    broker = getattr(server, "broker", None)
+    if broker is None or not broker.log_path.exists():
+        return None
+    found = _LAG.findall(broker.log_path.read_text(errors="replace"))
+    if not found:
+        return None
+    keys = ("worst_ms", "stalls", "busy_stalls", "worst_busy_ms")
+    return dict(zip(keys, (int(x) for x in found[-1]), strict=True))
+
+
+def _baseline_program(checkout: Path) -> tuple[str, ...]:
+    """`python -m pier` importing from `checkout` first (the child's cwd is not the checkout)."""
+    code = (
+        f"import runpy, sys; sys.path.insert(0, {str(checkout)!r}); "
+        "runpy.run_module('pier', run_name='__main__', alter_sys=True)"
+    )
+    return (sys.executable, "-c", code)
+
+
+def _start(system: str, root: Path, baseline: Path | None) -> vk.Server:
+    if system != BASELINE:
+        return vk.start(system, root, 1)
+    assert baseline is not None
+    return vk.PierSingle(start_broker(root / "data", wait=120, program=_baseline_program(baseline)))
+
+
+def one_system(
+    system: str,
+    scratch: Path,
+    records: dict[int, int],
+    workloads: WorkloadSizes | None,
+    baseline: Path | None = None,
+) -> dict[str, Any]:
+    """The rows on one fresh server of `system`."""
+    root = Path(tempfile.mkdtemp(prefix=f"{system}-rows-", dir=scratch))
+    server = _start(system, root, baseline)
+    found: dict[str, Any] = {"perf": {}}
+    try:
+        b = server.bootstrap
+        vk.create_topics(b, ["warm-up"])
+        vk.producer_perf(b, "warm-up", records[100] // 4, 100, "1", "none")
+        for size, acks in ROWS:
+            topic = f"perf-{size}-{acks}-none"
+            vk.create_topics(b, [topic])
+            vk.log(f"{system}: ProducerPerformance {size}B/acks={acks}/none")
+            action = partial(vk.producer_perf, b, topic, records[size], size, acks, "none")
+            mb_s, cpu, extra = vk.measured(server, action)
+            found["perf"][f"{size}B/acks={acks}/none"] = {
+                "mb_per_s": round(mb_s, 2),
+                "server_cpu_s_per_gb": round(cpu / (records[size] * size / 1e9), 2),
+                "loadavg_1m": round(os.getloadavg()[0], 2),
+                **extra,
+            }
+        if workloads is not None:
+            vk.log(f"{system}: OMB shape")
+            before = vk.cpu_seconds(server.pids())
+            omb = omb_workload(b, workloads, vk.create_topics)
+            cpu = max(0.0, vk.cpu_seconds(server.pids()) - before)
+            moved_gb = sum(omb[phase]["produced"] for phase in ("max", "half")) * 1024 / 1e9
+            omb["server_cpu_s_per_gb"] = round(cpu / moved_gb, 2) if moved_gb else float("nan")
+            omb["loadavg_1m"] = round(os.getloadavg()[0], 2)
+            found["omb"] = omb
+    finally:
+        server.close()
+        found["loop_lag"] = _loop_lag(server)
+        shutil.rmtree(root, ignore_errors=True)
+    return found
+
+
+def _row(pier: list[float], kafka: list[float], better: str) -> dict[str, Any]:
+    pm, km = statistics.median(pier), statistics.median(kafka)
+    return {
+        "pier": round(pm, 3),
+        "pier_spread": [min(pier), max(pier)],
+        "kafka": round(km, 3),
+        "kafka_spread": [min(kafka), max(kafka)],
+        "ratio": round(pm / km, 3) if km else None,
+        "ratios_per_repetition": [
+            round(p / k, 3) if k else None for p, k in zip(pier, kafka, strict=True)
+        ],
+        "better": better,
+    }
+
+
+def summarise(
+    reps: list[dict[str, dict[str, Any]]], pier: str = "pier"
+) -> dict[str, dict[str, Any]]:
+    """Rows of `pier` (or BASELINE) against Kafka."""
+    rows: dict[str, dict[str, Any]] = {}
+    for size, acks in ROWS:
+        key = f"{size}B/acks={acks}/none"
+        for metric, better in (("mb_per_s", "higher"), ("server_cpu_s_per_gb", "lower")):
+            values = {s: [r[s]["perf"][key][metric] for r in reps] for s in (pier, "kafka")}
+            name = f"perf-produce {key} {'MB/s' if metric == 'mb_per_s' else 'server CPU s/GB'}"
+            rows[name] = _row(values[pier], values["kafka"], better)
+    if all("omb" in r[s] for r in reps for s in (pier, "kafka")):
+        for name, path, better in OMB_ROWS:
+            values = {s: [_dig(r[s]["omb"], path) for r in reps] for s in (pier, "kafka")}
+            rows[name] = _row(values[pier], values["kafka"], better)
+    return rows
+
+
+def markdown(rows: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| measure | Pier (min–max) | Kafka (min–max) | Pier/Kafka | per repetition | better |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for name, r in rows.items():
+        ps, ks = r["pier_spread"], r["kafka_spread"]
+        per = ", ".join(f"{x:g}" for x in r["ratios_per_repetition"] if x is not None)
+        lines.append(
+            f"| {name} | {r['pier']:g} ({ps[0]:g}–{ps[1]:g}) | {r['kafka']:g} ({ks[0]:g}–{ks[1]:g})"
+            f" | {r['ratio']} | {per} | {r['better']} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--skip-omb", action="store_true")
+    parser.add_argument("--short", action="store_true", help="tiny, once: proves the code path")
+    parser.add_argument("--out", type=Path, default=vk.RESULTS / "vs_kafka_rows.json")
+    parser.add_argument("--baseline", type=Path, help="an earlier checkout run as pier-before")
+    args = parser.parse_args(argv)
+    records = SHORT_RECORDS if args.short else RECORDS
+    workloads = None if args.skip_omb else SHORT_WORKLOADS if args.short else FULL_WORKLOADS
+    repetitions = 1 if args.short else args.repetitions
+    scratch = Path(tempfile.mkdtemp(prefix="vs-kafka-rows-"))
+    reps: list[dict[str, dict[str, Any]]] = []
+    try:
+        for rep in range(repetitions):
+            systems = (*vk.SYSTEMS, BASELINE) if args.baseline else vk.SYSTEMS
+            order = systems if rep % 2 == 0 else tuple(reversed(systems))
+            reps.append(
+                {s: one_system(s, scratch, records, workloads, args.baseline) for s in order}
+            )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    document = {
+        "environment": vk.environment(),
+        "short": args.short,
+        "repetitions": reps,
+        "summary": summarise(reps),
+    }
+    if args.baseline:
+        document["summary_before"] = summarise(reps, BASELINE)
+    text = json.dumps(document, indent=2)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+    print(markdown(document["summary"]), file=sys.stderr)
+    if args.baseline:
+        print(f"{BASELINE}:\n" + markdown(document["summary_before"]), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
