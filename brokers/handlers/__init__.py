@@ -70,7 +70,7 @@ def client_routes(s: HandlerServices) -> list[Route]:
         consumer_group_describe.route(s.groups, s.metadata),
         txn_offset_commit.route(s.groups, s.metadata, s.txn_verifier),
         find_coordinator.route(s.groups, s.metadata, s.transactions),
-        join_group.route(s.groups),
+        join_group.route(s.groups, s.metadata),
         heartbeat.route(s.groups),
         leave_group.route(s.groups),
         sync_group.route(s.groups),

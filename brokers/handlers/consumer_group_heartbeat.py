@@ -6,8 +6,10 @@ on v1 and whenever the epoch is not 0, INVALID_REQUEST otherwise; v0 joins get a
 id), maps owned/assigned partitions between topic ids and names through the metadata view, and
 leaves the state machine to `brokers.coordinator.consumer_group`. A SubscribedTopicRegex is
 checked here (`consumer_group_regex.check_regex`: RE2 syntax, length, distinct regexes per group;
-INVALID_REGULAR_EXPRESSION as Kafka) and resolved by the coordinator. A group id held by a non-empty classic
-group answers GROUP_ID_NOT_FOUND (mixed groups are not served). Runs on the event loop.
+INVALID_REGULAR_EXPRESSION as Kafka) and resolved by the coordinator. A join for a group id held
+by a classic group with members upgrades it (`consumer_group_migration.upgrade`, or
+GROUP_ID_NOT_FOUND when it cannot be); any other heartbeat for it is GROUP_ID_NOT_FOUND.
+Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import uuid
 from typing import Any
 
 from brokers.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult, Partitions
+from brokers.coordinator.consumer_group_migration import upgrade
 from brokers.coordinator.consumer_group_regex import check_regex
 from brokers.coordinator.errors import GroupError, GroupIdNotFoundError
 from brokers.handlers.build import make, response_module, throttle
@@ -37,7 +40,8 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
         module = response_module(API_KEY, ctx.api_version)
         coordinator = groups.coordinator
         error: Exception | None = _invalid(request, ctx.api_version)
-        error = error or coordinator.check(request.group_id) or _classic(groups, request.group_id)
+        error = error or coordinator.check(request.group_id)
+        error = error or _classic(groups, request, metadata)
         error = error or _regex_error(groups, request)
         if error is not None:
             return _answer(
@@ -104,10 +108,18 @@ def _regex_error(groups: GroupService, request: Any) -> Exception | None:
     return None if reason is None else InvalidRegularExpressionError(reason)
 
 
-def _classic(groups: GroupService, group_id: str) -> GroupError | None:
-    classic = groups.coordinator.groups.get(group_id)
-    if classic is not None and classic.members:
+def _classic(groups: GroupService, request: Any, metadata: MetadataView) -> GroupError | None:
+    """A join into a classic group with members upgrades it (consumer_group_migration)."""
+    coordinator, group_id = groups.coordinator, request.group_id
+    classic = coordinator.groups.get(group_id)
+    if classic is None or not classic.members or group_id in coordinator.consumer_groups.groups:
+        return None
+    if request.member_epoch != 0:
         return GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
+    upgraded = upgrade(coordinator.consumer_groups, classic, lambda t: _count(metadata, t))
+    if isinstance(upgraded, GroupError):
+        return upgraded
+    coordinator.rebalancer.store_in_background(classic, {})  # member-less: offsets only
     return None
 
 

@@ -1,6 +1,7 @@
 """Heartbeat (key 12, v0–4): keep a member's session; learn of rebalances and fencing.
 
-Runs on the event loop.
+A classic member of a non-empty KIP-848 consumer group is told to rejoin when its assignment
+must change (`consumer_group_migration.heartbeat`). Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from kio.schema.heartbeat.v2.request import HeartbeatRequest as HeartbeatRequest
 from kio.schema.heartbeat.v3.request import HeartbeatRequest as HeartbeatRequestV3
 from kio.schema.heartbeat.v4.request import HeartbeatRequest as HeartbeatRequestV4
 
+from brokers.coordinator import consumer_group_migration as mixed
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.services import GroupService
@@ -29,12 +31,19 @@ HeartbeatRequest = (
 
 def route(groups: GroupService) -> Route:
     async def handle(ctx: RequestContext, request: HeartbeatRequest) -> Any:
-        error = groups.coordinator.heartbeat(
-            request.group_id,
-            request.member_id,
-            getattr(request, "group_instance_id", None),
-            request.generation_id,
-        )
+        coordinator = groups.coordinator
+        group = mixed.serves(coordinator.consumer_groups, request.group_id)
+        if group is not None and coordinator.check(request.group_id) is None:
+            error = mixed.heartbeat(
+                coordinator.consumer_groups, group, request.member_id, request.generation_id
+            )
+        else:
+            error = coordinator.heartbeat(
+                request.group_id,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                request.generation_id,
+            )
         return make(
             response_module(API_KEY, ctx.api_version),
             "HeartbeatResponse",

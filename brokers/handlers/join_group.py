@@ -3,18 +3,24 @@
 The request parks until the coordinator completes the member's future (the join phase ends, a
 timeout fires, or an error is known). v0 has no rebalance timeout (the session timeout serves);
 v4+ requires a known member id (KIP-394); v5+ carries group instance ids (KIP-345); v9 lets a
-restarted static leader skip the assignment. Runs on the event loop.
+restarted static leader skip the assignment. A JoinGroup for a non-empty KIP-848 consumer group
+is served by `consumer_group_migration.join` (a classic member of a mixed group: answered at once,
+no leader, generation = its member epoch) and written like a consumer heartbeat; one for an empty
+consumer group replaces it with a classic group, as Kafka. Runs on the event loop.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from brokers.coordinator import consumer_group_migration as mixed
+from brokers.coordinator.consumer_group import HeartbeatResult
 from brokers.coordinator.joining import JoinRequest
+from brokers.coordinator.results import JoinResult
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.group_conversions import client_host, millis
-from brokers.handlers.services import GroupService
+from brokers.handlers.services import GroupService, MetadataView
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
@@ -23,7 +29,7 @@ API_KEY = 11
 FIRST_NULLABLE_PROTOCOL = 7  # protocol_type/protocol_name became nullable
 
 
-def route(groups: GroupService) -> Route:
+def route(groups: GroupService, metadata: MetadataView) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
         module = response_module(API_KEY, version)
@@ -43,7 +49,7 @@ def route(groups: GroupService) -> Route:
             supports_skip_assignment=version >= 9,
             reason=getattr(request, "reason", None),
         )
-        result = await groups.coordinator.join_group(join)
+        result = await _mixed(groups, metadata, join) or await groups.coordinator.join_group(join)
         blank = "" if version < FIRST_NULLABLE_PROTOCOL else None
         members = tuple(
             make(
@@ -70,3 +76,44 @@ def route(groups: GroupService) -> Route:
         )
 
     return Route(API_KEY, 0, 9, handle, name="JoinGroup")
+
+
+async def _mixed(
+    groups: GroupService, metadata: MetadataView, join: JoinRequest
+) -> JoinResult | None:
+    """The answer when the group id is a KIP-848 consumer group's, else None (classic)."""
+    coordinator = groups.coordinator
+    consumer_groups = coordinator.consumer_groups
+    if join.group_id not in consumer_groups.groups or coordinator.check(join.group_id):
+        return None
+    group = mixed.serves(consumer_groups, join.group_id)
+    if group is None:  # an empty consumer group gives way to the classic one (offsets kept)
+        await coordinator.consumer_store.delete(join.group_id)
+        return None
+    low, high = coordinator.config.min_session_timeout_ms, coordinator.config.max_session_timeout_ms
+    if not low <= join.session_timeout_ms <= high:
+        return None  # the classic path answers INVALID_SESSION_TIMEOUT
+    request = mixed.ClassicJoin(
+        group_id=join.group_id, member_id=join.member_id, instance_id=join.group_instance_id,
+        protocol_type=join.protocol_type, protocols=join.protocols,
+        session_timeout_ms=join.session_timeout_ms, rebalance_timeout_ms=join.rebalance_timeout_ms,
+        client_id=join.client_id or "", client_host=join.client_host,
+        require_known_member_id=join.require_known_member_id,
+    )  # fmt: skip
+    result = mixed.join(
+        consumer_groups, group, request, lambda t: _count(metadata, t), metadata.topics.keys
+    )
+    if result.error is None:
+        written = await coordinator.consumer_store.persist(
+            HeartbeatResult(None, result.member_id, result.generation_id, 0),
+            join.group_id,
+            lambda t: None if (topic := metadata.topic(t)) is None else topic.topic_id,
+        )
+        if written.error is not None:
+            return JoinResult.failed(result.member_id, written.error)
+    return result
+
+
+def _count(metadata: MetadataView, name: str) -> int | None:
+    topic = metadata.topic(name)
+    return None if topic is None else len(topic.partitions)

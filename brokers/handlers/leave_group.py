@@ -1,14 +1,18 @@
 """LeaveGroup (key 13, v0–5): members leave at once instead of waiting out their session.
 
 v0–2 name one member and answer with its error; v3+ take a batch (KIP-345), where a static member
-may be removed by group instance id alone. Runs on the event loop.
+may be removed by group instance id alone. Classic members of a non-empty KIP-848 consumer
+group leave it (`consumer_group_migration.leave`, written like a consumer heartbeat's leave).
+Runs on the event loop.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from brokers.coordinator.results import LeavingMember
+from brokers.coordinator import consumer_group_migration as mixed
+from brokers.coordinator.errors import GroupError, UnknownMemberIdError
+from brokers.coordinator.results import LeavingMember, MemberLeave
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.services import GroupService
@@ -35,7 +39,11 @@ def route(groups: GroupService) -> Route:
             ]
         else:
             leaving = [LeavingMember(request.member_id)]
-        error, results = groups.coordinator.leave_group(request.group_id, leaving)
+        error, mixed_results = await _mixed(groups, request.group_id, leaving)
+        if mixed_results is None:
+            error, results = groups.coordinator.leave_group(request.group_id, leaving)
+        else:
+            results = mixed_results
         if not batched:
             single = error if error is not None else (results[0].error if results else None)
             return make(
@@ -60,3 +68,23 @@ def route(groups: GroupService) -> Route:
         )
 
     return Route(API_KEY, 0, 5, handle, name="LeaveGroup")
+
+
+async def _mixed(
+    groups: GroupService, group_id: str, leaving: list[LeavingMember]
+) -> tuple[GroupError | None, list[MemberLeave] | None]:
+    """Leaves from a KIP-848 consumer group's classic members; (None, None) for classic groups."""
+    coordinator = groups.coordinator
+    group = mixed.serves(coordinator.consumer_groups, group_id)
+    if group is None or coordinator.check(group_id) is not None:
+        return None, None
+    found = mixed.leave(coordinator.consumer_groups, group, [m.member_id for m in leaving])
+    results = [
+        MemberLeave(m.member_id, m.group_instance_id, None if present else UnknownMemberIdError())
+        for m, present in zip(leaving, found, strict=True)
+    ]
+    try:
+        await coordinator.consumer_store.flush(group_id)
+    except GroupError as exc:
+        return exc, results
+    return None, results

@@ -2,13 +2,15 @@
 
 Followers park until the leader's assignment is stored in `__consumer_offsets`. From v5 the
 protocol type and name must match the group's (INCONSISTENT_GROUP_PROTOCOL otherwise).
-Runs on the event loop.
+A classic member of a non-empty KIP-848 consumer group gets the partitions it may own now
+(`consumer_group_migration.sync`). Runs on the event loop.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from brokers.coordinator import consumer_group_migration as mixed
 from brokers.coordinator.group_coordinator import SyncRequest
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import error_code_for
@@ -32,7 +34,15 @@ def route(groups: GroupService) -> Route:
             protocol_name=getattr(request, "protocol_name", None),
             assignments={a.member_id: a.assignment for a in request.assignments},
         )
-        result = await groups.coordinator.sync_group(sync)
+        consumer_groups = groups.coordinator.consumer_groups
+        group = mixed.serves(consumer_groups, request.group_id)
+        if group is not None and groups.coordinator.check(request.group_id) is None:
+            result = mixed.sync(
+                consumer_groups, group, sync.member_id, sync.generation_id,
+                sync.protocol_type, sync.protocol_name,
+            )  # fmt: skip
+        else:
+            result = await groups.coordinator.sync_group(sync)
         return make(
             module,
             "SyncGroupResponse",

@@ -1,0 +1,355 @@
+"""Mixed consumer groups (KIP-848 with classic members) and the upgrade of a classic group.
+
+Owns, as Kafka 4.1's GroupMetadataManager with `group.consumer.migration.policy=bidirectional`
+does it for the upgrade direction:
+- `upgrade`: a ConsumerGroupHeartbeat joining a group id held by a classic group with members
+  converts it (`ConsumerGroup.fromClassicGroup`): the group must use the `consumer` protocol type
+  and every member's subscription must parse (else GROUP_ID_NOT_FOUND "Group X is not a consumer
+  group."); the consumer group takes the classic generation as its epoch, each member's current
+  assignment as its target, and the members, which stay classic-protocol members; their parked
+  JoinGroup/SyncGroup get REBALANCE_IN_PROGRESS. The classic group keeps the offsets, member-less.
+- `join` / `sync` / `heartbeat` / `leave`: a classic member of a non-empty consumer group is
+  served through JoinGroup/SyncGroup/Heartbeat/LeaveGroup as Kafka's `classicGroup*ToConsumerGroup`:
+  JoinGroup reconciles it like a consumer heartbeat (its subscription and owned partitions read
+  from its protocol metadata) and answers generation = member epoch, protocol = its first one, no
+  leader; SyncGroup hands it the partitions it may own now as a ConsumerProtocolAssignment;
+  Heartbeat answers REBALANCE_IN_PROGRESS when it must rejoin: the group epoch moved past its
+  epoch, it must revoke partitions, or partitions of its target are now free.
+Not built (docs/compatibility.md): the downgrade of a consumer group to a classic group when its
+last consumer-protocol member leaves (the group stays a consumer group serving its classic
+members), and the classic members' protocol metadata is not persisted (after a coordinator
+failover they rejoin as new members). Runs on the event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from brokers.coordinator.binary import Reader, Writer
+from brokers.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroups,
+    ConsumerMember,
+    HeartbeatRequest,
+    Partitions,
+)
+from brokers.coordinator.consumer_group_regex import TopicNames
+from brokers.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from brokers.coordinator.errors import (
+    GroupError,
+    GroupIdNotFoundError,
+    GroupRecordError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    MemberIdRequiredError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from brokers.coordinator.group import Group, GroupState
+from brokers.coordinator.member import Protocols
+from brokers.coordinator.results import JoinResult, SyncResult
+
+log = logging.getLogger("pier.coordinator.consumer")
+PartitionCounts = Callable[[str], int | None]
+MAX_PROTOCOLS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMembership:
+    """What a classic-protocol member of a consumer group joined with."""
+
+    protocols: Protocols
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    topics: frozenset[str]
+    owned: Partitions
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicJoin:
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    protocol_type: str | None
+    protocols: Protocols
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str
+    client_host: str
+    require_known_member_id: bool
+
+
+def decode_subscription(metadata: bytes) -> Subscription:
+    """A ConsumerProtocolSubscription (v0: topics, user data; v1+: owned partitions);
+    GroupRecordError when it does not parse."""
+    reader = Reader(metadata)
+    version = reader.int16()
+    topics = frozenset(reader.string() for _ in range(reader.array_length()))
+    reader.bytes_()  # user data
+    owned: Partitions = {}
+    if version >= 1:
+        for _ in range(reader.array_length()):
+            topic = reader.string()
+            owned.setdefault(topic, set()).update(
+                reader.int32() for _ in range(reader.array_length())
+            )
+    return Subscription(topics, {t: p for t, p in owned.items() if p})
+
+
+def decode_assignment(data: bytes) -> Partitions:
+    """A ConsumerProtocolAssignment's partitions (every version starts so); {} for none."""
+    if not data:
+        return {}
+    reader = Reader(data)
+    reader.int16()
+    assigned: Partitions = {}
+    for _ in range(reader.array_length()):
+        topic = reader.string()
+        assigned.setdefault(topic, set()).update(
+            reader.int32() for _ in range(reader.array_length())
+        )
+    return {t: p for t, p in assigned.items() if p}
+
+
+def encode_assignment(partitions: Partitions) -> bytes:
+    """A ConsumerProtocolAssignment v0 (topics and partitions, no user data)."""
+    writer = Writer().int16(0).int32(len(partitions))
+    for topic in sorted(partitions):
+        parts = sorted(partitions[topic])
+        writer.string(topic).int32(len(parts))
+        for p in parts:
+            writer.int32(p)
+    return writer.int32(-1).build()  # null user data
+
+
+def _subscription_of(protocols: Protocols) -> Subscription | None:
+    try:
+        return decode_subscription(protocols[0][1]) if protocols else None
+    except GroupRecordError:
+        return None
+
+
+# ---- upgrade ---------------------------------------------------------------------------------
+def upgrade(
+    groups: ConsumerGroups, classic: Group, counts: PartitionCounts
+) -> ConsumerGroup | GroupError:
+    """Convert a classic group with members into a consumer group (Kafka's fromClassicGroup)."""
+    not_consumer = GroupIdNotFoundError(f"Group {classic.group_id} is not a consumer group.")
+    if classic.protocol_type != CONSUMER_PROTOCOL_TYPE or not classic.protocol_name:
+        return not_consumer
+    protocol = classic.protocol_name
+    members: list[tuple[ConsumerMember, ClassicMembership]] = []
+    now = groups.clock.monotonic()
+    for m in classic.members.values():
+        try:
+            subscription = decode_subscription(m.metadata(protocol))
+            assigned = decode_assignment(m.assignment)
+        except (GroupRecordError, ValueError):
+            return not_consumer
+        member = ConsumerMember(
+            m.member_id, m.client_id, m.client_host, m.group_instance_id, None,
+            subscribed=subscription.topics, epoch=classic.generation_id,
+            previous_epoch=classic.generation_id - 1, assigned=assigned,
+            sent={t: set(p) for t, p in assigned.items()},
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            deadline=now + m.session_timeout_ms / 1000,
+        )  # fmt: skip
+        info = ClassicMembership(
+            ((protocol, m.metadata(protocol)),), m.session_timeout_ms, m.rebalance_timeout_ms
+        )
+        members.append((member, info))
+    group = ConsumerGroup(classic.group_id, assignor=groups.config.consumer_assignors[0])
+    group.epoch = group.target_epoch = classic.generation_id
+    for member, info in members:
+        group.members[member.member_id] = member
+        group.classic[member.member_id] = info
+        group.target[member.member_id] = {t: set(p) for t, p in member.assigned.items()}
+    topics = {t for member, _ in members for t in member.subscribed}
+    group.counts = {t: c for t in sorted(topics) if (c := counts(t))}
+    _empty_classic(classic)
+    groups.groups[group.group_id] = group
+    log.info(
+        "event=classic_group_upgraded group=%s epoch=%d members=%d",
+        group.group_id, group.epoch, len(group.members),
+    )  # fmt: skip
+    return group
+
+
+def _empty_classic(classic: Group) -> None:
+    """The classic group keeps the offsets only: its members now belong to the consumer group."""
+    for member in list(classic.members.values()):
+        member.complete_join(JoinResult.failed(member.member_id, RebalanceInProgressError()))
+        member.complete_sync(SyncResult(error=RebalanceInProgressError()))
+        classic.remove(member.member_id)
+    classic.pending_members.clear()
+    classic.join_deadline = classic.sync_deadline = None
+    classic.initial_delay_ms = None
+    classic.leader_id = None
+    classic.subscribed_topics = None
+    # Not a rebalance's outcome, so not a `transition_to`: the group is left as a member-less one.
+    classic.previous_state, classic.state = classic.state, GroupState.EMPTY
+
+
+# ---- classic members of a consumer group ------------------------------------------------------
+def serves(groups: ConsumerGroups, group_id: str) -> ConsumerGroup | None:
+    """The consumer group that classic requests for `group_id` go to: a non-empty one."""
+    group = groups.groups.get(group_id)
+    return group if group is not None and group.members else None
+
+
+def join(
+    groups: ConsumerGroups,
+    group: ConsumerGroup,
+    request: ClassicJoin,
+    counts: PartitionCounts,
+    names: TopicNames,
+) -> JoinResult:
+    """JoinGroup of a classic member into a consumer group (classicGroupJoinToConsumerGroup)."""
+    member_id = request.member_id
+    if not member_id:
+        member_id = f"{request.client_id or 'consumer'}-{uuid.uuid4()}"
+        if request.require_known_member_id:
+            return JoinResult.failed(member_id, MemberIdRequiredError(member_id))
+    subscription = None
+    if request.protocol_type == CONSUMER_PROTOCOL_TYPE and len(request.protocols) <= MAX_PROTOCOLS:
+        subscription = _subscription_of(request.protocols)
+    if subscription is None:
+        error = InconsistentGroupProtocolError(f"Member {member_id}'s protocols are not supported.")
+        return JoinResult.failed(member_id, error)
+    existing = group.members.get(member_id)
+    if existing is not None and member_id not in group.classic:
+        return JoinResult.failed(member_id, UnknownMemberIdError(member_id))
+    heartbeat = HeartbeatRequest(
+        group_id=group.group_id,
+        member_id=member_id,
+        member_epoch=0 if existing is None else existing.epoch,
+        subscribed_topics=tuple(sorted(subscription.topics)),
+        server_assignor=None,
+        owned={} if existing is None else subscription.owned,
+        client_id=request.client_id,
+        client_host=request.client_host,
+        instance_id=request.instance_id,
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
+    )
+    result = groups.heartbeat(heartbeat, counts, names)
+    if result.error is not None:
+        return JoinResult.failed(member_id, result.error)
+    member = group.members[member_id]
+    info = ClassicMembership(
+        request.protocols, request.session_timeout_ms, request.rebalance_timeout_ms
+    )
+    group.classic[member_id] = info
+    member.deadline = groups.clock.monotonic() + request.session_timeout_ms / 1000
+    return JoinResult(
+        member_id=member_id,
+        generation_id=member.epoch,
+        protocol_type=CONSUMER_PROTOCOL_TYPE,
+        protocol_name=info.protocol_name,
+        leader_id="",
+    )
+
+
+def _classic_member(
+    group: ConsumerGroup, member_id: str, generation: int
+) -> tuple[ConsumerMember, ClassicMembership] | GroupError:
+    member = group.members.get(member_id)
+    info = group.classic.get(member_id)
+    if member is None or info is None:
+        return UnknownMemberIdError(f"Member {member_id} is not a classic member of the group.")
+    if generation != member.epoch:
+        return IllegalGenerationError(
+            f"The request generation id {generation} is not equal to the member epoch "
+            f"{member.epoch} of member {member_id}."
+        )
+    return member, info
+
+
+def sync(
+    groups: ConsumerGroups,
+    group: ConsumerGroup,
+    member_id: str,
+    generation: int,
+    protocol_type: str | None,
+    protocol_name: str | None,
+) -> SyncResult:
+    found = _classic_member(group, member_id, generation)
+    if isinstance(found, GroupError):
+        return SyncResult(error=found)
+    member, info = found
+    if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return SyncResult(error=InconsistentGroupProtocolError("protocol type"))
+    if protocol_name is not None and protocol_name != info.protocol_name:
+        return SyncResult(error=InconsistentGroupProtocolError("protocol name"))
+    if group.epoch > member.epoch and not _revoking(group, member):
+        return SyncResult(error=RebalanceInProgressError(f"group {group.group_id} rebalances"))
+    now = _allowed(group, member)
+    member.sent = now
+    member.deadline = groups.clock.monotonic() + info.session_timeout_ms / 1000
+    return SyncResult(
+        protocol_type=CONSUMER_PROTOCOL_TYPE,
+        protocol_name=info.protocol_name,
+        assignment=encode_assignment(now),
+    )
+
+
+def heartbeat(
+    groups: ConsumerGroups, group: ConsumerGroup, member_id: str, generation: int
+) -> GroupError | None:
+    found = _classic_member(group, member_id, generation)
+    if isinstance(found, GroupError):
+        return found
+    member, info = found
+    member.deadline = groups.clock.monotonic() + info.session_timeout_ms / 1000
+    if member.epoch < group.epoch or _revoking(group, member) or _free_to_take(group, member):
+        return RebalanceInProgressError(f"group {group.group_id}: rejoin to catch up")
+    return None
+
+
+def leave(groups: ConsumerGroups, group: ConsumerGroup, member_ids: Iterable[str]) -> list[bool]:
+    """Remove the named members; True for each one that was in the group."""
+    found = []
+    for member_id in member_ids:
+        present = member_id in group.members
+        if present:
+            groups.remove_member(group, member_id, "left")
+        group.classic.pop(member_id, None)
+        found.append(present)
+    return found
+
+
+def _allowed(group: ConsumerGroup, member: ConsumerMember) -> Partitions:
+    target = group.target.get(member.member_id, {})
+    now = {t: p & target.get(t, set()) for t, p in member.assigned.items()}
+    return {t: p for t, p in now.items() if p}
+
+
+def _revoking(group: ConsumerGroup, member: ConsumerMember) -> bool:
+    target = group.target.get(member.member_id, {})
+    return any(parts - target.get(t, set()) for t, parts in member.assigned.items())
+
+
+def _free_to_take(group: ConsumerGroup, member: ConsumerMember) -> bool:
+    target = group.target.get(member.member_id, {})
+    taken = {
+        (t, p)
+        for other in group.members.values()
+        if other.member_id != member.member_id
+        for t, parts in other.assigned.items()
+        for p in parts
+    }
+    return any(
+        (t, p) not in taken
+        for t, parts in target.items()
+        for p in parts - member.assigned.get(t, set())
+    )
