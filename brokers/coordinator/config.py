@@ -36,6 +36,8 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_regex_refresh_interval_ms: int = 600_000
+    # group.consumer.migration.policy: bidirectional | upgrade | downgrade | disabled
+    consumer_migration_policy: str = "bidirectional"
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> GroupConfig:
@@ -61,6 +63,7 @@ class GroupConfig:
             consumer_regex_refresh_interval_ms=read(
                 "group.consumer.regex.refresh.interval.ms", 600_000, 1
             ),
+            consumer_migration_policy=_policy(properties.get("group.consumer.migration.policy")),
         )
         if config.min_session_timeout_ms > config.max_session_timeout_ms:
             raise GroupConfigError(
@@ -82,3 +85,15 @@ def _assignors(value: str | None) -> tuple[str, ...]:
     if not names or unknown:
         raise GroupConfigError(f"group.consumer.assignors: unknown or empty {unknown or value!r}")
     return names
+
+
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
+def _policy(value: str | None) -> str:
+    """`group.consumer.migration.policy` (Kafka's, case-insensitive); bidirectional by default."""
+    policy = (value or "bidirectional").strip().lower()
+    if policy not in MIGRATION_POLICIES:
+        raise GroupConfigError(f"group.consumer.migration.policy: {value!r} is not one of "
+                               f"{', '.join(MIGRATION_POLICIES)}")  # fmt: skip
+    return policy
