@@ -147,14 +147,15 @@ class ConsumerGroups:
         changed = False
         if request.member_epoch == 0:
             group = group or self._create(request.group_id)
-            replaced = replace_static(group, request)  # consumer_group_static
+            replaced = replace_static(group.group_id, group.members, group.target, request)
             if isinstance(replaced, GroupError):
                 return HeartbeatResult(replaced, request.member_id, request.member_epoch, interval)
             member, changed = (
                 (replaced, False) if replaced is not None else self._join(group, request)
             )
         else:
-            member_or_error = check_static(group, request) or self._known(group, request)
+            members = None if group is None else group.members
+            member_or_error = check_static(members, request) or self._known(group, request)
             if isinstance(member_or_error, GroupError):
                 return HeartbeatResult(
                     member_or_error, request.member_id, request.member_epoch, interval
@@ -292,7 +293,7 @@ class ConsumerGroups:
 
     def _leave(self, request: HeartbeatRequest, interval: int) -> HeartbeatResult:
         group = self.groups.get(request.group_id)
-        error = check_static(group, request)
+        error = check_static(None if group is None else group.members, request)
         if group is None or request.member_id not in group.members or error is not None:
             error = error or UnknownMemberIdError(
                 f"member {request.member_id!r} is not in the group"

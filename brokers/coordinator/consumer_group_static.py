@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, MutableMapping
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from brokers.coordinator.errors import (
     FencedInstanceIdError,
@@ -29,24 +30,54 @@ from brokers.coordinator.errors import (
     UnreleasedInstanceIdError,
 )
 
-if TYPE_CHECKING:
-    from brokers.coordinator.consumer_group import ConsumerGroup, ConsumerMember, HeartbeatRequest
+Partitions = dict[str, set[int]]
 
+
+class StaticMember(Protocol):
+    """What these rules read and change of `consumer_group.ConsumerMember` (a dataclass)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # copied with dataclasses.replace
+    member_id: str
+    instance_id: str | None
+    epoch: int
+    previous_epoch: int
+    assigned: Partitions
+    sent: Partitions | None
+    revoke_deadline: float | None
+    deadline: float
+
+
+class StaticRequest(Protocol):
+    """What they read of `consumer_group.HeartbeatRequest`."""
+
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def instance_id(self) -> str | None: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def client_host(self) -> str: ...
+    @property
+    def rack_id(self) -> str | None: ...
+
+
+M = TypeVar("M", bound=StaticMember)
 log = logging.getLogger("pier.coordinator.consumer")
 STATIC_LEAVE_EPOCH = -2
 
 
-def static_member(group: ConsumerGroup | None, instance_id: str) -> ConsumerMember | None:
-    if group is None:
+def static_member(members: Mapping[str, M] | None, instance_id: str) -> M | None:
+    if members is None:
         return None
-    return next((m for m in group.members.values() if m.instance_id == instance_id), None)
+    return next((m for m in members.values() if m.instance_id == instance_id), None)
 
 
-def check_static(group: ConsumerGroup | None, request: HeartbeatRequest) -> GroupError | None:
+def check_static(members: Mapping[str, M] | None, request: StaticRequest) -> GroupError | None:
     """A heartbeat (epoch ≠ 0) or leave of a static member: is it the instance's member?"""
     if request.instance_id is None:
         return None
-    member = static_member(group, request.instance_id)
+    member = static_member(members, request.instance_id)
     if member is None:
         return UnknownMemberIdError(f"instance id {request.instance_id} is unknown")
     if member.member_id != request.member_id:
@@ -58,12 +89,15 @@ def check_static(group: ConsumerGroup | None, request: HeartbeatRequest) -> Grou
 
 
 def replace_static(
-    group: ConsumerGroup, request: HeartbeatRequest
-) -> ConsumerMember | GroupError | None:
+    group_id: str,
+    members: MutableMapping[str, M],
+    target: MutableMapping[str, Partitions],
+    request: StaticRequest,
+) -> M | GroupError | None:
     """A join with an instance id: the replacing member, an error, or None (an ordinary join)."""
     if request.instance_id is None:
         return None
-    old = static_member(group, request.instance_id)
+    old = static_member(members, request.instance_id)
     if old is None:
         return None
     if old.member_id == request.member_id:  # back under its own id: an ordinary rejoin,
@@ -88,17 +122,17 @@ def replace_static(
         sent=None,
         revoke_deadline=None,
     )
-    del group.members[old.member_id]
-    group.members[new.member_id] = new
-    group.target[new.member_id] = group.target.pop(old.member_id, {})
+    del members[old.member_id]
+    members[new.member_id] = new
+    target[new.member_id] = target.pop(old.member_id, {})
     log.info(
         "event=consumer_static_member_replaced group=%s instance=%s old=%s new=%s",
-        group.group_id, request.instance_id, old.member_id, new.member_id,
+        group_id, request.instance_id, old.member_id, new.member_id,
     )  # fmt: skip
     return new
 
 
-def leave_static(member: ConsumerMember, deadline: float) -> None:
+def leave_static(member: StaticMember, deadline: float) -> None:
     """Epoch -2: away for one session timeout, its partitions kept for its return."""
     member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE_EPOCH
     member.revoke_deadline = None
