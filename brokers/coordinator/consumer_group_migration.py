@@ -15,9 +15,14 @@ does it for the upgrade direction:
   leader; SyncGroup hands it the partitions it may own now as a ConsumerProtocolAssignment;
   Heartbeat answers REBALANCE_IN_PROGRESS when it must rejoin: the group epoch moved past its
   epoch, it must revoke partitions, or partitions of its target are now free.
-Not built (docs/compatibility.md): the downgrade of a consumer group to a classic group when its
-last consumer-protocol member leaves (the group stays a consumer group serving its classic
-members), and the classic members' protocol metadata is not persisted (after a coordinator
+- `route`: which group a classic request goes to. A consumer group left with classic members only
+  (its last consumer-protocol member left, expired or was fenced) is downgraded there, at the
+  first classic request after (Kafka: at once): the member-less classic group that kept the
+  offsets takes the members back (their protocols, current assignments, generation = the group
+  epoch) and rebalances; the consumer group's records are tombstoned.
+`group.consumer.migration.policy` (bidirectional by default) gates each direction as Kafka: no
+upgrade means GROUP_ID_NOT_FOUND, no downgrade means the classic members keep being served by
+the consumer group. The classic members' protocol metadata is not persisted (after a coordinator
 failover they rejoin as new members). Runs on the event loop; not thread-safe.
 """
 
@@ -27,6 +32,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from brokers.coordinator.binary import Reader, Writer
 from brokers.coordinator.consumer_group import (
@@ -49,10 +55,15 @@ from brokers.coordinator.errors import (
     UnknownMemberIdError,
 )
 from brokers.coordinator.group import Group, GroupState
-from brokers.coordinator.member import Protocols
+from brokers.coordinator.member import Member, Protocols
 from brokers.coordinator.results import JoinResult, SyncResult
 
+if TYPE_CHECKING:
+    from brokers.coordinator.group_coordinator import GroupCoordinator
+
 log = logging.getLogger("pier.coordinator.consumer")
+UPGRADE_POLICIES = ("bidirectional", "upgrade")
+DOWNGRADE_POLICIES = ("bidirectional", "downgrade")
 PartitionCounts = Callable[[str], int | None]
 MAX_PROTOCOLS = 64
 
@@ -146,6 +157,8 @@ def upgrade(
 ) -> ConsumerGroup | GroupError:
     """Convert a classic group with members into a consumer group (Kafka's fromClassicGroup)."""
     not_consumer = GroupIdNotFoundError(f"Group {classic.group_id} is not a consumer group.")
+    if groups.config.consumer_migration_policy not in UPGRADE_POLICIES:
+        return not_consumer
     if classic.protocol_type != CONSUMER_PROTOCOL_TYPE or not classic.protocol_name:
         return not_consumer
     protocol = classic.protocol_name
@@ -199,6 +212,55 @@ def _empty_classic(classic: Group) -> None:
     classic.subscribed_topics = None
     # Not a rebalance's outcome, so not a `transition_to`: the group is left as a member-less one.
     classic.previous_state, classic.state = classic.state, GroupState.EMPTY
+
+
+# ---- downgrade -------------------------------------------------------------------------------
+async def route(coordinator: GroupCoordinator, group_id: str) -> ConsumerGroup | None:
+    """The consumer group a classic request for `group_id` goes to, or None for the classic
+    path (no such group, an empty one, or one just downgraded to a classic group)."""
+    groups = coordinator.consumer_groups
+    group = serves(groups, group_id)
+    if group is None or coordinator.check(group_id) is not None:
+        return None
+    if len(group.classic) < len(group.members):  # consumer-protocol members remain
+        return group
+    if groups.config.consumer_migration_policy not in DOWNGRADE_POLICIES:
+        return group
+    downgrade(coordinator, group)
+    await coordinator.consumer_store.delete(group_id)  # the consumer group's tombstones
+    return None
+
+
+def downgrade(coordinator: GroupCoordinator, group: ConsumerGroup) -> Group:
+    """Kafka's ClassicGroup.fromConsumerGroup, then a rebalance the members rejoin."""
+    now_ms = coordinator.clock.time_ms()
+    classic = coordinator.groups.get(group.group_id)
+    if classic is None:
+        classic = coordinator.groups[group.group_id] = Group(group.group_id, now_ms)
+    infos = [(group.members[m], info) for m, info in group.classic.items() if m in group.members]
+    for member, info in infos:
+        classic.add(
+            Member(
+                member.member_id, member.instance_id, member.client_id, member.client_host,
+                info.rebalance_timeout_ms, info.session_timeout_ms, CONSUMER_PROTOCOL_TYPE,
+                info.protocols, assignment=encode_assignment(_allowed(group, member)),
+            ),
+            None,
+        )  # fmt: skip
+    classic.protocol_type = CONSUMER_PROTOCOL_TYPE
+    classic.generation_id = group.epoch
+    classic.protocol_name = classic.select_protocol()
+    # Not a rebalance's outcome: the members are installed as a stable generation, then rebalance.
+    classic.previous_state, classic.state = classic.state, GroupState.STABLE
+    coordinator.consumer_groups.forget([group.group_id])
+    for joined in classic.members.values():
+        coordinator.rebalancer.reschedule_heartbeat(classic, joined)
+    coordinator.rebalancer.prepare_rebalance(
+        classic, f"Downgrade group {group.group_id} from consumer to classic."
+    )
+    log.info("event=consumer_group_downgraded group=%s generation=%d members=%d",
+             group.group_id, classic.generation_id, len(classic.members))  # fmt: skip
+    return classic
 
 
 # ---- classic members of a consumer group ------------------------------------------------------

@@ -32,8 +32,8 @@ HeartbeatRequest = (
 def route(groups: GroupService) -> Route:
     async def handle(ctx: RequestContext, request: HeartbeatRequest) -> Any:
         coordinator = groups.coordinator
-        group = mixed.serves(coordinator.consumer_groups, request.group_id)
-        if group is not None and coordinator.check(request.group_id) is None:
+        group = await mixed.route(coordinator, request.group_id)
+        if group is not None:
             error = mixed.heartbeat(
                 coordinator.consumer_groups, group, request.member_id, request.generation_id
             )

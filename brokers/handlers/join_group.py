@@ -86,9 +86,12 @@ async def _mixed(
     consumer_groups = coordinator.consumer_groups
     if join.group_id not in consumer_groups.groups or coordinator.check(join.group_id):
         return None
-    group = mixed.serves(consumer_groups, join.group_id)
-    if group is None:  # an empty consumer group gives way to the classic one (offsets kept)
+    if mixed.serves(consumer_groups, join.group_id) is None:
+        # an empty consumer group gives way to the classic one (offsets kept)
         await coordinator.consumer_store.delete(join.group_id)
+        return None
+    group = await mixed.route(coordinator, join.group_id)  # None: downgraded just now
+    if group is None:
         return None
     low, high = coordinator.config.min_session_timeout_ms, coordinator.config.max_session_timeout_ms
     if not low <= join.session_timeout_ms <= high:

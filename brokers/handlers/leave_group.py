@@ -75,8 +75,8 @@ async def _mixed(
 ) -> tuple[GroupError | None, list[MemberLeave] | None]:
     """Leaves from a KIP-848 consumer group's classic members; (None, None) for classic groups."""
     coordinator = groups.coordinator
-    group = mixed.serves(coordinator.consumer_groups, group_id)
-    if group is None or coordinator.check(group_id) is not None:
+    group = await mixed.route(coordinator, group_id)
+    if group is None:
         return None, None
     found = mixed.leave(coordinator.consumer_groups, group, [m.member_id for m in leaving])
     results = [

@@ -34,11 +34,10 @@ def route(groups: GroupService) -> Route:
             protocol_name=getattr(request, "protocol_name", None),
             assignments={a.member_id: a.assignment for a in request.assignments},
         )
-        consumer_groups = groups.coordinator.consumer_groups
-        group = mixed.serves(consumer_groups, request.group_id)
-        if group is not None and groups.coordinator.check(request.group_id) is None:
+        group = await mixed.route(groups.coordinator, request.group_id)
+        if group is not None:
             result = mixed.sync(
-                consumer_groups, group, sync.member_id, sync.generation_id,
+                groups.coordinator.consumer_groups, group, sync.member_id, sync.generation_id,
                 sync.protocol_type, sync.protocol_name,
             )  # fmt: skip
         else:

@@ -92,3 +92,39 @@ def test_a_consumer_member_upgrades_a_classic_group_and_classic_members_stay(
     finally:
         for consumer in [*classic, *([modern] if modern else [])]:
             consumer.close()
+
+
+def test_the_last_consumer_member_leaving_downgrades_the_group(broker: Broker) -> None:
+    bootstrap = bootstrap_of(broker)
+    create_topic(bootstrap, TOPIC, PARTITIONS)
+    reader = Reader()
+    classic = [confluent_consumer(bootstrap, GROUP) for _ in range(2)]
+    modern = kip848_consumer(bootstrap, GROUP)
+    closed = False
+    try:
+        for consumer in classic:
+            consumer.subscribe([TOPIC])
+        consume_until(classic, lambda: disjoint_and_whole(classic), reader,
+                      what="two classic members split the topic")  # fmt: skip
+        modern.subscribe([TOPIC])
+        everyone = [*classic, modern]
+        consume_until(everyone, lambda: disjoint_and_whole(everyone), reader,
+                      what="three members of the upgraded group split the topic")  # fmt: skip
+        produce(bootstrap, TOPIC, 40, PARTITIONS)
+        consume_until(everyone, lambda: len(reader.seen) >= 40, reader, what="40 records")
+        modern.close()
+        closed = True
+        coordinator = broker.groups.coordinator
+        consume_until(
+            classic,
+            lambda: GROUP not in coordinator.consumer_groups.groups and disjoint_and_whole(classic),
+            reader,
+            what="the downgraded classic group's two members split the topic",
+        )
+        assert len(coordinator.groups[GROUP].members) == 2
+        produce(bootstrap, TOPIC, 40, PARTITIONS, start=40)
+        consume_until(classic, lambda: len(reader.seen) >= 80, reader, what="80 records")
+        assert sorted(reader.seen) == sorted(f"v{i}" for i in range(80)), "each once"
+    finally:
+        for consumer in [*classic, *([] if closed else [modern])]:
+            consumer.close()
