@@ -16,7 +16,10 @@ next answer is streamed (`raw.fetch_stream`): when its single topic is the tenan
 consumer quota, charged with the answer's size, does not throttle it, the renamed head goes to the
 client and the rest follows as the broker's bytes arrive (views of the chunks read; the client
 not reading pauses the upstream socket), so the gateway holds a chunk, not the answer; otherwise
-it is read whole and answered as above. From v13 topics are named by id
+it is read whole and answered as above. Once the head is out and the client's socket is plain TCP
+with nothing queued, the rest of a streamed answer is moved by the kernel (`splice_relay`: record
+bytes spliced socket to socket, the partitions' heads read by the walk); over TLS, or while the
+client's socket is behind, it goes on through user space. From v13 topics are named by id
 (KIP-516): each id is looked up in the fleet view without waiting (`known_topic_name`) and stands
 for the tenant's topic only when that fleet topic is in the tenant's namespace; any other id
 (another tenant's, or one nobody has) is answered UNKNOWN_TOPIC_ID here, never forwarded (fail
@@ -44,6 +47,8 @@ from gateway.kafka.raw.fetch_response import rewrite_fetch_response
 from gateway.kafka.raw.fetch_stream import FIRST_VERSION, LAST_VERSION, Decision, FetchStream
 from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle
+from gateway.kafka.splice_relay import AVAILABLE as SPLICE_AVAILABLE
+from gateway.kafka.splice_relay import RelaySource
 from gateway.kafka.upstream import StreamedAnswer
 
 API_KEY = 1
@@ -251,6 +256,35 @@ class _Streamed:
     def failed(self) -> None:
         self.kept = []
         self.answer(None)
+
+    # -- handed to the kernel (`gateway.kafka.upstream`, `splice_relay`) -------------------------
+    def relay_target(self) -> tuple[int, RelaySource] | None:
+        walk = self.walk
+        if not SPLICE_AVAILABLE or walk.decision is not Decision.STREAM or self.seen == self.size:
+            return None
+        passing, wanted = walk.next_step()
+        if not passing or wanted <= 0:
+            return None
+        fd = self.answer.session.splice_fd()
+        return (fd, self) if fd is not None else None
+
+    def next_step(self) -> tuple[bool, int]:
+        return self.walk.next_step()
+
+    def take(self, chunk: memoryview) -> list[memoryview]:
+        self.seen += len(chunk)
+        self.walk.feed(chunk)
+        return self.walk.take_out()
+
+    def skipped(self, count: int) -> None:
+        self.seen += count
+        self.walk.skip(count)
+
+    def relayed(self, spliced: int) -> None:
+        session = self.answer.session
+        assert session.tenant is not None
+        session.metrics.spliced(session.tenant.namespace.tenant_id, spliced)
+        self._end()
 
     def _start(self) -> None:
         """The head is known: charge the quota; stream, or (throttled) take the answer whole."""
