@@ -66,7 +66,7 @@ class ConsumerGroupStore:
         self, result: HeartbeatResult, group_id: str, topic_id: TopicIds
     ) -> HeartbeatResult:
         """A heartbeat's changes written before it is answered; the append's error otherwise."""
-        if result.error is not None and group_id not in self.groups.groups:
+        if result.error is not None:  # refused before any change (consumer_group.heartbeat)
             return result
         self._learn_ids(group_id, topic_id)
         try:
