@@ -40,7 +40,9 @@ from tests.integration.cluster.test_coordinator_failover import (
 from tests.integration.inproc import raw_call
 from tests.polling import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+# A fault test of ~1 min (3 broker processes): slow, per the CI budget; the persistence it
+# relies on is also covered fast by tests/unit/coordinator/test_consumer_group_store.py.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 GROUP = "g-kip848-failover"
 Snapshot = tuple[int, dict[str, tuple[int, dict[str, tuple[int, ...]]]]]
 
