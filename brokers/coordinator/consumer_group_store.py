@@ -122,6 +122,23 @@ class ConsumerGroupStore:
         self.groups.forget([group_id])
         await self.flush(group_id)
 
+    async def expire_empty(
+        self, has_offsets: Callable[[str], bool], owned: Callable[[str], bool]
+    ) -> int:
+        """Kafka's group cleanup (with offset expiry): an empty consumer group left without
+        committed offsets is deleted, tombstones written. Returns how many."""
+        doomed = [
+            group_id
+            for group_id, group in self.groups.groups.items()
+            if not group.members and owned(group_id) and not has_offsets(group_id)
+        ]
+        for group_id in doomed:
+            try:
+                await self.delete(group_id)
+            except GroupError as exc:
+                log.warning("event=consumer_group_expiry_failed group=%s error=%r", group_id, exc)
+        return len(doomed)
+
     async def drain(self) -> None:
         if self._background:
             await asyncio.wait(set(self._background))

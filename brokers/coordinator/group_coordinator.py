@@ -441,6 +441,9 @@ class GroupCoordinator:
                 await self.log.append(group.group_id, entries)
             except GroupError as exc:
                 log.warning("event=offset_expiry_failed group=%s error=%r", group.group_id, exc)
+        removed += await self.consumer_store.expire_empty(  # KIP-848 groups: empty, no offsets
+            lambda g: g in self.groups, lambda g: self.check(g) is None
+        )
         return removed
 
     async def shutdown(self) -> None:

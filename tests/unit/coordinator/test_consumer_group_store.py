@@ -14,6 +14,7 @@ from brokers.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult
 from brokers.coordinator.errors import NotCoordinatorError
 from brokers.coordinator.group_admin import delete_groups
 from brokers.coordinator.group_coordinator import GroupCoordinator
+from brokers.coordinator.offset_store import CommitRequest, OffsetCommit
 from tests.unit.coordinator.harness import MemoryOffsetsTopic
 
 TOPIC = "t"
@@ -172,5 +173,26 @@ def test_a_static_member_away_at_the_failover_is_replaced_by_the_new_coordinator
         assert back.assignment == {TOPIC: {0, 1, 2, 3}} and loaded.epoch == 1
         gone = [(k.record_type, k.member_id) for k, v in consumer_records(topic) if v is None]
         assert gone == [(8, "a"), (7, "a"), (5, "a")]
+
+    asyncio.run(scenario())
+
+
+def test_an_empty_group_without_offsets_is_deleted_with_the_offset_expiry() -> None:
+    async def scenario() -> None:
+        topic, clock = MemoryOffsetsTopic(), ManualClock()
+        c = await started(topic, clock)
+        a = await beat(c, "a", 0, {})
+        await beat(c, "a", a.member_epoch, a.assignment)
+        assert await c.expire_offsets() == 0  # a member: kept
+        commit = CommitRequest("g", "a", None, a.member_epoch, [OffsetCommit(TOPIC, 0, 5)])
+        assert [e for _, e in await c.commit_offsets(commit)] == [None]
+        await beat(c, "a", -1, a.assignment)
+        assert await c.expire_offsets() == 0  # empty, with offsets: kept
+        clock.advance(8 * 24 * 3600 * 1000)  # past offsets.retention.minutes (7 days)
+        assert await c.expire_offsets() == 2  # the offsets' holder, then the consumer group
+        assert "g" not in c.consumer_groups.groups
+        tail = [(k.record_type, v) for k, v in consumer_records(topic)][-3:]
+        assert tail == [(4, None), (6, None), (3, None)]
+        assert "g" not in (await started(topic, clock)).consumer_groups.groups
 
     asyncio.run(scenario())
