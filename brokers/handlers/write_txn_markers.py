@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (key 27, v1): a transaction coordinator's COMMIT/ABORT markers, written here.
+"""WriteTxnMarkers (key 27, v1–2): a transaction coordinator's COMMIT/ABORT markers, written here.
 
 Owns: decoding the request into `MarkerRequest`s and answering per marker, topic and partition.
 An inter-broker API (Kafka authorises it as CLUSTER_ACTION; the gateway never forwards it): the
@@ -10,7 +10,11 @@ TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), KAFKA_STORAG
 REQUEST_TIMED_OUT. A committed marker on a `__consumer_offsets` partition is reported to the
 group coordinator (`on_offsets_marker`), which then materialises or drops the producer's
 pending transactional offsets. v0 is not served: Kafka 4 removed it (KIP-896) and kio has no
-schema for it; v2 (KIP-890 part 2's transaction version) is not served yet.
+schema for it. v2 (KIP-890 part 2, Kafka 4.2) carries each marker's transaction version: a
+version 2 marker's producer epoch must be strictly above the producer's at the leader
+(INVALID_PRODUCER_EPOCH otherwise: a late or duplicate marker), as Kafka 4.2 checks it. Pier's
+own coordinator sends v1 (brokers/replication/marker_brokers.py), markers at least the
+producer's epoch, for both transaction versions.
 Runs on the event loop.
 """
 
@@ -35,7 +39,7 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 API_KEY = 27
-MIN_VERSION = MAX_VERSION = 1
+MIN_VERSION, MAX_VERSION = 1, 2
 
 
 def _no_offsets_completion(offsets_partition: int, producer_id: int, commit: bool) -> None:
@@ -85,6 +89,7 @@ def _marker(entry: Any) -> MarkerRequest:
         partitions=tuple(
             (topic.name, index) for topic in entry.topics for index in topic.partition_indexes
         ),
+        transaction_version=int(getattr(entry, "transaction_version", 0)),
     )
 
 

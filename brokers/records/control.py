@@ -18,7 +18,7 @@ Pure functions; thread-safe.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from typing_extensions import Buffer
 
@@ -37,6 +37,9 @@ _VALUE = struct.Struct(">hi")  # version, coordinator epoch
 class EndTxnMarker:
     commit: bool
     coordinator_epoch: int
+    # KIP-890 part 2: 2 for a transaction version 2 marker (WriteTxnMarkers v2), whose epoch must
+    # be strictly above the producer's at the leader; never written to the log
+    transaction_version: int = field(default=0, compare=False)
 
     @property
     def control_type(self) -> int:

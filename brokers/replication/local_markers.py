@@ -132,7 +132,11 @@ async def write_markers_locally(
     onTransactionCompleted), so the group coordinator materialises or drops pending offsets."""
     results: MarkerErrors = {}
     appended: list[_Appended] = []
-    end = EndTxnMarker(commit=marker.commit, coordinator_epoch=marker.coordinator_epoch)
+    end = EndTxnMarker(
+        commit=marker.commit,
+        coordinator_epoch=marker.coordinator_epoch,
+        transaction_version=marker.transaction_version,
+    )
     for key in dict.fromkeys(marker.partitions):
         try:
             partition = replicas.get(*key)

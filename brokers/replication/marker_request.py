@@ -26,6 +26,7 @@ class MarkerRequest:
     commit: bool
     coordinator_epoch: int
     partitions: tuple[tuple[str, int], ...]
+    transaction_version: int = 0  # WriteTxnMarkers v2 (KIP-890 part 2); 0 before v2
 
     def on(self, partitions: Iterable[TopicPartition]) -> MarkerRequest:
         """The same marker for other partitions (a subset, grouped by leader)."""
@@ -35,4 +36,5 @@ class MarkerRequest:
             self.commit,
             self.coordinator_epoch,
             tuple(partitions),
+            self.transaction_version,
         )

@@ -78,13 +78,18 @@ def check_marker(
     entry: ProducerStateEntry | None, producer_epoch: int, marker: EndTxnMarker
 ) -> None:
     """The leader's checks of an end-transaction marker (Kafka's appendEndTxnMarker, coordinator
-    origin): an older producer epoch is fenced, so is an older coordinator epoch. Markers carry
-    no sequence; a producer with no open transaction (or unknown here) still gets its marker."""
+    origin): an older producer epoch is fenced, so is an older coordinator epoch. A transaction
+    version 2 marker (KIP-890 part 2: the coordinator bumped the epoch before writing it) must
+    carry an epoch strictly above the producer's, as Kafka 4.2: an equal one is a late or
+    duplicate marker. Markers carry no sequence; a producer with no open transaction (or unknown
+    here) still gets its marker."""
     if entry is None:
         return
-    if producer_epoch < entry.producer_epoch:
+    strict = marker.transaction_version >= 2
+    if producer_epoch < entry.producer_epoch or (strict and producer_epoch == entry.producer_epoch):
+        relation = "not above" if strict else "older than"
         raise InvalidProducerEpochError(
-            f"producer {entry.producer_id}: marker epoch {producer_epoch} is older than the "
+            f"producer {entry.producer_id}: marker epoch {producer_epoch} is {relation} the "
             f"current epoch {entry.producer_epoch}"
         )
     if marker.coordinator_epoch < entry.coordinator_epoch:

@@ -191,3 +191,37 @@ def parked(broker: Broker) -> Callable[[], Awaitable[bool]]:
         return broker.purgatory.watched() > 0
 
     return check
+
+
+def v2_request(producer_id: int, epoch: int, transaction_version: int, tp: tuple[str, int]) -> Any:
+    topic = entity(KEY, 2, "WritableTxnMarkerTopic", name=tp[0], partition_indexes=(tp[1],))
+    marker = entity(
+        KEY,
+        2,
+        "WritableTxnMarker",
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        transaction_result=True,
+        coordinator_epoch=0,
+        topics=(topic,),
+        transaction_version=transaction_version,
+    )
+    return entity(KEY, 2, "WriteTxnMarkersRequest", markers=(marker,))
+
+
+def test_v2_markers_of_transaction_version_2_need_a_higher_epoch(broker: Broker) -> None:
+    """KIP-890 part 2, as Kafka 4.2: a TV2 marker at the producer's own epoch (2) is a late or
+    duplicate marker and is refused; one epoch above is written. A v2 marker of transaction
+    version 1, like v1, needs only the producer's epoch."""
+    route = routed(broker, KEY)
+    t0, t1 = broker.replicas.get("t", 0), broker.replicas.get("t", 1)
+    refused = answers(call(route, 2, v2_request(7, 2, 2, ("t", 0))))
+    assert refused == [{("t", 0): ErrorCode.invalid_producer_epoch}]
+    assert t0.log.log_end_offset == 1 and t0.last_stable_offset == 0  # nothing written
+    assert answers(call(route, 2, v2_request(7, 3, 2, ("t", 0)))) == [{("t", 0): 0}]
+    assert t0.last_stable_offset == t0.log.log_end_offset == 2
+    # the same marker again (a duplicate at the epoch it wrote): refused
+    again = answers(call(route, 2, v2_request(7, 3, 2, ("t", 0))))
+    assert again == [{("t", 0): ErrorCode.invalid_producer_epoch}]
+    assert answers(call(route, 2, v2_request(7, 2, 1, ("t", 1)))) == [{("t", 1): 0}]
+    assert t1.log.log_end_offset == 3
