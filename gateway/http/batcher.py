@@ -1,33 +1,68 @@
-"""Coalescing HTTP records bound for one partition into record batches: Kafka's producer
-batching, for a server whose clients send one record per request.
+"""Coalescing HTTP records bound for one partition into idempotent, pipelined record batches:
+Kafka's producer (`enable.idempotence=true`, `max.in.flight.requests.per.connection=5`,
+a short `linger.ms`) for a server whose clients send one record per request.
 
-Owns: `PartitionBatcher`. Per fleet partition at most one Produce is at the broker; records that
-arrive meanwhile wait and go together in the next batch (up to `MAX_BATCH_RECORDS` records or
-`MAX_BATCH_BYTES` bytes), so a lone request pays no delay and concurrent or streamed requests share
-one round trip and one append. Records keep their arrival order within a partition (one batch at
-a time, in order). Each record learns its own offset (the batch's base offset plus its index). A
-batch the broker refuses with a non-retriable error is retried record by record, so one record
-(e.g. over the topic's `max.message.bytes`) never fails its neighbours. Every batch is built from
-records of one tenant topic (the key is the prefixed fleet name), so tenants never share a batch.
-Runs on the event loop; not thread-safe.
+Owns: `PartitionBatcher`. The worker has one idempotent producer id (`ProducerIds`: InitProducerId
+once, again only to reset sequences); every batch carries it, its epoch and the partition's next
+sequence number. Per fleet partition up to `MAX_IN_FLIGHT` Produce requests are at the broker at
+once (one connection to the leader, which handles them in order); the first batch of a producer id
+on a partition goes alone, so the broker knows the id before a second one can arrive. A lone
+request is sent at once; while batches are in flight, records that arrive wait up to `LINGER_S`
+(or until `MAX_BATCH_RECORDS` / `MAX_BATCH_BYTES`) and go together, so concurrent or streamed
+requests share one request and one append. Each record learns its own offset (the batch's base
+offset plus its index); answers are given in batch order.
+
+A failed batch stops the partition's pipeline ("recovery"): once every batch in flight has
+settled, the failed ones (and any after them) are sent again one at a time, in order, with
+`produce` retrying retriable errors (after a metadata refresh) until `DELIVERY_TIMEOUT_S`:
+- a batch resent with its producer id, epoch and sequence is appended once: the broker answers a
+  duplicate of one of its last five batches with the original offsets (docs/gateway-http.md);
+- a batch the broker refuses with a non-retriable error (e.g. one record over the topic's
+  `max.message.bytes`) is sent again record by record, so one record never fails its neighbours;
+- OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID or INVALID_PRODUCER_EPOCH for a batch whose
+  predecessors are all settled fails that batch's records (their HTTP requests get a problem),
+  takes a new producer id and sends the rest from sequence 0, as Kafka's producer does;
+- a batch still failing at the delivery timeout fails its records (it may or may not have been
+  written: 503, as Kafka's producer reports a delivery timeout) and takes a new producer id, so
+  nothing sent later can be mistaken for it.
+Every batch holds records of one tenant topic (the key is the prefixed fleet name), so tenants
+never share a batch. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from brokers.client.errors import BrokerResponseError, ClientError
 from brokers.client.metadata import TopicPartition
 from brokers.client.producer import ProduceResult
 from brokers.records.builder import build_batch
 from brokers.records.record import Headers, Record
+from brokers.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 MAX_BATCH_RECORDS = 500
 MAX_BATCH_BYTES = 512 * 1024
-Send = Callable[[TopicPartition, bytes], Awaitable[ProduceResult | None]]
+MAX_IN_FLIGHT = 5  # Kafka's cap with idempotence: the broker dedups its last five batches
+LINGER_S = 0.002  # how long records wait for company while batches are in flight
+DELIVERY_TIMEOUT_S = 30.0  # a failed batch is retried this long (Kafka's delivery.timeout.ms)
+SEQUENCE_LIMIT = 2**31  # sequences are int32 and wrap to 0
+_RESET = frozenset(
+    {
+        ErrorCode.out_of_order_sequence_number,
+        ErrorCode.unknown_producer_id,
+        ErrorCode.invalid_producer_epoch,
+    }
+)
+Producer = tuple[int, int]  # (producer id, epoch)
+# Send one batch: `retry` False is one attempt (pipelined); True retries retriable errors.
+Send = Callable[[TopicPartition, bytes, bool], Awaitable[ProduceResult]]
+InitProducerId = Callable[[], Awaitable[Producer]]
 
 
 @dataclass(slots=True)
@@ -43,12 +78,59 @@ class Pending:
         return len(self.key or b"") + len(self.value or b"") + 64
 
 
+@dataclass(slots=True)
+class _Batch:
+    records: list[Pending]
+    producer: Producer
+    sequence: int
+    task: asyncio.Future[ProduceResult] | None = None
+
+
+@dataclass(slots=True)
+class _Partition:
+    queue: deque[Pending] = field(default_factory=deque)
+    in_flight: deque[_Batch] = field(default_factory=deque)
+    producer: Producer | None = None
+    sequence: int = 0  # the next sequence number of `producer` on this partition
+    confirmed: bool = False  # the broker acknowledged a batch of `producer` here: pipeline
+    recovering: bool = False
+    linger: asyncio.TimerHandle | None = None
+    queued_bytes: int = 0
+
+
+class ProducerIds:
+    """The worker's idempotent producer id: asked for once, renewed only to reset sequences."""
+
+    def __init__(self, init: InitProducerId) -> None:
+        self._init = init
+        self.current: Producer | None = None
+        self._asking: asyncio.Future[Producer] | None = None
+
+    async def get(self) -> Producer:
+        return self.current if self.current is not None else await self.renew(None)
+
+    async def renew(self, stale: Producer | None) -> Producer:
+        """A producer id other than `stale` (a new one unless another partition renewed it)."""
+        if self.current is not None and self.current != stale:
+            return self.current
+        if self._asking is None:
+            self._asking = asyncio.ensure_future(self._init())
+            asking = self._asking
+            try:
+                self.current = await asking
+                log.info("event=http_producer_id producer_id=%d epoch=%d", *self.current)
+            finally:
+                self._asking = None
+            return self.current
+        return await asyncio.shield(self._asking)
+
+
 class PartitionBatcher:
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, ids: ProducerIds) -> None:
         self._send = send
-        self._queues: dict[TopicPartition, deque[Pending]] = {}
-        self._busy: set[TopicPartition] = set()
-        self._drains: set[asyncio.Task[None]] = set()
+        self._ids = ids
+        self._partitions: dict[TopicPartition, _Partition] = {}
+        self._tasks: set[asyncio.Future[object]] = set()
 
     def append(
         self,
@@ -60,55 +142,167 @@ class PartitionBatcher:
     ) -> asyncio.Future[ProduceResult]:
         """Queue one record; the future gets its own offset (as `ProduceResult.base_offset`)."""
         done: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
-        self._queues.setdefault(tp, deque()).append(
-            Pending(key, value, headers, timestamp_ms, done)
-        )
-        if tp not in self._busy:
-            self._busy.add(tp)
-            task = asyncio.ensure_future(self._drain(tp))
-            self._drains.add(task)
-            task.add_done_callback(self._drains.discard)
+        part = self._partitions.get(tp)
+        if part is None:
+            part = self._partitions[tp] = _Partition()
+        record = Pending(key, value, headers, timestamp_ms, done)
+        part.queue.append(record)
+        part.queued_bytes += record.size
+        self._pump(tp, part)
         return done
 
-    async def _drain(self, tp: TopicPartition) -> None:
-        try:
-            queue = self._queues[tp]
-            while queue:
-                await self._flush(tp, _take(queue))
-        finally:
-            self._busy.discard(tp)
-            if not self._queues.get(tp):
-                self._queues.pop(tp, None)
-
-    async def _flush(self, tp: TopicPartition, records: list[Pending]) -> None:
-        try:
-            result = await self._send(tp, _batch(records))
-        except BrokerResponseError as exc:
-            if len(records) > 1 and not exc.retriable:
-                for record in records:  # one bad record must not fail the others
-                    await self._flush(tp, [record])
+    # -- the pipeline ---------------------------------------------------------------------------
+    def _pump(self, tp: TopicPartition, part: _Partition, *, lingered: bool = False) -> None:
+        """Send what may go now: batches while fewer than the cap are in flight."""
+        if part.recovering or part.linger is not None:
+            return  # recovery pumps when it ends, a lingering batch when its time is up
+        producer = self._ids.current
+        if producer is None:
+            if part.queue:
+                self._spawn(self._first_id(tp, part))
+            return
+        while part.queue and len(part.in_flight) < (MAX_IN_FLIGHT if part.confirmed else 1):
+            full = len(part.queue) >= MAX_BATCH_RECORDS or part.queued_bytes >= MAX_BATCH_BYTES
+            if part.in_flight and not lingered and not full:
+                loop = asyncio.get_running_loop()
+                part.linger = loop.call_later(LINGER_S, self._lingered, tp, part)
                 return
-            _fail(records, exc)
-            return
-        except ClientError as exc:
-            _fail(records, exc)
-            return
-        except Exception as exc:  # never leave a waiting request hanging
-            _fail(records, exc)
-            return
-        assert result is not None
-        for index, record in enumerate(records):
-            if not record.done.done():
-                record.done.set_result(
-                    ProduceResult(
-                        result.base_offset + index,
-                        result.log_append_time_ms,
-                        result.log_start_offset,
-                    )
+            lingered = False
+            if part.producer != producer and not part.in_flight:  # a new id starts at 0
+                part.producer, part.sequence, part.confirmed = producer, 0, False
+            assert part.producer is not None
+            batch = _Batch(_take(part), part.producer, part.sequence)
+            part.sequence = (part.sequence + len(batch.records)) % SEQUENCE_LIMIT
+            part.in_flight.append(batch)
+            batch.task = asyncio.ensure_future(self._send(tp, _build(batch), False))
+            batch.task.add_done_callback(lambda _t: self._settled(tp, part))
+
+    def _lingered(self, tp: TopicPartition, part: _Partition) -> None:
+        part.linger = None
+        self._pump(tp, part, lingered=True)
+
+    async def _first_id(self, tp: TopicPartition, part: _Partition) -> None:
+        try:
+            await self._ids.get()
+        except Exception as exc:  # no id, no produce: every waiting request hears why
+            log.warning("event=http_producer_id_failed error=%s", type(exc).__name__)
+            _fail(list(part.queue), exc)
+            part.queue.clear()
+            part.queued_bytes = 0
+        self._pump(tp, part)
+
+    def _settled(self, tp: TopicPartition, part: _Partition) -> None:
+        """Answer the batches at the head that succeeded; a failure starts recovery."""
+        while part.in_flight and not part.recovering:
+            head = part.in_flight[0]
+            assert head.task is not None
+            if not head.task.done():
+                return
+            if head.task.cancelled() or head.task.exception() is not None:
+                part.recovering = True
+                self._spawn(self._recover(tp, part))
+                return
+            part.in_flight.popleft()
+            if head.producer == part.producer:
+                part.confirmed = True
+            _answer(head.records, head.task.result())
+        self._pump(tp, part)
+
+    # -- recovery -------------------------------------------------------------------------------
+    async def _recover(self, tp: TopicPartition, part: _Partition) -> None:
+        """Settle every batch in flight, then send the unanswered ones again, in order."""
+        try:
+            await asyncio.wait([b.task for b in part.in_flight if b.task is not None])
+            batches = list(part.in_flight)
+            part.in_flight.clear()
+            producer, sequence = batches[0].producer, batches[0].sequence
+            confirmed = False
+            for batch in batches:
+                producer, sequence, confirmed = await self._resend(
+                    tp, batch, producer, sequence, confirmed
                 )
+            part.producer, part.sequence = producer, sequence
+            part.confirmed = confirmed or (part.confirmed and producer == batches[0].producer)
+        except Exception as exc:  # never leave a waiting request hanging
+            log.exception("event=http_produce_recovery_failed topic_partition=%s", tp)
+            for batch in part.in_flight:
+                _fail(batch.records, exc)
+            part.in_flight.clear()
+            if self._ids.current == part.producer:
+                self._ids.current = None  # start afresh under a new id
+            part.producer = None
+        finally:
+            part.recovering = False
+            self._pump(tp, part)
+
+    async def _resend(
+        self,
+        tp: TopicPartition,
+        batch: _Batch,
+        producer: Producer,
+        sequence: int,
+        confirmed: bool,
+    ) -> tuple[Producer, int, bool]:
+        """Send one batch of the recovery at (`producer`, `sequence`); where the next goes."""
+        assert batch.task is not None
+        if not batch.task.cancelled() and batch.task.exception() is None:
+            _answer(batch.records, batch.task.result())  # it landed: a later one failed
+            return producer, (sequence + len(batch.records)) % SEQUENCE_LIMIT, True
+        pending = [r for r in batch.records if not r.done.done()]
+        if not pending:
+            return producer, sequence, confirmed
+        chunks = [pending]
+        while chunks:
+            records = chunks.pop(0)
+            attempt = _Batch(records, producer, sequence)
+            try:
+                result = await self._deliver(tp, attempt)
+            except BrokerResponseError as exc:
+                if exc.code in _RESET:
+                    log.warning(
+                        "event=http_produce_sequence_reset topic_partition=%s error=%s", tp, exc
+                    )
+                    _fail(records, exc)
+                    producer, sequence, confirmed = await self._ids.renew(producer), 0, False
+                    continue
+                if len(records) > 1 and not exc.retriable:
+                    chunks[:0] = [[r] for r in records]  # one bad record must not fail the rest
+                    continue
+                _fail(records, exc)
+                if exc.retriable:  # in doubt: nothing later may share its sequence range
+                    producer, sequence, confirmed = await self._ids.renew(producer), 0, False
+                continue
+            except ClientError as exc:
+                _fail(records, exc)
+                if exc.retriable:
+                    producer, sequence, confirmed = await self._ids.renew(producer), 0, False
+                continue
+            _answer(records, result)
+            sequence, confirmed = (sequence + len(records)) % SEQUENCE_LIMIT, True
+        return producer, sequence, confirmed
+
+    async def _deliver(self, tp: TopicPartition, batch: _Batch) -> ProduceResult:
+        """Send with retries until `DELIVERY_TIMEOUT_S` (the broker may be restarting)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DELIVERY_TIMEOUT_S
+        data = _build(batch)
+        while True:
+            try:
+                return await self._send(tp, data, True)
+            except ClientError as exc:
+                if not exc.retriable or loop.time() >= deadline:
+                    raise
+                log.info("event=http_produce_retry topic_partition=%s error=%s", tp, exc)
+                await asyncio.sleep(0.2)
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task: asyncio.Future[object] = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
 
-def _take(queue: deque[Pending]) -> list[Pending]:
+def _take(part: _Partition) -> list[Pending]:
+    queue = part.queue
     taken: list[Pending] = []
     size = 0
     while queue and len(taken) < MAX_BATCH_RECORDS:
@@ -117,10 +311,12 @@ def _take(queue: deque[Pending]) -> list[Pending]:
         record = queue.popleft()
         taken.append(record)
         size += record.size
+    part.queued_bytes -= size
     return taken
 
 
-def _batch(records: list[Pending]) -> bytes:
+def _build(batch: _Batch) -> bytes:
+    records = batch.records
     base = records[0].timestamp_ms
     return build_batch(
         [
@@ -128,7 +324,20 @@ def _batch(records: list[Pending]) -> bytes:
             for i, r in enumerate(records)
         ],
         base_timestamp=base,
+        producer_id=batch.producer[0],
+        producer_epoch=batch.producer[1],
+        base_sequence=batch.sequence,
     )
+
+
+def _answer(records: list[Pending], result: ProduceResult) -> None:
+    for index, record in enumerate(records):
+        if not record.done.done():
+            record.done.set_result(
+                ProduceResult(
+                    result.base_offset + index, result.log_append_time_ms, result.log_start_offset
+                )
+            )
 
 
 def _fail(records: list[Pending], error: BaseException) -> None:

@@ -22,15 +22,14 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
-from brokers.client import producer
 from brokers.client.errors import ClientError, UnknownTopicError
 from brokers.client.metadata import TopicPartition
 from brokers.client.producer import ProduceResult
-from gateway.http.batcher import PartitionBatcher
+from gateway.http import fleet_produce
+from gateway.http.batcher import PartitionBatcher, ProducerIds
 from gateway.http.context import Caller, HttpServices
 from gateway.http.errors import PARTITION_NOT_FOUND, TOPIC_NOT_FOUND, ApiError, from_client
 from gateway.http.records import ProduceRecord, RoundRobin, choose_partition, iso_ms
@@ -40,29 +39,39 @@ from gateway.policy import Reason, Refusal
 # How long a produce waits for a topic it does not see before answering 404: Kafka's producer
 # blocks on an unknown topic's metadata for max.block.ms (60 s); a REST answer should come sooner.
 TOPIC_WAIT_S = 3.0
+# How long a produce waits for metadata while no broker answers (one restarting), retrying every
+# FLEET_RETRY_S, before answering 503 (Kafka's producer blocks up to max.block.ms, 60 s).
+FLEET_WAIT_S = 30.0
+FLEET_RETRY_S = 0.2
 
 
 class HttpProducer:
     def __init__(self, services: HttpServices) -> None:
         self._services = services
         self._round_robin = RoundRobin()
-        self._batcher = PartitionBatcher(self._produce)
+        cluster = services.cluster
+        ids = ProducerIds(lambda: fleet_produce.init_producer_id(cluster))
+        self._batcher = PartitionBatcher(
+            lambda tp, batch, retry: fleet_produce.send(cluster, tp, batch, retry), ids
+        )
         self.topics = TopicMetadata(services.cluster)
-
-    def _produce(self, tp: TopicPartition, batch: bytes) -> Awaitable[ProduceResult | None]:
-        return producer.produce(self._services.cluster, tp, batch)
 
     async def partitions(self, caller: Caller, topic: str) -> int:
         """The partition count of the tenant's topic; 404 when it is not seen within
         `TOPIC_WAIT_S` (a topic created a moment ago may not be in the metadata yet)."""
-        try:
-            return await self.topics.partitions(caller.fleet(topic), TOPIC_WAIT_S)
-        except UnknownTopicError:
-            raise ApiError(404, f"topic {topic!r} not found", TOPIC_NOT_FOUND) from None
-        except ClientError as exc:
-            raise ApiError(
-                503, f"the fleet did not answer: {type(exc).__name__}", 50003, 1
-            ) from None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FLEET_WAIT_S
+        while True:
+            try:
+                return await self.topics.partitions(caller.fleet(topic), TOPIC_WAIT_S)
+            except UnknownTopicError:
+                raise ApiError(404, f"topic {topic!r} not found", TOPIC_NOT_FOUND) from None
+            except ClientError as exc:
+                if not exc.retriable or loop.time() >= deadline:
+                    raise ApiError(
+                        503, f"the fleet did not answer: {type(exc).__name__}", 50003, 1
+                    ) from None
+            await asyncio.sleep(FLEET_RETRY_S)  # a broker restarting: wait, as max.block.ms
 
     def check_quota_size(self, caller: Caller, request_bytes: int) -> None:
         most = caller.policy.produce_window_bytes(caller.subject)

@@ -88,3 +88,13 @@ def usage_records(bootstrap: str) -> dict[str, UsageRecord]:
             return found
 
     return asyncio.run(run())
+
+
+def batch_headers(bootstrap: str, tp: TopicPartition) -> list[BatchHeader]:
+    """The header of every batch stored in `tp` (producer id, sequence, offsets), in order."""
+
+    async def run() -> list[BatchHeader]:
+        async with Cluster(bootstrap) as cluster:
+            return [header for header, _ in await _read(cluster, tp)]
+
+    return asyncio.run(run())
