@@ -4,9 +4,10 @@ Three real broker processes in ZooKeeper mode, `__consumer_offsets` with RF 3. T
 consumers with `group.protocol=consumer` (separate processes; each prints a record, then
 commits) consume a 3-partition stream; a third member (of another topic) joins and leaves, so the group epoch
 (4) is one a group rebuilt from scratch by rejoining members could not have. The coordinator is
-`kill -9`ed mid-stream. The new coordinator reads the group's records back from
+`kill -9`ed (or stopped) mid-stream. The new coordinator reads the group's records back from
 `__consumer_offsets` (consumer_group_store): ConsumerGroupDescribe shows the same group epoch,
-the same members with the same member epochs and assignments, the members heartbeat on with
+the same members with the same member epochs and assignments (also after a SIGTERM: a controlled
+shutdown), the members heartbeat on with
 their epochs (no rejoin, no rebalance), every acknowledged record is processed exactly once
 (the members kept their partitions and positions) and the commits continue to the log ends.
 """
@@ -133,8 +134,9 @@ def join_and_leave(bootstrap: str, coordinator: BrokerProcess) -> None:
         transient.close()
 
 
+@pytest.mark.parametrize("how", ["sigkill", "sigterm"])
 def test_a_consumer_protocol_group_keeps_its_epochs_through_the_coordinator_failover(
-    chroot: str, broker_factory: Any
+    chroot: str, broker_factory: Any, how: str
 ) -> None:
     brokers = start_cluster(broker_factory, chroot)
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
@@ -170,7 +172,10 @@ def test_a_consumer_protocol_group_keeps_its_epochs_through_the_coordinator_fail
         assert committed_before
         victim = coordinator_of(brokers[1], GROUP)
         sent_at_failure = stream.sent
-        brokers[victim].kill()
+        if how == "sigkill":
+            brokers[victim].kill()
+        else:
+            brokers[victim].stop()  # SIGTERM: controlled shutdown moves the leadership
         survivor = brokers[next(n for n in brokers if n != victim)]
         new = wait_until(
             lambda: (c := coordinator_of(survivor, GROUP)) not in (victim, -1) and c,
