@@ -8,7 +8,9 @@ SyncGroup, Heartbeat, LeaveGroup, OffsetCommit/Fetch/Delete, TxnOffsetCommit, De
 ListGroups, DeleteGroups, `complete_transaction` (the transaction markers' side, KIP-98), plus `tick()` (timers; the broker calls it every ~100 ms, tests call it after moving
 a ManualClock) and `expire_offsets()` (every `offsets.retention.check.interval.ms`). Parked
 JoinGroup/SyncGroup requests are asyncio futures that the rebalance machinery completes.
-Mirrors Kafka's GroupCoordinator / GroupMetadataManager for classic groups.
+Mirrors Kafka's GroupCoordinator / GroupMetadataManager for classic groups. KIP-848 groups live in
+`consumer_groups` (`consumer_group`) and are written, loaded and expired by `consumer_store`
+(`consumer_group_store`).
 Runs on the event loop; not thread-safe.
 """
 

@@ -9,7 +9,8 @@ checked here (`consumer_group_regex.check_regex`: RE2 syntax, length, distinct r
 INVALID_REGULAR_EXPRESSION as Kafka) and resolved by the coordinator. A join for a group id held
 by a classic group with members upgrades it (`consumer_group_migration.upgrade`, or
 GROUP_ID_NOT_FOUND when it cannot be); any other heartbeat for it is GROUP_ID_NOT_FOUND.
-Runs on the event loop.
+The group's changed records are written to `__consumer_offsets`
+(`consumer_group_store.persist`) before the answer. Runs on the event loop.
 """
 
 from __future__ import annotations
