@@ -25,7 +25,8 @@ for the tenant's topic only when that fleet topic is in the tenant's namespace; 
 (another tenant's, or one nobody has) is answered UNKNOWN_TOPIC_ID here, never forwarded (fail
 closed), and a forgotten topic's id that is not the tenant's is dropped. Ids go upstream
 unchanged; the answer keeps only the ids forwarded. v15+ carries the replica id in ReplicaState.
-Answers of v13+ are read whole. Runs on the event loop; not thread-safe.
+A streamed v13+ answer keeps its topic id (`raw.fetch_stream`). Runs on the event loop; not
+thread-safe.
 """
 
 from __future__ import annotations
@@ -228,12 +229,13 @@ class _Streamed:
         self.answer, self.size, self.seen = answer, size, 0
         self.kept: list[memoryview] = []
         self.started = time.perf_counter()
+        ids = answer.ids
         self.walk = FetchStream(
             exchange.version,
             exchange.correlation_id,
             exchange.flexible_response,
             size,
-            session.tenant.namespace.local,
+            session.tenant.namespace.local if ids is None else ids.rename(),
         )
         self.charged: int | None = None  # the throttle, once the quota was charged
 

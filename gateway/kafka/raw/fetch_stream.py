@@ -1,4 +1,4 @@
-"""A Fetch response (v4–12) rewritten for a tenant while it streams through, chunk by chunk.
+"""A Fetch response (v4–18) rewritten for a tenant while it streams through, chunk by chunk.
 
 Owns: `FetchStream`, fed the broker's response frame (after its size prefix) in chunks as they
 are read, in order. It reads the response header and the body's head (throttle time, error and
@@ -9,7 +9,13 @@ the renamed head goes out and everything after it is passed on as the broker's b
 chunks, never copied), while a walk over the partitions' heads counts the record bytes delivered.
 Anything else (several topic entries, a topic not the tenant's) is `Decision.buffer`: the caller
 keeps every chunk and rewrites the whole answer the usual way (`raw.fetch_response`). Malformed
-input raises `MalformedRequestError`; a wrong correlation id, `ConnectionError`. Pure (no I/O: the
+input raises `MalformedRequestError`; a wrong correlation id, `ConnectionError`. From v13
+(KIP-516) the topic is its 16-byte id: `rename` is given the id's 32 hex digits and the id goes out
+unchanged. From v16 the response's own tagged fields (`node_endpoints`, KIP-951: real brokers'
+addresses) are not passed on, as the whole-answer rewrite drops them; since the client's frame size
+was announced with the head, a non-empty section is replaced by one of the same size holding a
+single tag no version defines (`PADDING_TAG`, zeros), which clients skip. `next_step`/`skip` let
+the caller move a pass step's bytes itself (`gateway.kafka.splice_relay`). Pure (no I/O: the
 caller writes the `out` parts); not thread-safe.
 """
 
@@ -20,12 +26,16 @@ import struct
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
-from brokers.wire.primitives import MalformedRequestError
+from brokers.wire.primitives import MalformedRequestError, write_uvarint
 from gateway.kafka.raw.reader import encode_string
 
 FIRST_VERSION = 4
-LAST_VERSION = 12
+LAST_VERSION = 18
 FIRST_FLEXIBLE_VERSION = 12
+TOPIC_ID_VERSION = 13
+NODE_ENDPOINTS_VERSION = 16
+TOPIC_ID_SIZE = 16
+PADDING_TAG = 127  # a top-level tag of the Fetch response no version defines (one varint byte)
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ABORTED_TRANSACTION = 16
@@ -62,6 +72,7 @@ class FetchStream:
     _pending: list[memoryview] = field(default_factory=list)
     _pending_bytes: int = 0
     _seen: int = 0  # bytes of the frame fed so far
+    _muted: bool = False  # bytes read now are not passed on (the v16+ response tags)
 
     def __post_init__(self) -> None:
         if not FIRST_VERSION <= self.version <= LAST_VERSION:
@@ -126,7 +137,7 @@ class FetchStream:
                 if self._pending_bytes < wanted:
                     return
                 sent = self._take(wanted)
-                if self.decision is Decision.STREAM:
+                if self.decision is Decision.STREAM and not self._muted:
                     self.out.append(sent)
             try:
                 self._step = self._walk.send(sent)
@@ -187,14 +198,24 @@ class FetchStream:
         fixed = yield ("read", 10 if self.version >= 7 else 4)  # throttle, error and session id
         assert fixed is not None
         count_bytes, count = yield from self._length(flexible, wide=True)
-        name_bytes, name = yield from self._string(flexible)
+        if count != 1:
+            self.decision = Decision.BUFFER
+            return
+        name: str | None
+        if self.version >= TOPIC_ID_VERSION:
+            topic_id = yield ("read", TOPIC_ID_SIZE)
+            assert topic_id is not None
+            name_bytes, name = bytes(topic_id), bytes(topic_id).hex()
+        else:
+            name_bytes, name = yield from self._string(flexible)
         consumed += len(fixed) + len(count_bytes) + len(name_bytes)
-        local = self.rename(name) if count == 1 and name is not None else None
+        local = self.rename(name) if name is not None else None
         if local is None:
             self.decision = Decision.BUFFER
             return
         self.topic = local
-        renamed = encode_string(local, flexible)
+        by_id = self.version >= TOPIC_ID_VERSION
+        renamed = name_bytes if by_id else encode_string(local, flexible)
         no_throttle = _I32.pack(0)  # as the buffered rewrite writes it (the gateway's throttle
         # mutes the client after the answer instead)
         self.head = no_throttle + bytes(fixed[4:]) + bytes(count_bytes) + renamed
@@ -203,6 +224,12 @@ class FetchStream:
         yield from self._partitions(flexible)
         if flexible:
             yield from self._skip_tags()  # the topic's
+        if self.version >= NODE_ENDPOINTS_VERSION:
+            self._muted = True
+            size = yield from self._skip_tags()  # the response's: replaced
+            self._muted = False
+            self.out.append(memoryview(padding_tags(size)))
+        elif flexible:
             yield from self._skip_tags()  # the response's
 
     def _partitions(self, flexible: bool) -> Walk:
@@ -276,3 +303,18 @@ class FetchStream:
             if length:
                 yield ("read", length)
         return size
+
+
+def padding_tags(size: int) -> bytes:
+    """A tagged-field section of exactly `size` bytes that carries nothing: no tags for 1 byte,
+    else one `PADDING_TAG` (or tag 128, a byte longer, where the lengths' varints leave a gap)
+    holding zeros."""
+    if size == 1:
+        return b"\x00"
+    for tag in (PADDING_TAG, PADDING_TAG + 1):
+        tag_bytes = write_uvarint(tag)
+        for length_size in range(1, 6):
+            length = size - 1 - len(tag_bytes) - length_size
+            if length >= 0 and len(write_uvarint(length)) == length_size:
+                return b"\x01" + tag_bytes + write_uvarint(length) + bytes(length)
+    raise MalformedRequestError(f"no tagged-field section of {size} bytes")
