@@ -5,13 +5,17 @@ same group epoch, member epochs and assignments; leaving members and deleted gro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from brokers.common.clock import ManualClock
 from brokers.coordinator import consumer_group_records as rec
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult, Partitions
-from brokers.coordinator.errors import NotCoordinatorError
+from brokers.coordinator.errors import GroupRecordError, NotCoordinatorError
 from brokers.coordinator.group_admin import delete_groups
 from brokers.coordinator.group_coordinator import GroupCoordinator
 from brokers.coordinator.offset_store import CommitRequest, OffsetCommit
@@ -75,6 +79,55 @@ def test_value_bytes_match_kafkas_schemas() -> None:
     assert rec.decode_partition_metadata(rec.encode_partition_metadata(topics)) == topics
     target: rec.TopicIdPartitions = {TOPIC_ID: (2, 3)}
     assert rec.decode_target_member(rec.encode_target_member(target)) == target
+
+
+ids = st.uuids()
+parts = st.lists(st.integers(0, 2**31 - 1), max_size=4).map(tuple)
+names = st.text(max_size=8)
+opt = st.none() | names
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.builds(
+        rec.MemberMetadata,
+        opt,
+        opt,
+        names,
+        names,
+        st.lists(names).map(tuple),
+        opt,
+        st.integers(-1, 2**31 - 1),
+        opt,
+    ),
+    st.builds(
+        rec.CurrentAssignment,
+        st.integers(-2, 99),
+        st.integers(-2, 99),
+        st.sampled_from([0, 1, 2]),
+        st.dictionaries(ids, parts),
+        st.dictionaries(ids, parts),
+    ),
+    st.lists(st.builds(rec.TopicMetadata, ids, names, st.integers(0, 10_000)), max_size=3),
+)
+def test_values_round_trip(
+    meta: rec.MemberMetadata, current: rec.CurrentAssignment, topics: list[rec.TopicMetadata]
+) -> None:
+    assert rec.decode_member_metadata(rec.encode_member_metadata(meta)) == meta
+    assert rec.decode_current_assignment(rec.encode_current_assignment(current)) == current
+    assert rec.decode_partition_metadata(rec.encode_partition_metadata(topics)) == topics
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=64))
+def test_garbage_raises_the_record_error_only(data: bytes) -> None:
+    decoders = (
+        rec.decode_consumer_key, rec.decode_group_metadata, rec.decode_partition_metadata,
+        rec.decode_member_metadata, rec.decode_target_member, rec.decode_current_assignment,
+    )  # fmt: skip
+    for decode in decoders:
+        with contextlib.suppress(GroupRecordError):  # anything else fails the test
+            decode(data)
 
 
 def test_a_new_coordinator_carries_on_with_the_same_epochs_and_assignments() -> None:
