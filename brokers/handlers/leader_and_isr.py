@@ -18,7 +18,7 @@ from brokers.controller import control_api as rq
 from brokers.handlers.control_fence import FENCED, BrokerFence
 from brokers.handlers.control_requests import control_route
 from brokers.handlers.errors import error_code_for
-from brokers.log.errors import LogDirError
+from brokers.log.errors import LogDirError, StorageError
 from brokers.log.leader_epoch_cache import batched_writes
 from brokers.log.log import parse_topic_partition
 from brokers.replication.metadata_cache import MetadataCache
@@ -82,7 +82,7 @@ def handle(
         )
     for path, error in unwritten.items():
         try:
-            results[parse_topic_partition(path.parent)] = error
+            results[parse_topic_partition(path.parent)] = StorageError(f"{path}: {error}")
         except LogDirError:
             continue  # not a partition's directory: no partition of the answer to fail
     topics = tuple(
