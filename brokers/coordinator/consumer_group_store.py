@@ -9,8 +9,9 @@ whose value changed, and tombstones for the keys that went (a member, or the who
 heartbeat's answer waits for that append, so a member never acts on an epoch a failover would
 lose. `install` turns the records a loader read back (`loader.LoadedPartition.consumer_records`)
 into live groups when this broker becomes coordinator: epochs, targets and assignments carry
-over, every member gets a fresh session deadline, and the members keep heartbeating with their
-epochs instead of rejoining at 0.
+over, every member gets a fresh session deadline (and one still revoking a fresh rebalance
+deadline, as Kafka's onLoaded), and the members keep heartbeating with their epochs instead of
+rejoining at 0.
 
 Topic ids: records name topics by id. The image maps names to ids with the lookup the heartbeat
 passes (the metadata view) and remembers each group's mapping, so timer-driven flushes need no
@@ -228,7 +229,11 @@ class ConsumerGroupStore:
         group.target_epoch = (
             group.epoch if target_epoch is None else rec.decode_target_metadata(target_epoch)
         )
-        deadline = self.clock.monotonic() + self.groups.config.consumer_session_timeout_ms / 1000
+        now, session_s = (
+            self.clock.monotonic(),
+            self.groups.config.consumer_session_timeout_ms / 1000,
+        )
+        deadline = now + session_s
         for key, value in image.items():
             parsed = rec.decode_consumer_key(key)
             if parsed is None or parsed.record_type != 5 or parsed.member_id is None:
@@ -242,6 +247,10 @@ class ConsumerGroupStore:
                 {} if target is None else rec.decode_target_member(target), names
             )
             member.sent = _current_view(member, group.target[member.member_id])
+            if member.sent != {t: p for t, p in member.assigned.items() if p}:  # still revoking:
+                member.revoke_deadline = now + _rebalance_s(
+                    member, session_s
+                )  # as Kafka's onLoaded
             group.members[member.member_id] = member
         chosen = [m.assignor for m in group.members.values() if m.assignor]
         group.assignor = chosen[0] if chosen else self.groups.config.consumer_assignors[0]
@@ -331,6 +340,11 @@ def _current(
     return rec.CurrentAssignment(
         member.epoch, member.previous_epoch, state, _by_id(kept, ids), _by_id(pending, ids)
     )
+
+
+def _rebalance_s(member: ConsumerMember, session_s: float) -> float:
+    timeout = member.rebalance_timeout_ms
+    return timeout / 1000 if timeout >= 0 else session_s
 
 
 def _current_view(member: ConsumerMember, target: Partitions) -> Partitions:

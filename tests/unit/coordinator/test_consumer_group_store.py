@@ -249,3 +249,22 @@ def test_an_empty_group_without_offsets_is_deleted_with_the_offset_expiry() -> N
         assert "g" not in (await started(topic, clock)).consumer_groups.groups
 
     asyncio.run(scenario())
+
+
+def test_a_member_still_revoking_at_the_failover_is_fenced_after_its_rebalance_timeout() -> None:
+    async def scenario() -> None:
+        topic, clock = MemoryOffsetsTopic(), ManualClock()
+        first = await started(topic, clock)
+        a = await beat(first, "a", 0, {}, rebalance_timeout_ms=1_000)
+        a = await beat(first, "a", a.member_epoch, a.assignment)
+        await beat(first, "b", 0, {}, rebalance_timeout_ms=1_000)
+        await beat(first, "a", a.member_epoch, {TOPIC: {0, 1, 2, 3}})  # told to revoke 2, 3
+        second = await started(topic, clock)
+        assert second.consumer_groups.groups["g"].members["a"].revoke_deadline is not None
+        assert second.consumer_groups.groups["g"].members["b"].revoke_deadline is None
+        clock.advance(1_001)  # past a's rebalance timeout, within the 3 s session
+        second.tick()
+        await second.consumer_store.drain()
+        assert set(second.consumer_groups.groups["g"].members) == {"b"}
+
+    asyncio.run(scenario())
