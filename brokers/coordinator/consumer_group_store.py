@@ -247,10 +247,9 @@ class ConsumerGroupStore:
                 {} if target is None else rec.decode_target_member(target), names
             )
             member.sent = _current_view(member, group.target[member.member_id])
-            if member.sent != {t: p for t, p in member.assigned.items() if p}:  # still revoking:
-                member.revoke_deadline = now + _rebalance_s(
-                    member, session_s
-                )  # as Kafka's onLoaded
+            if member.sent != {t: p for t, p in member.assigned.items() if p}:
+                # still revoking: a fresh rebalance deadline, as Kafka's onLoaded
+                member.revoke_deadline = now + _rebalance_s(member, session_s)
             group.members[member.member_id] = member
         chosen = [m.assignor for m in group.members.values() if m.assignor]
         group.assignor = chosen[0] if chosen else self.groups.config.consumer_assignors[0]
