@@ -15,13 +15,15 @@ by the same id. Real broker and `pier gateway`, hand-made frames and confluent-k
 from __future__ import annotations
 
 import datetime
+import logging
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.delete_topics.v6.response import DeleteTopicsResponse
@@ -35,6 +37,7 @@ from brokers.wire.entities import make, request_module, response_module
 from tests.e2e.gateway.sasl_wire import advertised_ranges, login
 from tests.e2e.raw_wire import RawConnection, decode_response, frame, request_bytes
 from tests.gateway_stack import GatewayStack
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 TOPIC = "ledger"
@@ -176,3 +179,49 @@ def test_produce_and_fetch_by_another_tenants_id_are_refused(stack: GatewayStack
                 assert SECRET not in raw and b"by-id" not in raw
         code, high_watermark, raw = fetched(acme, 18, vault_id)
         assert (code, high_watermark) == (0, 2) and b"intruder" not in raw
+
+
+class _Sent(logging.Handler):
+    """librdkafka's protocol debug lines ("Sent FetchRequest (v16, …)"): the versions it sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetch_versions: set[int] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = _SENT_FETCH.search(record.getMessage())
+        if found:
+            self.fetch_versions.add(int(found.group(1)))
+
+
+_SENT_FETCH = re.compile(r"Sent FetchRequest \(v(\d+)")
+
+
+def test_librdkafka_fetches_by_id_through_the_gateway(stack: GatewayStack) -> None:
+    """A real client on the by-id versions: librdkafka 2.16 reads acme's records through the
+    gateway with Fetch v13+ (v16: its highest), so the raw path's id mapping carries them."""
+    create(stack, "acme", "ids-client")
+    sent = _Sent()
+    logger = logging.getLogger("tests.adversarial.librdkafka")
+    logger.addHandler(sent)
+    logger.setLevel(logging.DEBUG)
+    config = stack.client_config(
+        "acme",
+        **{"group.id": "ids-client", "auto.offset.reset": "earliest", "debug": "protocol"},
+    )
+    consumer = Consumer(config, logger=logger)
+    try:
+        consumer.subscribe(["ids-client"])
+        read: list[bytes | None] = []
+
+        def got_secret() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append(message.value())
+            return SECRET in read
+
+        wait_until(got_secret, timeout=TIMEOUT_S, what="acme's record read through the gateway")
+    finally:
+        consumer.close()
+        logger.removeHandler(sent)
+    assert sent.fetch_versions and min(sent.fetch_versions) >= 13, sent.fetch_versions
