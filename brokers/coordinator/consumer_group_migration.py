@@ -29,12 +29,13 @@ failover they rejoin as new members). Runs on the event loop; not thread-safe.
 from __future__ import annotations
 
 import logging
+import struct
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from brokers.coordinator.binary import Reader, Writer
+from brokers.coordinator.binary import Writer
 from brokers.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerGroups,
@@ -47,7 +48,6 @@ from brokers.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from brokers.coordinator.errors import (
     GroupError,
     GroupIdNotFoundError,
-    GroupRecordError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     MemberIdRequiredError,
@@ -101,36 +101,73 @@ class ClassicJoin:
     require_known_member_id: bool
 
 
+class _Bytes:
+    """A cursor over the classic (non-flexible) consumer protocol encoding; ValueError when short."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def _unpack(self, fmt: str) -> int:
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.data):
+            raise ValueError("consumer protocol bytes end early")
+        (value,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return int(value)
+
+    def int16(self) -> int:
+        return self._unpack(">h")
+
+    def int32(self) -> int:
+        return self._unpack(">i")
+
+    def skip_bytes(self) -> None:
+        """Nullable bytes (user data): skipped."""
+        size = self.int32()
+        if size > len(self.data) - self.pos:
+            raise ValueError("consumer protocol bytes end early")
+        self.pos += max(size, 0)
+
+    def string(self) -> str:
+        size = self.int16()
+        if size < 0 or self.pos + size > len(self.data):
+            raise ValueError("bad string in consumer protocol bytes")
+        text = self.data[self.pos : self.pos + size].decode("utf-8")
+        self.pos += size
+        return text
+
+    def count(self) -> int:
+        size = self.int32()
+        if size < 0 or size > len(self.data) - self.pos:
+            raise ValueError("bad array in consumer protocol bytes")
+        return size
+
+    def partitions(self) -> Partitions:
+        found: Partitions = {}
+        for _ in range(self.count()):
+            topic = self.string()
+            found.setdefault(topic, set()).update(self.int32() for _ in range(self.count()))
+        return {t: p for t, p in found.items() if p}
+
+
 def decode_subscription(metadata: bytes) -> Subscription:
-    """A ConsumerProtocolSubscription (v0: topics, user data; v1+: owned partitions);
-    GroupRecordError when it does not parse."""
-    reader = Reader(metadata)
-    version = reader.int16()
-    topics = frozenset(reader.string() for _ in range(reader.array_length()))
-    reader.bytes_()  # user data
-    owned: Partitions = {}
-    if version >= 1:
-        for _ in range(reader.array_length()):
-            topic = reader.string()
-            owned.setdefault(topic, set()).update(
-                reader.int32() for _ in range(reader.array_length())
-            )
-    return Subscription(topics, {t: p for t, p in owned.items() if p})
+    """A ConsumerProtocolSubscription (v0: topics, user data; v1+: owned partitions; later
+    fields ignored); ValueError when it does not parse."""
+    cursor = _Bytes(metadata)
+    version = cursor.int16()
+    topics = frozenset(cursor.string() for _ in range(cursor.count()))
+    cursor.skip_bytes()  # user data
+    owned = cursor.partitions() if version >= 1 else {}
+    return Subscription(topics, owned)
 
 
 def decode_assignment(data: bytes) -> Partitions:
     """A ConsumerProtocolAssignment's partitions (every version starts so); {} for none."""
     if not data:
         return {}
-    reader = Reader(data)
-    reader.int16()
-    assigned: Partitions = {}
-    for _ in range(reader.array_length()):
-        topic = reader.string()
-        assigned.setdefault(topic, set()).update(
-            reader.int32() for _ in range(reader.array_length())
-        )
-    return {t: p for t, p in assigned.items() if p}
+    cursor = _Bytes(data)
+    cursor.int16()
+    return cursor.partitions()
 
 
 def encode_assignment(partitions: Partitions) -> bytes:
@@ -147,7 +184,7 @@ def encode_assignment(partitions: Partitions) -> bytes:
 def _subscription_of(protocols: Protocols) -> Subscription | None:
     try:
         return decode_subscription(protocols[0][1]) if protocols else None
-    except GroupRecordError:
+    except (ValueError, UnicodeDecodeError):
         return None
 
 
@@ -158,9 +195,9 @@ def upgrade(
     """Convert a classic group with members into a consumer group (Kafka's fromClassicGroup)."""
     not_consumer = GroupIdNotFoundError(f"Group {classic.group_id} is not a consumer group.")
     if groups.config.consumer_migration_policy not in UPGRADE_POLICIES:
-        return not_consumer
+        return _refused(classic, "online upgrade is disabled", not_consumer)
     if classic.protocol_type != CONSUMER_PROTOCOL_TYPE or not classic.protocol_name:
-        return not_consumer
+        return _refused(classic, "not the consumer embedded protocol", not_consumer)
     protocol = classic.protocol_name
     members: list[tuple[ConsumerMember, ClassicMembership]] = []
     now = groups.clock.monotonic()
@@ -168,8 +205,10 @@ def upgrade(
         try:
             subscription = decode_subscription(m.metadata(protocol))
             assigned = decode_assignment(m.assignment)
-        except (GroupRecordError, ValueError):
-            return not_consumer
+        except ValueError:  # UnicodeDecodeError included
+            return _refused(
+                classic, f"member {m.member_id}'s protocol does not parse", not_consumer
+            )
         member = ConsumerMember(
             m.member_id, m.client_id, m.client_host, m.group_instance_id, None,
             subscribed=subscription.topics, epoch=classic.generation_id,
@@ -197,6 +236,11 @@ def upgrade(
         group.group_id, group.epoch, len(group.members),
     )  # fmt: skip
     return group
+
+
+def _refused(classic: Group, reason: str, error: GroupError) -> GroupError:
+    log.info("event=classic_group_not_upgraded group=%s reason=%r", classic.group_id, reason)
+    return error
 
 
 def _empty_classic(classic: Group) -> None:
