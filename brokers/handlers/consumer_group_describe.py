@@ -4,7 +4,8 @@
 Per group: the coordinator's check (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 INVALID_GROUP_ID), GROUP_ID_NOT_FOUND for a group that is not a consumer group (Kafka's admin
 then falls back to DescribeGroups for classic groups), else the group and epochs, and per member
-its subscription, current assignment and target assignment (v1: member type 1, consumer).
+its subscription, current assignment and target assignment (v1: member type 1, consumer, or 0
+for a classic member of a mixed group).
 Runs on the event loop.
 """
 
@@ -23,6 +24,7 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 API_KEY = 69
+CLASSIC_MEMBER_TYPE = 0  # a classic-protocol member of a mixed group (consumer_group_migration)
 CONSUMER_MEMBER_TYPE = 1
 MAX_GROUPS = 10_000
 
@@ -99,7 +101,9 @@ def _member(
         subscribed_topic_regex=member.regex or None,
         assignment=_assignment(module, member.sent or {}, metadata),
         target_assignment=_assignment(module, group.target.get(member.member_id, {}), metadata),
-        member_type=CONSUMER_MEMBER_TYPE,
+        member_type=(
+            CLASSIC_MEMBER_TYPE if member.member_id in group.classic else CONSUMER_MEMBER_TYPE
+        ),
     )
 
 

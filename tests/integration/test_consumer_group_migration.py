@@ -13,8 +13,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_describe.v1.response import ConsumerGroupDescribeResponse
+from kio.schema.types import GroupId
 
 from brokers.app.runtime import Broker
+from tests.e2e.raw_wire import RawConnection
 from tests.integration.inproc import broker_thread
 from tests.integration.test_consumer_group_protocol import PROPERTIES, kip848_consumer
 from tests.integration.test_groups_clients import (
@@ -34,6 +38,17 @@ TOPIC, GROUP, PARTITIONS = "mixed", "g-mixed", 4
 def broker(tmp_path: Path) -> Iterator[Broker]:
     with broker_thread(tmp_path, PROPERTIES) as running:
         yield running
+
+
+def member_types(broker: Broker) -> list[int]:
+    """ConsumerGroupDescribe v1's member types of the group, from the broker."""
+    request = ConsumerGroupDescribeRequest(
+        group_ids=(GroupId(GROUP),), include_authorized_operations=False
+    )
+    with RawConnection("127.0.0.1", broker.port) as connection:
+        response = connection.call(request, ConsumerGroupDescribeResponse)
+    [described] = response.groups
+    return sorted(m.member_type for m in described.members)
 
 
 class Reader:
@@ -77,6 +92,7 @@ def test_a_consumer_member_upgrades_a_classic_group_and_classic_members_stay(
         coordinator = broker.groups.coordinator
         group = coordinator.consumer_groups.groups[GROUP]
         assert len(group.classic) == 2 and len(group.members) == 3
+        assert member_types(broker) == [0, 0, 1], "two classic members, one consumer member"
         assert not coordinator.groups[GROUP].members, "the classic group keeps offsets only"
         produce(bootstrap, TOPIC, 40, PARTITIONS, start=40)
         consume_until(everyone, lambda: len(reader.seen) >= 80, reader, what="80 records")
