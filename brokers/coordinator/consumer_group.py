@@ -14,10 +14,13 @@ commits of consumer groups (member id + member epoch, KIP-848).
 This module changes state in memory only; `consumer_group_store` writes every change to
 `__consumer_offsets` (Kafka's records) and installs loaded groups, so a coordinator failover keeps
 epochs and assignments. A field added to `ConsumerGroup`/`ConsumerMember` is not persisted unless
-the store's image includes it. See docs/design.md. A member's subscription is its topic names plus what its
-SubscribedTopicRegex matches (`brokers.coordinator.consumer_group_regex`, resolved again
-periodically); a change in what a regex matches bumps the group epoch.
-Runs on the event loop; not thread-safe.
+the store's image includes it. See docs/design.md. A member's subscription is its topic names
+plus what its SubscribedTopicRegex matches (`brokers.coordinator.consumer_group_regex`, resolved
+again periodically); a change in what a regex matches bumps the group epoch. Mixed groups: a
+group may hold classic-protocol members (`ConsumerGroup.classic`), reconciled here like the
+others but joined, synced and told to rejoin through the classic APIs; the upgrade from and the
+downgrade to a classic group are `brokers.coordinator.consumer_group_migration`'s (not persisted:
+`classic`). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
