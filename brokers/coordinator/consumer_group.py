@@ -29,11 +29,11 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from brokers.common.clock import Clock
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_assignors import Assignment, assign
+from brokers.coordinator.consumer_group_migration_state import ClassicMembership
 from brokers.coordinator.consumer_group_regex import (
     GroupRegexes,
     TopicNames,
@@ -49,9 +49,6 @@ from brokers.coordinator.errors import (
     UnknownMemberIdError,
     UnsupportedAssignorError,
 )
-
-if TYPE_CHECKING:
-    from brokers.coordinator.consumer_group_migration import ClassicMembership
 
 log = logging.getLogger("pier.coordinator.consumer")
 LEAVE_EPOCH = -1

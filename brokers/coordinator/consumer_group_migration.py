@@ -43,6 +43,7 @@ from brokers.coordinator.consumer_group import (
     HeartbeatRequest,
     Partitions,
 )
+from brokers.coordinator.consumer_group_migration_state import ClassicMembership
 from brokers.coordinator.consumer_group_regex import TopicNames
 from brokers.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from brokers.coordinator.errors import (
@@ -66,19 +67,6 @@ UPGRADE_POLICIES = ("bidirectional", "upgrade")
 DOWNGRADE_POLICIES = ("bidirectional", "downgrade")
 PartitionCounts = Callable[[str], int | None]
 MAX_PROTOCOLS = 64
-
-
-@dataclass(frozen=True, slots=True)
-class ClassicMembership:
-    """What a classic-protocol member of a consumer group joined with."""
-
-    protocols: Protocols
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-
-    @property
-    def protocol_name(self) -> str:
-        return self.protocols[0][0]
 
 
 @dataclass(frozen=True, slots=True)
