@@ -16,8 +16,9 @@ does it for the upgrade direction:
   Heartbeat answers REBALANCE_IN_PROGRESS when it must rejoin: the group epoch moved past its
   epoch, it must revoke partitions, or partitions of its target are now free.
 - `route`: which group a classic request goes to. A consumer group left with classic members only
-  (its last consumer-protocol member left, expired or was fenced) is downgraded there, at the
-  first classic request after (Kafka: at once): the member-less classic group that kept the
+  is downgraded there: when its last consumer-protocol member leaves (the heartbeat handler calls
+  it), or, after an expiry or fencing, at the first classic request (Kafka: at once): the
+  member-less classic group that kept the
   offsets takes the members back (their protocols, current assignments, generation = the group
   epoch) and rebalances; the consumer group's records are tombstoned.
 `group.consumer.migration.policy` (bidirectional by default) gates each direction as Kafka: no

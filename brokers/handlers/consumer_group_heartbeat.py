@@ -8,7 +8,8 @@ leaves the state machine to `brokers.coordinator.consumer_group`. A SubscribedTo
 checked here (`consumer_group_regex.check_regex`: RE2 syntax, length, distinct regexes per group;
 INVALID_REGULAR_EXPRESSION as Kafka) and resolved by the coordinator. A join for a group id held
 by a classic group with members upgrades it (`consumer_group_migration.upgrade`, or
-GROUP_ID_NOT_FOUND when it cannot be); any other heartbeat for it is GROUP_ID_NOT_FOUND.
+GROUP_ID_NOT_FOUND when it cannot be); any other heartbeat for it is GROUP_ID_NOT_FOUND. The
+leave of the last consumer-protocol member of a mixed group downgrades it at once.
 The group's changed records are written to `__consumer_offsets`
 (`consumer_group_store.persist`) before the answer. Runs on the event loop.
 """
@@ -19,8 +20,13 @@ import datetime
 import uuid
 from typing import Any
 
-from brokers.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult, Partitions
-from brokers.coordinator.consumer_group_migration import upgrade
+from brokers.coordinator import consumer_group_migration as mixed
+from brokers.coordinator.consumer_group import (
+    LEAVE_EPOCH,
+    HeartbeatRequest,
+    HeartbeatResult,
+    Partitions,
+)
 from brokers.coordinator.consumer_group_regex import check_regex
 from brokers.coordinator.errors import GroupError, GroupIdNotFoundError
 from brokers.handlers.build import make, response_module, throttle
@@ -68,6 +74,8 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
         result = await coordinator.consumer_store.persist(
             result, request.group_id, lambda t: _topic_id(metadata, t)
         )  # written to __consumer_offsets before the answer (consumer_group_store)
+        if request.member_epoch == LEAVE_EPOCH and result.error is None:
+            await mixed.route(coordinator, request.group_id)  # only classic members: downgrade
         return _result(module, result, metadata)
 
     return Route(API_KEY, 0, 1, handle, name="ConsumerGroupHeartbeat")
@@ -117,7 +125,7 @@ def _classic(groups: GroupService, request: Any, metadata: MetadataView) -> Grou
         return None
     if request.member_epoch != 0:
         return GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
-    upgraded = upgrade(coordinator.consumer_groups, classic, lambda t: _count(metadata, t))
+    upgraded = mixed.upgrade(coordinator.consumer_groups, classic, lambda t: _count(metadata, t))
     if isinstance(upgraded, GroupError):
         return upgraded
     coordinator.rebalancer.store_in_background(classic, {})  # member-less: offsets only
