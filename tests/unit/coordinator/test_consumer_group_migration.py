@@ -8,11 +8,30 @@ import struct
 
 import pytest
 
+from brokers.common.clock import ManualClock
+from brokers.coordinator.config import GroupConfig
+from brokers.coordinator.consumer_group import ConsumerGroup, ConsumerGroups, HeartbeatRequest
 from brokers.coordinator.consumer_group_migration import (
+    ClassicJoin,
     decode_assignment,
     decode_subscription,
     encode_assignment,
+    heartbeat,
+    join,
+    sync,
+    upgrade,
 )
+from brokers.coordinator.consumer_protocol import encode_subscription
+from brokers.coordinator.errors import (
+    GroupIdNotFoundError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    MemberIdRequiredError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from brokers.coordinator.group import Group, GroupState
+from brokers.coordinator.member import Member
 
 
 def _string(text: str) -> bytes:
@@ -47,3 +66,97 @@ def test_assignments_round_trip() -> None:
     partitions = {"a": {0, 2}, "b": {1}}
     assert decode_assignment(encode_assignment(partitions)) == partitions
     assert decode_assignment(b"") == {}
+
+
+# ---- the state machine of mixed groups, driven directly ------------------------------------------
+COUNTS = {"t": 4}
+
+
+def _groups(policy: str = "bidirectional") -> ConsumerGroups:
+    config = GroupConfig(
+        consumer_session_timeout_ms=60_000,
+        consumer_heartbeat_interval_ms=500,
+        consumer_migration_policy=policy,
+    )
+    return ConsumerGroups(config, ManualClock())
+
+
+def _classic_join(member_id: str, *, protocol_type: str = "consumer", metadata: bytes | None = None
+                  ) -> ClassicJoin:  # fmt: skip
+    subscription = encode_subscription(["t"]) if metadata is None else metadata
+    return ClassicJoin(
+        group_id="g", member_id=member_id, instance_id=None, protocol_type=protocol_type,
+        protocols=(("range", subscription),), session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000, client_id="c", client_host="/127.0.0.1",
+        require_known_member_id=True,
+    )  # fmt: skip
+
+
+def _consumer_group(groups: ConsumerGroups) -> ConsumerGroup:
+    request = HeartbeatRequest("g", "modern", 0, ("t",), None, {})
+    assert groups.heartbeat(request, COUNTS.get).error is None
+    return groups.groups["g"]
+
+
+def test_a_classic_member_joins_syncs_and_is_told_to_rejoin() -> None:
+    groups = _groups()
+    group = _consumer_group(groups)
+    required = join(groups, group, _classic_join(""), COUNTS.get, COUNTS.keys)
+    assert isinstance(required.error, MemberIdRequiredError)
+    joined = join(groups, group, _classic_join(required.member_id), COUNTS.get, COUNTS.keys)
+    assert joined.error is None and joined.leader_id == "" and joined.protocol_name == "range"
+    synced = sync(groups, group, joined.member_id, joined.generation_id, "consumer", "range")
+    assert synced.error is None
+    mine = decode_assignment(synced.assignment)
+    assert sum(len(p) for p in mine.values()) <= 2, "the consumer member still owns the rest"
+    stale = sync(groups, group, joined.member_id, joined.generation_id - 1, None, None)
+    assert isinstance(stale.error, IllegalGenerationError)
+    wrong = sync(groups, group, joined.member_id, joined.generation_id, None, "roundrobin")
+    assert isinstance(wrong.error, InconsistentGroupProtocolError)
+    # the consumer member releases its partitions: the classic member may now take its share
+    released = HeartbeatRequest("g", "modern", group.members["modern"].epoch, None, None, {})
+    groups.heartbeat(released, COUNTS.get)
+    error = heartbeat(groups, group, joined.member_id, joined.generation_id)
+    assert isinstance(error, RebalanceInProgressError)
+    assert isinstance(heartbeat(groups, group, "modern", 1), UnknownMemberIdError)
+
+
+@pytest.mark.parametrize(
+    ("protocol_type", "metadata"), [("connect", None), ("consumer", b"\x00"), ("consumer", b"")]
+)
+def test_a_classic_member_with_other_protocols_is_refused(
+    protocol_type: str, metadata: bytes | None
+) -> None:
+    groups = _groups()
+    group = _consumer_group(groups)
+    request = _classic_join("m", protocol_type=protocol_type, metadata=metadata)
+    result = join(groups, group, request, COUNTS.get, COUNTS.keys)
+    assert isinstance(result.error, InconsistentGroupProtocolError)
+    assert "m" not in group.members
+
+
+def _classic_group(protocol_type: str = "consumer") -> Group:
+    classic = Group("g", 0)
+    member = Member("old", None, "c", "/h", 10_000, 10_000, protocol_type,
+                    (("range", encode_subscription(["t"])),),
+                    assignment=encode_assignment({"t": {0, 1, 2, 3}}))  # fmt: skip
+    classic.add(member, None)
+    classic.generation_id, classic.protocol_name = 5, "range"
+    return classic
+
+
+@pytest.mark.parametrize(("policy", "protocol_type"), [("disabled", "consumer"),
+                         ("downgrade", "consumer"), ("bidirectional", "connect")])  # fmt: skip
+def test_an_upgrade_is_refused_as_kafka(policy: str, protocol_type: str) -> None:
+    result = upgrade(_groups(policy), _classic_group(protocol_type), COUNTS.get)
+    assert isinstance(result, GroupIdNotFoundError)
+    assert str(result) == "Group g is not a consumer group."
+
+
+def test_an_upgrade_keeps_the_generation_and_assignments() -> None:
+    groups, classic = _groups(), _classic_group()
+    group = upgrade(groups, classic, COUNTS.get)
+    assert isinstance(group, ConsumerGroup)
+    assert (group.epoch, group.target_epoch) == (5, 5)
+    assert group.members["old"].assigned == {"t": {0, 1, 2, 3}} and "old" in group.classic
+    assert not classic.members and classic.state is GroupState.EMPTY
