@@ -6,14 +6,18 @@ member subscribing by names and regex at once."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from brokers.common.clock import ManualClock
+from brokers.common.internal_topics import is_internal
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_group import ConsumerGroups, HeartbeatRequest, HeartbeatResult
 from brokers.coordinator.consumer_group_regex import (
     MAX_GROUP_REGEXES,
     MAX_REGEX_CHARS,
     check_regex,
+    compiled,
     resolve,
 )
 
@@ -101,3 +105,17 @@ def test_names_and_regex_together_and_regex_cleared(groups: ConsumerGroups) -> N
     cleared = topics.beat(groups, "m", joined.member_epoch, regex="")
     assert cleared.assignment == {"zz": {0}}
     assert groups.groups["g"].regexes.resolved == {}
+
+
+NAMES = ["a", "ab", "abc", "b", "B", "ba", "a.b", "a_b", "a-b", "Z9", "rx-1", "rx-2", "acme_rx",
+         "bolt_rx", "__consumer_offsets", "__usage", "_x", "9"]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="abBrx_.-*+?|()[]^$\\AQEi{}:,0129Z", max_size=16))
+def test_the_index_finds_what_a_full_scan_finds(regex: str) -> None:
+    pattern = compiled(regex)
+    if pattern is None:
+        return
+    scanned = {n for n in NAMES if not is_internal(n) and pattern.fullmatch(n) is not None}
+    assert resolve(regex, NAMES) == scanned
