@@ -151,6 +151,27 @@ class PartitionBatcher:
         self._pump(tp, part)
         return done
 
+    def append_many(
+        self, records: list[tuple[TopicPartition, bytes | None, bytes | None, Headers, int]]
+    ) -> list[asyncio.Future[ProduceResult]]:
+        """`append` for several records (a stream's chunk), pumping each partition once."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[ProduceResult]] = []
+        touched: dict[TopicPartition, _Partition] = {}
+        for tp, key, value, headers, timestamp_ms in records:
+            part = touched.get(tp) or self._partitions.get(tp)
+            if part is None:
+                part = self._partitions[tp] = _Partition()
+            touched[tp] = part
+            done: asyncio.Future[ProduceResult] = loop.create_future()
+            record = Pending(key, value, headers, timestamp_ms, done)
+            part.queue.append(record)
+            part.queued_bytes += record.size
+            futures.append(done)
+        for tp, part in touched.items():
+            self._pump(tp, part)
+        return futures
+
     # -- the pipeline ---------------------------------------------------------------------------
     def _pump(self, tp: TopicPartition, part: _Partition, *, lingered: bool = False) -> None:
         """Send what may go now: batches while fewer than the cap are in flight."""

@@ -101,14 +101,82 @@ class HttpProducer:
         count = await self.partitions(caller, topic)
         partition = choose_partition(record, topic, count, self._round_robin)
         if partition >= count:
-            raise ApiError(
-                404, f"partition {partition} of topic {topic!r} not found", PARTITION_NOT_FOUND
-            )
+            raise _no_partition(partition, topic)
         now = self._services.session.clock_ms()
         timestamp = record.timestamp_ms if record.timestamp_ms is not None else now
         throttle = caller.policy.charge_produce(caller.subject, request_bytes)
         caller.meter(topic, bytes_in=request_bytes, requests=1, throttle_ms=throttle)
         return Prepared(topic, partition, timestamp, record), throttle
+
+    async def prepare_many(
+        self, caller: Caller, topic: str, records: list[tuple[ProduceRecord, int]]
+    ) -> tuple[list[Prepared | ApiError], int]:
+        """`prepare` for the records a stream's chunk completed, each with its size: the same
+        rules, applied once for them all when they all pass (one storage lease and charge, one
+        quota charge and one meter count for their total), else record by record. Each
+        record's `Prepared`, or the problem that refused it, in order; the throttle (ms)."""
+        sizes = [size for _, size in records]
+        total, largest = sum(sizes), max(sizes)
+        policy = caller.policy
+        await policy.lease_storage(total)
+        most = policy.produce_window_bytes(caller.subject)
+        refusal = (
+            None
+            if most is not None and largest > most
+            else policy.produce_refusals((topic,), total, largest_bytes=largest).get(topic)
+        )
+        if refusal is not None or (most is not None and largest > most):
+            return await self._prepare_each(caller, topic, records)
+        try:
+            count = await self.partitions(caller, topic)
+        except ApiError as exc:  # no such topic (404) or no fleet (503): each record hears it
+            caller.meter(topic, bytes_in=total, requests=len(records))
+            return [exc] * len(records), 0
+        now = self._services.session.clock_ms()
+        out: list[Prepared | ApiError] = []
+        for record, _size in records:
+            partition = choose_partition(record, topic, count, self._round_robin)
+            if partition >= count:
+                out.append(_no_partition(partition, topic))
+                continue
+            stamp = record.timestamp_ms if record.timestamp_ms is not None else now
+            out.append(Prepared(topic, partition, stamp, record))
+        throttle = policy.charge_produce(caller.subject, total)
+        caller.meter(topic, bytes_in=total, requests=len(records), throttle_ms=throttle)
+        return out, throttle
+
+    async def _prepare_each(
+        self, caller: Caller, topic: str, records: list[tuple[ProduceRecord, int]]
+    ) -> tuple[list[Prepared | ApiError], int]:
+        out: list[Prepared | ApiError] = []
+        throttle = 0
+        for record, size in records:
+            try:
+                prepared, earned = await self.prepare(caller, topic, record, size)
+            except ApiError as exc:
+                caller.meter(topic, bytes_in=size, requests=1)
+                out.append(exc)
+                continue
+            out.append(prepared)
+            throttle = max(throttle, earned)
+        return out, throttle
+
+    def enqueue_many(
+        self, caller: Caller, prepared: list[Prepared]
+    ) -> list[asyncio.Future[ProduceResult]]:
+        """`enqueue` for several records at once (one pump of the batcher per partition)."""
+        return self._batcher.append_many(
+            [
+                (
+                    TopicPartition(caller.fleet(p.topic), p.partition),
+                    None if p.record.key is None else p.record.key.data,
+                    None if p.record.value is None else p.record.value.data,
+                    p.record.headers,
+                    p.timestamp_ms,
+                )
+                for p in prepared
+            ]
+        )
 
     def enqueue(self, caller: Caller, prepared: Prepared) -> asyncio.Future[ProduceResult]:
         """Hand a prepared record to the batcher (acks=all); its result, or the ClientError
@@ -129,6 +197,10 @@ class HttpProducer:
         except ClientError as exc:
             raise failed(exc, prepared) from None
         return answer(cluster_id, prepared, result)
+
+
+def _no_partition(partition: int, topic: str) -> ApiError:
+    return ApiError(404, f"partition {partition} of topic {topic!r} not found", PARTITION_NOT_FOUND)
 
 
 def failed(error: ClientError, prepared: Prepared) -> ApiError:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -27,14 +26,13 @@ from aiohttp import web
 from brokers.client import TopicPartition
 from brokers.client.errors import ClientError
 from brokers.client.offsets import LATEST, list_offsets
-from brokers.client.producer import ProduceResult
 from brokers.wire.errors import ErrorCode
 from gateway.http import kafka_requests as kr
 from gateway.http.bodies import (
     MAX_BODY_BYTES,
     TRAILING,
     body_values,
-    json_stream,
+    json_chunks,
     one_value,
     read_body,
     read_json,
@@ -48,14 +46,13 @@ from gateway.http.errors import (
     from_kafka,
 )
 from gateway.http.fleet_calls import any_broker, controller, coordinator, kafka_call
-from gateway.http.produce import AnswerLines, HttpProducer, Prepared, failed
+from gateway.http.produce import HttpProducer
+from gateway.http.produce_stream import ProduceStream
 from gateway.http.records import produce_record
 from gateway.http.topic_metadata import CREATED_TOPIC_WAIT_S
 from gateway.kafka.filters.cluster_view import CLUSTER_NAME
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-MAX_IN_FLIGHT = 2000  # records of one stream not yet answered before its reading pauses
-MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024  # and their bytes
 CONFIG_SOURCES = {
     0: "UNKNOWN",
     1: "DYNAMIC_TOPIC_CONFIG",
@@ -406,10 +403,13 @@ class V3:
         topic = request.match_info["topic_name"]
         caller.require("WRITE", "TOPIC", topic)  # before a byte of the body is read
         if request.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            stream = json_stream(request)
-            first = await anext(stream, None)  # a body that is not JSON: 400/413, not a stream
+            chunks = json_chunks(request)
+            head: list[tuple[Any, int]] = []
+            async for head in chunks:  # a body that is not JSON: 400/413, not a stream
+                if head:
+                    break
             return await self._produce_stream(
-                request, caller, cluster_id, topic, _chained([first], stream)
+                request, caller, cluster_id, topic, _chunks_chained(head, chunks)
             )
         raw = await read_body(request, MAX_BODY_BYTES)
         single = one_value(raw)  # the usual body: one record, decoded without the splitter
@@ -420,7 +420,7 @@ class V3:
                 raise ApiError(400, "the request body is empty", 400)
             if second is not None and second[0] is not TRAILING:
                 return await self._produce_stream(
-                    request, caller, cluster_id, topic, _chained([first, second], values)
+                    request, caller, cluster_id, topic, _one_by_one([first, second], values)
                 )
             single = first[0]
         record = produce_record(single)
@@ -436,67 +436,13 @@ class V3:
         caller: Caller,
         cluster_id: str,
         topic: str,
-        values: AsyncIterator[tuple[Any, int]],
+        chunks: AsyncIterator[list[tuple[Any, int]]],
     ) -> web.StreamResponse:
         response = web.StreamResponse(status=200)
         response.content_type = "application/json"
         response.enable_chunked_encoding()
         await response.prepare(request)
-        answers = AnswerLines(cluster_id, topic)
-        # In order: an answer line, or a record at the batcher (its future and what it was).
-        in_flight: deque[tuple[str | tuple[asyncio.Future[ProduceResult], Prepared], int]]
-        in_flight = deque()
-        held = [0]  # bytes of the records in `in_flight`
-
-        async def line_of(item: str | tuple[asyncio.Future[ProduceResult], Prepared]) -> str:
-            if isinstance(item, str):
-                return item
-            future, prepared = item
-            try:
-                return answers.line(prepared, await future)
-            except ClientError as exc:
-                return _json_line(failed(exc, prepared).body())
-
-        async def drain(limit: int) -> None:
-            """Answer, in order, every record already done, and wait until at most `limit`
-            records and `MAX_IN_FLIGHT_BYTES` remain (one write per call)."""
-            lines: list[str] = []
-            while in_flight and (
-                len(in_flight) > limit
-                or held[0] > MAX_IN_FLIGHT_BYTES
-                or isinstance(in_flight[0][0], str)
-                or in_flight[0][0][0].done()
-            ):
-                item, size = in_flight.popleft()
-                held[0] -= size
-                lines.append(await line_of(item))
-            if lines:
-                await response.write("".join(lines).encode())
-
-        def answered(body: dict[str, Any]) -> None:
-            in_flight.append((_json_line(body), 0))
-
-        try:
-            async for value, size in values:
-                if value is TRAILING:
-                    caller.meter(topic, bytes_in=size)
-                    continue
-                try:
-                    record = produce_record(value)
-                    prepared, throttle = await self._producer.prepare(caller, topic, record, size)
-                except ApiError as exc:
-                    caller.meter(topic, bytes_in=size, requests=1)
-                    answered(exc.body())
-                else:
-                    # No task per record: the batcher's future is awaited when its turn comes.
-                    in_flight.append(((self._producer.enqueue(caller, prepared), prepared), size))
-                    held[0] += size
-                    if throttle > 0:  # read nothing more until the throttle has passed (a mute)
-                        await asyncio.sleep(throttle / 1000)
-                await drain(MAX_IN_FLIGHT)
-        except ApiError as exc:  # the stream itself is broken: say so, then end it
-            answered(exc.body())
-        await drain(0)
+        await ProduceStream(self._producer, caller, cluster_id, topic, response).run(chunks)
         await response.write_eof()
         return response
 
@@ -755,12 +701,20 @@ def _json_line(body: dict[str, Any]) -> str:
     return json.dumps(body, separators=(",", ":")) + "\n"
 
 
-async def _chained(
-    head: list[tuple[Any, int] | None], rest: AsyncIterator[tuple[Any, int]]
-) -> AsyncIterator[tuple[Any, int]]:
-    """The values already read off a body (None: none was there), then the rest of them."""
+async def _chunks_chained(
+    head: list[tuple[Any, int]], rest: AsyncIterator[list[tuple[Any, int]]]
+) -> AsyncIterator[list[tuple[Any, int]]]:
+    """The values of the chunk already read off a body, then the chunks after it."""
+    yield head
+    async for chunk in rest:
+        yield chunk
+
+
+async def _one_by_one(
+    head: list[tuple[Any, int]], rest: AsyncIterator[tuple[Any, int]]
+) -> AsyncIterator[list[tuple[Any, int]]]:
+    """The values already read off a whole body, then the rest of them, one per list."""
     for value in head:
-        if value is not None:
-            yield value
+        yield [value]
     async for value in rest:
-        yield value
+        yield [value]

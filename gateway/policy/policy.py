@@ -174,10 +174,17 @@ class TenantPolicy:
 
     # -- produce -------------------------------------------------------------------------------
     def produce_refusals(
-        self, topics: Iterable[str], request_bytes: int, transactional_id: str | None = None
+        self,
+        topics: Iterable[str],
+        request_bytes: int,
+        transactional_id: str | None = None,
+        *,
+        largest_bytes: int | None = None,
     ) -> dict[str, Refusal]:
         """Per topic (tenant's names) of a produce request, why it may not be written; topics
-        missing from the answer may go upstream."""
+        missing from the answer may go upstream. `largest_bytes`: the requests of several
+        checked at once (an HTTP stream's chunk) are each at most this big; the size limit
+        applies to it, the storage charge to `request_bytes`, their total."""
         names = list(dict.fromkeys(topics))
         if transactional_id is not None and not self.allowed(
             "WRITE", "TRANSACTIONAL_ID", transactional_id
@@ -194,18 +201,18 @@ class TenantPolicy:
             if refused is not None:
                 refusals[name] = refused
         rest = [name for name in names if name not in refusals]
-        limit = self._limit_refusal(request_bytes) if rest else None
+        limit = self._limit_refusal(request_bytes, largest_bytes) if rest else None
         if limit is not None:
             refusals.update(dict.fromkeys(rest, limit))
         return refusals
 
-    def _limit_refusal(self, request_bytes: int) -> Refusal | None:
+    def _limit_refusal(self, request_bytes: int, largest_bytes: int | None) -> Refusal | None:
         tenant = self._state().tenant
         limits = tenant.limits
-        if request_bytes > limits.max_request_bytes:
+        largest = request_bytes if largest_bytes is None else largest_bytes
+        if largest > limits.max_request_bytes:
             message = (
-                f"request of {request_bytes} bytes over the tenant's limit of "
-                f"{limits.max_request_bytes}"
+                f"request of {largest} bytes over the tenant's limit of {limits.max_request_bytes}"
             )
             return Refusal(Reason.TOO_LARGE, ErrorCode.message_too_large, message)
         refused = self._storage.charge(tenant.id, request_bytes, limits.max_storage_bytes)

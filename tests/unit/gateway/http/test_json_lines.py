@@ -25,6 +25,14 @@ BODIES = [
     b'{"a":1}\n{"b":}\n',  # bad JSON on the second line
     b'{"a":"\xff"}\n',  # not UTF-8
     b'{"a":1}\n' + b'{"b":2}\n' * 50 + b"   \n\n",
+    # Lines the whole-chunk decode (orjson) must hand back to the per-line path:
+    b'{"a":1}\n{"a":1},{"b":2}\n{"c":3}\n',  # two objects joined by a comma on one line
+    b'{"a":1}\n{"n":NaN}\n{"i":Infinity}\n',  # Python's json takes these, orjson does not
+    b'{"a":1}\n{"big":123456789012345678901234567890}\n',  # beyond 64 bits
+    b'{"a":1}\n{"s":"\\ud800"}\n',  # a lone surrogate escape
+    b'{"a":1}\n' + b'{"d":' + b"[" * MAX_DEPTH + b"]" * MAX_DEPTH + b"}\n",  # too deep
+    b'{"a":1}\n{"b":2}\r\n{"c":3}\n',  # a CR before a newline
+    b'{"a":1}\n{"a":1,"a":2}\n',  # a repeated key: the last one wins
 ]
 
 
