@@ -6,7 +6,7 @@ fetch sessions, kafka-python's older classic versions) read megabytes of records
 order, per partition, from an uncompressed topic and from an lz4 topic of many partitions; the
 gateway's `pier_gateway_spliced_bytes_total` shows the bytes went socket to socket. A client that
 vanishes (RST) in the middle of a multi-megabyte answer leaves no descriptor behind in the gateway
-and other clients are served as before."""
+and other clients are served as before. Over TLS nothing is spliced and the bytes are the same."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from infra.probes import free_port
 from tests.e2e.gateway.clients import security_settings
 from tests.e2e.gateway.sasl_wire import login
+from tests.e2e.gateway.test_tls import self_signed
 from tests.e2e.kafka_admin import create_topic
 from tests.e2e.raw_wire import frame, request_bytes
 from tests.gateway_stack import GatewayStack
@@ -67,13 +68,14 @@ def gateway_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayS
         yield stack
 
 
-@pytest.fixture(scope="module")
-def topics(gateway_stack: GatewayStack) -> dict[str, tuple[int, int, str]]:
-    security = security_settings("confluent-kafka", gateway_stack.credentials["acme"], "PLAIN")
-    for name, (partitions, records, codec) in TOPICS.items():
-        create_topic(gateway_stack.bootstrap, name, partitions, security=security)
+def fill(stack: GatewayStack, names: list[str]) -> None:
+    security = stack.client_config("acme", "PLAIN")
+    security.pop("bootstrap.servers")
+    for name in names:
+        partitions, records, codec = TOPICS[name]
+        create_topic(stack.bootstrap, name, partitions, security=security)
         producer = Producer(
-            gateway_stack.client_config(
+            stack.client_config(
                 "acme", "PLAIN", acks="all", **{"linger.ms": 20, "compression.type": codec}
             )
         )
@@ -82,7 +84,20 @@ def topics(gateway_stack: GatewayStack) -> dict[str, tuple[int, int, str]]:
                 producer.produce(name, value(partition, index), partition=partition)
             producer.poll(0)
         assert producer.flush(60) == 0
+
+
+@pytest.fixture(scope="module")
+def topics(gateway_stack: GatewayStack) -> dict[str, tuple[int, int, str]]:
+    fill(gateway_stack, list(TOPICS))
     return TOPICS
+
+
+@pytest.fixture(scope="module")
+def tls_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
+    root = Path(tmp_path_factory.mktemp("streaming-tls"))
+    with GatewayStack(root, tls=self_signed(root), gateway_metrics_port=free_port()) as stack:
+        fill(stack, [PLAIN_TOPIC])
+        yield stack
 
 
 def expected(topic: str) -> dict[int, list[bytes]]:
@@ -164,6 +179,13 @@ def test_clients_read_megabytes_of_spliced_answers_exactly(
     seen = READERS[client](gateway_stack, topic)
     assert seen == expected(topic)
     assert spliced_bytes(gateway_stack) - before > 256 * 1024, "no answer went socket to socket"
+
+
+def test_over_tls_answers_stream_through_user_space_exactly(tls_stack: GatewayStack) -> None:
+    """TLS encrypts in user space: nothing may be spliced into a TLS socket."""
+    before = spliced_bytes(tls_stack)
+    assert read_with_librdkafka(tls_stack, PLAIN_TOPIC) == expected(PLAIN_TOPIC)
+    assert spliced_bytes(tls_stack) == before
 
 
 def open_fds(pid: int) -> int:
