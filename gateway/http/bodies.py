@@ -53,7 +53,8 @@ MAX_CONTROL_BODY_BYTES = 1024 * 1024  # topics, configs, consumer settings, offs
 MAX_VALUE_BYTES = 8 * 1024 * 1024  # one value of a streamed produce body
 MAX_DEPTH = 128
 _OPEN_BRACE = ord("{")
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")  # digits beyond what orjson keeps as an integer
+_DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))  # a digit "0", the rest " "
+_LONG_NUMBER = b"0" * 19  # 19 digits in a row: more than orjson keeps as an integer
 SLICE_BYTES = 64 * 1024  # a whole body is split this much per turn of the event loop
 DECODE_STEP = 64 * 1024  # the most a gzip/deflate step decodes before the limit is checked
 ZSTD_SLICE = 32  # zstd input per step: at most 8 RLE blocks, 1 MiB, before the limit is checked
@@ -454,7 +455,7 @@ class JsonSplitter:
         last = data.rfind(b"\n", start)
         if last <= start or data[start] != _OPEN_BRACE:
             return start
-        if _LONG_NUMBER.search(data, start, last):  # orjson reads such an integer as a float
+        if _LONG_NUMBER in data[start:last].translate(_DIGITS):  # orjson reads those as floats
             return start
         lines = data[start:last].split(b"\n")
         for line in lines:

@@ -165,18 +165,25 @@ class HttpProducer:
         self, caller: Caller, prepared: list[Prepared]
     ) -> list[asyncio.Future[ProduceResult]]:
         """`enqueue` for several records at once (one pump of the batcher per partition)."""
-        return self._batcher.append_many(
-            [
+        partitions: dict[tuple[str, int], TopicPartition] = {}
+        records = []
+        for p in prepared:
+            tp = partitions.get((p.topic, p.partition))
+            if tp is None:
+                tp = partitions[(p.topic, p.partition)] = TopicPartition(
+                    caller.fleet(p.topic), p.partition
+                )
+            key, value = p.record.key, p.record.value
+            records.append(
                 (
-                    TopicPartition(caller.fleet(p.topic), p.partition),
-                    None if p.record.key is None else p.record.key.data,
-                    None if p.record.value is None else p.record.value.data,
+                    tp,
+                    None if key is None else key.data,
+                    None if value is None else value.data,
                     p.record.headers,
                     p.timestamp_ms,
                 )
-                for p in prepared
-            ]
-        )
+            )
+        return self._batcher.append_many(records)
 
     def enqueue(self, caller: Caller, prepared: Prepared) -> asyncio.Future[ProduceResult]:
         """Hand a prepared record to the batcher (acks=all); its result, or the ClientError
