@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from brokers.wire.messages import encode_entity
+from gateway.kafka import splice_relay
 from gateway.kafka.raw.fetch_response import rewrite_fetch_response
 from gateway.kafka.raw.fetch_stream import Decision, FetchStream
 from gateway.kafka.splice_relay import SpliceRelay
@@ -73,8 +74,12 @@ def open_fds() -> int:
 
 
 @pytest.fixture
-def sockets() -> Iterator[tuple[socket.socket, socket.socket, socket.socket, socket.socket]]:
-    """(broker writer, gateway's broker side, gateway's client side, client reader)."""
+def sockets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[socket.socket, socket.socket, socket.socket, socket.socket]]:
+    """(broker writer, gateway's broker side, gateway's client side, client reader); the relay
+    keeps the tiny buffers the tests set (it only ever raises them), so it meets EAGAIN."""
+    monkeypatch.setattr(splice_relay, "SOCKET_BYTES", 1024)
     broker, upstream = socket.socketpair()
     client_side, client = socket.socketpair()
     for sock in (upstream, client_side):
