@@ -56,7 +56,7 @@ OMB_ROWS = (
 )
 _LAG = re.compile(
     r"event=event_loop_lag_summary worst_lag_ms=(\d+) stalls=(\d+) busy_stalls=(\d+) "
-    r"worst_busy_lag_ms=(\d+)"
+    r"worst_busy_lag_ms=(\d+) starved_stalls=(\d+)"
 )
 
 
@@ -75,7 +75,7 @@ def _loop_lag(server: vk.Server) -> dict[str, int] | None:
     found = _LAG.findall(broker.log_path.read_text(errors="replace"))
     if not found:
         return None
-    keys = ("worst_ms", "stalls", "busy_stalls", "worst_busy_ms")
+    keys = ("worst_ms", "stalls", "busy_stalls", "worst_busy_ms", "starved_stalls")
     return dict(zip(keys, (int(x) for x in found[-1]), strict=True))
 
 

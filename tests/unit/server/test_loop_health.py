@@ -19,6 +19,7 @@ from brokers.server.loop_health import (
     GEN0_THRESHOLD,
     LoopLagProbe,
     settle_heap,
+    thread_schedule,
 )
 from brokers.server.metrics import ServerMetrics
 from tests.polling import wait_until_async
@@ -58,6 +59,8 @@ def test_a_loop_held_by_synchronous_work_is_measured_and_logged(
     assert slow is not None and total is not None and total > slow  # one sample above 100 ms
     assert "event=event_loop_stalled" in caplog.text
     assert probe.busy_stalls == 0  # time.sleep holds the loop without using a CPU
+    cpu, waiting = thread_schedule()
+    assert cpu > 0 and waiting >= 0
 
 
 def test_stalls_are_logged_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
@@ -65,17 +68,20 @@ def test_stalls_are_logged_at_most_once_per_interval(caplog: pytest.LogCaptureFi
     probe = LoopLagProbe(None, stall_s=0.1, stall_log_interval_s=10.0, clock=lambda: now[0])
     with caplog.at_level(logging.WARNING, logger="pier.server"):
         probe.record(0.2, cpu_s=0.15)
-        probe.record(0.5)
+        probe.record(0.5, waiting_s=0.4)
         probe.record(0.01)  # not a stall
         now[0] = 11.0
         probe.record(0.3, cpu_s=0.2)
     lines = [r.getMessage() for r in caplog.records if "event_loop_stalled" in r.getMessage()]
     assert lines == [
-        "event=event_loop_stalled worst_lag_ms=200 stalls=1 last_stall_cpu_ms=150",
-        "event=event_loop_stalled worst_lag_ms=500 stalls=2 last_stall_cpu_ms=200",
+        "event=event_loop_stalled worst_lag_ms=200 stalls=1 last_stall_cpu_ms=150 "
+        "last_stall_waiting_for_cpu_ms=0",
+        "event=event_loop_stalled worst_lag_ms=500 stalls=2 last_stall_cpu_ms=200 "
+        "last_stall_waiting_for_cpu_ms=0",
     ]
     assert probe.stalls == 3
-    assert (probe.busy_stalls, probe.worst_busy_s) == (2, 0.3)  # the 0.5 s one was off the CPU
+    assert (probe.busy_stalls, probe.worst_busy_s) == (2, 0.3)
+    assert probe.starved_stalls == 1  # the 0.5 s one waited for a CPU
 
 
 @pytest.fixture
