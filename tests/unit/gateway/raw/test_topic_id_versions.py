@@ -136,3 +136,19 @@ def test_produce_v13_answer_keeps_only_known_ids() -> None:
     decoded = decode_response(0, 13, memoryview(b"".join(bytes(p) for p in out.parts)), 0)
     assert [t.topic_id for t in decoded.responses] == [OURS]
     assert decoded.throttle_time.total_seconds() * 1000 == 7
+
+
+@pytest.mark.parametrize("version", [13, 16, 18])
+def test_throttled_fetch_answer_keeps_partitions_without_records(version: int) -> None:
+    """A throttled fetch (Kafka answers it with no data): the tenant's id stays, records go."""
+    body = _body(_fetch_response(version))
+    out = rewrite_fetch_response(
+        body, version, rename=KNOWN.get, drop_records=True, throttle_time_ms=9
+    )
+    assert out.bytes_per_topic == {"orders": 0}
+    decoded = decode_response(1, version, memoryview(b"".join(bytes(p) for p in out.parts)), 0)
+    (topic,) = decoded.responses
+    assert topic.topic_id == OURS
+    (partition,) = topic.partitions
+    assert (partition.high_watermark, partition.records) == (9, b"")
+    assert decoded.throttle_time.total_seconds() * 1000 == 9
