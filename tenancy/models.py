@@ -255,6 +255,7 @@ class GatewayRow(Base):
 # Counters are BIGINT; storage byte-milliseconds can pass 2^63 for a large topic over an hour, so
 # they are exact decimals (`Money`: NUMERIC(38, 12) on PostgreSQL, decimal text on SQLite).
 MAX_RECORD_ID = 520  # tenancy.usage: ids are at most 2 × 255 characters
+MAX_WRITER = 129  # `<gateway id>/<incarnation>`, each at most 64 characters
 
 
 class UsageRollupRow(Base):
@@ -326,6 +327,19 @@ class BillingRecordIdRow(Base):
     __table_args__ = (Index("ix_billing_record_ids_hour", "hour_ms"),)
     id: Mapped[str] = mapped_column(String(MAX_RECORD_ID), primary_key=True)
     hour_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class BillingCountedRangeRow(Base):
+    """Counted traffic records as runs of sequence numbers per writer (`<gateway>/<incarnation>`):
+    ids in a range count once, however often they are replayed (`billing.rollup.ranges`)."""
+
+    __tablename__ = "billing_counted_ranges"
+    __table_args__ = (Index("ix_billing_counted_ranges_hour", "hour_ms"),)
+    topic: Mapped[str] = mapped_column(String(255), primary_key=True)
+    writer: Mapped[str] = mapped_column(String(MAX_WRITER), primary_key=True)
+    lo: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    hi: Mapped[int] = mapped_column(BigInteger)
+    hour_ms: Mapped[int] = mapped_column(BigInteger)  # newest hour of a record in the range
 
 
 class StoragePendingRow(Base):

@@ -5,7 +5,8 @@ the first run inserts the row, and the primary key refuses a second insert): of 
 started from the same offsets, exactly one commits; the other gets `FencedError` and writes
 nothing. Rollups are sums: a run adds to existing rows (late usage lands in its hour), never
 overwrites. The ids of counted records live beside it in Parquet (`billing.rollup.ids`, named
-after the generation this commit writes); ids earlier versions kept in `billing_record_ids` are
+after the generation this commit writes), except traffic ids kept as sequence ranges per writer
+(`billing.rollup.ranges`), which this transaction merges into `billing_counted_ranges`; ids earlier versions kept in `billing_record_ids` are
 still read (`counted_ids`) until `__usage`'s retention ages them out. Thread-safe (each call opens its own session).
 """
 
@@ -18,10 +19,12 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from billing.rollup.seq_ranges import Range, merge
 from billing.rollup.sums import Cursor, PendingSample, RollupKey, RunOutput, Sums
 from billing.source.offsets import offsets_from_json, offsets_to_json
 from tenancy.database import Database
 from tenancy.models import (
+    BillingCountedRangeRow,
     BillingCursorRow,
     BillingRecordIdRow,
     BillingRunHourRow,
@@ -63,6 +66,13 @@ def counted_ids(db: Database, hours: list[int]) -> list[str]:
     return found
 
 
+def counted_ranges(db: Database, topic: str) -> list[Range]:
+    """The sequence ranges counted so far (few: a handful per gateway incarnation)."""
+    with db.read() as session:
+        query = select(BillingCountedRangeRow).where(BillingCountedRangeRow.topic == topic)
+        return [Range(r.writer, r.lo, r.hi, r.hour_ms) for r in session.scalars(query)]
+
+
 def commit(db: Database, out: RunOutput, now: datetime | None = None) -> int:
     """Write the run; returns its id. FencedError if another run moved the cursor first."""
     now = now or datetime.now(UTC)
@@ -84,6 +94,7 @@ def commit(db: Database, out: RunOutput, now: datetime | None = None) -> int:
         session.flush()
         _add_rollups(session, out, run.id)
         _expire_legacy_ids(session, out)
+        _store_ranges(session, out)
         _store_pending(session, out.pending)
         return run.id
 
@@ -174,6 +185,28 @@ def _new_row(key: RollupKey, sums: Sums, run_id: int) -> dict[str, object]:
 def _expire_legacy_ids(session: Session, out: RunOutput) -> None:
     horizon = out.until_ms - RETENTION_MS
     session.execute(delete(BillingRecordIdRow).where(BillingRecordIdRow.hour_ms < horizon))
+
+
+def _store_ranges(session: Session, out: RunOutput) -> None:
+    """Merge the run's ranges into its writers' stored ones; drop ranges past retention."""
+    table = BillingCountedRangeRow
+    horizon = out.until_ms - RETENTION_MS
+    session.execute(delete(table).where(table.topic == out.topic, table.hour_ms < horizon))
+    writers = sorted({r.writer for r in out.ranges})
+    for start in range(0, len(writers), 500):
+        chunk = writers[start : start + 500]
+        mine = (table.topic == out.topic) & table.writer.in_(chunk)
+        held = [
+            Range(r.writer, r.lo, r.hi, r.hour_ms)
+            for r in session.scalars(select(table).where(mine))
+        ]
+        fresh = [r for r in out.ranges if r.writer in set(chunk)]
+        session.execute(delete(table).where(mine))
+        rows = [
+            {"topic": out.topic, "writer": r.writer, "lo": r.lo, "hi": r.hi, "hour_ms": r.hour_ms}
+            for r in merge([*held, *fresh])
+        ]
+        session.execute(insert(table), rows)
 
 
 def _store_pending(session: Session, pending: list[PendingSample]) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 
+from billing.rollup.seq_ranges import Range
+
 TRAFFIC_MEASURES = ("bytes_in", "bytes_out", "requests", "throttle_ms", "connection_ms")
 
 
@@ -67,3 +69,4 @@ class RunOutput:
     duplicates: int = 0
     rejected: int = 0
     late_samples: int = 0
+    ranges: list[Range] = field(default_factory=list)  # counted sequence ranges to merge

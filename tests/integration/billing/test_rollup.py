@@ -152,7 +152,8 @@ def test_ids_of_a_run_killed_after_its_commit_still_catch_replays(
     write(usage_broker.bootstrap, [*records, *samples])
     run(spark, sqlite_url, usage_broker.bootstrap, NOW)  # generation 1, named as usual
     more = traffic(random.Random(8), ["acme", "globex"], 60, first_seq=20_000)
-    write(usage_broker.bootstrap, more)
+    few = traffic(random.Random(9), ["acme"], 5, gateway="gw3")  # too few for a range: Parquet ids
+    write(usage_broker.bootstrap, [*more, *few])
 
     def die() -> None:
         raise Killed("after_commit")
@@ -161,12 +162,12 @@ def test_ids_of_a_run_killed_after_its_commit_still_catch_replays(
         run(spark, sqlite_url, usage_broker.bootstrap, NOW, after_commit=die)
     ids = state_dir(sqlite_url) / "__usage" / "ids"
     assert not (ids / "gen=000000000002").exists()  # the rename never happened
-    replayed = [*records[:30], *more[:10]]
+    replayed = [*records[:30], *more[:10], *few[:3]]
     write(usage_broker.bootstrap, replayed)
     report = run(spark, sqlite_url, usage_broker.bootstrap, NOW)
     assert (report.records, report.duplicates) == (0, len(replayed))
     assert (ids / "gen=000000000002").is_dir()
-    assert rollups(sqlite_url) == merge(_truth(records, samples), traffic_totals(more))
+    assert rollups(sqlite_url) == merge(_truth(records, samples), traffic_totals([*more, *few]))
     shutil.rmtree(ids / "gen=000000000003")  # as if --state named another run's folder
     with pytest.raises(StateError, match="no ids of committed run generation 3"):
         run(spark, sqlite_url, usage_broker.bootstrap, NOW)

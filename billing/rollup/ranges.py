@@ -1,0 +1,123 @@
+"""Counted traffic ids kept as sequence ranges: `<gateway id>/<incarnation>/<sequence>` per writer.
+
+Owns the Spark steps of a rollup run that use `billing.rollup.seq_ranges.Range` (a writer — the
+id's `<gateway id>/<incarnation>` — and an inclusive run of sequence numbers it wrote that were
+counted):
+
+- `keyed` gives each row the `writer` and `seq` its id names, when the id has that shape and a
+  canonical sequence (`0` or no leading zero, at most 18 digits, so a BIGINT); any other id keeps
+  a null writer and is only ever checked by its whole text (`billing.rollup.ids`);
+- `flag_counted` marks the rows whose sequence falls in a counted range of their writer (a
+  broadcast join on the writer with a range condition: the stored ranges are few), so that
+  `billing.rollup.frames.repeats` leaves them out in its one pass over the ids;
+- `split` finds the runs of consecutive sequences among a run's counted rows ("islands", by the
+  gaps-and-islands rule: `seq - row_number()` per writer is constant along a run): an island of
+  at least `MIN_RANGE` ids, or one that touches a stored range, becomes a range to store with
+  the run's commit (`billing.rollup.ledger`, in its transaction); the ids of the other islands
+  and the unshaped ids go to the Parquet id folders as before.
+
+A gateway numbers its usage records 0, 1, 2, … per incarnation, so one writer's counted ids are
+a handful of ranges however many records it wrote: de-duplication no longer reads the ids of the
+whole hour on every run or micro-batch, and the ids a run writes shrink to the odd ones. Exact:
+a range holds exactly the sequences counted (an island is a run of consecutive distinct
+sequences). Driver side (builds plans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from billing.rollup.seq_ranges import Range
+
+MIN_RANGE: Final = 32  # a shorter island that touches no stored range stays as ids
+_WRITER_PART: Final = r"[A-Za-z0-9._-]{1,64}"
+TRAFFIC_ID: Final = rf"^({_WRITER_PART}/{_WRITER_PART})/(0|[1-9][0-9]{{0,17}})$"
+RANGE_SCHEMA: Final = "r_writer STRING, r_lo BIGINT, r_hi BIGINT"
+_RANGE_COLUMNS: Final = ("r_writer", "r_lo", "r_hi")
+
+
+def keyed(rows: DataFrame) -> DataFrame:
+    """`rows` with `writer` and `seq` (null when the id is not a canonical traffic id)."""
+    shaped = F.col("id").rlike(TRAFFIC_ID)
+    writer = F.when(shaped, F.regexp_extract("id", TRAFFIC_ID, 1))
+    seq = F.when(shaped, F.regexp_extract("id", TRAFFIC_ID, 2).cast("bigint"))
+    return rows.withColumn("writer", writer).withColumn("seq", seq)
+
+
+def stored_frame(spark: SparkSession, ranges: list[Range]) -> DataFrame | None:
+    if not ranges:
+        return None
+    rows = [(r.writer, r.lo, r.hi) for r in ranges]
+    return spark.createDataFrame(rows, RANGE_SCHEMA)
+
+
+def flag_counted(rows: DataFrame, stored: DataFrame | None) -> DataFrame:
+    """`rows` (from `keyed`) with `old`: whether a stored range of its writer holds its sequence
+    (a broadcast join on the writer with a range condition; stored ranges are disjoint, so a row
+    meets at most one)."""
+    if stored is None:
+        return rows.withColumn("old", F.lit(False))
+    inside = (F.col("writer") == F.col("r_writer")) & F.col("seq").between(
+        F.col("r_lo"), F.col("r_hi")
+    )
+    joined = rows.join(F.broadcast(stored), inside, "left")
+    return joined.withColumn("old", F.col("r_writer").isNotNull()).drop(*_RANGE_COLUMNS)
+
+
+def split(
+    spark: SparkSession,
+    counted: DataFrame,
+    stored: DataFrame | None,
+    write_ids: Callable[[DataFrame], None],
+) -> list[Range]:
+    """The ranges to store of a run's counted rows (from `keyed`, one row per id); the ids that
+    no range holds go to `write_ids` (a frame of id, hour_ms). Collects ranges, never ids."""
+    order = Window.partitionBy("writer").orderBy("seq")
+    island = F.col("seq") - F.row_number().over(order)
+    numbered = counted.where(F.col("writer").isNotNull()).withColumn("island", island).persist()
+    try:
+        found = _ranges(numbered, stored)
+        kept = spark.createDataFrame(
+            [(r.writer, r.island) for r in found] or [("", 0)], "writer STRING, island BIGINT"
+        )
+        loose = numbered.join(F.broadcast(kept), ["writer", "island"], "left_anti")
+        others = counted.where(F.col("writer").isNull()).select("id", "hour_ms")
+        write_ids(others.unionByName(loose.select("id", "hour_ms")))
+    finally:
+        numbered.unpersist()
+    return [Range(r.writer, r.lo, r.hi, r.hour_ms) for r in found]
+
+
+@dataclass(frozen=True, slots=True)
+class _Island:
+    writer: str
+    island: int
+    lo: int
+    hi: int
+    hour_ms: int
+
+
+def _ranges(numbered: DataFrame, stored: DataFrame | None) -> list[_Island]:
+    islands = numbered.groupBy("writer", "island").agg(
+        F.min("seq").alias("lo"),
+        F.max("seq").alias("hi"),
+        F.count("*").alias("n"),
+        F.max("hour_ms").alias("hour_ms"),
+    )
+    ranged = islands.where(F.col("n") >= MIN_RANGE)
+    if stored is not None:
+        touching = (F.col("writer") == F.col("r_writer")) & (
+            (F.col("lo") == F.col("r_hi") + 1) | (F.col("hi") + 1 == F.col("r_lo"))
+        )
+        short = islands.where(F.col("n") < MIN_RANGE)
+        ranged = ranged.unionByName(short.join(F.broadcast(stored), touching, "left_semi"))
+    columns = ("writer", "island", "lo", "hi", "hour_ms")
+    return [
+        _Island(r.writer, int(r.island), int(r.lo), int(r.hi), int(r.hour_ms))
+        for r in ranged.select(*columns).collect()
+    ]
