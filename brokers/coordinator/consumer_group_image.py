@@ -1,7 +1,8 @@
 """A KIP-848 consumer group as its `__consumer_offsets` records (Kafka's types 3-8), and back.
 
 Owns: the *record image* of a `consumer_group.ConsumerGroup` — record key → value for its group
-epoch, subscribed topics' metadata and target assignment epoch, and each member's metadata,
+epoch, subscribed topics' metadata and target assignment epoch, and each member's metadata
+(a mixed group's classic members with their ClassicMemberMetadata: protocols, session timeout),
 target and current assignment (`consumer_group_records` encodes them) — built whole
 (`image_of`) or per part (`group_records`, `member_records`); `delta`, the records (tombstones
 included) that turn one image into another in Kafka's order; and `decode_group`, a loaded image
@@ -16,6 +17,7 @@ import uuid
 from brokers.coordinator import consumer_group_records as rec
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_group import ConsumerGroup, ConsumerMember, Partitions
+from brokers.coordinator.consumer_group_migration_state import ClassicMembership
 from brokers.coordinator.group_log import Entry
 
 Image = dict[bytes, bytes]
@@ -48,7 +50,9 @@ def member_records(group: ConsumerGroup, member_id: str, ids: TopicIds) -> Image
     gid = group.group_id
     member, target = group.members[member_id], group.target.get(member_id, {})
     return {
-        _key(5, gid, member_id): rec.encode_member_metadata(_metadata(member)),
+        _key(5, gid, member_id): rec.encode_member_metadata(
+            _metadata(member, group.classic.get(member_id))
+        ),
         _key(7, gid, member_id): rec.encode_target_member(_by_id(target, ids)),
         _key(8, gid, member_id): rec.encode_current_assignment(_current(member, target, ids)),
     }
@@ -75,7 +79,11 @@ def decode_group(
         parsed = rec.decode_consumer_key(key)
         if parsed is None or parsed.record_type != 5 or parsed.member_id is None:
             continue
-        member = _member(parsed.member_id, rec.decode_member_metadata(value), now + session_s)
+        meta = rec.decode_member_metadata(value)
+        member = _member(parsed.member_id, meta, now + session_s)
+        if meta.classic is not None:  # a classic member of a mixed group: its own session
+            group.classic[member.member_id] = _classic(meta, meta.classic)
+            member.deadline = now + meta.classic.session_timeout_ms / 1000
         current = image.get(_key(8, group_id, parsed.member_id))
         if current is not None:
             _apply_current(member, rec.decode_current_assignment(current), names)
@@ -122,7 +130,7 @@ def _type(entry: Entry) -> int:
     return int.from_bytes(entry[0][:2], "big", signed=True)
 
 
-def _metadata(member: ConsumerMember) -> rec.MemberMetadata:
+def _metadata(member: ConsumerMember, classic: ClassicMembership | None) -> rec.MemberMetadata:
     return rec.MemberMetadata(
         instance_id=member.instance_id,
         rack_id=member.rack_id,
@@ -132,6 +140,15 @@ def _metadata(member: ConsumerMember) -> rec.MemberMetadata:
         subscribed_topic_regex=getattr(member, "regex", "") or None,
         rebalance_timeout_ms=getattr(member, "rebalance_timeout_ms", -1),
         server_assignor=member.assignor,
+        classic=None
+        if classic is None
+        else rec.ClassicMemberMetadata(classic.session_timeout_ms, tuple(classic.protocols)),
+    )
+
+
+def _classic(meta: rec.MemberMetadata, classic: rec.ClassicMemberMetadata) -> ClassicMembership:
+    return ClassicMembership(
+        classic.supported_protocols, classic.session_timeout_ms, meta.rebalance_timeout_ms
     )
 
 

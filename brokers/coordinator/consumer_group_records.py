@@ -9,7 +9,8 @@ strings; a value is int16 version 0 and a flexible (KIP-482) body:
   Kafka 4.0 wrote it (4.1 replaced it by the hash; 4.1 still reads it). Pier keeps writing it:
   it is how a loaded group maps the topic ids of its assignments back to names;
 - 5 ConsumerGroupMemberMetadata: instance/rack/client ids, subscription, rebalance timeout,
-  server assignor (the tagged ClassicMemberMetadata is never written: no mixed groups);
+  server assignor, and for a classic member of a mixed group the tagged ClassicMemberMetadata
+  (tag 0: its session timeout and supported protocols, name and metadata bytes);
 - 6 ConsumerGroupTargetAssignmentMetadata: the assignment epoch;
 - 7 ConsumerGroupTargetAssignmentMember: a member's target partitions by topic id;
 - 8 ConsumerGroupCurrentMemberAssignment: member epoch, previous epoch, state, the partitions
@@ -60,6 +61,13 @@ class MemberMetadata:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None  # tag 0: classic members of a mixed group
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), preference order
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +102,9 @@ def decode_consumer_key(data: bytes) -> ConsumerKey | None:
 class _FlexWriter:
     """The flexible encoding's primitives that `binary.Writer` (classic only) lacks."""
 
-    def __init__(self) -> None:
-        self.out = bytearray(Writer().int16(VALUE_VERSION).build())
+    def __init__(self, *, versioned: bool = True) -> None:
+        """`versioned`: a record value (starts with its int16 version); else a nested struct."""
+        self.out = bytearray(Writer().int16(VALUE_VERSION).build() if versioned else b"")
 
     def uvarint(self, value: int) -> _FlexWriter:
         while value >= 0x80:
@@ -123,8 +132,15 @@ class _FlexWriter:
             self.uvarint(0)  # the struct's tagged fields
         return self
 
-    def build(self) -> bytes:
-        return bytes(self.uvarint(0).out)  # the value's tagged fields
+    def bytes_(self, value: bytes) -> _FlexWriter:
+        return self.uvarint(len(value) + 1).raw(value)
+
+    def build(self, tags: Mapping[int, bytes] | None = None) -> bytes:
+        """The value's tagged fields (ascending tags, as Kafka), and the value."""
+        self.uvarint(len(tags or {}))
+        for tag, data in sorted((tags or {}).items()):
+            self.uvarint(tag).uvarint(len(data)).raw(data)
+        return bytes(self.out)
 
 
 def _reader(data: bytes, name: str) -> Reader:
@@ -191,7 +207,29 @@ def encode_member_metadata(value: MemberMetadata) -> bytes:
         writer.string(name)
     writer.string(value.subscribed_topic_regex)
     writer.raw(Writer().int32(value.rebalance_timeout_ms).build())
-    return writer.string(value.server_assignor).build()
+    writer.string(value.server_assignor)
+    classic = value.classic
+    return writer.build(None if classic is None else {0: _encode_classic(classic)})
+
+
+def _encode_classic(classic: ClassicMemberMetadata) -> bytes:
+    """ClassicMemberMetadata's body: SessionTimeoutMs, SupportedProtocols, tagged fields."""
+    writer = _FlexWriter(versioned=False).raw(Writer().int32(classic.session_timeout_ms).build())
+    writer.uvarint(len(classic.supported_protocols) + 1)
+    for name, metadata in classic.supported_protocols:
+        writer.string(name).bytes_(metadata).uvarint(0)
+    return bytes(writer.uvarint(0).out)
+
+
+def _decode_classic(data: bytes) -> ClassicMemberMetadata:
+    reader = Reader(data, flexible=True)
+    session_timeout = reader.int32()
+    protocols = []
+    for _ in range(reader.array_length()):
+        protocols.append((reader.string(), reader.bytes_()))
+        reader.tagged_fields()
+    reader.tagged_fields()
+    return ClassicMemberMetadata(session_timeout, tuple(protocols))
 
 
 def decode_member_metadata(data: bytes) -> MemberMetadata:
@@ -202,10 +240,11 @@ def decode_member_metadata(data: bytes) -> MemberMetadata:
     regex = reader.nullable_string()
     rebalance_timeout = reader.int32()
     assignor = reader.nullable_string()
-    reader.tagged_fields()  # ClassicMemberMetadata (tag 0): mixed groups are not served
+    classic = reader.tagged_fields().get(0)  # ClassicMemberMetadata: a mixed group's classic one
     return MemberMetadata(
-        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout, assignor
-    )
+        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout, assignor,
+        None if classic is None else _decode_classic(classic),
+    )  # fmt: skip
 
 
 def encode_target_metadata(assignment_epoch: int) -> bytes:

@@ -12,9 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brokers.common.clock import ManualClock
+from brokers.coordinator import consumer_group_migration as mixed
 from brokers.coordinator import consumer_group_records as rec
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult, Partitions
+from brokers.coordinator.consumer_protocol import encode_subscription
 from brokers.coordinator.errors import GroupRecordError, NotCoordinatorError
 from brokers.coordinator.group_admin import delete_groups
 from brokers.coordinator.group_coordinator import GroupCoordinator
@@ -75,6 +77,16 @@ def test_value_bytes_match_kafkas_schemas() -> None:
     assert rec.decode_current_assignment(encoded) == current
     meta = rec.MemberMetadata("i", None, "cl", "/h", ("a", "b"), None, 30_000, "uniform")
     assert rec.decode_member_metadata(rec.encode_member_metadata(meta)) == meta
+    classic = rec.ClassicMemberMetadata(45_000, (("range", b"\x00\x01"),))
+    with_classic = rec.encode_member_metadata(
+        rec.MemberMetadata(None, None, "", "", (), None, -1, None, classic)
+    )  # tagged field 0: SessionTimeoutMs, [Name, Metadata, tags], tags
+    body = bytes.fromhex("0000afc8") + b"\x02\x06range\x03\x00\x01\x00\x00"
+    assert (
+        with_classic
+        == bytes.fromhex("0000000001010100ffffffff00") + b"\x01\x00" + bytes([len(body)]) + body
+    )
+    assert rec.decode_member_metadata(with_classic).classic == classic
     topics = [rec.TopicMetadata(TOPIC_ID, TOPIC, 4)]
     assert rec.decode_partition_metadata(rec.encode_partition_metadata(topics)) == topics
     target: rec.TopicIdPartitions = {TOPIC_ID: (2, 3)}
@@ -99,6 +111,12 @@ opt = st.none() | names
         opt,
         st.integers(-1, 2**31 - 1),
         opt,
+        st.none()
+        | st.builds(
+            rec.ClassicMemberMetadata,
+            st.integers(-1, 2**31 - 1),
+            st.lists(st.tuples(names, st.binary(max_size=8)), max_size=3).map(tuple),
+        ),
     ),
     st.builds(
         rec.CurrentAssignment,
@@ -266,5 +284,36 @@ def test_a_member_still_revoking_at_the_failover_is_fenced_after_its_rebalance_t
         second.tick()
         await second.consumer_store.drain()
         assert set(second.consumer_groups.groups["g"].members) == {"b"}
+
+    asyncio.run(scenario())
+
+
+def test_a_mixed_groups_classic_member_keeps_its_protocols_across_a_failover() -> None:
+    async def scenario() -> None:
+        topic, clock = MemoryOffsetsTopic(), ManualClock()
+        first = await started(topic, clock)
+        await beat(first, "a", 0, {})
+        protocols = (("range", encode_subscription([TOPIC])), ("roundrobin", b"\x00\x01"))
+        join = mixed.ClassicJoin(
+            group_id="g", member_id="k", instance_id=None, protocol_type="consumer",
+            protocols=protocols, session_timeout_ms=10_000, rebalance_timeout_ms=20_000,
+            client_id="c", client_host="/h", require_known_member_id=False,
+        )  # fmt: skip
+        group = first.consumer_groups.groups["g"]
+        joined = mixed.join(first.consumer_groups, group, join, COUNTS.get, lambda: [TOPIC])
+        assert joined.error is None
+        done = HeartbeatResult(None, "k", joined.generation_id, 0)
+        assert (await first.consumer_store.persist(done, "g", IDS.get)).error is None
+
+        second = await started(topic, clock)  # the failover
+        loaded = second.consumer_groups.groups["g"]
+        assert loaded.classic == {"k": group.classic["k"]}
+        assert loaded.classic["k"].rebalance_timeout_ms == 20_000
+        assert loaded.members["k"].deadline == clock.monotonic() + 10  # its own session
+        generation = loaded.members["k"].epoch
+        assert mixed.heartbeat(second.consumer_groups, loaded, "k", generation) is None
+        a = loaded.members["a"]
+        back = await beat(second, "a", a.epoch, None)
+        assert back.error is None and set(loaded.members) == {"a", "k"}
 
     asyncio.run(scenario())
