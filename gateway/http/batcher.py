@@ -72,10 +72,19 @@ class Pending:
     headers: Headers
     timestamp_ms: int
     done: asyncio.Future[ProduceResult]
+    size: int = 0  # what it adds to a batch, counted once (`sized`)
 
-    @property
-    def size(self) -> int:
-        return len(self.key or b"") + len(self.value or b"") + 64
+
+def sized(
+    key: bytes | None,
+    value: bytes | None,
+    headers: Headers,
+    timestamp_ms: int,
+    done: asyncio.Future[ProduceResult],
+) -> Pending:
+    return Pending(
+        key, value, headers, timestamp_ms, done, len(key or b"") + len(value or b"") + 64
+    )
 
 
 @dataclass(slots=True)
@@ -145,7 +154,7 @@ class PartitionBatcher:
         part = self._partitions.get(tp)
         if part is None:
             part = self._partitions[tp] = _Partition()
-        record = Pending(key, value, headers, timestamp_ms, done)
+        record = sized(key, value, headers, timestamp_ms, done)
         part.queue.append(record)
         part.queued_bytes += record.size
         self._pump(tp, part)
@@ -164,7 +173,7 @@ class PartitionBatcher:
                 part = self._partitions[tp] = _Partition()
             touched[tp] = part
             done: asyncio.Future[ProduceResult] = loop.create_future()
-            record = Pending(key, value, headers, timestamp_ms, done)
+            record = sized(key, value, headers, timestamp_ms, done)
             part.queue.append(record)
             part.queued_bytes += record.size
             futures.append(done)

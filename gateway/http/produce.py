@@ -262,7 +262,7 @@ class AnswerLines:
         return "".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per streamed record, a frozen __init__ costs more
 class Prepared:
     topic: str
     partition: int
