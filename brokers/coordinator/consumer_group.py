@@ -19,8 +19,8 @@ plus what its SubscribedTopicRegex matches (`brokers.coordinator.consumer_group_
 again periodically); a change in what a regex matches bumps the group epoch. Mixed groups: a
 group may hold classic-protocol members (`ConsumerGroup.classic`), reconciled here like the
 others but joined, synced and told to rejoin through the classic APIs; the upgrade from and the
-downgrade to a classic group are `brokers.coordinator.consumer_group_migration`'s (not persisted:
-`classic`). Runs on the event loop; not thread-safe.
+downgrade to a classic group are `brokers.coordinator.consumer_group_migration`'s (`classic` is
+persisted as Kafka's ClassicMemberMetadata). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations

@@ -23,8 +23,9 @@ does it for the upgrade direction:
   epoch) and rebalances; the consumer group's records are tombstoned.
 `group.consumer.migration.policy` (bidirectional by default) gates each direction as Kafka: no
 upgrade means GROUP_ID_NOT_FOUND, no downgrade means the classic members keep being served by
-the consumer group. The classic members' protocol metadata is not persisted (after a coordinator
-failover they rejoin as new members). Runs on the event loop; not thread-safe.
+the consumer group. The classic members' protocols and session timeouts are persisted with the
+group (ClassicMemberMetadata, `consumer_group_image`), so a coordinator failover keeps serving
+them. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations

@@ -213,16 +213,20 @@ def encode_member_metadata(value: MemberMetadata) -> bytes:
 
 
 def _encode_classic(classic: ClassicMemberMetadata) -> bytes:
-    """ClassicMemberMetadata's body: SessionTimeoutMs, SupportedProtocols, tagged fields."""
-    writer = _FlexWriter(versioned=False).raw(Writer().int32(classic.session_timeout_ms).build())
+    """The tag's data: a nullable struct's presence (uvarint 1, as Kafka's generated code writes
+    a tagged nullable struct), then SessionTimeoutMs, SupportedProtocols and tagged fields."""
+    writer = _FlexWriter(versioned=False).uvarint(1)
+    writer.raw(Writer().int32(classic.session_timeout_ms).build())
     writer.uvarint(len(classic.supported_protocols) + 1)
     for name, metadata in classic.supported_protocols:
         writer.string(name).bytes_(metadata).uvarint(0)
     return bytes(writer.uvarint(0).out)
 
 
-def _decode_classic(data: bytes) -> ClassicMemberMetadata:
+def _decode_classic(data: bytes) -> ClassicMemberMetadata | None:
     reader = Reader(data, flexible=True)
+    if reader.uvarint() == 0:  # written as null
+        return None
     session_timeout = reader.int32()
     protocols = []
     for _ in range(reader.array_length()):

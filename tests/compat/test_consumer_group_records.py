@@ -1,12 +1,14 @@
 """Kafka 4.1.1's own `DumpLogSegments --offsets-decoder` reads the KIP-848 records Pier writes to
 `__consumer_offsets` (`brokers/coordinator/consumer_group_records.py`): a librdkafka member with
-`group.protocol=consumer` joins a real in-process Pier broker, commits and leaves; every record of
-the offsets segment decodes with Kafka's schemas into the values we meant (group epoch, subscribed
-topic metadata, member metadata, target assignment, current assignment), and the leave is the
-member's three tombstones followed by the bumped group epoch, in Kafka's order."""
+`group.protocol=consumer` joins a real in-process Pier broker, commits, is joined by a classic
+librdkafka member (a mixed group) and leaves after it; every record of the offsets segment decodes
+with Kafka's schemas into the values we meant (group epoch, subscribed topic metadata, member
+metadata, the classic member's ClassicMemberMetadata, target assignment, current assignment), and
+the leave is the member's three tombstones followed by the bumped group epoch, in Kafka's order."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -16,10 +18,19 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
+from brokers.coordinator.consumer_group_migration import decode_subscription
 from infra import reference_kafka as rk
 from tests.compat.side_by_side import REFERENCE
 from tests.integration.inproc import broker_thread
-from tests.integration.test_groups_clients import bootstrap_of, create_topic, produce
+from tests.integration.test_groups_clients import (
+    SESSION_MS,
+    assigned,
+    bootstrap_of,
+    confluent_consumer,
+    consume_until,
+    create_topic,
+    produce,
+)
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.compat]
@@ -54,6 +65,14 @@ def consume_commit_leave(bootstrap: str) -> None:
             return len(read) == 4
 
         wait_until(all_read, what="4 records read and committed", timeout=60, interval=0)
+        classic = confluent_consumer(bootstrap, GROUP)  # group.protocol=classic: a mixed group
+        try:
+            classic.subscribe([TOPIC])
+            both = [consumer, classic]
+            consume_until(both, lambda: all(assigned(c) for c in both), what="a split")
+        finally:
+            classic.close()  # LeaveGroup of the classic member
+        consume_until([consumer], lambda: len(assigned(consumer)) == 2, what="both partitions")
     finally:
         consumer.close()  # the leave: epoch -1
 
@@ -101,10 +120,22 @@ def test_kafkas_dump_tool_decodes_our_consumer_group_records(tmp_path: Path) -> 
     current = first[8][1]["data"]  # type: ignore[index]
     assert (current["memberEpoch"], current["state"]) == (1, 0)
     assert current["assignedPartitions"] == target and current["partitionsPendingRevocation"] == []
+    classic = [
+        value["data"]
+        for t, data, value in ours
+        if t == 5 and value is not None and value["data"].get("classicMemberMetadata")
+    ]
+    assert classic, "the classic member's metadata record"
+    tagged = classic[0]["classicMemberMetadata"]
+    assert tagged["sessionTimeoutMs"] == SESSION_MS
+    protocols = tagged["supportedProtocols"]
+    assert [p["name"] for p in protocols] == ["range", "roundrobin"]  # librdkafka's default
+    assert decode_subscription(base64.b64decode(protocols[0]["metadata"])).topics == {TOPIC}
+    assert meta.get("classicMemberMetadata") is None  # a consumer-protocol member has none
     leave = [(t, data.get("memberId"), value) for t, data, value in ours[-4:]]
     assert leave == [
         (8, member, None),
         (7, member, None),
         (5, member, None),
-        (3, None, {"version": "0", "data": {"epoch": 2}}),
+        (3, None, {"version": "0", "data": {"epoch": 4}}),  # joins 1, 2; leaves 3, 4
     ]

@@ -81,7 +81,7 @@ def test_value_bytes_match_kafkas_schemas() -> None:
     with_classic = rec.encode_member_metadata(
         rec.MemberMetadata(None, None, "", "", (), None, -1, None, classic)
     )  # tagged field 0: SessionTimeoutMs, [Name, Metadata, tags], tags
-    body = bytes.fromhex("0000afc8") + b"\x02\x06range\x03\x00\x01\x00\x00"
+    body = bytes.fromhex("010000afc8") + b"\x02\x06range\x03\x00\x01\x00\x00"
     assert (
         with_classic
         == bytes.fromhex("0000000001010100ffffffff00") + b"\x01\x00" + bytes([len(body)]) + body
