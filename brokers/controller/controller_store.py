@@ -183,9 +183,10 @@ class ControllerStore:
         """`_write_chunk` with a new state's parent znodes created in the same multi (the
         `partitions` znode once per topic not in `with_parent`, which is updated): a chunk of
         new partitions is one round trip. A parent that exists after all (a write that failed
-        half way before, partitions added to a topic whose states the context lacks) fails the
-        multi, which wrote nothing: then the parents are made one by one (all requests in
-        flight at once) and the chunk written without them."""
+        half way before, partitions added to a topic whose states the context lacks), or a
+        `partitions` znode assumed that is not there, fails the multi, which wrote nothing: then
+        the parents are made with `ensure_path` (all requests in flight at once) and the chunk
+        written without them, as before this fast path."""
         new = [tp for tp in chunk if tp not in context.leadership]
         parents: list[str] = []
         for tp in new:
@@ -196,7 +197,7 @@ class ControllerStore:
             parents.append(f"{partitions_path}/{tp.partition}")
         try:
             return await self._write_chunk(fence, context, chunk, changes, parents)
-        except ZNodeExistsError:
+        except (ZNodeExistsError, ZNodeMissingError):  # a parent was there, or was not
             await asyncio.gather(*(self._zk.ensure_path(path) for path in parents))
             return await self._write_chunk(fence, context, chunk, changes, [])
 

@@ -73,6 +73,27 @@ def test_new_states_with_their_parents_in_chunks_and_read_back(chroot: str) -> N
     run(scenario())
 
 
+def test_a_parent_assumed_but_missing_is_made(chroot: str) -> None:
+    async def scenario() -> None:
+        zk = await started(chroot)
+        try:
+            election = ControllerElection(zk, 1, CLOCK)
+            assert await election.elect()
+            await _topic(zk, "moved-on")
+            context = ControllerContext(1, 0)
+            # The context holds a state whose znodes are gone: `partitions` is not re-created.
+            context.leadership[TopicPartition("moved-on", 0)] = LeaderAndIsr(1, 0, (1,), 1, 0)
+            tp = TopicPartition("moved-on", 1)
+            changes = {tp: LeaderAndIsr(1, 0, (1,), 1)}
+            written = await ControllerStore(zk).write_states(election.fence(), context, changes)
+            assert written == {tp: LeaderAndIsr(1, 0, (1,), 1, zk_version=0)}
+            assert await zk.exists(zk_paths.partition_state_path(tp))
+        finally:
+            await zk.close()
+
+    run(scenario())
+
+
 def test_a_state_that_exists_is_still_refused(chroot: str) -> None:
     async def scenario() -> None:
         zk = await started(chroot)
