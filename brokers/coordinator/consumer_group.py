@@ -71,6 +71,7 @@ class HeartbeatRequest:
     rack_id: str | None = None
     subscribed_regex: str | None = None  # None: unchanged; "": none (consumer_group_regex)
     rebalance_timeout_ms: int = -1  # -1: unchanged
+    classic: bool = False  # a classic member's JoinGroup (consumer_group_migration)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +148,11 @@ class ConsumerGroups:
         changed = False
         if request.member_epoch == 0:
             group = group or self._create(request.group_id)
-            replaced = replace_static(group.group_id, group.members, group.target, request)
+            replaced = replace_static(
+                group.group_id, group.members, group.target, request, _classic(group, request)
+            )
+            for gone in set(group.classic) - set(group.members):  # a replaced classic member
+                del group.classic[gone]
             if isinstance(replaced, GroupError):
                 return HeartbeatResult(replaced, request.member_id, request.member_epoch, interval)
             member, changed = (
@@ -361,6 +366,16 @@ class ConsumerGroups:
         if epoch != member.epoch:
             return StaleMemberEpochError(f"member epoch {epoch} is not {member.epoch}")
         return None
+
+
+def _classic(group: ConsumerGroup, request: HeartbeatRequest) -> bool:
+    """Whether the joining static member or the one holding its instance id is classic."""
+    if request.classic:
+        return True
+    return any(
+        m.instance_id == request.instance_id and m.member_id in group.classic
+        for m in group.members.values()
+    )
 
 
 def _send(group: ConsumerGroup, member: ConsumerMember) -> Partitions | None:

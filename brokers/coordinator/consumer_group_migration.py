@@ -337,6 +337,7 @@ def join(
         client_host=request.client_host,
         instance_id=request.instance_id,
         rebalance_timeout_ms=request.rebalance_timeout_ms,
+        classic=True,
     )
     result = groups.heartbeat(heartbeat, counts, names)
     if result.error is not None:

@@ -9,8 +9,11 @@ instance id, as Kafka's GroupMetadataManager does:
   replaces it: the new member id takes over the old one's owned partitions and target, the old id
   is gone (its heartbeats are answered FENCED_INSTANCE_ID), and the group epoch stays, so the
   other members see no rebalance; a join with the instance id of a member that has not left is
-  answered UNRELEASED_INSTANCE_ID (the instance is still running somewhere). A join with the
-  member's own id is an ordinary rejoin (a fenced member), or its return after a -2 leave;
+  answered UNRELEASED_INSTANCE_ID (the instance is still running somewhere), and so is a join
+  under the member's own id while it has not left (Kafka's throwIfInstanceIdIsUnreleased checks
+  the epoch only); a join under its own id after a -2 leave is its return. When the joining or
+  the existing member uses the classic protocol (a mixed group) Kafka skips that check: a new
+  member id replaces the old one, the same id is an ordinary rejoin;
 - any other heartbeat names the member that holds the instance id, else UNKNOWN_MEMBER_ID
   (none) or FENCED_INSTANCE_ID (another member id).
 Pure functions over the group; runs on the event loop like its caller; not thread-safe.
@@ -93,19 +96,21 @@ def replace_static(
     members: MutableMapping[str, M],
     target: MutableMapping[str, Partitions],
     request: StaticRequest,
+    classic: bool = False,
 ) -> M | GroupError | None:
-    """A join with an instance id: the replacing member, an error, or None (an ordinary join)."""
+    """A join with an instance id: the replacing member, an error, or None (an ordinary join).
+    `classic`: the joining or the existing member uses the classic protocol (no release check)."""
     if request.instance_id is None:
         return None
     old = static_member(members, request.instance_id)
     if old is None:
         return None
-    if old.member_id == request.member_id:  # back under its own id: an ordinary rejoin,
-        if old.epoch != STATIC_LEAVE_EPOCH:  # unless it left with -2 and so kept its partitions
-            return None
-        old.epoch, old.sent = 0, None
+    if old.member_id == request.member_id and old.epoch == STATIC_LEAVE_EPOCH:
+        old.epoch, old.sent = 0, None  # back after a -2 leave: its partitions were kept
         return old
-    if old.epoch != STATIC_LEAVE_EPOCH:
+    if old.member_id == request.member_id and classic:
+        return None  # a classic member's rejoin
+    if old.epoch != STATIC_LEAVE_EPOCH and not classic:
         return UnreleasedInstanceIdError(
             f"static member {request.member_id} with instance id {request.instance_id} cannot "
             f"join the group because the instance id is owned by {old.member_id} member"

@@ -132,6 +132,21 @@ def test_an_instance_id_still_in_use_is_unreleased(groups: ConsumerGroups) -> No
     assert set(groups.groups["g"].members) == {"a", "b"}
 
 
+def test_a_static_member_rejoining_under_its_own_id_without_leaving_is_unreleased(
+    groups: ConsumerGroups,
+) -> None:
+    _, b = two_static_members(groups)  # as Kafka's throwIfInstanceIdIsUnreleased: epoch only
+    group = groups.groups["g"]
+    epoch, kept = group.epoch, group.members["b"].assigned
+    again = beat(groups, "b", 0, {}, instance="ib")
+    assert isinstance(again.error, UnreleasedInstanceIdError)
+    assert group.members["b"].epoch == b.member_epoch and group.members["b"].assigned == kept
+    assert group.epoch == epoch
+    beat(groups, "b", -2, None, instance="ib")
+    back = beat(groups, "b", 0, {}, instance="ib")  # after a -2 leave: its return
+    assert back.error is None and back.assignment == kept and group.epoch == epoch
+
+
 def test_a_static_member_that_does_not_come_back_is_removed_after_the_session(
     groups: ConsumerGroups, clock: ManualClock
 ) -> None:
