@@ -16,10 +16,9 @@ does it for the upgrade direction:
   Heartbeat answers REBALANCE_IN_PROGRESS when it must rejoin: the group epoch moved past its
   epoch, it must revoke partitions, or partitions of its target are now free.
 - `route`: which group a classic request goes to. A consumer group left with classic members only
-  is downgraded there: when its last consumer-protocol member leaves (the heartbeat handler calls
-  it), or, after an expiry or fencing, at the first classic request (Kafka: at once): the
-  member-less classic group that kept the
-  offsets takes the members back (their protocols, current assignments, generation = the group
+  is downgraded there when its last consumer-protocol member leaves (the heartbeat handler calls
+  it), and by `downgrade_expired` at once after an expiry or fencing (the coordinator's timer
+  tick), as Kafka: the member-less classic group that kept the offsets takes the members back (their protocols, current assignments, generation = the group
   epoch) and rebalances; the consumer group's records are tombstoned.
 `group.consumer.migration.policy` (bidirectional by default) gates each direction as Kafka: no
 upgrade means GROUP_ID_NOT_FOUND, no downgrade means the classic members keep being served by
@@ -35,8 +34,9 @@ import struct
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from brokers.common.clock import Clock
 from brokers.coordinator.binary import Writer
 from brokers.coordinator.consumer_group import (
     ConsumerGroup,
@@ -47,6 +47,7 @@ from brokers.coordinator.consumer_group import (
 )
 from brokers.coordinator.consumer_group_migration_state import ClassicMembership
 from brokers.coordinator.consumer_group_regex import TopicNames
+from brokers.coordinator.consumer_group_store import ConsumerGroupStore
 from brokers.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from brokers.coordinator.errors import (
     GroupError,
@@ -59,16 +60,27 @@ from brokers.coordinator.errors import (
 )
 from brokers.coordinator.group import Group, GroupState
 from brokers.coordinator.member import Member, Protocols
+from brokers.coordinator.rebalance import Rebalancer
 from brokers.coordinator.results import JoinResult, SyncResult
-
-if TYPE_CHECKING:
-    from brokers.coordinator.group_coordinator import GroupCoordinator
 
 log = logging.getLogger("pier.coordinator.consumer")
 UPGRADE_POLICIES = ("bidirectional", "upgrade")
 DOWNGRADE_POLICIES = ("bidirectional", "downgrade")
 PartitionCounts = Callable[[str], int | None]
 MAX_PROTOCOLS = 64
+
+
+class GroupCoordinator(Protocol):
+    """What the conversions use of `group_coordinator.GroupCoordinator` (which calls
+    `downgrade_expired`, so this module cannot import it)."""
+
+    clock: Clock
+    groups: dict[str, Group]
+    consumer_groups: ConsumerGroups
+    consumer_store: ConsumerGroupStore
+    rebalancer: Rebalancer
+
+    def check(self, group_id: str) -> GroupError | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +275,22 @@ async def route(coordinator: GroupCoordinator, group_id: str) -> ConsumerGroup |
     downgrade(coordinator, group)
     await coordinator.consumer_store.delete(group_id)  # the consumer group's tombstones
     return None
+
+
+def downgrade_expired(coordinator: GroupCoordinator, group_ids: Iterable[str]) -> None:
+    """Groups that a session or rebalance timeout left with classic members only are downgraded
+    at once, as Kafka's maybeDowngradeConsumerGroup after a fencing; the consumer group's
+    tombstones are written in the background (`GroupCoordinator.tick` calls this)."""
+    groups = coordinator.consumer_groups
+    if groups.config.consumer_migration_policy not in DOWNGRADE_POLICIES:
+        return
+    for group_id in group_ids:
+        group = serves(groups, group_id)
+        if group is None or coordinator.check(group_id) is not None:
+            continue
+        if len(group.classic) == len(group.members):  # no consumer-protocol member left
+            downgrade(coordinator, group)
+            coordinator.consumer_store.flush_later([group_id])  # a forgotten group: tombstones
 
 
 def downgrade(coordinator: GroupCoordinator, group: ConsumerGroup) -> Group:

@@ -107,12 +107,14 @@ class ConsumerGroupStore:
         except GroupError as exc:
             log.warning("event=consumer_group_write_failed group=%s error=%r", group_id, exc)
 
-    def expire(self) -> None:
-        """`ConsumerGroups.expire`, then the changed groups written."""
+    def expire(self) -> list[str]:
+        """`ConsumerGroups.expire`, then the changed groups written; returns their ids."""
         epochs = {g: group.epoch for g, group in self.groups.groups.items()}
-        if self.groups.expire():
-            changed = [g for g, group in self.groups.groups.items() if epochs.get(g) != group.epoch]
-            self.flush_later(changed)
+        if not self.groups.expire():
+            return []
+        changed = [g for g, group in self.groups.groups.items() if epochs.get(g) != group.epoch]
+        self.flush_later(changed)
+        return changed
 
     async def delete(self, group_id: str) -> None:
         """DeleteGroups of an empty consumer group: its tombstones written."""

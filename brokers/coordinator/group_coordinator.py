@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from brokers.common.clock import Clock
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_group import ConsumerGroups
+from brokers.coordinator.consumer_group_migration import downgrade_expired
 from brokers.coordinator.consumer_group_store import ConsumerGroupStore
 from brokers.coordinator.errors import (
     CoordinatorLoadInProgressError,
@@ -422,7 +423,7 @@ class GroupCoordinator:
     # ---- timers ---------------------------------------------------------------------------
     def tick(self) -> None:
         """Fire due timers: session and join timeouts, delayed joins, pending syncs."""
-        self.consumer_store.expire()
+        downgrade_expired(self, self.consumer_store.expire())  # KIP-848 mixed groups
         for group_id in self._deadlines.pop_due(self.clock.monotonic()):
             group = self.groups.get(group_id)
             if group is not None and not group.is_in(S.DEAD):

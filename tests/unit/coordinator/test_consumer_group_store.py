@@ -18,6 +18,7 @@ from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_group import HeartbeatRequest, HeartbeatResult, Partitions
 from brokers.coordinator.consumer_protocol import encode_subscription
 from brokers.coordinator.errors import GroupRecordError, NotCoordinatorError
+from brokers.coordinator.group import GroupState
 from brokers.coordinator.group_admin import delete_groups
 from brokers.coordinator.group_coordinator import GroupCoordinator
 from brokers.coordinator.offset_store import CommitRequest, OffsetCommit
@@ -288,22 +289,28 @@ def test_a_member_still_revoking_at_the_failover_is_fenced_after_its_rebalance_t
     asyncio.run(scenario())
 
 
+async def mixed_group(c: GroupCoordinator) -> None:
+    """Consumer member "a" (3 s session) and classic member "k" (10 s session)."""
+    await beat(c, "a", 0, {})
+    protocols = (("range", encode_subscription([TOPIC])), ("roundrobin", b"\x00\x01"))
+    join = mixed.ClassicJoin(
+        group_id="g", member_id="k", instance_id=None, protocol_type="consumer",
+        protocols=protocols, session_timeout_ms=10_000, rebalance_timeout_ms=20_000,
+        client_id="c", client_host="/h", require_known_member_id=False,
+    )  # fmt: skip
+    group = c.consumer_groups.groups["g"]
+    joined = mixed.join(c.consumer_groups, group, join, COUNTS.get, lambda: [TOPIC])
+    assert joined.error is None
+    done = HeartbeatResult(None, "k", joined.generation_id, 0)
+    assert (await c.consumer_store.persist(done, "g", IDS.get)).error is None
+
+
 def test_a_mixed_groups_classic_member_keeps_its_protocols_across_a_failover() -> None:
     async def scenario() -> None:
         topic, clock = MemoryOffsetsTopic(), ManualClock()
         first = await started(topic, clock)
-        await beat(first, "a", 0, {})
-        protocols = (("range", encode_subscription([TOPIC])), ("roundrobin", b"\x00\x01"))
-        join = mixed.ClassicJoin(
-            group_id="g", member_id="k", instance_id=None, protocol_type="consumer",
-            protocols=protocols, session_timeout_ms=10_000, rebalance_timeout_ms=20_000,
-            client_id="c", client_host="/h", require_known_member_id=False,
-        )  # fmt: skip
+        await mixed_group(first)
         group = first.consumer_groups.groups["g"]
-        joined = mixed.join(first.consumer_groups, group, join, COUNTS.get, lambda: [TOPIC])
-        assert joined.error is None
-        done = HeartbeatResult(None, "k", joined.generation_id, 0)
-        assert (await first.consumer_store.persist(done, "g", IDS.get)).error is None
 
         second = await started(topic, clock)  # the failover
         loaded = second.consumer_groups.groups["g"]
@@ -315,5 +322,22 @@ def test_a_mixed_groups_classic_member_keeps_its_protocols_across_a_failover() -
         a = loaded.members["a"]
         back = await beat(second, "a", a.epoch, None)
         assert back.error is None and set(loaded.members) == {"a", "k"}
+
+    asyncio.run(scenario())
+
+
+def test_the_last_consumer_member_expiring_downgrades_the_group_at_once() -> None:
+    async def scenario() -> None:
+        topic, clock = MemoryOffsetsTopic(), ManualClock()
+        c = await started(topic, clock)
+        await mixed_group(c)
+        clock.advance(4_000)  # past a's 3 s session, within k's 10 s
+        c.tick()  # as Kafka: downgraded by the expiry, not at k's next request
+        assert "g" not in c.consumer_groups.groups
+        classic = c.groups["g"]
+        assert set(classic.members) == {"k"} and classic.state is GroupState.PREPARING_REBALANCE
+        await c.consumer_store.drain()
+        tail = [(k.record_type, v) for k, v in consumer_records(topic)][-3:]
+        assert tail == [(4, None), (6, None), (3, None)]  # the consumer group's tombstones
 
     asyncio.run(scenario())
