@@ -40,7 +40,8 @@ def lean(rows: DataFrame) -> DataFrame:
 def repeats(valid: DataFrame, counted: DataFrame | None) -> DataFrame:
     """The ids among `valid` rows to thin out: each id seen more than once in the run or already
     in `counted`, with `keep`, the position of the one copy to count (null: none, it was counted
-    before). Found by a shuffle of ids and positions alone, never of whole rows; small: persist it."""
+    before), and `dropped`, how many of its valid rows are left out. Found by a shuffle of ids
+    and positions alone, never of whole rows; small: persist it."""
     position_type = "decimal(29,0)"
     seen = valid.select("id", _position().alias("at"), F.lit(False).alias("old"))
     if counted is not None:
@@ -49,10 +50,23 @@ def repeats(valid: DataFrame, counted: DataFrame | None) -> DataFrame:
         )
         seen = seen.unionByName(earlier)
     grouped = seen.groupBy("id").agg(
-        F.count("*").alias("n"), F.max("old").alias("old"), F.min("at").alias("first")
+        F.count("*").alias("n"),
+        F.count("at").alias("copies"),  # the run's own (an earlier run's have no position)
+        F.max("old").alias("old"),
+        F.min("at").alias("first"),
     )
     keep = F.when(~F.col("old"), F.col("first"))
-    return grouped.where(F.col("n") > 1).select("id", keep.alias("keep"), F.lit(True).alias("rep"))
+    dropped = F.col("copies") - F.when(F.col("old"), 0).otherwise(1)
+    return grouped.where(F.col("n") > 1).select(
+        "id", keep.alias("keep"), F.lit(True).alias("rep"), dropped.alias("dropped")
+    )
+
+
+def dropped(repeated: DataFrame) -> int:
+    """How many valid rows `unique` leaves out (copies of an id, ids counted before): read off
+    the small `repeats` frame, so counting the run's records needs no pass over the rows."""
+    first = repeated.agg(F.sum("dropped")).first()
+    return int(first[0] or 0) if first is not None else 0
 
 
 def unique(valid: DataFrame, repeated: DataFrame) -> DataFrame:
@@ -61,7 +75,7 @@ def unique(valid: DataFrame, repeated: DataFrame) -> DataFrame:
     while it is small, so the rows themselves are not shuffled)."""
     joined = valid.join(repeated, "id", "left")
     stays = F.col("rep").isNull() | F.coalesce(F.col("keep") == _position(), F.lit(False))
-    return joined.where(stays).drop("keep", "rep")
+    return joined.where(stays).drop("keep", "rep", "dropped")
 
 
 def _position() -> Column:

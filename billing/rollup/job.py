@@ -226,8 +226,8 @@ def _roll_up(
     repeated = frames.repeats(valid, counted).persist()
     try:
         records = frames.unique(valid, repeated)
-        out.records = records.count()
-        out.duplicates = valid_count - out.records
+        out.duplicates = frames.dropped(repeated)
+        out.records = valid_count - out.duplicates
         clock.lap("dedupe")
         out.rollups = frames.traffic_sums(records)
         storage, out.pending, out.late_samples = frames.storage_sums(
