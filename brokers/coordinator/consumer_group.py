@@ -114,6 +114,10 @@ class ConsumerGroup:
     regexes: GroupRegexes = field(default_factory=GroupRegexes)
     # classic-protocol members (mixed groups, consumer_group_migration): member id → protocols
     classic: dict[str, ClassicMembership] = field(default_factory=dict)
+    # Kafka's join and sync timeouts of classic members (monotonic s; not persisted, as Kafka's
+    # timers): fenced unless they rejoin after a REBALANCE_IN_PROGRESS / sync after a join in time
+    join_deadlines: dict[str, float] = field(default_factory=dict)
+    sync_deadlines: dict[str, float] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -317,6 +321,8 @@ class ConsumerGroups:
 
     def _remove(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         group.classic.pop(member_id, None)
+        group.join_deadlines.pop(member_id, None)
+        group.sync_deadlines.pop(member_id, None)
         del group.members[member_id]
         group.target.pop(member_id, None)
         group.epoch += 1
@@ -326,15 +332,15 @@ class ConsumerGroups:
     # ---- timers, ownership, offsets -------------------------------------------------------
     def expire(self) -> int:
         """Remove members whose session timed out, and fence those that did not revoke within
-        their rebalance timeout (as Kafka: their partitions are freed, the group epoch bumps and
-        their next heartbeat is answered UNKNOWN_MEMBER_ID). Returns how many."""
+        their rebalance timeout, and classic members that did not rejoin or sync within theirs
+        (as Kafka: their partitions are freed, the group epoch bumps and their next heartbeat is
+        answered UNKNOWN_MEMBER_ID). Returns how many."""
         now = self.clock.monotonic()
         removed = 0
         for group in self.groups.values():
             for member in list(group.members.values()):
-                revoke = member.revoke_deadline
-                if member.deadline <= now or (revoke is not None and revoke <= now):
-                    why = "session_timeout" if member.deadline <= now else "rebalance_timeout"
+                why = _expired(group, member, now)
+                if why is not None:
                     self._remove(group, member.member_id, why)
                     removed += 1
         return removed
@@ -366,6 +372,19 @@ class ConsumerGroups:
         if epoch != member.epoch:
             return StaleMemberEpochError(f"member epoch {epoch} is not {member.epoch}")
         return None
+
+
+def _expired(group: ConsumerGroup, member: ConsumerMember, now: float) -> str | None:
+    """Why the member is removed now, if it is."""
+    if member.deadline <= now:
+        return "session_timeout"
+    if member.revoke_deadline is not None and member.revoke_deadline <= now:
+        return "rebalance_timeout"
+    if group.join_deadlines.get(member.member_id, now + 1) <= now:
+        return "join_timeout"  # a classic member that did not rejoin
+    if group.sync_deadlines.get(member.member_id, now + 1) <= now:
+        return "sync_timeout"  # a classic member that did not sync after its join
+    return None
 
 
 def _classic(group: ConsumerGroup, request: HeartbeatRequest) -> bool:

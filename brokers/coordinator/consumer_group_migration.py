@@ -14,7 +14,9 @@ does it for the upgrade direction:
   from its protocol metadata) and answers generation = member epoch, protocol = its first one, no
   leader; SyncGroup hands it the partitions it may own now as a ConsumerProtocolAssignment;
   Heartbeat answers REBALANCE_IN_PROGRESS when it must rejoin: the group epoch moved past its
-  epoch, it must revoke partitions, or partitions of its target are now free.
+  epoch, it must revoke partitions, or partitions of its target are now free. Kafka's timeouts
+  of classic members: one told REBALANCE_IN_PROGRESS that does not rejoin within its rebalance
+  timeout, or that does not sync within it after a join, is fenced (`ConsumerGroups.expire`).
 - `route`: which group a classic request goes to. A consumer group left with classic members only
   is downgraded there when its last consumer-protocol member leaves (the heartbeat handler calls
   it), and by `downgrade_expired` at once after an expiry or fencing (the coordinator's timer
@@ -375,7 +377,10 @@ def join(
         request.protocols, request.session_timeout_ms, request.rebalance_timeout_ms
     )
     group.classic[member_id] = info
-    member.deadline = groups.clock.monotonic() + request.session_timeout_ms / 1000
+    now = groups.clock.monotonic()
+    member.deadline = now + request.session_timeout_ms / 1000
+    group.join_deadlines.pop(member_id, None)  # as Kafka: the join timer cancelled, a sync one set
+    group.sync_deadlines[member_id] = now + request.rebalance_timeout_ms / 1000
     return JoinResult(
         member_id=member_id,
         generation_id=member.epoch,
@@ -417,7 +422,9 @@ def sync(
     if protocol_name is not None and protocol_name != info.protocol_name:
         return SyncResult(error=InconsistentGroupProtocolError("protocol name"))
     if group.epoch > member.epoch and not _revoking(group, member):
+        _must_rejoin(groups, group, member, info)
         return SyncResult(error=RebalanceInProgressError(f"group {group.group_id} rebalances"))
+    group.sync_deadlines.pop(member_id, None)
     now = _allowed(group, member)
     member.sent = now
     member.deadline = groups.clock.monotonic() + info.session_timeout_ms / 1000
@@ -437,8 +444,18 @@ def heartbeat(
     member, info = found
     member.deadline = groups.clock.monotonic() + info.session_timeout_ms / 1000
     if member.epoch < group.epoch or _revoking(group, member) or _free_to_take(group, member):
+        _must_rejoin(groups, group, member, info)
         return RebalanceInProgressError(f"group {group.group_id}: rejoin to catch up")
     return None
+
+
+def _must_rejoin(
+    groups: ConsumerGroups, group: ConsumerGroup, member: ConsumerMember, info: ClassicMembership
+) -> None:
+    """Told REBALANCE_IN_PROGRESS: fenced unless it rejoins within its rebalance timeout (Kafka's
+    join timeout, set if absent)."""
+    deadline = groups.clock.monotonic() + info.rebalance_timeout_ms / 1000
+    group.join_deadlines.setdefault(member.member_id, deadline)
 
 
 def leave(groups: ConsumerGroups, group: ConsumerGroup, member_ids: Iterable[str]) -> list[bool]:

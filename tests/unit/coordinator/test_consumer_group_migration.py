@@ -4,6 +4,7 @@ rack) and as librdkafka does (v0, empty user data), assignments written and read
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -119,6 +120,43 @@ def test_a_classic_member_joins_syncs_and_is_told_to_rejoin() -> None:
     error = heartbeat(groups, group, joined.member_id, joined.generation_id)
     assert isinstance(error, RebalanceInProgressError)
     assert isinstance(heartbeat(groups, group, "modern", 1), UnknownMemberIdError)
+
+
+def _long_session(member_id: str) -> ClassicJoin:
+    return dataclasses.replace(_classic_join(member_id), session_timeout_ms=30_000)
+
+
+def test_a_classic_member_that_does_not_sync_or_rejoin_in_its_rebalance_timeout_is_fenced() -> None:
+    groups = _groups()  # 60 s consumer sessions; classic: 30 s sessions, 10 s rebalance timeouts
+    clock = groups.clock
+    assert isinstance(clock, ManualClock)
+    group = _consumer_group(groups)
+    joined = join(groups, group, _long_session("k"), COUNTS.get, COUNTS.keys)
+    assert joined.error is None
+    clock.advance(9_999)
+    assert groups.expire() == 0
+    clock.advance(2)  # no SyncGroup within the rebalance timeout after its JoinGroup
+    epoch = group.epoch
+    assert groups.expire() == 1 and set(group.members) == {"modern"} and group.epoch == epoch + 1
+    assert not group.classic and not group.sync_deadlines
+
+    joined = join(groups, group, _long_session("k2"), COUNTS.get, COUNTS.keys)
+    synced = sync(groups, group, "k2", joined.generation_id, None, None)
+    assert synced.error is None and "k2" not in group.sync_deadlines
+    for _ in range(2):  # 12 s > its rebalance timeout: synced, so only its session runs
+        clock.advance(6_000)
+        assert heartbeat(groups, group, "k2", joined.generation_id) is None
+    assert groups.expire() == 0 and "k2" not in group.join_deadlines
+    released = HeartbeatRequest("g", "modern", group.members["modern"].epoch, None, None, {})
+    groups.heartbeat(released, COUNTS.get)  # frees partitions for k2: it must rejoin
+    told = heartbeat(groups, group, "k2", joined.generation_id)
+    assert isinstance(told, RebalanceInProgressError)
+    clock.advance(5_000)
+    assert isinstance(
+        heartbeat(groups, group, "k2", joined.generation_id), RebalanceInProgressError
+    )
+    clock.advance(5_001)  # 10 s after the first REBALANCE_IN_PROGRESS (the timer is not reset)
+    assert groups.expire() == 1 and "k2" not in group.members
 
 
 @pytest.mark.parametrize(
