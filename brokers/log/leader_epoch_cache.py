@@ -49,7 +49,8 @@ _pending: dict[Path, LeaderEpochCache] | None = None
 @contextmanager
 def batched_writes() -> Iterator[dict[Path, OSError]]:
     """Collect the checkpoint writes of the block and do them together when it ends; yields
-    the dict of failed checkpoint paths, filled then. A nested block joins the outer one."""
+    the dict of failed checkpoint paths, filled then. A nested block joins the outer one (its
+    writes' failures are reported to the outer block's caller)."""
     global _pending
     failures: dict[Path, OSError] = {}
     if _pending is not None:
@@ -62,7 +63,7 @@ def batched_writes() -> Iterator[dict[Path, OSError]]:
         caches, _pending = _pending, None
         failures.update(write_all([(c._file, c.entries()) for c in caches.values()]))
         for path, exc in failures.items():
-            log.warning("leader epoch checkpoint %s not written: %r", path, exc)
+            log.warning("event=leader_epoch_checkpoint_failed path=%s error=%r", path, exc)
 
 
 class LeaderEpochCache:
