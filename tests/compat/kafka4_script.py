@@ -44,7 +44,7 @@ TIMEOUT_S = 60.0
 # DeleteTopics, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
 # DescribeTransactions, ListTransactions (Produce, Fetch and Metadata: tests.compat.topic_id_script;
 # WriteTxnMarkers is not compared: Pier serves v2 as Kafka 4.2 does, Kafka 4.1.1 stops at v1,
-# docs/compatibility.md "Transactions v2")
+# docs/compatibility.md "Transactions v2 (KIP-890 part 2) and topic ids (KIP-516)")
 COMPARED_APIS = (20, 22, 24, 25, 26, 28, 65, 66)
 PRODUCE = 0
 RETRIABLE = frozenset(
