@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -167,3 +168,52 @@ def test_a_broker_restart_mid_run_loses_and_duplicates_nothing(
     if isinstance(answers, BaseException):
         raise answers
     check_run(stack, "pipeline-restart", answers)
+
+
+def test_a_record_the_broker_refuses_fails_alone_in_a_pipelined_stream(
+    stack: GatewayStack, acme: TenantHttp
+) -> None:
+    """Records over the topic's max.message.bytes sit among others in a stream: their batch is
+    refused, the batches in flight behind it are refused out of sequence, and recovery answers
+    each big record with an error and every other one once, in order, under the same producer."""
+    topic = "pipeline-refused"
+    created = acme.post(
+        acme.cluster + "/topics",
+        {
+            "topic_name": topic,
+            "partitions_count": 1,
+            "configs": [{"name": "max.message.bytes", "value": "2000"}],
+        },
+    )
+    assert created.status_code == 201, created.text
+    big = {100, 200}
+    lines = [
+        json.dumps(
+            {
+                "partition_id": 0,
+                "value": {"type": "STRING", "data": ("x" * 4000) if i in big else f"r{i}"},
+            }
+        ).encode()
+        + b"\n"
+        for i in range(300)
+    ]
+    pieces = [b"".join(lines[i : i + 25]) for i in range(0, len(lines), 25)]
+    answer = acme.session.post(
+        f"{acme.base}{acme.cluster}/topics/{topic}/records",
+        data=iter(pieces),
+        headers={"Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    results = [json.loads(line) for line in answer.text.splitlines() if line.strip()]
+    assert len(results) == 300
+    assert [i for i, r in enumerate(results) if r["error_code"] != 200] == sorted(big)
+    ok = [(i, r["offset"]) for i, r in enumerate(results) if r["error_code"] == 200]
+    assert [offset for _, offset in ok] == list(range(298)), "offsets not 0..297 in order"
+    stored = stored_values(stack, topic, 298)
+    assert stored == {offset: f"r{i}" for i, offset in ok}
+    assert stack.broker is not None
+    headers = batch_headers(stack.broker.bootstrap, FleetPartition(ACME.fleet(topic), 0))
+    assert len({h.producer_id for h in headers}) == 1, "a refused record reset the producer id"
+    for before, after in itertools.pairwise(headers):
+        assert after.base_sequence == before.base_sequence + before.records_count
