@@ -159,6 +159,22 @@ def test_a_classic_member_that_does_not_sync_or_rejoin_in_its_rebalance_timeout_
     assert groups.expire() == 1 and "k2" not in group.members
 
 
+def test_a_static_classic_member_is_replaced_without_the_release_check_as_kafka() -> None:
+    groups = _groups()
+    group = _consumer_group(groups)
+    first = dataclasses.replace(_classic_join("k"), instance_id="ik")
+    joined = join(groups, group, first, COUNTS.get, COUNTS.keys)
+    assert joined.error is None and sync(groups, group, "k", joined.generation_id, None, None)
+    epoch = group.epoch
+    again = join(groups, group, dataclasses.replace(first, member_id="k2"), COUNTS.get, COUNTS.keys)
+    assert again.error is None  # Kafka skips throwIfInstanceIdIsUnreleased for classic members
+    assert set(group.members) == {"modern", "k2"} and set(group.classic) == {"k2"}
+    assert group.epoch == epoch  # a replacement, not a new member
+    modern = HeartbeatRequest("g", "m2", 0, ("t",), None, {}, instance_id="ik")
+    assert groups.heartbeat(modern, COUNTS.get).error is None  # a classic member held it
+    assert set(group.classic) == set() and "m2" in group.members
+
+
 @pytest.mark.parametrize(
     ("protocol_type", "metadata"), [("connect", None), ("consumer", b"\x00"), ("consumer", b"")]
 )
