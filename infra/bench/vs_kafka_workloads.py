@@ -6,7 +6,9 @@ Owns, each against one running server (Pier or Kafka, the same code for both):
   consumer processes (one subscription), OMB's Kafka driver settings (producer acks=all,
   linger.ms=1, batch.size=1048576; consumer auto.offset.reset=earliest, enable.auto.commit=false,
   max.partition.fetch.bytes=10485760); first at the maximum rate, then at a fixed 50 % of the
-  produce rate reached, with end-to-end latency (send time in the record, read by the consumer:
+  produce rate reached, each phase after OMB's warm-up (`omb_warmup_seconds` of the same load
+  whose records are sent but not counted: OMB runs a warm-up before its measured period, so
+  neither connecting 32 clients nor a new topic's first appends count), with end-to-end latency (send time in the record, read by the consumer:
   one host, one clock) and publish latency (until the delivery report) percentiles to p99.9;
 - `connections`: 1,000 connections of which 100 produce: 900 idle Kafka connections (an
   ApiVersions exchange each, then silence) while 100 confluent-kafka producers (4 processes x 25)
@@ -47,7 +49,7 @@ OMB_CONSUMER = {
     "max.partition.fetch.bytes": 10485760,
 }
 WIDE_PARTITIONS_PER_REQUEST = 5000  # Kafka: POLICY_VIOLATION "excessively large batch" above ~10k
-_STAMP = struct.Struct(">q")  # send time, ns since the epoch, at the head of each record
+_STAMP = struct.Struct(">qb")  # send time (ns since the epoch), measured (1) or warm-up (0)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,9 @@ class WorkloadSizes:
     omb_producers: int = 16
     omb_consumers: int = 16
     omb_seconds: float = 20.0
+    omb_warmup_seconds: float = (
+        10.0  # OMB's warm-up before each measured phase (its default: 1 min)
+    )
     connections: int = 1000
     active: int = 100
     active_processes: int = 4
@@ -70,7 +75,7 @@ class WorkloadSizes:
 
 FULL_WORKLOADS = WorkloadSizes()
 SHORT_WORKLOADS = WorkloadSizes(
-    omb_partitions=2, omb_producers=1, omb_consumers=1, omb_seconds=2.0,
+    omb_partitions=2, omb_producers=1, omb_consumers=1, omb_seconds=2.0, omb_warmup_seconds=0.5,
     connections=20, active=4, active_processes=2, active_seconds=2.0,
     churn_topics=3, churn_partitions=2, wide=(2, 10),
 )  # fmt: skip
@@ -154,34 +159,40 @@ def _quantiles(samples_ms: Sequence[float]) -> dict[str, float]:
 # --- OMB shape -----------------------------------------------------------------------------------
 
 
-def _omb_producer(bootstrap: str, topic: str, rate: float, seconds: float, start: Any,
-                  out: Any) -> None:  # fmt: skip
-    """One producer process: `rate` records/s (0: as fast as it can) for `seconds`."""
+def _omb_producer(bootstrap: str, topic: str, rate: float, seconds: float, warmup: float,
+                  start: Any, out: Any) -> None:  # fmt: skip
+    """One producer process: `rate` records/s (0: as fast as it can) for `warmup` seconds whose
+    records are not counted, then `seconds` measured."""
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, **OMB_PRODUCER})
     filler = bytes(RECORD - _STAMP.size)
     publish_ms: list[float] = []
-    acked = [0]
+    acked = [0, 0]  # every record, the measured ones
 
     def delivered(err: Any, msg: Any) -> None:
         if err is None:
             acked[0] += 1
-            stamp = _STAMP.unpack_from(msg.value() or bytes(_STAMP.size))[0]
-            publish_ms.append((time.time_ns() - stamp) / 1e6)
+            stamp, measured = _STAMP.unpack_from(msg.value() or bytes(_STAMP.size))
+            if measured:
+                acked[1] += 1
+                publish_ms.append((time.time_ns() - stamp) / 1e6)
 
     start.wait()
     began = time.monotonic()
     sent = 0
-    while (now := time.monotonic()) - began < seconds:
+    while (now := time.monotonic()) - began < warmup + seconds:
         due = int((now - began) * rate) + 1 if rate else sent + 1000
+        measured = now - began >= warmup
         while sent < due:
             try:
-                producer.produce(topic, _STAMP.pack(time.time_ns()) + filler, on_delivery=delivered)
+                stamp = _STAMP.pack(time.time_ns(), measured)
+                producer.produce(topic, stamp + filler, on_delivery=delivered)
                 sent += 1
             except BufferError:
                 producer.poll(0.001)
         producer.poll(0 if rate == 0 else min(0.001, max(0.0, (sent + 1) / rate - (now - began))))
     producer.flush(60)
-    out.put({"acked": acked[0], "seconds": time.monotonic() - began, "publish_ms": publish_ms})
+    out.put({"acked": acked[0], "measured": acked[1], "publish_ms": publish_ms,
+             "seconds": time.monotonic() - began - warmup})  # fmt: skip
 
 
 def _omb_consumer(bootstrap: str, topic: str, group: str, ready: Any, stop: Any, out: Any) -> None:
@@ -204,13 +215,16 @@ def _omb_consumer(bootstrap: str, topic: str, group: str, ready: Any, stop: Any,
             value = msg.value()
             if msg.error() is None and value is not None:
                 read += 1
-                latencies.append((time.time_ns() - _STAMP.unpack_from(value)[0]) / 1e6)
+                stamp, measured = _STAMP.unpack_from(value)
+                if measured:
+                    latencies.append((time.time_ns() - stamp) / 1e6)
     consumer.close()
     out.put({"read": read, "e2e_ms": latencies})
 
 
 def _omb_phase(bootstrap: str, topic: str, sizes: WorkloadSizes, rate: float) -> dict[str, Any]:
-    """One phase: consumers join first, then every producer starts at once."""
+    """One phase: consumers join first, then every producer starts at once; rates and
+    percentiles are of the measured records (after the warm-up), `produced` counts them all."""
     ctx = _processes()
     ready, stop, start = ctx.Value("i", 0), ctx.Event(), ctx.Event()
     outs = ctx.Queue()
@@ -222,7 +236,8 @@ def _omb_phase(bootstrap: str, topic: str, sizes: WorkloadSizes, rate: float) ->
     per_producer = rate / sizes.omb_producers
     producers = [
         ctx.Process(target=_omb_producer,
-                    args=(bootstrap, topic, per_producer, sizes.omb_seconds, start, outs))
+                    args=(bootstrap, topic, per_producer, sizes.omb_seconds,
+                          sizes.omb_warmup_seconds, start, outs))
         for _ in range(sizes.omb_producers)
     ]  # fmt: skip
     try:
@@ -230,8 +245,10 @@ def _omb_phase(bootstrap: str, topic: str, sizes: WorkloadSizes, rate: float) ->
             process.start()
         _poll(lambda: ready.value >= sizes.omb_consumers, 300, "OMB consumers assigned")
         start.set()
-        produced = [outs.get(timeout=sizes.omb_seconds + 300) for _ in producers]
+        wait = sizes.omb_warmup_seconds + sizes.omb_seconds + 300
+        produced = [outs.get(timeout=wait) for _ in producers]
         acked = sum(p["acked"] for p in produced)
+        measured = sum(p["measured"] for p in produced)
         seconds = max(p["seconds"] for p in produced)
         time.sleep(min(5.0, sizes.omb_seconds / 4))  # the consumers' catch-up window
         stop.set()
@@ -246,10 +263,12 @@ def _omb_phase(bootstrap: str, topic: str, sizes: WorkloadSizes, rate: float) ->
     read = sum(c["read"] for c in consumed)
     return {
         "rate_target": round(rate),
-        "records_per_s": round(acked / seconds),
-        "mb_per_s": round(acked * RECORD / seconds / 1e6, 2),
+        "records_per_s": round(measured / seconds),
+        "mb_per_s": round(measured * RECORD / seconds / 1e6, 2),
         "consumed": read,
         "produced": acked,
+        "measured": measured,
+        "warmup_s": sizes.omb_warmup_seconds,
         "publish": _quantiles([x for p in produced for x in p["publish_ms"]]),
         "e2e": _quantiles([x for c in consumed for x in c["e2e_ms"]]),
     }
