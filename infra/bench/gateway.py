@@ -22,8 +22,10 @@ of the broker is read: `cpu_s_per_gb` per run, gateway ÷ broker (target ≤ 0.5
    its own topic) through this one-worker gateway, then through a second gateway started with
    `workers=2`; the broker's CPU share during each run says whether it was the bottleneck
    (target 2 workers ÷ 1 ≥ 1.6 where it is not).
+7. http: `http_api.py`'s HTTP rows through this gateway's HTTP API (single-record and streamed
+   produce, v2 consume, latency, gateway and broker CPU µs per record), in the document's `http`.
 `--times N` multiplies the throughput workloads' record counts; `--phases a,b` runs only those
-phases (memory, logins, throughput, latency, noisy, workers).
+phases (memory, logins, throughput, latency, noisy, workers, http).
 Prints one JSON document, writes it to `<out>/gateway.json` and a chart `<out>/gateway.png`.
 `--quick` uses 10× fewer records, 5 s latency and noisy runs, 40 cold keys and 200 connections
 (about 2 minutes); `--profile` records the gateway with py-spy during phases 2 and 3
@@ -78,6 +80,7 @@ from infra.bench.profiling import py_spy_recording
 from infra.bench.report import write_json
 from infra.bench.throughput import Throughput, consume_run, produce_run
 from infra.gateway import GatewayProcess, start_gateway
+from infra.probes import free_port
 from infra.stack import BrokerProcess, start_broker
 from tenancy.domain import DEFAULT_ENTITY, DEFAULT_LIMITS, QuotaEntity
 from tenancy.quota_chain import QUOTA_NAMES
@@ -95,7 +98,8 @@ NOISY_OFFERED_MB_S = 20.0
 QUIET_RATE_MB_S = 1.0
 NOISY_HEAD_START_S = 2.0  # past the burst that Kafka's 11 × 1 s quota window lets through
 SETTLE_S = 1.0  # after opening the idle connections, before reading RSS
-PHASES = ("memory", "logins", "throughput", "latency", "noisy", "workers")
+PHASES = ("memory", "logins", "throughput", "latency", "noisy", "workers", "http")
+HTTP_RECORDS = 30_000  # 100-byte records per HTTP produce phase (÷ scale; http_api.py's rows)
 WORKER_CLIENTS = 4  # producer processes of the workers phase
 WORKER_RECORDS = 100_000  # 1 KiB records per producer process (÷ scale)
 
@@ -487,6 +491,23 @@ def workers_phase(
     return section
 
 
+def http_phase(processes: _Processes, key: Key, scale: int) -> dict[str, Any]:
+    """`http_api.py`'s HTTP rows through this gateway's HTTP API: single-record produce (16 in
+    flight), streamed produce, v2 consume, one-at-a-time latency, CPU µs per record."""
+    from infra.bench.http_api import CpuMeter as RecordCpu
+    from infra.bench.http_api import http_phases
+
+    assert processes.broker is not None and processes.gateway is not None
+    cpu = RecordCpu({"gateway": processes.gateway.pid, "broker": processes.broker.pid})
+    base = f"http://127.0.0.1:{processes.http_port}"
+    count = HTTP_RECORDS // scale
+    section = asyncio.run(
+        http_phases(base, key.key_id, key.secret, count, max(200, 2000 // scale), cpu)
+    )
+    print(f"http: {section['produce_stream_records_s']} streamed records/s", file=sys.stderr)
+    return section
+
+
 def profiled(enabled: bool, gateway: GatewayProcess, svg: Path) -> AbstractContextManager[None]:
     return py_spy_recording(gateway.pid, svg) if enabled else nullcontext()
 
@@ -524,6 +545,8 @@ def run(
         )
     if "workers" in phases:
         sections["workers"] = workers_phase(root, db_url, broker, gateway, tenants.bench, scale)
+    if "http" in phases:
+        sections["http"] = http_phase(processes, tenants.bench, scale)
     settings = {
         "scale": int(plan["scale"]),
         "idle_connections": int(plan["idle"]),
@@ -533,13 +556,17 @@ def run(
         "phases": phases,
         "throughput_times": args.times,
     }
-    return document(settings, sections, args.quick)
+    doc = document(settings, sections, args.quick)
+    if "http" in sections:
+        doc["http"] = sections["http"]
+    return doc
 
 
 @dataclass
 class _Processes:
     broker: BrokerProcess | None = None
     gateway: GatewayProcess | None = None
+    http_port: int = 0
 
     def stop(self) -> None:
         for process in (self.gateway, self.broker):  # the gateway first: it flushes usage
@@ -551,7 +578,7 @@ class _Processes:
 def started(root: Path, db_url: str, idle: int) -> Iterator[_Processes]:
     """A broker and a gateway in front of it, both stopped on exit from the block. Every client of
     the bench comes from 127.0.0.1, so the per-address cap is raised above its idle connections."""
-    processes = _Processes()
+    processes = _Processes(http_port=free_port())
     try:
         processes.broker = start_broker(root / "broker" / "data")
         processes.gateway = start_gateway(
@@ -559,7 +586,10 @@ def started(root: Path, db_url: str, idle: int) -> Iterator[_Processes]:
             processes.broker.bootstrap,
             db_url,
             node_ids=[processes.broker.node_id],
-            properties={"max.connections.per.ip": str(idle + 100)},
+            properties={
+                "max.connections.per.ip": str(idle + 100),
+                "http.port": str(processes.http_port),  # the tenant HTTP API, for the http phase
+            },
         )
         yield processes
     finally:
