@@ -7,7 +7,7 @@ commits) consume a 3-partition stream; a third member (of another topic) joins a
 `kill -9`ed (or stopped) mid-stream. The new coordinator reads the group's records back from
 `__consumer_offsets` (consumer_group_store): ConsumerGroupDescribe shows the same group epoch,
 the same members with the same member epochs and assignments (also after a SIGTERM: a controlled
-shutdown), the members heartbeat on with
+shutdown; and with one of them a classic member of a mixed group), the members heartbeat on with
 their epochs (no rejoin, no rebalance), every acknowledged record is processed exactly once
 (the members kept their partitions and positions) and the commits continue to the log ends.
 """
@@ -52,7 +52,7 @@ CHILD = """
 import json, sys
 from confluent_kafka import Consumer, KafkaException
 c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
-              "group.protocol": "consumer", "auto.offset.reset": "earliest",
+              "group.protocol": sys.argv[4], "auto.offset.reset": "earliest",
               "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000})
 c.subscribe([sys.argv[3]])
 last, dirty = None, False
@@ -75,11 +75,12 @@ while True:
 
 
 class ConsumerProtocolMember(Member):
-    """`Member`'s reader over a child consuming with `group.protocol=consumer`."""
+    """`Member`'s reader over a child consuming with `group.protocol=consumer` (or `classic`:
+    a classic member of the mixed group)."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, protocol: str = "consumer") -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-c", CHILD, bootstrap, GROUP, TOPIC],
+            [sys.executable, "-c", CHILD, bootstrap, GROUP, TOPIC, protocol],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -134,15 +135,19 @@ def join_and_leave(bootstrap: str, coordinator: BrokerProcess) -> None:
         transient.close()
 
 
-@pytest.mark.parametrize("how", ["sigkill", "sigterm"])
+@pytest.mark.parametrize(
+    ("how", "second"), [("sigkill", "consumer"), ("sigterm", "consumer"), ("sigkill", "classic")]
+)
 def test_a_consumer_protocol_group_keeps_its_epochs_through_the_coordinator_failover(
-    chroot: str, broker_factory: Any, how: str
+    chroot: str, broker_factory: Any, how: str, second: str
 ) -> None:
+    """`second="classic"`: a mixed group; its classic member is persisted with its protocols
+    (ClassicMemberMetadata), so it heartbeats on with the new coordinator, not rejoining."""
     brokers = start_cluster(broker_factory, chroot)
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
     create_stream_topic(brokers[1])
     stream = Stream(bootstrap)
-    members = [ConsumerProtocolMember(bootstrap) for _ in range(2)]
+    members = [ConsumerProtocolMember(bootstrap), ConsumerProtocolMember(bootstrap, second)]
     try:
         wait_until(
             lambda: all(offsets_topic_on_all_brokers(b) for b in brokers.values()),
