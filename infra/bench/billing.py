@@ -11,9 +11,10 @@ Spark's JSON reader over a file, and invoices for many tenants.
   `run_rollup` on `local[2]` into a fresh SQLite tenancy database: seconds end to end and per
   phase, the Spark JVM's CPU seconds (what the run costs whatever else the machine runs) and the
   load average; a chart of the phases goes to `infra/bench/results/billing.png`.
-- `source_vs_json`: the same records read from the broker by Spark's Kafka source and checked by
-  `billing.source.usage` and, written as JSON lines to a file, by `spark.read.json` with the same
-  schema and no checks; both summed over `bytes_in` (forces every row): rows/s.
+- `source_vs_json`: the reading path taken apart on the first size's records: Spark's Kafka
+  source alone and the same values from a text file alone, each also through the checks of
+  `billing.source.usage`, and `spark.read.json` with the schema and no checks; each forced by one
+  aggregate over every row: seconds, rows/s, the JVM's and the broker's CPU seconds, the load.
 - `invoices`: T tenants (default 10,000) on one plan, each with 24 hourly rollups, then
   `billing.invoice.issue` for the month: seconds and invoices/s.
 Prints one JSON document and writes it to `infra/bench/results/billing.json`; progress on stderr.
@@ -32,6 +33,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -130,10 +132,9 @@ def jvm_cpu_seconds(spark: Any) -> float | None:
     """User + system CPU seconds of the Spark JVM so far (local masters: the whole job)."""
     try:
         pid = spark.sparkContext._gateway.proc.pid
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (AttributeError, OSError):
+    except AttributeError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return process_cpu_seconds(pid)
 
 
 def bench_rollup(
@@ -188,7 +189,13 @@ def chart(rollups: list[dict[str, Any]], path: Path) -> None:
     plt.close(figure)
 
 
-def bench_read(spark: Any, bootstrap: str, topic: str, count: int, folder: Path) -> dict[str, Any]:
+def bench_read(
+    spark: Any, broker: Any, topic: str, count: int, folder: Path
+) -> dict[str, dict[str, Any]]:
+    """The reading path taken apart, each variant forced by one aggregate over every row: the
+    Kafka source alone, the same values from a text file alone, each through `usage_rows`'s checks,
+    and `spark.read.json` with the schema and no checks. (Every record on the exact path,
+    `usage_rows(fast_path=False)`, took over ten minutes for 1 M at load 30: left out.)"""
     from pyspark.sql import functions as F
 
     items = records(0, count)
@@ -199,23 +206,56 @@ def bench_read(spark: Any, bootstrap: str, topic: str, count: int, folder: Path)
     ends: dict[int, int] = {}
     for partition, _, _ in items:
         ends[partition] = ends.get(partition, 0) + 1
-    kafka = read_usage(spark, bootstrap, topic, dict.fromkeys(ends, 0), ends)
+
+    def kafka() -> Any:
+        return read_usage(spark, broker.bootstrap, topic, dict.fromkeys(ends, 0), ends)
+
+    def text() -> Any:
+        lines = spark.read.text(str(path)).select(F.col("value").cast("binary").alias("value"))
+        return lines.select(
+            F.lit(None).cast("binary").alias("key"), "value",
+            F.lit(0).alias("partition"), F.monotonically_increasing_id().alias("offset"),
+        )  # fmt: skip
+
     schema = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
+    variants: dict[str, Callable[[], Any]] = {
+        "kafka_source": lambda: kafka().agg(F.sum(F.length("value"))),
+        "text_file": lambda: text().agg(F.sum(F.length("value"))),
+        "kafka_checked": lambda: usage_rows(kafka()).agg(F.sum("bytes_in")),
+        "text_checked": lambda: usage_rows(text()).agg(F.sum("bytes_in")),
+        "spark_json_no_checks": lambda: (
+            spark.read.schema(schema).json(str(path)).agg(F.sum("bytes_in"))
+        ),
+    }
+    variants["kafka_source"]().first()  # warm the JVM: the rollup ran on another topic
     timings = {}
-    for name, frame in (
-        ("kafka_source", usage_rows(kafka)),
-        ("spark_json", spark.read.schema(schema).json(str(path))),
-    ):
+    for name, frame in variants.items():
+        cpu, served = jvm_cpu_seconds(spark), process_cpu_seconds(broker.pid)
         start = time.perf_counter()
-        first = frame.agg(F.sum("bytes_in")).first()
-        total = first[0] if first is not None else None
+        first = frame().first()
         elapsed = time.perf_counter() - start
         timings[name] = {
             "seconds": round(elapsed, 1),
             "rows_per_second": round(len(items) / elapsed),
+            "jvm_cpu_seconds": _spent(cpu, jvm_cpu_seconds(spark)),
+            "broker_cpu_seconds": _spent(served, process_cpu_seconds(broker.pid)),
+            "load_average_1m": round(os.getloadavg()[0], 1),
         }
-        log(f"read {name}: {elapsed:.1f} s (sum {total})")
+        log(f"read {name}: {elapsed:.1f} s (sum {first[0] if first else None}) {timings[name]}")
     return timings
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _spent(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else round(after - before, 2)
 
 
 def bench_invoices(folder: Path, tenants: int) -> dict[str, Any]:
@@ -276,9 +316,7 @@ def main() -> None:
                 )
             if spark is not None and counts[0] <= 1_000_000:
                 topic = f"usage-{counts[0]}"
-                result["source_vs_json"] = bench_read(
-                    spark, broker.bootstrap, topic, counts[0], folder
-                )
+                result["source_vs_json"] = bench_read(spark, broker, topic, counts[0], folder)
             if spark is not None:
                 spark.stop()
         finally:
