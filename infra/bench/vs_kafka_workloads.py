@@ -384,8 +384,9 @@ def _still_open(sock: socket.socket) -> bool:
 # --- topic churn with a bystander ----------------------------------------------------------------
 
 
-def _bystander(bootstrap: str, topic: str, stop: Any, out: Any) -> None:
-    """Produce 1 KiB at 200 records/s, acks=1, one at a time in flight: each one's latency."""
+def _bystander(bootstrap: str, topic: str, ready: Any, stop: Any, out: Any) -> None:
+    """Produce 1 KiB at 200 records/s, acks=1, one at a time in flight: each one's latency;
+    `ready` is set once the first record is delivered (connected, metadata known)."""
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0}
     )
@@ -395,7 +396,9 @@ def _bystander(bootstrap: str, topic: str, stop: Any, out: Any) -> None:
         sent = time.perf_counter()
         producer.produce(topic, record)
         if producer.flush(30) == 0:  # delivered (or failed) within the flush
-            latencies.append((time.perf_counter() - sent) * 1000)
+            if ready.is_set():
+                latencies.append((time.perf_counter() - sent) * 1000)
+            ready.set()
         time.sleep(max(0.0, 0.005 - (time.perf_counter() - sent)))
     out.put(latencies)
 
@@ -403,11 +406,13 @@ def _bystander(bootstrap: str, topic: str, stop: Any, out: Any) -> None:
 def _bystander_p99(bootstrap: str, during: Callable[[], Any]) -> tuple[dict[str, float], Any]:
     """The bystander's latency quantiles while `during` runs, and what `during` returned."""
     ctx = _processes()
-    stop, outs = ctx.Event(), ctx.Queue()
-    worker = ctx.Process(target=_bystander, args=(bootstrap, "bystander", stop, outs))
+    ready, stop, outs = ctx.Event(), ctx.Event(), ctx.Queue()
+    worker = ctx.Process(target=_bystander, args=(bootstrap, "bystander", ready, stop, outs))
     worker.start()
     try:
-        time.sleep(1.0)  # its connection and metadata settle before the window measured
+        # Its connection and metadata settle before the window measured (a fixed second was
+        # not always enough on a loaded machine: a short churn then had no sample at all).
+        _poll(ready.is_set, 120, "bystander's first record delivered")
         result = during()
         stop.set()
         latencies = outs.get(timeout=120)
