@@ -87,11 +87,11 @@ def usage_rows(records: DataFrame, *, fast_path: bool = True) -> DataFrame:
     """Kafka records (key, value, partition, offset) → one row of `COLUMNS` each.
 
     Two paths, one verdict: a record whose value matches `FAST_RECORD` (one pass of one regular
-    expression: the canonical encoding `tenancy.usage.encode` writes, every field in order, printable
-    ASCII strings without escapes, counters of at most 18 digits, the storage id's suffix equal to
-    its fields), whose window is in order within one hour and whose key, if any, is its id, is valid
-    on the fast path and its fields are read with `from_json`; any other record goes through the
-    exact VARIANT path, which finds the first rule it breaks (or accepts it: valid JSON need not be
+    expression: the canonical encoding `tenancy.usage.encode` writes, every field in order,
+    strings without escapes or control characters, counters of at most 18 digits, the storage
+    id's suffix equal to its fields), whose window is in order within one hour and whose key, if
+    any, is its id, is valid on the fast path and its fields are read with `from_json`; any other
+    record (dozens of times dearer: writers should stay canonical) goes through the exact VARIANT path, which finds the first rule it breaks (or accepts it: valid JSON need not be
     canonical). The fast path accepts a subset of the valid records, so the rows are the same with
     `fast_path=False` (every record on the exact path; tests compare the two)."""
     typed = records.select(
@@ -132,8 +132,10 @@ _TYPED_SCHEMA: Final = ", ".join(
 def _fast_record() -> str:
     """The fast path's regular expression (Java syntax). Conservative: whatever it accepts, the
     exact rules accept too (checked field by field in tests/integration/billing/test_fast_path.py)."""
-    printable = r"[ !#-\[\]-~]"  # printable ASCII but `"` and backslash: no escapes, chars = bytes
-    segment = r"[ !#-.0-\[\]-~]"  # the same without `/`
+    # no `"` or backslash (no escapes) and no control character; a bound counts UTF-16 units,
+    # never fewer than the characters the rule counts, so a long non-BMP name goes the exact way
+    printable = r"[^\"\\\x00-\x1f\x7f]"  # and no DEL: a principal's or client id's rule
+    segment = r"[^\"\\/\x00-\x1f]"  # an id's part: no `/`
     count = r"(?:0|[1-9][0-9]{0,17})"  # fits a BIGINT, non-negative
     tenant = r"[a-z][a-z0-9-]{2,15}"
     topic = r"[A-Za-z0-9._-]{1,249}"
@@ -161,7 +163,8 @@ def _fast_valid(j: Column) -> Column:
         (end >= start) & (end <= start - start % HOUR_MS + HOUR_MS)
     )
     key = F.col("_key").isNull() | (F.col("_key") == F.encode(j.getField("id"), "UTF-8"))
-    ok = (F.octet_length("_value") <= MAX_RECORD_BYTES) & F.col("_text").rlike(FAST_RECORD)
+    size_ok = F.octet_length("_value") <= MAX_RECORD_BYTES
+    ok = size_ok & F.is_valid_utf8("_value") & F.col("_text").rlike(FAST_RECORD)
     return F.coalesce(ok & window & key, F.lit(False))
 
 

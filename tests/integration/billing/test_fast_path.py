@@ -19,7 +19,7 @@ from tests.integration.billing.test_source import _broken
 pytestmark = pytest.mark.integration
 
 _SCHEMA = "key BINARY, value BINARY, partition INT, offset BIGINT"
-_CHARS = 'abcXYZ09 :-_./@é"\\\x01\x7f\u2603'  # printable ASCII and what leaves the fast path
+_CHARS = 'abcXYZ09 :-_./@é"\\\x01\x7f\x85\u2603\U0001f600'  # plain, and what is not
 
 
 def _text(rng: random.Random, low: int, high: int) -> str:
