@@ -17,6 +17,7 @@ from decimal import Decimal
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from billing.rollup import ranges
 from billing.rollup.sums import TRAFFIC_MEASURES, PendingSample, RollupKey, Sums
 from tenancy.usage import HOUR_MS
 
@@ -37,13 +38,16 @@ def lean(rows: DataFrame) -> DataFrame:
     return rows.select(*LEAN_COLUMNS, (moment - moment % F.lit(HOUR_MS)).alias("hour_ms"))
 
 
-def repeats(valid: DataFrame, counted: DataFrame | None) -> DataFrame:
-    """The ids among `valid` rows to thin out: each id seen more than once in the run or already
-    in `counted`, with `keep`, the position of the one copy to count (null: none, it was counted
+def repeats(
+    valid: DataFrame, counted: DataFrame | None, stored: DataFrame | None = None
+) -> DataFrame:
+    """The ids among `valid` rows to thin out: each id seen more than once in the run, already
+    in `counted` or, for a traffic id (`ranges.keyed` columns), in a `stored` sequence range of
+    its writer, with `keep`, the position of the one copy to count (null: none, it was counted
     before), and `dropped`, how many of its valid rows are left out. Found by a shuffle of ids
     and positions alone, never of whole rows; small: persist it."""
     position_type = "decimal(29,0)"
-    seen = valid.select("id", _position().alias("at"), F.lit(False).alias("old"))
+    seen = ranges.flag_counted(valid, stored).select("id", _position().alias("at"), "old")
     if counted is not None:
         earlier = counted.select(
             "id", F.lit(None).cast(position_type).alias("at"), F.lit(True).alias("old")
@@ -57,7 +61,7 @@ def repeats(valid: DataFrame, counted: DataFrame | None) -> DataFrame:
     )
     keep = F.when(~F.col("old"), F.col("first"))
     dropped = F.col("copies") - F.when(F.col("old"), 0).otherwise(1)
-    return grouped.where(F.col("n") > 1).select(
+    return grouped.where((F.col("n") > 1) | F.col("old")).select(
         "id", keep.alias("keep"), F.lit(True).alias("rep"), dropped.alias("dropped")
     )
 

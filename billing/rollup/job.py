@@ -5,9 +5,11 @@ Exactly once: the range read is [stored offsets, end offsets), and the end offse
 the same transaction as the sums, so a run that dies before its commit leaves nothing and the next
 run reads the same range again; one that dies after it leaves a complete run, and the next starts
 where it ended. Within a run each record id counts once; ids counted by earlier runs are skipped
-(`billing.rollup.ids`: an anti-join in Spark against the ids earlier runs kept in Parquet under
-the state directory, written before the commit and named after it), so a record replayed at a
-later offset still counts once; no record id goes through the driver. Records are read with
+(`billing.rollup.ranges`: traffic ids against the sequence ranges per gateway incarnation that
+earlier runs stored with their commits; `billing.rollup.ids`: any other id by an anti-join in Spark
+against the ids earlier runs kept in Parquet under the state directory, written before the commit
+and named after it), so a record replayed at a later offset still counts once; no record id goes
+through the driver. Records are read with
 Spark's Kafka source and checked in the JVM (`billing.source.usage`). Malformed
 records are never dropped silently: they are counted by reason in the report, in the run's row
 and in the `pier_billing_rejected_records_total` metric. `--until` ends the range at the first
@@ -29,7 +31,7 @@ from prometheus_client import Counter
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from billing.rollup import frames, ledger
+from billing.rollup import frames, ledger, ranges
 from billing.rollup.ids import IdStore
 from billing.rollup.sums import Cursor, RunOutput
 from billing.source import kafka
@@ -217,13 +219,14 @@ def _roll_up(
     attempt: Path,
     clock: _Phases,
 ) -> None:
-    valid = rows.where(F.col("rejected").isNull())
+    valid = ranges.keyed(rows.where(F.col("rejected").isNull()))
     counted = store.counted(spark, hours)
     legacy = ledger.counted_ids(db, hours)  # ids earlier versions kept in the database
     if legacy:
-        stored = spark.createDataFrame([(i,) for i in legacy], "id STRING")
-        counted = stored if counted is None else counted.unionByName(stored)
-    repeated = frames.repeats(valid, counted).persist()
+        old = spark.createDataFrame([(i,) for i in legacy], "id STRING")
+        counted = old if counted is None else counted.unionByName(old)
+    stored = ranges.stored_frame(spark, ledger.counted_ranges(db, options.topic))
+    repeated = frames.repeats(valid, counted, stored).persist()
     try:
         records = frames.unique(valid, repeated)
         out.duplicates = frames.dropped(repeated)
@@ -236,7 +239,7 @@ def _roll_up(
         for key, sums in storage.items():
             out.rollups.setdefault(key, type(sums)()).add(sums)
         clock.lap("sums")
-        store.write(records.select("id", "hour_ms"), attempt)
+        out.ranges = ranges.split(spark, records, stored, lambda ids: store.write(ids, attempt))
         clock.lap("ids")
     finally:
         repeated.unpersist()

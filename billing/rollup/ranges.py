@@ -10,10 +10,11 @@ counted):
 - `flag_counted` marks the rows whose sequence falls in a counted range of their writer (a
   broadcast join on the writer with a range condition: the stored ranges are few), so that
   `billing.rollup.frames.repeats` leaves them out in its one pass over the ids;
-- `split` finds the runs of consecutive sequences among a run's counted rows ("islands", by the
-  gaps-and-islands rule: `seq - row_number()` per writer is constant along a run): an island of
-  at least `MIN_RANGE` ids, or one that touches a stored range, becomes a range to store with
-  the run's commit (`billing.rollup.ledger`, in its transaction); the ids of the other islands
+- `split` finds the runs of consecutive sequences among a run's counted rows ("islands", per
+  block of `BLOCK` sequences: a block whose count equals its span is one island; in the others
+  `seq - row_number()` is constant along a run): an island of at least `MIN_RANGE` ids, or one
+  that touches a stored range or another island of the run, becomes a range to store with the
+  run's commit (`billing.rollup.ledger`, in its transaction); the ids of the other islands
   and the unshaped ids go to the Parquet id folders as before.
 
 A gateway numbers its usage records 0, 1, 2, … per incarnation, so one writer's counted ids are
@@ -26,15 +27,15 @@ sequences). Driver side (builds plans).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from billing.rollup.seq_ranges import Range
+from billing.rollup.seq_ranges import Range, merge
 
 MIN_RANGE: Final = 32  # a shorter island that touches no stored range stays as ids
+BLOCK: Final = 1024  # islands are found per block of this many sequences
 _WRITER_PART: Final = r"[A-Za-z0-9._-]{1,64}"
 TRAFFIC_ID: Final = rf"^({_WRITER_PART}/{_WRITER_PART})/(0|[1-9][0-9]{{0,17}})$"
 RANGE_SCHEMA: Final = "r_writer STRING, r_lo BIGINT, r_hi BIGINT"
@@ -76,48 +77,95 @@ def split(
     write_ids: Callable[[DataFrame], None],
 ) -> list[Range]:
     """The ranges to store of a run's counted rows (from `keyed`, one row per id); the ids that
-    no range holds go to `write_ids` (a frame of id, hour_ms). Collects ranges, never ids."""
-    order = Window.partitionBy("writer").orderBy("seq")
-    island = F.col("seq") - F.row_number().over(order)
-    numbered = counted.where(F.col("writer").isNotNull()).withColumn("island", island).persist()
-    try:
-        found = _ranges(numbered, stored)
-        kept = spark.createDataFrame(
-            [(r.writer, r.island) for r in found] or [("", 0)], "writer STRING, island BIGINT"
+    no range holds go to `write_ids` (a frame of id, hour_ms). Collects ranges, never ids.
+
+    Islands are found per block of `BLOCK` sequences, so the work spreads over every task even
+    when one writer wrote everything: a block whose count equals its span is one island (a hash
+    aggregation, no sort); only the rows of blocks with gaps are numbered in sequence order."""
+    blocks = (
+        counted.withColumn("block", F.floor(F.col("seq") / BLOCK))
+        .groupBy("writer", "block")
+        .agg(
+            F.min("seq").alias("lo"),
+            F.max("seq").alias("hi"),
+            F.count("*").alias("n"),
+            F.max("hour_ms").alias("hour_ms"),
         )
-        loose = numbered.join(F.broadcast(kept), ["writer", "island"], "left_anti")
-        others = counted.where(F.col("writer").isNull()).select("id", "hour_ms")
-        write_ids(others.unionByName(loose.select("id", "hour_ms")))
-    finally:
-        numbered.unpersist()
-    return [Range(r.writer, r.lo, r.hi, r.hour_ms) for r in found]
-
-
-@dataclass(frozen=True, slots=True)
-class _Island:
-    writer: str
-    island: int
-    lo: int
-    hi: int
-    hour_ms: int
-
-
-def _ranges(numbered: DataFrame, stored: DataFrame | None) -> list[_Island]:
-    islands = numbered.groupBy("writer", "island").agg(
-        F.min("seq").alias("lo"),
-        F.max("seq").alias("hi"),
-        F.count("*").alias("n"),
-        F.max("hour_ms").alias("hour_ms"),
+        .persist()
     )
-    ranged = islands.where(F.col("n") >= MIN_RANGE)
+    islands = _islands(counted, blocks).persist()
+    try:
+        found = _collect(_ranged(islands, stored))
+        if _all_ranged(blocks, found):
+            write_ids(spark.createDataFrame([], "id STRING, hour_ms BIGINT"))
+        else:
+            write_ids(_loose(counted, spark, found))
+    finally:
+        islands.unpersist()
+        blocks.unpersist()
+    return merge(found)
+
+
+def _islands(counted: DataFrame, blocks: DataFrame) -> DataFrame:
+    """(writer, lo, hi, n, hour_ms) of every maximal run within a block."""
+    shaped = blocks.where(F.col("writer").isNotNull())
+    whole = F.col("n") == F.col("hi") - F.col("lo") + 1
+    dense = shaped.where(whole).select("writer", "lo", "hi", "n", "hour_ms")
+    gappy = shaped.where(~whole).select("writer", "block")
+    rows = counted.withColumn("block", F.floor(F.col("seq") / BLOCK)).join(
+        gappy, ["writer", "block"], "left_semi"
+    )
+    order = Window.partitionBy("writer", "block").orderBy("seq")
+    runs = (
+        rows.withColumn("island", F.col("seq") - F.row_number().over(order))
+        .groupBy("writer", "block", "island")
+        .agg(
+            F.min("seq").alias("lo"),
+            F.max("seq").alias("hi"),
+            F.count("*").alias("n"),
+            F.max("hour_ms").alias("hour_ms"),
+        )
+    )
+    return dense.unionByName(runs.select("writer", "lo", "hi", "n", "hour_ms"))
+
+
+def _ranged(islands: DataFrame, stored: DataFrame | None) -> DataFrame:
+    """The islands to keep as ranges: long ones, and short ones that touch a stored range or
+    another island of the run (the two ends of a run cut by a block boundary)."""
+    near = islands.select(
+        F.col("writer").alias("o_writer"), F.col("lo").alias("o_lo"), F.col("hi").alias("o_hi")
+    )
+    short = islands.where(F.col("n") < MIN_RANGE)
+    beside = (F.col("writer") == F.col("o_writer")) & (
+        (F.col("lo") == F.col("o_hi") + 1) | (F.col("hi") + 1 == F.col("o_lo"))
+    )
+    kept = islands.where(F.col("n") >= MIN_RANGE).unionByName(short.join(near, beside, "left_semi"))
     if stored is not None:
         touching = (F.col("writer") == F.col("r_writer")) & (
             (F.col("lo") == F.col("r_hi") + 1) | (F.col("hi") + 1 == F.col("r_lo"))
         )
-        short = islands.where(F.col("n") < MIN_RANGE)
-        ranged = ranged.unionByName(short.join(F.broadcast(stored), touching, "left_semi"))
-    columns = ("writer", "island", "lo", "hi", "hour_ms")
-    return [
-        _Island(r.writer, int(r.island), int(r.lo), int(r.hi), int(r.hour_ms))
-        for r in ranged.select(*columns).collect()
-    ]
+        kept = kept.unionByName(short.join(F.broadcast(stored), touching, "left_semi"))
+    return kept.distinct()
+
+
+def _collect(ranged: DataFrame) -> list[Range]:
+    rows = ranged.select("writer", "lo", "hi", "hour_ms", "n").collect()
+    return [Range(r.writer, int(r.lo), int(r.hi), int(r.hour_ms)) for r in rows]
+
+
+def _all_ranged(blocks: DataFrame, found: list[Range]) -> bool:
+    """Whether the ranges hold every counted row (no unshaped id, no loose island)."""
+    total = blocks.agg(F.sum("n").alias("n")).first()
+    held = sum(r.hi - r.lo + 1 for r in found)
+    return total is not None and int(total["n"] or 0) == held
+
+
+def _loose(counted: DataFrame, spark: SparkSession, found: list[Range]) -> DataFrame:
+    """The (id, hour_ms) of counted rows no found range holds."""
+    if not found:
+        return counted.select("id", "hour_ms")
+    held = spark.createDataFrame([(r.writer, r.lo, r.hi) for r in found], RANGE_SCHEMA)
+    inside = (F.col("writer") == F.col("r_writer")) & F.col("seq").between(
+        F.col("r_lo"), F.col("r_hi")
+    )
+    return counted.join(F.broadcast(held), inside, "left_anti").select("id", "hour_ms")

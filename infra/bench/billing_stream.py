@@ -234,7 +234,11 @@ def stream_lag(
         },
         "caught_up_s_after_writing": round(caught_up, 1),
         "micro_batches": [
-            {"records": b.get("records"), "seconds": round(sum(b.get("seconds", {}).values()), 1)}
+            {
+                "records": b.get("records"),
+                "seconds": round(sum(b.get("seconds", {}).values()), 1),
+                "phases": b.get("seconds", {}),
+            }
             for b in batches
         ],
         "load": {"before": load_before, "after": load_after},

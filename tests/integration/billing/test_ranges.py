@@ -1,0 +1,95 @@
+"""Counted traffic ids kept as sequence ranges per writer (`billing.rollup.ranges`), against a real
+broker, database and Spark: a long run of sequences is stored as one range in the ledger's commit
+and its ids are not written to the Parquet id folders; short islands and ids of another shape are;
+an island that touches a stored range extends it; replays of either kind count once."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from billing.rollup import ranges
+from billing.rollup.ledger import counted_ranges
+from billing.rollup.seq_ranges import Range
+from infra.stack import BrokerProcess
+from tenancy.database import Database
+from tenancy.usage import HOUR_MS, USAGE_TOPIC
+from tests.integration.billing.helpers import merge, rollups, run, state_dir
+from tests.integration.billing.usage_gen import T0, traffic, traffic_totals, write
+
+pytestmark = pytest.mark.integration
+NOW = T0 + 10 * HOUR_MS
+
+
+def _ranges(url: str) -> list[Range]:
+    db = Database(url)
+    try:
+        return sorted(counted_ranges(db, USAGE_TOPIC))
+    finally:
+        db.dispose()
+
+
+def _parquet_ids(spark: Any, url: str) -> set[str]:
+    root = state_dir(url) / USAGE_TOPIC / "ids"
+    files = [str(p) for p in root.glob("*/hour_ms=*/*.parquet")]
+    if not files:
+        return set()
+    return {r.id for r in spark.read.schema("id STRING").parquet(*files).collect()}
+
+
+def test_sequence_ranges_count_each_id_once(
+    spark: Any, usage_broker: BrokerProcess, sqlite_url: str
+) -> None:
+    long_run = traffic(random.Random(1), ["acme", "globex"], 100, hours=2)  # gw1 0..99
+    island = traffic(random.Random(2), ["acme"], 10, first_seq=200, hours=1)  # gw1 200..209
+    odd = replace(island[0], id="gw9/inc1/007")  # not a canonical sequence: kept as an id
+    write(usage_broker.bootstrap, [*long_run, *island, odd])
+    first = run(spark, sqlite_url, usage_broker.bootstrap, NOW)
+    assert (first.records, first.duplicates) == (111, 0)
+    hour = max(r.start_ms - r.start_ms % HOUR_MS for r in long_run)
+    assert _ranges(sqlite_url) == [Range("gw1/inc1", 0, 99, hour)]
+    assert _parquet_ids(spark, sqlite_url) == {r.id for r in [*island, odd]}
+
+    touching = traffic(random.Random(3), ["acme"], 6, first_seq=100, hours=1)  # gw1 100..105
+    replays = [long_run[5], long_run[99], island[3], odd]
+    write(usage_broker.bootstrap, [*touching, *replays])
+    second = run(spark, sqlite_url, usage_broker.bootstrap, NOW)
+    assert (second.records, second.duplicates) == (len(touching), len(replays))
+    assert [(r.writer, r.lo, r.hi) for r in _ranges(sqlite_url)] == [("gw1/inc1", 0, 105)]
+    assert _parquet_ids(spark, sqlite_url) == {r.id for r in [*island, odd]}  # nothing new
+    expected = merge(traffic_totals([*long_run, *island, odd, *touching]))
+    assert rollups(sqlite_url) == expected
+
+
+def test_split_finds_runs_across_blocks_and_keeps_the_rest_as_ids(spark: Any) -> None:
+    """`ranges.split` on rows alone: dense blocks, a gap, a run cut by a block boundary, a short
+    island that touches a stored range, one that touches nothing, an id of another shape."""
+    seqs = {
+        "w/a": [s for s in range(3000) if s != 1500],  # three blocks, one gap
+        "w/b": [5],  # alone: stays an id
+        "w/c": list(range(1020, 1028)),  # 8 ids cut by the boundary at 1024: kept, joined
+        "w/d": [10, 11],  # short, but touches the stored range w/d 0..9
+    }
+    rows = [(f"{w}/{s}", 3_600_000) for w, ss in seqs.items() for s in ss] + [("x", 0)]
+    counted = ranges.keyed(spark.createDataFrame(rows, "id STRING, hour_ms BIGINT"))
+    stored = ranges.stored_frame(spark, [Range("w/d", 0, 9, 0)])
+    written: list[set[str]] = []
+    found = ranges.split(spark, counted, stored, lambda ids: written.append(_ids(ids)))
+    assert [(r.writer, r.lo, r.hi) for r in found] == [
+        ("w/a", 0, 1499),
+        ("w/a", 1501, 2999),
+        ("w/c", 1020, 1027),
+        ("w/d", 10, 11),
+    ]
+    assert written == [{"w/b/5", "x"}]
+    only_ranged = counted.where("writer = 'w/a'")
+    written.clear()
+    assert len(ranges.split(spark, only_ranged, None, lambda ids: written.append(_ids(ids)))) == 2
+    assert written == [set()]  # every row in a range: nothing to keep as ids
+
+
+def _ids(frame: Any) -> set[str]:
+    return {r.id for r in frame.collect()}
