@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,5 +33,5 @@ def test_merge_holds_exactly_the_union(spans: list[tuple[str, int, int]]) -> Non
     merged = merge(ranges)
     covered = {(r.writer, s) for r in ranges for s in range(r.lo, r.hi + 1)}
     assert {(r.writer, s) for r in merged for s in range(r.lo, r.hi + 1)} == covered
-    for a, b in zip(merged, merged[1:], strict=False):
+    for a, b in pairwise(merged):
         assert a.writer != b.writer or b.lo > a.hi + 1  # disjoint, never adjacent
