@@ -24,7 +24,7 @@ from tests.integration.tenancy.helpers import OPERATOR, account, tenant
 from tests.tenancy_fixtures import TenancyClock
 
 pytestmark = pytest.mark.integration
-HEAD, PREVIOUS, FIRST = "0008", "0002", "0001"  # PREVIOUS: the one before 0003 (rate caps)
+HEAD, PREVIOUS, FIRST = "0009", "0002", "0001"  # PREVIOUS: the one before 0003 (rate caps)
 SECRET = "s3cretS3cretS3cretS3cretS3cretS3cretS3cret"
 RATE_CAPS = ("max_producer_byte_rate", "max_consumer_byte_rate")  # revision 0003
 OLD_LIMITS = TenantLimits(7, 2**40, 9, 65536)  # as stored before 0003: no rate caps (None)
