@@ -161,19 +161,23 @@ class IdempotentProducer:
             self._in_doubt.clear()
 
     async def _init_producer_id(self) -> tuple[int, int]:
-        connection = await self._cluster.any_connection()
-        version = connection.version(ApiKey.INIT_PRODUCER_ID)
-        module = request_module(INIT_PRODUCER_ID, version)
-        # Without a transactional id Kafka always answers a fresh id at epoch 0, so there is no
-        # epoch to bump in place (KIP-360 bumps apply to transactional producers).
-        request = make(
-            module,
-            "InitProducerIdRequest",
-            transactional_id=None,
-            transaction_timeout=millis(60.0),
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-        response: Any = await connection.send(request)
-        check(response.error_code, "InitProducerId")
-        return int(response.producer_id), int(response.producer_epoch)
+        return await new_producer_id(self._cluster)
+
+
+async def new_producer_id(cluster: Cluster) -> tuple[int, int]:
+    """One InitProducerId without a transactional id: a fresh producer id at epoch 0 (Kafka
+    always answers a fresh id then, so there is no epoch to bump in place; KIP-360 bumps apply
+    to transactional producers). Not retried: callers wrap it in `Cluster.call`."""
+    connection = await cluster.any_connection()
+    module = request_module(INIT_PRODUCER_ID, connection.version(ApiKey.INIT_PRODUCER_ID))
+    request = make(
+        module,
+        "InitProducerIdRequest",
+        transactional_id=None,
+        transaction_timeout=millis(60.0),
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    response: Any = await connection.send(request)
+    check(response.error_code, "InitProducerId")
+    return int(response.producer_id), int(response.producer_epoch)

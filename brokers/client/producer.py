@@ -41,27 +41,38 @@ async def produce(
     """Append `batch` to `tp`; None for acks=0."""
     if acks not in VALID_ACKS:
         raise InvalidArgumentError(f"acks must be one of {VALID_ACKS}, not {acks}")
+    return await cluster.call(
+        lambda: produce_once(cluster, tp, batch, acks, timeout_s, transactional_id)
+    )
 
-    async def attempt() -> ProduceResult | None:
-        connection = await cluster.leader(tp)
-        version = connection.version(ApiKey.PRODUCE)
-        request = _request(version, tp, batch, acks, timeout_s, transactional_id)
-        if acks == 0:
-            connection.send_without_response(request)
-            return None
-        response = await connection.send(
-            request, timeout_s=timeout_s + cluster.config.request_timeout_s
-        )
-        (topic,) = response.responses
-        (answer,) = topic.partition_responses
-        check(answer.error_code, str(tp), getattr(answer, "error_message", None))
-        return ProduceResult(
-            base_offset=int(answer.base_offset),
-            log_append_time_ms=epoch_ms(getattr(answer, "log_append_time", None)),
-            log_start_offset=int(getattr(answer, "log_start_offset", -1)),
-        )
 
-    return await cluster.call(attempt)
+async def produce_once(
+    cluster: Cluster,
+    tp: TopicPartition,
+    batch: bytes,
+    acks: int,
+    timeout_s: float,
+    transactional_id: str | None = None,
+) -> ProduceResult | None:
+    """One Produce of `batch` to the partition's leader, without the client's retries (a caller
+    that keeps several in flight retries them itself, in order); None for acks=0."""
+    connection = await cluster.leader(tp)
+    version = connection.version(ApiKey.PRODUCE)
+    request = _request(version, tp, batch, acks, timeout_s, transactional_id)
+    if acks == 0:
+        connection.send_without_response(request)
+        return None
+    response = await connection.send(
+        request, timeout_s=timeout_s + cluster.config.request_timeout_s
+    )
+    (topic,) = response.responses
+    (answer,) = topic.partition_responses
+    check(answer.error_code, str(tp), getattr(answer, "error_message", None))
+    return ProduceResult(
+        base_offset=int(answer.base_offset),
+        log_append_time_ms=epoch_ms(getattr(answer, "log_append_time", None)),
+        log_start_offset=int(getattr(answer, "log_start_offset", -1)),
+    )
 
 
 def _request(
