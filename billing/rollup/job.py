@@ -225,7 +225,8 @@ def _roll_up(
     if legacy:
         old = spark.createDataFrame([(i,) for i in legacy], "id STRING")
         counted = old if counted is None else counted.unionByName(old)
-    stored = ranges.stored_frame(spark, ledger.counted_ranges(db, options.topic))
+    held = ledger.counted_ranges(db, options.topic)
+    stored = ranges.stored_frame(spark, held)
     repeated = frames.repeats(valid, counted, stored).persist()
     try:
         records = frames.unique(valid, repeated)
@@ -239,7 +240,7 @@ def _roll_up(
         for key, sums in storage.items():
             out.rollups.setdefault(key, type(sums)()).add(sums)
         clock.lap("sums")
-        out.ranges = ranges.split(spark, records, stored, lambda ids: store.write(ids, attempt))
+        out.ranges = ranges.split(spark, records, held, lambda ids: store.write(ids, attempt))
         clock.lap("ids")
     finally:
         repeated.unpersist()

@@ -10,18 +10,17 @@ counted):
 - `flag_counted` marks the rows whose sequence falls in a counted range of their writer (a
   broadcast join on the writer with a range condition: the stored ranges are few), so that
   `billing.rollup.frames.repeats` leaves them out in its one pass over the ids;
-- `split` finds the runs of consecutive sequences among a run's counted rows ("islands", per
-  block of `BLOCK` sequences: a block whose count equals its span is one island; in the others
-  `seq - row_number()` is constant along a run): an island of at least `MIN_RANGE` ids, or one
-  that touches a stored range or another island of the run, becomes a range to store with the
-  run's commit (`billing.rollup.ledger`, in its transaction); the ids of the other islands
-  and the unshaped ids go to the Parquet id folders as before.
+- `split` finds the runs of consecutive sequences among a run's counted rows (one aggregation:
+  a bit mask of the sequences present per chunk of `CHUNK`): a run of at least `MIN_RANGE` ids,
+  or one that touches a stored range, becomes a range to store with the run's commit
+  (`billing.rollup.ledger`, in its transaction); the ids of the other runs and the unshaped ids
+  go to the Parquet id folders as before.
 
 A gateway numbers its usage records 0, 1, 2, … per incarnation, so one writer's counted ids are
 a handful of ranges however many records it wrote: de-duplication no longer reads the ids of the
 whole hour on every run or micro-batch, and the ids a run writes shrink to the odd ones. Exact:
-a range holds exactly the sequences counted (an island is a run of consecutive distinct
-sequences). Driver side (builds plans).
+a range holds exactly the sequences counted (a run is a stretch of consecutive distinct
+sequences, all present). Driver side (builds plans).
 """
 
 from __future__ import annotations
@@ -34,8 +33,9 @@ from pyspark.sql import functions as F
 
 from billing.rollup.seq_ranges import Range, merge
 
-MIN_RANGE: Final = 32  # a shorter island that touches no stored range stays as ids
-BLOCK: Final = 1024  # islands are found per block of this many sequences
+MIN_RANGE: Final = 32  # a shorter run that touches no stored range stays as ids
+CHUNK: Final = 64  # runs are found from a bit mask per chunk of this many sequences
+_ALL_BITS: Final = (1 << CHUNK) - 1
 _WRITER_PART: Final = r"[A-Za-z0-9._-]{1,64}"
 TRAFFIC_ID: Final = rf"^({_WRITER_PART}/{_WRITER_PART})/(0|[1-9][0-9]{{0,17}})$"
 RANGE_SCHEMA: Final = "r_writer STRING, r_lo BIGINT, r_hi BIGINT"
@@ -73,99 +73,94 @@ def flag_counted(rows: DataFrame, stored: DataFrame | None) -> DataFrame:
 def split(
     spark: SparkSession,
     counted: DataFrame,
-    stored: DataFrame | None,
+    held: list[Range],
     write_ids: Callable[[DataFrame], None],
 ) -> list[Range]:
-    """The ranges to store of a run's counted rows (from `keyed`, one row per id); the ids that
-    no range holds go to `write_ids` (a frame of id, hour_ms). Collects ranges, never ids.
+    """The ranges to store of a run's counted rows (from `keyed`, one row per id), given the
+    `held` (stored) ones; the ids no new range holds go to `write_ids` (a frame of id, hour_ms).
 
-    Islands are found per block of `BLOCK` sequences, so the work spreads over every task even
-    when one writer wrote everything: a block whose count equals its span is one island (a hash
-    aggregation, no sort); only the rows of blocks with gaps are numbered in sequence order."""
-    blocks = (
-        counted.withColumn("block", F.floor(F.col("seq") / BLOCK))
-        .groupBy("writer", "block")
+    One aggregation finds the runs: per writer and chunk of `CHUNK` sequences, the bit mask of
+    the sequences present (`bit_or`). Whole chunks in a row are joined in Spark; the driver reads
+    the runs off the other chunks' masks (a run at a time, not a bit) and joins neighbours
+    (`merge`). A run becomes a range when it is at least `MIN_RANGE` long or touches a held
+    range; the driver collects runs and masks, never ids."""
+    chunk = F.floor(F.col("seq") / CHUNK)
+    bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(pmod(seq, {CHUNK}) AS INT))")
+    chunks = (
+        counted.withColumn("chunk", chunk)
+        .groupBy("writer", "chunk")
         .agg(
-            F.min("seq").alias("lo"),
-            F.max("seq").alias("hi"),
-            F.count("*").alias("n"),
+            F.bit_or(bit).alias("mask"),
             F.max("hour_ms").alias("hour_ms"),
+            F.count("*").alias("n"),
         )
         .persist()
     )
-    islands = _islands(counted, blocks).persist()
     try:
-        found = _collect(_ranged(islands, stored))
-        if _all_ranged(blocks, found):
+        runs = merge([*_whole_runs(chunks), *_partial_runs(chunks)])
+        found = [r for r in runs if r.hi - r.lo + 1 >= MIN_RANGE or _touches(r, held)]
+        unshaped = chunks.where(F.col("writer").isNull()).agg(F.sum("n")).first()
+        if len(found) == len(runs) and not (unshaped and unshaped[0]):
             write_ids(spark.createDataFrame([], "id STRING, hour_ms BIGINT"))
         else:
             write_ids(_loose(counted, spark, found))
     finally:
-        islands.unpersist()
-        blocks.unpersist()
-    return merge(found)
+        chunks.unpersist()
+    return found
 
 
-def _islands(counted: DataFrame, blocks: DataFrame) -> DataFrame:
-    """(writer, lo, hi, n, hour_ms) of every maximal run within a block."""
-    shaped = blocks.where(F.col("writer").isNotNull())
-    whole = F.col("n") == F.col("hi") - F.col("lo") + 1
-    dense = shaped.where(whole).select("writer", "lo", "hi", "n", "hour_ms")
-    gappy = shaped.where(~whole).select("writer", "block")
-    rows = counted.withColumn("block", F.floor(F.col("seq") / BLOCK)).join(
-        gappy, ["writer", "block"], "left_semi"
-    )
-    order = Window.partitionBy("writer", "block").orderBy("seq")
-    runs = (
-        rows.withColumn("island", F.col("seq") - F.row_number().over(order))
-        .groupBy("writer", "block", "island")
+def _whole_runs(chunks: DataFrame) -> list[Range]:
+    """Runs of chunks with every sequence present, as ranges (gaps and islands over the few
+    chunk rows: `chunk - row_number()` is constant along consecutive chunks)."""
+    whole = chunks.where(F.col("writer").isNotNull() & (F.col("mask") == F.lit(-1)))
+    order = Window.partitionBy("writer").orderBy("chunk")
+    grouped = (
+        whole.withColumn("run", F.col("chunk") - F.row_number().over(order))
+        .groupBy("writer", "run")
         .agg(
-            F.min("seq").alias("lo"),
-            F.max("seq").alias("hi"),
-            F.count("*").alias("n"),
-            F.max("hour_ms").alias("hour_ms"),
+            F.min("chunk").alias("first"), F.max("chunk").alias("last"), F.max("hour_ms").alias("h")
         )
     )
-    return dense.unionByName(runs.select("writer", "lo", "hi", "n", "hour_ms"))
+    return [
+        Range(r.writer, int(r.first) * CHUNK, int(r.last) * CHUNK + CHUNK - 1, int(r.h))
+        for r in grouped.collect()
+    ]
 
 
-def _ranged(islands: DataFrame, stored: DataFrame | None) -> DataFrame:
-    """The islands to keep as ranges: long ones, and short ones that touch a stored range or
-    another island of the run (the two ends of a run cut by a block boundary)."""
-    near = islands.select(
-        F.col("writer").alias("o_writer"), F.col("lo").alias("o_lo"), F.col("hi").alias("o_hi")
-    )
-    short = islands.where(F.col("n") < MIN_RANGE)
-    beside = (F.col("writer") == F.col("o_writer")) & (
-        (F.col("lo") == F.col("o_hi") + 1) | (F.col("hi") + 1 == F.col("o_lo"))
-    )
-    kept = islands.where(F.col("n") >= MIN_RANGE).unionByName(short.join(near, beside, "left_semi"))
-    if stored is not None:
-        touching = (F.col("writer") == F.col("r_writer")) & (
-            (F.col("lo") == F.col("r_hi") + 1) | (F.col("hi") + 1 == F.col("r_lo"))
-        )
-        kept = kept.unionByName(short.join(F.broadcast(stored), touching, "left_semi"))
-    return kept.distinct()
+def _partial_runs(chunks: DataFrame) -> list[Range]:
+    partial = chunks.where(F.col("writer").isNotNull() & (F.col("mask") != F.lit(-1)))
+    out: list[Range] = []
+    for row in partial.select("writer", "chunk", "mask", "hour_ms").collect():
+        base = int(row.chunk) * CHUNK
+        for low, high in bit_runs(int(row.mask)):
+            out.append(Range(row.writer, base + low, base + high, int(row.hour_ms)))
+    return out
 
 
-def _collect(ranged: DataFrame) -> list[Range]:
-    rows = ranged.select("writer", "lo", "hi", "hour_ms", "n").collect()
-    return [Range(r.writer, int(r.lo), int(r.hi), int(r.hour_ms)) for r in rows]
+def bit_runs(mask: int) -> list[tuple[int, int]]:
+    """The runs of set bits of a 64-bit mask (signed, as Spark's BIGINT), lowest first, as
+    inclusive (first bit, last bit); one step per run."""
+    bits = mask & _ALL_BITS
+    runs = []
+    while bits:
+        low = (bits & -bits).bit_length() - 1
+        shifted = bits >> low
+        length = (~shifted & (shifted + 1)).bit_length() - 1  # the trailing ones
+        runs.append((low, low + length - 1))
+        bits &= ~(((1 << length) - 1) << low)
+    return runs
 
 
-def _all_ranged(blocks: DataFrame, found: list[Range]) -> bool:
-    """Whether the ranges hold every counted row (no unshaped id, no loose island)."""
-    total = blocks.agg(F.sum("n").alias("n")).first()
-    held = sum(r.hi - r.lo + 1 for r in found)
-    return total is not None and int(total["n"] or 0) == held
+def _touches(run: Range, held: list[Range]) -> bool:
+    return any(h.writer == run.writer and (run.lo == h.hi + 1 or run.hi + 1 == h.lo) for h in held)
 
 
 def _loose(counted: DataFrame, spark: SparkSession, found: list[Range]) -> DataFrame:
     """The (id, hour_ms) of counted rows no found range holds."""
     if not found:
         return counted.select("id", "hour_ms")
-    held = spark.createDataFrame([(r.writer, r.lo, r.hi) for r in found], RANGE_SCHEMA)
+    kept = spark.createDataFrame([(r.writer, r.lo, r.hi) for r in found], RANGE_SCHEMA)
     inside = (F.col("writer") == F.col("r_writer")) & F.col("seq").between(
         F.col("r_lo"), F.col("r_hi")
     )
-    return counted.join(F.broadcast(held), inside, "left_anti").select("id", "hour_ms")
+    return counted.join(F.broadcast(kept), inside, "left_anti").select("id", "hour_ms")

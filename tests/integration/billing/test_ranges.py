@@ -65,29 +65,29 @@ def test_sequence_ranges_count_each_id_once(
 
 
 def test_split_finds_runs_across_blocks_and_keeps_the_rest_as_ids(spark: Any) -> None:
-    """`ranges.split` on rows alone: dense blocks, a gap, a run cut by a block boundary, a short
-    island that touches a stored range, one that touches nothing, an id of another shape."""
+    """`ranges.split` on rows alone: whole chunks, a gap, a short run across a chunk boundary
+    (joined, still short: ids), a short run that touches a stored range, one that touches
+    nothing, an id of another shape."""
     seqs = {
         "w/a": [s for s in range(3000) if s != 1500],  # three blocks, one gap
         "w/b": [5],  # alone: stays an id
-        "w/c": list(range(1020, 1028)),  # 8 ids cut by the boundary at 1024: kept, joined
+        "w/c": list(range(1020, 1028)),  # 8 ids across the chunk boundary at 1024: ids
         "w/d": [10, 11],  # short, but touches the stored range w/d 0..9
     }
     rows = [(f"{w}/{s}", 3_600_000) for w, ss in seqs.items() for s in ss] + [("x", 0)]
     counted = ranges.keyed(spark.createDataFrame(rows, "id STRING, hour_ms BIGINT"))
-    stored = ranges.stored_frame(spark, [Range("w/d", 0, 9, 0)])
+    held = [Range("w/d", 0, 9, 0)]
     written: list[set[str]] = []
-    found = ranges.split(spark, counted, stored, lambda ids: written.append(_ids(ids)))
+    found = ranges.split(spark, counted, held, lambda ids: written.append(_ids(ids)))
     assert [(r.writer, r.lo, r.hi) for r in found] == [
         ("w/a", 0, 1499),
         ("w/a", 1501, 2999),
-        ("w/c", 1020, 1027),
         ("w/d", 10, 11),
     ]
-    assert written == [{"w/b/5", "x"}]
+    assert written == [{"w/b/5", "x", *(f"w/c/{s}" for s in range(1020, 1028))}]
     only_ranged = counted.where("writer = 'w/a'")
     written.clear()
-    assert len(ranges.split(spark, only_ranged, None, lambda ids: written.append(_ids(ids)))) == 2
+    assert len(ranges.split(spark, only_ranged, [], lambda ids: written.append(_ids(ids)))) == 2
     assert written == [set()]  # every row in a range: nothing to keep as ids
 
 

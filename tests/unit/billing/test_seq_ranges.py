@@ -1,4 +1,5 @@
-"""`billing.rollup.seq_ranges.merge`: the union of counted sequence ranges per writer."""
+"""`billing.rollup.seq_ranges.merge` (the union of counted sequence ranges per writer) and
+`billing.rollup.ranges.bit_runs` (the runs of a chunk's presence mask)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from itertools import pairwise
 from hypothesis import given
 from hypothesis import strategies as st
 
+from billing.rollup.ranges import bit_runs
 from billing.rollup.seq_ranges import Range, merge
 
 
@@ -35,3 +37,13 @@ def test_merge_holds_exactly_the_union(spans: list[tuple[str, int, int]]) -> Non
     assert {(r.writer, s) for r in merged for s in range(r.lo, r.hi + 1)} == covered
     for a, b in pairwise(merged):
         assert a.writer != b.writer or b.lo > a.hi + 1  # disjoint, never adjacent
+
+
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_bit_runs_are_the_set_bits_of_a_signed_mask(mask: int) -> None:
+    runs = bit_runs(mask)
+    bits = {b for low, high in runs for b in range(low, high + 1)}
+    assert bits == {b for b in range(64) if (mask >> b) & 1}
+    for (_, high), (low, _) in pairwise(runs):
+        assert low > high + 1  # maximal: separated by a clear bit
+    assert bit_runs(-1) == [(0, 63)] and bit_runs(0) == []
