@@ -98,7 +98,15 @@ def split(
     )
     try:
         runs = merge([*_whole_runs(chunks), *_partial_runs(chunks)])
-        found = [r for r in runs if r.hi - r.lo + 1 >= MIN_RANGE or _touches(r, held)]
+        lasts = {(h.writer, h.hi) for h in held}  # a run touching a held range starts after
+        firsts = {(h.writer, h.lo) for h in held}  # one of these, or ends before one of these
+        found = [
+            r
+            for r in runs
+            if r.hi - r.lo + 1 >= MIN_RANGE
+            or (r.writer, r.lo - 1) in lasts
+            or (r.writer, r.hi + 1) in firsts
+        ]
         unshaped = chunks.where(F.col("writer").isNull()).agg(F.sum("n")).first()
         if len(found) == len(runs) and not (unshaped and unshaped[0]):
             write_ids(spark.createDataFrame([], "id STRING, hour_ms BIGINT"))
@@ -149,10 +157,6 @@ def bit_runs(mask: int) -> list[tuple[int, int]]:
         runs.append((low, low + length - 1))
         bits &= ~(((1 << length) - 1) << low)
     return runs
-
-
-def _touches(run: Range, held: list[Range]) -> bool:
-    return any(h.writer == run.writer and (run.lo == h.hi + 1 or run.hi + 1 == h.lo) for h in held)
 
 
 def _loose(counted: DataFrame, spark: SparkSession, found: list[Range]) -> DataFrame:
