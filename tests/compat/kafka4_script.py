@@ -54,6 +54,8 @@ RETRIABLE = frozenset(
         ErrorCode.coordinator_not_available,
         ErrorCode.not_coordinator,
         ErrorCode.not_enough_replicas,
+        # Kafka's broker may list a new partition's leader a moment before it can append to it
+        ErrorCode.not_leader_or_follower,
     }
 )
 Observation = tuple[str, Any]
@@ -132,8 +134,6 @@ class _Script:
             answer = self.wire.call(request, response_module(PRODUCE, version).ProduceResponse)
             return answer.responses[0].partition_responses[0]
 
-        if v11:
-            return ErrorCode(call().error_code).name
         return ErrorCode(_until_final(call, lambda p: ErrorCode(p.error_code)).error_code).name
 
     def end(self, producer: Producer, commit: bool) -> tuple[str, int, int]:

@@ -184,17 +184,22 @@ def create_topics(plan: Plan) -> Op:
             future.result(timeout=60)
         except KafkaException as exc:
             return error_name(exc)
-        wait_until(
-            lambda: all(
-                p.leader >= 0
-                for p in c.admin.list_topics(name, timeout=5).topics[name].partitions.values()
-            ),
-            what=f"{name} led on {c.target.name}",
-            retry_on=(KafkaException,),
-        )
+        wait_led(c, name)
         return "OK"
 
     return f"create {name!r} partitions={partitions} configs={configs}", run
+
+
+def wait_led(c: Clients, name: str) -> None:
+    """Until every partition of `name` has a leader on `c`'s system."""
+    wait_until(
+        lambda: all(
+            p.leader >= 0
+            for p in c.admin.list_topics(name, timeout=5).topics[name].partitions.values()
+        ),
+        what=f"{name} led on {c.target.name}",
+        retry_on=(KafkaException, KeyError),
+    )
 
 
 def produce(plan: Plan) -> Op | None:
@@ -525,6 +530,7 @@ def test_kafka4_request_versions_answer_alike(both: tuple[Clients, Clients]) -> 
     for clients in both:
         [created] = clients.admin.create_topics([NewTopic(topic, 2, 1)]).values()
         created.result(30)
+        wait_led(clients, topic)
         seen.append(kafka4_observations(clients.target.bootstrap, topic))
     pier, kafka = seen
     assert [step for step, _ in pier] == [step for step, _ in kafka]
@@ -540,6 +546,7 @@ def test_topic_id_versions_answer_alike(both: tuple[Clients, Clients]) -> None:
     for clients in both:
         [created] = clients.admin.create_topics([NewTopic(topic, 2, 1)]).values()
         created.result(30)
+        wait_led(clients, topic)
         seen.append(topic_id_observations(clients.target.bootstrap, topic))
     pier, kafka = seen
     assert [step for step, _ in pier] == [step for step, _ in kafka]
