@@ -8,6 +8,8 @@ while its request is in flight for the same reason). A handler that raises anyth
 with UNKNOWN_SERVER_ERROR in every entry (`brokers.server.error_response`), logged once as
 `event=handler_failed` with its traceback, and the connection stays open (an acks=0 produce,
 which has no response, closes it instead, as in Kafka).
+Produce answers are encoded by `produce_response` (struct-packed; kio's writer for the shapes it
+leaves), and the per-API request metrics' labelled children are looked up once per API.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from brokers.server.context import RequestContext
 from brokers.server.error_response import error_response
 from brokers.server.metrics import ServerMetrics
+from brokers.server.produce_response import encode_produce_response
 from brokers.server.response import RawResponse
 from brokers.server.routes import LegacyHandler, RouteTable
 from brokers.wire.errors import ErrorCode
@@ -65,6 +68,7 @@ class Dispatcher:
     def __init__(self, routes: RouteTable, metrics: ServerMetrics | None = None) -> None:
         self._routes = routes
         self._metrics = metrics
+        self._observers: dict[str, tuple[Any, Any]] = {}  # per API: its metrics' children
 
     async def dispatch(self, frame: memoryview, peer: Peer) -> Reply | None:
         api_key, version, correlation_id = parse_fixed(frame)
@@ -92,6 +96,8 @@ class Dispatcher:
                 encoded = None
             elif isinstance(body, RawResponse | bytes):
                 encoded = body
+            elif api_key == PRODUCE_KEY:
+                encoded = encode_produce_response(body) or encode_entity(body)
             else:
                 encoded = encode_entity(body)
         except CloseConnection:
@@ -99,12 +105,25 @@ class Dispatcher:
         except Exception as exc:
             encoded = self._failed(context, request, correlation_id, exc)
         if self._metrics is not None:
-            name = route.name or str(api_key)
-            self._metrics.requests.labels(name).inc()
-            self._metrics.request_latency.labels(name).observe(time.perf_counter() - started)
+            count, latency = self._observer(route.name or str(api_key))
+            count.inc()
+            latency.observe(time.perf_counter() - started)
         if encoded is None:
             return None
         return Reply(correlation_id, response_header_is_flexible(api_key, version), encoded)
+
+    def _observer(self, name: str) -> tuple[Any, Any]:
+        """The request counter and latency histogram of API `name` (a label lookup takes a lock
+        and builds a key: once per API, not per request)."""
+        found = self._observers.get(name)
+        if found is None:
+            assert self._metrics is not None
+            found = (
+                self._metrics.requests.labels(name),
+                self._metrics.request_latency.labels(name),
+            )
+            self._observers[name] = found
+        return found
 
     def _failed(
         self, context: RequestContext, request: Any, correlation_id: int, exc: Exception
