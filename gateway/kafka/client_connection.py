@@ -7,7 +7,8 @@ size limit (512 KiB before login; after it `ConnectionLimits.frame_limit` of the
 `max_request_bytes`), charging each frame's announced size to a byte budget as soon as its prefix
 is read (before login the gateway-wide pre-login pool: full → closed at once; after login the
 tenant's `queued.max.request.bytes` pool: full → this connection stops reading until the tenant's
-answered requests give bytes back), pausing and resuming reads (mute, back pressure, the budget),
+answered requests give bytes back; a Fetch's answer holds at most half of what is free outside
+a quarter kept for requests, `answer_share`), pausing and resuming reads (mute, back pressure, the budget),
 write back pressure (the client not reading its answers pauses reading its requests and its
 answers from the broker), the
 deadlines the guard's sweep asks about (`overdue`), and closing. TCP_NODELAY is set: answers are
@@ -31,6 +32,20 @@ log = logging.getLogger("pier.gateway.connection")
 # Answers buffered for a client before it counts as not reading (its requests are then not read,
 # nor its answers from the broker): above one large fetch answer, so streaming is not stalled.
 WRITE_BUFFER_HIGH = 1024 * 1024
+# A tenant's answers on their way (Fetch) never hold the last quarter of its budget: requests
+# always find room, so one consumer's long poll parked at the broker cannot stop the tenant's
+# other connections from being read (docs/gateway.md, "Limits held in the tenant store").
+REQUEST_RESERVE_DIVISOR = 4
+# An answer holds at most half of what the other answers leave: a second consumer of the tenant
+# still gets answers of megabytes while the first one's poll is parked.
+ANSWER_SHARE_DIVISOR = 2
+
+
+def answer_share(capacity: int, used: int) -> int:
+    """What one answer may hold of a budget of `capacity` with `used` taken: half of what is free
+    outside the requests' reserve (0: nothing; the Fetch then asks for the 64 KiB floor)."""
+    free = capacity - capacity // REQUEST_RESERVE_DIVISOR - used
+    return max(free, 0) // ANSWER_SHARE_DIVISOR
 
 
 class _PreLoginBufferFull(ConnectionError):
@@ -250,7 +265,8 @@ class ClientConnection(asyncio.BufferedProtocol, Channel):
     def take_answer_bytes(self, wanted: int) -> Charge | None:
         if self._tenant_id is None:
             return None
-        return self._guard.tenant_budget(self._tenant_id).take_up_to(wanted)
+        budget = self._guard.tenant_budget(self._tenant_id)
+        return budget.take_up_to(min(wanted, answer_share(budget.capacity, budget.used)))
 
     def close(self) -> None:
         if self._transport is not None and not self._transport.is_closing():

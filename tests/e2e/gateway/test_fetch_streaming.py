@@ -11,6 +11,7 @@ and other clients are served as before. Over TLS nothing is spliced and the byte
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import random
 import socket
@@ -239,3 +240,67 @@ def test_a_client_gone_mid_answer_leaves_no_descriptor_and_others_are_served(
     )
     assert read_with_librdkafka(gateway_stack, PLAIN_TOPIC) == expected(PLAIN_TOPIC)
     wait_until(lambda: open_fds(pid) <= baseline, what="descriptors released", timeout=TIMEOUT_S)
+
+
+PARKED_WAIT_MS = 30_000  # the idle consumer's long poll: far past the other clients' deadline
+OTHER_CLIENT_DEADLINE_S = 10.0
+
+
+def test_an_idle_consumers_long_poll_does_not_stall_the_tenants_other_connections(
+    gateway_stack: GatewayStack, topics: dict[str, tuple[int, int, str]]
+) -> None:
+    """A consumer at the end of its log keeps a Fetch parked at the broker for `fetch.wait.max.ms`
+    (librdkafka asks for `fetch.max.bytes`, 50 MiB, more than the tenant's 32 MiB budget). The
+    budget the gateway holds for that answer must leave room for the tenant's other requests: a
+    second connection's Metadata and Produce are read and answered while the poll is parked (not
+    when it ends 30 s later), and a second consumer still gets answers of megabytes, not of the
+    64 KiB floor (a consume of 6 MB within a bound on its Fetch count)."""
+    settings = {"group.id": "parked", "enable.auto.commit": False, "fetch.min.bytes": 1}
+    security = gateway_stack.client_config("acme", "PLAIN")
+    security.pop("bootstrap.servers")
+    create_topic(gateway_stack.bootstrap, "while-parked", 1, security=security)
+    parked = Consumer(
+        gateway_stack.client_config(
+            "acme", "PLAIN", **settings, **{"fetch.wait.max.ms": PARKED_WAIT_MS}
+        )
+    )
+    try:
+        parked.assign([TopicPartition(PLAIN_TOPIC, 0, RECORDS)])  # the end: nothing to read
+        parked.consume(num_messages=1, timeout=1.0)  # connected; its long poll is parked now
+        producer = Producer(gateway_stack.client_config("acme", "PLAIN", acks="all"))
+        producer.produce("while-parked", b"while-parked")
+        assert producer.flush(OTHER_CLIENT_DEADLINE_S) == 0, "produce stalled behind the poll"
+        stats: list[str] = []
+        reader = Consumer(
+            gateway_stack.client_config(
+                "acme",
+                "PLAIN",
+                **settings,
+                **{"statistics.interval.ms": 100, "stats_cb": stats.append},
+            )
+        )
+        try:
+            reader.assign([TopicPartition(PLAIN_TOPIC, 0, 0)])
+            seen = 0
+            while seen < RECORDS:
+                batch = reader.consume(num_messages=RECORDS, timeout=OTHER_CLIENT_DEADLINE_S)
+                assert batch, "the second consumer stalled behind the poll"
+                seen += sum(1 for m in batch if m.error() is None)
+            stats.clear()  # the next statistics count every Fetch of the consume
+            wait_until(lambda: bool(reader.poll(0.1) or stats), what="statistics", timeout=10)
+            fetches = _fetch_requests(stats[-1])
+        finally:
+            reader.close()
+        # 3 MB of records: a handful of Fetch answers of megabytes (48 at the 64 KiB floor)
+        assert fetches <= 12, f"{fetches} Fetch requests for {RECORDS} KiB"
+    finally:
+        parked.close()
+
+
+def _fetch_requests(statistics: str) -> int:
+    """Fetch requests a consumer has sent (librdkafka's statistics: each broker's `req.Fetch`)."""
+    return sum(
+        int(b.get("req", {}).get("Fetch", 0))
+        for name, b in json.loads(statistics)["brokers"].items()
+        if not name.startswith("GroupCoordinator")
+    )

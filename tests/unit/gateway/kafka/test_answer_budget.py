@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from gateway.kafka.byte_budget import ByteBudget, Charge
+from gateway.kafka.client_connection import answer_share
 
 pytestmark = pytest.mark.unit
 
@@ -39,3 +40,18 @@ def test_an_answer_never_jumps_connections_waiting_for_the_budget() -> None:
 
 def test_nothing_wanted_holds_nothing() -> None:
     assert ByteBudget(100, defer=run_now).take_up_to(0) is None
+
+
+def test_answers_leave_a_quarter_for_requests_and_share_the_rest() -> None:
+    """`answer_share`: a parked Fetch (a consumer's long poll) never holds what the tenant's
+    other requests need, and a second consumer still gets half of what is left."""
+    capacity = 32 * 1024 * 1024
+    first = answer_share(capacity, 0)
+    assert first == 12 * 1024 * 1024  # half of the three quarters outside the requests' reserve
+    second = answer_share(capacity, first)
+    assert second == 6 * 1024 * 1024
+    held = 0
+    for _ in range(64):  # however many consumers park, a quarter stays free for requests
+        held += answer_share(capacity, held)
+    assert capacity - held >= capacity // 4
+    assert answer_share(capacity, capacity) == 0
