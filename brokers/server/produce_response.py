@@ -111,6 +111,8 @@ def _uvarint(value: int) -> bytes:
 
 
 def _milliseconds(delta: datetime.timedelta) -> int:
+    if not delta:
+        return 0  # the usual answer: not throttled
     return round(delta.total_seconds() * 1000)  # as kio's writer rounds
 
 

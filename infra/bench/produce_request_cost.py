@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 
-def _frame(version: int, acks: int, topic: str, batch: bytes, correlation_id: int) -> bytes:
+def produce_frame(version: int, acks: int, topic: str, batch: bytes, correlation_id: int) -> bytes:
     """A Produce request frame body (no size prefix): header v2 (v9+) or v1, then the body."""
     from brokers.wire.entities import request_module
     from brokers.wire.messages import encode_entity
@@ -78,7 +78,7 @@ def measure(requests: int, blocks: int, records: int, size: int, acks: int, vers
         peer = Peer("127.0.0.1", "cost-1")
         now = int(time.time() * 1000)
         batch = simple_batch([b"x" * size] * records, timestamps=[now] * records)
-        frames = [memoryview(_frame(version, acks, "cost", batch, i)) for i in range(64)]
+        frames = [memoryview(produce_frame(version, acks, "cost", batch, i)) for i in range(64)]
 
         async def run(count: int) -> float:
             started = time.thread_time()

@@ -1,0 +1,65 @@
+"""Produce frames through a real standalone broker's `Dispatcher` (the routes and metrics its
+listener serves): the struct-packed answer decodes to the offsets the log assigned, and the
+counters found once per API and per topic keep counting every request, record and byte."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from brokers.client.messages import decode_response
+from brokers.records.builder import simple_batch
+from brokers.server.dispatcher import Dispatcher, Peer
+from brokers.wire.errors import ErrorCode
+from infra.bench.produce_request_cost import produce_frame
+from tests.unit.handlers.admin_harness import standalone_broker
+
+pytestmark = pytest.mark.unit
+PEER = Peer("127.0.0.1", "dispatch-1")
+
+
+@pytest.mark.parametrize("version", [3, 12])
+def test_produce_answers_and_counters(tmp_path: Path, version: int) -> None:
+    with standalone_broker(tmp_path) as broker:
+        broker.topics.create_topic("orders", 1, 1, {})
+        broker.topics.create_topic("audit", 1, 1, {})
+        dispatcher = Dispatcher(broker.routes, broker.server_metrics)
+        now = int(time.time() * 1000)
+        batch = simple_batch([b"v" * 10] * 3, timestamps=[now] * 3)
+        sent = [("orders", 0), ("audit", 1), ("orders", 2), ("orders", 3)]
+
+        async def produce_all() -> list[tuple[str, int]]:
+            offsets = []
+            for topic, correlation_id in sent:
+                frame = memoryview(produce_frame(version, 1, topic, batch, correlation_id))
+                reply = await dispatcher.dispatch(frame, PEER)
+                assert reply is not None and reply.correlation_id == correlation_id
+                assert isinstance(reply.body, bytes)
+                answer = decode_response(0, version, memoryview(reply.body), 0)
+                (topic_answer,) = answer.responses
+                (partition,) = topic_answer.partition_responses
+                assert topic_answer.name == topic
+                assert partition.error_code == ErrorCode.none
+                offsets.append((topic, partition.base_offset))
+            return offsets
+
+        assert asyncio.run(produce_all()) == [
+            ("orders", 0),
+            ("audit", 0),
+            ("orders", 3),
+            ("orders", 6),
+        ]
+
+        def value(name: str, **labels: str) -> float | None:
+            return broker.registry.get_sample_value(name, labels)
+
+        assert value("kafka_network_requests_total", request="Produce") == 4
+        assert value("kafka_network_request_total_time_seconds_count", request="Produce") == 4
+        assert value("kafka_server_brokertopicmetrics_messages_in_total", topic="orders") == 9
+        assert value("kafka_server_brokertopicmetrics_messages_in_total", topic="audit") == 3
+        assert value("kafka_server_brokertopicmetrics_bytes_in_total", topic="orders") == (
+            3 * len(batch)
+        )
