@@ -28,7 +28,10 @@ are -1, as Kafka's LogConfig.validateRemoteStorageRetention checks; turning it o
 remote data. `LogConfig.local_retention_*` give the effective local limits.
 
 `LogConfig(...)` built directly is not validated (tests use tiny segments); `from_properties` is
-the validating entry point. Pure and immutable; thread-safe.
+the validating entry point. It hands out one shared instance per distinct configuration (interned,
+at most `SHARED_CONFIGS_MAX` kept): the 10,000 logs of a topic hold one `LogConfig`, not 10,000
+(~0.9 KiB each; docs/benchmarks.md, "Memory"). Immutable, so an alter builds a new one (copy on
+alter) and sharing is safe. Pure apart from that cache; thread-safe (single dict operations).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ _HOUR_MS, _MINUTE_MS = 3_600_000, 60_000
 DEFAULT_CONFIG = "DEFAULT_CONFIG"
 STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
 
+SHARED_CONFIGS_MAX = 4096  # distinct LogConfigs interned by from_properties; more are not shared
 Validator = Callable[[Any], None]  # raises RejectedValue for a parsed value that breaks a rule
 
 
@@ -389,7 +393,20 @@ class LogConfig:
             elif field in fields:
                 kwargs[field] = tuple(value) if isinstance(value, list) else value
         kwargs.update(_batch_limits(broker_defaults))
-        return cls(**kwargs)
+        return _shared(cls(**kwargs))
+
+
+_SHARED: dict[LogConfig, LogConfig] = {}
+
+
+def _shared(config: LogConfig) -> LogConfig:
+    """The interned instance equal to `config` (itself when new, or when the cache is full)."""
+    found = _SHARED.get(config)
+    if found is not None:
+        return found
+    if len(_SHARED) < SHARED_CONFIGS_MAX:
+        return _SHARED.setdefault(config, config)
+    return config
 
 
 def _batch_limits(broker_config: Mapping[str, str]) -> dict[str, int]:
