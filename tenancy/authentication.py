@@ -107,6 +107,17 @@ class Authentication(StoreCore):
         cached = self._cache.get(self._cache.plain_key(key_id, secret))
         return None if cached is None else KeyLogin(cached.principal, cached.expires_at)
 
+    def login_epoch(self) -> int | None:
+        """The verification cache's change epoch, taken before a login whose outcome a caller
+        keeps for a while (`login_changed_since` then says when to drop it); None while the
+        cache is disabled (ttl 0): nothing may be kept. Cache only; callable on an event loop."""
+        return self._cache.epoch() if self._cache.enabled else None
+
+    def login_changed_since(self, principal: Principal, epoch: int) -> bool:
+        """True when the key or its tenant changed (a revocation, say) or the cache was cleared
+        after `epoch`. Cache only; callable on an event loop."""
+        return self._cache.changed_since(principal, epoch)
+
     def has_verified_secret(self, key_id: str) -> bool:
         """True while a secret of the key is cached: any other secret is wrong (no check needed:
         a key's secret never changes). Cache only; callable on an event loop."""

@@ -180,6 +180,19 @@ class Authenticator:
     def mechanisms(self) -> tuple[str, ...]:
         return MECHANISMS
 
+    def login_epoch(self) -> int | None:
+        """The verification cache's change epoch, to take before a login that a caller keeps for
+        a short while (an HTTP connection reusing its login); None: keep nothing (no cache, or
+        a store without one)."""
+        epoch = getattr(self._store, "login_epoch", None)
+        return None if epoch is None else epoch()
+
+    def login_changed_since(self, principal: Principal, epoch: int) -> bool:
+        """True when a login kept since `epoch` may be stale: its key or tenant changed (a
+        revocation, a suspension) or the cache was cleared (a feed gap)."""
+        changed = getattr(self._store, "login_changed_since", None)
+        return True if changed is None else bool(changed(principal, epoch))
+
     def exchange(self, mechanism: str, peer: str = "") -> SaslExchange:
         """A new exchange for `mechanism` from source address `peer`; UnsupportedMechanismError
         for any other name."""

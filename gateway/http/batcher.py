@@ -7,9 +7,12 @@ once, again only to reset sequences); every batch carries it, its epoch and the 
 sequence number. Per fleet partition up to `MAX_IN_FLIGHT` Produce requests are at the broker at
 once (one connection to the leader, which handles them in order); the first batch of a producer id
 on a partition goes alone, so the broker knows the id before a second one can arrive. A lone
-request is sent at once; while batches are in flight, records that arrive wait up to `LINGER_S`
-(or until `MAX_BATCH_RECORDS` / `MAX_BATCH_BYTES`) and go together, so concurrent or streamed
-requests share one request and one append. Each record learns its own offset (the batch's base
+request is sent at once; while batches are in flight, records that arrive wait until a batch in
+flight is answered, at most `LINGER_S` (or until `MAX_BATCH_RECORDS` / `MAX_BATCH_BYTES`), and go
+together, so concurrent or streamed requests share one request and one append: the linger adapts
+to the round trip (records wait no longer than one, so requests that all wait on the broker are
+not held a fixed 5 ms more), and more than one batch is in flight only when the round trip is
+longer than `LINGER_S` or batches fill. Each record learns its own offset (the batch's base
 offset plus its index); answers are given in batch order.
 
 A failed batch stops the partition's pipeline ("recovery"): once every batch in flight has
@@ -222,20 +225,28 @@ class PartitionBatcher:
         self._pump(tp, part)
 
     def _settled(self, tp: TopicPartition, part: _Partition) -> None:
-        """Answer the batches at the head that succeeded; a failure starts recovery."""
+        """Answer the batches at the head that succeeded; a failure starts recovery. A batch
+        answered ends the linger of the records waiting behind it: they go at once."""
+        answered = False
         while part.in_flight and not part.recovering:
             head = part.in_flight[0]
             assert head.task is not None
             if not head.task.done():
-                return
+                break
             if head.task.cancelled() or head.task.exception() is not None:
                 part.recovering = True
                 self._spawn(self._recover(tp, part))
                 return
             part.in_flight.popleft()
+            answered = True
             if head.producer == part.producer:
                 part.confirmed = True
             _answer(head.records, head.task.result())
+        if answered and part.linger is not None:
+            part.linger.cancel()
+            part.linger = None
+            self._pump(tp, part, lingered=True)
+            return
         self._pump(tp, part)
 
     # -- recovery -------------------------------------------------------------------------------

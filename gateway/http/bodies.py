@@ -275,16 +275,33 @@ async def decoded_chunks(request: web.BaseRequest) -> AsyncIterator[bytes]:
 
 async def read_body(request: web.BaseRequest, limit: int) -> bytes:
     """The whole body, at most `limit` decoded bytes (413 beyond, as soon as it is known)."""
-    check_encoding(request)
+    encoding = check_encoding(request)
     declared = request.content_length
     if declared is not None and declared > limit and "Content-Encoding" not in request.headers:
         raise too_large("the request body", limit)
+    whole = _arrived(request, encoding)
+    if whole is not None:  # the usual small body: no wait, no decoder
+        reading = reading_of(request)
+        reading.started = True
+        if len(whole) > limit:
+            raise too_large("the request body", limit)
+        await reading.hold(len(whole))
+        return whole
     body = bytearray()
     async for piece in decoded_chunks(request):
         body += piece
         if len(body) > limit:
             raise too_large("the request body", limit)
     return bytes(body)
+
+
+def _arrived(request: web.BaseRequest, encoding: str) -> bytes | None:
+    """The whole body when all of it has arrived already (aiohttp has it buffered), it is sent
+    without a coding and no `100 Continue` is owed: taken at once, without a read's wait."""
+    content = request.content
+    if encoding not in ("", "identity") or request.get(CONTINUE_KEY) or not content.is_eof():
+        return None
+    return content.read_nowait(-1)
 
 
 async def read_json(request: web.BaseRequest) -> Any:

@@ -51,6 +51,7 @@ from gateway.http.consumers import ConsumerRegistry
 from gateway.http.context import Caller, HttpServices, client_id_of
 from gateway.http.errors import ApiError
 from gateway.http.instance_directory import InstanceDirectory
+from gateway.http.logins import Logins
 from gateway.http.openapi import openapi_document
 from gateway.http.operator import OperatorRoutes
 from gateway.http.produce import HttpProducer
@@ -170,6 +171,7 @@ class HttpServer:
             directory=directory,
         )
         self._v2: V2 | None = None
+        self._logins = Logins(services.session.authenticator, services.session.clock_ms)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
 
@@ -260,22 +262,31 @@ class HttpServer:
         cached = request.get(CALLER_KEY)
         if isinstance(cached, Caller):
             return cached
-        key_id, secret = _basic(request.headers.get("Authorization", ""))
+        authorization = request.headers.get("Authorization", "")
         session = self.services.session
-        principal = (await self._authenticated(key_id, secret, request.remote or "")).principal
-        state = await session.directory.state(principal.tenant_id)
-        if state.tenant.status != "active":
-            raise ApiError(403, f"tenant {state.tenant.id} is {state.tenant.status}", 40303)
-        await session.throttling.load(principal.tenant_id)
-        caller = Caller(
-            principal=principal,
-            tenant_state=state,
-            host=request.remote or "",
-            client_id=client_id_of(request.headers),
-            services=self.services,
-        )
+        client_id = client_id_of(request.headers)
+        kept = self._logins.reused(request, authorization, client_id)
+        if kept is not None:
+            caller = kept
+        else:
+            key_id, secret = _basic(authorization)
+            epoch = session.authenticator.login_epoch()  # before the check (see `Logins`)
+            login = await self._authenticated(key_id, secret, request.remote or "")
+            principal = login.principal
+            state = await session.directory.state(principal.tenant_id)
+            if state.tenant.status != "active":
+                raise ApiError(403, f"tenant {state.tenant.id} is {state.tenant.status}", 40303)
+            await session.throttling.load(principal.tenant_id)
+            caller = Caller(
+                principal=principal,
+                tenant_state=state,
+                host=request.remote or "",
+                client_id=client_id,
+                services=self.services,
+            )
+            self._logins.keep(request, authorization, caller, epoch, login.key_expires_at_ms)
         request[CALLER_KEY] = caller
         reading = request.get(READING_KEY)
         if isinstance(reading, BodyReading) and self._tenant_budget is not None:
-            reading.budget = self._tenant_budget(principal.tenant_id)
+            reading.budget = self._tenant_budget(caller.tenant_id)
         return caller

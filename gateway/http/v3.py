@@ -21,6 +21,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from brokers.client import TopicPartition
@@ -428,7 +429,7 @@ class V3:
         answer = await self._producer.send(caller, cluster_id, prepared)
         if throttle > 0:
             await asyncio.sleep(throttle / 1000)
-        return json_response(answer)
+        return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
     async def _produce_stream(
         self,
