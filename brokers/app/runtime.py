@@ -20,7 +20,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import NamedTuple, Protocol
 
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -31,7 +32,7 @@ from brokers.app.txn_verification import TxnVerification
 from brokers.common.clock import Clock
 from brokers.common.config import BrokerConfig, BrokerConfigError, int_setting
 from brokers.handlers import build_route_table
-from brokers.handlers.services import HandlerServices, ProducerIdSource, TopicAdmin
+from brokers.handlers.services import HandlerServices, HostedLog, ProducerIdSource, TopicAdmin
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
 from brokers.log.cleaner.config import CleanerConfig
 from brokers.log.cleaner.metrics import CleanerCollector
@@ -91,14 +92,46 @@ def metadata_cache_for(config: BrokerConfig, cluster_id: str) -> MetadataCache:
     return metadata
 
 
+class EmptyLog(NamedTuple):
+    """DescribeLogDirs' entry for a partition led before its log exists (no bytes yet)."""
+
+    topic: str
+    partition: int
+    size_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class HostedLogs:
+    """The LogDirs DescribeLogDirs reads: the log manager's logs plus an `EmptyLog` for each
+    deferred leader (replica_manager), so every hosted partition is listed, as Kafka lists every
+    replica, without creating any log."""
+
+    log_manager: LogManager
+    replicas: ReplicaManager
+
+    @property
+    def log_dir(self) -> Path:
+        return self.log_manager.log_dir
+
+    def logs(self) -> list[HostedLog]:
+        deferred = [
+            EmptyLog(topic, index) for (topic, index), _ in self.replicas.deferred_leaders()
+        ]
+        return [*self.log_manager.logs(), *deferred]
+
+
 def register_storage_metrics(
     registry: CollectorRegistry, log_manager: LogManager, replicas: ReplicaManager
 ) -> None:
     def log_sizes() -> list[tuple[str, int, int]]:
-        return [(p.topic, p.index, p.log.size_bytes) for p in replicas.partitions()]
+        deferred = [(topic, index, 0) for (topic, index), _ in replicas.deferred_leaders()]
+        return [(p.topic, p.index, p.log.size_bytes) for p in replicas.partitions()] + deferred
+
+    def deferred_min_isrs() -> list[int]:
+        return [d.config.min_insync_replicas for _, d in replicas.deferred_leaders()]
 
     registry.register(LogSizeCollector(log_sizes))
-    registry.register(ReplicaManagerCollector(replicas.partitions))
+    registry.register(ReplicaManagerCollector(replicas.partitions, deferred_min_isrs))
     registry.register(LastStableOffsetLagCollector(replicas.partitions))
     if log_manager.cleaner is not None:
         registry.register(CleanerCollector(log_manager.cleaner))
@@ -329,7 +362,7 @@ def assemble(
         groups=groups,
         transactions=transactions,
         producer_ids=producer_ids,
-        log_dirs=core.log_manager,
+        log_dirs=HostedLogs(core.log_manager, core.replicas),
         topic_metrics=core.topic_metrics,
         zookeeper_mode=zookeeper_mode,
         txn_verifier=verification,

@@ -15,16 +15,13 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brokers.handlers.build import make, response_module, throttle
-from brokers.handlers.services import LogDirs
+from brokers.handlers.services import HostedLog, LogDirs
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from brokers.log.log import Log
 
 API_KEY = 35
 UNKNOWN_BYTES = -1
@@ -55,7 +52,7 @@ def _wanted(topics: Any) -> set[tuple[str, int]] | None:
     return {(t.topic, int(p)) for t in topics for p in t.partitions}
 
 
-def _result(module: ModuleType, path: str, logs: list[Log]) -> Any:
+def _result(module: ModuleType, path: str, logs: list[HostedLog]) -> Any:
     try:
         volume = os.statvfs(path)
     except OSError:
@@ -79,8 +76,8 @@ def _result(module: ModuleType, path: str, logs: list[Log]) -> Any:
     )
 
 
-def _topics(module: ModuleType, logs: list[Log]) -> tuple[Any, ...]:
-    by_topic: dict[str, list[Log]] = defaultdict(list)
+def _topics(module: ModuleType, logs: list[HostedLog]) -> tuple[Any, ...]:
+    by_topic: dict[str, list[HostedLog]] = defaultdict(list)
     for log in logs:
         by_topic[log.topic].append(log)
     return tuple(

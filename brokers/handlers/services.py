@@ -51,7 +51,6 @@ from brokers.common.config import BrokerConfig
 from brokers.coordinator.group_coordinator import GroupCoordinator
 from brokers.coordinator.transactions.coordinator import TransactionCoordinator
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
-from brokers.log.log import Log
 from brokers.replication.metadata_cache import BrokerEndpoint, PartitionMetadata, TopicMetadata
 from brokers.replication.partition import Partition
 from brokers.tiered.remote_log_manager import RemoteLogManager
@@ -75,13 +74,27 @@ class AppendWaiter(Protocol):
     async def wait(self, keys: Iterable[Hashable], timeout: float) -> bool: ...
 
 
+class HostedLog(Protocol):
+    """What DescribeLogDirs reports of one partition's log."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+
 class LogDirs(Protocol):
-    """The log directory and the logs in it (the log manager)."""
+    """The log directory and the partitions' logs in it (the log manager's, and an empty one for
+    each partition led before its log is created: brokers/app/runtime.py's `HostedLogs`)."""
 
     @property
     def log_dir(self) -> Path: ...
 
-    def logs(self) -> Iterable[Log]: ...
+    def logs(self) -> Iterable[HostedLog]: ...
 
 
 class TopicAdmin(Protocol):
@@ -89,6 +102,10 @@ class TopicAdmin(Protocol):
     ZooKeeper mode, the admin that writes Kafka's znodes."""
 
     def batch(self) -> AbstractContextManager[None]: ...
+
+    async def flushed(self) -> None:
+        """Return once the writes of every batch closed so far are durable (a handler awaits
+        it before answering: the standalone registry fsyncs on a writer thread)."""
 
     def create_topic(
         self,

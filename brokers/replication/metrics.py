@@ -62,11 +62,22 @@ class IsrChangeCounters:
 class ReplicaManagerCollector(Collector):
     """ReplicaManager gauges, computed from the hosted partitions at scrape time."""
 
-    def __init__(self, partitions: Callable[[], Iterable[Partition]]) -> None:
+    def __init__(
+        self,
+        partitions: Callable[[], Iterable[Partition]],
+        deferred_min_isrs: Callable[[], Iterable[int]] = tuple,
+    ) -> None:
+        """`deferred_min_isrs`: min.insync.replicas of each single-replica partition led here
+        whose log is not created yet (replica_manager's deferred leaders; ISR = replicas = 1)."""
         self._partitions = partitions
+        self._deferred_min_isrs = deferred_min_isrs
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         leaders = hosted = under = under_min = at_min = 0
+        for min_isr in self._deferred_min_isrs():
+            hosted, leaders = hosted + 1, leaders + 1
+            under_min += min_isr > 1
+            at_min += min_isr == 1
         for partition in self._partitions():
             hosted += 1
             if not partition.is_leader:

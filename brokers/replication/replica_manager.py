@@ -9,6 +9,16 @@ the broker in cluster mode); ISR changes go through the injected `isr_writer`. A
 watermark moves notify `on_append` so parked fetches and acks=all produces wake. Leadership
 changes are reported to `on_leadership_change` listeners (the group coordinator follows them).
 
+Deferred leaders (ZooKeeper mode): a partition whose only replica is this broker and that has
+no log here yet is led without one (`DeferredLeader`: its config and leadership, ~0.3 KiB instead
+of a log's ~10 KiB of objects, three files and a directory); the log is created and made leader,
+its epoch checkpoint written as `become_leader` always does, at the partition's first lookup
+(`find`/`get`: a produce, fetch, ListOffsets, ...), so nothing that reads a log sees the
+difference. With one replica no follower fetches, no ISR changes and nothing is under-replicated;
+it holds no data, so a crash loses nothing and a restart defers it again from the controller's
+LeaderAndIsr. Followers and leaders with followers create their logs at once, as Kafka does.
+The gauges (metrics.py) and DescribeLogDirs (brokers/app/runtime.py) count deferred leaders.
+
 Equal leader epochs: a LeaderAndIsr at the partition's current epoch naming the same leader only
 refreshes ISR, replicas and znode version (never older than ours) — the controller resending
 state after a resync must not restart leadership. Older epochs are refused (fenced).
@@ -58,6 +68,17 @@ IsrUpdateObserver = Callable[[list[int], list[int], bool], None]
 log = logging.getLogger(__name__)
 
 
+@dataclass(slots=True)
+class DeferredLeader:
+    """A single-replica partition led here whose log is created at its first lookup (its
+    leadership state, replicas = ISR = [this broker], is made then: ~0.1 KiB each until)."""
+
+    config: LogConfig
+    topic_id: uuid.UUID
+    leader_epoch: int
+    zk_version: int
+
+
 @dataclass(frozen=True)
 class PartitionStateUpdate:
     """One partition of a LeaderAndIsr request, as the controller decided it."""
@@ -105,7 +126,8 @@ class ReplicaManager:
         self._broker_properties = dict(broker_properties or {})
         self.controller_epoch = -1
         self._partitions: dict[TopicPartition, Partition] = {}
-        self._deferred: dict[TopicPartition, LogConfig] = {}  # registered, log not created yet
+        # Registered, log not created yet: standalone's (a config) and deferred leaders.
+        self._deferred: dict[TopicPartition, LogConfig | DeferredLeader] = {}
         self._saved_high_watermarks: dict[TopicPartition, int] = {}
         self._leadership_listeners: list[LeadershipListener] = []
         self.fetchers = FetcherManager(
@@ -144,8 +166,34 @@ class ReplicaManager:
     def find(self, topic: str, index: int) -> Partition | None:
         partition = self._partitions.get((topic, index))
         if partition is None and (topic, index) in self._deferred:
-            return self.create(topic, index, self._deferred[(topic, index)])
+            return self._create_deferred_one(topic, index)
         return partition
+
+    def _create_deferred_one(self, topic: str, index: int) -> Partition:
+        deferred = self._deferred[(topic, index)]
+        if isinstance(deferred, LogConfig):
+            return self.create(topic, index, deferred)
+        partition = self._register(self._logs.create(topic, index, deferred.config))
+        try:
+            partition.topic_id = deferred.topic_id.bytes
+            partition.isr_change = None if self.isr_writer is None else self._write_isr
+            state = LeadershipState(
+                self._node_id,
+                deferred.leader_epoch,
+                [self._node_id],
+                [self._node_id],
+                deferred.zk_version,
+            )
+            partition.become_leader(state)  # its epoch checkpoint, as at LeaderAndIsr
+        except BaseException:
+            self._partitions.pop((topic, index), None)  # still deferred: the next lookup retries
+            raise
+        self._deferred.pop((topic, index), None)
+        return partition
+
+    def deferred_leaders(self) -> list[tuple[TopicPartition, DeferredLeader]]:
+        """The partitions led here without a log yet (a copy: the metrics thread reads it)."""
+        return [(k, d) for k, d in list(self._deferred.items()) if isinstance(d, DeferredLeader)]
 
     def partitions(self) -> Iterator[Partition]:
         return iter(list(self._partitions.values()))
@@ -173,13 +221,15 @@ class ReplicaManager:
         """Create up to `limit` deferred logs; returns how many are still deferred. A log that
         fails to open stays deferred (its next lookup raises the error to that caller)."""
         for topic, index in list(itertools.islice(self._deferred, limit)):
-            self.create(topic, index, self._deferred[(topic, index)])
+            self._create_deferred_one(topic, index)
         return len(self._deferred)
 
     def delete(self, topic: str, index: int, *, sync: bool = True) -> None:
         """Drop the partition and retire its log (`sync=False`: the caller fsyncs the log dir
         once, `sync_log_dir`, for many partitions)."""
-        self._deferred.pop((topic, index), None)
+        deferred = self._deferred.pop((topic, index), None)
+        if isinstance(deferred, DeferredLeader):
+            self._leadership_changed(topic, index, False, deferred.leader_epoch)
         self.fetchers.unfollow(FetchedTopicPartition(topic, index))
         deleted = self._partitions.pop((topic, index), None)
         if deleted is not None:
@@ -228,16 +278,11 @@ class ReplicaManager:
         return results
 
     def _apply(self, update: PartitionStateUpdate, leaders: Mapping[int, tuple[str, int]]) -> None:
+        if self._defer_leader(update):
+            return
         partition = self.find(update.topic, update.partition)
         if partition is None:
-            overrides: Mapping[str, str] = update.configs
-            found = None
-            if self.new_log_overrides is not None:
-                found = self.new_log_overrides(update.topic, update.topic_id)
-            if found is not None:  # None: unknown now (ZooKeeper away); the request's copy
-                overrides = found
-            config = LogConfig.from_properties(overrides, self._broker_properties)
-            partition = self.create(update.topic, update.partition, config)
+            partition = self.create(update.topic, update.partition, self._new_log_config(update))
         current = partition.state
         if partition.replicated and update.leader_epoch < current.leader_epoch:
             raise FencedLeaderEpochError(
@@ -279,6 +324,48 @@ class ReplicaManager:
             high_watermark=partition.high_watermark,
         )
 
+    def _new_log_config(self, update: PartitionStateUpdate) -> LogConfig:
+        overrides: Mapping[str, str] = update.configs
+        found = None
+        if self.new_log_overrides is not None:
+            found = self.new_log_overrides(update.topic, update.topic_id)
+        if found is not None:  # None: unknown now (ZooKeeper away); the request's copy
+            overrides = found
+        return LogConfig.from_properties(overrides, self._broker_properties)
+
+    def _defer_leader(self, update: PartitionStateUpdate) -> bool:
+        """Lead a single-replica partition with no log here yet without creating it (see the
+        module docstring); False when the update is applied to a created partition instead."""
+        key = (update.topic, update.partition)
+        earlier = self._deferred.get(key)
+        if (
+            self.isr_writer is None  # standalone: its own deferral (defer_create)
+            or key in self._partitions
+            or isinstance(earlier, LogConfig)
+            or update.leader != self._node_id
+            or list(update.replicas) != [self._node_id]
+        ):
+            return False
+        if earlier is None:
+            config = self._new_log_config(update)
+        elif update.leader_epoch < earlier.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{update.topic}-{update.partition}: leader epoch {update.leader_epoch} "
+                f"is older than {earlier.leader_epoch}"
+            )
+        elif update.leader_epoch == earlier.leader_epoch:
+            # a refresh (see _refresh): the znode version only grows
+            earlier.zk_version = max(earlier.zk_version, update.zk_version)
+            return True
+        else:
+            config = earlier.config
+        self._deferred[key] = DeferredLeader(
+            config, update.topic_id, update.leader_epoch, update.zk_version
+        )
+        self.fetchers.unfollow(FetchedTopicPartition(update.topic, update.partition))
+        self._leadership_changed(update.topic, update.partition, True, update.leader_epoch)
+        return True
+
     @staticmethod
     def _refresh(partition: Partition, update: PartitionStateUpdate) -> None:
         state = partition.state
@@ -302,10 +389,9 @@ class ReplicaManager:
         for topic, index in partitions:
             try:
                 self.fetchers.unfollow(FetchedTopicPartition(topic, index))
-                partition = self.find(topic, index)
-                if delete:
+                if delete:  # before any lookup: a deferred log is never created just to go
                     self.delete(topic, index)
-                elif partition is not None:
+                elif (partition := self.find(topic, index)) is not None:
                     state = partition.state
                     partition.become_follower(
                         LeadershipState(

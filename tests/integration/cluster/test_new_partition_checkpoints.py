@@ -1,25 +1,33 @@
-"""New partitions in ZooKeeper mode: each one's leader-epoch checkpoint is on disk by the time the
-partition is led (LeaderAndIsr writes them as one batch before answering), and after `kill -9` and
-a restart every partition is served again with its epochs."""
+"""New single-replica partitions in ZooKeeper mode are led before their logs exist (the replica
+manager's deferred leaders, issue 25: a broker's memory with 10,000 partitions): no directory
+until a partition is first used, yet DescribeLogDirs and the ReplicaManager gauges count every
+one. A partition's first produce creates its log with its leader-epoch checkpoint before the
+data; after `kill -9` and a restart the used log is recovered, the unused ones are led again
+without logs, and every partition takes records with its epoch starting where its data starts."""
 
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 from typing import Any
+from urllib.error import URLError
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from brokers.client.admin import Admin
+from brokers.client.log_dirs import describe_log_dirs
+from brokers.client.metadata import TopicPartition as PierTopicPartition
 from brokers.client.topics import NewTopic
 from brokers.log.checkpoints import LEADER_EPOCH_FORMAT, CheckpointFile
-from infra.stack import BrokerProcess
+from infra.stack import BrokerProcess, free_port
 from tests.cluster_probes import BROKER_UNREACHABLE, SETTLE_S, TOPIC_SETTLING, metadata_of
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 TOPIC = "fresh"
-PARTITIONS = 40  # several checkpoints in one LeaderAndIsr: the batch, not a lone write
+PARTITIONS = 40
 # The killed broker's registration goes with its session: a short one keeps the restart quick.
 SESSION = {"zookeeper.session.timeout.ms": "4000"}
 
@@ -27,6 +35,15 @@ SESSION = {"zookeeper.session.timeout.ms": "4000"}
 def _epochs(broker: BrokerProcess, partition: int) -> list[tuple[int, int]]:
     path = broker.data_dir / f"{TOPIC}-{partition}" / "leader-epoch-checkpoint"
     return CheckpointFile(path, LEADER_EPOCH_FORMAT).read()
+
+
+def _log_dirs(broker: BrokerProcess) -> set[int]:
+    """The partitions of TOPIC with a directory on disk."""
+    return {
+        int(d.name.rpartition("-")[2])
+        for d in broker.data_dir.iterdir()
+        if d.is_dir() and d.name.rpartition("-")[0] == TOPIC
+    }
 
 
 def _led(broker: BrokerProcess) -> dict[int, int] | None:
@@ -39,10 +56,57 @@ def _led(broker: BrokerProcess) -> dict[int, int] | None:
     return {p.partition: p.leader_epoch for p in topic.partitions.values()}
 
 
-def test_checkpoints_written_before_the_partitions_are_led_and_kept_through_a_kill(
+def _sizes(broker: BrokerProcess) -> dict[int, int]:
+    async def ask() -> dict[PierTopicPartition, int]:
+        async with Admin.for_bootstrap(broker.bootstrap) as admin:
+            return await describe_log_dirs(admin.cluster, node_id=broker.node_id)
+
+    return {tp.partition: size for tp, size in asyncio.run(ask()).items() if tp.topic == TOPIC}
+
+
+def _gauge(broker: BrokerProcess, name: str) -> float:
+    url = f"http://{broker.host}:{broker.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and not sample.labels:
+                return float(sample.value)
+    raise AssertionError(f"{name} not exported")
+
+
+def _produce(broker: BrokerProcess, partitions: range) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for partition in partitions:
+        producer.produce(TOPIC, value=f"v{partition}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+
+
+def _read_all(broker: BrokerProcess) -> dict[int, list[bytes | None]]:
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "deferred", "enable.auto.commit": False}
+    )
+    seen: dict[int, list[bytes | None]] = {}
+    try:
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+
+        def all_read() -> bool:
+            for message in consumer.consume(100, timeout=0.5):
+                partition = message.partition()
+                if message.error() is None and partition is not None:
+                    seen.setdefault(partition, []).append(message.value())
+            return sum(len(v) for v in seen.values()) == PARTITIONS + 1
+
+        wait_until(all_read, what="every record back", timeout=SETTLE_S)
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_single_replica_logs_are_created_at_first_use_and_survive_a_kill(
     chroot: str, broker_factory: Any
 ) -> None:
-    broker = broker_factory(node_id=1, zookeeper=chroot, config=SESSION)
+    broker = broker_factory(node_id=1, zookeeper=chroot, config=SESSION, metrics_port=free_port())
 
     async def create() -> dict[str, Any]:
         async with Admin.for_bootstrap(broker.bootstrap) as admin:
@@ -53,8 +117,16 @@ def test_checkpoints_written_before_the_partitions_are_led_and_kept_through_a_ki
         lambda: _led(broker), what=f"{TOPIC} led", timeout=SETTLE_S, retry_on=TOPIC_SETTLING
     )
     assert led is not None
-    # Written when LeaderAndIsr was answered, which is before the metadata names the leader.
-    assert {p: _epochs(broker, p) for p in led} == {p: [(e, 0)] for p, e in led.items()}
+    assert _log_dirs(broker) == set()  # led, no log yet
+    assert _sizes(broker) == dict.fromkeys(range(PARTITIONS), 0)  # listed all the same
+    leaders = _gauge(broker, "kafka_server_replicamanager_leadercount")
+    assert leaders >= PARTITIONS
+    assert _gauge(broker, "kafka_server_replicamanager_partitioncount") >= PARTITIONS
+
+    _produce(broker, range(1))
+    assert _log_dirs(broker) == {0}
+    assert _epochs(broker, 0) == [(led[0], 0)]  # the epoch went to disk with the log
+    assert _gauge(broker, "kafka_server_replicamanager_leadercount") == leaders  # not twice
 
     broker.kill()
     broker.restart()
@@ -65,34 +137,19 @@ def test_checkpoints_written_before_the_partitions_are_led_and_kept_through_a_ki
         retry_on=TOPIC_SETTLING + BROKER_UNREACHABLE,
     )
     assert again is not None
-    # Read back at the restart (or replaced by the next epoch's entry, also at offset 0).
-    assert {p: _epochs(broker, p) for p in again} == {p: [(e, 0)] for p, e in again.items()}
-
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
-    for partition in range(PARTITIONS):
-        producer.produce(TOPIC, value=f"v{partition}".encode(), partition=partition)
-    assert producer.flush(30) == 0
-    consumer = Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": "checkpoints",
-            "enable.auto.commit": False,
-        }
+    assert _log_dirs(broker) == {0}  # nothing to recover for the others, nothing made up
+    wait_until(
+        lambda: _gauge(broker, "kafka_server_replicamanager_leadercount") == leaders,
+        what="the gauges after the restart",
+        timeout=SETTLE_S,
+        retry_on=(URLError, ConnectionError),
     )
-    try:
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        seen: dict[int, bytes | None] = {}
 
-        def all_read() -> bool:
-            for message in consumer.consume(100, timeout=0.5):
-                partition = message.partition()
-                if message.error() is None and partition is not None:
-                    seen[partition] = message.value()
-            return len(seen) == PARTITIONS
-
-        wait_until(all_read, what="one record back from every partition", timeout=SETTLE_S)
-    finally:
-        consumer.close()
-    assert seen == {p: f"v{p}".encode() for p in range(PARTITIONS)}
-    # The records were written in that epoch: it still starts at offset 0.
-    assert {p: _epochs(broker, p) for p in again} == {p: [(e, 0)] for p, e in again.items()}
+    _produce(broker, range(PARTITIONS))
+    seen = _read_all(broker)
+    assert seen == {p: [b"v0", b"v0"] if p == 0 else [f"v{p}".encode()] for p in range(PARTITIONS)}
+    assert _log_dirs(broker) == set(range(PARTITIONS))
+    assert _epochs(broker, 0)[0] == (led[0], 0)
+    assert {p: _epochs(broker, p) for p in range(1, PARTITIONS)} == {
+        p: [(again[p], 0)] for p in range(1, PARTITIONS)
+    }
