@@ -7,11 +7,15 @@ goes to `inter_broker` for broker-to-broker use), the controller id is recorded,
 partition state in it replaces the cached one. A partition whose leader is -2 (Kafka's
 `LeaderDuringDelete`) is being deleted and leaves the cache, and its topic with its last
 partition. Topic configs are kept. Serves Metadata and
-DescribeCluster on every broker, so clients re-route after leadership moves.
-Runs on the event loop; not thread-safe.
+DescribeCluster on every broker, so clients re-route after leadership moves. The cached
+partitions' broker lists are interned (`_shared_list`, at most `SHARED_LISTS_MAX` distinct ones):
+replica sets repeat across partitions, and one list each made 10,000 partitions cost ~2 MiB on
+every broker (issue 25). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from brokers.controller import CLIENT_LISTENER, INTER_BROKER_LISTENER
 from brokers.controller import control_api as rq
@@ -28,6 +32,20 @@ from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 
 LEADER_DURING_DELETE = -2
+SHARED_LISTS_MAX = 4096  # distinct broker lists interned; others get a list of their own
+_shared_lists: dict[tuple[int, ...], list[int]] = {}
+
+
+def _shared_list(nodes: Iterable[int]) -> list[int]:
+    """The interned list of `nodes` (shared by every partition with the same brokers in the same
+    order: readers never mutate the cache's lists in place, see metadata_cache)."""
+    key = tuple(nodes)
+    found = _shared_lists.get(key)
+    if found is None:
+        found = list(key)
+        if len(_shared_lists) < SHARED_LISTS_MAX:
+            _shared_lists[key] = found
+    return found
 
 
 def _endpoint(broker: rq.UpdateMetadataBroker, listener: str) -> BrokerEndpoint | None:
@@ -71,9 +89,9 @@ def apply(request: rq.UpdateMetadataRequest, metadata: MetadataCache) -> None:
                 index=p.partition_index,
                 leader=p.leader,
                 leader_epoch=p.leader_epoch,
-                replicas=list(p.replicas),
-                isr=list(p.isr),
-                offline_replicas=list(p.offline_replicas),
+                replicas=_shared_list(p.replicas),
+                isr=_shared_list(p.isr),
+                offline_replicas=_shared_list(p.offline_replicas),
             )
         if not cached.partitions:
             del metadata.topics[topic.topic_name]

@@ -2,7 +2,9 @@
 
 Owns: `MetadataCache` and its value types, read by Metadata, DescribeCluster and every handler
 that must answer NOT_LEADER_OR_FOLLOWER. Standalone, the local topic registry fills it; in cluster
-mode UpdateMetadata from the controller will. Runs on the event loop; not thread-safe.
+mode UpdateMetadata from the controller will. A `PartitionMetadata`'s broker lists may be shared
+with other partitions (UpdateMetadata interns them): replace them, never change one in place.
+Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
