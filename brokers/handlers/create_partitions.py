@@ -62,9 +62,11 @@ def route(
                     results.append(_result(module, topic.name, exc))
                     continue
                 results.append(_result(module, topic.name, None))
-            return make(
+            response = make(
                 module, "CreatePartitionsResponse", throttle_time=throttle(), results=tuple(results)
             )
+        await broker.topics.flushed()  # the registry on disk before the answer
+        return response
 
     return Route(API_KEY, 0, 3, handle, name="CreatePartitions")
 

@@ -74,12 +74,14 @@ def route(
                     results[topic.name] = _create(
                         module, broker, topic, request.validate_only, unified
                     )
-            return make(
+            response = make(
                 module,
                 "CreateTopicsResponse",
                 throttle_time=throttle(),
                 topics=tuple(results.values()),
             )
+        await broker.topics.flushed()  # the registry on disk before the answer
+        return response
 
     return Route(API_KEY, 2, 7, handle, name="CreateTopics")
 

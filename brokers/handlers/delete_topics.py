@@ -64,9 +64,11 @@ def route(config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin) -> R
             ids = Counter(topic_id for name, topic_id in wanted if name is None)
             refusal = _request_refusal(broker, ctx.api_version, len(wanted))
             results = [_outcome(module, broker, item, names, ids, refusal) for item in wanted]
-            return make(
+            response = make(
                 module, "DeleteTopicsResponse", throttle_time=throttle(), responses=tuple(results)
             )
+        await broker.topics.flushed()  # the registry on disk before the answer
+        return response
 
     return Route(API_KEY, 1, 6, handle, name="DeleteTopics")
 

@@ -16,13 +16,24 @@ afterwards: its logs are created on the event loop in slices of `DEFERRED_SLICE_
 partition up (`ReplicaManager.find`). The descriptor budget counts those partitions as open (3
 files each, as an empty log). Should one fail to open, the slices stop and log it, and that
 partition's requests get the storage error (Kafka: the partition offline on that broker). At the
-next start the registry opens every log of every topic before serving. Runs on the event loop;
-not thread-safe.
+next start the registry opens every log of every topic before serving.
+
+Durability off the loop: the registry file's write and fsync, and the log dir's fsync after a
+deletion's renames, run on one writer thread in the order they were asked for (the log dir
+before the registry that forgets the topic). A `batch()` closed on a running event loop queues
+its write and returns; its handler awaits `flushed()` before answering, so an answer still
+means on disk, while the loop serves other clients' requests during the fsyncs (a topic churn
+stalled every producer on this broker for them). Everything else, and every write outside a
+batch, waits for its write as before. The new state is visible to requests from the moment it
+is installed, a few fsyncs before the answer (a crash in between keeps a created topic's logs,
+which the next start registers as it does any log the registry never saw). Runs on the event
+loop; not thread-safe (the writer thread touches only files).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno
 import json
@@ -31,7 +42,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +104,9 @@ class LocalTopicRegistry:
         self._partition_count = 0
         self._batch_depth = 0
         self._dirty = False
+        self._sync_log_dir = False  # a deletion's renames await the log dir's fsync
+        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._written: concurrent.futures.Future[None] | None = None  # the last write queued
         # The loop a slice of deferred log creation is scheduled on (None: none is).
         self._draining: asyncio.AbstractEventLoop | None = None
 
@@ -118,7 +132,18 @@ class LocalTopicRegistry:
         finally:
             self._batch_depth -= 1
             if self._batch_depth == 0 and self._dirty:
-                self._save()
+                self._save(wait=not _on_event_loop())
+
+    async def flushed(self) -> None:
+        """Return once every registry write queued so far is on disk (raises its error)."""
+        written = self._written
+        if written is None:
+            return
+        try:
+            await asyncio.wrap_future(written)
+        finally:  # an error is raised to the requests that awaited it, not to later ones
+            if self._written is written:
+                self._written = None
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_properties(overrides, self._broker_defaults)
@@ -160,9 +185,10 @@ class LocalTopicRegistry:
         topic = self._require(name)
         for index in list(topic.partitions):
             self._replicas.delete(name, index, sync=False)
-        # One fsync for every rename, before the registry forgets the topic: a rename lost in a
-        # crash would bring its directory back as a topic the registry never saw.
-        self._replicas.sync_log_dir()
+        # One fsync for every rename, before the registry forgets the topic (`_save`, on the
+        # writer thread): a rename lost in a crash would bring its directory back as a topic
+        # the registry never saw.
+        self._sync_log_dir = True
         self._partition_count -= len(topic.partitions)
         del self._metadata.topics[name]
         self._save()
@@ -309,12 +335,26 @@ class LocalTopicRegistry:
                 ) from None
             raise
 
-    def _save(self) -> None:
+    def _save(self, *, wait: bool = True) -> None:
+        """Write the registry (after the log dir's fsync, when a deletion asked for one) on the
+        writer thread, behind every earlier write; `wait=False`: `flushed()` awaits it."""
         if self._batch_depth:
             self._dirty = True
             return
         self._dirty = False
-        document = {
+        sync_log_dir = self._replicas.sync_log_dir if self._sync_log_dir else None
+        self._sync_log_dir = False
+        if self._writer is None:
+            self._writer = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="pier-topics-writer"
+            )
+        text = json.dumps(self._document(), indent=1, sort_keys=True)
+        self._written = self._writer.submit(_write_registry, self._path, text, sync_log_dir)
+        if wait:
+            self._written.result()
+
+    def _document(self) -> dict[str, object]:
+        return {
             "version": 1,
             "topics": {
                 t.name: {
@@ -325,12 +365,27 @@ class LocalTopicRegistry:
                 for t in self._metadata.topics.values()
             },
         }
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as handle:
-            json.dump(document, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._path)
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _write_registry(path: Path, text: str, sync_log_dir: Callable[[], None] | None) -> None:
+    """The writer thread's job: the log dir's fsync first (renames durable before the registry
+    forgets their topic), then the registry through a temp file, fsync and rename."""
+    if sync_log_dir is not None:
+        sync_log_dir()
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
 
 
 def _out_of_descriptors(exc: BaseException | None) -> bool:

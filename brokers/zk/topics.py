@@ -99,6 +99,9 @@ class ZkTopicAdmin:
     def batch(self) -> Iterator[None]:
         yield  # every write is its own ZooKeeper operation; nothing to defer
 
+    async def flushed(self) -> None:
+        """Nothing pending: each ZooKeeper write was acknowledged when it returned."""
+
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_properties(overrides, self._broker_defaults)
 
