@@ -88,7 +88,8 @@ class V3:
         c = "/v3/clusters/{cluster_id}"
         t = c + "/topics/{topic_name}"
         g = c + "/consumer-groups/{consumer_group_id}"
-        return [
+        return [  # produce first: aiohttp tries a path's resources in order, and it is the hot one
+            web.post(t + "/records", self.produce),
             web.get("/v3/clusters", self.list_clusters),
             web.get(c, self.get_cluster),
             web.get(c + "/topics", self.list_topics),
@@ -102,7 +103,6 @@ class V3:
             web.delete(t + "/configs/{name}", self.reset_config),
             web.get(t + "/partitions", self.list_partitions),
             web.get(t + "/partitions/{partition_id}", self.get_partition),
-            web.post(t + "/records", self.produce),
             web.get(c + "/consumer-groups", self.list_groups),
             web.get(g, self.get_group),
             web.get(g + "/consumers", self.list_consumers),

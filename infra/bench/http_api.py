@@ -5,8 +5,12 @@ Starts one broker (`infra.stack.start_broker`), a SQLite tenant store with one t
 quotas) and `pier gateway` with its HTTP API (`http.port`) in a temporary directory. Then, on
 topics of one partition, with 100-byte values:
 1. HTTP single produce: one JSON record per request (BINARY value), `CONCURRENCY` requests in
-   flight over keep-alive connections (aiohttp), records/s;
-2. HTTP streaming produce: the same records as one chunked request of JSON lines, records/s;
+   flight over keep-alive connections (aiohttp), records/s; then the same with a lean client
+   (`produce_single_raw_client_records_s`: pre-encoded requests on `CONCURRENCY` keep-alive
+   connections, one in flight on each, as wrk sends them), whose own Python costs a third of
+   aiohttp's client, so the figure is the gateway's rather than the client's;
+2. HTTP streaming produce: the same records as one chunked request of JSON lines (encoded
+   before the clock starts), records/s;
 3. HTTP consume: a v2 consumer instance (binary format) assigned the partition, long polls of up
    to 1 MiB until every record is read, records/s;
 4. the Kafka path through the same gateway (confluent-kafka, SASL/PLAIN): produce (batched,
@@ -25,13 +29,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import functools
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,16 +148,90 @@ async def http_single(http: Http, topic: str, count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
+class _KeptAlive(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection sending pre-encoded requests one at a time (as wrk
+    does): the bench's client side of `http_single_raw`, ≈ 40 µs of Python per request where
+    aiohttp's client takes ≈ 130, so the gateway, not the client, is what is measured."""
+
+    def __init__(self, requests: Iterator[bytes], done: asyncio.Future[None]) -> None:
+        self._requests = requests
+        self._done = done
+        self._buffer = b""
+        self._transport: asyncio.Transport | None = None
+        self.answered = 0
+        self.failed: list[bytes] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._send()
+
+    def _send(self) -> None:
+        assert self._transport is not None
+        request = next(self._requests, None)
+        if request is None:
+            self._transport.close()
+        else:
+            self._transport.write(request)
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        while (end := self._buffer.find(b"\r\n\r\n")) >= 0:
+            head = self._buffer[:end].lower()
+            at = head.find(b"content-length:")
+            length = int(head[at + 15 :].split(b"\r\n", 1)[0]) if at >= 0 else 0
+            if len(self._buffer) < end + 4 + length:
+                return
+            if not head.startswith(b"http/1.1 200"):
+                self.failed.append(self._buffer[: end + 4 + length])
+            self._buffer = self._buffer[end + 4 + length :]
+            self.answered += 1
+            self._send()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._done.done():
+            self._done.set_result(None)
+
+
+async def http_single_raw(http: Http, port: int, topic: str, count: int) -> float:
+    """`http_single` with `_KeptAlive` connections instead of aiohttp's client."""
+    path = http.records_url(topic).removeprefix(http.base)
+    authorization = http.session.headers["Authorization"]
+    prepared = [
+        (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: pier-bench-http\r\n"
+            f"Authorization: {authorization}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        + body
+        for body in (record_json(i) for i in range(count))
+    ]
+    loop = asyncio.get_running_loop()
+    shared = iter(prepared)
+    connections: list[tuple[_KeptAlive, asyncio.Future[None]]] = []
+    started = time.perf_counter()
+    for _ in range(CONCURRENCY):
+        done: asyncio.Future[None] = loop.create_future()
+        _, protocol = await loop.create_connection(
+            functools.partial(_KeptAlive, shared, done), "127.0.0.1", port
+        )
+        connections.append((protocol, done))
+    await asyncio.gather(*(done for _, done in connections))
+    elapsed = time.perf_counter() - started
+    failed = [answer for protocol, _ in connections for answer in protocol.failed]
+    answered = sum(protocol.answered for protocol, _ in connections)
+    if failed or answered != count:
+        raise RuntimeError(f"raw single: {answered} of {count} answered, {failed[:1]!r}")
+    return count / elapsed
+
+
 async def http_stream(http: Http, topic: str, count: int) -> float:
+    records = [record_json(i) + b"\n" for i in range(count)]  # built before the clock starts
+    pieces = [b"".join(records[i : i + 500]) for i in range(0, count, 500)]
+
     async def lines() -> Any:
-        chunk: list[bytes] = []
-        for i in range(count):
-            chunk.append(record_json(i) + b"\n")
-            if len(chunk) == 500:
-                yield b"".join(chunk)
-                chunk = []
-        if chunk:
-            yield b"".join(chunk)
+        for piece in pieces:
+            yield piece
 
     started = time.perf_counter()
     async with http.session.post(
@@ -269,6 +348,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 async def http_phases(
     base: str, key: str, secret: str, count: int, latency_count: int, cpu: CpuMeter
 ) -> dict[str, Any]:
+    port = int(base.rsplit(":", 1)[1])
     http = Http(base, key, secret)
     try:
         await http.start()
@@ -279,12 +359,16 @@ async def http_phases(
         single = await http_single(http, "http-single", count)
         cpu.stop("produce_single", before, count)
         before = cpu.start()
+        single_raw = await http_single_raw(http, port, "http-single", count)
+        cpu.stop("produce_single_raw", before, count)
+        before = cpu.start()
         stream = await http_stream(http, "http-stream", count)
         cpu.stop("produce_stream", before, count)
         consume = await http_consume(http, "http-stream", count)
         latency = await http_latency(http, "http-latency", latency_count)
         return {
             "produce_single_records_s": round(single),
+            "produce_single_raw_client_records_s": round(single_raw),
             "produce_stream_records_s": round(stream),
             "consume_records_s": round(consume),
             "single_record_produce_latency": percentiles(latency),
