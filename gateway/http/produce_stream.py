@@ -107,15 +107,20 @@ class ProduceStream:
         ):
             item, size = in_flight.popleft()
             self._held -= size
-            lines.append(await self._line(item))
+            if isinstance(item, str):
+                lines.append(item)
+                continue
+            future, prepared = item
+            if not future.done():  # over the limit: wait for it (done ones cost no await)
+                await asyncio.wait((future,))
+            lines.append(self._line(future, prepared))
         if lines:
             await self._response.write("".join(lines).encode())
 
-    async def _line(self, item: Waiting) -> str:
-        if isinstance(item, str):
-            return item
-        future, prepared = item
-        try:
-            return self._answers.line(prepared, await future)
-        except ClientError as exc:
-            return json.dumps(failed(exc, prepared).body(), separators=(",", ":")) + "\n"
+    def _line(self, future: asyncio.Future[ProduceResult], prepared: Prepared) -> str:
+        error = future.exception()
+        if error is None:
+            return self._answers.line(prepared, future.result())
+        if isinstance(error, ClientError):
+            return json.dumps(failed(error, prepared).body(), separators=(",", ":")) + "\n"
+        raise error
