@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from brokers.client.errors import BrokerResponseError, ClientError
 from brokers.client.metadata import TopicPartition
 from brokers.client.producer import ProduceResult
-from brokers.records.builder import build_batch
-from brokers.records.record import Headers, Record
+from brokers.records.record import Headers
 from brokers.wire.errors import ErrorCode
+from gateway.http.batch_encoding import encode_batch
 
 log = logging.getLogger(__name__)
 
@@ -357,14 +357,8 @@ def _take(part: _Partition) -> list[Pending]:
 
 
 def _build(batch: _Batch) -> bytes:
-    records = batch.records
-    base = records[0].timestamp_ms
-    return build_batch(
-        [
-            Record(i, r.timestamp_ms - base, r.key, r.value, r.headers)
-            for i, r in enumerate(records)
-        ],
-        base_timestamp=base,
+    return encode_batch(
+        [(r.key, r.value, r.headers, r.timestamp_ms) for r in batch.records],
         producer_id=batch.producer[0],
         producer_epoch=batch.producer[1],
         base_sequence=batch.sequence,
