@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from billing.rollup import ranges
 from billing.rollup.sums import TRAFFIC_MEASURES, PendingSample, RollupKey, Sums
+from billing.source.usage import STAGE_EXTRA, both_paths, fast_stage
 from tenancy.usage import HOUR_MS
 
 PENDING_SCHEMA = (
@@ -32,10 +33,23 @@ LEAN_COLUMNS = (
 )  # fmt: skip
 
 
-def lean(rows: DataFrame) -> DataFrame:
-    """The columns the run uses, with the UTC hour each record belongs to (what it caches)."""
+def derive(rows: DataFrame) -> DataFrame:
+    """The columns the run uses, with the UTC hour each record belongs to and its id's writer and
+    sequence (`ranges.keyed`), keeping `usage.fast_stage`'s own columns if `rows` has them: what
+    the run persists, computed once per record (`usage.both_paths`' `derive`)."""
     moment = F.when(F.col("kind") == "traffic", F.col("start_ms")).otherwise(F.col("at_ms"))
-    return rows.select(*LEAN_COLUMNS, (moment - moment % F.lit(HOUR_MS)).alias("hour_ms"))
+    extra = [name for name in STAGE_EXTRA if name in rows.columns]
+    lean = rows.select(*LEAN_COLUMNS, (moment - moment % F.lit(HOUR_MS)).alias("hour_ms"), *extra)
+    return ranges.keyed(lean)
+
+
+def checked(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(the stage to persist, the run's rows over it): Kafka records fast-checked and `derive`d in
+    one small stage (`usage.fast_stage`), which the caller persists, so the records are read and
+    parsed once; the rows are its accepted ones and, through the exact rules, the others
+    (`usage.both_paths`: those are few, and evaluated again on each pass over the rows)."""
+    stage = derive(fast_stage(raw))
+    return stage, both_paths(stage, derive)
 
 
 def repeats(
@@ -44,16 +58,28 @@ def repeats(
     """The ids among `valid` rows to thin out: each id seen more than once in the run, already
     in `counted` or, for a traffic id (`ranges.keyed` columns), in a `stored` sequence range of
     its writer, with `keep`, the position of the one copy to count (null: none, it was counted
-    before), and `dropped`, how many of its valid rows are left out. Found by a shuffle of ids
-    and positions alone, never of whole rows; small: persist it."""
+    before), and `dropped`, how many of its valid rows are left out. Small: persist it.
+
+    Only suspects are shuffled by id (`_suspects`): rows without a writer, rows a stored range
+    holds, and traffic rows whose sequence may occur twice among the run's rows and `counted`'s
+    ids, found by one aggregation per writer and chunk of sequences (count, OR and XOR of the
+    sequences' bits); the run's other rows are known to be unique without moving them."""
     position_type = "decimal(29,0)"
-    seen = ranges.flag_counted(valid, stored).select("id", _position().alias("at"), "old")
+    seen = ranges.flag_counted(valid, stored).select(
+        "id", "writer", "seq", "kafka_partition", "kafka_offset", "old",
+        F.lit(False).alias("earlier"),
+    )  # fmt: skip
     if counted is not None:
-        earlier = counted.select(
-            "id", F.lit(None).cast(position_type).alias("at"), F.lit(True).alias("old")
-        )
+        earlier = ranges.keyed(counted.select("id")).select(
+            "id", "writer", "seq",
+            F.lit(None).cast("int").alias("kafka_partition"),
+            F.lit(None).cast("bigint").alias("kafka_offset"),
+            F.lit(True).alias("old"), F.lit(True).alias("earlier"),
+        )  # fmt: skip
         seen = seen.unionByName(earlier)
-    grouped = seen.groupBy("id").agg(
+    at = F.when(~F.col("earlier"), _position()).cast(position_type)
+    suspects = _suspects(seen).select("id", at.alias("at"), "old")
+    grouped = suspects.groupBy("id").agg(
         F.count("*").alias("n"),
         F.count("at").alias("copies"),  # the run's own (an earlier run's have no position)
         F.max("old").alias("old"),
@@ -64,6 +90,38 @@ def repeats(
     return grouped.where((F.col("n") > 1) | F.col("old")).select(
         "id", keep.alias("keep"), F.lit(True).alias("rep"), dropped.alias("dropped")
     )
+
+
+def _suspects(seen: DataFrame) -> DataFrame:
+    """The rows of `seen` (the run's, and `earlier` counted ids) whose id may occur twice or was
+    counted before. Per writer and chunk of the traffic rows not in a stored range: `n` rows,
+    the OR and the XOR of their sequences' bits. A chunk with `n` = popcount(OR) has no sequence
+    twice; in another, OR & ~XOR are the sequences seen an even number of times, and when
+    `n` - popcount(OR) equals their popcount every sequence occurs once or twice, so those bits
+    are exactly the repeated ones; otherwise every row of the chunk is a suspect."""
+    seq = F.col("seq")
+    counted = F.col("writer").isNotNull() & (~F.col("old") | F.col("earlier"))
+    chunks = (
+        seen.where(counted)
+        .groupBy("writer", ranges.chunk_of(seq).alias("chunk"))
+        .agg(
+            F.count("*").alias("n"),
+            F.bit_or(ranges.bit_of(seq)).alias("ored"),
+            F.bit_xor(ranges.bit_of(seq)).alias("xored"),
+        )
+    )
+    extra = F.col("n") - F.bit_count("ored")
+    twice = F.col("ored").bitwiseAND(F.bitwise_not("xored"))
+    dirty = chunks.where(extra > 0).select(
+        F.col("writer").alias("d_writer"),
+        F.col("chunk").alias("d_chunk"),
+        F.when(extra == F.bit_count(twice), twice).otherwise(F.lit(-1)).alias("suspect"),
+    )
+    on = (F.col("writer") == F.col("d_writer")) & (ranges.chunk_of(seq) == F.col("d_chunk"))
+    marked = seen.join(F.broadcast(dirty), on, "left")
+    repeated = F.col("suspect").bitwiseAND(ranges.bit_of(seq)) != 0
+    suspect = F.col("writer").isNull() | F.col("old") | F.coalesce(repeated, F.lit(False))
+    return marked.where(suspect)
 
 
 def dropped(repeated: DataFrame) -> int:

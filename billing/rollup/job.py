@@ -36,7 +36,7 @@ from billing.rollup.ids import IdStore
 from billing.rollup.sums import Cursor, RunOutput
 from billing.source import kafka
 from billing.source.offsets import EARLIEST, LATEST, OffsetSpec, offsets_to_json
-from billing.source.usage import read_usage, usage_rows
+from billing.source.usage import read_usage
 from brokers.client import Cluster
 from tenancy.database import Database
 from tenancy.usage import RETENTION_MS, USAGE_TOPIC
@@ -135,7 +135,8 @@ def roll_up_records(
     """Roll up `raw` (Kafka records of [start, end)) and commit it with `end` as the next offsets;
     `end=None` (a stream's micro-batch) takes, per partition, the offset after the last record."""
     clock = clock or _Phases()
-    rows = frames.lean(usage_rows(raw)).persist()
+    stage, rows = frames.checked(raw)
+    stage.persist()
     attempt: Path | None = None
     generation = (cursor.generation if cursor else 0) + 1
     try:
@@ -154,7 +155,7 @@ def roll_up_records(
             store.discard(attempt)
         raise
     finally:
-        rows.unpersist()
+        stage.unpersist()
     if hooks.after_commit:  # dying here leaves the attempt for the next run's `recover`
         hooks.after_commit()
     store.promote(attempt, generation)
@@ -219,7 +220,7 @@ def _roll_up(
     attempt: Path,
     clock: _Phases,
 ) -> None:
-    valid = ranges.keyed(rows.where(F.col("rejected").isNull()))
+    valid = rows.where(F.col("rejected").isNull())
     counted = store.counted(spark, hours)
     legacy = ledger.counted_ids(db, hours)  # ids earlier versions kept in the database
     if legacy:

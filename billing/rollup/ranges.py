@@ -28,13 +28,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from billing.rollup.seq_ranges import Range, merge
 
 MIN_RANGE: Final = 32  # a shorter run that touches no stored range stays as ids
 CHUNK: Final = 64  # runs are found from a bit mask per chunk of this many sequences
+_CHUNK_BITS: Final = 6  # CHUNK == 1 << _CHUNK_BITS
 _ALL_BITS: Final = (1 << CHUNK) - 1
 _WRITER_PART: Final = r"[A-Za-z0-9._-]{1,64}"
 TRAFFIC_ID: Final = rf"^({_WRITER_PART}/{_WRITER_PART})/(0|[1-9][0-9]{{0,17}})$"
@@ -43,11 +44,23 @@ _RANGE_COLUMNS: Final = ("r_writer", "r_lo", "r_hi")
 
 
 def keyed(rows: DataFrame) -> DataFrame:
-    """`rows` with `writer` and `seq` (null when the id is not a canonical traffic id)."""
+    """`rows` with `writer` and `seq` (null when the id is not a canonical traffic id): one
+    regular expression for the shape, then the parts cut at the slashes it proved."""
     shaped = F.col("id").rlike(TRAFFIC_ID)
-    writer = F.when(shaped, F.regexp_extract("id", TRAFFIC_ID, 1))
-    seq = F.when(shaped, F.regexp_extract("id", TRAFFIC_ID, 2).cast("bigint"))
+    writer = F.when(shaped, F.substring_index("id", "/", 2))
+    seq = F.when(shaped, F.substring_index("id", "/", -1).cast("bigint"))
     return rows.withColumn("writer", writer).withColumn("seq", seq)
+
+
+def chunk_of(seq: Column) -> Column:
+    """The chunk of `CHUNK` sequences a (non-negative) sequence is in; exact for any BIGINT."""
+    return F.shiftright(seq, _CHUNK_BITS)
+
+
+def bit_of(seq: Column) -> Column:
+    """A sequence's bit in its chunk's 64-bit mask."""
+    one = F.lit(1).cast("bigint")
+    return F.call_function("shiftleft", one, seq.bitwiseAND(CHUNK - 1).cast("int"))
 
 
 def stored_frame(spark: SparkSession, ranges: list[Range]) -> DataFrame | None:
@@ -84,13 +97,11 @@ def split(
     the runs off the other chunks' masks (a run at a time, not a bit) and joins neighbours
     (`merge`). A run becomes a range when it is at least `MIN_RANGE` long or touches a held
     range; the driver collects runs and masks, never ids."""
-    chunk = F.floor(F.col("seq") / CHUNK)
-    bit = F.expr(f"shiftleft(CAST(1 AS BIGINT), CAST(pmod(seq, {CHUNK}) AS INT))")
     chunks = (
-        counted.withColumn("chunk", chunk)
+        counted.withColumn("chunk", chunk_of(F.col("seq")))
         .groupBy("writer", "chunk")
         .agg(
-            F.bit_or(bit).alias("mask"),
+            F.bit_or(bit_of(F.col("seq"))).alias("mask"),
             F.max("hour_ms").alias("hour_ms"),
             F.count("*").alias("n"),
         )

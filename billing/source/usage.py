@@ -21,6 +21,7 @@ internal topics, and Pier brokers before this version reported every `__`-prefix
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Final
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -54,6 +55,7 @@ TRAFFIC_FIELDS: Final = (
     "v", "id", "kind", "tenant", "topic", "principal", "client_id", "start_ms", "end_ms", *COUNTERS,
 )  # fmt: skip
 STORAGE_FIELDS: Final = ("v", "id", "kind", "tenant", "topic", "partition", "bytes", "at_ms")
+Derive = Callable[[DataFrame], DataFrame]  # columns a caller adds to each row (keeping the rest)
 _STRINGS: Final = ("id", "kind", "tenant", "topic", "principal", "client_id")
 _TENANT: Final = r"\A[a-z][a-z0-9-]{2,15}\z"  # tenancy.ids.TENANT_ID (\z: no final newline)
 _TOPIC: Final = r"\A[A-Za-z0-9._-]{1,249}\z"
@@ -91,19 +93,58 @@ def usage_rows(records: DataFrame, *, fast_path: bool = True) -> DataFrame:
     strings without escapes or control characters, counters of at most 18 digits, the storage
     id's suffix equal to its fields), whose window is in order within one hour and whose key, if
     any, is its id, is valid on the fast path and its fields are read with `from_json`; any other
-    record (dozens of times dearer: writers should stay canonical) goes through the exact VARIANT path, which finds the first rule it breaks (or accepts it: valid JSON need not be
+    record (dozens of times dearer: writers should stay canonical) goes through the exact VARIANT
+    path, which finds the first rule it breaks (or accepts it: valid JSON need not be
     canonical). The fast path accepts a subset of the valid records, so the rows are the same with
-    `fast_path=False` (every record on the exact path; tests compare the two)."""
-    typed = records.select(
+    `fast_path=False` (every record on the exact path; tests compare the two). The two paths are
+    two stages (`fast_stage`, then `exact_rows` of the rows it refused, unioned by `both_paths`):
+    a caller that reads the records once persists `fast_stage`'s frame."""
+    if not fast_path:
+        return exact_rows(_raw(records))
+    return both_paths(fast_stage(records))
+
+
+STAGE_EXTRA: Final = ("_fast", "_key", "_value")  # `fast_stage`'s columns beyond COLUMNS
+
+
+def _raw(records: DataFrame) -> DataFrame:
+    return records.select(
         F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
         F.col("key").alias("_key"),
         F.col("value").alias("_value"),
-        F.col("value").cast("string").alias("_text"),
-    ).withColumn("_j", F.from_json("_text", _TYPED_SCHEMA))
-    fast = typed.withColumn("_fast", _fast_valid(F.col("_j")) if fast_path else F.lit(False))
+    )
+
+
+def fast_stage(records: DataFrame) -> DataFrame:
+    """Every record fast-checked by one small projection: `COLUMNS` read with `from_json`
+    (meaningful on the rows `_fast` accepts; `rejected` null), `_fast` (never null) and the
+    record's `_key` and `_value` kept only on the rows it refused (null on the others, so
+    persisting this frame holds little beyond the fields). Only the fast check and the typed
+    fields are in this stage's generated code, which stays small enough for the JVM to compile;
+    the exact rules run in `exact_rows`, on the refused rows alone."""
+    typed = _raw(records).withColumn("_text", F.col("_value").cast("string"))
+    typed = typed.withColumn("_j", F.from_json("_text", _TYPED_SCHEMA))
+    flagged = typed.withColumn("_fast", _fast_valid(F.col("_j")))
+    fields = [F.col(f"_j.{name}").cast(kind.lower()).alias(name) for name, kind in COLUMNS[2:-1]]
+    refused = ~F.col("_fast")
+    return flagged.select(
+        "kafka_partition",
+        "kafka_offset",
+        *fields,
+        F.lit(None).cast("string").alias("rejected"),
+        "_fast",
+        F.when(refused, F.col("_key")).alias("_key"),
+        F.when(refused, F.col("_value")).alias("_value"),
+    )
+
+
+def exact_rows(raw: DataFrame) -> DataFrame:
+    """Rows of (kafka_partition, kafka_offset, _key, _value) → `COLUMNS`, every rule checked on
+    the VARIANT of the value (the dear path: give it only the records the fast path refused)."""
+    text = raw.withColumn("_text", F.col("_value").cast("string"))
     slow = _Variant(F.try_parse_json(F.col("_text")))
-    checked = fast.withColumn("rejected", F.when(~F.col("_fast"), _rejection(slow)))
+    checked = text.withColumn("rejected", _rejection(slow))
     valid = F.col("rejected").isNull()
     key_text = F.when(
         F.col("_key").isNotNull() & F.is_valid_utf8("_key"), F.col("_key").cast("string")
@@ -111,16 +152,25 @@ def usage_rows(records: DataFrame, *, fast_path: bool = True) -> DataFrame:
     out = [
         F.col("kafka_partition"),
         F.col("kafka_offset"),
-        F.when(F.col("_fast"), F.col("_j.id"))
-        .when(valid, slow.s("id"))
-        .otherwise(key_text)
-        .alias("id"),
+        F.when(valid, slow.s("id")).otherwise(key_text).alias("id"),
     ]
     for name, kind in COLUMNS[3:-1]:
         variant = slow.s(name) if name in _STRINGS else slow.i(name)
-        value = F.when(F.col("_fast"), F.col(f"_j.{name}")).when(valid, variant)
-        out.append(value.cast(kind.lower()).alias(name))
+        out.append(F.when(valid, variant).cast(kind.lower()).alias(name))
     return checked.select(*out, F.col("rejected"))
+
+
+def both_paths(stage: DataFrame, derive: Derive | None = None) -> DataFrame:
+    """`stage` (`fast_stage`'s frame, perhaps persisted, perhaps with columns `derive` added) →
+    one row each: the rows `_fast` accepted as they are, unioned with `exact_rows` of the others,
+    through `derive` too; the columns are `derive`'s (`COLUMNS` without one)."""
+    refused = stage.where(~F.col("_fast")).select(
+        "kafka_partition", "kafka_offset", *STAGE_EXTRA[1:]
+    )
+    exact = exact_rows(refused)
+    exact = derive(exact) if derive is not None else exact
+    fast = stage.where(F.col("_fast")).select(*exact.columns)
+    return fast.unionByName(exact)
 
 
 _TYPED_SCHEMA: Final = ", ".join(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from billing.rollup import ranges
+from billing.rollup import frames, ranges
 from billing.rollup.ledger import counted_ranges
 from billing.rollup.seq_ranges import Range
 from infra.stack import BrokerProcess
@@ -93,3 +93,47 @@ def test_split_finds_runs_across_blocks_and_keeps_the_rest_as_ids(spark: Any) ->
 
 def _ids(frame: Any) -> set[str]:
     return {r.id for r in frame.collect()}
+
+
+def test_repeats_match_a_count_of_every_id(spark: Any) -> None:
+    """`frames.repeats` shuffles only the suspects its chunk masks find; on random rows (ids seen
+    once to four times, in chunks with and without repeats, ids of another shape, ids in stored
+    ranges and earlier counted ids) it names the same ids, copies kept and rows dropped as a
+    plain count of every id."""
+    rng = random.Random(7)
+    rows: list[tuple[str, int, int]] = []
+    for writer in ("w/a", "w/b"):
+        for seq in rng.sample(range(2000), 900):
+            times = rng.choices([1, 2, 3, 4], weights=[90, 6, 3, 1])[0]
+            rows += [(f"{writer}/{seq}", 0, 0)] * times
+    rows += [("x/1/01", 0, 0)] * 2 + [("odd", 0, 0), ("w/c/5", 0, 0)]  # 01: not canonical
+    rng.shuffle(rows)
+    rows = [(i, p, n) for n, (i, p, _) in enumerate(rows)]
+    earlier_ids = [f"w/a/{s}" for s in rng.sample(range(2000), 60)] + ["odd", "w/c/9"]
+    held = [Range("w/b", 100, 199, 0), Range("w/c", 5, 5, 0)]
+    valid = ranges.keyed(
+        spark.createDataFrame(rows, "id STRING, kafka_partition INT, kafka_offset BIGINT")
+    )
+    counted = spark.createDataFrame([(i,) for i in earlier_ids], "id STRING")
+    got = {
+        r.id: (r.keep, r.dropped)
+        for r in frames.repeats(valid, counted, ranges.stored_frame(spark, held)).collect()
+    }
+    copies: dict[str, list[int]] = {}
+    for ident, _, offset in rows:
+        copies.setdefault(ident, []).append(offset)
+
+    def old(ident: str) -> bool:
+        writer, _, seq = ident.rpartition("/")
+        in_range = any(
+            h.writer == writer and seq.isdigit() and h.lo <= int(seq) <= h.hi for h in held
+        )
+        return ident in earlier_ids or (in_range and seq == str(int(seq)))
+
+    expected = {
+        ident: (None if old(ident) else min(at), len(at) if old(ident) else len(at) - 1)
+        for ident, at in copies.items()
+        if len(at) > 1 or old(ident)
+    } | {i: (None, 0) for i in earlier_ids if i not in copies}
+    assert {i: (None if k is None else int(k), d) for i, (k, d) in got.items()} == expected
+    assert sum(1 for at in copies.values() if len(at) > 2) > 10  # triples and more were there
