@@ -131,15 +131,22 @@ def roll_up_records(
     *,
     hooks: RunHooks = RunHooks(),
     clock: _Phases | None = None,
+    cut_lineage: bool = False,
 ) -> RunReport:
     """Roll up `raw` (Kafka records of [start, end)) and commit it with `end` as the next offsets;
-    `end=None` (a stream's micro-batch) takes, per partition, the offset after the last record."""
+    `end=None` (a stream's micro-batch) takes, per partition, the offset after the last record.
+    `cut_lineage` (a stream's micro-batch: small, and its fixed cost is the lag) materializes the
+    checked rows once (`localCheckpoint`) so every later step plans over that leaf instead of the
+    usage checks again: half the driver's and the jobs' time of a small batch."""
     clock = clock or _Phases()
     stage, rows = frames.checked(raw)
     stage.persist()
     attempt: Path | None = None
     generation = (cursor.generation if cursor else 0) + 1
     try:
+        if cut_lineage:
+            rows = rows.localCheckpoint(eager=True)
+            stage.unpersist()
         valid_count, reasons, hours = frames.census(rows)
         end = end if end is not None else _ends_seen(rows, start)
         attempt = store.new_attempt(generation, end)

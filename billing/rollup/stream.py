@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -34,6 +35,8 @@ from tenancy.database import Database
 Reporter = Callable[[RunReport], None]
 TOPIC_WAIT_S = 2.0
 STOP_WAIT_S = 30.0
+MAX_BATCH_RECORDS = 1_000_000  # a backlog is drained in micro-batches of at most this many
+MICRO_BATCH_CONF = {"spark.sql.adaptive.enabled": "false"}
 
 
 def checkpoint_dir(options: RunOptions) -> str:
@@ -47,6 +50,7 @@ def run_stream(
     trigger_s: float,
     stop: threading.Event,
     report: Reporter,
+    max_records: int = MAX_BATCH_RECORDS,
 ) -> None:
     """Run the query until `stop` is set (then it ends after the micro-batch under way, waiting
     at most `STOP_WAIT_S`) or it fails (the error is raised)."""
@@ -57,17 +61,21 @@ def run_stream(
     known = cursor.offsets if cursor else {}
     starting = {str(p): known.get(p, EARLIEST) for p in partitions}
     spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
+    for key, value in MICRO_BATCH_CONF.items():
+        spark.conf.set(key, value)
     records = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", options.bootstrap)
         .option("assign", json.dumps({options.topic: partitions}))
         .option("startingOffsets", json.dumps({options.topic: starting}))
         .option("failOnDataLoss", "true")
+        .option("maxOffsetsPerTrigger", str(max_records))
         .load()
     )
 
-    def micro_batch(batch: DataFrame, _batch_id: int) -> None:
-        report(_roll_up_batch(spark, db, options, batch))
+    def micro_batch(batch: DataFrame, batch_id: int) -> None:
+        end = batch_end(checkpoint_dir(options), batch_id, options.topic)
+        report(_roll_up_batch(spark, db, options, batch, end))
 
     query = (
         records.writeStream.foreachBatch(micro_batch)
@@ -96,8 +104,46 @@ def _stop_between_batches(query: Any) -> None:
     query.stop()
 
 
+def batch_end(checkpoint: str, batch_id: int, topic: str) -> dict[int, int] | None:
+    """The offsets micro-batch `batch_id` reads up to, from Spark's write-ahead offset log
+    (`<checkpoint>/offsets/<id>`, written before the batch runs): what the batch's commit stores
+    as the next offsets, known without a Spark job over its records. None when the log cannot be
+    read as expected (then the batch finds them from its records)."""
+    try:
+        lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text("utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines[1:]:
+        try:
+            found = _topic_offsets(json.loads(line), topic)
+        except ValueError:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _topic_offsets(document: Any, topic: str) -> dict[int, int] | None:
+    """`{partition: offset}` of `topic` in a Kafka source offset (`{topic: {"0": 12, ...}}`),
+    looked for at any depth of a log line's JSON."""
+    if not isinstance(document, dict):
+        return None
+    offsets = document.get(topic)
+    if isinstance(offsets, dict) and all(isinstance(o, int) for o in offsets.values()):
+        return {int(p): int(o) for p, o in offsets.items()}
+    for value in document.values():
+        found = _topic_offsets(value, topic)
+        if found is not None:
+            return found
+    return None
+
+
 def _roll_up_batch(
-    spark: SparkSession, db: Database, options: RunOptions, batch: DataFrame
+    spark: SparkSession,
+    db: Database,
+    options: RunOptions,
+    batch: DataFrame,
+    logged_end: dict[int, int] | None,
 ) -> RunReport:
     cursor, store = open_ledger(db, options)
     start = dict(cursor.offsets) if cursor else {}
@@ -107,8 +153,15 @@ def _roll_up_batch(
         fresh = batch.where(
             F.coalesce(F.col("offset") >= F.element_at(floor, F.col("partition")), F.lit(True))
         )
+    end = None
+    if logged_end is not None:  # a batch replayed behind the ledger commits no offset back
+        end = {p: max(o, start.get(p, 0)) for p, o in logged_end.items()}
+        end.update({p: o for p, o in start.items() if p not in end})
     now_ms = options.until_ms if options.until_ms is not None else int(time.time() * 1000)
-    return roll_up_records(spark, db, options, fresh, cursor, store, start, None, now_ms)
+    fresh = fresh.coalesce(max(1, spark.sparkContext.defaultParallelism))
+    return roll_up_records(
+        spark, db, options, fresh, cursor, store, start, end, now_ms, cut_lineage=True
+    )
 
 
 def _wait_for_partitions(options: RunOptions, stop: threading.Event) -> list[int] | None:

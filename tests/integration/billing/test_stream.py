@@ -1,6 +1,7 @@
 """`pier billing stream` as a process: usage appears in the store while it runs, duplicates and
 replays count once, and a SIGKILLed stream started again (same checkpoint, same ledger) neither
-loses nor doubles a record; SIGTERM ends it with status 0."""
+loses nor doubles a record; SIGTERM ends it with status 0; the offsets its last micro-batch
+committed are the ones Spark's offset log gave that batch (`batch_end`, no Spark job)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from billing.rollup.ledger import read_cursor
+from billing.rollup.stream import batch_end
 from infra.stack import BrokerProcess
-from tenancy.usage import HOUR_MS
-from tests.integration.billing.helpers import merge, rollups
+from tenancy.database import Database
+from tenancy.usage import HOUR_MS, USAGE_TOPIC, TrafficRecord
+from tests.integration.billing.helpers import merge, rollups, state_dir
 from tests.integration.billing.usage_gen import traffic, traffic_totals, write
 from tests.polling import wait_until
 
@@ -28,11 +33,11 @@ def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _shows(url: str, records: list[object]) -> None:
+def _shows(url: str, records: Sequence[TrafficRecord]) -> None:
     wait_until(
-        lambda: rollups(url) == merge(traffic_totals(records)),  # type: ignore[arg-type]
+        lambda: rollups(url) == merge(traffic_totals(records)),
         what="the stream's rollups to equal the records written",
-        timeout=240,
+        timeout=600,  # a loaded machine: two JVM starts and micro-batches of a minute
         retry_on=(OperationalError,),  # SQLite busy while the stream commits
     )
 
@@ -42,10 +47,10 @@ def test_stream_counts_each_record_once_across_a_kill(
 ) -> None:
     rng = random.Random(51)
     now = int(time.time() * 1000)  # the stream settles at the wall clock: recent usage
-    hours = {"base_ms": now - now % HOUR_MS - 2 * HOUR_MS}
-    first = traffic(rng, ["acme", "globex"], 120, **hours)
-    second = traffic(rng, ["acme", "initech"], 80, first_seq=1_000, **hours)
-    third = traffic(rng, ["globex"], 40, first_seq=2_000, **hours)
+    base_ms = now - now % HOUR_MS - 2 * HOUR_MS
+    first = traffic(rng, ["acme", "globex"], 120, base_ms=base_ms)
+    second = traffic(rng, ["acme", "initech"], 80, first_seq=1_000, base_ms=base_ms)
+    third = traffic(rng, ["globex"], 40, first_seq=2_000, base_ms=base_ms)
     argv = [sys.executable, "-m", "pier", "billing", "stream", "--db", sqlite_url,
             "--bootstrap", usage_broker.bootstrap, "--master", "local[1]", "--trigger", "1s"]  # fmt: skip
     log = tmp_path / "stream.log"
@@ -64,7 +69,21 @@ def test_stream_counts_each_record_once_across_a_kill(
         _shows(sqlite_url, [*first, *second, *third])
         again.send_signal(signal.SIGTERM)
         assert again.wait(120) == 0, log.read_text()[-3000:]
+        _committed_the_logged_end(sqlite_url)
     finally:
         if again.poll() is None:
             again.kill()
             again.wait(60)
+
+
+def _committed_the_logged_end(url: str) -> None:
+    checkpoint = state_dir(url) / USAGE_TOPIC / "stream-checkpoint"
+    last = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+    db = Database(url)
+    try:
+        cursor = read_cursor(db, USAGE_TOPIC)
+    finally:
+        db.dispose()
+    assert cursor is not None
+    logged = batch_end(str(checkpoint), last, USAGE_TOPIC)
+    assert logged == cursor.offsets, (logged, cursor.offsets)
