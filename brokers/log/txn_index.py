@@ -48,6 +48,9 @@ class AbortedTxn:
         )
 
 
+_NO_ENTRIES = array("q")  # shared by every index without entries: never appended to
+
+
 class TransactionIndex:
     def __init__(
         self, path: Path, base_offset: int, files: FileOps = OS_FILES,
@@ -58,8 +61,9 @@ class TransactionIndex:
         self.base_offset = base_offset
         self._files = files
         self._file = index_file
-        self._pids, self._firsts = array("q"), array("q")
-        self._lasts, self._lsos = array("q"), array("q")
+        # The columns: `_NO_ENTRIES` until the first entry (most segments never have one, and
+        # four empty arrays are ~0.3 KiB per segment: issue 25's 10,000 partitions).
+        self._pids = self._firsts = self._lasts = self._lsos = _NO_ENTRIES
 
     @classmethod
     def load(cls, path: Path, base_offset: int, files: FileOps = OS_FILES) -> TransactionIndex:
@@ -109,6 +113,9 @@ class TransactionIndex:
         return AbortedTxn(self._pids[i], self._firsts[i], self._lasts[i], self._lsos[i])
 
     def _add(self, txn: AbortedTxn) -> None:
+        if self._lasts is _NO_ENTRIES:
+            self._pids, self._firsts = array("q"), array("q")
+            self._lasts, self._lsos = array("q"), array("q")
         self._pids.append(txn.producer_id)
         self._firsts.append(txn.first_offset)
         self._lasts.append(txn.last_offset)
