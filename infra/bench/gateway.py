@@ -17,7 +17,8 @@ directory, with three tenants: `bench` (no quota; its connection limit raised fo
 5. noisy neighbour (`noisy_neighbour`): the quiet tenant's produce latency at 1 MB/s alone, then
    while the noisy tenant offers 20 MB/s, 10× its quota (target p99 change ≤ +20 %).
 Around every throughput run the CPU time (user + system) of the gateway (its workers included) and
-of the broker is read: `cpu_s_per_gb` per run, gateway ÷ broker (target ≤ 0.5).
+of the broker is read: `cpu_s_per_gb` per run, gateway ÷ broker (target ≤ 0.5), with the 1-minute
+load average at its end (`load_1m`: the machine is shared).
 6. workers: the aggregate produce rate of `WORKER_CLIENTS` producer processes (1 KiB records, each
    its own topic) through this one-worker gateway, then through a second gateway started with
    `workers=2`; the broker's CPU share during each run says whether it was the bottleneck
@@ -297,7 +298,7 @@ class CpuMeter:
         broker_after = cpu_times(self.broker.pid)
         gateway = (gateway_after[0] - gateway_before[0], gateway_after[1] - gateway_before[1])
         broker = (broker_after[0] - broker_before[0], broker_after[1] - broker_before[1])
-        self.rows.append(cpu_row(run, gateway, broker))
+        self.rows.append({**cpu_row(run, gateway, broker), "load_1m": os.getloadavg()[0]})
         return run
 
 
