@@ -200,3 +200,27 @@ def test_a_lowered_storage_limit_applies_at_the_next_sample(store: TenantStore) 
         assert refused is not None and refused.full
 
     asyncio.run(scenario())
+
+
+def test_a_busy_tenants_lease_follows_its_rate(store: TenantStore) -> None:
+    """At line rate a lease covers about a second of the tenant's bytes (within an eighth of its
+    limit), so 64 MiB charged in one second cost a few store transactions, not one per
+    `storage.lease.bytes` / 2; a slow tenant keeps `storage.lease.bytes`."""
+    limit = 1 << 40
+    _ready(store, max_storage_bytes=limit)
+    clock = Clock()
+
+    async def scenario() -> None:
+        ledger = StorageLedger(store, A, clock_ms=clock, lease_bytes=1 << 20)
+        await ledger.warm("acme", limit)
+        assert ledger.headroom("acme") == 1 << 20
+        for _second in range(2):  # 32 MiB a second, 1 KiB at a time
+            for _ in range(32 * 1024):
+                while ledger.charge("acme", 1024, limit) is not None:
+                    await asyncio.sleep(0)  # a top-up under way: a client would retry
+            clock.now_ms += 1_000
+        assert ledger.store_writes <= 12  # 1 MiB leases would have taken ~128
+        await ledger.lease("acme", 1, limit)  # the top-up under way, if any, has landed
+        assert ledger.headroom("acme") >= 16 << 20
+
+    asyncio.run(scenario())
