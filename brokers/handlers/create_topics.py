@@ -71,7 +71,7 @@ def route(
                     error = InvalidRequestError("Duplicate topic name.")
                     results[topic.name] = _failed(module, topic.name, error)
                 else:
-                    results[topic.name] = _create(
+                    results[topic.name] = await _create(
                         module, broker, topic, request.validate_only, unified
                     )
             response = make(
@@ -86,7 +86,7 @@ def route(
     return Route(API_KEY, 2, 7, handle, name="CreateTopics")
 
 
-def _create(
+async def _create(
     module: ModuleType, broker: _Services, topic: Any, validate_only: bool, unified: dict[str, str]
 ) -> Any:
     properties = broker.config.properties
@@ -95,7 +95,7 @@ def _create(
         overrides = _overrides(topic.configs, properties)
         manual = _manual_placement(broker, topic) if topic.assignments else None
         partitions, factor = _placement(broker, topic, manual)
-        created = broker.topics.create_topic(
+        created = await broker.topics.create_topic_async(
             topic.name,
             partitions,
             factor,

@@ -118,6 +118,19 @@ class TopicAdmin(Protocol):
         assignment: Mapping[int, Sequence[int]] | None = None,
     ) -> TopicMetadata | None: ...
 
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        *,
+        validate_only: bool = False,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+    ) -> TopicMetadata | None:
+        """`create_topic` for CreateTopics: the standalone registry makes a small topic's logs
+        first, a log per event-loop turn."""
+
     def create_partitions(
         self,
         name: str,

@@ -21,11 +21,17 @@ fails, the clean-shutdown marker is not written, so the next start recovers ever
 file call goes through the `FileOps` given here (tests inject faults through it).
 
 Everything runs on the broker's event loop; not thread-safe. Only `run_cleaner_async` moves
-work to a worker thread (see log_cleaner), never touching a Log from there.
+work to a worker thread (see log_cleaner), never touching a Log from there. `prepare` makes
+the new, empty logs of a topic about to be created one per loop turn (a directory and three
+files each: the slow part of creating a small topic, which stalled every other request while
+the loop made all of them at once; a worker thread made them slower still, handing the GIL
+back and forth at each file call); `create` then takes them, `drop_prepared` removes those not
+taken. Its caller reserves the topic's name so nothing else creates those logs meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
@@ -69,6 +75,7 @@ class LogManager:
         self._config_for = config_for
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._logs: dict[tuple[str, int], Log] = {}
+        self._prepared: dict[tuple[str, int], Log] = {}  # made by `prepare`, not yet taken
         self._doomed: list[tuple[int, Log, Path]] = []  # (due ms, log, renamed directory)
         self._lock_fd: int | None = None
         self.cleaner = LogCleaner(log_dir, clock=clock, config=cleaner_config)
@@ -182,6 +189,10 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
+        prepared = self._prepared.pop(key, None)
+        if prepared is not None:
+            self._logs[key] = prepared
+            return prepared
         created = Log.open(
             self.log_dir / f"{topic}-{partition}", config or self._config(topic),
             clock=self._clock, had_clean_shutdown=True,
@@ -189,6 +200,42 @@ class LogManager:
         )  # fmt: skip
         self._logs[key] = created
         return created
+
+    async def prepare(self, topic: str, partitions: range, config: LogConfig) -> None:
+        """Make the new logs of `topic`'s `partitions` for `create` to take, one per event-loop
+        turn (requests in between). Nothing is prepared when one of their directories exists
+        already (`create` then opens them as before); on an error none is left behind and the
+        error is raised."""
+        directories = [self.log_dir / f"{topic}-{index}" for index in partitions]
+        if any(directory.exists() for directory in directories):
+            return
+        made: list[Log] = []
+        try:
+            for directory in directories:
+                await asyncio.sleep(0)  # let waiting requests run before each log
+                made.append(self._open(directory, config))
+        except BaseException:
+            for new_log in made:
+                new_log.release()
+            for directory in directories:
+                shutil.rmtree(directory, ignore_errors=True)
+            raise
+        for new_log in made:
+            self._prepared[(new_log.topic, new_log.partition)] = new_log
+
+    def drop_prepared(self, topic: str) -> None:
+        """Remove the prepared logs of `topic` that `create` did not take (its creation failed)."""
+        for key in [key for key in self._prepared if key[0] == topic]:
+            unused = self._prepared.pop(key)
+            unused.release()
+            if key not in self._logs:
+                shutil.rmtree(unused.directory, ignore_errors=True)
+
+    def _open(self, directory: Path, config: LogConfig) -> Log:
+        return Log.open(
+            directory, config, clock=self._clock, had_clean_shutdown=True,
+            producer_id_expiration_ms=self._producer_id_expiration_ms, files=self._files,
+        )  # fmt: skip
 
     def delete(self, topic: str, partition: int, *, sync: bool = True) -> bool:
         """Retire the log, rename its directory `...-delete`, remove it after the delay.

@@ -26,7 +26,10 @@ means on disk, while the loop serves other clients' requests during the fsyncs (
 stalled every producer on this broker for them). Everything else, and every write outside a
 batch, waits for its write as before. The new state is visible to requests from the moment it
 is installed, a few fsyncs before the answer (a crash in between keeps a created topic's logs,
-which the next start registers as it does any log the registry never saw). Runs on the event
+which the next start registers as it does any log the registry never saw). Likewise
+`create_topic_async` (CreateTopics) has a small topic's new logs made one per loop turn
+(`LogManager.prepare`) before it installs the topic, its name reserved meanwhile: another
+creation of it, or of a name colliding with it, is refused as if it existed. Runs on the event
 loop; not thread-safe (the writer thread touches only files).
 """
 
@@ -36,13 +39,14 @@ import asyncio
 import concurrent.futures
 import contextlib
 import errno
+import functools
 import json
 import logging
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +60,9 @@ from brokers.log.errors import LogDirError
 from brokers.replication.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    InvalidTopicError,
     PolicyViolationError,
+    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from brokers.replication.metadata_cache import MetadataCache, PartitionMetadata, TopicMetadata
@@ -105,6 +111,8 @@ class LocalTopicRegistry:
         self._batch_depth = 0
         self._dirty = False
         self._sync_log_dir = False  # a deletion's renames await the log dir's fsync
+        self._preparing: dict[str, str] = {}  # names whose logs are being made: unified -> name
+        self._installed = 0  # topics installed so far (a name check after an await)
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._written: concurrent.futures.Future[None] | None = None  # the last write queued
         # The loop a slice of deferred log creation is scheduled on (None: none is).
@@ -158,10 +166,12 @@ class LocalTopicRegistry:
         *,
         validate_only: bool = False,
         assignment: Mapping[int, Sequence[int]] | None = None,
+        descriptors_checked: bool = False,
     ) -> TopicMetadata | None:
         partitions, factor = new_topic_shape(
             name, num_partitions, replication_factor, self._metadata.topics, self._broker_defaults
         )
+        _check_collision(name, self._preparing.values())
         self._check_partitions(partitions, existing=0)
         if factor < 1 or factor > len(self._metadata.brokers):
             raise InvalidReplicationFactorError(
@@ -171,7 +181,8 @@ class LocalTopicRegistry:
             )
         overrides = validate_topic_overrides(configs, self._broker_defaults)
         self.log_config(overrides)
-        self._check_descriptors(partitions, f"topic '{name}'")
+        if not descriptors_checked:  # (the prepared logs' descriptors are open already)
+            self._check_descriptors(partitions, f"topic '{name}'")
         if validate_only:
             return None
         defer = partitions > SYNC_LOGS_UP_TO
@@ -180,6 +191,44 @@ class LocalTopicRegistry:
         if defer:
             self._schedule_deferred()
         return topic
+
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        *,
+        validate_only: bool = False,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+    ) -> TopicMetadata | None:
+        """`create_topic`, with the logs of a topic of up to `SYNC_LOGS_UP_TO` partitions made
+        first, one per event-loop turn, so other requests are served in between."""
+        create = functools.partial(
+            self.create_topic, name, num_partitions, replication_factor, configs,
+            assignment=assignment,
+        )  # fmt: skip
+        create(validate_only=True)  # every check first: nothing is made for a refused topic
+        partitions, _ = new_topic_shape(
+            name, num_partitions, replication_factor, self._metadata.topics, self._broker_defaults
+        )
+        if validate_only or partitions > SYNC_LOGS_UP_TO:
+            return create(validate_only=validate_only)
+        config = self.log_config(validate_topic_overrides(configs, self._broker_defaults))
+        unified, installed = _unified(name), self._installed
+        self._preparing[unified] = name
+        try:
+            await self._replicas.prepare_logs(name, range(partitions), config)
+        except Exception as exc:  # the loop's own attempt below reports it as before
+            log.info("event=prepare_logs_failed topic=%s error=%r", name, str(exc))
+        finally:
+            del self._preparing[unified]
+        try:
+            if self._installed != installed:  # topics came meanwhile: one may collide
+                _check_collision(name, self._metadata.topics)
+            return create(validate_only=False, descriptors_checked=True)
+        finally:
+            self._replicas.drop_prepared(name)
 
     def delete_topic(self, name: str) -> None:
         topic = self._require(name)
@@ -307,6 +356,7 @@ class LocalTopicRegistry:
             topic.partitions[index] = self._leader_here(index)
         self._metadata.topics[name] = topic
         self._partition_count += partitions
+        self._installed += 1
         return topic
 
     def _open_logs(self, name: str, indexes: range, config: LogConfig) -> None:
@@ -365,6 +415,21 @@ class LocalTopicRegistry:
                 for t in self._metadata.topics.values()
             },
         }
+
+
+def _unified(name: str) -> str:
+    """Kafka refuses names that differ only by '.' vs '_' (they share metric names)."""
+    return name.replace(".", "_")
+
+
+def _check_collision(name: str, others: Iterable[str]) -> None:
+    """Refuse `name` when it, or a name colliding with it, is among `others`."""
+    unified = _unified(name)
+    for other in others:
+        if other == name:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        if _unified(other) == unified:
+            raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
 
 
 def _on_event_loop() -> bool:

@@ -17,7 +17,8 @@ its epoch checkpoint written as `become_leader` always does, at the partition's 
 difference. With one replica no follower fetches, no ISR changes and nothing is under-replicated;
 it holds no data, so a crash loses nothing and a restart defers it again from the controller's
 LeaderAndIsr. Followers and leaders with followers create their logs at once, as Kafka does.
-The gauges (metrics.py) and DescribeLogDirs (brokers/app/runtime.py) count deferred leaders.
+The gauges (metrics.py) and DescribeLogDirs (brokers/app/runtime.py) count deferred leaders;
+`topic_config_changed` keeps their configs current (brokers/app/zk_mode.py wires it).
 
 Equal leader epochs: a LeaderAndIsr at the partition's current epoch naming the same leader only
 refreshes ISR, replicas and znode version (never older than ours) — the controller resending
@@ -39,6 +40,7 @@ from brokers.client.metadata import TopicPartition as FetchedTopicPartition
 from brokers.common.clock import Clock
 from brokers.log.checkpoints import read_offsets, write_offsets
 from brokers.log.config import LogConfig
+from brokers.log.errors import InvalidConfigError
 from brokers.log.log import Log
 from brokers.log.log_manager import LogManager
 from brokers.replication.errors import (
@@ -191,6 +193,21 @@ class ReplicaManager:
         self._deferred.pop((topic, index), None)
         return partition
 
+    def topic_config_changed(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """A topic's overrides changed (ZooKeeper's `/config/changes`): its deferred leaders'
+        logs will start with them, as its created logs switch to them (Kafka's
+        updateTopicConfig). Invalid overrides are ignored, as the topic configs ignore them."""
+        deferred = [d for (t, _), d in self._deferred.items() if t == topic]
+        leaders = [d for d in deferred if isinstance(d, DeferredLeader)]
+        if not leaders:
+            return
+        try:
+            config = LogConfig.from_properties(overrides, self._broker_properties)
+        except InvalidConfigError:
+            return
+        for leader in leaders:
+            leader.config = config
+
     def deferred_leaders(self) -> list[tuple[TopicPartition, DeferredLeader]]:
         """The partitions led here without a log yet (a copy: the metrics thread reads it)."""
         return [(k, d) for k, d in list(self._deferred.items()) if isinstance(d, DeferredLeader)]
@@ -205,6 +222,14 @@ class ReplicaManager:
         partition = self._register(self._logs.create(topic, index, config))
         self._deferred.pop((topic, index), None)
         return partition
+
+    async def prepare_logs(self, topic: str, indexes: range, config: LogConfig) -> None:
+        """Make a new topic's logs a turn at a time for `create` to take (`LogManager.prepare`);
+        `drop_prepared` removes those a failed creation left."""
+        await self._logs.prepare(topic, indexes, config)
+
+    def drop_prepared(self, topic: str) -> None:
+        self._logs.drop_prepared(topic)
 
     def defer_create(self, topic: str, index: int, config: LogConfig) -> None:
         """Register a partition whose log is created later: on its first lookup (`find`/`get`)

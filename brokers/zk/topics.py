@@ -102,6 +102,22 @@ class ZkTopicAdmin:
     async def flushed(self) -> None:
         """Nothing pending: each ZooKeeper write was acknowledged when it returned."""
 
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        *,
+        validate_only: bool = False,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+    ) -> TopicMetadata | None:
+        """`create_topic`: the brokers create the logs when the controller tells them."""
+        return self.create_topic(
+            name, num_partitions, replication_factor, configs,
+            validate_only=validate_only, assignment=assignment,
+        )  # fmt: skip
+
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_properties(overrides, self._broker_defaults)
 

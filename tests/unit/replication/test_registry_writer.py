@@ -1,7 +1,8 @@
-"""Topic churn does not stall the broker's event loop on fsyncs (issue 25: a bystander producer's
-p99 during 100 topics created and deleted): CreateTopics/DeleteTopics queue the registry's write
+"""Topic churn does not stall the broker's event loop (issue 25: a bystander producer's p99
+during 100 topics created and deleted): CreateTopics/DeleteTopics queue the registry's write
 (and a deletion's log-dir fsync) on the registry's writer thread and await it, so the loop
-serves other requests meanwhile, and the answer still comes only once the registry is on disk."""
+serves other requests meanwhile, and the answer still comes only once the registry is on disk;
+a new topic's logs are made one per loop turn, its name reserved until it is installed."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from brokers.handlers import delete_topics
+from brokers.handlers import create_topics, delete_topics
 from brokers.replication.local_topics import REGISTRY_FILE, LocalTopicRegistry
 from brokers.server.context import RequestContext
 from brokers.wire.errors import ErrorCode
@@ -99,3 +100,54 @@ def test_a_failed_registry_write_fails_the_request_that_awaited_it_only(tmp_path
         tmp.rmdir()
         assert create(broker, "again", 1).error_code == ErrorCode.none
         assert on_disk(tmp_path) == {"again"}
+
+
+def create_request(name: str, partitions: int) -> Any:
+    topic = entity(19, 7, "CreatableTopic", name=name, num_partitions=partitions,
+                   replication_factor=1, assignments=(), configs=())  # fmt: skip
+    return entity(19, 7, "CreateTopicsRequest", topics=(topic,), validate_only=False,
+                  timeout=datetime.timedelta(seconds=5))  # fmt: skip
+
+
+def test_a_topic_s_logs_are_made_a_turn_at_a_time_its_name_reserved_meanwhile(
+    tmp_path: Path,
+) -> None:
+    with standalone_broker(tmp_path) as broker:
+        route = create_topics.route(broker.config, broker.metadata, broker.topics, False)
+        ctx = RequestContext(RequestHeader(19, 7, 7, "test"), "127.0.0.1", "conn-1")
+        first_log = tmp_path / "data" / "churn.a-0"
+
+        async def scenario() -> tuple[Any, Any, Any, int]:
+            creating = asyncio.ensure_future(route.handler(ctx, create_request("churn.a", 10)))
+            turns = 0  # this coroutine runs between the creation's steps
+            while not first_log.is_dir() and turns < 10_000:
+                await asyncio.sleep(0)
+                turns += 1
+            assert "churn.a" not in broker.metadata.topics and not creating.done()
+            same = await route.handler(ctx, create_request("churn.a", 1))
+            colliding = await route.handler(ctx, create_request("churn_a", 1))
+            return await creating, same, colliding, turns
+
+        created, same, colliding, turns = asyncio.run(scenario())
+        assert 0 < turns < 10_000
+        assert [t.error_code for t in created.topics] == [ErrorCode.none]
+        assert [t.error_code for t in same.topics] == [ErrorCode.topic_already_exists]
+        assert [t.error_code for t in colliding.topics] == [ErrorCode.invalid_topic_exception]
+        assert len(log_dirs(tmp_path, "churn.a")) == 10 and not log_dirs(tmp_path, "churn_a")
+        assert len(broker.metadata.topics["churn.a"].partitions) == 10
+        assert broker.replicas.get("churn.a", 9).log.log_end_offset == 0
+        assert on_disk(tmp_path) >= {"churn.a"}
+
+
+def test_prepared_logs_not_taken_are_removed(tmp_path: Path) -> None:
+    with standalone_broker(tmp_path) as broker:
+        config = broker.topics.log_config({})  # type: ignore[attr-defined]
+
+        async def prepare_then_drop() -> None:
+            await broker.replicas.prepare_logs("orphan", range(3), config)
+            assert len(log_dirs(tmp_path, "orphan")) == 3
+            broker.replicas.drop_prepared("orphan")
+
+        asyncio.run(prepare_then_drop())
+        assert not log_dirs(tmp_path, "orphan")
+        assert broker.replicas.find("orphan", 0) is None
