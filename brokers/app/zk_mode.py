@@ -137,6 +137,7 @@ def build_zk_broker(
     producer_ids = ProducerIdManager(ZkBlockStore(zk, config.node_id))
     election, controller = _controller(config, clock, registry, zk)
     topic_configs.listeners.append(controller.topic_config_changed)
+    topic_configs.listeners.append(replicas.topic_config_changed)  # logs not created yet
     fence = BrokerFence()
     cluster = ClusterMode(
         config,

@@ -1,8 +1,8 @@
 """New single-replica partitions in ZooKeeper mode are led before their logs exist (the replica
 manager's deferred leaders, issue 25: a broker's memory with 10,000 partitions): no directory
 until a partition is first used, yet DescribeLogDirs and the ReplicaManager gauges count every
-one. A partition's first produce creates its log with its leader-epoch checkpoint before the
-data; after `kill -9` and a restart the used log is recovered, the unused ones are led again
+one. A topic config altered meanwhile is the one its logs start with. A partition's first produce
+creates its log with its leader-epoch checkpoint before the data; after `kill -9` and a restart the used log is recovered, the unused ones are led again
 without logs, and every partition takes records with its epoch starting where its data starts."""
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ from typing import Any
 from urllib.error import URLError
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from brokers.client.admin import Admin
@@ -82,11 +89,30 @@ def _produce(broker: BrokerProcess, partitions: range) -> None:
     assert producer.flush(30) == 0
 
 
-def _read_all(broker: BrokerProcess) -> dict[int, list[bytes | None]]:
+def _log_append_time(broker: BrokerProcess) -> None:
+    """Alter the topic to message.timestamp.type=LogAppendTime; return once the broker has it."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    entry = ConfigEntry(
+        "message.timestamp.type", "LogAppendTime", incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[entry])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+    def applied() -> bool:  # served from the cache the broker updates with its logs
+        described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, TOPIC)])
+        configs = next(iter(described.values())).result(30)
+        return bool(configs["message.timestamp.type"].value == "LogAppendTime")
+
+    wait_until(applied, what="the altered config applied", timeout=SETTLE_S)
+
+
+def _read_all(broker: BrokerProcess) -> dict[int, list[tuple[bytes | None, int]]]:
+    """{partition: [(value, timestamp type)]} of every record of TOPIC."""
     consumer = Consumer(
         {"bootstrap.servers": broker.bootstrap, "group.id": "deferred", "enable.auto.commit": False}
     )
-    seen: dict[int, list[bytes | None]] = {}
+    seen: dict[int, list[tuple[bytes | None, int]]] = {}
     try:
         consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
 
@@ -94,7 +120,8 @@ def _read_all(broker: BrokerProcess) -> dict[int, list[bytes | None]]:
             for message in consumer.consume(100, timeout=0.5):
                 partition = message.partition()
                 if message.error() is None and partition is not None:
-                    seen.setdefault(partition, []).append(message.value())
+                    kind = message.timestamp()[0]
+                    seen.setdefault(partition, []).append((message.value(), kind))
             return sum(len(v) for v in seen.values()) == PARTITIONS + 1
 
         wait_until(all_read, what="every record back", timeout=SETTLE_S)
@@ -123,6 +150,8 @@ def test_single_replica_logs_are_created_at_first_use_and_survive_a_kill(
     assert leaders >= PARTITIONS
     assert _gauge(broker, "kafka_server_replicamanager_partitioncount") >= PARTITIONS
 
+    _log_append_time(broker)  # while no log exists
+    assert _log_dirs(broker) == set()
     _produce(broker, range(1))
     assert _log_dirs(broker) == {0}
     assert _epochs(broker, 0) == [(led[0], 0)]  # the epoch went to disk with the log
@@ -147,7 +176,11 @@ def test_single_replica_logs_are_created_at_first_use_and_survive_a_kill(
 
     _produce(broker, range(PARTITIONS))
     seen = _read_all(broker)
-    assert seen == {p: [b"v0", b"v0"] if p == 0 else [f"v{p}".encode()] for p in range(PARTITIONS)}
+    appended = TIMESTAMP_LOG_APPEND_TIME  # the altered config, also in the log made before the kill
+    assert seen == {
+        p: [(b"v0", appended)] * 2 if p == 0 else [(f"v{p}".encode(), appended)]
+        for p in range(PARTITIONS)
+    }
     assert _log_dirs(broker) == set(range(PARTITIONS))
     assert _epochs(broker, 0)[0] == (led[0], 0)
     assert {p: _epochs(broker, p) for p in range(1, PARTITIONS)} == {
