@@ -24,21 +24,15 @@ joined (or killed) before a function returns.
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing as mp
-import os
 import socket
 import statistics
 import struct
-import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -491,103 +485,3 @@ def wide(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> d
     for first in range(0, topics, per_request):  # KRaft refuses >10,000 records in one request
         create(bootstrap, names[first : first + per_request], partitions=each)
     return {"partitions": topics * each, "create_s": round(time.perf_counter() - began, 2)}
-
-
-# --- these workloads alone, side by side -----------------------------------------------------------
-
-WORKLOADS: dict[str, Callable[[str, WorkloadSizes, Callable[..., None]], dict[str, Any]]] = {
-    "connections": connections,
-    "churn": churn,
-}
-_SIDE_BY_SIDE_ROWS = tuple(row for row in FLEET_ROWS if row[1][0] in WORKLOADS)
-
-
-BASELINE = "pier-before"
-
-
-def side_by_side(
-    names: Sequence[str], repetitions: int, sizes: WorkloadSizes, baseline: Path | None = None
-) -> dict[str, Any]:
-    """Each repetition starts Pier and Kafka afresh (alternating which goes first) and runs the
-    named workloads on each: per row both systems' medians, min-max spreads and the ratio of the
-    medians, with the 1-minute load average of every run (the clients share the machine).
-    `baseline`: also Pier from that checkout (a `git archive` of an earlier commit with the
-    native module copied in) as "pier-before", a before/after under the same load."""
-    from infra.bench import vs_kafka as vk  # here: vs_kafka imports this module
-    from infra.bench.vs_kafka_rows import _baseline_program
-    from infra.broker import start_broker
-
-    systems = (*vk.SYSTEMS, BASELINE) if baseline is not None else vk.SYSTEMS
-    runs: dict[str, list[dict[str, Any]]] = {system: [] for system in systems}
-
-    def start(system: str, root: Path) -> Any:
-        if system != BASELINE:
-            return vk.start(system, root, 1)
-        assert baseline is not None
-        program = _baseline_program(baseline)
-        return vk.PierSingle(start_broker(root / "data", wait=120, program=program))
-
-    with tempfile.TemporaryDirectory(prefix="vs-kafka-workloads-") as scratch:
-        for rep in range(repetitions):
-            order = systems if rep % 2 == 0 else systems[::-1]
-            for system in order:
-                server = start(system, Path(tempfile.mkdtemp(dir=scratch)))
-                try:
-                    found: dict[str, Any] = {}
-                    for name in names:
-                        vk.log(f"repetition {rep + 1}/{repetitions}: {system} {name}")
-                        before = vk.cpu_seconds(server.pids())
-                        result = WORKLOADS[name](server.bootstrap, sizes, vk.create_topics)
-                        cpu_s = max(0.0, vk.cpu_seconds(server.pids()) - before)
-                        result["server_cpu_s"] = round(cpu_s, 2)
-                        result["loadavg_1m"] = round(os.getloadavg()[0], 2)
-                        if name == "connections":
-                            gb = result["records"] * RECORD / 1e9
-                            result["server_cpu_s_per_gb"] = round(cpu_s / gb, 2) if gb else 0.0
-                        found[name] = result
-                    runs[system].append(found)
-                finally:
-                    server.close()
-    rows: dict[str, dict[str, Any]] = {}
-    for row, path, better in _SIDE_BY_SIDE_ROWS:
-        if path[0] not in names:
-            continue
-        values = {s: [dig(run, path) for run in runs[s]] for s in systems}
-        medians = {s: statistics.median(values[s]) for s in systems}
-        kafka = medians["kafka"]
-        rows[row] = {"better": better, **medians,
-                     **{f"{s}_spread": [min(values[s]), max(values[s])] for s in systems},
-                     **{f"{s}_over_kafka": round(medians[s] / kafka, 3) if kafka
-                        else float("nan") for s in systems if s != "kafka"}}  # fmt: skip
-    loads = [run[name]["loadavg_1m"] for s in systems for run in runs[s] for name in names]
-    return {"rows": rows, "loadavg_1m": [min(loads), max(loads)], "runs": runs}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m infra.bench.vs_kafka_workloads [--workloads connections churn]
-    [--repetitions 3] [--short]`: JSON on stdout, a Markdown table on stderr."""
-    parser = argparse.ArgumentParser(description=side_by_side.__doc__)
-    parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS),
-                        default=sorted(WORKLOADS))  # fmt: skip
-    parser.add_argument("--repetitions", type=int, default=3)
-    parser.add_argument("--short", action="store_true", help="tiny sizes: proves the code path")
-    parser.add_argument("--baseline", type=Path, help="an earlier checkout run as pier-before")
-    args = parser.parse_args(argv)
-    sizes = SHORT_WORKLOADS if args.short else FULL_WORKLOADS
-    found = side_by_side(args.workloads, args.repetitions, sizes, args.baseline)
-    print(json.dumps(found, indent=2, allow_nan=True))
-    systems = [s for s in ("pier", BASELINE, "kafka") if s in found["runs"]]
-    lines = ["| measure | " + " | ".join(f"{s} (min-max)" for s in systems)
-             + " | " + " | ".join(f"{s}/kafka" for s in systems if s != "kafka") + " | better |",
-             "|---|" + "---:|" * (2 * len(systems) - 1) + "---|"]  # fmt: skip
-    for name, row in found["rows"].items():
-        cells = [f"{row[s]:.3g} ({row[s + '_spread'][0]:.3g}-{row[s + '_spread'][1]:.3g})"
-                 for s in systems]  # fmt: skip
-        ratios = [str(row[f"{s}_over_kafka"]) for s in systems if s != "kafka"]
-        lines.append(f"| {name} | " + " | ".join(cells + ratios) + f" | {row['better']} |")
-    print("\n".join(lines) + f"\n\nload average (1 min) {found['loadavg_1m']}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
