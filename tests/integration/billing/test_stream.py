@@ -37,7 +37,7 @@ def _shows(url: str, records: Sequence[TrafficRecord]) -> None:
     wait_until(
         lambda: rollups(url) == merge(traffic_totals(records)),
         what="the stream's rollups to equal the records written",
-        timeout=600,  # a loaded machine: two JVM starts and micro-batches of a minute
+        timeout=240,
         retry_on=(OperationalError,),  # SQLite busy while the stream commits
     )
 
