@@ -54,7 +54,10 @@ def add_parser(commands: Any) -> None:
         "--sample-interval", default="60s", help="storage sampling interval (a sample holds ≤ 2×)"
     )
     stream.add_argument(
-        "--trigger", default="30s", help="micro-batch interval (a DURATION such as 30s or 1m)"
+        "--trigger",
+        default="10s",
+        help="micro-batch interval (a DURATION such as 10s or 1m; a batch that takes longer is"
+        " followed at once by the next)",
     )
     invoice = sub.add_parser("invoice", help="compute the invoices of a month")
     _db(invoice)
