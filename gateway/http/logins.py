@@ -2,7 +2,8 @@
 logins").
 
 Owns: `Logins`. A keep-alive connection's next request that sends the same `Authorization` and
-client id reuses the `Caller` its last checked request resolved (no credential check, tenant
+client id, from the same client address (requests a sibling worker or gateway proxies share its
+connection and name their own client's address), reuses the `Caller` its last checked request resolved (no credential check, tenant
 lookup or policy built again), while all of these hold:
 - at most `REUSE_MS` since the check that made it, and never past the key's own expiry;
 - the verification cache reports no change to the key or its tenant since the epoch taken before
@@ -71,6 +72,7 @@ class Logins:
         caller = kept.caller
         if (
             kept.client_id == client_id
+            and caller.host == (request.remote or "")  # a proxied request names its client's
             and self._clock_ms() < kept.until_ms
             and kept.digest == _digest(authorization)
             and not self._epochs.login_changed_since(caller.principal, kept.epoch)
