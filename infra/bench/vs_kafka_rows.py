@@ -8,8 +8,11 @@ the OpenMessaging shape (`vs_kafka_workloads.omb`: 1 topic x 100 partitions, 16 
 consumers, max rate then 50 % of it). Per row it reports each system's median over the
 repetitions with the min-max spread, the ratio of the medians, the per-repetition ratios (side
 by side, so they compare under the load of that moment), the server CPU per GB and the 1-minute
-load average; for Pier also the event loop's worst lag and stall count from the broker log
-(`event=event_loop_lag_summary`). JSON on stdout and in `infra/bench/results/vs_kafka_rows.json`.
+load average, and how long the server's threads waited for a CPU per CPU second they ran
+(`/proc/<pid>/task/*/schedstat`: run-queue wait over on-CPU time, summed over the server's
+processes and threads; above 1 the server spent longer runnable but not running than running,
+the "starved" stalls of Pier's loop-lag log); for Pier also the event loop's worst lag and stall
+count from the broker log (`event=event_loop_lag_summary`). JSON on stdout and in `infra/bench/results/vs_kafka_rows.json`.
 
     .venv/bin/python -m infra.bench.vs_kafka_rows [--repetitions 3] [--skip-omb] [--short]
         [--baseline DIR]
@@ -54,10 +57,39 @@ OMB_ROWS = (
     ("OMB at 50% rate publish p99.9 ms", ("half", "publish", "p999_ms"), "lower"),
     ("OMB server CPU s/GB", ("server_cpu_s_per_gb",), "lower"),
 )
+PERF_METRICS = (
+    ("mb_per_s", "higher"),
+    ("server_cpu_s_per_gb", "lower"),
+    ("server_wait_per_cpu_s", "lower"),
+)
+PERF_METRIC_NAMES = {
+    "mb_per_s": "MB/s",
+    "server_cpu_s_per_gb": "server CPU s/GB",
+    "server_wait_per_cpu_s": "server wait for CPU s per CPU s",
+}
 _LAG = re.compile(
     r"event=event_loop_lag_summary worst_lag_ms=(\d+) stalls=(\d+) busy_stalls=(\d+) "
     r"worst_busy_lag_ms=(\d+) starved_stalls=(\d+)"
 )
+
+
+def sched_seconds(pids: Sequence[int]) -> tuple[float, float]:
+    """(on-CPU, waiting-for-a-CPU) seconds of every thread of `pids`' process trees so far."""
+    running = waiting = 0
+    for pid in vk.process_tree(pids):
+        for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+            try:
+                on_cpu, queued, _slices = (int(x) for x in stat.read_text().split())
+            except (OSError, ValueError):
+                continue  # a thread that ended meanwhile
+            running += on_cpu
+            waiting += queued
+    return running / 1e9, waiting / 1e9
+
+
+def _wait_per_cpu(before: tuple[float, float], after: tuple[float, float]) -> float:
+    ran = after[0] - before[0]
+    return round((after[1] - before[1]) / ran, 2) if ran > 0 else float("nan")
 
 
 def _dig(found: dict[str, Any], path: Sequence[str]) -> float:
@@ -115,10 +147,12 @@ def one_system(
             vk.create_topics(b, [topic])
             vk.log(f"{system}: ProducerPerformance {size}B/acks={acks}/none")
             action = partial(vk.producer_perf, b, topic, records[size], size, acks, "none")
+            sched_before = sched_seconds(server.pids())
             mb_s, cpu, extra = vk.measured(server, action)
             found["perf"][f"{size}B/acks={acks}/none"] = {
                 "mb_per_s": round(mb_s, 2),
                 "server_cpu_s_per_gb": round(cpu / (records[size] * size / 1e9), 2),
+                "server_wait_per_cpu_s": _wait_per_cpu(sched_before, sched_seconds(server.pids())),
                 "loadavg_1m": round(os.getloadavg()[0], 2),
                 **extra,
             }
@@ -160,10 +194,11 @@ def summarise(
     rows: dict[str, dict[str, Any]] = {}
     for size, acks in ROWS:
         key = f"{size}B/acks={acks}/none"
-        for metric, better in (("mb_per_s", "higher"), ("server_cpu_s_per_gb", "lower")):
+        for metric, better in PERF_METRICS:
             values = {s: [r[s]["perf"][key][metric] for r in reps] for s in (pier, "kafka")}
-            name = f"perf-produce {key} {'MB/s' if metric == 'mb_per_s' else 'server CPU s/GB'}"
-            rows[name] = _row(values[pier], values["kafka"], better)
+            rows[f"perf-produce {key} {PERF_METRIC_NAMES[metric]}"] = _row(
+                values[pier], values["kafka"], better
+            )
     if all("omb" in r[s] for r in reps for s in (pier, "kafka")):
         for name, path, better in OMB_ROWS:
             values = {s: [_dig(r[s]["omb"], path) for r in reps] for s in (pier, "kafka")}
