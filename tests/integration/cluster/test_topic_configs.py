@@ -41,7 +41,7 @@ from brokers.zk.config_changes import (
     notify_topic_change,
 )
 from infra.stack import BrokerProcess
-from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of
+from tests.cluster_probes import BROKER_UNREACHABLE, SETTLE_S, TOPIC_SETTLING, metadata_of
 from tests.integration.inproc import raw_call, running_broker
 from tests.integration.replication.cluster_helpers import produce
 from tests.polling import wait_until, wait_until_async
@@ -245,6 +245,12 @@ def test_enabling_unclean_election_on_a_topic_elects_its_offline_partition(
     # The controller handled both changes; the clean rule finds no live ISR member.
     assert metadata_of(watcher).topics[TOPIC].partitions[index].leader == -1
 
+    wait_until(  # the restarted broker has been told of the topic before it is asked to alter it
+        lambda: metadata_of(brokers[lagging]).topic(TOPIC),
+        what=f"{TOPIC} known to the restarted broker {lagging}",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING + BROKER_UNREACHABLE,
+    )
     assert alter_on(brokers[lagging], {"unclean.leader.election.enable": "true"}, False) == 0
     elected = wait_until(
         lambda: (p := metadata_of(watcher).topic(TOPIC).partitions[index]).leader == lagging and p,
