@@ -18,7 +18,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from infra.probes import free_port
-from tests.e2e.gateway.http_stack import http_url, wait_http
+from tests.e2e.gateway.http_stack import TenantHttp, http_url, wait_http
 from tests.gateway_stack import Credentials, GatewayStack
 from tests.polling import wait_until
 
@@ -123,3 +123,34 @@ def test_a_suspended_tenant_is_refused_on_its_kept_connection(stack: GatewayStac
     )
     kept = session.get(url, timeout=30)
     assert kept.status_code in (401, 403), kept.text
+
+
+def test_an_acl_change_applies_to_a_kept_connections_next_request(stack: GatewayStack) -> None:
+    """A reused login is authorized per request: the moment a new connection's write is refused
+    by an ACL added meanwhile, the kept connection's next write (its login reused, checked well
+    under a second before) is refused too."""
+    creds = new_key(stack, "guarded", "kept-acl")
+    kept = TenantHttp(stack, creds)
+    record = {"value": {"type": "STRING", "data": "x"}}
+    assert kept.produce("absent", record).status_code == 404  # open: no ACL names the account
+    with stack.store() as store:
+        store.create_acl(
+            "guarded",
+            resource_type="TOPIC",
+            pattern_type="literal",
+            resource_name="*",
+            operation="READ",
+            permission="allow",
+            principal=f"User:{creds.service_account}",
+            actor=OPERATOR,
+        )
+    url = f"{kept.base}{kept.cluster}/topics/absent/records"
+    auth = (creds.key_id, creds.secret)
+
+    def refused_anew() -> bool:
+        assert kept.produce("absent", record).status_code in (403, 404)  # keeps the login fresh
+        return requests.post(url, json=record, auth=auth, timeout=30).status_code == 403
+
+    wait_until(refused_anew, what="the ACL in force on a new connection", timeout=10, interval=0)
+    answer = kept.produce("absent", record)
+    assert answer.status_code == 403, answer.text
