@@ -3,7 +3,9 @@ manager's deferred leaders, issue 25: a broker's memory with 10,000 partitions):
 until a partition is first used, yet DescribeLogDirs and the ReplicaManager gauges count every
 one. A topic config altered meanwhile is the one its logs start with. A partition's first produce
 creates its log with its leader-epoch checkpoint before the data; after `kill -9` and a restart the used log is recovered, the unused ones are led again
-without logs, and every partition takes records with its epoch starting where its data starts."""
+without logs, and every partition takes records with its epoch starting where its data starts.
+A partition still without a log answers OffsetForLeaderEpoch, ListOffsets and DescribeProducers
+as Kafka's empty partition, and takes a follower or moves to another broker before any produce."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigResource,
     ResourceType,
 )
+from confluent_kafka.admin import NewTopic as KafkaNewTopic  # type: ignore[attr-defined]
 from prometheus_client.parser import text_string_to_metric_families
 
 from brokers.client.admin import Admin
@@ -28,8 +31,11 @@ from brokers.client.log_dirs import describe_log_dirs
 from brokers.client.metadata import TopicPartition as PierTopicPartition
 from brokers.client.topics import NewTopic
 from brokers.log.checkpoints import LEADER_EPOCH_FORMAT, CheckpointFile
+from brokers.wire.entities import make, request_module
+from brokers.wire.errors import ErrorCode
 from infra.stack import BrokerProcess, free_port
 from tests.cluster_probes import BROKER_UNREACHABLE, SETTLE_S, TOPIC_SETTLING, metadata_of
+from tests.integration.cluster.test_leadership_ops import admin_call, partition_view, send_to
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -186,3 +192,90 @@ def test_single_replica_logs_are_created_at_first_use_and_survive_a_kill(
     assert {p: _epochs(broker, p) for p in range(1, PARTITIONS)} == {
         p: [(again[p], 0)] for p in range(1, PARTITIONS)
     }
+
+
+def _offset_for_epoch(broker: BrokerProcess, topic: str, partition: int, epoch: int) -> Any:
+    module = request_module(23, 4)
+    wanted = make(
+        module,
+        "OffsetForLeaderPartition",
+        partition=partition,
+        current_leader_epoch=epoch,
+        leader_epoch=epoch,
+    )
+    asked = make(module, "OffsetForLeaderTopic", topic=topic, partitions=(wanted,))
+    answer = send_to(broker, 23, 4, "OffsetForLeaderEpochRequest", replica_id=-1, topics=(asked,))
+    (result,) = answer.topics[0].partitions
+    return result.error_code, result.leader_epoch, result.end_offset
+
+
+def test_a_partition_led_without_a_log_answers_reads_and_moves_before_its_first_produce(
+    chroot: str, broker_factory: Any
+) -> None:
+    """Kafka's answers for an empty partition, each API the first to touch a partition of "idle"
+    (so each creates its log): OffsetForLeaderEpoch the epoch's end 0, ListOffsets 0 and 0, no
+    producers; a follower added, and the partition moved to another broker, before any produce."""
+    brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2)}
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()),
+        what="brokers 1 and 2 registered",
+        timeout=SETTLE_S,
+    )
+    one = brokers[1]
+    admin = AdminClient({"bootstrap.servers": one.bootstrap})
+    topics = [
+        KafkaNewTopic(t, n, replica_assignment=[[1]] * n) for t, n in (("idle", 3), ("grown", 1))
+    ]
+    for future in admin.create_topics(
+        [*topics, KafkaNewTopic("moved", 1, replica_assignment=[[1]])]
+    ).values():
+        future.result(30)
+    led = wait_until(
+        lambda: all(
+            p.leader == 1
+            for t in ("idle", "grown", "moved")
+            for p in metadata_of(brokers[2]).topic(t).partitions.values()
+        ),
+        what="the topics led by broker 1",
+        timeout=SETTLE_S,
+        retry_on=TOPIC_SETTLING,
+    )
+    assert led and not [
+        d for d in one.data_dir.iterdir() if d.name.rpartition("-")[0] in ("idle", "grown", "moved")
+    ]
+    epoch = metadata_of(one).topic("idle").partitions[0].leader_epoch
+    assert _offset_for_epoch(one, "idle", 0, epoch) == (ErrorCode.none, epoch, 0)
+    consumer = Consumer({"bootstrap.servers": one.bootstrap, "group.id": "reads"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition("idle", 1), timeout=10) == (0, 0)
+    finally:
+        consumer.close()
+    module = request_module(61, 0)
+    wanted = make(module, "TopicRequest", name="idle", partition_indexes=(2,))
+    producers = send_to(one, 61, 0, "DescribeProducersRequest", topics=(wanted,))
+    (described,) = producers.topics[0].partitions
+    assert (described.error_code, described.active_producers) == (ErrorCode.none, ())
+
+    grown, moved = PierTopicPartition("grown", 0), PierTopicPartition("moved", 0)
+    admin_call(one, "alter_partition_reassignments", {grown: [1, 2], moved: [2]})
+    wait_until(
+        lambda: (
+            admin_call(one, "list_partition_reassignments") == {}
+            and sorted(partition_view(brokers[2], "grown").isr) == [1, 2]
+            and partition_view(brokers[2], "moved").leader == 2
+        ),
+        what="grown on 1 and 2, moved on 2",
+        timeout=SETTLE_S,
+    )
+    producer = Producer({"bootstrap.servers": brokers[2].bootstrap, "acks": "all"})
+    for topic, count in (("grown", 3), ("moved", 2)):
+        for i in range(count):
+            producer.produce(topic, value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": brokers[2].bootstrap, "group.id": "reads"})
+    try:
+        for topic, count in (("grown", 3), ("moved", 2)):
+            marks = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+            assert marks == (0, count), topic
+    finally:
+        consumer.close()
