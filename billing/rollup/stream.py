@@ -10,6 +10,13 @@ offsets (earliest for partitions it lacks). `pier billing run` stays for backfil
 the same code: a run and the stream committing at once make one of them fail its fence (the
 stream then stops with an error; start it again: `infra/up` does, with a backoff). A stream
 started before the topic exists waits for it. Driver side; `run_stream` blocks until `stop`.
+
+A micro-batch's cost is mostly fixed (the lag is made of it), so: its end offsets come from
+Spark's write-ahead offset log (`batch_end`), not from a job over its records; it reads at most
+`MAX_BATCH_RECORDS` offsets (a backlog drains in bounded batches); its Kafka partitions are
+coalesced to the default parallelism; the stream's session runs without adaptive execution (each
+adaptive query stage was one more job and re-plan); and the checked rows are materialized once
+(`roll_up_records(cut_lineage=True)`) so the later steps plan over a leaf.
 """
 
 from __future__ import annotations
