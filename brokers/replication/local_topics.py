@@ -212,8 +212,10 @@ class LocalTopicRegistry:
         partitions, _ = new_topic_shape(
             name, num_partitions, replication_factor, self._metadata.topics, self._broker_defaults
         )
-        if validate_only or partitions > SYNC_LOGS_UP_TO:
-            return create(validate_only=validate_only)
+        if validate_only:
+            return None
+        if partitions > SYNC_LOGS_UP_TO:  # (no await since the checks: they still hold)
+            return create(validate_only=False, descriptors_checked=True)
         config = self.log_config(validate_topic_overrides(configs, self._broker_defaults))
         unified, installed = _unified(name), self._installed
         self._preparing[unified] = name
