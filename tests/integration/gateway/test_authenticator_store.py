@@ -179,3 +179,39 @@ def test_a_key_revoked_while_its_secret_is_checked_is_refused_and_not_cached(
         assert refused(plain, authenticator, key, secret) == FAILED_MESSAGE
         assert cached.cached_plain(key.key_id, secret) is None
         assert cached.verify_api_key(key.key_id, secret) is None
+
+
+def test_a_kept_login_goes_stale_with_its_key_or_tenant_and_is_never_kept_without_a_cache(
+    store_url: str,  # noqa: F811
+    tenancy_clock: TenancyClock,  # noqa: F811
+) -> None:
+    """`login_epoch` / `login_changed_since` (what an HTTP connection's reused login rests on,
+    gateway/http/logins.py): with the verification cache off nothing may be kept; with it on, a
+    login kept since an epoch is stale once its key is revoked or its tenant suspended, and not
+    when another key of the tenant changes."""
+    with TenantStore.open(store_url, clock=tenancy_clock, verification_cache_ttl_s=0) as off:
+        assert (
+            Authenticator(off, sleep=Sleeps(), clock_ms=clock_ms(tenancy_clock)).login_epoch()
+            is None
+        )
+    with TenantStore.open(store_url, clock=tenancy_clock, verification_cache_ttl_s=60) as cached:
+        authenticator = Authenticator(cached, sleep=Sleeps(), clock_ms=clock_ms(tenancy_clock))
+        key, secret, principal = issued(cached)
+        _, other, _ = key_for(cached, "acme", name="other")
+        epoch = authenticator.login_epoch()
+        assert epoch is not None
+        assert plain(authenticator, key, secret).principal == principal
+        assert not authenticator.login_changed_since(principal, epoch)
+        cached.revoke_api_key(other.key_id, actor=OPERATOR)
+        assert not authenticator.login_changed_since(principal, epoch)  # not this key's change
+        cached.revoke_api_key(key.key_id, actor=OPERATOR)
+        assert authenticator.login_changed_since(principal, epoch)
+
+        account, fresh, fresh_secret = key_for(cached, "acme", name="fresh")
+        fresh_principal = Principal("acme", account.id, fresh.key_id)
+        epoch = authenticator.login_epoch()
+        assert epoch is not None
+        assert plain(authenticator, fresh, fresh_secret).principal == fresh_principal
+        assert not authenticator.login_changed_since(fresh_principal, epoch)
+        cached.set_tenant_status("acme", "suspended", actor=OPERATOR)
+        assert authenticator.login_changed_since(fresh_principal, epoch)
