@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
+from billing.rollup import frames
 from billing.source.usage import COUNTERS, FAST_RECORD, usage_rows
 from tenancy.usage import HOUR_MS, UsageRecordError, decode
 from tests.integration.billing.test_source import _broken
@@ -141,3 +142,38 @@ def test_canonical_records_take_the_fast_path(spark: Any) -> None:
     frame = spark.createDataFrame([(traffic,), (storage,), (wrong_suffix,)], "text STRING")
     matched = [r[0] for r in frame.select(F.col("text").rlike(FAST_RECORD)).collect()]
     assert matched == [True, True, False]
+
+
+def test_the_runs_cached_stage_keeps_the_exact_rules_out_of_the_common_record(spark: Any) -> None:
+    """What a run does (`frames.checked`, its stage persisted): the same rows as the exact path on
+    a batch where many records are refused, and the stage every record goes through holds none of
+    the exact rules: its generated methods stay under the 8,000 bytes the JVM JIT-compiles."""
+    rng = random.Random(5)
+    records = [_record(rng, i) for i in range(600)]
+    frame = spark.createDataFrame(records, _SCHEMA)
+    stage, rows = frames.checked(frame)
+    assert max(_method_sizes(spark, stage)) < 8000  # JIT-compiled (38 KB with the exact rules)
+    stage.persist()
+    try:
+        names = frames.LEAN_COLUMNS
+        got = sorted(rows.select(*names).collect(), key=lambda r: r.kafka_offset)
+        every = usage_rows(frame, fast_path=False).select(*names).collect()
+        exact = sorted(every, key=lambda r: r.kafka_offset)
+        assert got == exact
+        refused = stage.where(~F.col("_fast")).count()
+        assert 50 < refused < len(records) - 50, refused  # both stages had rows
+        assert max(_method_sizes(spark, rows)) > 8000  # the exact rules: on refused rows only
+    finally:
+        stage.unpersist()
+
+
+def _method_sizes(spark: Any, frame: Any) -> list[int]:
+    """The largest generated method (bytes of bytecode) of each whole-stage-codegen subtree."""
+    debug = getattr(spark._jvm.org.apache.spark.sql.execution.debug, "package$")
+    plan = frame._jdf.queryExecution().executedPlan()
+    found = getattr(debug, "MODULE$").codegenStringSeq(plan).iterator()
+    sizes = []
+    while found.hasNext():
+        sizes.append(int(found.next()._3().maxMethodCodeSize()))
+    assert sizes, "no generated code"
+    return sizes
