@@ -11,7 +11,8 @@ together never admits more than the limit beyond the newest sample.
   last answer left no room (POLICY_VIOLATION), otherwise the top-up under way (retriable).
 - `warm(tenant)` at login and `lease(tenant, bytes)` on the HTTP produce path wait for headroom
   before anything is charged. A lease asks for `storage.lease.bytes` or, for a tenant writing
-  faster, about `LEASE_SECONDS` of the bytes it charged here in its busiest recent second; at
+  faster and under half its limit, about `LEASE_SECONDS` of the bytes it charged here in its
+  busiest recent second (past half, headroom unused here would refuse its other gateways); at
   most an eighth of the limit, at least the request. So a tenant at line rate costs a few store
   transactions a second, not one per `storage.lease.bytes` / 2 (a third of the gateway's produce
   CPU at 1 KiB records).
@@ -167,7 +168,9 @@ class StorageLedger:
         return (self.stored_bytes(tenant_id), self._sampled_ms) if self._sampled_ms else None
 
     def _wanted(self, lease: _Lease, request_bytes: int) -> int:
-        usual = max(self._lease_bytes, LEASE_SECONDS * _busiest_recent_second(lease.buckets))
+        usual = self._lease_bytes
+        if lease.in_use <= lease.limit // 2:  # near the limit, headroom held here starves others
+            usual = max(usual, LEASE_SECONDS * _busiest_recent_second(lease.buckets))
         return max(min(usual, lease.limit // 8), request_bytes, 1)
 
     def _top_up(self, tenant_id: str, lease: _Lease, request_bytes: int) -> None:

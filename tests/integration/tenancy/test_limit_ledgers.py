@@ -224,3 +224,24 @@ def test_a_busy_tenants_lease_follows_its_rate(store: TenantStore) -> None:
         assert ledger.headroom("acme") >= 16 << 20
 
     asyncio.run(scenario())
+
+
+def test_past_half_its_limit_a_busy_tenant_leases_the_fixed_size(store: TenantStore) -> None:
+    """Near the limit, headroom one gateway holds unused refuses the tenant's other gateways
+    until the next sample: a tenant past half its limit leases `storage.lease.bytes` whatever
+    its rate."""
+    limit = 512 << 20
+    _ready(store, max_storage_bytes=limit)
+    clock = Clock()
+
+    async def scenario() -> None:
+        ledger = StorageLedger(store, A, clock_ms=clock, lease_bytes=1 << 20, settle_ms=0)
+        await ledger.settle(clock.now_ms, {"acme": 300 << 20})  # past half the limit
+        await ledger.warm("acme", limit)
+        for _ in range(16 * 1024):  # 16 MiB in one second
+            while ledger.charge("acme", 1024, limit) is not None:
+                await asyncio.sleep(0)
+        await ledger.lease("acme", 1, limit)
+        assert ledger.headroom("acme") <= 1 << 20
+
+    asyncio.run(scenario())
