@@ -5,6 +5,7 @@ committed are the ones Spark's offset log gave that batch (`batch_end`, no Spark
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.exc import OperationalError
@@ -22,7 +24,7 @@ from infra.stack import BrokerProcess
 from tenancy.database import Database
 from tenancy.usage import HOUR_MS, USAGE_TOPIC, TrafficRecord
 from tests.integration.billing.helpers import merge, rollups, state_dir
-from tests.integration.billing.usage_gen import traffic, traffic_totals, write
+from tests.integration.billing.usage_gen import PARTITIONS, traffic, traffic_totals, write
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
@@ -58,6 +60,7 @@ def test_stream_counts_each_record_once_across_a_kill(
     stream = _start(argv, log)
     try:
         _shows(sqlite_url, first)
+        _every_partition_committed(log)
         write(usage_broker.bootstrap, [*second, *first[:10]])  # a retry: the same ids again
         _shows(sqlite_url, [*first, *second])
     finally:
@@ -74,6 +77,18 @@ def test_stream_counts_each_record_once_across_a_kill(
         if again.poll() is None:
             again.kill()
             again.wait(60)
+
+
+def _every_partition_committed(log: Path) -> None:
+    """Each micro-batch commits an end offset for every partition, those without records too
+    (`batch_end`: the offset log's, not the offsets after the records seen)."""
+
+    def reported() -> list[dict[str, Any]]:  # the line comes a moment after the commit
+        return [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+
+    wait_until(reported, what="the stream to report its micro-batch", timeout=60)
+    for line in reported():
+        assert sorted(line["end_offsets"]) == sorted(str(p) for p in range(PARTITIONS)), line
 
 
 def _committed_the_logged_end(url: str) -> None:
