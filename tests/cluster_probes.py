@@ -1,12 +1,14 @@
 """Probes shared by the tests that run several real brokers: `metadata_of` (a broker's view of the
 cluster through the internal client), `zk_read` (one znode through a short-lived kazoo session),
-and the exception types that mean "not yet" while such a cluster settles, for
+`start_registered` (brokers started and seen by each other), and the exception types that mean
+"not yet" while such a cluster settles, for
 `tests.polling.wait_until(..., retry_on=...)`. Anything else a probe raises is a failure.
 Blocking; any thread (each probe opens and closes its own client)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -21,6 +23,7 @@ from brokers.client.errors import (
 )
 from brokers.client.metadata import ClusterMetadata
 from infra.stack import BrokerProcess
+from tests.polling import wait_until
 
 SETTLE_S = 60.0  # how long a cluster gets to settle after a start, a kill or an election
 
@@ -55,3 +58,19 @@ def zk_read(chroot: str, path: str) -> tuple[bytes, int]:
     finally:
         client.stop()
         client.close()
+
+
+def start_registered(
+    broker_factory: Callable[..., BrokerProcess],
+    chroot: str,
+    node_ids: Sequence[int],
+    config: Mapping[str, str],
+) -> dict[int, BrokerProcess]:
+    """Start a broker per node id on `chroot` and wait until each lists them all."""
+    brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=config) for n in node_ids}
+    wait_until(
+        lambda: all(sorted(metadata_of(b).brokers) == sorted(node_ids) for b in brokers.values()),
+        what=f"brokers {sorted(node_ids)} registered",
+        timeout=SETTLE_S,
+    )
+    return brokers

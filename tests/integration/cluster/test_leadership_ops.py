@@ -31,7 +31,7 @@ from brokers.records.errors import CorruptRecordError
 from brokers.wire.errors import ErrorCode
 from infra.stack import BrokerProcess
 from pier.cli import main
-from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of, zk_read
+from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of, start_registered, zk_read
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -43,14 +43,7 @@ SESSION = {
 
 
 def start_three(broker_factory: Any, chroot: str, **extra: str) -> dict[int, BrokerProcess]:
-    config = {**SESSION, **extra}
-    brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=config) for n in (1, 2, 3)}
-    wait_until(
-        lambda: all(sorted(metadata_of(b).brokers) == [1, 2, 3] for b in brokers.values()),
-        what="brokers 1, 2 and 3 registered",
-        timeout=SETTLE_S,
-    )
-    return brokers
+    return start_registered(broker_factory, chroot, (1, 2, 3), {**SESSION, **extra})
 
 
 def wait_led(broker: BrokerProcess, topic: str) -> Any:
@@ -360,12 +353,7 @@ def test_reassignment_catches_up_before_dropping_the_old_replica_and_cancel_reve
 def test_reassignment_requests_to_a_non_controller_are_refused(
     chroot: str, broker_factory: Any
 ) -> None:
-    brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2)}
-    wait_until(
-        lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()),
-        what="brokers 1 and 2 registered",
-        timeout=SETTLE_S,
-    )
+    brokers = start_registered(broker_factory, chroot, (1, 2), SESSION)
     controller = metadata_of(brokers[1]).controller_id
     bystander = brokers[next(n for n in brokers if n != controller)]
     listed = send_to(bystander, 46, 0, "ListPartitionReassignmentsRequest", topics=None)

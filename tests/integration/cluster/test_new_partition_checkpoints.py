@@ -34,7 +34,13 @@ from brokers.log.checkpoints import LEADER_EPOCH_FORMAT, CheckpointFile
 from brokers.wire.entities import make, request_module
 from brokers.wire.errors import ErrorCode
 from infra.stack import BrokerProcess, free_port
-from tests.cluster_probes import BROKER_UNREACHABLE, SETTLE_S, TOPIC_SETTLING, metadata_of
+from tests.cluster_probes import (
+    BROKER_UNREACHABLE,
+    SETTLE_S,
+    TOPIC_SETTLING,
+    metadata_of,
+    start_registered,
+)
 from tests.integration.cluster.test_leadership_ops import admin_call, partition_view, send_to
 from tests.polling import wait_until
 
@@ -216,12 +222,7 @@ def test_a_partition_led_without_a_log_answers_reads_and_moves_before_its_first_
     (so each creates its log): OffsetForLeaderEpoch the epoch's end 0, ListOffsets 0 and 0, no
     producers; a follower added before any produce (a move to another broker:
     `test_a_partition_moved_to_another_broker_before_its_first_produce`)."""
-    brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2)}
-    wait_until(
-        lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()),
-        what="brokers 1 and 2 registered",
-        timeout=SETTLE_S,
-    )
+    brokers = start_registered(broker_factory, chroot, (1, 2), SESSION)
     one = brokers[1]
     admin = AdminClient({"bootstrap.servers": one.bootstrap})
     topics = [
@@ -298,12 +299,7 @@ def test_a_partition_moved_to_another_broker_before_its_first_produce(
     chroot: str, broker_factory: Any
 ) -> None:
     """A partition moved to broker 2 while another gains a follower, in one request."""
-    brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2)}
-    wait_until(
-        lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()),
-        what="brokers 1 and 2 registered",
-        timeout=SETTLE_S,
-    )
+    brokers = start_registered(broker_factory, chroot, (1, 2), SESSION)
     admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
     new = [KafkaNewTopic(t, 1, replica_assignment=[[1]]) for t in ("grown", "moved")]
     for future in admin.create_topics(new).values():

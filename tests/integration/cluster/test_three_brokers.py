@@ -18,7 +18,7 @@ from brokers.controller.channel import frame_request, read_response
 from brokers.wire.errors import ErrorCode
 from infra.stack import BrokerProcess, ZooKeeperProcess
 from pier.cli import main
-from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of, zk_read
+from tests.cluster_probes import SETTLE_S, TOPIC_SETTLING, metadata_of, start_registered, zk_read
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -94,12 +94,7 @@ def test_three_brokers_elect_a_controller_create_rf3_and_fail_over(
 def test_a_controller_that_lost_its_session_is_ignored_after_the_new_election(
     zookeeper: ZooKeeperProcess, chroot: str, broker_factory: Any
 ) -> None:
-    brokers = {n: broker_factory(node_id=n, zookeeper=chroot, config=SESSION) for n in (1, 2)}
-    wait_until(
-        lambda: all(sorted(metadata_of(b).brokers) == [1, 2] for b in brokers.values()),
-        what="brokers 1 and 2 registered",
-        timeout=SETTLE_S,
-    )
+    brokers = start_registered(broker_factory, chroot, (1, 2), SESSION)
     first = metadata_of(brokers[1]).controller_id
     epoch_before = int(zk_read(chroot, "/controller_epoch")[0])
     brokers[first].kill()  # its session ends; the other broker must take over with a new epoch
