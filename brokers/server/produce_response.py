@@ -16,6 +16,8 @@ import struct
 import uuid
 from typing import Any
 
+from brokers.wire.primitives import write_uvarint
+
 FIRST_VERSION = 3
 LAST_VERSION = 13
 FIRST_FLEXIBLE_VERSION = 9
@@ -89,25 +91,14 @@ def _has_leader(leader: Any) -> bool:
 
 
 def _length(count: int, flexible: bool) -> bytes:
-    return _uvarint(count + 1) if flexible else _I32.pack(count)
+    return write_uvarint(count + 1) if flexible else _I32.pack(count)
 
 
 def _string(value: str | None, flexible: bool) -> bytes:
     if value is None:
         return b"\x00" if flexible else _I16.pack(-1)
     encoded = value.encode()
-    return (_uvarint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))) + encoded
-
-
-def _uvarint(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return (write_uvarint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))) + encoded
 
 
 def _milliseconds(delta: datetime.timedelta) -> int:

@@ -27,6 +27,8 @@ def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
 
 
 def write_uvarint(value: int) -> bytes:
+    if value < 0x80:  # the common case: lengths and counts of a flexible version
+        return bytes((value,))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from brokers.coordinator.binary import Reader
 from brokers.coordinator.transactions.errors import TxnRecordError
+from brokers.wire.primitives import write_uvarint
 
 KEY_VERSION = 0
 VALUE_VERSION = 0  # Kafka writes v0 until transaction.version 2 (KIP-890 part 2)
@@ -78,21 +79,21 @@ def encode_value(value: TransactionLogValue, version: int = VALUE_VERSION) -> by
 
 def _string(text: str, flexible: bool = False) -> bytes:
     encoded = text.encode("utf-8")
-    size = _uvarint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))
+    size = write_uvarint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))
     return size + encoded
 
 
 def _partitions(partitions: Partitions | None, flexible: bool) -> bytes:
     if partitions is None:
-        return _uvarint(0) if flexible else _I32.pack(-1)
-    out = bytearray(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        return write_uvarint(0) if flexible else _I32.pack(-1)
+    out = bytearray(write_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
     for topic, ids in partitions:
         out += _string(topic, flexible)
-        out += _uvarint(len(ids) + 1) if flexible else _I32.pack(len(ids))
+        out += write_uvarint(len(ids) + 1) if flexible else _I32.pack(len(ids))
         for partition in ids:
             out += _I32.pack(partition)
         if flexible:
-            out += _uvarint(0)  # no tagged fields
+            out += write_uvarint(0)  # no tagged fields
     return bytes(out)
 
 
@@ -104,18 +105,9 @@ def _tagged_fields(value: TransactionLogValue) -> bytes:
         fields.append((_TAG_NEXT_PRODUCER_ID, _I64.pack(value.next_producer_id)))
     if value.client_transaction_version != 0:
         fields.append((_TAG_CLIENT_VERSION, _I16.pack(value.client_transaction_version)))
-    out = bytearray(_uvarint(len(fields)))
+    out = bytearray(write_uvarint(len(fields)))
     for tag, data in fields:
-        out += _uvarint(tag) + _uvarint(len(data)) + data
-    return bytes(out)
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+        out += write_uvarint(tag) + write_uvarint(len(data)) + data
     return bytes(out)
 
 
