@@ -11,7 +11,8 @@ that tell the controller to re-read those partitions and push UpdateMetadata.
   ones the leader got in its last LeaderAndIsr.
 - Changed partitions are batched into one sequential notification znode, written
   `notify_delay_s` after the first change (Kafka batches them for the same reason: one controller
-  wake-up for a burst of ISR changes); `flush()` writes it at once.
+  wake-up for a burst of ISR changes); `flush()` writes it at once. A change recorded while a
+  notification is being written goes out in the next one.
 ZooKeeper being unreachable raises `ZooKeeperUnavailableError` (the caller retries later).
 Runs on the event loop; not thread-safe.
 """
@@ -69,12 +70,16 @@ class ZkIsrWriter:
         return version
 
     async def _notify_later(self) -> None:
-        await asyncio.sleep(self._notify_delay_s)
-        try:
-            await self._write_notification()
-        except ControllerError as exc:
-            # The ISR itself is in ZooKeeper; only the controller's prompt refresh is lost.
-            log.warning("event=isr_notification_failed error=%r", exc)
+        # Loops: a change recorded while a notification is being written finds this task still
+        # running (so `write_isr` starts none) and must go out in the next one, not wait for
+        # an unrelated later change.
+        while self._changed:
+            await asyncio.sleep(self._notify_delay_s)
+            try:
+                await self._write_notification()
+            except ControllerError as exc:
+                # The ISR itself is in ZooKeeper; only the controller's prompt refresh is lost.
+                log.warning("event=isr_notification_failed error=%r", exc)
 
     async def _write_notification(self) -> None:
         changed, self._changed = sorted(set(self._changed)), []

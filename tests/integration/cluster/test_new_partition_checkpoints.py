@@ -288,13 +288,6 @@ def _reassign_then_produce(
         consumer.close()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="moved in one AlterPartitionReassignments with another partition's follower added, a "
-    "single-replica partition stays mid-reassignment about half the time (its ISR grows, no new "
-    "leader is elected); alone it moves. Found 2026-11-28; the same with logs created at once, "
-    "so not the deferred leaders: open",
-)
 def test_a_partition_moved_to_another_broker_before_its_first_produce(
     chroot: str, broker_factory: Any
 ) -> None:

@@ -80,3 +80,58 @@ def test_the_notification_is_written_after_the_delay_without_a_flush(chroot: str
         await zk.close()
 
     asyncio.run(scenario())
+
+
+class HeldNotifications(ZkClient):
+    """The real client, except that the first notification write waits until released: the
+    window in which a leader may record another ISR change."""
+
+    def __init__(self, connect: str) -> None:
+        super().__init__(connect)
+        self.writing = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def create(
+        self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequence: bool = False
+    ) -> tuple[str, int]:
+        if path.startswith(zk_paths.ISR_CHANGE_NOTIFICATION + "/") and not self.writing.is_set():
+            self.writing.set()
+            await self.release.wait()
+        return await super().create(path, data, ephemeral=ephemeral, sequence=sequence)
+
+
+def test_a_change_recorded_while_a_notification_is_written_is_announced_too(chroot: str) -> None:
+    """The race that left a moved partition mid-reassignment: its ISR grew while the batch of
+    another partition's change was being written, and no notification ever named it."""
+
+    async def scenario() -> None:
+        zk = HeldNotifications(chroot)
+        await zk.start()
+        await zk.ensure_path(zk_paths.ISR_CHANGE_NOTIFICATION)
+        other = TopicPartition("orders", 3)
+        versions: dict[TopicPartition, int] = {}
+        for tp in (TP, other):
+            state = zk_paths.encode_partition_state(LeaderAndIsr(1, 4, (1,), 7))
+            await zk.create(zk_paths.partition_state_path(tp), state)
+            versions[tp] = (await zk.get(zk_paths.partition_state_path(tp))).version
+        writer = ZkIsrWriter(zk, broker_id=1, notify_delay_s=0.01)
+        await writer.write_isr("orders", 2, 4, [1, 2], versions[TP], 7)
+        await asyncio.wait_for(zk.writing.wait(), 10)
+        await writer.write_isr("orders", 3, 4, [1, 2], versions[other], 7)
+        zk.release.set()
+
+        async def announced() -> set[TopicPartition]:
+            named: set[TopicPartition] = set()
+            for name in await zk.children(zk_paths.ISR_CHANGE_NOTIFICATION):
+                node = await zk.get(f"{zk_paths.ISR_CHANGE_NOTIFICATION}/{name}")
+                named.update(zk_paths.decode_isr_change(node.data))
+            return named
+
+        async def both_announced() -> bool:
+            return await announced() == {TP, other}
+
+        await wait_until_async(both_announced, what="both ISR changes announced", timeout=10)
+        await writer.close()
+        await zk.close()
+
+    asyncio.run(scenario())
