@@ -195,18 +195,28 @@ class TenantPolicy:
             return dict.fromkeys(names, refusal)
         refusals: dict[str, Refusal] = {}
         for name in names:
-            refused = self.topic_name_refusal(name)
-            if refused is None and not self.allowed("WRITE", "TOPIC", name):
-                refused = Refusal(Reason.NOT_AUTHORIZED, ErrorCode.topic_authorization_failed)
+            refused = self.topic_write_refusal(name)
             if refused is not None:
                 refusals[name] = refused
         rest = [name for name in names if name not in refusals]
-        limit = self._limit_refusal(request_bytes, largest_bytes) if rest else None
+        limit = self.produce_limit_refusal(request_bytes, largest_bytes) if rest else None
         if limit is not None:
             refusals.update(dict.fromkeys(rest, limit))
         return refusals
 
-    def _limit_refusal(self, request_bytes: int, largest_bytes: int | None) -> Refusal | None:
+    def topic_write_refusal(self, name: str) -> Refusal | None:
+        """`produce_refusals`' per-topic part: a legal name, then WRITE on it. A caller that
+        decides a request's topic before its size is known (the HTTP produce route, before
+        reading the body) asks this once, then `produce_limit_refusal` once the size is known."""
+        refused = self.topic_name_refusal(name)
+        if refused is None and not self.allowed("WRITE", "TOPIC", name):
+            refused = Refusal(Reason.NOT_AUTHORIZED, ErrorCode.topic_authorization_failed)
+        return refused
+
+    def produce_limit_refusal(
+        self, request_bytes: int, largest_bytes: int | None = None
+    ) -> Refusal | None:
+        """`produce_refusals`' size and storage part (the storage headroom charged)."""
         tenant = self._state().tenant
         limits = tenant.limits
         largest = request_bytes if largest_bytes is None else largest_bytes
