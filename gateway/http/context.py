@@ -65,6 +65,7 @@ class Caller:
     client_id: str
     services: HttpServices
     policy: TenantPolicy = field(init=False)
+    _cluster_id: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         session = self.services.session
@@ -83,6 +84,13 @@ class Caller:
         """The tenant's current state (ACL and limit changes apply at once)."""
         current = self.services.session.directory.current(self.principal.tenant_id)
         return current or self.tenant_state
+
+    def cluster_id(self) -> str:
+        """The tenant's virtual cluster id (as its Kafka clients see it in Metadata), worked out
+        once per caller: a caller lives one request, or a login's reuse (at most a second)."""
+        if self._cluster_id is None:
+            self._cluster_id = self.services.session.fleet.cluster_id(self.tenant_id)
+        return self._cluster_id
 
     @property
     def tenant_id(self) -> str:

@@ -204,8 +204,19 @@ def choose_partition(
     return round_robin.partition(topic, partitions)
 
 
+_SECOND: tuple[int, str] = (-1, "")  # the last second formatted, and its text
+
+
 def iso_ms(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+    """`ms` as `datetime.isoformat` writes it in UTC, with "Z" (micro-second digits, none when
+    the millisecond is 0); the date and time of the second are formatted once per second."""
+    global _SECOND
+    second, millis = divmod(ms, 1000)
+    last, text = _SECOND
+    if second != last:
+        text = datetime.fromtimestamp(second, UTC).isoformat().removesuffix("+00:00")
+        _SECOND = (second, text)  # one tuple: a reader on another thread sees a whole pair
+    return f"{text}.{millis:03d}000Z" if millis else text + "Z"
 
 
 # -- consuming --------------------------------------------------------------------------------

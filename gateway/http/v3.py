@@ -21,7 +21,6 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from brokers.client import TopicPartition
@@ -113,7 +112,7 @@ class V3:
     # -- clusters --------------------------------------------------------------------------------
     async def _caller(self, request: web.Request) -> tuple[Caller, str]:
         caller = await self._caller_of(request)
-        cluster_id = caller.services.session.fleet.cluster_id(caller.tenant_id)
+        cluster_id = caller.cluster_id()
         asked = request.match_info.get("cluster_id")
         if asked is not None and asked != cluster_id:
             raise ApiError(404, f"cluster {asked!r} not found", 40404)
@@ -402,7 +401,7 @@ class V3:
     async def produce(self, request: web.Request) -> web.StreamResponse:
         caller, cluster_id = await self._caller(request)
         topic = request.match_info["topic_name"]
-        caller.require("WRITE", "TOPIC", topic)  # before a byte of the body is read
+        self._producer.authorize(caller, topic)  # before a byte of the body is read
         if request.headers.get("Transfer-Encoding", "").lower() == "chunked":
             chunks = json_chunks(request)
             head: list[tuple[Any, int]] = []
@@ -425,11 +424,13 @@ class V3:
                 )
             single = first[0]
         record = produce_record(single)
-        prepared, throttle = await self._producer.prepare(caller, topic, record, len(raw))
+        prepared, throttle = await self._producer.prepare(
+            caller, topic, record, len(raw), authorized=True
+        )
         answer = await self._producer.send(caller, cluster_id, prepared)
         if throttle > 0:
             await asyncio.sleep(throttle / 1000)
-        return web.Response(body=orjson.dumps(answer), content_type="application/json")
+        return web.Response(body=answer, content_type="application/json")
 
     async def _produce_stream(
         self,

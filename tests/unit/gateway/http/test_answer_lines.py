@@ -29,3 +29,13 @@ def test_a_line_is_the_json_of_the_answer(raw: dict[str, object], topic: str) ->
         expected = json.dumps(answer('cl-ü"1', prepared, result), separators=(",", ":")) + "\n"
         assert lines.line(prepared, result) == expected
         assert lines.line(prepared, result) == expected  # the remembered timestamp too
+
+
+@pytest.mark.parametrize("raw", RECORDS)
+def test_a_single_records_answer_is_its_json(raw: dict[str, object]) -> None:
+    """The single-record route answers from the topic's template: the same JSON as the dict."""
+    lines = AnswerLines("cl-1", "orders")
+    prepared = Prepared("orders", 0, 1_700_000_000_000, produce_record(raw))
+    result = ProduceResult(41, -1, 0)
+    expected = json.dumps(answer("cl-1", prepared, result), separators=(",", ":")).encode()
+    assert lines.json(prepared, result) == expected
