@@ -43,9 +43,10 @@ from dataclasses import dataclass, field
 from brokers.client.errors import BrokerResponseError, ClientError
 from brokers.client.metadata import TopicPartition
 from brokers.client.producer import ProduceResult
-from brokers.records.record import Headers
 from brokers.wire.errors import ErrorCode
-from gateway.http.batch_encoding import encode_batch
+from gateway.http import pending as entries
+from gateway.http.batch_encoding import EncodedRecord, encode_batch
+from gateway.http.pending import Entry, Pending, Run, RunResult
 
 log = logging.getLogger(__name__)
 
@@ -69,30 +70,8 @@ InitProducerId = Callable[[], Awaitable[Producer]]
 
 
 @dataclass(slots=True)
-class Pending:
-    key: bytes | None
-    value: bytes | None
-    headers: Headers
-    timestamp_ms: int
-    done: asyncio.Future[ProduceResult]
-    size: int = 0  # what it adds to a batch, counted once (`sized`)
-
-
-def sized(
-    key: bytes | None,
-    value: bytes | None,
-    headers: Headers,
-    timestamp_ms: int,
-    done: asyncio.Future[ProduceResult],
-) -> Pending:
-    return Pending(
-        key, value, headers, timestamp_ms, done, len(key or b"") + len(value or b"") + 64
-    )
-
-
-@dataclass(slots=True)
 class _Batch:
-    records: list[Pending]
+    records: list[Entry]
     producer: Producer
     sequence: int
     task: asyncio.Future[ProduceResult] | None = None
@@ -100,7 +79,7 @@ class _Batch:
 
 @dataclass(slots=True)
 class _Partition:
-    queue: deque[Pending] = field(default_factory=deque)
+    queue: deque[Entry] = field(default_factory=deque)
     in_flight: deque[_Batch] = field(default_factory=deque)
     producer: Producer | None = None
     sequence: int = 0  # the next sequence number of `producer` on this partition
@@ -108,6 +87,7 @@ class _Partition:
     recovering: bool = False
     linger: asyncio.TimerHandle | None = None
     queued_bytes: int = 0
+    queued_records: int = 0
 
 
 class ProducerIds:
@@ -144,45 +124,44 @@ class PartitionBatcher:
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._tasks: set[asyncio.Future[object]] = set()
 
-    def append(
-        self,
-        tp: TopicPartition,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers,
-        timestamp_ms: int,
-    ) -> asyncio.Future[ProduceResult]:
+    def append(self, tp: TopicPartition, row: EncodedRecord) -> asyncio.Future[ProduceResult]:
         """Queue one record; the future gets its own offset (as `ProduceResult.base_offset`)."""
         done: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
-        part = self._partitions.get(tp)
-        if part is None:
-            part = self._partitions[tp] = _Partition()
-        record = sized(key, value, headers, timestamp_ms, done)
-        part.queue.append(record)
-        part.queued_bytes += record.size
+        part = self._partition(tp)
+        self._queue(part, entries.pending(row, done))
         self._pump(tp, part)
         return done
 
-    def append_many(
-        self, records: list[tuple[TopicPartition, bytes | None, bytes | None, Headers, int]]
-    ) -> list[asyncio.Future[ProduceResult]]:
-        """`append` for several records (a stream's chunk), pumping each partition once."""
+    def append_runs(
+        self, runs: list[tuple[TopicPartition, list[EncodedRecord]]]
+    ) -> list[asyncio.Future[RunResult]]:
+        """Queue runs of records (a stream's chunk), each of at most `MAX_BATCH_RECORDS` for one
+        partition and never split between batches, pumping each partition once; each run's
+        future says where its records landed."""
         loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[ProduceResult]] = []
+        futures: list[asyncio.Future[RunResult]] = []
         touched: dict[TopicPartition, _Partition] = {}
-        for tp, key, value, headers, timestamp_ms in records:
-            part = touched.get(tp) or self._partitions.get(tp)
-            if part is None:
-                part = self._partitions[tp] = _Partition()
-            touched[tp] = part
-            done: asyncio.Future[ProduceResult] = loop.create_future()
-            record = sized(key, value, headers, timestamp_ms, done)
-            part.queue.append(record)
-            part.queued_bytes += record.size
+        for tp, rows in runs:
+            assert 0 < len(rows) <= MAX_BATCH_RECORDS
+            part = touched[tp] = self._partition(tp)
+            done: asyncio.Future[RunResult] = loop.create_future()
+            self._queue(part, entries.run(rows, done))
             futures.append(done)
         for tp, part in touched.items():
             self._pump(tp, part)
         return futures
+
+    def _partition(self, tp: TopicPartition) -> _Partition:
+        part = self._partitions.get(tp)
+        if part is None:
+            part = self._partitions[tp] = _Partition()
+        return part
+
+    @staticmethod
+    def _queue(part: _Partition, entry: Pending | Run) -> None:
+        part.queue.append(entry)
+        part.queued_bytes += entry.size
+        part.queued_records += entry.count
 
     # -- the pipeline ---------------------------------------------------------------------------
     def _pump(self, tp: TopicPartition, part: _Partition, *, lingered: bool = False) -> None:
@@ -195,7 +174,7 @@ class PartitionBatcher:
                 self._spawn(self._first_id(tp, part))
             return
         while part.queue and len(part.in_flight) < (MAX_IN_FLIGHT if part.confirmed else 1):
-            full = len(part.queue) >= MAX_BATCH_RECORDS or part.queued_bytes >= MAX_BATCH_BYTES
+            full = part.queued_records >= MAX_BATCH_RECORDS or part.queued_bytes >= MAX_BATCH_BYTES
             if part.in_flight and not lingered and not full:
                 loop = asyncio.get_running_loop()
                 part.linger = loop.call_later(LINGER_S, self._lingered, tp, part)
@@ -205,7 +184,7 @@ class PartitionBatcher:
                 part.producer, part.sequence, part.confirmed = producer, 0, False
             assert part.producer is not None
             batch = _Batch(_take(part), part.producer, part.sequence)
-            part.sequence = (part.sequence + len(batch.records)) % SEQUENCE_LIMIT
+            part.sequence = (part.sequence + entries.count(batch.records)) % SEQUENCE_LIMIT
             part.in_flight.append(batch)
             batch.task = asyncio.ensure_future(self._send(tp, _build(batch), False))
             batch.task.add_done_callback(lambda _t: self._settled(tp, part))
@@ -219,9 +198,9 @@ class PartitionBatcher:
             await self._ids.get()
         except Exception as exc:  # no id, no produce: every waiting request hears why
             log.warning("event=http_producer_id_failed error=%s", type(exc).__name__)
-            _fail(list(part.queue), exc)
+            entries.fail(list(part.queue), exc)
             part.queue.clear()
-            part.queued_bytes = 0
+            part.queued_bytes = part.queued_records = 0
         self._pump(tp, part)
 
     def _settled(self, tp: TopicPartition, part: _Partition) -> None:
@@ -241,7 +220,7 @@ class PartitionBatcher:
             answered = True
             if head.producer == part.producer:
                 part.confirmed = True
-            _answer(head.records, head.task.result())
+            entries.answer(head.records, head.task.result())
         if answered and part.linger is not None:
             part.linger.cancel()
             part.linger = None
@@ -267,7 +246,7 @@ class PartitionBatcher:
         except Exception as exc:  # never leave a waiting request hanging
             log.exception("event=http_produce_recovery_failed topic_partition=%s", tp)
             for batch in part.in_flight:
-                _fail(batch.records, exc)
+                entries.fail(batch.records, exc)
             part.in_flight.clear()
             if self._ids.current == part.producer:
                 self._ids.current = None  # start afresh under a new id
@@ -287,8 +266,8 @@ class PartitionBatcher:
         """Send one batch of the recovery at (`producer`, `sequence`); where the next goes."""
         assert batch.task is not None
         if not batch.task.cancelled() and batch.task.exception() is None:
-            _answer(batch.records, batch.task.result())  # it landed: a later one failed
-            return producer, (sequence + len(batch.records)) % SEQUENCE_LIMIT, True
+            entries.answer(batch.records, batch.task.result())  # it landed: a later one failed
+            return producer, (sequence + entries.count(batch.records)) % SEQUENCE_LIMIT, True
         pending = [r for r in batch.records if not r.done.done()]
         if not pending:
             return producer, sequence, confirmed
@@ -303,23 +282,23 @@ class PartitionBatcher:
                     log.warning(
                         "event=http_produce_sequence_reset topic_partition=%s error=%s", tp, exc
                     )
-                    _fail(records, exc)
+                    entries.fail(records, exc)
                     producer, sequence, confirmed = await self._ids.renew(producer), 0, False
                     continue
-                if len(records) > 1 and not exc.retriable:
-                    chunks[:0] = [[r] for r in records]  # one bad record must not fail the rest
+                if entries.count(records) > 1 and not exc.retriable:  # one bad record must not
+                    chunks[:0] = [[r] for r in entries.one_by_one(records)]  # fail the rest
                     continue
-                _fail(records, exc)
+                entries.fail(records, exc)
                 if exc.retriable:  # in doubt: nothing later may share its sequence range
                     producer, sequence, confirmed = await self._ids.renew(producer), 0, False
                 continue
             except ClientError as exc:
-                _fail(records, exc)
+                entries.fail(records, exc)
                 if exc.retriable:
                     producer, sequence, confirmed = await self._ids.renew(producer), 0, False
                 continue
-            _answer(records, result)
-            sequence, confirmed = (sequence + len(records)) % SEQUENCE_LIMIT, True
+            entries.answer(records, result)
+            sequence, confirmed = (sequence + entries.count(records)) % SEQUENCE_LIMIT, True
         return producer, sequence, confirmed
 
     async def _deliver(self, tp: TopicPartition, batch: _Batch) -> ProduceResult:
@@ -342,40 +321,30 @@ class PartitionBatcher:
         task.add_done_callback(self._tasks.discard)
 
 
-def _take(part: _Partition) -> list[Pending]:
+def _take(part: _Partition) -> list[Entry]:
+    """Whole entries from the head of the queue, within the batch's records and bytes (the
+    first always: a run or a record larger than the bytes goes alone)."""
     queue = part.queue
-    taken: list[Pending] = []
-    size = 0
-    while queue and len(taken) < MAX_BATCH_RECORDS:
-        if taken and size + queue[0].size > MAX_BATCH_BYTES:
+    taken: list[Entry] = []
+    size = records = 0
+    while queue:
+        head = queue[0]
+        if taken and (
+            records + head.count > MAX_BATCH_RECORDS or size + head.size > MAX_BATCH_BYTES
+        ):
             break
-        record = queue.popleft()
-        taken.append(record)
-        size += record.size
+        taken.append(queue.popleft())
+        size += head.size
+        records += head.count
     part.queued_bytes -= size
+    part.queued_records -= records
     return taken
 
 
 def _build(batch: _Batch) -> bytes:
     return encode_batch(
-        [(r.key, r.value, r.headers, r.timestamp_ms) for r in batch.records],
+        entries.rows(batch.records),
         producer_id=batch.producer[0],
         producer_epoch=batch.producer[1],
         base_sequence=batch.sequence,
     )
-
-
-def _answer(records: list[Pending], result: ProduceResult) -> None:
-    for index, record in enumerate(records):
-        if not record.done.done():
-            record.done.set_result(
-                ProduceResult(
-                    result.base_offset + index, result.log_append_time_ms, result.log_start_offset
-                )
-            )
-
-
-def _fail(records: list[Pending], error: BaseException) -> None:
-    for record in records:
-        if not record.done.done():
-            record.done.set_exception(error)

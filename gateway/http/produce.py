@@ -29,9 +29,11 @@ from brokers.client.errors import ClientError, UnknownTopicError
 from brokers.client.metadata import TopicPartition
 from brokers.client.producer import ProduceResult
 from gateway.http import fleet_produce
-from gateway.http.batcher import PartitionBatcher, ProducerIds
+from gateway.http.batch_encoding import EncodedRecord
+from gateway.http.batcher import MAX_BATCH_BYTES, MAX_BATCH_RECORDS, PartitionBatcher, ProducerIds
 from gateway.http.context import Caller, HttpServices
 from gateway.http.errors import PARTITION_NOT_FOUND, TOPIC_NOT_FOUND, ApiError, from_client
+from gateway.http.pending import OVERHEAD_BYTES, RunResult
 from gateway.http.records import ProduceRecord, RoundRobin, choose_partition, iso_ms
 from gateway.http.topic_metadata import TopicMetadata
 from gateway.policy import Reason, Refusal
@@ -184,40 +186,52 @@ class HttpProducer:
             throttle = max(throttle, earned)
         return out, throttle
 
-    def enqueue_many(
-        self, caller: Caller, prepared: list[Prepared]
-    ) -> list[asyncio.Future[ProduceResult]]:
-        """`enqueue` for several records at once (one pump of the batcher per partition)."""
-        partitions: dict[tuple[str, int], TopicPartition] = {}
-        records = []
-        for p in prepared:
-            tp = partitions.get((p.topic, p.partition))
-            if tp is None:
-                tp = partitions[(p.topic, p.partition)] = TopicPartition(
-                    caller.fleet(p.topic), p.partition
-                )
+    def enqueue_runs(
+        self, caller: Caller, outcomes: list[Prepared | ApiError]
+    ) -> tuple[list[asyncio.Future[RunResult]], list[tuple[int, int] | None]]:
+        """Hand a stream's chunk to the batcher as runs: its records for one partition together
+        (at most `MAX_BATCH_RECORDS` and `MAX_BATCH_BYTES` a run), one future per run. The
+        futures, and each record's place (its run, its index in it; None for a refusal)."""
+        runs: list[tuple[TopicPartition, list[EncodedRecord]]] = []
+        open_runs: dict[int, tuple[int, int]] = {}  # partition: its last run, that run's bytes
+        places: list[tuple[int, int] | None] = []
+        fleet = ""
+        for p in outcomes:
+            if not isinstance(p, Prepared):
+                places.append(None)
+                continue
             key, value = p.record.key, p.record.value
-            records.append(
-                (
-                    tp,
-                    None if key is None else key.data,
-                    None if value is None else value.data,
-                    p.record.headers,
-                    p.timestamp_ms,
-                )
+            row = (
+                None if key is None else key.data,
+                None if value is None else value.data,
+                p.record.headers,
+                p.timestamp_ms,
             )
-        return self._batcher.append_many(records)
+            size = len(row[0] or b"") + len(row[1] or b"") + OVERHEAD_BYTES
+            index, held = open_runs.get(p.partition, (-1, 0))
+            if index < 0 or len(runs[index][1]) >= MAX_BATCH_RECORDS or held >= MAX_BATCH_BYTES:
+                fleet = fleet or caller.fleet(p.topic)  # a stream's records share their topic
+                index, held = len(runs), 0
+                runs.append((TopicPartition(fleet, p.partition), []))
+            rows = runs[index][1]
+            places.append((index, len(rows)))
+            rows.append(row)
+            open_runs[p.partition] = (index, held + size)
+        return self._batcher.append_runs(runs) if runs else [], places
 
     def enqueue(self, caller: Caller, prepared: Prepared) -> asyncio.Future[ProduceResult]:
         """Hand a prepared record to the batcher (acks=all); its result, or the ClientError
         that failed it (`failed` maps that to the answer), comes in the future."""
         record = prepared.record
+        key, value = record.key, record.value
         return self._batcher.append(
             TopicPartition(caller.fleet(prepared.topic), prepared.partition),
-            None if record.key is None else record.key.data,
-            None if record.value is None else record.value.data,
-            record.headers,
-            prepared.timestamp_ms,
+            (
+                None if key is None else key.data,
+                None if value is None else value.data,
+                record.headers,
+                prepared.timestamp_ms,
+            ),
         )
 
     async def send(self, caller: Caller, cluster_id: str, prepared: Prepared) -> bytes:
@@ -282,14 +296,16 @@ class AnswerLines:
         return self.line(prepared, result)[:-1].encode()
 
     def line(self, prepared: Prepared, result: ProduceResult) -> str:
-        stamp = (
-            result.log_append_time_ms if result.log_append_time_ms >= 0 else prepared.timestamp_ms
-        )
+        return self.line_at(prepared, result.base_offset, result.log_append_time_ms)
+
+    def line_at(self, prepared: Prepared, offset: int, log_append_time_ms: int) -> str:
+        """`line` for a record at `offset` (no `ProduceResult` made per streamed record)."""
+        stamp = log_append_time_ms if log_append_time_ms >= 0 else prepared.timestamp_ms
         if stamp != self._stamp[0]:
             self._stamp = (stamp, iso_ms(stamp))
         parts = [
             self._prefix,
-            f'{prepared.partition},"offset":{result.base_offset},"timestamp":"{self._stamp[1]}"',
+            f'{prepared.partition},"offset":{offset},"timestamp":"{self._stamp[1]}"',
         ]
         record = prepared.record
         for name, part in (("key", record.key), ("value", record.value)):

@@ -1,9 +1,11 @@
 """One streamed produce request: its records, a chunk of the body at a time, and their answers.
 
 Owns: `ProduceStream`. Each chunk's records (`bodies.json_chunks`) are parsed, then prepared and
-handed to the batcher together (`HttpProducer.prepare_many` / `enqueue_many`: one storage lease,
-quota charge and meter count per chunk, one pump of the batcher per partition); a record the
-rules refuse, or one that is not a record, is answered in its place. Answers are JSON lines in
+handed to the batcher together (`HttpProducer.prepare_many` / `enqueue_runs`: one storage lease,
+quota charge and meter count per chunk; the chunk's records for one partition go as one run, with
+one future, one pump of the batcher per partition, and each record's offset is its run's first
+plus its index: no future, entry or result object per record); a record the rules refuse, or one
+that is not a record, is answered in its place. Answers are JSON lines in
 the order of the records, written as soon as the records before them are done (one write per
 chunk). Reading pauses while `MAX_IN_FLIGHT` records (or `MAX_IN_FLIGHT_BYTES`) are unanswered,
 and for the throttle a chunk earned. Runs on the event loop; not thread-safe.
@@ -15,6 +17,7 @@ import asyncio
 import json
 from collections import deque
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -24,12 +27,25 @@ from brokers.client.producer import ProduceResult
 from gateway.http.bodies import TRAILING
 from gateway.http.context import Caller
 from gateway.http.errors import ApiError
+from gateway.http.pending import RunResult
 from gateway.http.produce import AnswerLines, HttpProducer, Prepared, failed
 from gateway.http.records import ProduceRecord, produce_record
 
 MAX_IN_FLIGHT = 2000  # records of one stream not yet answered before its reading pauses
 MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024  # and their bytes
-Waiting = str | tuple[asyncio.Future[ProduceResult], Prepared]  # an answer, or a record's
+
+
+@dataclass(slots=True)
+class _Sent:
+    """A chunk's records at the batcher: its runs' futures, and per record, in order, its place
+    (run, index in the run) with its `Prepared`, or the answer line of its refusal."""
+
+    futures: list[asyncio.Future[RunResult]]
+    items: list[tuple[int, int, Prepared] | str]
+    size: int  # the records' bytes
+
+    def done(self) -> bool:
+        return all(future.done() for future in self.futures)
 
 
 class ProduceStream:
@@ -46,8 +62,9 @@ class ProduceStream:
         self._topic = topic
         self._response = response
         self._answers = AnswerLines(cluster_id, topic)
-        self._in_flight: deque[tuple[Waiting, int]] = deque()  # in order, with record bytes
-        self._held = 0  # bytes of the records in `_in_flight`
+        self._in_flight: deque[_Sent | str] = deque()  # in order: chunks sent, or answer lines
+        self._records = 0  # records in `_in_flight`
+        self._held = 0  # their bytes
 
     async def run(self, chunks: AsyncIterator[list[tuple[Any, int]]]) -> None:
         """Produce every record of the body and answer each; a broken body ends the stream
@@ -80,47 +97,71 @@ class ProduceStream:
         if not run:
             return
         outcomes, throttle = await self._producer.prepare_many(self._caller, self._topic, run)
-        ready = [p for p in outcomes if isinstance(p, Prepared)]
-        futures = iter(self._producer.enqueue_many(self._caller, ready))
-        for outcome, (_record, size) in zip(outcomes, run, strict=True):
+        futures, places = self._producer.enqueue_runs(self._caller, outcomes)
+        items: list[tuple[int, int, Prepared] | str] = []
+        for outcome, place in zip(outcomes, places, strict=True):
             if isinstance(outcome, ApiError):
-                self._answered(outcome.body())
-            else:  # no task per record: the batcher's future is awaited in its turn
-                self._in_flight.append(((next(futures), outcome), size))
-                self._held += size
+                items.append(_line(outcome.body()))
+            else:  # no future of its own: its run's is awaited in its turn
+                assert place is not None
+                items.append((place[0], place[1], outcome))
+        size = sum(size for _record, size in run)
+        self._in_flight.append(_Sent(futures, items, size))
+        self._records += len(items)
+        self._held += size
         if throttle > 0:  # read nothing more until the throttle has passed (a mute)
             await asyncio.sleep(throttle / 1000)
 
     def _answered(self, body: dict[str, Any]) -> None:
-        self._in_flight.append((json.dumps(body, separators=(",", ":")) + "\n", 0))
+        self._in_flight.append(_line(body))
+        self._records += 1
 
     async def _drain(self, limit: int) -> None:
         """Answer, in order, every record already done, and wait until at most `limit`
         records and `MAX_IN_FLIGHT_BYTES` remain (one write per call)."""
         in_flight = self._in_flight
         lines: list[str] = []
-        while in_flight and (
-            len(in_flight) > limit
-            or self._held > MAX_IN_FLIGHT_BYTES
-            or isinstance(in_flight[0][0], str)
-            or in_flight[0][0][0].done()
-        ):
-            item, size = in_flight.popleft()
-            self._held -= size
-            if isinstance(item, str):
-                lines.append(item)
+        while in_flight:
+            head = in_flight[0]
+            if isinstance(head, str):
+                in_flight.popleft()
+                lines.append(head)
+                self._records -= 1
                 continue
-            future, prepared = item
-            if not future.done():  # over the limit: wait for it (done ones cost no await)
-                await asyncio.wait((future,))
-            lines.append(self._line(future, prepared))
+            if not (self._records > limit or self._held > MAX_IN_FLIGHT_BYTES or head.done()):
+                break
+            in_flight.popleft()
+            if not head.done():  # over the limit: wait for it (done ones cost no await)
+                await asyncio.wait(head.futures)
+            self._lines(head, lines)
+            self._records -= len(head.items)
+            self._held -= head.size
         if lines:
             await self._response.write("".join(lines).encode())
 
-    def _line(self, future: asyncio.Future[ProduceResult], prepared: Prepared) -> str:
-        error = future.exception()
-        if error is None:
-            return self._answers.line(prepared, future.result())
-        if isinstance(error, ClientError):
-            return json.dumps(failed(error, prepared).body(), separators=(",", ":")) + "\n"
-        raise error
+    def _lines(self, sent: _Sent, lines: list[str]) -> None:
+        """The answer lines of a chunk whose runs are done, in its records' order."""
+        results = [future.exception() or future.result() for future in sent.futures]
+        line_at = self._answers.line_at
+        for item in sent.items:
+            if isinstance(item, str):
+                lines.append(item)
+                continue
+            index, at, prepared = item
+            result = results[index]
+            if isinstance(result, RunResult) and result.each is None:
+                first = result.first
+                assert first is not None
+                lines.append(line_at(prepared, first.base_offset + at, first.log_append_time_ms))
+                continue
+            outcome = result.outcome(at) if isinstance(result, RunResult) else result
+            if isinstance(outcome, ProduceResult):
+                lines.append(self._answers.line(prepared, outcome))
+            elif isinstance(outcome, ClientError):
+                lines.append(_line(failed(outcome, prepared).body()))
+            else:
+                raise outcome
+
+
+def _line(body: dict[str, Any]) -> str:
+    return json.dumps(body, separators=(",", ":")) + "\n"
