@@ -95,13 +95,18 @@ class _BrokerSender:
             if self.queue.empty():
                 await self._idle()
                 continue
-            item = self.queue.get_nowait()
-            response = await self._deliver(item.request)
-            if item.on_response is not None:
-                try:
-                    item.on_response(self.broker_id, response)
-                except Exception:
-                    log.exception("controller response callback failed")
+            await self._serve_one(self.queue.get_nowait())
+
+    async def _serve_one(self, item: _Queued) -> None:
+        """Deliver one request and hand its response on. Its own frame, so neither the request
+        nor the response stays referenced while the sender idles: an UpdateMetadata for a few
+        thousand new partitions is megabytes of objects (issue 25, the controller's memory)."""
+        response = await self._deliver(item.request)
+        if item.on_response is not None:
+            try:
+                item.on_response(self.broker_id, response)
+            except Exception:
+                log.exception("controller response callback failed")
 
     async def _deliver(self, request: Any) -> Any:
         """Send until answered; only cancellation (the broker was removed) stops it."""

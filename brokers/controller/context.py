@@ -65,10 +65,14 @@ class ControllerContext:
 
     def add_topic(
         self, topic: str, topic_id: uuid.UUID, assignment: Mapping[int, ReplicaAssignment]
-    ) -> None:
+    ) -> list[TopicPartition]:
+        """Record the topic; its partitions' keys as stored, by partition (pass these on, so
+        `leadership` shares the key objects instead of holding equal copies)."""
         self.topic_ids[topic] = topic_id
-        for partition, replicas in assignment.items():
-            self.assignments[TopicPartition(topic, partition)] = replicas
+        keys = [TopicPartition(topic, partition) for partition in sorted(assignment)]
+        for tp in keys:
+            self.assignments[tp] = assignment[tp.partition]
+        return keys
 
     def remove_topic(self, topic: str) -> None:
         self.topic_ids.pop(topic, None)

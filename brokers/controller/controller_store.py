@@ -35,7 +35,7 @@ from brokers.controller.errors import (
     ZNodeMissingError,
     ZNodeVersionError,
 )
-from brokers.controller.state import LeaderAndIsr, ReplicaAssignment, TopicPartition
+from brokers.controller.state import LeaderAndIsr, ReplicaAssignment, TopicPartition, shared
 from brokers.controller.zk_client import CheckOp, CreateOp, Op, SetOp, ZkClient
 
 Watch = Callable[[str], None]
@@ -107,14 +107,14 @@ class ControllerStore:
         assignment = await self.read_topic(topic, watch)
         if assignment is None:
             return []
-        context.add_topic(topic, assignment.topic_id or uuid.uuid4(), assignment.partitions)
+        # The context's own keys: leadership then shares them with assignments.
+        tps = context.add_topic(topic, assignment.topic_id or uuid.uuid4(), assignment.partitions)
         context.topic_configs[topic] = await self.read_config(topic)
         # A new topic has no `partitions` znode: one round trip rather than one per partition.
         try:
             with_znode = set(await self._zk.children(f"{zk_paths.topic_path(topic)}/partitions"))
         except ZNodeMissingError:
             with_znode = set()
-        tps = [TopicPartition(topic, p) for p in sorted(assignment.partitions)]
         known = [tp for tp in tps if str(tp.partition) in with_znode]
         states = await asyncio.gather(*(self.read_state(tp) for tp in known))
         found = {tp: state for tp, state in zip(known, states, strict=True) if state is not None}
@@ -223,8 +223,14 @@ class ControllerStore:
         for tp, op, result in zip(chunk, ops[first_state:], results[first_state:], strict=True):
             version = int(result.version) if isinstance(op, SetOp) else 0
             state = changes[tp]
-            written[tp] = LeaderAndIsr(
-                state.leader, state.leader_epoch, state.isr, state.controller_epoch, version
+            written[tp] = shared(
+                LeaderAndIsr(
+                    state.leader,
+                    state.leader_epoch,
+                    shared(state.isr),
+                    state.controller_epoch,
+                    version,
+                )
             )
         return written
 

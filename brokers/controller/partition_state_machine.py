@@ -30,7 +30,7 @@ from brokers.controller.orders import (
     LeaderAndIsrOrder,
     metadata_to_all,
 )
-from brokers.controller.state import INITIAL_LEADER_EPOCH, LeaderAndIsr, TopicPartition
+from brokers.controller.state import INITIAL_LEADER_EPOCH, LeaderAndIsr, TopicPartition, shared
 
 UNCLEAN_ELECTION = "unclean.leader.election.enable"
 
@@ -90,7 +90,7 @@ def initialize_partitions(
         if assignment is None:
             decision.failed[tp] = ElectionFailure.UNKNOWN_PARTITION
             continue
-        isr = tuple(r for r in assignment.replicas if r in live)
+        isr = shared(tuple(r for r in assignment.replicas if r in live))
         if not isr:
             decision.failed[tp] = ElectionFailure.NO_ELIGIBLE_LEADER
             continue

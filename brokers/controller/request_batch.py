@@ -96,7 +96,24 @@ def update_metadata(
     controller_id: int,
     broker: int,
     partitions: Iterable[TopicPartition],
+    topic_states: tuple[rq.UpdateMetadataTopicState, ...] | None = None,
 ) -> rq.UpdateMetadataRequest:
+    """`topic_states`: `metadata_topic_states(context, partitions)` when already made (they do
+    not depend on the destination, so one decision's requests to every broker share them)."""
+    return rq.UpdateMetadataRequest(
+        controller_id=controller_id,
+        controller_epoch=context.epoch,
+        broker_epoch=context.broker_epoch(broker),
+        topic_states=(
+            topic_states if topic_states is not None else metadata_topic_states(context, partitions)
+        ),
+        live_brokers=live_brokers(context),
+    )
+
+
+def metadata_topic_states(
+    context: ControllerContext, partitions: Iterable[TopicPartition]
+) -> tuple[rq.UpdateMetadataTopicState, ...]:
     by_topic: dict[str, list[rq.UpdateMetadataPartitionState]] = defaultdict(list)
     for tp in sorted(set(partitions)):
         state, replicas = context.leadership.get(tp), context.replicas(tp)
@@ -113,17 +130,11 @@ def update_metadata(
                 offline_replicas=tuple(r for r in replicas if r not in context.live_brokers),
             )
         )
-    return rq.UpdateMetadataRequest(
-        controller_id=controller_id,
-        controller_epoch=context.epoch,
-        broker_epoch=context.broker_epoch(broker),
-        topic_states=tuple(
-            rq.UpdateMetadataTopicState(
-                topic_name=t, topic_id=context.topic_ids.get(t), partition_states=tuple(p)
-            )
-            for t, p in sorted(by_topic.items())
-        ),
-        live_brokers=live_brokers(context),
+    return tuple(
+        rq.UpdateMetadataTopicState(
+            topic_name=t, topic_id=context.topic_ids.get(t), partition_states=tuple(p)
+        )
+        for t, p in sorted(by_topic.items())
     )
 
 
@@ -154,10 +165,16 @@ def requests_for(
             LeaderAndIsrOrder(order.broker_id, order.tp, written, order.assignment, order.is_new)
         )
     out += [(b, leader_and_isr(context, controller_id, b, o)) for b, o in sorted(lai.items())]
-    out += [
-        (o.broker_id, update_metadata(context, controller_id, o.broker_id, o.partitions))
-        for o in decision.update_metadata
-    ]
+    # Every broker is told the same partitions (`metadata_to_all`): their states are made once
+    # and shared by the requests (for a new 5,000-partition batch, ~0.5 MiB each fewer).
+    made: dict[tuple[TopicPartition, ...], tuple[rq.UpdateMetadataTopicState, ...]] = {}
+    for o in decision.update_metadata:
+        key = tuple(o.partitions)
+        if key not in made:
+            made[key] = metadata_topic_states(context, key)
+        out.append(
+            (o.broker_id, update_metadata(context, controller_id, o.broker_id, key, made[key]))
+        )
     stops: dict[int, list[StopReplicaOrder]] = defaultdict(list)
     for stop in decision.stop_replica:
         stops[stop.broker_id].append(stop)

@@ -2,13 +2,16 @@
 
 Owns: `LeaderAndIsr` (the content of a partition's `state` znode plus its znode
 version), `ReplicaAssignment` (KIP-455: replicas, adding, removing) and `BrokerEndpoint`; the
-partition key `TopicPartition` is the client's, re-exported. Immutable frozen dataclasses;
-thread-safe.
+partition key `TopicPartition` is the client's, re-exported; `shared`, which interns equal
+immutable values (broker-id tuples, assignments, states: thousands of partitions hold a handful
+of distinct ones; at most `SHARED_MAX` are kept, others stay unshared). Immutable frozen
+dataclasses; thread-safe (`shared`'s table: under the GIL, a lost race only costs sharing).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from brokers.client.metadata import TopicPartition
 
@@ -20,10 +23,29 @@ __all__ = [
     "LeaderAndIsr",
     "ReplicaAssignment",
     "TopicPartition",
+    "shared",
 ]
 
 NO_LEADER = -1
 """Kafka's `LeaderAndIsr.NoLeader`: the partition has no leader (offline)."""
+
+SHARED_MAX = 4096
+"""Distinct values `shared` interns; past it a value is returned as it is (no unbounded table)."""
+_shared: dict[object, object] = {}
+_V = TypeVar("_V")
+
+
+def shared(value: _V) -> _V:
+    """The interned instance equal to `value` (hashable and immutable: a tuple of ints, a frozen
+    state). The controller's context holds one assignment and one state per partition; 10,000
+    partitions over three brokers have a few distinct ones, and a copy each cost ~150 bytes."""
+    found = _shared.get(value)
+    if found is not None:
+        return found  # type: ignore[return-value]  # equal to value, so of its type
+    if len(_shared) < SHARED_MAX:
+        _shared[value] = value
+    return value
+
 
 INITIAL_LEADER_EPOCH = 0
 INITIAL_CONTROLLER_EPOCH = 0

@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brokers.controller.errors import ZNodeFormatError
-from brokers.controller.state import BrokerEndpoint, LeaderAndIsr, ReplicaAssignment, TopicPartition
+from brokers.controller.state import (
+    BrokerEndpoint,
+    LeaderAndIsr,
+    ReplicaAssignment,
+    TopicPartition,
+    shared,
+)
 
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
@@ -123,7 +129,7 @@ def _ids(value: object, what: str) -> tuple[int, ...]:
         isinstance(v, bool) or not isinstance(v, int) for v in value
     ):
         raise ZNodeFormatError(f"{what} must be a list of integers, got {value!r:.60}")
-    return tuple(value)
+    return shared(tuple(value))
 
 
 def _object(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -301,10 +307,12 @@ def decode_topic(data: bytes | None) -> TopicAssignment:
     obj = _load(data)
     adding, removing = _object(obj, "adding_replicas"), _object(obj, "removing_replicas")
     partitions = {
-        _partition_id(p): ReplicaAssignment(
-            _ids(replicas, "replicas"),
-            _ids(adding.get(p, []), "adding_replicas"),
-            _ids(removing.get(p, []), "removing_replicas"),
+        _partition_id(p): shared(
+            ReplicaAssignment(
+                _ids(replicas, "replicas"),
+                _ids(adding.get(p, []), "adding_replicas"),
+                _ids(removing.get(p, []), "removing_replicas"),
+            )
         )
         for p, replicas in _object(obj, "partitions").items()
     }
@@ -326,12 +334,14 @@ def encode_partition_state(state: LeaderAndIsr) -> bytes:
 
 def decode_partition_state(data: bytes | None, zk_version: int = -1) -> LeaderAndIsr:
     obj = _load(data)
-    return LeaderAndIsr(
-        leader=_int(obj, "leader"),
-        leader_epoch=_int(obj, "leader_epoch"),
-        isr=_ids(obj.get("isr"), "isr"),
-        controller_epoch=_int(obj, "controller_epoch"),
-        zk_version=zk_version,
+    return shared(
+        LeaderAndIsr(
+            leader=_int(obj, "leader"),
+            leader_epoch=_int(obj, "leader_epoch"),
+            isr=_ids(obj.get("isr"), "isr"),
+            controller_epoch=_int(obj, "controller_epoch"),
+            zk_version=zk_version,
+        )
     )
 
 

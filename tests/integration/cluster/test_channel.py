@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import sys
 from typing import Any
 
 import pytest
@@ -123,5 +124,29 @@ def test_a_removed_broker_is_no_longer_retried_and_sends_to_it_are_refused() -> 
         assert len(attempts) == seen
         assert not channel.send(4, update_metadata(2))
         assert channel.brokers == set()
+
+    asyncio.run(scenario())
+
+
+def test_a_delivered_request_is_not_kept_while_the_sender_idles() -> None:
+    """Issue 25: the sender held its last request (an UpdateMetadata for thousands of new
+    partitions, megabytes of objects) until the next one came."""
+
+    async def scenario() -> None:
+        broker = FakeBroker()
+        port = await broker.start()
+        channel = ControllerChannel(retry_backoff_s=0.01)
+        channel.add_broker(2, "127.0.0.1", port)
+        request = update_metadata(1)
+        alone = sys.getrefcount(request)
+        answers: list[int] = []
+        channel.send(2, request, lambda b, r: answers.append(r.error_code))
+
+        async def released() -> bool:
+            return answers == [0] and sys.getrefcount(request) == alone
+
+        await wait_until_async(released, what="the answered request released", timeout=5)
+        await channel.close()
+        await broker.stop()
 
     asyncio.run(scenario())

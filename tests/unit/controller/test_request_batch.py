@@ -84,3 +84,16 @@ def test_deletion_sends_stop_replica_with_delete_and_leader_during_delete() -> N
     leaders = {p.leader for r in ums for p in r.topic_states[0].partition_states}
     assert leaders == {LEADER_DURING_DELETE}
     assert TopicPartition("t", 0) in ctx.assignments  # the caller removes the topic afterwards
+
+
+def test_the_brokers_update_metadata_requests_share_their_partition_states() -> None:
+    """Issue 25: every broker is told the same partitions; their states are made once."""
+    ctx = context()
+    decision = initialize_partitions(ctx, ctx.assignments)
+    written(ctx, decision)
+    metadata = [
+        r for _, r in requests_for(ctx, 1, decision) if isinstance(r, rq.UpdateMetadataRequest)
+    ]
+    assert len(metadata) == 3
+    assert metadata[0].topic_states is metadata[1].topic_states is metadata[2].topic_states
+    assert [r.broker_epoch for r in metadata] == [101, 102, 103]

@@ -219,3 +219,33 @@ def test_topic_round_trip_property(
         topic_id, {p: ReplicaAssignment(r) for p, r in partitions.items()}
     )
     assert zk.decode_topic(zk.encode_topic(assignment)) == assignment
+
+
+def test_equal_assignments_and_states_are_one_shared_instance() -> None:
+    """Issue 25: 10,000 partitions over three brokers have a handful of distinct replica lists
+    and states; the controller's context holds one instance of each, not a copy per partition."""
+    topic = zk.decode_topic(
+        json.dumps({"version": 2, "partitions": {"0": [1], "1": [2], "2": [1]}}).encode()
+    )
+    assert topic.partitions[0] is topic.partitions[2] and topic.partitions[0].replicas == (1,)
+    state = json.dumps(
+        {"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 0, "isr": [1]}
+    )
+    a, b = (
+        zk.decode_partition_state(state.encode(), 0),
+        zk.decode_partition_state(state.encode(), 0),
+    )
+    assert a is b and a.isr is topic.partitions[0].replicas
+    assert zk.decode_partition_state(state.encode(), 1) is not a  # another znode version
+
+
+def test_a_topic_added_to_the_context_hands_back_its_stored_keys() -> None:
+    from brokers.controller.context import ControllerContext
+
+    ctx = ControllerContext()
+    keys = ctx.add_topic(
+        "t", uuid.uuid4(), {1: ReplicaAssignment((2,)), 0: ReplicaAssignment((1,))}
+    )
+    assert keys == [TopicPartition("t", 0), TopicPartition("t", 1)]
+    stored = {tp: tp for tp in ctx.assignments}
+    assert all(stored[k] is k for k in keys)
