@@ -34,6 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from billing.rollup.job import RunOptions, RunReport, open_ledger, roll_up_records
+from billing.rollup.one_pass import roll_up_one_pass
 from billing.source import kafka
 from billing.source.offsets import EARLIEST
 from brokers.client import Cluster, UnknownTopicError
@@ -166,6 +167,10 @@ def _roll_up_batch(
         end.update({p: o for p, o in start.items() if p not in end})
     now_ms = options.until_ms if options.until_ms is not None else int(time.time() * 1000)
     fresh = fresh.coalesce(max(1, spark.sparkContext.defaultParallelism))
+    if end is not None:  # plain traffic: one Spark job (`one_pass`); anything else: the exact path
+        done = roll_up_one_pass(spark, db, options, fresh, cursor, store, start, end, now_ms)
+        if done is not None:
+            return done
     return roll_up_records(
         spark, db, options, fresh, cursor, store, start, end, now_ms, cut_lineage=True
     )
