@@ -5,16 +5,21 @@ Owns: `request_module` / `response_module` (the kio module of one message versio
 servers and clients write the newest field set once and serve every version. `make` is strict
 about names: a field that no version of the class has (a misspelling) raises `EntityFieldError`,
 as does a field this version requires that was not given — a response is never built with a
-field silently missing. Pure; thread-safe (caches fill idempotently).
+field silently missing. The other versions' fields are read from their source, not imported:
+kio builds ~1 MiB of classes per version module, and importing every version of each message a
+broker answers cost it megabytes (issue 25). Pure; thread-safe (caches fill idempotently).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 import pkgutil
 import re
+import sys
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -65,16 +70,41 @@ def _known_names(module_name: str, name: str) -> frozenset[str]:
     package = importlib.import_module(matched["package"])
     known = set(own)
     for version in pkgutil.iter_modules(package.__path__):
-        try:
-            sibling = importlib.import_module(
-                f"{package.__name__}.{version.name}.{matched['kind']}"
-            )
-        except ImportError:
-            continue
-        cls = getattr(sibling, name, None)
-        if isinstance(cls, type) and dataclasses.is_dataclass(cls):
-            known |= _field_names(cls)
+        sibling = f"{package.__name__}.{version.name}.{matched['kind']}"
+        path = Path(package.__path__[0], version.name, f"{matched['kind']}.py")
+        known |= _declared_fields(sibling, path, name)
     return frozenset(known)
+
+
+def _declared_fields(module_name: str, path: Path, name: str) -> frozenset[str]:
+    """The fields of class `name` in kio module `module_name`: from the class when the module is
+    loaded, else from its source at `path` (a kio message class is a plain dataclass: its fields
+    are its annotated names other than `ClassVar`s), importing it only without a source."""
+    loaded = sys.modules.get(module_name)
+    if loaded is None:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            for node in tree.body:
+                if isinstance(node, ast.ClassDef) and node.name == name:
+                    return frozenset(
+                        stmt.target.id
+                        for stmt in node.body
+                        if isinstance(stmt, ast.AnnAssign)
+                        and isinstance(stmt.target, ast.Name)
+                        and not ast.unparse(stmt.annotation).startswith("ClassVar")
+                    )
+            return frozenset()
+        try:
+            loaded = importlib.import_module(module_name)
+        except ImportError:
+            return frozenset()
+    cls = getattr(loaded, name, None)
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+        return _field_names(cls)
+    return frozenset()
 
 
 def make(module: ModuleType, name: str, /, **fields: Any) -> Any:
