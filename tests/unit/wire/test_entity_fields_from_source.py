@@ -29,7 +29,11 @@ def test_fields_read_from_source_equal_the_imported_classes(api: str) -> None:
             sys.modules.pop(name)  # read as if never imported
             try:
                 for cls in vars(module).values():
-                    if dataclasses.is_dataclass(cls) and cls.__module__ == name:
+                    if (
+                        isinstance(cls, type)
+                        and dataclasses.is_dataclass(cls)
+                        and cls.__module__ == name
+                    ):
                         expected = frozenset(f.name for f in dataclasses.fields(cls))
                         found = entities._declared_fields(name, path, cls.__name__)
                         assert found == expected, (name, cls.__name__)
