@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -215,6 +216,16 @@ class FrameReader:
 
 
 Buffer = bytes | bytearray | memoryview
+
+
+def raise_buffer(sock: socket.socket, option: int, size: int) -> None:
+    """Raise a socket buffer (`SO_SNDBUF`/`SO_RCVBUF`) to `size`, never lower it; a refusal is
+    not an error (the kernel's autotuning stays)."""
+    try:
+        if sock.getsockopt(socket.SOL_SOCKET, option) < size:
+            sock.setsockopt(socket.SOL_SOCKET, option, size)
+    except OSError:
+        pass
 
 
 def write_parts(transport: asyncio.WriteTransport, parts: Sequence[Buffer]) -> None:

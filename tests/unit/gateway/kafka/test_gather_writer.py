@@ -1,0 +1,141 @@
+"""`gateway.kafka.gather_writer` on real sockets: requests the socket cannot take at once wait as
+views of their own buffers (never copied) and go out in order; a failed socket fails the writer
+once; `close` stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.kafka.gather_writer import GatherWriter
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    theirs.setblocking(False)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    return ours, theirs
+
+
+async def _read(sock: socket.socket, count: int) -> bytes:
+    loop = asyncio.get_running_loop()
+    received = bytearray()
+    async with asyncio.timeout(30):
+        while len(received) < count:
+            received += await loop.sock_recv(sock, min(count - len(received), 256 * 1024))
+    return bytes(received)
+
+
+def test_what_the_socket_does_not_take_waits_as_views_and_goes_out_in_order(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    ours, theirs = _pair()
+    errors: list[OSError] = []
+    records = [bytearray(bytes([n]) * MiB) for n in (1, 2, 3)]
+
+    async def run() -> bytes:
+        writer = GatherWriter(asyncio.get_running_loop(), ours.fileno(), errors.append)
+        for n, record in enumerate(records):
+            writer.write([b"head%d" % n, memoryview(record)])
+        assert writer.waiting_bytes > MiB  # the socket took a fraction: the rest waits
+        # The records still waiting are the client's buffers themselves, not copies: a change
+        # made now is what reaches the socket.
+        records[2][-1] = 0xEE
+        received = await _read(theirs, 3 * (5 + MiB))
+        assert writer.waiting_bytes == 0
+        writer.close()
+        return received
+
+    try:
+        received = loop.run_until_complete(run())
+    finally:
+        ours.close()
+        theirs.close()
+    expected = b"".join(b"head%d" % n + bytes(r) for n, r in enumerate(records))
+    assert received == expected and received[-1] == 0xEE
+    assert errors == []
+
+
+def test_it_writes_to_a_socket_an_asyncio_transport_owns(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """The upstream socket is a transport's: the loop refuses to watch that descriptor itself."""
+    ours, theirs = _pair()
+
+    async def run() -> bytes:
+        event_loop = asyncio.get_running_loop()
+        transport, _ = await event_loop.connect_accepted_socket(asyncio.Protocol, ours)
+        writer = GatherWriter(event_loop, ours.fileno(), lambda exc: None)
+        writer.write([bytes(range(256)) * (8 * 1024)])  # 2 MiB: more than the socket takes
+        received = await _read(theirs, 2 * MiB)
+        writer.close()
+        transport.close()
+        return received
+
+    try:
+        received = loop.run_until_complete(run())
+    finally:
+        theirs.close()
+    assert received == bytes(range(256)) * (8 * 1024)
+
+
+def test_a_socket_that_fails_fails_the_writer_once_and_nothing_more_is_written(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    ours, theirs = _pair()
+    errors: list[OSError] = []
+
+    async def run() -> GatherWriter:
+        writer = GatherWriter(asyncio.get_running_loop(), ours.fileno(), errors.append)
+        writer.write([bytes(4 * MiB)])  # more than the socket takes: the rest waits
+        assert writer.waiting_bytes > 0
+        theirs.close()  # the peer goes away with bytes unread: the next write fails
+        async with asyncio.timeout(10):
+            while not errors:
+                await asyncio.sleep(0.01)
+        writer.write([b"after"])
+        return writer
+
+    try:
+        writer = loop.run_until_complete(run())
+    finally:
+        ours.close()
+    assert len(errors) == 1 and isinstance(errors[0], OSError)
+    assert writer.waiting_bytes == 0
+
+
+def test_close_drops_what_waits_and_stops_watching_the_socket(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    ours, theirs = _pair()
+
+    async def run() -> None:
+        event_loop = asyncio.get_running_loop()
+        writer = GatherWriter(event_loop, ours.fileno(), lambda exc: None)
+        writer.write([bytes(4 * MiB)])
+        assert writer.waiting_bytes > 0
+        writer.close()
+        assert writer.waiting_bytes == 0
+        writer.write([b"ignored"])
+        assert writer.waiting_bytes == 0
+        writer.close()  # twice: nothing more
+
+    try:
+        loop.run_until_complete(run())
+    finally:
+        ours.close()
+        theirs.close()
