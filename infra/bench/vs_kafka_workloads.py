@@ -1,15 +1,8 @@
 """The hosted-fleet workloads of `infra.bench.vs_kafka` (issue 25), run on a server it started.
 
 Owns, each against one running server (Pier or Kafka, the same code for both):
-- `omb`: the OpenMessaging Benchmark's Kafka shape, reproduced with confluent-kafka processes
-  (OMB itself is not built here): 1 topic x 100 partitions, 1 KiB records, 16 producer and 16
-  consumer processes (one subscription), OMB's Kafka driver settings (producer acks=all,
-  linger.ms=1, batch.size=1048576; consumer auto.offset.reset=earliest, enable.auto.commit=false,
-  max.partition.fetch.bytes=10485760); first at the maximum rate, then at a fixed 50 % of the
-  produce rate reached, each phase after OMB's warm-up (`omb_warmup_seconds` of the same load
-  whose records are sent but not counted: OMB runs a warm-up before its measured period, so
-  neither connecting 32 clients nor a new topic's first appends count), with end-to-end latency (send time in the record, read by the consumer:
-  one host, one clock) and publish latency (until the delivery report) percentiles to p99.9;
+- `omb`: the OpenMessaging Benchmark's Kafka shape (`infra.bench.vs_kafka_omb`, re-exported:
+  the maximum sustainable rate, then latencies per message at 50 % of it);
 - `connections`: 1,000 connections of which 100 produce: 900 idle Kafka connections (an
   ApiVersions exchange each, then silence) while 100 confluent-kafka producers (4 processes x 25)
   send 1 KiB records uncompressed, acks=1: throughput and the server's CPU per GB and RSS;
@@ -26,7 +19,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import socket
-import statistics
 import struct
 import time
 import uuid
@@ -39,17 +31,10 @@ import confluent_kafka
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from infra.bench.latency import percentile
+from infra.bench.vs_kafka_omb import omb, quantiles
 
 RECORD = 1024
-OMB_PRODUCER = {"acks": "all", "linger.ms": 1, "batch.size": 1048576}
-OMB_CONSUMER = {
-    "auto.offset.reset": "earliest",
-    "enable.auto.commit": False,
-    "max.partition.fetch.bytes": 10485760,
-}
 WIDE_PARTITIONS_PER_REQUEST = 5000  # Kafka: POLICY_VIOLATION "excessively large batch" above ~10k
-_STAMP = struct.Struct(">qb")  # send time (ns since the epoch), measured (1) or warm-up (0)
 
 
 @dataclass(frozen=True)
@@ -61,8 +46,9 @@ class WorkloadSizes:
     omb_consumers: int = 16
     omb_seconds: float = 20.0
     omb_warmup_seconds: float = (
-        10.0  # OMB's warm-up before each measured phase (its default: 1 min)
+        10.0  # OMB's warm-up before the measured period (its default: 1 min)
     )
+    omb_max_warmup_seconds: float = 20.0  # the rate controller's first steps, not measured
     connections: int = 1000
     active: int = 100
     active_processes: int = 4
@@ -76,6 +62,7 @@ class WorkloadSizes:
 FULL_WORKLOADS = WorkloadSizes()
 SHORT_WORKLOADS = WorkloadSizes(
     omb_partitions=2, omb_producers=1, omb_consumers=1, omb_seconds=2.0, omb_warmup_seconds=0.5,
+    omb_max_warmup_seconds=0.5,
     connections=20, active=4, active_processes=2, active_seconds=2.0,
     churn_topics=3, churn_partitions=2, wide=(2, 10),
 )  # fmt: skip
@@ -141,146 +128,6 @@ def _poll(check: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what}: not done after {timeout:g}s")
         time.sleep(0.01)
-
-
-def _quantiles(samples_ms: Sequence[float]) -> dict[str, float]:
-    if not samples_ms:
-        return {"count": 0, "p50_ms": float("nan"), "p99_ms": float("nan"),
-                "p999_ms": float("nan")}  # fmt: skip
-    ordered = sorted(samples_ms)
-    return {
-        "count": len(ordered),
-        "p50_ms": round(statistics.median(ordered), 2),
-        "p99_ms": round(percentile(ordered, 0.99), 2),
-        "p999_ms": round(percentile(ordered, 0.999), 2),
-    }
-
-
-# --- OMB shape -----------------------------------------------------------------------------------
-
-
-def _omb_producer(bootstrap: str, topic: str, rate: float, seconds: float, warmup: float,
-                  start: Any, out: Any) -> None:  # fmt: skip
-    """One producer process: `rate` records/s (0: as fast as it can) for `warmup` seconds whose
-    records are not counted, then `seconds` measured."""
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, **OMB_PRODUCER})
-    filler = bytes(RECORD - _STAMP.size)
-    publish_ms: list[float] = []
-    acked = [0, 0]  # every record, the measured ones
-
-    def delivered(err: Any, msg: Any) -> None:
-        if err is None:
-            acked[0] += 1
-            stamp, measured = _STAMP.unpack_from(msg.value() or bytes(_STAMP.size))
-            if measured:
-                acked[1] += 1
-                publish_ms.append((time.time_ns() - stamp) / 1e6)
-
-    start.wait()
-    began = time.monotonic()
-    sent = 0
-    while (now := time.monotonic()) - began < warmup + seconds:
-        due = int((now - began) * rate) + 1 if rate else sent + 1000
-        measured = now - began >= warmup
-        while sent < due:
-            try:
-                stamp = _STAMP.pack(time.time_ns(), measured)
-                producer.produce(topic, stamp + filler, on_delivery=delivered)
-                sent += 1
-            except BufferError:
-                producer.poll(0.001)
-        producer.poll(0 if rate == 0 else min(0.001, max(0.0, (sent + 1) / rate - (now - began))))
-    producer.flush(60)
-    out.put({"acked": acked[0], "measured": acked[1], "publish_ms": publish_ms,
-             "seconds": time.monotonic() - began - warmup})  # fmt: skip
-
-
-def _omb_consumer(bootstrap: str, topic: str, group: str, ready: Any, stop: Any, out: Any) -> None:
-    consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": group, **OMB_CONSUMER}
-    )
-    assigned = [False]
-
-    def on_assign(c: Any, partitions: list[Any]) -> None:
-        if not assigned[0]:
-            assigned[0] = True
-            with ready.get_lock():
-                ready.value += 1
-
-    consumer.subscribe([topic], on_assign=on_assign)
-    latencies: list[float] = []
-    read = 0
-    while not stop.is_set():
-        for msg in consumer.consume(1000, 0.05):
-            value = msg.value()
-            if msg.error() is None and value is not None:
-                read += 1
-                stamp, measured = _STAMP.unpack_from(value)
-                if measured:
-                    latencies.append((time.time_ns() - stamp) / 1e6)
-    consumer.close()
-    out.put({"read": read, "e2e_ms": latencies})
-
-
-def _omb_phase(bootstrap: str, topic: str, sizes: WorkloadSizes, rate: float) -> dict[str, Any]:
-    """One phase: consumers join first, then every producer starts at once; rates and
-    percentiles are of the measured records (after the warm-up), `produced` counts them all."""
-    ctx = _processes()
-    ready, stop, start = ctx.Value("i", 0), ctx.Event(), ctx.Event()
-    outs = ctx.Queue()
-    group = f"omb-{uuid.uuid4().hex[:8]}"
-    consumers = [
-        ctx.Process(target=_omb_consumer, args=(bootstrap, topic, group, ready, stop, outs))
-        for _ in range(sizes.omb_consumers)
-    ]
-    per_producer = rate / sizes.omb_producers
-    producers = [
-        ctx.Process(target=_omb_producer,
-                    args=(bootstrap, topic, per_producer, sizes.omb_seconds,
-                          sizes.omb_warmup_seconds, start, outs))
-        for _ in range(sizes.omb_producers)
-    ]  # fmt: skip
-    try:
-        for process in consumers + producers:
-            process.start()
-        _poll(lambda: ready.value >= sizes.omb_consumers, 300, "OMB consumers assigned")
-        start.set()
-        wait = sizes.omb_warmup_seconds + sizes.omb_seconds + 300
-        produced = [outs.get(timeout=wait) for _ in producers]
-        acked = sum(p["acked"] for p in produced)
-        measured = sum(p["measured"] for p in produced)
-        seconds = max(p["seconds"] for p in produced)
-        time.sleep(min(5.0, sizes.omb_seconds / 4))  # the consumers' catch-up window
-        stop.set()
-        consumed = [outs.get(timeout=120) for _ in consumers]
-    finally:
-        stop.set()
-        start.set()
-        for process in consumers + producers:
-            process.join(30)
-            if process.is_alive():
-                process.kill()
-    read = sum(c["read"] for c in consumed)
-    return {
-        "rate_target": round(rate),
-        "records_per_s": round(measured / seconds),
-        "mb_per_s": round(measured * RECORD / seconds / 1e6, 2),
-        "consumed": read,
-        "produced": acked,
-        "measured": measured,
-        "warmup_s": sizes.omb_warmup_seconds,
-        "publish": _quantiles([x for p in produced for x in p["publish_ms"]]),
-        "e2e": _quantiles([x for c in consumed for x in c["e2e_ms"]]),
-    }
-
-
-def omb(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> dict[str, Any]:
-    """Max rate, then 50 % of the rate reached: OMB's throughput and latency runs."""
-    create(bootstrap, ["omb-max"], partitions=sizes.omb_partitions)
-    peak = _omb_phase(bootstrap, "omb-max", sizes, 0)
-    create(bootstrap, ["omb-half"], partitions=sizes.omb_partitions)
-    half = _omb_phase(bootstrap, "omb-half", sizes, peak["records_per_s"] / 2)
-    return {"max": peak, "half": half}
 
 
 # --- many connections ----------------------------------------------------------------------------
@@ -421,7 +268,7 @@ def _bystander_p99(bootstrap: str, during: Callable[[], Any]) -> tuple[dict[str,
         worker.join(30)
         if worker.is_alive():
             worker.kill()
-    return _quantiles(latencies), result
+    return quantiles(latencies), result
 
 
 def churn(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> dict[str, Any]:
@@ -439,7 +286,7 @@ def churn(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> 
                 creates.append(_create_one(admin, name, sizes.churn_partitions))
             for name in names:
                 deletes.append(_delete_one(admin, name))
-        return {"create": _quantiles(creates), "delete": _quantiles(deletes)}
+        return {"create": quantiles(creates), "delete": quantiles(deletes)}
 
     idle, _ = _bystander_p99(bootstrap, partial(time.sleep, max(2.0, sizes.omb_seconds / 2)))
     during, latencies = _bystander_p99(bootstrap, loop)
@@ -485,3 +332,16 @@ def wide(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> d
     for first in range(0, topics, per_request):  # KRaft refuses >10,000 records in one request
         create(bootstrap, names[first : first + per_request], partitions=each)
     return {"partitions": topics * each, "create_s": round(time.perf_counter() - began, 2)}
+
+
+__all__ = [
+    "FLEET_ROWS",
+    "FULL_WORKLOADS",
+    "SHORT_WORKLOADS",
+    "WorkloadSizes",
+    "churn",
+    "connections",
+    "dig",
+    "omb",
+    "wide",
+]
