@@ -35,14 +35,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import confluent_kafka
 
 from infra.bench.latency import percentile
-
-if TYPE_CHECKING:
-    from infra.bench.vs_kafka_workloads import WorkloadSizes
 
 RECORD = 1024
 OMB_PRODUCER = {
@@ -67,6 +64,23 @@ MIN_RATE = 100.0  # records/s: a floor OMB lacks (a stalled period would otherwi
 JOIN_TIMEOUT_S = 300.0
 _STAMP = struct.Struct(">qb")  # send time (ns since the epoch), measured (1) or warm-up (0)
 _BATCH = 500  # records taken from a consumer's queue at once
+
+
+class WorkloadSizes(Protocol):
+    """The sizes `omb` reads (`vs_kafka_workloads.WorkloadSizes` has them)."""
+
+    @property
+    def omb_partitions(self) -> int: ...
+    @property
+    def omb_producers(self) -> int: ...
+    @property
+    def omb_consumers(self) -> int: ...
+    @property
+    def omb_seconds(self) -> float: ...
+    @property
+    def omb_warmup_seconds(self) -> float: ...
+    @property
+    def omb_max_warmup_seconds(self) -> float: ...
 
 
 @dataclass
