@@ -245,8 +245,7 @@ class ZkTopicAdmin:
 
     def _check_descriptors(self, added: Mapping[int, Sequence[int]], what: str) -> None:
         """Each broker given new replicas must have the descriptors for them (module doc)."""
-        here = self._descriptors.partitions_available()
-        if here is None:
+        if self._descriptors.read_limit() is None:
             return
         wanted = Counter(b for replicas in added.values() for b in replicas)
         held = Counter(
@@ -257,6 +256,10 @@ class ZkTopicAdmin:
             if b in wanted
         )
         held_here = sum(1 for _ in self._logs.logs())
+        needed = max((wanted[b] + held[b] - held_here for b in wanted), default=0)
+        here = self._descriptors.partitions_available(at_least=needed)
+        if here is None:
+            return
         for broker in sorted(wanted):
             available = max(0, here + held_here - held[broker])
             where = f"{what} on broker {broker}"
