@@ -34,7 +34,9 @@ and not thread-safe; the readers run on the event loop.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import operator
 import re
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -55,6 +57,7 @@ MAX_DEPTH = 128
 _OPEN_BRACE = ord("{")
 _DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))  # a digit "0", the rest " "
 _LONG_NUMBER = b"0" * 19  # 19 digits in a row: more than orjson keeps as an integer
+_NOT_NESTING = bytes(b for b in range(256) if b not in b"{[\n")  # all but openers and newlines
 SLICE_BYTES = 64 * 1024  # a whole body is split this much per turn of the event loop
 DECODE_STEP = 64 * 1024  # the most a gzip/deflate step decodes before the limit is checked
 ZSTD_SLICE = 32  # zstd input per step: at most 8 RLE blocks, 1 MiB, before the limit is checked
@@ -474,22 +477,24 @@ class JsonSplitter:
             return start
         if _LONG_NUMBER in data[start:last].translate(_DIGITS):  # orjson reads those as floats
             return start
-        lines = data[start:last].split(b"\n")
-        for line in lines:
-            if (
-                line[-1:] != b"}"
-                or line[:1] != b"{"
-                or len(line) > self.max_value_bytes
-                or line.count(b"{") + line.count(b"[") > MAX_DEPTH
-            ):
-                return start
+        region = data[start:last]
+        # Every line is "{...}": it starts with "{" (above), the region ends with "}", and each
+        # newline sits between "}" and "{" (counted in C, no Python per line).
+        if region[-1:] != b"}" or region.count(b"\n") != region.count(b"}\n{"):
+            return start
+        lines = region.split(b"\n")
+        if len(region) > self.max_value_bytes and max(map(len, lines)) > self.max_value_bytes:
+            return start
+        if max(map(len, region.translate(None, _NOT_NESTING).split(b"\n"))) > MAX_DEPTH:
+            return start  # a line may nest too deep: the scan says
         try:
-            values = orjson.loads(b"[" + b",".join(lines) + b"]")
+            values = orjson.loads(b"[" + region.replace(b"\n", b",") + b"]")
         except orjson.JSONDecodeError:
             return start
         if len(values) != len(lines):  # a line held two objects ("{...},{...}")
             return start
-        sizes = [len(line) + 1 for line in lines]
+        sizes = list(map(len, lines))
+        sizes = list(map(operator.add, sizes, itertools.repeat(1, len(sizes))))
         sizes[0] += self.blanks - 1  # the first carries the blanks before it, not a newline
         done.extend(zip(map(_Parsed, values), sizes, strict=True))
         self.blanks = 1  # the last line's newline

@@ -170,6 +170,34 @@ class HttpProducer:
         caller.meter(topic, bytes_in=total, requests=len(records), throttle_ms=throttle)
         return out, throttle
 
+    async def admit_columns(
+        self, caller: Caller, topic: str, partitions: list[int | None], sizes: list[int]
+    ) -> tuple[list[int], int, int] | None:
+        """`prepare_many` for a chunk read as columns (`stream_columns`), when its records all
+        pass together: each record's partition (its own, or the partitioner's), the time stamped
+        on them, and the throttle (ms); the storage leased and charged, the quota charged and the
+        usage metered for them all. None when they do not all pass (a refusal, an unknown topic
+        or partition): nothing is charged, and the record-by-record path answers each."""
+        try:
+            count = await self.partitions(caller, topic)
+        except ApiError:
+            return None
+        if max((p for p in partitions if p is not None), default=0) >= count:
+            return None
+        total, largest = sum(sizes), max(sizes)
+        policy = caller.policy
+        await policy.lease_storage(total)
+        most = policy.produce_window_bytes(caller.subject)
+        if most is not None and largest > most:
+            return None
+        if policy.produce_refusals((topic,), total, largest_bytes=largest):
+            return None
+        round_robin = self._round_robin
+        chosen = [round_robin.partition(topic, count) if p is None else p for p in partitions]
+        throttle = policy.charge_produce(caller.subject, total)
+        caller.meter(topic, bytes_in=total, requests=len(sizes), throttle_ms=throttle)
+        return chosen, self._services.session.clock_ms(), throttle
+
     async def _prepare_each(
         self, caller: Caller, topic: str, records: list[tuple[ProduceRecord, int]]
     ) -> tuple[list[Prepared | ApiError], int]:
@@ -189,35 +217,47 @@ class HttpProducer:
     def enqueue_runs(
         self, caller: Caller, outcomes: list[Prepared | ApiError]
     ) -> tuple[list[asyncio.Future[RunResult]], list[tuple[int, int] | None]]:
+        """`enqueue_rows` for a chunk's prepared records; a refusal's place is None."""
+        ready = [p for p in outcomes if isinstance(p, Prepared)]
+        rows: list[EncodedRecord] = []
+        for p in ready:
+            key, value = p.record.key, p.record.value
+            rows.append(
+                (
+                    None if key is None else key.data,
+                    None if value is None else value.data,
+                    p.record.headers,
+                    p.timestamp_ms,
+                )
+            )
+        topic = ready[0].topic if ready else ""
+        futures, places = self.enqueue_rows(caller, topic, [p.partition for p in ready], rows)
+        found = iter(places)
+        return futures, [next(found) if isinstance(p, Prepared) else None for p in outcomes]
+
+    def enqueue_rows(
+        self, caller: Caller, topic: str, partitions: list[int], rows: list[EncodedRecord]
+    ) -> tuple[list[asyncio.Future[RunResult]], list[tuple[int, int]]]:
         """Hand a stream's chunk to the batcher as runs: its records for one partition together
         (at most `MAX_BATCH_RECORDS` and `MAX_BATCH_BYTES` a run), one future per run. The
-        futures, and each record's place (its run, its index in it; None for a refusal)."""
+        futures, and each record's place: its run, its index in it."""
+        if not rows:
+            return [], []
         runs: list[tuple[TopicPartition, list[EncodedRecord]]] = []
         open_runs: dict[int, tuple[int, int]] = {}  # partition: its last run, that run's bytes
-        places: list[tuple[int, int] | None] = []
-        fleet = ""
-        for p in outcomes:
-            if not isinstance(p, Prepared):
-                places.append(None)
-                continue
-            key, value = p.record.key, p.record.value
-            row = (
-                None if key is None else key.data,
-                None if value is None else value.data,
-                p.record.headers,
-                p.timestamp_ms,
-            )
+        places: list[tuple[int, int]] = []
+        fleet = caller.fleet(topic)
+        for partition, row in zip(partitions, rows, strict=True):
             size = len(row[0] or b"") + len(row[1] or b"") + OVERHEAD_BYTES
-            index, held = open_runs.get(p.partition, (-1, 0))
+            index, held = open_runs.get(partition, (-1, 0))
             if index < 0 or len(runs[index][1]) >= MAX_BATCH_RECORDS or held >= MAX_BATCH_BYTES:
-                fleet = fleet or caller.fleet(p.topic)  # a stream's records share their topic
                 index, held = len(runs), 0
-                runs.append((TopicPartition(fleet, p.partition), []))
-            rows = runs[index][1]
-            places.append((index, len(rows)))
-            rows.append(row)
-            open_runs[p.partition] = (index, held + size)
-        return self._batcher.append_runs(runs) if runs else [], places
+                runs.append((TopicPartition(fleet, partition), []))
+            run = runs[index][1]
+            places.append((index, len(run)))
+            run.append(row)
+            open_runs[partition] = (index, held + size)
+        return self._batcher.append_runs(runs), places
 
     def enqueue(self, caller: Caller, prepared: Prepared) -> asyncio.Future[ProduceResult]:
         """Hand a prepared record to the batcher (acks=all); its result, or the ClientError
@@ -297,6 +337,20 @@ class AnswerLines:
 
     def line(self, prepared: Prepared, result: ProduceResult) -> str:
         return self.line_at(prepared, result.base_offset, result.log_append_time_ms)
+
+    def plain_lines(
+        self, partition: int, first: ProduceResult, stamp_ms: int, kind: str, sizes: list[int]
+    ) -> list[str]:
+        """The lines of a run of records with a value each and nothing else (`stream_columns`),
+        the first at `first`: what `line` writes for each, in one pass."""
+        appended = first.log_append_time_ms
+        stamp = appended if appended >= 0 else stamp_ms
+        if stamp != self._stamp[0]:
+            self._stamp = (stamp, iso_ms(stamp))
+        head = f'{self._prefix}{partition},"offset":'
+        tail = f',"timestamp":"{self._stamp[1]}","value":{{"type":"{kind}","size":'
+        base = first.base_offset
+        return [f"{head}{base + i}{tail}{size}}}}}\n" for i, size in enumerate(sizes)]
 
     def line_at(self, prepared: Prepared, offset: int, log_append_time_ms: int) -> str:
         """`line` for a record at `offset` (no `ProduceResult` made per streamed record)."""

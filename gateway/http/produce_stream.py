@@ -24,12 +24,15 @@ from aiohttp import web
 
 from brokers.client.errors import ClientError
 from brokers.client.producer import ProduceResult
+from gateway.http import stream_columns
+from gateway.http.batch_encoding import EncodedRecord
 from gateway.http.bodies import TRAILING
 from gateway.http.context import Caller
-from gateway.http.errors import ApiError
+from gateway.http.errors import ApiError, from_client
 from gateway.http.pending import RunResult
 from gateway.http.produce import AnswerLines, HttpProducer, Prepared, failed
 from gateway.http.records import ProduceRecord, produce_record
+from gateway.http.stream_columns import Columns
 
 MAX_IN_FLIGHT = 2000  # records of one stream not yet answered before its reading pauses
 MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024  # and their bytes
@@ -43,6 +46,22 @@ class _Sent:
     futures: list[asyncio.Future[RunResult]]
     items: list[tuple[int, int, Prepared] | str]
     size: int  # the records' bytes
+
+    def done(self) -> bool:
+        return all(future.done() for future in self.futures)
+
+
+@dataclass(slots=True)
+class _Plain:
+    """A chunk read as columns (`stream_columns`) at the batcher: its runs' futures, each
+    record's place (run, index in the run) and partition, its value, and their time stamp."""
+
+    futures: list[asyncio.Future[RunResult]]
+    places: list[tuple[int, int]]
+    partitions: list[int]
+    columns: Columns
+    stamp_ms: int
+    size: int
 
     def done(self) -> bool:
         return all(future.done() for future in self.futures)
@@ -62,7 +81,7 @@ class ProduceStream:
         self._topic = topic
         self._response = response
         self._answers = AnswerLines(cluster_id, topic)
-        self._in_flight: deque[_Sent | str] = deque()  # in order: chunks sent, or answer lines
+        self._in_flight: deque[_Sent | _Plain | str] = deque()  # in order: chunks, or lines
         self._records = 0  # records in `_in_flight`
         self._held = 0  # their bytes
 
@@ -78,6 +97,11 @@ class ProduceStream:
         await self._drain(0)
 
     async def _chunk(self, chunk: list[tuple[Any, int]]) -> None:
+        if chunk and chunk[-1][0] is TRAILING:  # the whitespace after the last value
+            self._caller.meter(self._topic, bytes_in=chunk[-1][1])
+            chunk = chunk[:-1]
+        if len(chunk) > 1 and await self._plain(chunk):
+            return
         run: list[tuple[ProduceRecord, int]] = []
         for value, size in chunk:
             if value is TRAILING:
@@ -112,6 +136,29 @@ class ProduceStream:
         if throttle > 0:  # read nothing more until the throttle has passed (a mute)
             await asyncio.sleep(throttle / 1000)
 
+    async def _plain(self, chunk: list[tuple[Any, int]]) -> bool:
+        """The chunk as columns, when its records are plain and pass the rules together;
+        False (nothing done) when they must go record by record."""
+        columns = stream_columns.columns([value for value, _size in chunk])
+        if columns is None:
+            return False
+        sizes = [size for _value, size in chunk]
+        admitted = await self._producer.admit_columns(
+            self._caller, self._topic, columns.partitions, sizes
+        )
+        if admitted is None:
+            return False
+        partitions, stamp, throttle = admitted
+        rows: list[EncodedRecord] = [(None, value, (), stamp) for value in columns.values]
+        futures, places = self._producer.enqueue_rows(self._caller, self._topic, partitions, rows)
+        size = sum(sizes)
+        self._in_flight.append(_Plain(futures, places, partitions, columns, stamp, size))
+        self._records += len(rows)
+        self._held += size
+        if throttle > 0:  # read nothing more until the throttle has passed (a mute)
+            await asyncio.sleep(throttle / 1000)
+        return True
+
     def _answered(self, body: dict[str, Any]) -> None:
         self._in_flight.append(_line(body))
         self._records += 1
@@ -133,8 +180,12 @@ class ProduceStream:
             in_flight.popleft()
             if not head.done():  # over the limit: wait for it (done ones cost no await)
                 await asyncio.wait(head.futures)
-            self._lines(head, lines)
-            self._records -= len(head.items)
+            if isinstance(head, _Plain):
+                self._plain_lines(head, lines)
+                self._records -= len(head.places)
+            else:
+                self._lines(head, lines)
+                self._records -= len(head.items)
             self._held -= head.size
         if lines:
             await self._response.write("".join(lines).encode())
@@ -159,6 +210,41 @@ class ProduceStream:
                 lines.append(self._answers.line(prepared, outcome))
             elif isinstance(outcome, ClientError):
                 lines.append(_line(failed(outcome, prepared).body()))
+            else:
+                raise outcome
+
+    def _plain_lines(self, sent: _Plain, lines: list[str]) -> None:
+        """The answer lines of a plain chunk whose runs are done, in its records' order: a
+        run's lines in one pass when every run landed whole, else record by record."""
+        results = [future.exception() or future.result() for future in sent.futures]
+        sizes: list[list[int]] = [[] for _ in results]
+        partition_of = [0] * len(results)
+        for (run, _at), partition, value in zip(
+            sent.places, sent.partitions, sent.columns.values, strict=True
+        ):
+            sizes[run].append(len(value))
+            partition_of[run] = partition
+        whole = [r for r in results if isinstance(r, RunResult) and r.first is not None]
+        if len(whole) == len(results) and all(r.each is None for r in whole):
+            kind, stamp = sent.columns.kind, sent.stamp_ms
+            runs = [
+                self._answers.plain_lines(partition_of[run], result.first, stamp, kind, sizes[run])
+                for run, result in enumerate(whole)
+                if result.first is not None
+            ]
+            lines.extend(runs[0] if len(runs) == 1 else [runs[r][i] for r, i in sent.places])
+            return
+        for (run, at), partition in zip(sent.places, sent.partitions, strict=True):
+            result = results[run]
+            outcome = result.outcome(at) if isinstance(result, RunResult) else result
+            if isinstance(outcome, ProduceResult):
+                size = sizes[run][at]
+                lines += self._answers.plain_lines(
+                    partition, outcome, sent.stamp_ms, sent.columns.kind, [size]
+                )
+            elif isinstance(outcome, ClientError):
+                context = f"topic {self._topic!r} partition {partition}"
+                lines.append(_line(from_client(outcome, context).body()))
             else:
                 raise outcome
 

@@ -10,6 +10,7 @@ batch). The slow variant restarts the broker in the middle of the run: the same 
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import threading
@@ -217,3 +218,66 @@ def test_a_record_the_broker_refuses_fails_alone_in_a_pipelined_stream(
     assert len({h.producer_id for h in headers}) == 1, "a refused record reset the producer id"
     for before, after in itertools.pairwise(headers):
         assert after.base_sequence == before.base_sequence + before.records_count
+
+
+def test_a_plain_stream_over_partitions_is_answered_where_each_record_landed(
+    stack: GatewayStack, acme: TenantHttp
+) -> None:
+    """Value-only records (the columns path, `stream_columns`), some with a partition and most
+    left to the partitioner, over three partitions and cut across chunks: each answer names the
+    partition and offset where that record is stored, in the records' order."""
+    topic = "plain-columns"
+    acme.create_topic(topic, 3)
+    records = [
+        {"value": {"type": "BINARY", "data": base64.b64encode(f"v{i}".encode()).decode()}}
+        | ({"partition_id": 2} if i % 7 == 0 else {})
+        for i in range(600)
+    ]
+    stream = b"".join(json.dumps(record).encode() + b"\n" for record in records)
+    answer = acme.session.post(
+        f"{acme.base}{acme.cluster}/topics/{topic}/records",
+        data=iter([stream[i : i + 9000] for i in range(0, len(stream), 9000)]),
+        headers={"Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    results = [json.loads(line) for line in answer.text.splitlines() if line.strip()]
+    assert [r["error_code"] for r in results] == [200] * 600
+    assert all(r["partition_id"] == 2 for r in results[::7])
+    assert {r["partition_id"] for r in results} == {0, 1, 2}
+    assert all(
+        r["value"] == {"type": "BINARY", "size": len(f"v{i}")} for i, r in enumerate(results)
+    )
+    answered = {(r["partition_id"], r["offset"]): f"v{i}" for i, r in enumerate(results)}
+    assert len(answered) == 600, "two records answered at one place"
+    assert stored_everywhere(stack, topic, 3, 600) == answered
+
+
+def stored_everywhere(
+    stack: GatewayStack, topic: str, partitions: int, count: int
+) -> dict[tuple[int, int], str]:
+    """Every record of the tenant topic's partitions, by (partition, offset)."""
+    assert stack.broker is not None
+    consumer = Consumer(
+        {
+            "bootstrap.servers": stack.broker.bootstrap,
+            "group.id": f"read-all-{topic}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(ACME.fleet(topic), p, 0) for p in range(partitions)])
+    found: dict[tuple[int, int], str] = {}
+    try:
+
+        def read() -> int:
+            for message in consumer.consume(500, 0.5):
+                assert message.error() is None, message.error()
+                partition, offset, value = message.partition(), message.offset(), message.value()
+                assert partition is not None and offset is not None and value is not None
+                found[(partition, offset)] = value.decode()
+            return len(found)
+
+        wait_until(lambda: read() >= count, what=f"{count} records read")
+    finally:
+        consumer.close()
+    return found

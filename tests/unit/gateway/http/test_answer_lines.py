@@ -39,3 +39,23 @@ def test_a_single_records_answer_is_its_json(raw: dict[str, object]) -> None:
     result = ProduceResult(41, -1, 0)
     expected = json.dumps(answer("cl-1", prepared, result), separators=(",", ":")).encode()
     assert lines.json(prepared, result) == expected
+
+
+def test_a_plain_runs_lines_are_each_records_line() -> None:
+    """A run of value-only records is answered in one pass (`plain_lines`): each line is the
+    one `line` writes for that record."""
+    lines = AnswerLines("cl-1", "orders")
+    raws = [
+        {"value": {"type": "BINARY", "data": "AAEC"}},
+        {"value": {"type": "BINARY", "data": ""}},
+    ]
+    records = [produce_record(raw) for raw in raws]
+    for first, stamp in ((ProduceResult(9, -1, 0), 1_700_000_000_123), (ProduceResult(9, 5, 0), 7)):
+        expected = [
+            lines.line(
+                Prepared("orders", 4, stamp, record),
+                ProduceResult(9 + i, first.log_append_time_ms, 0),
+            )
+            for i, record in enumerate(records)
+        ]
+        assert lines.plain_lines(4, first, stamp, "BINARY", [3, 0]) == expected
