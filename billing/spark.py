@@ -1,6 +1,7 @@
 """Starting the Spark session the billing job runs in, on `local[N]` or a cluster master URL.
 
-Owns: the session settings the job relies on (few shuffle partitions: rollups are small; no UI;
+Owns: the session settings the job relies on (few shuffle partitions, a core's worth on
+`local[N]`: rollups are small; no UI;
 UTC session time zone so hours are UTC hours; a 4 GiB driver heap, `PIER_SPARK_DRIVER_MEMORY`; Spark's Kafka source on `spark.jars`, from the cache
 `billing.jars` names: a cluster's executors get the jars from the driver). PySpark needs
 `SPARK_LOCAL_IP` and `PYSPARK_PYTHON` (infra/deploy/billing.md): unset ones default to 127.0.0.1
@@ -20,12 +21,33 @@ DRIVER_MEMORY = (
 )
 
 
+CLUSTER_SHUFFLE_PARTITIONS = 4
+
+
+def local_cores(master: str) -> int | None:
+    """The worker threads of a `local`, `local[N]` or `local[*]` master (None: not local)."""
+    if master == "local":
+        return 1
+    if not (master.startswith("local[") and master.endswith("]")):
+        return None
+    inside = master[len("local[") : -1].split(",", maxsplit=1)[0]
+    if inside == "*":
+        return os.cpu_count() or 1
+    return int(inside) if inside.isdigit() and int(inside) > 0 else None
+
+
 def spark_session(
-    master: str = DEFAULT_MASTER, *, app_name: str = "pier-billing", shuffle_partitions: int = 4
+    master: str = DEFAULT_MASTER,
+    *,
+    app_name: str = "pier-billing",
+    shuffle_partitions: int | None = None,
 ) -> Any:
     """A (possibly existing) SparkSession on `master` with Spark's Kafka source on its classpath;
     `master="existing"` leaves the master to spark-submit (which must pass the same jars with
-    `--jars` when its session starts first). MissingJarsError if the jars were never fetched."""
+    `--jars` when its session starts first). MissingJarsError if the jars were never fetched.
+    `shuffle_partitions` defaults to the cores of a `local[N]` master (a task per core: the
+    shuffles are of ids and sums, small), else `CLUSTER_SHUFFLE_PARTITIONS`."""
+    shuffle_partitions = shuffle_partitions or local_cores(master) or CLUSTER_SHUFFLE_PARTITIONS
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

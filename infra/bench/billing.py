@@ -343,7 +343,7 @@ def main() -> None:
                 log(f"producing {count:,} records to {topic}")
                 seconds = produce_parallel(broker.bootstrap, topic, count, args.producers)
                 log(f"produced in {seconds:.1f} s")
-                spark = spark or spark_session("local[2]", shuffle_partitions=4)
+                spark = spark or spark_session("local[2]")
                 run_dir = folder / topic
                 run_dir.mkdir()
                 result["rollups"].append(
