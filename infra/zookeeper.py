@@ -33,7 +33,13 @@ MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 # Small heap and a quick JIT: ZooKeeper here holds a few hundred znodes and must start fast. An
 # 8 MiB young generation: the default (a third of the heap) grew its resident memory ~5 MiB more
 # while 10,000 partitions' znodes were created (issue 25's 3-node RSS row), for no throughput.
-JVM_FLAGS = ("-Xms32m", "-Xmx256m", "-Xmn8m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+JVM_FLAGS: tuple[str, ...] = (
+    "-Xms32m",
+    "-Xmx256m",
+    "-Xmn8m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+)
 # kazoo logs each refused connection attempt as a warning; a probe expects refusals.
 _QUIET = logging.getLogger("infra.zookeeper.probe")
 _QUIET.setLevel(logging.CRITICAL + 1)

@@ -63,6 +63,7 @@ from infra.bench.vs_kafka_workloads import churn as churn_workload
 from infra.bench.vs_kafka_workloads import connections as connections_workload
 from infra.bench.vs_kafka_workloads import omb as omb_workload
 from infra.bench.vs_kafka_workloads import wide as wide_workload
+from infra.broker import PIER_PROGRAM
 from infra.stack import BrokerProcess, Stack, start_broker
 from infra.up_cluster import CLUSTER_DEFAULTS
 
@@ -207,12 +208,20 @@ class Kafka:
         self.cluster.close()
 
 
-def start(system: str, root: Path, nodes: int) -> Server:
+def start(system: str, root: Path, nodes: int, program: Sequence[str] = PIER_PROGRAM) -> Server:
+    """A fresh server; `program`: the Pier broker command (another checkout's, for a before)."""
     if system == "kafka":
         return Kafka(reference_kafka.start_kafka(root, nodes=nodes))
     if nodes == 1:
-        return PierSingle(start_broker(root / "data", wait=120))
-    stack = Stack(root, zookeeper=True, brokers=nodes, broker_config=PIER_CLUSTER_CONFIG, wait=120)
+        return PierSingle(start_broker(root / "data", wait=120, program=program))
+    stack = Stack(
+        root,
+        zookeeper=True,
+        brokers=nodes,
+        broker_config=PIER_CLUSTER_CONFIG,
+        wait=120,
+        broker_program=program,
+    )
     cluster = PierCluster(stack.__enter__())
     try:  # every broker registered, as Kafka's launcher waits for every node
         reference_kafka.wait_brokers(cluster.bootstrap, nodes, 120)
@@ -223,10 +232,12 @@ def start(system: str, root: Path, nodes: int) -> Server:
 
 
 @contextmanager
-def running(system: str, nodes: int, scratch: Path) -> Iterator[Server]:
+def running(
+    system: str, nodes: int, scratch: Path, program: Sequence[str] = PIER_PROGRAM
+) -> Iterator[Server]:
     """A fresh server in a fresh directory, stopped and its data removed afterwards."""
     root = Path(tempfile.mkdtemp(prefix=f"{system}-{nodes}-", dir=scratch))
-    server = start(system, root, nodes)
+    server = start(system, root, nodes, program)
     try:
         yield server
     finally:
@@ -562,9 +573,13 @@ def fleet_part(system: str, server: Server, sizes: WorkloadSizes) -> dict[str, A
     return found
 
 
-def cluster_part(system: str, sizes: Sizes, scratch: Path) -> tuple[list[Run], dict[str, Any]]:
+def cluster_part(
+    system: str, sizes: Sizes, scratch: Path, program: Sequence[str] = PIER_PROGRAM
+) -> tuple[list[Run], dict[str, Any]]:
+    """3 nodes: the RF 3 acks=all produce, the peak RSS, then the wide partitions (time until
+    led, the peak RSS with them and each server process's own peak)."""
     runs = []
-    with running(system, 3, scratch) as server:
+    with running(system, 3, scratch, program) as server:
         b = server.bootstrap
         if sizes.warm_up:
             create_topics(b, ["warm-up"], partitions=3, replicas=3)
@@ -585,6 +600,7 @@ def cluster_part(system: str, sizes: Sizes, scratch: Path) -> tuple[list[Run], d
         log(f"{system}: 3 nodes, {sizes.workloads.wide[0] * sizes.workloads.wide[1]} partitions")
         wide = wide_workload(b, sizes.workloads, create_topics)
         wide["peak_rss_mib"] = peak_rss_mib(server.pids())  # with the wide partitions too
+        wide["peak_rss_mib_each"] = [peak_rss_mib([pid]) for pid in server.pids()]
     return runs, {"peak_rss_mib": rss, "wide": wide}
 
 

@@ -1,13 +1,15 @@
 """The connections and churn workloads of `infra.bench.vs_kafka_workloads` alone, side by side.
 
 Owns the re-measurement of issue 25's "1,000 connections of which 100 produce" and topic churn
-rows: each repetition starts Pier and Apache Kafka 4.1.1 afresh (alternating which goes first),
+rows, and (`cluster`) of `vs_kafka.cluster_part` with the `--fleet` sizes: 3 nodes, an RF 3
+acks=all produce, then 10,000 partitions, with the peak RSS before and with them and the time
+until all are led: each repetition starts Pier and Apache Kafka 4.1.1 afresh (alternating which goes first),
 and optionally Pier from an earlier checkout as "pier-before" (a before/after under the same
 load), and runs the chosen workloads on each; per row it reports every system's median with the
 min-max spread, the ratios to Kafka and the 1-minute load average range (the clients share the
 machine with the servers).
 
-    .venv/bin/python -m infra.bench.vs_kafka_fleet_rows [--workloads connections churn]
+    .venv/bin/python -m infra.bench.vs_kafka_fleet_rows [--workloads connections churn cluster]
         [--repetitions 3] [--short] [--baseline DIR]
 
 JSON on stdout, a Markdown table on stderr. Blocking; each server is stopped and its directory
@@ -26,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from infra import zookeeper
 from infra.bench import vs_kafka as vk
 from infra.bench.vs_kafka_rows import _baseline_program
 from infra.bench.vs_kafka_workloads import (
@@ -38,20 +41,32 @@ from infra.bench.vs_kafka_workloads import (
     connections,
     dig,
 )
-from infra.broker import start_broker
+from infra.broker import PIER_PROGRAM, start_broker
 
 WORKLOADS: dict[str, Callable[[str, WorkloadSizes, Callable[..., None]], dict[str, Any]]] = {
     "connections": connections,
     "churn": churn,
 }
 _SIDE_BY_SIDE_ROWS = tuple(row for row in FLEET_ROWS if row[1][0] in WORKLOADS)
+CLUSTER = "cluster"
+# (row, path into one cluster run's result, better)
+_CLUSTER_ROWS = (
+    ("3 nodes peak RSS MiB", ("cluster", "peak_rss_mib"), "lower"),
+    ("3 nodes peak RSS MiB with 10000 partitions", ("cluster", "wide", "peak_rss_mib"), "lower"),
+    ("3 nodes: 10000 partitions create s", ("cluster", "wide", "create_s"), "lower"),
+    ("cluster-produce 1024B/acks=all/lz4/rf3 MB/s", ("cluster", "produce_mb_s"), "higher"),
+)
 
 
 BASELINE = "pier-before"
 
 
 def side_by_side(
-    names: Sequence[str], repetitions: int, sizes: WorkloadSizes, baseline: Path | None = None
+    names: Sequence[str],
+    repetitions: int,
+    sizes: WorkloadSizes,
+    baseline: Path | None = None,
+    cluster_sizes: vk.Sizes = vk.FLEET,
 ) -> dict[str, Any]:
     """Each repetition starts Pier and Kafka afresh (alternating which goes first) and runs the
     named workloads on each: per row both systems' medians, min-max spreads and the ratio of the
@@ -68,14 +83,21 @@ def side_by_side(
         program = _baseline_program(baseline)
         return vk.PierSingle(start_broker(root / "data", wait=120, program=program))
 
+    single = [name for name in names if name != CLUSTER]
     with tempfile.TemporaryDirectory(prefix="vs-kafka-workloads-") as scratch:
         for rep in range(repetitions):
             order = systems if rep % 2 == 0 else systems[::-1]
             for system in order:
+                found: dict[str, Any] = {}
+                if CLUSTER in names:
+                    vk.log(f"repetition {rep + 1}/{repetitions}: {system} cluster")
+                    found[CLUSTER] = _cluster(system, Path(scratch), baseline, cluster_sizes)
+                if not single:
+                    runs[system].append(found)
+                    continue
                 server = start(system, Path(tempfile.mkdtemp(dir=scratch)))
                 try:
-                    found: dict[str, Any] = {}
-                    for name in names:
+                    for name in single:
                         vk.log(f"repetition {rep + 1}/{repetitions}: {system} {name}")
                         before = vk.cpu_seconds(server.pids())
                         result = WORKLOADS[name](server.bootstrap, sizes, vk.create_topics)
@@ -90,7 +112,7 @@ def side_by_side(
                 finally:
                     server.close()
     rows: dict[str, dict[str, Any]] = {}
-    for row, path, better in _SIDE_BY_SIDE_ROWS:
+    for row, path, better in (*_SIDE_BY_SIDE_ROWS, *_CLUSTER_ROWS):
         if path[0] not in names:
             continue
         values = {s: [dig(run, path) for run in runs[s]] for s in systems}
@@ -104,18 +126,40 @@ def side_by_side(
     return {"rows": rows, "loadavg_1m": [min(loads), max(loads)], "runs": runs}
 
 
+# What ZooKeeper ran with before 2207b46 (-Xmn8m), for a pier-before of an earlier checkout.
+_ZOOKEEPER_FLAGS_BEFORE = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+
+
+def _cluster(system: str, scratch: Path, baseline: Path | None, sizes: vk.Sizes) -> dict[str, Any]:
+    """`vs_kafka.cluster_part` with `sizes` on a fresh 3-node `system`, as a row."""
+    program: tuple[str, ...] = PIER_PROGRAM
+    flags = zookeeper.JVM_FLAGS
+    if system == BASELINE:
+        assert baseline is not None
+        program, system = _baseline_program(baseline), "pier"
+        zookeeper.JVM_FLAGS = _ZOOKEEPER_FLAGS_BEFORE  # read at each start
+    try:
+        runs, extra = vk.cluster_part(system, sizes, scratch, program)
+    finally:
+        zookeeper.JVM_FLAGS = flags
+    (run,) = runs
+    return {**extra, "produce_mb_s": round(run.mb_per_s, 2), "server_cpu_s_per_gb":
+            round(run.cpu_s_per_gb, 2), "loadavg_1m": round(os.getloadavg()[0], 2)}  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m infra.bench.vs_kafka_workloads [--workloads connections churn]
     [--repetitions 3] [--short]`: JSON on stdout, a Markdown table on stderr."""
     parser = argparse.ArgumentParser(description=side_by_side.__doc__)
-    parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS),
+    parser.add_argument("--workloads", nargs="+", choices=sorted([*WORKLOADS, CLUSTER]),
                         default=sorted(WORKLOADS))  # fmt: skip
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--short", action="store_true", help="tiny sizes: proves the code path")
     parser.add_argument("--baseline", type=Path, help="an earlier checkout run as pier-before")
     args = parser.parse_args(argv)
     sizes = SHORT_WORKLOADS if args.short else FULL_WORKLOADS
-    found = side_by_side(args.workloads, args.repetitions, sizes, args.baseline)
+    cluster_sizes = vk.SHORT if args.short else vk.FLEET
+    found = side_by_side(args.workloads, args.repetitions, sizes, args.baseline, cluster_sizes)
     print(json.dumps(found, indent=2, allow_nan=True))
     systems = [s for s in ("pier", BASELINE, "kafka") if s in found["runs"]]
     lines = ["| measure | " + " | ".join(f"{s} (min-max)" for s in systems)
