@@ -284,12 +284,14 @@ def _run_for(seconds: float, timeline: _Timeline, control: RateController | None
             timeline.shared.rate.value = control.next_rate(rate, span, published, received)
 
 
-def _wait(check: Callable[[], bool], timeout: float, what: str) -> float:
+def _wait(
+    check: Callable[[], bool], timeout: float, what: str, state: Callable[[], str] = str
+) -> float:
     """Poll until `check` holds; the seconds it took (a benchmark's wait, part of its result)."""
     began = time.monotonic()
     while not check():
         if time.monotonic() - began > timeout:
-            raise RuntimeError(f"{what}: not done after {timeout:g}s")
+            raise RuntimeError(f"{what}: not done after {timeout:g}s {state()}".rstrip())
         time.sleep(0.05)
     return round(time.monotonic() - began, 2)
 
@@ -317,8 +319,9 @@ def _phase(bootstrap: str, topic: str, sizes: WorkloadSizes, rate: float | None)
     try:
         for process in consumers + producers:
             process.start()
-        join_s = _wait(partial(_assigned, shared, sizes.omb_partitions), JOIN_TIMEOUT_S,
-                       "OMB consumers assigned")  # fmt: skip
+        held = partial(_assigned, shared, sizes.omb_partitions)
+        join_s = _wait(held, JOIN_TIMEOUT_S, "OMB consumers assigned",
+                       lambda: f"(partitions each holds: {list(shared.assigned)})")  # fmt: skip
         _wait(lambda: shared.ready.value >= sizes.omb_producers, 120, "OMB producers ready")
         timeline = _Timeline(shared)
         shared.start.set()
