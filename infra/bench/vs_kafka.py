@@ -759,7 +759,9 @@ def run(sizes: Sizes, scratch: Path, parts: set[str]) -> dict[str, Any]:
         scale_here = "partitions" in parts and rep == 0 and not sizes.scale_apart
         for system in order:
             log(f"repetition {rep + 1}/{sizes.repetitions}: {system}, one node")
-            part_runs, extra = single_node(system, sizes, scratch, scale_here)
+            part_runs, extra = single_node(
+                system, sizes, scratch, scale_here, fleet="fleet" in parts
+            )
             runs += part_runs
             if "scale" in extra:
                 scale[system].append(extra.pop("scale"))
@@ -812,7 +814,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chart", type=Path, help="PNG path (default: beside --out)")
     parser.add_argument("--dir", type=Path, help="scratch directory (default: a temporary one)")
     parser.add_argument(
-        "--skip", action="append", default=[], choices=("cluster", "partitions"),
+        "--skip", action="append", default=[], choices=("cluster", "partitions", "fleet"),
         help="leave out a part (repeatable)",
     )  # fmt: skip
     args = parser.parse_args(argv)
@@ -823,7 +825,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fetched = subprocess.run([str(REFERENCE), "fetch"], capture_output=True, text=True, check=False)
     if fetched.returncode != 0:
         raise SystemExit(f"infra/reference/kafka fetch failed:\n{fetched.stderr}")
-    parts = {"cluster", "partitions"} - set(args.skip)
+    parts = {"cluster", "partitions", "fleet"} - set(args.skip)
     scratch_parent = args.dir or Path(tempfile.gettempdir())
     scratch_parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="vs-kafka-", dir=scratch_parent))
