@@ -691,10 +691,38 @@ def summarise(runs: Sequence[Run], singles: dict[str, list[dict[str, Any]]],
     return rows
 
 
+def target(name: str, better: str) -> tuple[str, Callable[[float, float], bool]] | None:
+    """Issue 25's target for a summary row: its text and a test of (Pier/Kafka, Pier's value);
+    None for a row without one."""
+    if name == "churn: bystander p99 during / idle":  # on Pier's own value, not the ratio
+        return "≤ 2 (Pier's)", lambda _ratio, pier: pier <= 2.0
+    if "RSS" in name:
+        return "≤ 0.2", lambda ratio, _pier: ratio <= 0.2
+    if "CPU s/GB" in name:
+        return "≤ 0.5", lambda ratio, _pier: ratio <= 0.5
+    if name.startswith("OMB at 50% rate") and ("p99 " in name or "p99.9 " in name):
+        return "≤ 0.8", lambda ratio, _pier: ratio <= 0.8
+    if name.endswith("partitions create s"):
+        return "≤ 1.0", lambda ratio, _pier: ratio <= 1.0
+    if better == "higher":
+        return "≥ 1.1", lambda ratio, _pier: ratio >= 1.1
+    return None
+
+
 def markdown(summary: dict[str, dict[str, Any]]) -> str:
-    lines = ["| measure | Pier | Kafka | Pier/Kafka | better |", "|---|---:|---:|---:|---|"]
+    """The table of docs/benchmarks.md: each row's medians, the ratio and its target (✓ met)."""
+    lines = [
+        "| measure | Pier | Kafka | Pier/Kafka | better | target |",
+        "|---|---:|---:|---:|---|---|",
+    ]
     for name, r in summary.items():
-        lines.append(f"| {name} | {r['pier']:g} | {r['kafka']:g} | {r['ratio']} | {r['better']} |")
+        goal = target(name, r["better"])
+        mark = ""
+        if goal is not None and r["ratio"] is not None:
+            mark = f"{goal[0]} {'✓' if goal[1](r['ratio'], r['pier']) else '✗'}"
+        lines.append(
+            f"| {name} | {r['pier']:g} | {r['kafka']:g} | {r['ratio']} | {r['better']} | {mark} |"
+        )
     return "\n".join(lines)
 
 

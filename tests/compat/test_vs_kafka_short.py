@@ -23,7 +23,11 @@ def test_short_benchmark_measures_every_part(
     out = tmp_path / "vs_kafka.json"
     assert main(["--short", "--out", str(out), "--dir", str(tmp_path / "scratch")]) == 0
     document = json.loads(out.read_text())
-    assert json.loads(capsys.readouterr().out) == document
+    printed = capsys.readouterr()
+    assert json.loads(printed.out) == document
+    table = [line for line in printed.err.splitlines() if line.startswith("| ")]
+    assert table[0].endswith("| better | target |")  # docs/benchmarks.md's layout
+    assert {line.split(" | ")[0][2:] for line in table[2:]} == set(document["summary"])
     assert (tmp_path / "vs_kafka.png").stat().st_size > 0
     assert document["short"] is True and document["environment"]["kafka"] == "4.1.1"
     summary = document["summary"]
