@@ -16,7 +16,10 @@ a second for tenant `probe` (bytes_in 1), timed when the broker acknowledges it.
 the store every second: when the probe tenant's bytes_in reaches k, the first k probes are visible,
 and each one's lag is now minus when it was written. Reports the rate reached, the lag of every
 probe (median, 90th percentile, max), how long the stream took to catch up after the writing
-stopped, and the micro-batches' sizes and seconds from the stream's log. Prints one JSON document
+stopped, the micro-batches' sizes, seconds and path (`one_pass` when the one-pass path rolled
+it up, `billing.rollup.one_pass`; `exact` otherwise) from the stream's log, and the CPU seconds
+the stream (its Python driver and Spark JVM) and the broker used from the start of the writing
+until the stream caught up. Prints one JSON document
 and writes it to `infra/bench/results/billing_stream.json`; progress on stderr. Run alone: the
 broker, the writer and the Spark JVM share the machine; report the load average with the figures.
 """
@@ -189,6 +192,30 @@ class Monitor:
         self.db.dispose()
 
 
+def cpu_seconds(pid: int, *, children: bool = False) -> float:
+    """User + system CPU seconds of process `pid` so far (and of its children's, e.g. the
+    stream's Spark JVM); 0 for a process that is gone."""
+    pids = [pid]
+    if children:
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and _stat(int(entry.name))[1:2] == [str(pid)]:
+                pids.append(int(entry.name))  # a child: its ppid is `pid`
+    total = 0.0
+    for one in pids:
+        fields = _stat(one)
+        if len(fields) > 12:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name: state, ppid, ... ([] when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
+
+
 def _batches(log_path: Path) -> list[dict[str, Any]]:
     out = []
     for line in log_path.read_text(errors="replace").splitlines():
@@ -239,6 +266,7 @@ def stream_lag(
             warm = len(writer.probes)
             log(f"writing {rate} records/s for {seconds} s (load {_load()})")
             load_before = _load()
+            cpu_before = _cpu(stream, broker.process.pid)
             took = writer.run(rate, seconds)
             written_at = time.monotonic()
             load_after = _load()
@@ -246,6 +274,10 @@ def stream_lag(
             total = len(writer.probes)
             _wait(lambda: len(monitor.seen) >= total, CATCH_UP_S, "every probe visible", stream)
             caught_up = monitor.seen[total - 1] - written_at
+            cpu = {
+                k: round(v - cpu_before[k], 1) for k, v in _cpu(stream, broker.process.pid).items()
+            }
+            load_caught_up = _load()
             lags = [seen - wrote for wrote, seen in zip(writer.probes, monitor.seen, strict=False)]
             lags = lags[warm:]
             batches = _batches(stream.log_path)
@@ -272,10 +304,19 @@ def stream_lag(
                 "records": b.get("records"),
                 "seconds": round(sum(b.get("seconds", {}).values()), 1),
                 "phases": b.get("seconds", {}),
+                "path": "one_pass" if "digest" in b.get("seconds", {}) else "exact",
             }
             for b in batches
         ],
-        "load": {"before": load_before, "after": load_after},
+        "cpu_s_writing_to_caught_up": cpu,
+        "load": {"before": load_before, "after": load_after, "caught_up": load_caught_up},
+    }
+
+
+def _cpu(stream: BillingStreamProcess, broker_pid: int) -> dict[str, float]:
+    return {
+        "stream": cpu_seconds(stream.pid, children=True),
+        "broker": cpu_seconds(broker_pid),
     }
 
 
