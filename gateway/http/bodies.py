@@ -399,6 +399,7 @@ class JsonSplitter:
         self._pos = 0  # how far into `_value` the scan has got
         self._state = _OUT
         self._depth = 0
+        self._wrapped = 0  # values of this feed not decoded yet (bytes) or wrapped (`_Parsed`)
 
     def feed(self, data: bytes) -> list[tuple[bytes, int]]:
         """The values `data` completes, each with its size (leading whitespace included)."""
@@ -408,13 +409,24 @@ class JsonSplitter:
         """`feed`, each value decoded from JSON (400 for one that is not UTF-8 JSON). A value
         alone on its line (JSON lines: a streamed produce) is split and decoded in one
         `json.loads` of the line, without the scan; anything else goes through the scan."""
+        self._wrapped = 0
+        done = self._feed(data, parse=True)
+        if not self._wrapped:  # all decoded already, by `_whole_lines`: nothing per value
+            return done
         return [
-            (_decoded(value) if isinstance(value, bytes) else value.obj, size)
-            for value, size in self._feed(data, parse=True)
+            (
+                _decoded(value)
+                if isinstance(value, bytes)
+                else value.obj
+                if isinstance(value, _Parsed)
+                else value,
+                size,
+            )
+            for value, size in done
         ]
 
-    def _feed(self, data: bytes, *, parse: bool) -> list[tuple[bytes | _Parsed, int]]:
-        done: list[tuple[bytes | _Parsed, int]] = []
+    def _feed(self, data: bytes, *, parse: bool) -> list[tuple[Any, int]]:
+        done: list[tuple[Any, int]] = []
         start = 0
         if self._state != _OUT:  # a value goes on from the last chunk
             start = self._continue(data)
@@ -466,7 +478,7 @@ class JsonSplitter:
             return None
         return _Parsed(value), start + len(line.rstrip(b" \t\r")), newline
 
-    def _whole_lines(self, data: bytes, start: int, done: list[tuple[bytes | _Parsed, int]]) -> int:
+    def _whole_lines(self, data: bytes, start: int, done: list[tuple[Any, int]]) -> int:
         """JSON lines, fast: when every complete line from `start` is one object alone on its
         line (no blanks around it), decode them all in one `orjson.loads` of the lines joined
         into an array (no Python per byte, one call per chunk); where the lines end, or `start`
@@ -496,11 +508,12 @@ class JsonSplitter:
         sizes = list(map(len, lines))
         sizes = list(map(operator.add, sizes, itertools.repeat(1, len(sizes))))
         sizes[0] += self.blanks - 1  # the first carries the blanks before it, not a newline
-        done.extend(zip(map(_Parsed, values), sizes, strict=True))
+        done.extend(zip(values, sizes, strict=True))  # decoded objects: never bytes, unwrapped
         self.blanks = 1  # the last line's newline
         return last + 1
 
     def _taken(self, value: _Parsed, length: int) -> tuple[_Parsed, int]:
+        self._wrapped += 1
         size = self.blanks + length
         self.blanks = 0
         return value, size
@@ -597,6 +610,7 @@ class JsonSplitter:
         return False
 
     def _take(self, value: bytes) -> tuple[bytes, int]:
+        self._wrapped += 1
         self._check_size(len(value))
         size = self.blanks + len(value)
         self._value.clear()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ TOPIC_WAIT_S = 3.0
 # FLEET_RETRY_S, before answering 503 (Kafka's producer blocks up to max.block.ms, 60 s).
 FLEET_WAIT_S = 30.0
 FLEET_RETRY_S = 0.2
+_KEY, _VALUE = operator.itemgetter(0), operator.itemgetter(1)  # of an EncodedRecord
 MAX_TEMPLATES = 1024  # answer templates kept (one per topic answered lately)
 
 
@@ -243,6 +245,13 @@ class HttpProducer:
         futures, and each record's place: its run, its index in it."""
         if not rows:
             return [], []
+        if len(set(partitions)) == 1:
+            whole = self._one_partition(caller, topic, partitions[0], rows)
+            if whole is not None:
+                spots = [
+                    (index, at) for index, run in enumerate(whole) for at in range(len(run[1]))
+                ]
+                return self._batcher.append_runs(whole), spots
         runs: list[tuple[TopicPartition, list[EncodedRecord]]] = []
         open_runs: dict[int, tuple[int, int]] = {}  # partition: its last run, that run's bytes
         places: list[tuple[int, int]] = []
@@ -258,6 +267,22 @@ class HttpProducer:
             run.append(row)
             open_runs[partition] = (index, held + size)
         return self._batcher.append_runs(runs), places
+
+    def _one_partition(
+        self, caller: Caller, topic: str, partition: int, rows: list[EncodedRecord]
+    ) -> list[tuple[TopicPartition, list[EncodedRecord]]] | None:
+        """The runs of rows all bound for one partition: slices of `MAX_BATCH_RECORDS`, when
+        each is within `MAX_BATCH_BYTES` (else None: `enqueue_rows` cuts them by bytes)."""
+        tp = TopicPartition(caller.fleet(topic), partition)
+        runs = [
+            (tp, rows[i : i + MAX_BATCH_RECORDS]) for i in range(0, len(rows), MAX_BATCH_RECORDS)
+        ]
+        for _tp, run in runs:  # the sizes summed in C: no Python per record
+            keys = sum(map(len, filter(None, map(_KEY, run))))
+            values = sum(map(len, filter(None, map(_VALUE, run))))
+            if keys + values + OVERHEAD_BYTES * len(run) > MAX_BATCH_BYTES:
+                return None
+        return runs
 
     def enqueue(self, caller: Caller, prepared: Prepared) -> asyncio.Future[ProduceResult]:
         """Hand a prepared record to the batcher (acks=all); its result, or the ClientError

@@ -14,6 +14,7 @@ and for the throttle a chunk earned. Runs on the event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections import deque
 from collections.abc import AsyncIterator
@@ -217,13 +218,7 @@ class ProduceStream:
         """The answer lines of a plain chunk whose runs are done, in its records' order: a
         run's lines in one pass when every run landed whole, else record by record."""
         results = [future.exception() or future.result() for future in sent.futures]
-        sizes: list[list[int]] = [[] for _ in results]
-        partition_of = [0] * len(results)
-        for (run, _at), partition, value in zip(
-            sent.places, sent.partitions, sent.columns.values, strict=True
-        ):
-            sizes[run].append(len(value))
-            partition_of[run] = partition
+        sizes, partition_of = _run_sizes(sent, len(results))
         whole = [r for r in results if isinstance(r, RunResult) and r.first is not None]
         if len(whole) == len(results) and all(r.each is None for r in whole):
             kind, stamp = sent.columns.kind, sent.stamp_ms
@@ -247,6 +242,20 @@ class ProduceStream:
                 lines.append(_line(from_client(outcome, context).body()))
             else:
                 raise outcome
+
+
+def _run_sizes(sent: _Plain, runs: int) -> tuple[list[list[int]], list[int]]:
+    """The value sizes of each run of a plain chunk, and each run's partition."""
+    lengths = list(map(len, sent.columns.values))
+    if len(set(sent.partitions)) == 1:  # one partition: its runs are slices, in order
+        starts = [i for i, (_run, at) in enumerate(sent.places) if at == 0] + [len(lengths)]
+        return [lengths[a:b] for a, b in itertools.pairwise(starts)], [sent.partitions[0]] * runs
+    sizes: list[list[int]] = [[] for _ in range(runs)]
+    partition_of = [0] * runs
+    for (run, _at), partition, length in zip(sent.places, sent.partitions, lengths, strict=True):
+        sizes[run].append(length)
+        partition_of[run] = partition
+    return sizes, partition_of
 
 
 def _line(body: dict[str, Any]) -> str:
