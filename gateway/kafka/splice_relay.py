@@ -9,7 +9,11 @@ walk must read (each partition's head, a few dozen bytes) are read exactly (neve
 answer's end) and written out, in order, with what the walk gives back. Partial splices and
 writes are resumed; `EAGAIN` on either side parks the relay on that socket's readiness
 (`loop.add_reader`/`add_writer` on duplicated descriptors: the transports keep their own, and a
-duplicate keeps the socket open while the relay uses it, whatever its transport does). At most
+duplicate keeps the socket open while the relay uses it, whatever its transport does), except a
+splice into the pipe refused while the broker's socket holds bytes: the pipe is full (its slots
+are per fragment, not per byte: small fragments fill it long before `PIPE_BYTES`), so the relay
+waits for the client's side alone (measured, 1 KiB records: parked on the readable broker socket
+instead, a relay was woken 5,735 times for 300 MB, 5,675 of them moving nothing). At most
 `PUMP_SLICE_BYTES` move per turn of the event loop, so one large answer does not starve other
 connections. It ends by calling `on_done(None)` once every byte is written to the client, or
 `on_done(reason)` when either socket fails (a client gone mid-answer: the upstream connection is
@@ -26,6 +30,8 @@ import fcntl
 import logging
 import os
 import socket
+import sys
+import termios
 from collections.abc import Callable
 from typing import Protocol
 
@@ -205,6 +211,8 @@ class SpliceRelay:
                     self._left -= taken
                     self._out = self._source.take(memoryview(data))
         except BlockingIOError:
+            if passing and self._in_pipe and _unread(self._read_fd):
+                return 0, False  # the pipe is full: the client's side must drain it first
             return 0, True
         except OSError as exc:
             raise _Failed(f"broker socket: {errno.errorcode.get(exc.errno or 0, exc)}") from None
@@ -245,6 +253,14 @@ class SpliceRelay:
 
 class _Failed(Exception):
     """A socket failed mid-answer."""
+
+
+def _unread(fd: int) -> int:
+    """Bytes the socket holds unread (`FIONREAD`); 0 when it cannot tell."""
+    try:
+        return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, bytes(4)), sys.byteorder)
+    except OSError:
+        return 0
 
 
 def _grow_pipe(fd: int) -> int:

@@ -199,3 +199,32 @@ def test_a_broker_gone_mid_answer_fails_the_relay(
         relay(12, data, sockets, piece=65_536, read_piece=65_536, broker_stops_at=500_000)
     )
     assert failure == "broker socket closed mid-answer"
+
+
+def test_a_pipe_full_of_small_fragments_parks_the_relay_on_the_client_not_the_broker(
+    sockets: tuple[socket.socket, socket.socket, socket.socket, socket.socket],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The broker's bytes arrive in 100-byte pieces, each a pipe slot of its own: a pipe of 16
+    slots is full with 1.6 KB in it. While the slow client has not drained it, the broker's
+    socket is readable and splicing into the pipe says EAGAIN; a relay parked on that socket
+    would be woken again at once, over and over, moving nothing."""
+    monkeypatch.setattr(splice_relay, "PIPE_BYTES", 16 * 4096)
+    refused = 0
+    real_splice = os.splice
+
+    def counting_splice(src: int, dst: int, count: int, *args: object, **kwargs: object) -> int:
+        nonlocal refused
+        try:
+            return real_splice(src, dst, count, *args, **kwargs)  # type: ignore[arg-type]
+        except BlockingIOError:
+            refused += 1
+            raise
+
+    monkeypatch.setattr(os, "splice", counting_splice)
+    data = answer(12, partitions=4, batch=50_000)
+    received, failure, spliced = asyncio.run(relay(12, data, sockets, piece=100, read_piece=512))
+    assert failure is None
+    assert received == expected(12, data)
+    moves = spliced // 1_600  # the pipe takes ~1.6 KB (16 slots) at a time
+    assert refused < moves, f"{refused} refused splices for ~{moves} pipe loads: the relay spun"
