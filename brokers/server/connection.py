@@ -7,7 +7,11 @@ its transport not reading), how long the connection has been waiting on its clie
 listener's idle check, `connections.max.idle.ms`: a connection that sends nothing, or stalls in
 the middle of a frame, or does not read its responses, counts as idle; one waiting on the broker —
 dispatching, or muted — does not), writing responses (bytes, and file regions with sendfile where
-the transport allows), closing on protocol violations, and answering an HTTP request sent to this
+the transport allows; a bytes response is held back while the client's next request is already
+buffered in full, and the held ones leave in one write after the last of them — one send and one
+wake-up of the client for a pipelined run instead of one each, which a starved loop pays for —
+with a flush scheduled for the loop's next turn in case a request parks meanwhile), closing on
+protocol violations, and answering an HTTP request sent to this
 port with a plain 400 that says what the port is. Runs on the event loop; not thread-safe. A bad
 request closes this connection only.
 """
@@ -40,6 +44,7 @@ log = logging.getLogger("pier.server")
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 _SMALL_REGION = 64 * 1024  # below this a pread copy is cheaper than a sendfile round trip
 _HTTP_LINGER_S = 1.0  # how long an HTTP client gets to read the 400 before the socket closes
+_HELD_BYTES = 64 * 1024  # held-back responses above this leave at once
 
 
 class _FdFile:
@@ -85,6 +90,9 @@ class Connection:
         self._held = 0  # request memory held by the frame being read or processed
         self.frame_progress = (0, 0)  # (bytes read, size) of a partly read frame
         self.muted = False  # not reading: waiting for request memory
+        self._held_back: list[bytes] = []  # responses waiting for the pipelined run's last one
+        self._held_back_bytes = 0
+        self._flush_scheduled = False
 
     @classmethod
     def accepted(
@@ -129,6 +137,8 @@ class Connection:
             log.error("event=connection_failed peer=%s error=%r", self.peer.host, exc)
         finally:
             self._release()
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                self._flush()  # answers to the requests before a bad one still go out
             self._writer.close()
             if self._metrics is not None:
                 self._metrics.connections.dec()
@@ -227,12 +237,44 @@ class Connection:
         header = response_header(reply.correlation_id, reply.flexible_header)
         body = reply.body
         if isinstance(body, bytes):
-            self._writer.write(size_prefix(len(header) + len(body)) + header + body)
+            self._hold_back(size_prefix(len(header) + len(body)) + header + body)
+            if self._next_frame_buffered() and self._held_back_bytes < _HELD_BYTES:
+                self._schedule_flush()
+                return
+            self._flush()
         else:
+            self._flush()
             await self._send_parts(header, body)
         if self._writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
             self._waiting_since = self._clock()  # a client that does not read is idle too
             await self._writer.drain()
+
+    def _hold_back(self, data: bytes) -> None:
+        self._held_back.append(data)
+        self._held_back_bytes += len(data)
+
+    def _next_frame_buffered(self) -> bool:
+        """Whether the client's next request is already read in full (asyncio's StreamReader
+        keeps what it read in `_buffer`; a reader without one never holds anything back)."""
+        buffered = getattr(self._reader, "_buffer", None)
+        if not buffered or len(buffered) < 4:
+            return False
+        return len(buffered) - 4 >= int.from_bytes(buffered[:4], "big", signed=True)
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write the held-back responses, in order, in one call."""
+        self._flush_scheduled = False
+        if not self._held_back:
+            return
+        held, self._held_back, self._held_back_bytes = self._held_back, [], 0
+        if self._writer.transport.is_closing():
+            return
+        self._writer.write(held[0] if len(held) == 1 else b"".join(held))
 
     async def _send_parts(self, header: bytes, body: RawResponse) -> None:
         pending: list[bytes | bytearray | memoryview] = [
