@@ -6,8 +6,8 @@ Instead of Kafka's timer wheel we lean on asyncio's timers: `wait(keys, timeout)
 key is notified or the timeout passes; the caller then re-checks its condition (a notification is
 a hint, never a promise). A parked operation is one future and one timer handle, and a notify
 resolves that future itself, so the woken fetch resumes on the loop's next turn (with
-`asyncio.wait_for` it took two more turns and a helper future per wait: 16 consumers long-polling
-100 partitions park and wake thousands of times a second). Runs on the event loop; not
+`asyncio.wait_for` it resumed a turn later, through a helper future and its callbacks: 16
+consumers long-polling 100 partitions park and wake thousands of times a second). Runs on the event loop; not
 thread-safe.
 """
 
