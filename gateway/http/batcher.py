@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from brokers.client.errors import BrokerResponseError, ClientError
 from brokers.client.metadata import TopicPartition
 from brokers.client.producer import ProduceResult
+from brokers.records.builder import Row, build_rows_batch
 from brokers.wire.errors import ErrorCode
 from gateway.http import pending as entries
-from gateway.http.batch_encoding import EncodedRecord, encode_batch
 from gateway.http.pending import Entry, Pending, Run, RunResult
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ class PartitionBatcher:
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._tasks: set[asyncio.Future[object]] = set()
 
-    def append(self, tp: TopicPartition, row: EncodedRecord) -> asyncio.Future[ProduceResult]:
+    def append(self, tp: TopicPartition, row: Row) -> asyncio.Future[ProduceResult]:
         """Queue one record; the future gets its own offset (as `ProduceResult.base_offset`)."""
         done: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
         part = self._partition(tp)
@@ -133,7 +133,7 @@ class PartitionBatcher:
         return done
 
     def append_runs(
-        self, runs: list[tuple[TopicPartition, list[EncodedRecord]]]
+        self, runs: list[tuple[TopicPartition, list[Row]]]
     ) -> list[asyncio.Future[RunResult]]:
         """Queue runs of records (a stream's chunk), each of at most `MAX_BATCH_RECORDS` for one
         partition and never split between batches, pumping each partition once; each run's
@@ -342,7 +342,7 @@ def _take(part: _Partition) -> list[Entry]:
 
 
 def _build(batch: _Batch) -> bytes:
-    return encode_batch(
+    return build_rows_batch(
         entries.rows(batch.records),
         producer_id=batch.producer[0],
         producer_epoch=batch.producer[1],

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from brokers.client.producer import ProduceResult
-from gateway.http.batch_encoding import EncodedRecord
+from brokers.records.builder import Row
 
 OVERHEAD_BYTES = 64  # what a record adds to a batch besides its key and value, about
 Outcome = ProduceResult | BaseException
@@ -28,7 +28,7 @@ Outcome = ProduceResult | BaseException
 
 @dataclass(slots=True)
 class Pending:
-    row: EncodedRecord
+    row: Row
     done: asyncio.Future[ProduceResult]
     size: int  # what it adds to a batch, counted once
     count: ClassVar[int] = 1
@@ -54,7 +54,7 @@ class RunResult:
 
 @dataclass(slots=True)
 class Run:
-    rows: list[EncodedRecord]
+    rows: list[Row]
     done: asyncio.Future[RunResult]
     size: int
 
@@ -66,12 +66,12 @@ class Run:
 Entry = Pending | Run
 
 
-def pending(row: EncodedRecord, done: asyncio.Future[ProduceResult]) -> Pending:
+def pending(row: Row, done: asyncio.Future[ProduceResult]) -> Pending:
     key, value = row[0], row[1]
     return Pending(row, done, len(key or b"") + len(value or b"") + OVERHEAD_BYTES)
 
 
-def run(rows: list[EncodedRecord], done: asyncio.Future[RunResult]) -> Run:
+def run(rows: list[Row], done: asyncio.Future[RunResult]) -> Run:
     size = sum(len(key or b"") + len(value or b"") for key, value, _h, _t in rows)
     return Run(rows, done, size + OVERHEAD_BYTES * len(rows))
 
@@ -80,8 +80,8 @@ def count(entries: Sequence[Entry]) -> int:
     return sum(entry.count for entry in entries)
 
 
-def rows(entries: Sequence[Entry]) -> list[EncodedRecord]:
-    out: list[EncodedRecord] = []
+def rows(entries: Sequence[Entry]) -> list[Row]:
+    out: list[Row] = []
     for entry in entries:
         if isinstance(entry, Pending):
             out.append(entry.row)

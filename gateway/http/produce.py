@@ -29,8 +29,8 @@ from typing import Any
 from brokers.client.errors import ClientError, UnknownTopicError
 from brokers.client.metadata import TopicPartition
 from brokers.client.producer import ProduceResult
+from brokers.records.builder import Row
 from gateway.http import fleet_produce
-from gateway.http.batch_encoding import EncodedRecord
 from gateway.http.batcher import MAX_BATCH_BYTES, MAX_BATCH_RECORDS, PartitionBatcher, ProducerIds
 from gateway.http.context import Caller, HttpServices
 from gateway.http.errors import PARTITION_NOT_FOUND, TOPIC_NOT_FOUND, ApiError, from_client
@@ -46,7 +46,7 @@ TOPIC_WAIT_S = 3.0
 # FLEET_RETRY_S, before answering 503 (Kafka's producer blocks up to max.block.ms, 60 s).
 FLEET_WAIT_S = 30.0
 FLEET_RETRY_S = 0.2
-_KEY, _VALUE = operator.itemgetter(0), operator.itemgetter(1)  # of an EncodedRecord
+_KEY, _VALUE = operator.itemgetter(0), operator.itemgetter(1)  # of an Row
 MAX_TEMPLATES = 1024  # answer templates kept (one per topic answered lately)
 
 
@@ -221,7 +221,7 @@ class HttpProducer:
     ) -> tuple[list[asyncio.Future[RunResult]], list[tuple[int, int] | None]]:
         """`enqueue_rows` for a chunk's prepared records; a refusal's place is None."""
         ready = [p for p in outcomes if isinstance(p, Prepared)]
-        rows: list[EncodedRecord] = []
+        rows: list[Row] = []
         for p in ready:
             key, value = p.record.key, p.record.value
             rows.append(
@@ -238,7 +238,7 @@ class HttpProducer:
         return futures, [next(found) if isinstance(p, Prepared) else None for p in outcomes]
 
     def enqueue_rows(
-        self, caller: Caller, topic: str, partitions: list[int], rows: list[EncodedRecord]
+        self, caller: Caller, topic: str, partitions: list[int], rows: list[Row]
     ) -> tuple[list[asyncio.Future[RunResult]], list[tuple[int, int]]]:
         """Hand a stream's chunk to the batcher as runs: its records for one partition together
         (at most `MAX_BATCH_RECORDS` and `MAX_BATCH_BYTES` a run), one future per run. The
@@ -252,7 +252,7 @@ class HttpProducer:
                     (index, at) for index, run in enumerate(whole) for at in range(len(run[1]))
                 ]
                 return self._batcher.append_runs(whole), spots
-        runs: list[tuple[TopicPartition, list[EncodedRecord]]] = []
+        runs: list[tuple[TopicPartition, list[Row]]] = []
         open_runs: dict[int, tuple[int, int]] = {}  # partition: its last run, that run's bytes
         places: list[tuple[int, int]] = []
         fleet = caller.fleet(topic)
@@ -269,8 +269,8 @@ class HttpProducer:
         return self._batcher.append_runs(runs), places
 
     def _one_partition(
-        self, caller: Caller, topic: str, partition: int, rows: list[EncodedRecord]
-    ) -> list[tuple[TopicPartition, list[EncodedRecord]]] | None:
+        self, caller: Caller, topic: str, partition: int, rows: list[Row]
+    ) -> list[tuple[TopicPartition, list[Row]]] | None:
         """The runs of rows all bound for one partition: slices of `MAX_BATCH_RECORDS`, when
         each is within `MAX_BATCH_BYTES` (else None: `enqueue_rows` cuts them by bytes)."""
         tp = TopicPartition(caller.fleet(topic), partition)

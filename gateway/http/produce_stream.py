@@ -25,8 +25,8 @@ from aiohttp import web
 
 from brokers.client.errors import ClientError
 from brokers.client.producer import ProduceResult
+from brokers.records.builder import Row
 from gateway.http import stream_columns
-from gateway.http.batch_encoding import EncodedRecord
 from gateway.http.bodies import TRAILING
 from gateway.http.context import Caller
 from gateway.http.errors import ApiError, from_client
@@ -150,7 +150,7 @@ class ProduceStream:
         if admitted is None:
             return False
         partitions, stamp, throttle = admitted
-        rows: list[EncodedRecord] = [(None, value, (), stamp) for value in columns.values]
+        rows: list[Row] = [(None, value, (), stamp) for value in columns.values]
         futures, places = self._producer.enqueue_rows(self._caller, self._topic, partitions, rows)
         size = sum(sizes)
         self._in_flight.append(_Plain(futures, places, partitions, columns, stamp, size))

@@ -10,13 +10,13 @@ import pytest
 
 from brokers.client.errors import ClientError
 from brokers.client.producer import ProduceResult
+from brokers.records.builder import Row
 from gateway.http import pending as entries
-from gateway.http.batch_encoding import EncodedRecord
 
 pytestmark = pytest.mark.unit
 
 
-def _rows(n: int) -> list[EncodedRecord]:
+def _rows(n: int) -> list[Row]:
     return [(None, b"v%d" % i, (), 1000 + i) for i in range(n)]
 
 
