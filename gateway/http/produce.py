@@ -174,16 +174,19 @@ class HttpProducer:
 
     async def admit_columns(
         self, caller: Caller, topic: str, partitions: list[int | None], sizes: list[int]
-    ) -> tuple[list[int], int, int] | None:
+    ) -> tuple[list[int], int, int] | ApiError | None:
         """`prepare_many` for a chunk read as columns (`stream_columns`), when its records all
         pass together: each record's partition (its own, or the partitioner's), the time stamped
         on them, and the throttle (ms); the storage leased and charged, the quota charged and the
-        usage metered for them all. None when they do not all pass (a refusal, an unknown topic
-        or partition): nothing is charged, and the record-by-record path answers each."""
+        usage metered for them all. The problem every record hears when the topic is not found
+        (404) or the fleet does not answer (503), as `prepare_many` (not waited for twice). None
+        when they do not all pass (a refusal, a partition the topic does not have): nothing is
+        charged, and the record-by-record path answers each."""
         try:
             count = await self.partitions(caller, topic)
-        except ApiError:
-            return None
+        except ApiError as exc:
+            caller.meter(topic, bytes_in=sum(sizes), requests=len(sizes))
+            return exc
         if max((p for p in partitions if p is not None), default=0) >= count:
             return None
         total, largest = sum(sizes), max(sizes)

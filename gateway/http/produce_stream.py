@@ -149,6 +149,10 @@ class ProduceStream:
         )
         if admitted is None:
             return False
+        if isinstance(admitted, ApiError):  # no such topic, no fleet: each record hears it
+            for _record in chunk:
+                self._answered(admitted.body())
+            return True
         partitions, stamp, throttle = admitted
         rows: list[Row] = [(None, value, (), stamp) for value in columns.values]
         futures, places = self._producer.enqueue_rows(self._caller, self._topic, partitions, rows)
