@@ -487,9 +487,9 @@ class JsonSplitter:
         last = data.rfind(b"\n", start)
         if last <= start or data[start] != _OPEN_BRACE:
             return start
-        if _LONG_NUMBER in data[start:last].translate(_DIGITS):  # orjson reads those as floats
-            return start
         region = data[start:last]
+        if _LONG_NUMBER in region.translate(_DIGITS):  # orjson reads those as floats
+            return start
         # Every line is "{...}": it starts with "{" (above), the region ends with "}", and each
         # newline sits between "}" and "{" (counted in C, no Python per line).
         if region[-1:] != b"}" or region.count(b"\n") != region.count(b"}\n{"):
