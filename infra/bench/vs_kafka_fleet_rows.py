@@ -1,15 +1,16 @@
 """The connections and churn workloads of `infra.bench.vs_kafka_workloads` alone, side by side.
 
 Owns the re-measurement of issue 25's "1,000 connections of which 100 produce" and topic churn
-rows, and (`cluster`) of `vs_kafka.cluster_part` with the `--fleet` sizes: 3 nodes, an RF 3
+rows, (`cluster`) of `vs_kafka.cluster_part` with the `--fleet` sizes: 3 nodes, an RF 3
 acks=all produce, then 10,000 partitions, with the peak RSS before and with them and the time
-until all are led: each repetition starts Pier and Apache Kafka 4.1.1 afresh (alternating which goes first),
+until all are led, and (`partitions`) of 5,000 partitions created on one node, then restarted: each repetition starts Pier and Apache Kafka 4.1.1 afresh (alternating which goes first),
 and optionally Pier from an earlier checkout as "pier-before" (a before/after under the same
 load), and runs the chosen workloads on each; per row it reports every system's median with the
 min-max spread, the ratios to Kafka and the 1-minute load average range (the clients share the
 machine with the servers).
 
-    .venv/bin/python -m infra.bench.vs_kafka_fleet_rows [--workloads connections churn cluster]
+    .venv/bin/python -m infra.bench.vs_kafka_fleet_rows [--workloads connections churn cluster
+        partitions]
         [--repetitions 3] [--short] [--baseline DIR]
 
 JSON on stdout, a Markdown table on stderr. Blocking; each server is stopped and its directory
@@ -49,12 +50,16 @@ WORKLOADS: dict[str, Callable[[str, WorkloadSizes, Callable[..., None]], dict[st
 }
 _SIDE_BY_SIDE_ROWS = tuple(row for row in FLEET_ROWS if row[1][0] in WORKLOADS)
 CLUSTER = "cluster"
+PARTITIONS = "partitions"  # vs_kafka's 5,000 partitions on one node: create, then restart
 # (row, path into one cluster run's result, better)
 _CLUSTER_ROWS = (
     ("3 nodes peak RSS MiB", ("cluster", "peak_rss_mib"), "lower"),
     ("3 nodes peak RSS MiB with 10000 partitions", ("cluster", "wide", "peak_rss_mib"), "lower"),
     ("3 nodes: 10000 partitions create s", ("cluster", "wide", "create_s"), "lower"),
     ("cluster-produce 1024B/acks=all/lz4/rf3 MB/s", ("cluster", "produce_mb_s"), "higher"),
+    ("cluster-produce server CPU s/GB", ("cluster", "server_cpu_s_per_gb"), "lower"),
+    ("5000 partitions create s", ("partitions", "create_s"), "lower"),
+    ("5000 partitions restart s", ("partitions", "restart_s"), "lower"),
 )
 
 
@@ -83,7 +88,7 @@ def side_by_side(
         program = _baseline_program(baseline)
         return vk.PierSingle(start_broker(root / "data", wait=120, program=program))
 
-    single = [name for name in names if name != CLUSTER]
+    single = [name for name in names if name not in (CLUSTER, PARTITIONS)]
     with tempfile.TemporaryDirectory(prefix="vs-kafka-workloads-") as scratch:
         for rep in range(repetitions):
             order = systems if rep % 2 == 0 else systems[::-1]
@@ -92,6 +97,9 @@ def side_by_side(
                 if CLUSTER in names:
                     vk.log(f"repetition {rep + 1}/{repetitions}: {system} cluster")
                     found[CLUSTER] = _cluster(system, Path(scratch), baseline, cluster_sizes)
+                if PARTITIONS in names:
+                    vk.log(f"repetition {rep + 1}/{repetitions}: {system} partitions")
+                    found[PARTITIONS] = _partitions(system, Path(scratch), baseline, cluster_sizes)
                 if not single:
                     runs[system].append(found)
                     continue
@@ -130,6 +138,18 @@ def side_by_side(
 _ZOOKEEPER_FLAGS_BEFORE = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
+def _partitions(
+    system: str, scratch: Path, baseline: Path | None, sizes: vk.Sizes
+) -> dict[str, Any]:
+    """`vs_kafka.partition_scale` (its 10 x 500 partitions with the full sizes) on a fresh
+    one-node `system`: the seconds to create them and to restart until all are led again."""
+    program = _baseline_program(baseline) if system == BASELINE and baseline else PIER_PROGRAM
+    with vk.running("pier" if system == BASELINE else system, 1, scratch, program) as server:
+        found: dict[str, Any] = dict(vk.partition_scale(system, server, sizes))
+    found["loadavg_1m"] = round(os.getloadavg()[0], 2)
+    return found
+
+
 def _cluster(system: str, scratch: Path, baseline: Path | None, sizes: vk.Sizes) -> dict[str, Any]:
     """`vs_kafka.cluster_part` with `sizes` on a fresh 3-node `system`, as a row."""
     program: tuple[str, ...] = PIER_PROGRAM
@@ -151,14 +171,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m infra.bench.vs_kafka_workloads [--workloads connections churn]
     [--repetitions 3] [--short]`: JSON on stdout, a Markdown table on stderr."""
     parser = argparse.ArgumentParser(description=side_by_side.__doc__)
-    parser.add_argument("--workloads", nargs="+", choices=sorted([*WORKLOADS, CLUSTER]),
+    parser.add_argument("--workloads", nargs="+", choices=sorted([*WORKLOADS, CLUSTER, PARTITIONS]),
                         default=sorted(WORKLOADS))  # fmt: skip
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--short", action="store_true", help="tiny sizes: proves the code path")
     parser.add_argument("--baseline", type=Path, help="an earlier checkout run as pier-before")
     args = parser.parse_args(argv)
     sizes = SHORT_WORKLOADS if args.short else FULL_WORKLOADS
-    cluster_sizes = vk.SHORT if args.short else vk.FLEET
+    cluster_sizes = vk.SHORT if args.short else vk.FLEET  # FLEET's partitions: FULL's 10 x 500
     found = side_by_side(args.workloads, args.repetitions, sizes, args.baseline, cluster_sizes)
     print(json.dumps(found, indent=2, allow_nan=True))
     systems = [s for s in ("pier", BASELINE, "kafka") if s in found["runs"]]
