@@ -6,7 +6,7 @@ states and ISR-change notifications again when watches fire; writing a decision'
 states in multi-ops of at most `MAX_OPS_PER_MULTI` partitions, each fenced by the controller
 epoch (`election.fence()`): states that exist are set conditionally on the version the context
 holds, new ones are created with their parent znodes in the same multi (10,000 new partitions
-are 20 round trips, not a kazoo `ensure_path` chain each). One unbounded multi would exceed ZooKeeper's jute.maxbuffer for a
+are 500 round trips, not a kazoo `ensure_path` chain each). One unbounded multi would exceed ZooKeeper's jute.maxbuffer for a
 few thousand partitions (Kafka pipelines one fenced request per partition instead). If a
 condition fails in the first chunk nothing is written and `ZNodeVersionError` is raised: the
 caller re-reads and decides again, or finds that it was deposed; in a later chunk the chunks
@@ -42,8 +42,12 @@ Watch = Callable[[str], None]
 ASSIGNMENT_WRITE_ATTEMPTS = 5
 # Partition-state writes per multi-op (~165 B each, a new one's two parent creates ~150 B more,
 # plus the fence): far below ZooKeeper's default jute.maxbuffer (1 MiB), past which the server
-# drops the connection.
-MAX_OPS_PER_MULTI = 500
+# drops the connection. Small, because ZooKeeper keeps its last 500 proposals in memory for
+# followers to sync from (`zookeeper.commitLogCount`, which it never lets below 500), each with
+# its ops and their serialized copy: with 500 per multi that was every one of 10,000 new
+# partitions' 20,000 creates (ZooKeeper +4 MiB resident against 20 per multi, issue 25); 20 per
+# multi keeps at most 10,000 ops there, for 500 round trips per 10,000 partitions instead of 20.
+MAX_OPS_PER_MULTI = 20
 
 
 class PartialWriteError(ControllerError):
