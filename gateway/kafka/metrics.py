@@ -4,10 +4,15 @@ Owns: request counts per tenant and API, bytes in/out, open connections and refu
 (authentication is counted by `gateway.auth.metrics`). Named after Kafka's where one exists
 (`kafka_server_brokertopicmetrics_*` style is per topic there; these are per tenant). A registry
 is injected so tests and several gateways in one process do not collide. Throttle time is
-counted by `gateway.quotas.metrics` (per quota). Thread-safe (prometheus).
+counted by `gateway.quotas.metrics` (per quota). The per-request counters' children are looked
+up once per label set and kept (`labels()` costs ~11 µs a call, a kept child's `inc` ~3 µs:
+two calls per Produce). Thread-safe (prometheus; two threads racing for a new label set get the
+same child).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -44,18 +49,27 @@ class GatewayMetrics:
             ["tenant", "reason"],
             registry=registry,
         )
+        self._children: dict[tuple[Counter, str, int], Any] = {}  # (counter, tenant, api) → child
+
+    def _child(self, counter: Counter, tenant: str, api_key: int = -1) -> Any:
+        key = (counter, tenant, api_key)
+        child = self._children.get(key)
+        if child is None:
+            labels = (tenant,) if api_key < 0 else (tenant, str(api_key))
+            child = self._children[key] = counter.labels(*labels)
+        return child
 
     def request(self, tenant: str, api_key: int) -> None:
-        self._requests.labels(tenant, str(api_key)).inc()
+        self._child(self._requests, tenant, api_key).inc()
 
     def bytes_in(self, tenant: str, count: int) -> None:
-        self._bytes_in.labels(tenant).inc(count)
+        self._child(self._bytes_in, tenant).inc(count)
 
     def bytes_out(self, tenant: str, count: int) -> None:
-        self._bytes_out.labels(tenant).inc(count)
+        self._child(self._bytes_out, tenant).inc(count)
 
     def spliced(self, tenant: str, count: int) -> None:
-        self._spliced.labels(tenant).inc(count)
+        self._child(self._spliced, tenant).inc(count)
 
     def connected(self, tenant: str, delta: int) -> None:
         self._connections.labels(tenant).inc(delta)
