@@ -52,8 +52,70 @@ def checked(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
     return stage, both_paths(stage, derive)
 
 
+def seen_ids(valid: DataFrame, counted: DataFrame | None, stored: DataFrame | None) -> DataFrame:
+    """The ids de-duplication looks at: the `valid` rows (`ranges.keyed` columns), `old` when a
+    `stored` range holds them, and the `earlier` counted ids (`old` too), with each row's
+    position columns and `hour_ms` (null for earlier ids, and when `valid` has none)."""
+    hour = F.col("hour_ms") if "hour_ms" in valid.columns else F.lit(None).cast("bigint")
+    seen = ranges.flag_counted(valid, stored).select(
+        "id", "writer", "seq", "kafka_partition", "kafka_offset", "old",
+        F.lit(False).alias("earlier"), hour.alias("hour_ms"),
+    )  # fmt: skip
+    if counted is None:
+        return seen
+    earlier = ranges.keyed(counted.select("id")).select(
+        "id", "writer", "seq",
+        F.lit(None).cast("int").alias("kafka_partition"),
+        F.lit(None).cast("bigint").alias("kafka_offset"),
+        F.lit(True).alias("old"), F.lit(True).alias("earlier"),
+        F.lit(None).cast("bigint").alias("hour_ms"),
+    )  # fmt: skip
+    return seen.unionByName(earlier)
+
+
+def chunk_masks(seen: DataFrame) -> DataFrame:
+    """One aggregation of `seen_ids` serving both de-duplication and the ranges to store: per
+    writer and chunk of `ranges.CHUNK` sequences of the rows no stored range holds, `n` rows,
+    the OR and XOR of their sequences' bits (`repeats`), `run_or`, the OR of the run's own rows
+    alone, `old_or`, of the earlier counted ids alone, `run_n` and `hour_ms`, the count and the
+    newest hour of the run's rows; rows without a writer make one row (writer and chunk null).
+    Small (a row per 64 sequences): persist it."""
+    seq, earlier = F.col("seq"), F.col("earlier")
+    bit = ranges.bit_of(seq)
+    counted = F.col("writer").isNull() | ~F.col("old") | earlier
+    return (
+        seen.where(counted)
+        .groupBy("writer", ranges.chunk_of(seq).alias("chunk"))
+        .agg(
+            F.count("*").alias("n"),
+            F.bit_or(bit).alias("ored"),
+            F.bit_xor(bit).alias("xored"),
+            F.bit_or(F.when(~earlier, bit)).alias("run_or"),
+            F.bit_or(F.when(earlier, bit)).alias("old_or"),
+            F.count(F.when(~earlier, 1)).alias("run_n"),
+            F.max(F.when(~earlier, F.col("hour_ms"))).alias("hour_ms"),
+        )
+    )
+
+
+def run_masks(masks: DataFrame) -> DataFrame:
+    """`chunk_masks` as `ranges.split` takes them (writer, chunk, mask, hour_ms, n): the bits of
+    the run's sequences not counted before (its duplicates share their bits), so the run's
+    unique rows need no aggregation of their own; the unshaped row keeps its count."""
+    old = F.coalesce(F.col("old_or"), F.lit(0).cast("bigint"))
+    mask = F.col("run_or").bitwiseAND(F.bitwise_not(old))
+    return (
+        masks.where(F.col("run_n") > 0)
+        .select("writer", "chunk", mask.alias("mask"), "hour_ms", F.col("run_n").alias("n"))
+        .where(F.col("writer").isNull() | (F.col("mask") != 0))
+    )
+
+
 def repeats(
-    valid: DataFrame, counted: DataFrame | None, stored: DataFrame | None = None
+    valid: DataFrame,
+    counted: DataFrame | None,
+    stored: DataFrame | None = None,
+    masks: DataFrame | None = None,
 ) -> DataFrame:
     """The ids among `valid` rows to thin out: each id seen more than once in the run, already
     in `counted` or, for a traffic id (`ranges.keyed` columns), in a `stored` sequence range of
@@ -62,23 +124,13 @@ def repeats(
 
     Only suspects are shuffled by id (`_suspects`): rows without a writer, rows a stored range
     holds, and traffic rows whose sequence may occur twice among the run's rows and `counted`'s
-    ids, found by one aggregation per writer and chunk of sequences (count, OR and XOR of the
-    sequences' bits); the run's other rows are known to be unique without moving them."""
+    ids, found from `masks` (`chunk_masks` of the same rows; computed here when not given); the
+    run's other rows are known to be unique without moving them."""
     position_type = "decimal(29,0)"
-    seen = ranges.flag_counted(valid, stored).select(
-        "id", "writer", "seq", "kafka_partition", "kafka_offset", "old",
-        F.lit(False).alias("earlier"),
-    )  # fmt: skip
-    if counted is not None:
-        earlier = ranges.keyed(counted.select("id")).select(
-            "id", "writer", "seq",
-            F.lit(None).cast("int").alias("kafka_partition"),
-            F.lit(None).cast("bigint").alias("kafka_offset"),
-            F.lit(True).alias("old"), F.lit(True).alias("earlier"),
-        )  # fmt: skip
-        seen = seen.unionByName(earlier)
+    seen = seen_ids(valid, counted, stored)
+    masks = masks if masks is not None else chunk_masks(seen)
     at = F.when(~F.col("earlier"), _position()).cast(position_type)
-    suspects = _suspects(seen).select("id", at.alias("at"), "old")
+    suspects = _suspects(seen, masks).select("id", at.alias("at"), "old")
     grouped = suspects.groupBy("id").agg(
         F.count("*").alias("n"),
         F.count("at").alias("copies"),  # the run's own (an earlier run's have no position)
@@ -92,27 +144,17 @@ def repeats(
     )
 
 
-def _suspects(seen: DataFrame) -> DataFrame:
+def _suspects(seen: DataFrame, masks: DataFrame) -> DataFrame:
     """The rows of `seen` (the run's, and `earlier` counted ids) whose id may occur twice or was
-    counted before. Per writer and chunk of the traffic rows not in a stored range: `n` rows,
-    the OR and the XOR of their sequences' bits. A chunk with `n` = popcount(OR) has no sequence
-    twice; in another, OR & ~XOR are the sequences seen an even number of times, and when
-    `n` - popcount(OR) equals their popcount every sequence occurs once or twice, so those bits
-    are exactly the repeated ones; otherwise every row of the chunk is a suspect."""
+    counted before. Per writer and chunk of the traffic rows not in a stored range (`masks`):
+    `n` rows, the OR and the XOR of their sequences' bits. A chunk with `n` = popcount(OR) has
+    no sequence twice; in another, OR & ~XOR are the sequences seen an even number of times, and
+    when `n` - popcount(OR) equals their popcount every sequence occurs once or twice, so those
+    bits are exactly the repeated ones; otherwise every row of the chunk is a suspect."""
     seq = F.col("seq")
-    counted = F.col("writer").isNotNull() & (~F.col("old") | F.col("earlier"))
-    chunks = (
-        seen.where(counted)
-        .groupBy("writer", ranges.chunk_of(seq).alias("chunk"))
-        .agg(
-            F.count("*").alias("n"),
-            F.bit_or(ranges.bit_of(seq)).alias("ored"),
-            F.bit_xor(ranges.bit_of(seq)).alias("xored"),
-        )
-    )
     extra = F.col("n") - F.bit_count("ored")
     twice = F.col("ored").bitwiseAND(F.bitwise_not("xored"))
-    dirty = chunks.where(extra > 0).select(
+    dirty = masks.where(F.col("writer").isNotNull() & (extra > 0)).select(
         F.col("writer").alias("d_writer"),
         F.col("chunk").alias("d_chunk"),
         F.when(extra == F.bit_count(twice), twice).otherwise(F.lit(-1)).alias("suspect"),
@@ -148,15 +190,31 @@ def _position() -> Column:
     return (partition + F.col("kafka_offset").cast("decimal(20,0)")).cast("decimal(29,0)")
 
 
-def traffic_sums(records: DataFrame) -> dict[RollupKey, Sums]:
-    grouped = (
-        records.where(F.col("kind") == "traffic")
-        .withColumn("topic_key", F.coalesce(F.col("topic"), F.lit("")))
-        .groupBy("tenant", "principal", "client_id", "topic_key", "hour_ms")
+SAMPLE_KEYS = ("partition", "at_ms", "bytes")  # a storage sample's own fields (null: traffic)
+
+
+def grouped_sums(records: DataFrame) -> DataFrame:
+    """One aggregation of the run's unique rows serving both kinds: per kind, tenant, principal,
+    client id, topic (`topic_key`, "" for none), hour and, for storage samples, partition,
+    `at_ms` and `bytes` (so each distinct sample stays a row), the traffic measures' sums and
+    `records`, the rows summed. Small next to the rows (a row per key, and per sample): persist
+    it, then `traffic_sums` and `storage_sums` read it, not the rows."""
+    return (
+        records.withColumn("topic_key", F.coalesce(F.col("topic"), F.lit("")))
+        .groupBy("kind", "tenant", "principal", "client_id", "topic_key", "hour_ms", *SAMPLE_KEYS)
         .agg(*(F.sum(m).alias(m) for m in TRAFFIC_MEASURES), F.count("*").alias("records"))
     )
+
+
+def traffic_sums(grouped: DataFrame) -> dict[RollupKey, Sums]:
+    """The traffic rollups of `grouped_sums`."""
+    traffic = (
+        grouped.where(F.col("kind") == "traffic")
+        .groupBy("tenant", "principal", "client_id", "topic_key", "hour_ms")
+        .agg(*(F.sum(m).alias(m) for m in TRAFFIC_MEASURES), F.sum("records").alias("records"))
+    )
     out: dict[RollupKey, Sums] = {}
-    for row in grouped.toLocalIterator():
+    for row in traffic.collect():
         key = RollupKey(row.tenant, row.principal, row.client_id, row.topic_key, row.hour_ms)
         sums = Sums(records=int(row.records))
         for measure in TRAFFIC_MEASURES:
@@ -167,21 +225,25 @@ def traffic_sums(records: DataFrame) -> dict[RollupKey, Sums]:
 
 def storage_sums(
     spark: SparkSession,
-    records: DataFrame,
+    grouped: DataFrame,
     pending: list[PendingSample],
     until_ms: int,
     cap_ms: int,
 ) -> tuple[dict[RollupKey, Sums], list[PendingSample], int]:
-    """(sums per tenant/topic/hour, the new pending sample per partition, late samples)."""
+    """(sums per tenant/topic/hour, the new pending sample per partition, late samples) of the
+    storage samples in `grouped_sums`: a sample repeated with the same time and size (`records`
+    above one) holds its interval once, as a second copy at the same time would hold none."""
     keys = ["tenant", "topic", "partition"]
     carried = spark.createDataFrame(
         [(p.tenant, p.topic, p.partition, p.at_ms, p.bytes, p.settled) for p in pending],
         PENDING_SCHEMA,
     )
-    samples = records.where(F.col("kind") == "storage").select(*keys, "at_ms", "bytes")
+    samples = grouped.where(F.col("kind") == "storage").select(
+        "tenant", F.col("topic_key").alias("topic"), "partition", "at_ms", "bytes", "records"
+    )
     joined = samples.join(carried, keys, "left")
     is_late = F.col("p_at").isNotNull() & (F.col("at_ms") <= F.col("p_at"))
-    late = joined.where(is_late).count()
+    late = joined.where(is_late).agg(F.sum("records")).first()
     fresh = joined.where(~is_late).select(*keys, "at_ms", "bytes")
     unsettled = carried.where(~F.col("p_settled")).select(
         *keys, F.col("p_at").alias("at_ms"), F.col("p_bytes").alias("bytes")
@@ -195,7 +257,7 @@ def storage_sums(
         sums = _hourly(intervals.where(F.col("held") > 0))
     finally:
         intervals.unpersist()
-    return sums, newest, late
+    return sums, newest, int(late[0] or 0) if late is not None else 0
 
 
 def _held(samples: DataFrame, until_ms: int, cap_ms: int) -> DataFrame:

@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -235,23 +236,34 @@ def _roll_up(
         counted = old if counted is None else counted.unionByName(old)
     held = ledger.counted_ranges(db, options.topic)
     stored = ranges.stored_frame(spark, held)
-    repeated = frames.repeats(valid, counted, stored).persist()
+    masks = frames.chunk_masks(frames.seen_ids(valid, counted, stored)).persist()
+    repeated = frames.repeats(valid, counted, stored, masks).persist()
     try:
         records = frames.unique(valid, repeated)
         out.duplicates = frames.dropped(repeated)
         out.records = valid_count - out.duplicates
         clock.lap("dedupe")
-        out.rollups = frames.traffic_sums(records)
-        storage, out.pending, out.late_samples = frames.storage_sums(
-            spark, records, ledger.pending_samples(db), out.until_ms, 2 * options.sample_interval_ms
-        )
+        grouped = frames.grouped_sums(records).persist()  # one pass over the rows for both
+        try:
+            out.rollups = frames.traffic_sums(grouped)
+            storage, out.pending, out.late_samples = frames.storage_sums(
+                spark,
+                grouped,
+                ledger.pending_samples(db),
+                out.until_ms,
+                2 * options.sample_interval_ms,
+            )
+        finally:
+            grouped.unpersist()
         for key, sums in storage.items():
             out.rollups.setdefault(key, type(sums)()).add(sums)
         clock.lap("sums")
-        out.ranges = ranges.split(spark, records, held, lambda ids: store.write(ids, attempt))
+        write = partial(store.write, attempt=attempt)
+        out.ranges = ranges.split(spark, records, held, write, frames.run_masks(masks))
         clock.lap("ids")
     finally:
         repeated.unpersist()
+        masks.unpersist()
 
 
 def _range(options: RunOptions, cursor: Cursor | None) -> tuple[dict[int, int], dict[int, int]]:

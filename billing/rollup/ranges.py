@@ -88,25 +88,19 @@ def split(
     counted: DataFrame,
     held: list[Range],
     write_ids: Callable[[DataFrame], None],
+    masks: DataFrame | None = None,
 ) -> list[Range]:
     """The ranges to store of a run's counted rows (from `keyed`, one row per id), given the
     `held` (stored) ones; the ids no new range holds go to `write_ids` (a frame of id, hour_ms).
 
     One aggregation finds the runs: per writer and chunk of `CHUNK` sequences, the bit mask of
-    the sequences present (`bit_or`). Whole chunks in a row are joined in Spark; the driver reads
-    the runs off the other chunks' masks (a run at a time, not a bit) and joins neighbours
-    (`merge`). A run becomes a range when it is at least `MIN_RANGE` long or touches a held
-    range; the driver collects runs and masks, never ids."""
-    chunks = (
-        counted.withColumn("chunk", chunk_of(F.col("seq")))
-        .groupBy("writer", "chunk")
-        .agg(
-            F.bit_or(bit_of(F.col("seq"))).alias("mask"),
-            F.max("hour_ms").alias("hour_ms"),
-            F.count("*").alias("n"),
-        )
-        .persist()
-    )
+    the sequences present (`bit_or`), or `masks`, the same (writer, chunk, mask, hour_ms, n)
+    computed already (`frames.run_masks`: then `counted` is read only for loose ids). Whole
+    chunks in a row are joined in Spark; the driver reads the runs off the other chunks' masks
+    (a run at a time, not a bit) and joins neighbours (`merge`). A run becomes a range when it is
+    at least `MIN_RANGE` long or touches a held range; the driver collects runs and masks, never
+    ids."""
+    chunks = masks if masks is not None else _masks(counted).persist()
     try:
         runs = merge([*_whole_runs(chunks), *_partial_runs(chunks)])
         lasts = {(h.writer, h.hi) for h in held}  # a run touching a held range starts after
@@ -124,8 +118,21 @@ def split(
         else:
             write_ids(_loose(counted, spark, found))
     finally:
-        chunks.unpersist()
+        if masks is None:
+            chunks.unpersist()
     return found
+
+
+def _masks(counted: DataFrame) -> DataFrame:
+    return (
+        counted.withColumn("chunk", chunk_of(F.col("seq")))
+        .groupBy("writer", "chunk")
+        .agg(
+            F.bit_or(bit_of(F.col("seq"))).alias("mask"),
+            F.max("hour_ms").alias("hour_ms"),
+            F.count("*").alias("n"),
+        )
+    )
 
 
 def _whole_runs(chunks: DataFrame) -> list[Range]:

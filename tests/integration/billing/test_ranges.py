@@ -137,3 +137,42 @@ def test_repeats_match_a_count_of_every_id(spark: Any) -> None:
     } | {i: (None, 0) for i in earlier_ids if i not in copies}
     assert {i: (None if k is None else int(k), d) for i, (k, d) in got.items()} == expected
     assert sum(1 for at in copies.values() if len(at) > 2) > 10  # triples and more were there
+
+
+def test_split_from_chunk_masks_matches_split_of_the_unique_rows(spark: Any) -> None:
+    """The run reads the ranges to store off `frames.chunk_masks`, the aggregation de-duplication
+    made already (`frames.run_masks`: the run's bits, less those counted before), instead of
+    aggregating its unique rows again: on random rows (repeats, ids counted before, ids in a
+    stored range, short runs, ids of another shape) both find the same ranges, with the same
+    newest hours, and keep the same ids."""
+    rng = random.Random(11)
+    rows: list[tuple[str, int, int, int]] = []
+    for writer in ("w/a", "w/b", "w/c"):
+        gaps = {*rng.sample(range(3000), 30), *range(1000, 1050), *range(1061, 1100)}
+        for seq in (s for s in range(3000) if s not in gaps):  # 1050..1060: a short island
+            times = rng.choices([1, 2, 3], weights=[95, 4, 1])[0]
+            hour = seq // 500 * HOUR_MS
+            rows += [(f"{writer}/{seq}", 0, len(rows) + n, hour) for n in range(times)]
+    rows += [("odd", 0, len(rows), 0), ("w/d/7", 0, len(rows) + 1, 0)]
+    earlier_ids = [f"w/a/{s}" for s in range(40, 140)] + [
+        f"w/c/{s}" for s in rng.sample(range(3000), 50)
+    ]
+    held = [Range("w/b", 100, 399, 0)]
+    schema = "id STRING, kafka_partition INT, kafka_offset BIGINT, hour_ms BIGINT"
+    valid = ranges.keyed(spark.createDataFrame(rows, schema))
+    counted = spark.createDataFrame([(i,) for i in earlier_ids], "id STRING")
+    stored = ranges.stored_frame(spark, held)
+    masks = frames.chunk_masks(frames.seen_ids(valid, counted, stored)).persist()
+    repeated = frames.repeats(valid, counted, stored, masks).persist()
+    unique = frames.unique(valid, repeated)
+    plain: list[set[str]] = []
+    from_masks: list[set[str]] = []
+    expected = ranges.split(spark, unique, held, lambda ids: plain.append(_ids(ids)))
+    got = ranges.split(
+        spark, unique, held, lambda ids: from_masks.append(_ids(ids)), frames.run_masks(masks)
+    )
+    assert got == expected
+    assert from_masks == plain
+    assert not any(r.writer == "w/a" and r.lo <= 139 and r.hi >= 40 for r in got)  # counted
+    assert any(r.writer == "w/b" and r.hi == 99 for r in got)  # stops at the stored range
+    assert {"odd", "w/d/7", "w/a/1050"} <= plain[0] and len(got) > 20
