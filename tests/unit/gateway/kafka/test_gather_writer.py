@@ -100,13 +100,18 @@ def test_a_socket_that_fails_fails_the_writer_once_and_nothing_more_is_written(
     errors: list[OSError] = []
 
     async def run() -> GatherWriter:
-        writer = GatherWriter(asyncio.get_running_loop(), ours.fileno(), errors.append)
+        failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_error(exc: OSError) -> None:
+            errors.append(exc)
+            if not failed.done():
+                failed.set_result(None)
+
+        writer = GatherWriter(asyncio.get_running_loop(), ours.fileno(), on_error)
         writer.write([bytes(4 * MiB)])  # more than the socket takes: the rest waits
         assert writer.waiting_bytes > 0
         theirs.close()  # the peer goes away with bytes unread: the next write fails
-        async with asyncio.timeout(10):
-            while not errors:
-                await asyncio.sleep(0.01)
+        await asyncio.wait_for(failed, 10)
         writer.write([b"after"])
         return writer
 
