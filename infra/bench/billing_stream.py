@@ -298,6 +298,10 @@ def stream_lag(
             "max": round(max(lags), 1),
             "probes": len(lags),
         },
+        "lag_s_second_half": {  # the probes written after the first large micro-batches
+            "median": round(statistics.median(lags[len(lags) // 2 :]), 1),
+            "max": round(max(lags[len(lags) // 2 :]), 1),
+        },
         "caught_up_s_after_writing": round(caught_up, 1),
         "micro_batches": [
             {
