@@ -1,0 +1,138 @@
+"""Held-back answers (`Connection`'s pipelined runs) keep request order when a file-region answer
+follows them, and never grow past the held-back cap.
+
+Kafka clients match answers to requests by order: a bytes answer held back for the run's one
+write must leave before a later Fetch-like answer that goes out as parts (a file region, sent with
+sendfile or read with pread). And a run of large answers leaves in several writes of at most the
+cap (plus the answer that crossed it), not one write of everything the client pipelined. Real
+sockets (a socketpair), a real file and a real event loop; the dispatcher echoes each request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+import tempfile
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from brokers.server.connection import Connection
+from brokers.server.dispatcher import Peer, Reply
+from brokers.server.response import RawResponse
+from brokers.wire.framing import FrameLimits
+
+pytestmark = pytest.mark.unit
+
+HELD_CAP = 64 * 1024  # connection._HELD_BYTES
+FILE_BYTES = 128 * 1024  # above connection._SMALL_REGION: the sendfile path
+
+
+@dataclass(frozen=True, slots=True)
+class _Region:
+    fd: int
+    position: int
+    size: int
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.size, self.position)
+
+
+class Echo:
+    """Echoes each request; `file-request` is answered with a file region (as Fetch is)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.correlation = 0
+
+    async def dispatch(self, frame: memoryview, peer: Peer) -> Reply | None:
+        self.correlation += 1
+        if bytes(frame) == b"file-request":
+            return Reply(self.correlation, False, RawResponse([_Region(self.fd, 0, FILE_BYTES)]))
+        return Reply(self.correlation, False, bytes(frame))
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+async def _connection(echo: Echo) -> tuple[Any, asyncio.StreamReader, Any, list[int]]:
+    ours, theirs = socket.socketpair()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=512 * 1024)
+    protocol = asyncio.StreamReaderProtocol(reader)
+    transport, _ = await loop.connect_accepted_socket(lambda: protocol, ours)
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    writes: list[int] = []  # bytes per write of a bytes answer
+    real_write = transport.write
+
+    def counted(data: Any) -> None:
+        writes.append(len(data))
+        real_write(data)
+
+    transport.write = counted  # type: ignore[method-assign]
+    connection = Connection(reader, writer, echo, FrameLimits(), Peer("test", "c1"))  # type: ignore[arg-type]
+    served = asyncio.create_task(connection.serve())
+    client_reader, client = await asyncio.open_connection(sock=theirs)
+    return served, client_reader, client, writes
+
+
+async def _answers(reader: asyncio.StreamReader, count: int) -> list[tuple[int, bytes]]:
+    found = []
+    for _ in range(count):
+        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))[0]
+        frame = await asyncio.wait_for(reader.readexactly(size), 10)
+        found.append((int.from_bytes(frame[:4], "big"), frame[4:]))
+    return found
+
+
+def _run(scenario: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    return asyncio.run(scenario())
+
+
+def test_a_held_answer_leaves_before_a_later_file_region_answer() -> None:
+    content = os.urandom(FILE_BYTES)
+    with tempfile.TemporaryFile() as file:
+        file.write(content)
+        file.flush()
+
+        async def scenario() -> list[tuple[int, bytes]]:
+            echo = Echo(file.fileno())
+            served, reader, client, _writes = await _connection(echo)
+            requests = [b"first-request", b"file-request", b"last-request"]
+            client.write(b"".join(_frame(r) for r in requests))  # one pipelined run
+            answers = await _answers(reader, len(requests))
+            client.close()
+            await asyncio.wait_for(served, 10)
+            return answers
+
+        answers = _run(scenario)
+    assert [correlation for correlation, _body in answers] == [1, 2, 3]
+    assert answers[0][1] == b"first-request"
+    assert answers[1][1] == content
+    assert answers[2][1] == b"last-request"
+
+
+def test_a_run_of_large_answers_leaves_in_writes_of_at_most_the_cap() -> None:
+    answer_bytes = 16 * 1024
+    count = 12  # 192 KiB of answers, all pipelined at once
+
+    async def scenario() -> tuple[list[tuple[int, bytes]], list[int]]:
+        echo = Echo(-1)
+        served, reader, client, writes = await _connection(echo)
+        requests = [bytes([i]) * answer_bytes for i in range(count)]
+        client.write(b"".join(_frame(r) for r in requests))
+        answers = await _answers(reader, count)
+        client.close()
+        await asyncio.wait_for(served, 10)
+        return answers, writes
+
+    answers, writes = _run(scenario)
+    assert [body for _c, body in answers] == [bytes([i]) * answer_bytes for i in range(count)]
+    one_answer = answer_bytes + 8  # size prefix and correlation id
+    assert max(writes) < HELD_CAP + one_answer, writes  # never everything held at once
+    assert sum(writes) == count * one_answer
