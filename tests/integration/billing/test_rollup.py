@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from billing.rollup.ids import StateError
 from billing.rollup.ledger import FencedError
 from infra.stack import BrokerProcess
-from tenancy.usage import HOUR_MS
+from tenancy.usage import HOUR_MS, StorageSample, storage_id
 from tests.integration.billing.helpers import merge, rollups, run, state_dir, versions
 from tests.integration.billing.usage_gen import (
     T0,
@@ -216,3 +216,33 @@ def test_late_usage_after_a_final_invoice_is_an_adjustment(
         price * before
     ).quantize(Decimal("0.01"))
     assert Decimal(adjustment["amount"]) == expected
+
+
+def test_two_samplers_of_one_partition_hold_its_time_once_and_count_late_twice(
+    spark: Any, usage_broker: BrokerProcess, sqlite_url: str
+) -> None:
+    """Storage samples come out of the run's one sums aggregation (`frames.grouped_sums`), a row
+    per distinct (partition, time, size): two samplers that sample a partition at the same time
+    and size count as two records but hold its time once, and a late sample from each counts
+    twice as late."""
+    minute = 60_000
+    points = [(NOW - (8 - i) * minute, 100 * (i + 1)) for i in range(6)]  # newest: NOW - 3 min
+    first = storage("acme", "orders", 0, points)
+    second = [
+        StorageSample(storage_id("s2", s.tenant, s.topic, s.partition, s.at_ms), s.tenant,
+                      s.topic, s.partition, s.bytes, s.at_ms)
+        for s in first[:3]
+    ]  # fmt: skip
+    write(usage_broker.bootstrap, [*first, *second])
+    report = run(spark, sqlite_url, usage_broker.bootstrap, NOW)
+    assert (report.records, report.duplicates, report.late_samples) == (9, 0, 0)
+    assert rollups(sqlite_url) == storage_totals(first, INTERVAL, NOW)
+    at = NOW - 4 * minute - 30_000  # before the pending sample (NOW - 3 min): late
+    late = [
+        StorageSample(storage_id(sampler, "acme", "orders", 0, at), "acme", "orders", 0, 5, at)
+        for sampler in ("s1", "s2")
+    ]
+    write(usage_broker.bootstrap, late)
+    again = run(spark, sqlite_url, usage_broker.bootstrap, NOW)
+    assert (again.records, again.late_samples) == (2, 2)
+    assert rollups(sqlite_url) == storage_totals(first, INTERVAL, NOW)
