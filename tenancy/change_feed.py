@@ -8,7 +8,12 @@
 Versions are gapless (see `tenancy.journal`), so the feed reads `changes_since(last)` whenever
 something may have changed: on PostgreSQL when a `pier_changes` notification arrives on a
 dedicated LISTEN connection (and every `SAFETY_POLL_S` regardless, should a notification be lost
-while the listener reconnects); on SQLite every `poll_interval_s`. LISTEN is issued before the
+while the listener reconnects); on SQLite every `poll_interval_s`, unless the database file's
+`PRAGMA data_version` (read on a connection of the feed's own, which never writes) is the value it
+had before the last read: SQLite changes it whenever another connection, of any process, commits,
+so an idle feed costs one pragma on the event loop a poll instead of a read in a worker thread. It
+is read before each read of the changes, so a commit during that read is caught at the next poll;
+a full batch or a pragma that fails (the file busy) reads anyway. LISTEN is issued before the
 starting version is read, so nothing committed in between is missed. A version jump (changes
 pruned before this subscriber read them, or a database restored to an older state) sets
 `resync_needed` and clears the store's verification cache; every delivered change is also applied
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections import deque
 from types import TracebackType
 from typing import Protocol
@@ -92,6 +98,30 @@ class _Listener:
             await conn.close()
 
 
+class _DataVersion:
+    """`PRAGMA data_version` of a SQLite file on a connection of its own that never writes (WAL
+    mode: the pragma reads the shared WAL index and does not wait for a writer; busy: None)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._conn: sqlite3.Connection | None = None
+
+    def value(self) -> int | None:
+        try:
+            if self._conn is None:
+                self._conn = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+            row = self._conn.execute("PRAGMA data_version").fetchone()
+            return int(row[0])
+        except sqlite3.Error:
+            self.close()
+            return None
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
 class ChangeFeed:
     """Async iterator of `Change`; use as an async context manager."""
 
@@ -103,12 +133,15 @@ class ChangeFeed:
         poll_interval_s: float,
         notify_url: str | None,
         channel: str,
+        sqlite_path: str | None = None,
     ) -> None:
         self.resync_needed = False
         self._source = source
         self._version = from_version
         self._poll_s = max(0.01, poll_interval_s)
         self._listener = _Listener(notify_url, channel) if notify_url else None
+        self._data_version = _DataVersion(sqlite_path) if sqlite_path else None
+        self._read_at: int | None = None  # data_version before the last read that was not full
         self._buffer: deque[Change] = deque()
         self._closed = False
         self._retry_s = RETRY_S
@@ -121,6 +154,8 @@ class ChangeFeed:
     async def __aenter__(self) -> ChangeFeed:
         if self._listener is not None:
             await self._listener.open()
+        if self._data_version is not None:
+            self._data_version.value()  # opened before the start is read: later commits count
         try:
             current = await asyncio.to_thread(self._source.current_version)
         except BaseException:
@@ -144,6 +179,8 @@ class ChangeFeed:
         self._closed = True
         if self._listener is not None:
             await self._listener.close(final=True)
+        if self._data_version is not None:
+            self._data_version.close()
 
     def __aiter__(self) -> ChangeFeed:
         return self
@@ -180,7 +217,11 @@ class ChangeFeed:
 
     async def _fetch(self) -> bool:
         assert self._version is not None
+        marker = None if self._data_version is None else self._data_version.value()
+        if marker is not None and marker == self._read_at:
+            return False  # nothing committed since the last read found everything
         changes = await asyncio.to_thread(self._source.changes_since, self._version, limit=BATCH)
+        self._read_at = marker if len(changes) < BATCH else None
         if changes and changes[0].version != self._version + 1:
             self._resync(changes[0].version - 1)
         self._buffer.extend(changes)

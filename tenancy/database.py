@@ -76,6 +76,11 @@ class Database:
             return None
         return self.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
+    @property
+    def sqlite_path(self) -> str | None:
+        """The SQLite file (the change feed reads its data_version), None on PostgreSQL."""
+        return self.url.database if self.dialect == "sqlite" else None
+
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A session in a read transaction (ended when the block ends)."""

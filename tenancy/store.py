@@ -135,6 +135,7 @@ class TenantStore(
             poll_interval_s=poll_interval_s,
             notify_url=self._db.notify_url,
             channel=journal.NOTIFY_CHANNEL,
+            sqlite_path=self._db.sqlite_path,
         )
 
     def invalidate(self, change: Change) -> None:

@@ -5,13 +5,15 @@ set `resync_needed`, and a watching process's verification cache forgets revoked
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
-from tenancy.change_feed import ChangeFeed
+from tenancy.change_feed import BATCH, ChangeFeed
 from tenancy.domain import Change
 from tenancy.store import TenantStore
 from tests.integration.tenancy.helpers import OPERATOR, key_for, tenant
+from tests.polling import wait_until_async
 from tests.tenancy_fixtures import TenancyClock
 
 pytestmark = pytest.mark.integration
@@ -141,3 +143,70 @@ def test_own_suspension_invalidates_at_once(store_url: str, tenancy_clock: Tenan
         assert both.verify_api_key(key.key_id, secret) is not None
         both.set_tenant_status("acme", "suspended", actor=OPERATOR)
         assert both.verify_api_key(key.key_id, secret) is None
+
+
+class CountedReads:
+    """The store as the feed's source, counting the reads of the journal."""
+
+    def __init__(self, store: TenantStore) -> None:
+        self.store = store
+        self.reads = 0
+
+    def current_version(self) -> int:
+        return self.store.current_version()
+
+    def changes_since(self, version: int, *, limit: int = 1000) -> list[Change]:
+        self.reads += 1
+        return self.store.changes_since(version, limit=limit)
+
+    def invalidate(self, change: Change) -> None:
+        self.store.invalidate(change)
+
+    def invalidate_all(self) -> None:
+        self.store.invalidate_all()
+
+
+def test_an_idle_sqlite_feed_reads_the_journal_only_after_a_commit(
+    tmp_path: Path, tenancy_clock: TenancyClock
+) -> None:
+    """SQLite's data_version spares an idle feed its reads; a commit from another connection is
+    still delivered, and a backlog bigger than a batch is read to its end."""
+    url = f"sqlite:///{tmp_path / 'tenancy.db'}"
+    with TenantStore.open(url, clock=tenancy_clock) as store:
+        store.upgrade()
+        for i in range(BATCH + 5):
+            tenant(store, f"t{i:04d}")
+        source = CountedReads(store)
+        path = str(tmp_path / "tenancy.db")
+
+        async def scenario() -> None:
+            feed = ChangeFeed(
+                source,
+                from_version=0,
+                poll_interval_s=0.01,
+                notify_url=None,
+                channel="x",
+                sqlite_path=path,
+            )
+            async with feed:
+                backlog = [await _next(feed, timeout=10) for _ in range(BATCH + 5)]
+                assert backlog[-1].subject == f"t{BATCH + 4:04d}"
+                polled = asyncio.create_task(anext(feed))
+                await wait_until_async(
+                    lambda: _settled(source), what="the feed idle", timeout=10, interval=0.05
+                )
+                idle_reads = source.reads
+                await asyncio.sleep(0.3)  # thirty polls' worth of idle time: not one read
+                assert source.reads == idle_reads
+                with TenantStore.open(url, clock=tenancy_clock) as other:
+                    await asyncio.to_thread(tenant, other, "late")
+                change = await asyncio.wait_for(polled, DELIVERY_DEADLINE_S)
+                assert change.subject == "late"
+
+        asyncio.run(scenario())
+
+
+async def _settled(source: CountedReads) -> bool:
+    before = source.reads
+    await asyncio.sleep(0.05)
+    return source.reads == before
