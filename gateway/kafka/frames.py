@@ -29,6 +29,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 _INT32 = struct.Struct(">i")
 MIN_FRAME = 4  # a correlation id at least
@@ -216,6 +217,7 @@ class FrameReader:
 
 
 Buffer = bytes | bytearray | memoryview
+AnyBuffer = TypeVar("AnyBuffer", bound=Buffer)
 
 
 def raise_buffer(sock: socket.socket, option: int, size: int) -> None:
@@ -277,11 +279,12 @@ def _send_direct(fd: int, parts: Sequence[Buffer]) -> Sequence[Buffer]:
                 break
     except OSError:  # would block, or a broken socket: the transport's own write meets the
         pass  # same error and closes the connection as it always does
-    return _rest(parts, sent)
+    return unsent(parts, sent)
 
 
-def _rest(parts: Sequence[Buffer], sent: int) -> list[Buffer]:
-    rest: list[Buffer] = []
+def unsent(parts: Sequence[AnyBuffer], sent: int) -> list[AnyBuffer | memoryview]:
+    """The parts after the first `sent` bytes (a partly sent part as a view of its rest)."""
+    rest: list[AnyBuffer | memoryview] = []
     for part in parts:
         size = len(part)
         if sent >= size:

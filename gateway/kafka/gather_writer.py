@@ -26,7 +26,8 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 
-Buffer = bytes | bytearray | memoryview
+from gateway.kafka.frames import Buffer, unsent
+
 IOV_MAX = 1024  # buffers per writev (Linux's IOV_MAX)
 
 
@@ -92,7 +93,7 @@ class GatherWriter:
         except OSError as exc:
             self._fail(exc)
             return []
-        return _rest(parts, sent)
+        return unsent(parts, sent)
 
     def _queue(self, parts: Sequence[Buffer]) -> None:
         for part in parts:
@@ -131,16 +132,3 @@ class GatherWriter:
             return
         self.close()
         self._on_error(exc)
-
-
-def _rest(parts: Sequence[Buffer], sent: int) -> list[Buffer]:
-    """The parts after the first `sent` bytes (a partly sent part as a view of its rest)."""
-    rest: list[Buffer] = []
-    for part in parts:
-        size = len(part)
-        if sent >= size:
-            sent -= size
-            continue
-        rest.append(memoryview(part)[sent:] if sent else part)
-        sent = 0
-    return rest

@@ -35,6 +35,8 @@ import termios
 from collections.abc import Callable
 from typing import Protocol
 
+from gateway.kafka.frames import unsent
+
 log = logging.getLogger("pier.gateway.splice")
 PIPE_BYTES = 1024 * 1024  # asked of F_SETPIPE_SZ (Linux's default pipe-max-size); 64 KiB if refused
 PUMP_SLICE_BYTES = 8 * 1024 * 1024  # moved per turn of the event loop at most
@@ -167,7 +169,7 @@ class SpliceRelay:
         try:
             if self._out:
                 written = os.writev(self._write_fd, self._out)
-                self._out = _rest(self._out, written)
+                self._out = unsent(self._out, written)
                 return written, False
             if self._in_pipe:
                 written = os.splice(
@@ -281,14 +283,3 @@ def _size_buffer(fd: int, option: int) -> None:
         pass
     finally:
         sock.detach()  # the descriptor stays the relay's
-
-
-def _rest(parts: list[memoryview], sent: int) -> list[memoryview]:
-    rest: list[memoryview] = []
-    for part in parts:
-        if sent >= len(part):
-            sent -= len(part)
-            continue
-        rest.append(part[sent:] if sent else part)
-        sent = 0
-    return rest
