@@ -12,7 +12,6 @@ broker answers cost it megabytes (issue 25). Pure; thread-safe (caches fill idem
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import importlib
 import pkgutil
@@ -78,25 +77,15 @@ def _known_names(module_name: str, name: str) -> frozenset[str]:
 
 def _declared_fields(module_name: str, path: Path, name: str) -> frozenset[str]:
     """The fields of class `name` in kio module `module_name`: from the class when the module is
-    loaded, else from its source at `path` (a kio message class is a plain dataclass: its fields
-    are its annotated names other than `ClassVar`s), importing it only without a source."""
+    loaded, else from its source at `path`, importing it only without a source. A kio message
+    class is a plain dataclass whose fields are its annotated names other than `ClassVar`s, one per
+    line at the class body's indent (`_source_fields`)."""
     loaded = sys.modules.get(module_name)
     if loaded is None:
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
-            tree = None
-        if tree is not None:
-            for node in tree.body:
-                if isinstance(node, ast.ClassDef) and node.name == name:
-                    return frozenset(
-                        stmt.target.id
-                        for stmt in node.body
-                        if isinstance(stmt, ast.AnnAssign)
-                        and isinstance(stmt.target, ast.Name)
-                        and not ast.unparse(stmt.annotation).startswith("ClassVar")
-                    )
-            return frozenset()
+            return _source_fields(path.read_text(encoding="utf-8"), name)
+        except OSError:
+            pass
         try:
             loaded = importlib.import_module(module_name)
         except ImportError:
@@ -105,6 +94,37 @@ def _declared_fields(module_name: str, path: Path, name: str) -> frozenset[str]:
     if isinstance(cls, type) and dataclasses.is_dataclass(cls):
         return _field_names(cls)
     return frozenset()
+
+
+_FIELD_LINE = re.compile(r"^    ([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(\S.*)$")
+
+
+def _source_fields(source: str, name: str) -> frozenset[str]:
+    """The annotated names of top-level `class <name>` in generated source, scanned line by line
+    (not `ast`: CPython 3.11's parser keeps its recursion depth in per-interpreter state, and a
+    parse on one thread while another compiles fails with "AST constructor recursion depth
+    mismatch"). Lines inside triple-quoted strings are skipped."""
+    fields: set[str] = set()
+    inside = False  # within class `name`
+    quoted = False  # within a triple-quoted string
+    for line in source.splitlines():
+        if quoted:
+            quoted = line.count('"""') % 2 == 0
+            continue
+        if line[:1] not in ("", " ", "\t"):  # a top-level statement ends the class
+            if inside:
+                break
+            inside = line.startswith(f"class {name}:") or line.startswith(f"class {name}(")
+            continue
+        if not inside:
+            continue
+        if line.count('"""') % 2 == 1:
+            quoted = True
+            continue
+        found = _FIELD_LINE.match(line)
+        if found and not found[2].startswith("ClassVar"):
+            fields.add(found[1])
+    return frozenset(fields)
 
 
 def make(module: ModuleType, name: str, /, **fields: Any) -> Any:
