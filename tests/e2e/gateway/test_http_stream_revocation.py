@@ -24,7 +24,7 @@ from tests.polling import wait_until
 pytestmark = pytest.mark.e2e
 
 TENANT = "edna"
-LEAKED_TENANT = "fern"  # no ACLs: its accounts may use every topic
+LEAKED_TENANT = "fern"  # and its suffixes: no ACLs, its accounts may use every topic
 PER_CHUNK = 40
 
 
@@ -145,26 +145,31 @@ def test_write_denied_mid_stream_refuses_every_later_record(stack: GatewayStack)
 
 @pytest.mark.xfail(
     strict=True,
-    reason="defect found in review (s33 H7): a produce stream opened with a key goes on writing "
-    "after the key is revoked (every later record 200); docs/security.md promises a revoked "
-    "key's writes refused within 1 s. Remove this mark with the fix.",
+    reason="defect found in review (s33 H7): a produce stream goes on writing after its key is "
+    "revoked or its tenant suspended (every later record 200); docs/security.md promises a "
+    "revoked key's (or suspended tenant's) writes refused within 1 s. Remove with the fix.",
 )
-def test_a_key_revoked_mid_stream_writes_nothing_more(stack: GatewayStack) -> None:
-    """The Kafka path closes a revoked key's connections and HTTP refuses its next request
-    within a second (docs/security.md, #6 and H28); a stream open with it must not go on
-    producing either: its later records are refused, or the stream is ended."""
+@pytest.mark.parametrize("cut", ["revoke", "suspend"])
+def test_a_key_revoked_mid_stream_writes_nothing_more(stack: GatewayStack, cut: str) -> None:
+    """The Kafka path closes a revoked key's (or suspended tenant's) connections and HTTP refuses
+    its next request within a second (docs/security.md, #6, H25 and H28); a stream open with it
+    must not go on producing either: its later records are refused, or the stream is ended."""
+    tenant = f"{LEAKED_TENANT}-{cut}"
     with stack.store() as store:
-        leaked = GatewayStack.add_tenant(store, LEAKED_TENANT, name="leaked")
+        leaked = GatewayStack.add_tenant(store, tenant, name="leaked")
     caller = TenantHttp(stack, leaked)
     caller.create_topic("leaked", 1)
 
     def body() -> Iterator[bytes]:
         yield _plain_chunk(0)
         with stack.store() as store:
-            store.revoke_api_key(leaked.key_id, actor=OPERATOR)
+            if cut == "revoke":
+                store.revoke_api_key(leaked.key_id, actor=OPERATOR)
+            else:
+                store.set_tenant_status(tenant, "suspended", actor=OPERATOR)
         wait_until(
-            lambda: caller.get("/v3/clusters").status_code == 401,
-            what="the revoked key refused at the gateway",
+            lambda: caller.get("/v3/clusters").status_code in (401, 403),
+            what=f"the key refused at the gateway ({cut})",
             timeout=30,
         )
         yield _plain_chunk(PER_CHUNK)
@@ -182,5 +187,5 @@ def test_a_key_revoked_mid_stream_writes_nothing_more(stack: GatewayStack) -> No
         answered = []  # the gateway ended the stream: acceptable
     later = answered[PER_CHUNK:]
     assert all(r["error_code"] != 200 for r in later), later[:3]
-    stored = _stored(stack, TenantNamespace(LEAKED_TENANT).fleet("leaked"))
+    stored = _stored(stack, TenantNamespace(tenant).fleet("leaked"))
     assert stored == [f"r{i}" for i in range(PER_CHUNK)]
