@@ -21,6 +21,7 @@ from brokers.controller.orders import Decision, LeaderAndIsrOrder, UpdateMetadat
 from brokers.controller.registration import read_live_brokers
 from brokers.controller.state import TopicPartition
 from brokers.controller.term import ControllerTerm, Event
+from brokers.controller.topic_events import initialize_in_decisions
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,8 @@ class BrokerEvents:
             for tp in set(new) | {tp for tp in ctx.assignments if tp not in ctx.leadership}
             if tp.topic not in ctx.topics_to_delete
         )
-        if pending:
-            await self._term.decide(lambda: psm.initialize_partitions(ctx, pending))
+        # A failover mid-creation may find thousands without a state: bounded decisions too.
+        await initialize_in_decisions(self._term, pending)
 
     async def offline_dead_replicas(self) -> None:
         """Replicas on brokers that died before this controller took over (often with the old

@@ -28,6 +28,16 @@ DECISION_PARTITIONS = 1000
 requests and frames for all of them at once, megabytes the controller's broker kept resident."""
 
 log = logging.getLogger(__name__)
+
+
+async def initialize_in_decisions(term: ControllerTerm, new: list[TopicPartition]) -> None:
+    """Lead `new` partitions (NewPartition → OnlinePartition) in decisions of at most
+    `DECISION_PARTITIONS`, one after another."""
+    for first in range(0, len(new), DECISION_PARTITIONS):
+        chunk = new[first : first + DECISION_PARTITIONS]
+        await term.decide(partial(psm.initialize_partitions, term.context, chunk))
+
+
 IsrListener = Callable[[list[TopicPartition]], Awaitable[None]]
 
 
@@ -79,10 +89,7 @@ class TopicEvents:
         await self._initialize(new)
 
     async def _initialize(self, new: list[TopicPartition]) -> None:
-        for first in range(0, len(new), DECISION_PARTITIONS):
-            chunk = new[first : first + DECISION_PARTITIONS]
-            context = self._term.context
-            await self._term.decide(partial(psm.initialize_partitions, context, chunk))
+        await initialize_in_decisions(self._term, new)
 
     async def partition_change(self, topic: str) -> None:
         """Partition growth: new partitions in `/brokers/topics/<t>` get leaders."""

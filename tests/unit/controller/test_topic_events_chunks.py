@@ -49,3 +49,25 @@ def test_new_partitions_are_led_in_bounded_decisions() -> None:
         assert len(ctx.leadership) == count and all(s.leader == 1 for s in ctx.leadership.values())
 
     asyncio.run(scenario())
+
+
+def test_partitions_a_new_controller_finds_without_state_are_led_in_bounded_decisions() -> None:
+    """A failover mid-creation: the new controller leads what has no state yet, bounded too."""
+    from brokers.controller.broker_events import BrokerEvents
+
+    async def scenario() -> None:
+        term, _ = make_term()
+        ctx = term.context
+        ctx.live_brokers[1] = BrokerRegistration(
+            1, (BrokerEndpoint("PLAINTEXT", "h", 9092),), None, 0, epoch=5
+        )
+        count = DECISION_PARTITIONS + 3
+        ctx.add_topic("t", uuid.uuid4(), {p: ReplicaAssignment((1,)) for p in range(count)})
+        store = RecordingStore()
+        term.store = store  # type: ignore[assignment]
+        term.send = lambda _decision: None  # type: ignore[method-assign, assignment]
+        await BrokerEvents(term).elect_offline_and_new([])
+        assert store.writes == [DECISION_PARTITIONS, 3]
+        assert len(ctx.leadership) == count
+
+    asyncio.run(scenario())
