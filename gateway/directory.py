@@ -76,6 +76,7 @@ class TenantDirectory:
         self._loading: dict[str, asyncio.Future[TenantState]] = {}
         self._generations: dict[str, int] = {}
         self._by_tenant: dict[str, set[Closable]] = defaultdict(set)
+        self._tracked: dict[str, set[Closable]] = defaultdict(set)  # no slot: see `track`
 
     async def state(self, tenant_id: str) -> TenantState:
         state = self._states.get(tenant_id)
@@ -152,8 +153,22 @@ class TenantDirectory:
             if self._connections is not None:
                 self._connections.release(tenant_id)
 
+    def track(self, session: Closable, state: TenantState) -> str | None:
+        """Close `session` with its key or tenant, as an admitted one, without holding one of
+        the tenant's connection slots (an HTTP produce stream: it lives in one request of a
+        connection that is not counted either); the refusal's reason, or None."""
+        if state.tenant.status != "active":
+            return f"tenant {state.tenant.id} is {state.tenant.status}"
+        self._tracked[state.tenant.id].add(session)
+        return None
+
+    def untrack(self, session: Closable) -> None:
+        if session.principal is not None:
+            self._tracked[session.principal.tenant_id].discard(session)
+
     def sessions(self, tenant_id: str) -> set[Closable]:
-        return set(self._by_tenant.get(tenant_id, ()))
+        """The tenant's admitted and tracked sessions."""
+        return set(self._by_tenant.get(tenant_id, ())) | set(self._tracked.get(tenant_id, ()))
 
     # -- the change feed -----------------------------------------------------------------------
     async def apply(self, change: Change) -> None:
@@ -176,12 +191,10 @@ class TenantDirectory:
         every live session (the gap may have held revocations). Each state is replaced, never
         dropped first, so no session falls back to an older one meanwhile; a store error
         propagates (the follower retries from the version it had applied)."""
-        tenants = set(self._states) | {t for t, live in self._by_tenant.items() if live}
+        tenants = set(self._states) | {t for t, live in self._live() if live}
         for tenant_id in tenants:
             await self.apply(Change(0, "tenant.resync", tenant_id, tenant_id, datetime.now(UTC)))
-        keys = {
-            s.principal.key_id for live in self._by_tenant.values() for s in live if s.principal
-        }
+        keys = {s.principal.key_id for _tenant, live in self._live() for s in live if s.principal}
         for key_id in keys:
             if not await asyncio.to_thread(self._key_usable, key_id):
                 self._close_key(key_id, "api key revoked or expired")
@@ -204,6 +217,11 @@ class TenantDirectory:
             self._states.pop(tenant_id, None)
             return None
 
+    def _live(self) -> list[tuple[str, set[Closable]]]:
+        """Every tenant's admitted and tracked sessions (copies: closing may release them)."""
+        tenants = set(self._by_tenant) | set(self._tracked)
+        return [(t, self.sessions(t)) for t in tenants]
+
     def _close_tenant(self, tenant_id: str, reason: str) -> None:
         for session in self.sessions(tenant_id):
             session.close(reason)
@@ -212,6 +230,6 @@ class TenantDirectory:
         self._close(lambda s: s.principal is not None and s.principal.key_id == key_id, reason)
 
     def _close(self, match: Callable[[Closable], bool], reason: str) -> None:
-        for live in list(self._by_tenant.values()):
+        for _tenant, live in self._live():
             for session in [s for s in live if match(s)]:
                 session.close(reason)

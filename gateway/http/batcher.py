@@ -231,6 +231,7 @@ class PartitionBatcher:
     # -- recovery -------------------------------------------------------------------------------
     async def _recover(self, tp: TopicPartition, part: _Partition) -> None:
         """Settle every batch in flight, then send the unanswered ones again, in order."""
+        batches: list[_Batch] = []  # taken out of `in_flight`: failed too if the resend fails
         try:
             await asyncio.wait([b.task for b in part.in_flight if b.task is not None])
             batches = list(part.in_flight)
@@ -245,8 +246,8 @@ class PartitionBatcher:
             part.confirmed = confirmed or (part.confirmed and producer == batches[0].producer)
         except Exception as exc:  # never leave a waiting request hanging
             log.exception("event=http_produce_recovery_failed topic_partition=%s", tp)
-            for batch in part.in_flight:
-                entries.fail(batch.records, exc)
+            for batch in (*batches, *part.in_flight):
+                entries.fail(batch.records, exc)  # the answered ones are skipped
             part.in_flight.clear()
             if self._ids.current == part.producer:
                 self._ids.current = None  # start afresh under a new id

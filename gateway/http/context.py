@@ -64,6 +64,7 @@ class Caller:
     host: str
     client_id: str
     services: HttpServices
+    login_epoch: int | None = None  # the verification cache's epoch taken before the login
     policy: TenantPolicy = field(init=False)
     _cluster_id: str | None = field(init=False, default=None)
 

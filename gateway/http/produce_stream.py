@@ -8,7 +8,11 @@ plus its index: no future, entry or result object per record); a record the rule
 that is not a record, is answered in its place. Answers are JSON lines in
 the order of the records, written as soon as the records before them are done (one write per
 chunk). Reading pauses while `MAX_IN_FLIGHT` records (or `MAX_IN_FLIGHT_BYTES`) are unanswered,
-and for the throttle a chunk earned. Runs on the event loop; not thread-safe.
+and for the throttle a chunk earned. The stream is tracked by the tenant directory as its
+tenant's sessions are (`TenantDirectory.track`): once its key is revoked or its tenant is no
+longer active, every later record is refused with 401 and nothing more is produced; a change to
+the key or tenant between the login and the stream's start refuses it the same way (the
+verification cache's epoch, `Caller.login_epoch`). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from gateway.http.pending import RunResult
 from gateway.http.produce import AnswerLines, HttpProducer, Prepared, failed
 from gateway.http.records import ProduceRecord, produce_record
 from gateway.http.stream_columns import Columns
+from tenancy.domain import Principal
 
 MAX_IN_FLIGHT = 2000  # records of one stream not yet answered before its reading pauses
 MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024  # and their bytes
@@ -68,6 +73,17 @@ class _Plain:
         return all(future.done() for future in self.futures)
 
 
+@dataclass(eq=False, slots=True)
+class _Access:
+    """The stream as one of its tenant's sessions: closed (`ended`) with its key or tenant."""
+
+    principal: Principal | None
+    ended: str | None = None
+
+    def close(self, reason: str) -> None:
+        self.ended = reason
+
+
 class ProduceStream:
     def __init__(
         self,
@@ -89,13 +105,36 @@ class ProduceStream:
     async def run(self, chunks: AsyncIterator[list[tuple[Any, int]]]) -> None:
         """Produce every record of the body and answer each; a broken body ends the stream
         with its problem as the last line."""
+        directory = self._caller.services.session.directory
+        access = _Access(self._caller.principal)
+        access.ended = directory.track(access, self._caller.state) or self._login_changed()
         try:
             async for chunk in chunks:
-                await self._chunk(chunk)
+                if access.ended is not None:
+                    self._refused(chunk, access.ended)
+                else:
+                    await self._chunk(chunk)
                 await self._drain(MAX_IN_FLIGHT)
         except ApiError as exc:  # the stream itself is broken: say so, then end it
             self._answered(exc.body())
+        finally:
+            directory.untrack(access)
         await self._drain(0)
+
+    def _login_changed(self) -> str | None:
+        epoch = self._caller.login_epoch
+        authenticator = self._caller.services.session.authenticator
+        if epoch is not None and authenticator.login_changed_since(self._caller.principal, epoch):
+            return "the API key or its tenant changed since the login; authenticate again"
+        return None
+
+    def _refused(self, chunk: list[tuple[Any, int]], reason: str) -> None:
+        """Every record of a chunk read after the stream lost its access: 401 each, none sent."""
+        line = _line(ApiError(401, reason, 401).body())
+        for value, _size in chunk:
+            if value is not TRAILING:
+                self._in_flight.append(line)
+                self._records += 1
 
     async def _chunk(self, chunk: list[tuple[Any, int]]) -> None:
         if chunk and chunk[-1][0] is TRAILING:  # the whitespace after the last value

@@ -283,6 +283,7 @@ class HttpServer:
                 host=request.remote or "",
                 client_id=client_id,
                 services=self.services,
+                login_epoch=epoch,
             )
             self._logins.keep(request, authorization, caller, epoch, login.key_expires_at_ms)
         request[CALLER_KEY] = caller

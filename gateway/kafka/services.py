@@ -63,6 +63,13 @@ class Directory(Protocol):
 
     def release(self, session: Closable) -> None: ...
 
+    def track(self, session: Closable, state: TenantState) -> str | None:
+        """Close `session` with its key or tenant without holding a connection slot; a reason
+        string if the tenant is not active."""
+        ...
+
+    def untrack(self, session: Closable) -> None: ...
+
 
 class Throttling(Protocol):
     async def load(self, tenant_id: str) -> None:

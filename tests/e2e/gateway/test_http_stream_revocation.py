@@ -143,12 +143,6 @@ def test_write_denied_mid_stream_refuses_every_later_record(stack: GatewayStack)
     assert streamed == [f"r{i}" for i in range(PER_CHUNK)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect found in review (s33 H7): a produce stream goes on writing after its key is "
-    "revoked or its tenant suspended (every later record 200); docs/security.md promises a "
-    "revoked key's (or suspended tenant's) writes refused within 1 s. Remove with the fix.",
-)
 @pytest.mark.parametrize("cut", ["revoke", "suspend"])
 def test_a_key_revoked_mid_stream_writes_nothing_more(stack: GatewayStack, cut: str) -> None:
     """The Kafka path closes a revoked key's (or suspended tenant's) connections and HTTP refuses
