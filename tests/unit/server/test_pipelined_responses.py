@@ -5,30 +5,52 @@ A client with several requests in flight (an idempotent producer keeps up to fiv
 its fetches and asynchronous commits) often has more than one whole request buffered when a
 starved event loop gets the CPU back. `Connection` then holds a bytes answer back while the next
 request is already buffered in full and writes the run's answers together after the last one.
-Real sockets (a socketpair) and a real event loop; the dispatcher echoes each request.
+A held-back answer must also leave before a later answer that goes out as parts (a file region,
+sent with sendfile or read with pread), since Kafka clients match answers to requests by order,
+and a run of large answers leaves in writes of at most the cap (plus the answer that crossed it).
+Real sockets (a socketpair), a real file and a real event loop; the dispatcher echoes each request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
+import tempfile
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from brokers.server.connection import Connection
 from brokers.server.dispatcher import Peer, Reply
+from brokers.server.response import RawResponse
 from brokers.wire.framing import FrameLimits
 
 pytestmark = pytest.mark.unit
 
+HELD_CAP = 64 * 1024  # connection._HELD_BYTES
+FILE_BYTES = 128 * 1024  # above connection._SMALL_REGION: the sendfile path
+
+
+@dataclass(frozen=True, slots=True)
+class _Region:
+    fd: int
+    position: int
+    size: int
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.size, self.position)
+
 
 class Echo:
-    """Answers each request with its own bytes; a request `park` waits until `release` is set."""
+    """Answers each request with its own bytes; a request `park` waits until `release` is set,
+    and `file-request` is answered with a region of the file `fd` (as Fetch is)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fd: int = -1) -> None:
+        self.fd = fd
         self.release = asyncio.Event()
         self.parked = asyncio.Event()
         self.correlation = 0
@@ -38,6 +60,8 @@ class Echo:
         if bytes(frame) == b"park-request":
             self.parked.set()
             await self.release.wait()
+        if bytes(frame) == b"file-request":
+            return Reply(self.correlation, False, RawResponse([_Region(self.fd, 0, FILE_BYTES)]))
         return Reply(self.correlation, False, bytes(frame))
 
 
@@ -50,7 +74,7 @@ async def _connection(
 ) -> tuple[Any, asyncio.StreamReader, asyncio.StreamWriter, list[int]]:
     ours, theirs = socket.socketpair()
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=256 * 1024)
+    reader = asyncio.StreamReader(limit=512 * 1024)
     protocol = asyncio.StreamReaderProtocol(reader)
     transport, _ = await loop.connect_accepted_socket(lambda: protocol, ours)
     writer = asyncio.StreamWriter(transport, protocol, reader, loop)
@@ -68,12 +92,18 @@ async def _connection(
     return served, client_reader, client, writes
 
 
-async def _answers(reader: asyncio.StreamReader, count: int) -> list[bytes]:
+async def _numbered(reader: asyncio.StreamReader, count: int) -> list[tuple[int, bytes]]:
+    """The next `count` answers as (correlation id, body)."""
     found = []
     for _ in range(count):
         size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))[0]
-        found.append((await reader.readexactly(size))[4:])  # after the correlation id
+        frame = await asyncio.wait_for(reader.readexactly(size), 10)
+        found.append((int.from_bytes(frame[:4], "big"), frame[4:]))
     return found
+
+
+async def _answers(reader: asyncio.StreamReader, count: int) -> list[bytes]:
+    return [body for _correlation, body in await _numbered(reader, count)]
 
 
 def _run(scenario: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
@@ -125,3 +155,47 @@ def test_answers_before_a_bad_frame_still_go_out() -> None:
 
     answers, rest = _run(scenario)
     assert answers == [b"good-request"] and rest == b""
+
+
+def test_a_held_answer_leaves_before_a_later_file_region_answer() -> None:
+    content = os.urandom(FILE_BYTES)
+    with tempfile.TemporaryFile() as file:
+        file.write(content)
+        file.flush()
+
+        async def scenario() -> list[tuple[int, bytes]]:
+            echo = Echo(file.fileno())
+            served, reader, client, _writes = await _connection(echo)
+            requests = [b"first-request", b"file-request", b"last-request"]
+            client.write(b"".join(_frame(r) for r in requests))  # one pipelined run
+            answers = await _numbered(reader, len(requests))
+            client.close()
+            await asyncio.wait_for(served, 10)
+            return answers
+
+        answers = _run(scenario)
+    assert [correlation for correlation, _body in answers] == [1, 2, 3]
+    assert answers[0][1] == b"first-request"
+    assert answers[1][1] == content
+    assert answers[2][1] == b"last-request"
+
+
+def test_a_run_of_large_answers_leaves_in_writes_of_at_most_the_cap() -> None:
+    answer_bytes = 16 * 1024
+    count = 12  # 192 KiB of answers, all pipelined at once
+
+    async def scenario() -> tuple[list[tuple[int, bytes]], list[int]]:
+        echo = Echo(-1)
+        served, reader, client, writes = await _connection(echo)
+        requests = [bytes([i]) * answer_bytes for i in range(count)]
+        client.write(b"".join(_frame(r) for r in requests))
+        answers = await _numbered(reader, count)
+        client.close()
+        await asyncio.wait_for(served, 10)
+        return answers, writes
+
+    answers, writes = _run(scenario)
+    assert [body for _c, body in answers] == [bytes([i]) * answer_bytes for i in range(count)]
+    one_answer = answer_bytes + 8  # size prefix and correlation id
+    assert max(writes) < HELD_CAP + one_answer, writes  # never everything held at once
+    assert sum(writes) == count * one_answer
