@@ -8,9 +8,10 @@ and goes out with further `writev` calls when the socket is writable again (`loo
 asyncio's transport would instead copy the rest into its own buffer, and every later request
 behind it in whole: with 1 KiB records through a broker that was not reading fast enough that
 copy was ~0.28 s of wall time in the event loop for 0.9 GB (cProfile), more than `recv_into`'s.
-The views keep their buffers alive until sent; those are the requests' own frames, already held
-(and counted in the tenant's byte budget) until their answers arrive, so waiting parts cost no
-memory of their own. Plain TCP only (TLS must encrypt: `write_parts`). The writer works on a
+The views keep their buffers alive until sent; those are the requests' own frames, counted in
+the tenant's byte budget until their answers arrive, except an acks=0 Produce's, which has no
+answer: the session therefore takes no request while `waiting_bytes` is over its bound, and
+`on_drained` (called when nothing waits any more) lets it go on. Plain TCP only (TLS must encrypt: `write_parts`). The writer works on a
 duplicate of the socket's descriptor (as `splice_relay` does: the event loop will not watch a
 descriptor a transport owns, and the duplicate keeps the socket open while the writer uses it);
 the transport must not be written to while a writer is in use (its buffer stays empty, so it never
@@ -37,8 +38,10 @@ class GatherWriter:
         loop: asyncio.AbstractEventLoop,
         fd: int,
         on_error: Callable[[OSError], None],
+        on_drained: Callable[[], None] | None = None,
     ) -> None:
         self._loop = loop
+        self._on_drained = on_drained
         self._fd = os.dup(fd)
         self._on_error = on_error
         self._waiting: deque[Buffer] = deque()  # parts not sent yet, in order
@@ -116,6 +119,8 @@ class GatherWriter:
                 return  # would block: woken again when writable
         if not waiting:
             self._unwatch()
+            if self._on_drained is not None and not self._done:
+                self._on_drained()
 
     def _watch(self) -> None:
         if not self._watching and not self._done:

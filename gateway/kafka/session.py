@@ -69,6 +69,10 @@ from tenancy.domain import Principal
 
 log = logging.getLogger("pier.gateway.session")
 MAX_IN_FLIGHT = 64  # forwarded requests awaiting the broker before the client is paused
+# Request bytes not yet taken by the broker's socket before the client is paused: an acks=0
+# Produce has no answer to hold its budget charge, so this bounds what a broker that stops
+# reading leaves in the gateway.
+MAX_UNSENT_BYTES = 8 * 1024 * 1024
 MAX_QUEUED = 64  # requests read but not yet taken (an async filter is running) before pausing
 
 
@@ -196,7 +200,10 @@ class Session:
         """Take no request now: the client is muted, or the broker has enough of its requests."""
         if self._muted_until > time.monotonic():
             return True
-        return self.upstream is not None and self.upstream.in_flight >= MAX_IN_FLIGHT
+        upstream = self.upstream
+        return upstream is not None and (
+            upstream.in_flight >= MAX_IN_FLIGHT or upstream.unsent_bytes >= MAX_UNSENT_BYTES
+        )
 
     def _update_reading(self) -> None:
         """Read from the client only while its requests can be taken soon (KIP-219 muting, and
@@ -240,7 +247,8 @@ class Session:
             self.upstream.hold_answers(blocked)
 
     def on_upstream_progress(self) -> None:
-        """An answer came back: a client held for MAX_IN_FLIGHT may go on."""
+        """An answer came back, or the requests waiting for the broker's socket went out: a
+        client held for MAX_IN_FLIGHT or MAX_UNSENT_BYTES may go on."""
         self._pump()
 
     # -- dispatch ------------------------------------------------------------------------------
@@ -453,6 +461,7 @@ class Session:
             return False
         try:
             self.upstream = await Upstream.connect(*address, self._upstream_lost)
+            self.upstream.on_drained = self.on_upstream_progress
         except (OSError, TimeoutError) as exc:
             log.warning("event=upstream_unreachable broker=%s:%s error=%r", *address, exc)
             self.close("upstream broker unreachable")

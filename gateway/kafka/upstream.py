@@ -97,6 +97,7 @@ class Upstream(asyncio.BufferedProtocol):
         self._closed: str | None = None
         self._writable = asyncio.Event()
         self._writable.set()
+        self.on_drained: Callable[[], None] | None = None  # requests written out after a backlog
 
     @classmethod
     async def connect(
@@ -111,6 +112,14 @@ class Upstream(asyncio.BufferedProtocol):
     @property
     def in_flight(self) -> int:
         return len(self._waiting)
+
+    @property
+    def unsent_bytes(self) -> int:
+        """Bytes of requests accepted and not yet taken by the socket."""
+        if self._writer is not None:
+            return self._writer.waiting_bytes
+        transport = self._transport
+        return 0 if transport is None else transport.get_write_buffer_size()
 
     @property
     def closed(self) -> bool:
@@ -165,7 +174,9 @@ class Upstream(asyncio.BufferedProtocol):
         fd = plain_fd(transport)
         if fd is not None:
             loop = asyncio.get_running_loop()
-            self._writer = GatherWriter(loop, fd, lambda exc: self._fail(f"write failed: {exc!r}"))
+            self._writer = GatherWriter(
+                loop, fd, lambda exc: self._fail(f"write failed: {exc!r}"), self._drained
+            )
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer()
@@ -188,6 +199,11 @@ class Upstream(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writable.set()
+        self._drained()
+
+    def _drained(self) -> None:
+        if self.on_drained is not None:
+            self.on_drained()
 
     # -- internals -----------------------------------------------------------------------------
     def _answer(self, frame: memoryview) -> None:

@@ -144,3 +144,37 @@ def test_close_drops_what_waits_and_stops_watching_the_socket(
     finally:
         ours.close()
         theirs.close()
+
+
+def test_the_backlog_written_out_calls_on_drained_once(loop: asyncio.AbstractEventLoop) -> None:
+    """What lets a session held for MAX_UNSENT_BYTES (an acks=0 producer's requests waiting on a
+    broker that stopped reading) take requests again."""
+    ours, theirs = _pair()
+    drained: list[int] = []
+
+    async def run() -> bytes:
+        event_loop = asyncio.get_running_loop()
+        written_out = asyncio.Event()
+
+        def on_drained() -> None:
+            drained.append(1)
+            written_out.set()
+
+        writer = GatherWriter(event_loop, ours.fileno(), lambda exc: None, on_drained)
+        writer.write([b"small"])  # taken at once: nothing waited, nothing to report
+        assert drained == [] and writer.waiting_bytes == 0
+        writer.write([bytes(4 * MiB)])
+        assert writer.waiting_bytes > 0 and drained == []
+        received = await _read(theirs, 5 + 4 * MiB)
+        await asyncio.wait_for(written_out.wait(), 10)  # may follow the last read
+        assert writer.waiting_bytes == 0
+        writer.close()
+        return received
+
+    try:
+        received = loop.run_until_complete(run())
+    finally:
+        ours.close()
+        theirs.close()
+    assert len(received) == 5 + 4 * MiB
+    assert drained == [1]
