@@ -22,8 +22,22 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
     loop.close()
 
 
-def _pair() -> tuple[socket.socket, socket.socket]:
+Pair = tuple[socket.socket, socket.socket]
+
+
+@pytest.fixture
+def pair() -> Iterator[Pair]:
+    """A connected pair of small-buffered non-blocking sockets, both closed after the test."""
     ours, theirs = socket.socketpair()
+    try:
+        yield _small(ours, theirs)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def _small(ours: socket.socket, theirs: socket.socket) -> Pair:
+    """`ours` sends and `theirs` receives through 64 KiB buffers, without blocking."""
     ours.setblocking(False)
     theirs.setblocking(False)
     ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
@@ -41,9 +55,9 @@ async def _read(sock: socket.socket, count: int) -> bytes:
 
 
 def test_what_the_socket_does_not_take_waits_as_views_and_goes_out_in_order(
-    loop: asyncio.AbstractEventLoop,
+    loop: asyncio.AbstractEventLoop, pair: Pair
 ) -> None:
-    ours, theirs = _pair()
+    ours, theirs = pair
     errors: list[OSError] = []
     records = [bytearray(bytes([n]) * MiB) for n in (1, 2, 3)]
 
@@ -60,21 +74,17 @@ def test_what_the_socket_does_not_take_waits_as_views_and_goes_out_in_order(
         writer.close()
         return received
 
-    try:
-        received = loop.run_until_complete(run())
-    finally:
-        ours.close()
-        theirs.close()
+    received = loop.run_until_complete(run())
     expected = b"".join(b"head%d" % n + bytes(r) for n, r in enumerate(records))
     assert received == expected and received[-1] == 0xEE
     assert errors == []
 
 
 def test_it_writes_to_a_socket_an_asyncio_transport_owns(
-    loop: asyncio.AbstractEventLoop,
+    loop: asyncio.AbstractEventLoop, pair: Pair
 ) -> None:
     """The upstream socket is a transport's: the loop refuses to watch that descriptor itself."""
-    ours, theirs = _pair()
+    ours, theirs = pair
 
     async def run() -> bytes:
         event_loop = asyncio.get_running_loop()
@@ -86,17 +96,14 @@ def test_it_writes_to_a_socket_an_asyncio_transport_owns(
         transport.close()
         return received
 
-    try:
-        received = loop.run_until_complete(run())
-    finally:
-        theirs.close()
+    received = loop.run_until_complete(run())
     assert received == bytes(range(256)) * (8 * 1024)
 
 
 def test_a_socket_that_fails_fails_the_writer_once_and_nothing_more_is_written(
-    loop: asyncio.AbstractEventLoop,
+    loop: asyncio.AbstractEventLoop, pair: Pair
 ) -> None:
-    ours, theirs = _pair()
+    ours, theirs = pair
     errors: list[OSError] = []
 
     async def run() -> GatherWriter:
@@ -115,18 +122,15 @@ def test_a_socket_that_fails_fails_the_writer_once_and_nothing_more_is_written(
         writer.write([b"after"])
         return writer
 
-    try:
-        writer = loop.run_until_complete(run())
-    finally:
-        ours.close()
+    writer = loop.run_until_complete(run())
     assert len(errors) == 1 and isinstance(errors[0], OSError)
     assert writer.waiting_bytes == 0
 
 
 def test_close_drops_what_waits_and_stops_watching_the_socket(
-    loop: asyncio.AbstractEventLoop,
+    loop: asyncio.AbstractEventLoop, pair: Pair
 ) -> None:
-    ours, theirs = _pair()
+    ours, _theirs = pair
 
     async def run() -> None:
         event_loop = asyncio.get_running_loop()
@@ -139,17 +143,15 @@ def test_close_drops_what_waits_and_stops_watching_the_socket(
         assert writer.waiting_bytes == 0
         writer.close()  # twice: nothing more
 
-    try:
-        loop.run_until_complete(run())
-    finally:
-        ours.close()
-        theirs.close()
+    loop.run_until_complete(run())
 
 
-def test_the_backlog_written_out_calls_on_drained_once(loop: asyncio.AbstractEventLoop) -> None:
+def test_the_backlog_written_out_calls_on_drained_once(
+    loop: asyncio.AbstractEventLoop, pair: Pair
+) -> None:
     """What lets a session held for MAX_UNSENT_BYTES (an acks=0 producer's requests waiting on a
     broker that stopped reading) take requests again."""
-    ours, theirs = _pair()
+    ours, theirs = pair
     drained: list[int] = []
 
     async def run() -> bytes:
@@ -171,10 +173,6 @@ def test_the_backlog_written_out_calls_on_drained_once(loop: asyncio.AbstractEve
         writer.close()
         return received
 
-    try:
-        received = loop.run_until_complete(run())
-    finally:
-        ours.close()
-        theirs.close()
+    received = loop.run_until_complete(run())
     assert len(received) == 5 + 4 * MiB
     assert drained == [1]
