@@ -30,6 +30,7 @@ class GatewayProcess:
     log_path: Path
     metrics_port: int | None = None
     tls: bool = False
+    http_port: int | None = None
     program: tuple[str, ...] = field(default=PIER_PROGRAM, repr=False)
 
     @property
@@ -47,13 +48,19 @@ class GatewayProcess:
     def kill(self) -> None:
         proc.kill(self.process)
 
+    def listening(self) -> bool:
+        """Every listener it was given accepts: the Kafka port answers ApiVersions, and the HTTP
+        and metrics ports (when set) take connections. The gateway opens its HTTP port after its
+        Kafka listeners, so the Kafka answer alone does not mean the HTTP API is up."""
+        # A TLS listener cannot answer the plaintext probe: there, accepting is ready enough.
+        kafka = port_in_use(self.host, self.port) if self.tls else kafka_ready(self.host, self.port)
+        others = (port for port in (self.http_port, self.metrics_port) if port)
+        return kafka and all(port_in_use(self.host, port) for port in others)
+
     def wait_ready(self, timeout: float = 30.0) -> None:
         proc.wait_ready(
             self.process,
-            # A TLS listener cannot answer the plaintext probe: there, accepting is ready enough.
-            lambda: (
-                port_in_use(self.host, self.port) if self.tls else kafka_ready(self.host, self.port)
-            ),
+            self.listening,
             timeout=timeout,
             name=f"gateway on {self.bootstrap}",
             log_path=self.log_path,
@@ -117,6 +124,7 @@ def start_gateway(
         log_path=log_path,
         metrics_port=metrics_port,
         tls=tls is not None,
+        http_port=int((properties or {}).get("http.port", 0)) or None,
         program=tuple(program),
     )
     if wait > 0:

@@ -20,6 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from infra.errors import LaunchError
+from infra.gateway import start_gateway
 from infra.probes import PORT_RANGE_ENV, listen_ports
 from infra.process import pid_running
 from infra.stack import (
@@ -83,6 +84,53 @@ def stand_in(tmp_path: Path) -> tuple[str, ...]:
     script = tmp_path / "stand_in_broker.py"
     script.write_text(STAND_IN_BROKER)
     return (sys.executable, str(script))
+
+
+# A gateway whose HTTP API opens after its Kafka port already answers, as the real one's does (its
+# HTTP start waits on ZooKeeper for the consumer-instance directory): the HTTP port is opened half a
+# second after the first ApiVersions probe is answered.
+STAND_IN_GATEWAY = textwrap.dedent(
+    """
+    import argparse, asyncio, signal, struct
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command")
+    for flag in ("--bootstrap", "--db", "--host", "--port", "--broker-port-base", "--config"):
+        parser.add_argument(flag)
+    args = parser.parse_args()
+    http_port = next(
+        int(line.split("=", 1)[1]) for line in open(args.config) if line.startswith("http.port=")
+    )
+    probed = asyncio.Event()
+
+    async def answer(reader, writer):
+        try:
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                request = await reader.readexactly(size)
+                body = request[4:8] + struct.pack(">hi", 0, 0)
+                writer.write(struct.pack(">i", len(body)) + body)
+                await writer.drain()
+                probed.set()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def accept(reader, writer):
+        writer.close()
+
+    async def main():
+        stop = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+        await asyncio.start_server(answer, args.host, int(args.port))
+        await probed.wait()
+        await asyncio.sleep(0.5)
+        await asyncio.start_server(accept, args.host, http_port)
+        await stop.wait()
+
+    asyncio.run(main())
+    """
+)
 
 
 def test_free_ports_are_distinct_and_bindable() -> None:
@@ -334,3 +382,25 @@ def test_children_die_when_the_launcher_is_killed(
         timeout=10,
         interval=0.02,
     )
+
+
+def test_a_started_gateway_has_its_http_port_open_too(tmp_path: Path) -> None:
+    """start_gateway returns only when every listener accepts. CI once met a refused HTTP port
+    right after `infra/up` said it was up: the Kafka port alone was probed."""
+    script = tmp_path / "stand_in_gateway.py"
+    script.write_text(STAND_IN_GATEWAY)
+    http_port = free_port()
+    gateway = start_gateway(
+        tmp_path / "gateway",
+        "127.0.0.1:9",
+        "sqlite://",
+        node_ids=[0],
+        properties={"http.port": str(http_port)},
+        program=(sys.executable, str(script)),
+    )
+    try:
+        assert gateway.http_port == http_port
+        with socket.create_connection(("127.0.0.1", http_port), timeout=5):
+            pass  # refused before the fix: start_gateway returned before the HTTP port opened
+    finally:
+        assert gateway.stop() == 0
