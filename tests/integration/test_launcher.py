@@ -38,19 +38,20 @@ from tests.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
-STAND_IN_BROKER = textwrap.dedent(
+# A Kafka listener's core for the stand-ins: every request gets an ApiVersions v0 answer with no
+# error and no APIs (what the launcher's probe reads); `answered` is set after the first.
+KAFKA_ANSWERS = textwrap.dedent(
     """
-    import argparse, asyncio, signal, struct, sys
-    from pathlib import Path
+    import argparse, asyncio, signal, struct
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("command")
-    for flag in ("--data-dir", "--host", "--config", "--node-id", "--port", "--metrics-port"):
-        parser.add_argument(flag)
-    args = parser.parse_args()
-    data_dir = Path(args.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / ".kafka_cleanshutdown").unlink(missing_ok=True)
+    answered = asyncio.Event()
+
+    def arguments(*flags):
+        parser = argparse.ArgumentParser()
+        parser.add_argument("command")
+        for flag in flags:
+            parser.add_argument(flag)
+        return parser.parse_args()
 
     async def answer(reader, writer):
         try:
@@ -60,13 +61,30 @@ STAND_IN_BROKER = textwrap.dedent(
                 body = request[4:8] + struct.pack(">hi", 0, 0)  # correlation id, no error, no APIs
                 writer.write(struct.pack(">i", len(body)) + body)
                 await writer.drain()
+                answered.set()
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
 
-    async def main():
+    def stop_on_signals():
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+        return stop
+    """
+)
+
+STAND_IN_BROKER = KAFKA_ANSWERS + textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+
+    args = arguments("--data-dir", "--host", "--config", "--node-id", "--port", "--metrics-port")
+    data_dir = Path(args.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / ".kafka_cleanshutdown").unlink(missing_ok=True)
+
+    async def main():
+        stop = stop_on_signals()
         server = await asyncio.start_server(answer, args.host, int(args.port))
         print(f"pier broker ready node_id={args.node_id} listener={args.host}:{args.port}",
               file=sys.stderr, flush=True)
@@ -89,41 +107,20 @@ def stand_in(tmp_path: Path) -> tuple[str, ...]:
 # A gateway whose HTTP API opens after its Kafka port already answers, as the real one's does (its
 # HTTP start waits on ZooKeeper for the consumer-instance directory): the HTTP port is opened half a
 # second after the first ApiVersions probe is answered.
-STAND_IN_GATEWAY = textwrap.dedent(
+STAND_IN_GATEWAY = KAFKA_ANSWERS + textwrap.dedent(
     """
-    import argparse, asyncio, signal, struct
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("command")
-    for flag in ("--bootstrap", "--db", "--host", "--port", "--broker-port-base", "--config"):
-        parser.add_argument(flag)
-    args = parser.parse_args()
+    args = arguments("--bootstrap", "--db", "--host", "--port", "--broker-port-base", "--config")
     http_port = next(
         int(line.split("=", 1)[1]) for line in open(args.config) if line.startswith("http.port=")
     )
-    probed = asyncio.Event()
-
-    async def answer(reader, writer):
-        try:
-            while True:
-                (size,) = struct.unpack(">i", await reader.readexactly(4))
-                request = await reader.readexactly(size)
-                body = request[4:8] + struct.pack(">hi", 0, 0)
-                writer.write(struct.pack(">i", len(body)) + body)
-                await writer.drain()
-                probed.set()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
 
     async def accept(reader, writer):
         writer.close()
 
     async def main():
-        stop = asyncio.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+        stop = stop_on_signals()
         await asyncio.start_server(answer, args.host, int(args.port))
-        await probed.wait()
+        await answered.wait()
         await asyncio.sleep(0.5)
         await asyncio.start_server(accept, args.host, http_port)
         await stop.wait()
