@@ -30,6 +30,7 @@ from brokers.server.dispatcher import CloseConnection, Dispatcher, Peer, Reply
 from brokers.server.metrics import ServerMetrics
 from brokers.server.request_memory import RequestMemory
 from brokers.server.response import Part, RawResponse
+from brokers.server.transport_sendfile import send_region
 from brokers.wire.framing import (
     FrameLimits,
     FrameSizeError,
@@ -45,19 +46,6 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 _SMALL_REGION = 64 * 1024  # below this a pread copy is cheaper than a sendfile round trip
 _HTTP_LINGER_S = 1.0  # how long an HTTP client gets to read the 400 before the socket closes
 _HELD_BYTES = 64 * 1024  # held-back responses above this leave at once
-
-
-class _FdFile:
-    """The minimal file object `loop.sendfile` needs, over an fd we do not own."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def seek(self, offset: int, whence: int = 0) -> int:  # sendfile seeks after sending; harmless
-        return offset
 
 
 class Connection:
@@ -293,12 +281,10 @@ class Connection:
         self._writer.writelines(pending)
 
     async def _sendfile(self, region: Part) -> None:
-        loop = asyncio.get_running_loop()
         fd, position, size = region.fd, region.position, region.size  # type: ignore[union-attr]
         self._waiting_since = self._clock()  # the client reading the response is progress
-        try:
-            file: Any = _FdFile(fd)
-            await loop.sendfile(self._writer.transport, file, position, size, fallback=False)
+        try:  # on asyncio's loop and on uvloop (transport_sendfile)
+            await send_region(self._writer, fd, position, size)
         except (asyncio.SendfileNotAvailableError, NotImplementedError):
             self._use_sendfile = False
             self._writer.write(os.pread(fd, size, position))
