@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import Any, cast
 
 from brokers.client.config import SOFTWARE_NAME, SOFTWARE_VERSION, ClientConfig
 from brokers.client.errors import (
@@ -107,7 +107,7 @@ class BrokerConnection(asyncio.Protocol):
 
     # -- asyncio.Protocol callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's: no asyncio.Transport
         self._transport = transport
 
     def data_received(self, data: bytes) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from typing import cast
 
 from brokers.client.errors import (
     BrokerConnectionError,
@@ -100,7 +101,7 @@ class LeaderChannel(asyncio.BufferedProtocol):
     # -- asyncio.BufferedProtocol callbacks ----------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's: no asyncio.Transport
         self._transport = transport
 
     def get_buffer(self, sizehint: int) -> memoryview:

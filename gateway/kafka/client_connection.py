@@ -21,6 +21,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import Callable, Iterator, Sequence
+from typing import cast
 
 from gateway.kafka.byte_budget import Charge, Waiter
 from gateway.kafka.connection_guard import ConnectionGuard
@@ -79,7 +80,7 @@ class ClientConnection(asyncio.BufferedProtocol, Channel):
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's: no asyncio.Transport
         self._transport = transport
         peer = transport.get_extra_info("peername") or ("?", 0)
         self._peer = str(peer[0])

@@ -29,7 +29,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 _INT32 = struct.Struct(">i")
 MIN_FRAME = 4  # a correlation id at least
@@ -261,7 +261,7 @@ def plain_fd(transport: asyncio.BaseTransport) -> int | None:
         return None
     if transport.is_closing():
         return None
-    if isinstance(transport, asyncio.WriteTransport) and transport.get_write_buffer_size():
+    if cast(asyncio.WriteTransport, transport).get_write_buffer_size():  # uvloop's too
         return None
     return int(sock.fileno())
 

@@ -30,7 +30,7 @@ import socket
 import struct
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from gateway.kafka.frames import FrameReader, plain_fd, raise_buffer, write_parts
 from gateway.kafka.gather_writer import GatherWriter
@@ -166,7 +166,7 @@ class Upstream(asyncio.BufferedProtocol):
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's: no asyncio.Transport
         self._transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
