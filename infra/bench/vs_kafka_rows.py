@@ -15,8 +15,12 @@ processes and threads; above 1 the server spent longer runnable but not running 
 the "starved" stalls of Pier's loop-lag log); for Pier also the event loop's worst lag and stall
 count from the broker log (`event=event_loop_lag_summary`). JSON on stdout and in `infra/bench/results/vs_kafka_rows.json`.
 
-    .venv/bin/python -m infra.bench.vs_kafka_rows [--repetitions 3] [--skip-omb | --omb-only]
+    .venv/bin/python -m infra.bench.vs_kafka_rows [--repetitions 3] [--skip-omb | --omb-only | --kib]
         [--short] [--baseline DIR]
+
+`--kib` measures issue 25's 1 KiB single-partition rows instead: ProducerPerformance acks=1 with
+lz4, zstd and none, each topic then read by ConsumerPerformance, and confluent-kafka's 1 KiB
+produce and consume (lz4, zstd; `vs_kafka.client_runs`), each with the server CPU per GB.
 
 `--baseline DIR` also runs, in each repetition, Pier from another checkout (DIR: a `git archive`
 of an earlier commit, with the native module built or copied in) as "pier-before": a
@@ -36,6 +40,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -46,7 +51,13 @@ from infra.bench.vs_kafka_workloads import omb as omb_workload
 from infra.broker import start_broker
 
 BASELINE = "pier-before"
-ROWS = tuple((size, acks) for size in (100, 1024) for acks in ("1", "all"))
+ROWS = tuple((size, acks, "none") for size in (100, 1024) for acks in ("1", "all"))
+# `--kib`: issue 25's 1 KiB single-partition rows, produce and consume, every codec.
+KIB_ROWS = tuple((1024, "1", codec) for codec in ("lz4", "zstd", "none"))
+KIB_CLIENT = vk.Sizes(
+    repetitions=1, records={}, perf_workloads=(), client_records=200_000, latency_seconds=0,
+    cluster_records=0, partitions=(0, 0), codecs=("lz4", "zstd"),
+)  # fmt: skip
 RECORDS = {100: 1_000_000, 1024: 200_000}
 SHORT_RECORDS = {100: 2_000, 1024: 1_000}
 OMB_ROWS = (
@@ -65,6 +76,13 @@ PERF_METRICS = (
     ("mb_per_s", "higher"),
     ("server_cpu_s_per_gb", "lower"),
     ("server_wait_per_cpu_s", "lower"),
+)
+# (key in a system's result, row label): what the perf and client tools measured.
+PARTS = (
+    ("perf", "perf-produce"),
+    ("consume", "perf-consume"),
+    ("client-produce", "client-produce"),
+    ("client-consume", "client-consume"),
 )
 PERF_METRIC_NAMES = {
     "mb_per_s": "MB/s",
@@ -137,8 +155,9 @@ def one_system(
     records: dict[int, int],
     workloads: WorkloadSizes | None,
     baseline: Path | None = None,
+    kib: bool = False,
 ) -> dict[str, Any]:
-    """The rows on one fresh server of `system`."""
+    """The rows on one fresh server of `system` (`kib`: the 1 KiB produce and consume rows)."""
     root = Path(tempfile.mkdtemp(prefix=f"{system}-rows-", dir=scratch))
     server = _start(system, root, baseline)
     found: dict[str, Any] = {"perf": {}}
@@ -147,19 +166,26 @@ def one_system(
         if records:
             vk.create_topics(b, ["warm-up"])
             vk.producer_perf(b, "warm-up", records[100] // 4, 100, "1", "none")
-        for size, acks in ROWS if records else ():
-            topic = f"perf-{size}-{acks}-none"
+        for size, acks, codec in (KIB_ROWS if kib else ROWS) if records else ():
+            topic = f"perf-{size}-{acks}-{codec}"
             vk.create_topics(b, [topic])
-            vk.log(f"{system}: ProducerPerformance {size}B/acks={acks}/none")
-            action = partial(vk.producer_perf, b, topic, records[size], size, acks, "none")
-            sched_before = sched_seconds(server.pids())
-            mb_s, cpu, extra = vk.measured(server, action)
-            found["perf"][f"{size}B/acks={acks}/none"] = {
-                "mb_per_s": round(mb_s, 2),
-                "server_cpu_s_per_gb": round(cpu / (records[size] * size / 1e9), 2),
-                "server_wait_per_cpu_s": _wait_per_cpu(sched_before, sched_seconds(server.pids())),
+            vk.log(f"{system}: ProducerPerformance {size}B/acks={acks}/{codec}")
+            action = partial(vk.producer_perf, b, topic, records[size], size, acks, codec)
+            key = f"{size}B/acks={acks}/{codec}"
+            found["perf"][key] = _measured(server, action, records[size] * size)
+            if kib:
+                vk.log(f"{system}: ConsumerPerformance {key}")
+                action = partial(vk.consumer_perf, b, topic, records[size])
+                found.setdefault("consume", {})[key] = _measured(
+                    server, action, records[size] * size
+                )
+        client = replace(KIB_CLIENT, client_records=records.get(1024, 0))
+        for run in vk.client_runs(system, server, client) if kib and records else ():
+            found.setdefault(run.part, {})[run.workload] = {
+                "mb_per_s": round(run.mb_per_s, 2),
+                "server_cpu_s_per_gb": round(run.cpu_s_per_gb, 2),
                 "loadavg_1m": round(os.getloadavg()[0], 2),
-                **extra,
+                **run.extra,
             }
         if workloads is not None:
             vk.log(f"{system}: OMB shape")
@@ -175,6 +201,19 @@ def one_system(
         found["loop_lag"] = _loop_lag(server)
         shutil.rmtree(root, ignore_errors=True)
     return found
+
+
+def _measured(server: vk.Server, action: Any, moved_bytes: int) -> dict[str, Any]:
+    """One perf-tool run's MB/s, server CPU per GB, wait for a CPU, load, and the tool's extras."""
+    sched_before = sched_seconds(server.pids())
+    mb_s, cpu, extra = vk.measured(server, action)
+    return {
+        "mb_per_s": round(mb_s, 2),
+        "server_cpu_s_per_gb": round(cpu / (moved_bytes / 1e9), 2),
+        "server_wait_per_cpu_s": _wait_per_cpu(sched_before, sched_seconds(server.pids())),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        **extra,
+    }
 
 
 def _row(pier: list[float], kafka: list[float], better: str) -> dict[str, Any]:
@@ -197,13 +236,17 @@ def summarise(
 ) -> dict[str, dict[str, Any]]:
     """Rows of `pier` (or BASELINE) against Kafka."""
     rows: dict[str, dict[str, Any]] = {}
-    for size, acks in ROWS if all(r[s]["perf"] for r in reps for s in (pier, "kafka")) else ():
-        key = f"{size}B/acks={acks}/none"
-        for metric, better in PERF_METRICS:
-            values = {s: [r[s]["perf"][key][metric] for r in reps] for s in (pier, "kafka")}
-            rows[f"perf-produce {key} {PERF_METRIC_NAMES[metric]}"] = _row(
-                values[pier], values["kafka"], better
-            )
+    for part, label in PARTS:
+        keys = [k for k in reps[0][pier].get(part, {}) if all(k in r[s].get(part, {})
+                for r in reps for s in (pier, "kafka"))]  # fmt: skip
+        for key in keys:
+            for metric, better in PERF_METRICS:
+                if metric not in reps[0][pier][part][key]:
+                    continue
+                values = {s: [r[s][part][key][metric] for r in reps] for s in (pier, "kafka")}
+                rows[f"{label} {key} {PERF_METRIC_NAMES[metric]}"] = _row(
+                    values[pier], values["kafka"], better
+                )
     if all("omb" in r[s] for r in reps for s in (pier, "kafka")):
         for name, path, better in OMB_ROWS:
             values = {s: [_dig(r[s]["omb"], path) for r in reps] for s in (pier, "kafka")}
@@ -231,12 +274,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--skip-omb", action="store_true")
     parser.add_argument("--omb-only", action="store_true", help="the OMB rows alone")
+    parser.add_argument(
+        "--kib", action="store_true",
+        help="the 1 KiB rows instead: perf produce and consume acks=1 lz4/zstd/none, client 1 KiB",
+    )  # fmt: skip
     parser.add_argument("--short", action="store_true", help="tiny, once: proves the code path")
     parser.add_argument("--out", type=Path, default=vk.RESULTS / "vs_kafka_rows.json")
     parser.add_argument("--baseline", type=Path, help="an earlier checkout run as pier-before")
     args = parser.parse_args(argv)
     records = {} if args.omb_only else SHORT_RECORDS if args.short else RECORDS
-    workloads = None if args.skip_omb else SHORT_WORKLOADS if args.short else FULL_WORKLOADS
+    workloads = (
+        None if args.skip_omb or args.kib else SHORT_WORKLOADS if args.short else FULL_WORKLOADS
+    )
     repetitions = 1 if args.short else args.repetitions
     scratch = Path(tempfile.mkdtemp(prefix="vs-kafka-rows-"))
     reps: list[dict[str, dict[str, Any]]] = []
@@ -245,7 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             systems = (*vk.SYSTEMS, BASELINE) if args.baseline else vk.SYSTEMS
             order = systems if rep % 2 == 0 else tuple(reversed(systems))
             reps.append(
-                {s: one_system(s, scratch, records, workloads, args.baseline) for s in order}
+                {
+                    s: one_system(s, scratch, records, workloads, args.baseline, args.kib)
+                    for s in order
+                }
             )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
