@@ -11,13 +11,22 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-from pier import billing_cli, cluster_cli, gateway_cli, groups_cli, tenancy_cli, transactions
+from pier import (
+    billing_cli,
+    cluster_cli,
+    event_loop,
+    gateway_cli,
+    groups_cli,
+    tenancy_cli,
+    transactions,
+)
 
 EXIT_USAGE = 2
 
@@ -110,6 +119,7 @@ def _run_broker(args: argparse.Namespace) -> int:
 
     configure(args.log_level)
     try:
+        loop_choice = event_loop.chosen(os.environ)
         properties = read_properties(args.config) if args.config else {}
         config = BrokerConfig(
             data_dir=args.data_dir,
@@ -124,8 +134,8 @@ def _run_broker(args: argparse.Namespace) -> int:
         )
         config.validate()
         _check_data_dir(args.data_dir)
-        return asyncio.run(_serve(config))
-    except (BrokerConfigError, LogDirError) as exc:
+        return event_loop.run(loop_choice, _serve(config))
+    except (BrokerConfigError, LogDirError, event_loop.EventLoopChoiceError) as exc:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"{exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}".rstrip(": "))
@@ -171,7 +181,8 @@ async def _serve(config: object) -> int:
         return 0
     settle_heap()  # start-up state frozen out of the collector's scans (loop_health)
     print(
-        f"pier broker ready node_id={config.node_id} listener={config.host}:{broker.port}",
+        f"pier broker ready node_id={config.node_id} listener={config.host}:{broker.port}"
+        f" event_loop={event_loop.running_loop_name()}",
         file=sys.stderr,
         flush=True,
     )

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pier import gateway_status
+from pier import event_loop, gateway_status
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 1
@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     configure(args.log_level)
     try:
         slot = slot_from_env(os.environ)
+        loop_choice = event_loop.chosen(os.environ)
     except ValueError as exc:
         print(f"pier: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -162,8 +163,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"pier: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if slot is None and config.setting("workers") > 1:
-        return asyncio.run(_supervise(config, _worker_argv(args)))
-    return asyncio.run(_serve(config))
+        return event_loop.run(loop_choice, _supervise(config, _worker_argv(args)))
+    return event_loop.run(loop_choice, _serve(config))
 
 
 def _worker_argv(args: argparse.Namespace) -> list[str]:
@@ -195,6 +196,7 @@ async def _supervise(config: Any, argv: list[str]) -> int:
     def ready() -> None:
         print(
             f"pier gateway ready bootstrap={config.public_host}:{config.port} workers={count}"
+            f" event_loop={event_loop.running_loop_name()}"
             + (
                 f" http={config.public_host}:{config.tenant_http_port}"
                 if config.tenant_http_port
@@ -265,7 +267,8 @@ async def _serve(config: Any) -> int:
     print(
         f"pier gateway{worker} ready bootstrap={config.public_host}:{gateway.bootstrap_port}"
         f" brokers={sorted(gateway.fleet.broker_ids()) if gateway.fleet else []}"
-        + (f" http={config.public_host}:{gateway.http_port}" if gateway.http_port else ""),
+        + (f" http={config.public_host}:{gateway.http_port}" if gateway.http_port else "")
+        + f" event_loop={event_loop.running_loop_name()}",
         file=sys.stderr,
         flush=True,
     )
