@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
+from brokers.server.answer_writer import AnswerWriter, Outbox
 from brokers.server.dispatcher import CloseConnection, Dispatcher, Peer, Reply
 from brokers.server.metrics import ServerMetrics
 from brokers.server.request_memory import RequestMemory
@@ -46,6 +47,10 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 _SMALL_REGION = 64 * 1024  # below this a pread copy is cheaper than a sendfile round trip
 _HTTP_LINGER_S = 1.0  # how long an HTTP client gets to read the 400 before the socket closes
 _HELD_BYTES = 64 * 1024  # held-back responses above this leave at once
+_WRITE_LOW_WATER = 1024 * 1024  # a connection held at the high water reads again below this
+# The answers' writes on the writer thread (answer_writer); "0" writes them on the loop, through
+# the transport, as before (a switch for side-by-side measurements).
+_WRITER_THREAD = os.environ.get("PIER_ANSWER_WRITER_THREAD", "1") != "0"
 
 
 class Connection:
@@ -61,6 +66,7 @@ class Connection:
         clock: Callable[[], float] = time.monotonic,
         use_sendfile: bool = True,
         metrics: ServerMetrics | None = None,
+        answers: AnswerWriter | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
@@ -81,6 +87,8 @@ class Connection:
         self._held_back: list[bytes] = []  # responses waiting for the pipelined run's last one
         self._held_back_bytes = 0
         self._flush_scheduled = False
+        self._answers = answers
+        self._outbox: Outbox | None = None  # set in `serve` when answers go via the writer thread
 
     @classmethod
     def accepted(
@@ -102,15 +110,23 @@ class Connection:
         return 0.0 if self._waiting_since is None else now - self._waiting_since
 
     def close(self) -> None:
-        """Close the socket; `serve` then ends quietly (the listener's idle check)."""
+        """Close the socket, dropping unsent answers; `serve` then ends quietly (the listener's
+        idle check)."""
+        if self._outbox is not None:
+            self._outbox.abort()
         self._writer.close()
 
     async def serve(self) -> None:
         if self._metrics is not None:
             self._metrics.connections.inc()
             self._metrics.connections_created.inc()
+        self._outbox = self._open_outbox()
+        cancelled = False
         try:
             await self._serve_frames()
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
         except NotKafkaProtocolError as exc:
             self._count_malformed()
             log.info("event=close_connection peer=%s reason=%r", self.peer.host, str(exc))
@@ -127,9 +143,40 @@ class Connection:
             self._release()
             with contextlib.suppress(ConnectionError, RuntimeError):
                 self._flush()  # answers to the requests before a bad one still go out
+            await self._end_answers(cancelled)
             self._writer.close()
             if self._metrics is not None:
                 self._metrics.connections.dec()
+
+    def _open_outbox(self) -> Outbox | None:
+        """This connection's queue on the writer thread (None: answers go through the transport)."""
+        transport = self._writer.transport
+        sock = transport.get_extra_info("socket")
+        if sock is None or not (_WRITER_THREAD or self._answers is not None):
+            return None
+        fd = sock.fileno()
+
+        def socket_fd() -> int | None:
+            return None if transport.is_closing() else fd
+
+        writer = self._answers or AnswerWriter.shared()
+        return Outbox(writer, socket_fd, use_sendfile=self._use_sendfile)
+
+    async def _end_answers(self, cancelled: bool) -> None:
+        """Let the queued answers leave before the socket closes (dropped on shutdown; a client
+        that does not read them is idle, and the idle check's `close` drops them)."""
+        outbox, self._outbox = self._outbox, None
+        if outbox is None:
+            return
+        if cancelled:
+            outbox.abort()
+            return
+        self._waiting_since = self._clock()
+        try:
+            await outbox.finish()
+        except asyncio.CancelledError:
+            outbox.abort()
+            raise
 
     async def _serve_frames(self) -> None:
         while True:
@@ -211,6 +258,7 @@ class Connection:
             "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
         )
+        await self._end_answers(False)  # the answers before it leave first, then the transport's
         with contextlib.suppress(ConnectionError, TimeoutError, OSError):
             self._writer.write(head.encode() + body)
             if self._writer.can_write_eof():
@@ -230,11 +278,22 @@ class Connection:
                 self._schedule_flush()
                 return
             self._flush()
+        elif self._outbox is not None:
+            self._flush()
+            self._outbox.send([size_prefix(len(header) + body.size), header, *body.parts])
         else:
             self._flush()
             await self._send_parts(header, body)
-        if self._writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-            self._waiting_since = self._clock()  # a client that does not read is idle too
+        await self._backpressure()
+
+    async def _backpressure(self) -> None:
+        """Stop reading the client's requests while over `_WRITE_HIGH_WATER` of its answers wait."""
+        if self._outbox is not None:
+            if self._outbox.pending > _WRITE_HIGH_WATER:
+                self._waiting_since = self._clock()  # a client that does not read is idle too
+                await self._outbox.drained(_WRITE_LOW_WATER)
+        elif self._writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            self._waiting_since = self._clock()
             await self._writer.drain()
 
     def _hold_back(self, data: bytes) -> None:
@@ -260,6 +319,9 @@ class Connection:
         if not self._held_back:
             return
         held, self._held_back, self._held_back_bytes = self._held_back, [], 0
+        if self._outbox is not None:
+            self._outbox.send(held)
+            return
         if self._writer.transport.is_closing():
             return
         self._writer.write(held[0] if len(held) == 1 else b"".join(held))

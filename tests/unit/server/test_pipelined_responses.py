@@ -8,6 +8,8 @@ request is already buffered in full and writes the run's answers together after 
 A held-back answer must also leave before a later answer that goes out as parts (a file region,
 sent with sendfile or read with pread), since Kafka clients match answers to requests by order,
 and a run of large answers leaves in writes of at most the cap (plus the answer that crossed it).
+Each scenario runs twice: answers written by the writer thread (`answer_writer`, a "write" is one
+hand-over of bytes to it) and through the transport on the loop (`PIER_ANSWER_WRITER_THREAD=0`).
 Real sockets (a socketpair), a real file and a real event loop; the dispatcher echoes each request.
 """
 
@@ -18,12 +20,14 @@ import os
 import socket
 import struct
 import tempfile
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from brokers.server import connection as connection_module
+from brokers.server.answer_writer import AnswerWriter
 from brokers.server.connection import Connection
 from brokers.server.dispatcher import Peer, Reply
 from brokers.server.response import RawResponse
@@ -65,12 +69,39 @@ class Echo:
         return Reply(self.correlation, False, bytes(frame))
 
 
+class CountingWriter(AnswerWriter):
+    """The writer thread, counting the bytes of each hand-over from the loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[int] = []
+
+    def enqueue(self, box: Any, items: Any, size: int, *, drop: bool = False) -> None:
+        if size:
+            self.writes.append(size)
+        super().enqueue(box, items, size, drop=drop)
+
+
+@pytest.fixture(params=["thread", "loop"])
+def answer_writer(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[CountingWriter | None]:
+    """The writer thread the connection hands its answers to (None: the transport on the loop)."""
+    if request.param == "loop":
+        monkeypatch.setattr(connection_module, "_WRITER_THREAD", False)
+        yield None
+        return
+    writer = CountingWriter()
+    yield writer
+    writer.stop()
+
+
 def _frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
 async def _connection(
-    echo: Echo,
+    echo: Echo, answers: CountingWriter | None
 ) -> tuple[Any, asyncio.StreamReader, asyncio.StreamWriter, list[int]]:
     ours, theirs = socket.socketpair()
     loop = asyncio.get_running_loop()
@@ -86,7 +117,12 @@ async def _connection(
         real_write(data)
 
     transport.write = counted  # type: ignore[method-assign]
-    connection = Connection(reader, writer, echo, FrameLimits(), Peer("test", "c1"))  # type: ignore[arg-type]
+    if answers is not None:
+        writes = answers.writes
+    dispatcher: Any = echo
+    connection = Connection(
+        reader, writer, dispatcher, FrameLimits(), Peer("test", "c1"), answers=answers
+    )
     served = asyncio.create_task(connection.serve())
     client_reader, client = await asyncio.open_connection(sock=theirs)
     return served, client_reader, client, writes
@@ -110,10 +146,12 @@ def _run(scenario: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
     return asyncio.run(scenario())
 
 
-def test_a_pipelined_run_is_answered_in_one_write_in_order() -> None:
+def test_a_pipelined_run_is_answered_in_one_write_in_order(
+    answer_writer: CountingWriter | None,
+) -> None:
     async def scenario() -> tuple[list[bytes], list[int]]:
         echo = Echo()
-        served, reader, client, writes = await _connection(echo)
+        served, reader, client, writes = await _connection(echo, answer_writer)
         requests = [f"request-{i}".encode() for i in range(5)]
         client.write(b"".join(_frame(r) for r in requests))  # all buffered at once
         answers = await _answers(reader, len(requests))
@@ -126,10 +164,12 @@ def test_a_pipelined_run_is_answered_in_one_write_in_order() -> None:
     assert len(writes) == 1, writes  # one write (one send, one wake-up) for the five answers
 
 
-def test_an_answer_is_not_held_behind_a_request_that_parks() -> None:
+def test_an_answer_is_not_held_behind_a_request_that_parks(
+    answer_writer: CountingWriter | None,
+) -> None:
     async def scenario() -> list[bytes]:
         echo = Echo()
-        served, reader, client, _writes = await _connection(echo)
+        served, reader, client, _writes = await _connection(echo, answer_writer)
         client.write(_frame(b"first-request") + _frame(b"park-request"))
         first = await _answers(reader, 1)  # arrives while the second request is parked
         assert echo.parked.is_set()
@@ -142,10 +182,10 @@ def test_an_answer_is_not_held_behind_a_request_that_parks() -> None:
     assert _run(scenario) == [b"first-request", b"park-request"]
 
 
-def test_answers_before_a_bad_frame_still_go_out() -> None:
+def test_answers_before_a_bad_frame_still_go_out(answer_writer: CountingWriter | None) -> None:
     async def scenario() -> tuple[list[bytes], bytes]:
         echo = Echo()
-        served, reader, client, _writes = await _connection(echo)
+        served, reader, client, _writes = await _connection(echo, answer_writer)
         client.write(_frame(b"good-request") + struct.pack(">i", -5) + b"junk")
         answers = await _answers(reader, 1)
         rest = await asyncio.wait_for(reader.read(), 10)  # then the broker closes the connection
@@ -157,7 +197,9 @@ def test_answers_before_a_bad_frame_still_go_out() -> None:
     assert answers == [b"good-request"] and rest == b""
 
 
-def test_a_held_answer_leaves_before_a_later_file_region_answer() -> None:
+def test_a_held_answer_leaves_before_a_later_file_region_answer(
+    answer_writer: CountingWriter | None,
+) -> None:
     content = os.urandom(FILE_BYTES)
     with tempfile.TemporaryFile() as file:
         file.write(content)
@@ -165,7 +207,7 @@ def test_a_held_answer_leaves_before_a_later_file_region_answer() -> None:
 
         async def scenario() -> list[tuple[int, bytes]]:
             echo = Echo(file.fileno())
-            served, reader, client, _writes = await _connection(echo)
+            served, reader, client, _writes = await _connection(echo, answer_writer)
             requests = [b"first-request", b"file-request", b"last-request"]
             client.write(b"".join(_frame(r) for r in requests))  # one pipelined run
             answers = await _numbered(reader, len(requests))
@@ -180,13 +222,15 @@ def test_a_held_answer_leaves_before_a_later_file_region_answer() -> None:
     assert answers[2][1] == b"last-request"
 
 
-def test_a_run_of_large_answers_leaves_in_writes_of_at_most_the_cap() -> None:
+def test_a_run_of_large_answers_leaves_in_writes_of_at_most_the_cap(
+    answer_writer: CountingWriter | None,
+) -> None:
     answer_bytes = 16 * 1024
     count = 12  # 192 KiB of answers, all pipelined at once
 
     async def scenario() -> tuple[list[tuple[int, bytes]], list[int]]:
         echo = Echo(-1)
-        served, reader, client, writes = await _connection(echo)
+        served, reader, client, writes = await _connection(echo, answer_writer)
         requests = [bytes([i]) * answer_bytes for i in range(count)]
         client.write(b"".join(_frame(r) for r in requests))
         answers = await _numbered(reader, count)
