@@ -20,7 +20,10 @@ count from the broker log (`event=event_loop_lag_summary`). JSON on stdout and i
 
 `--kib` measures issue 25's 1 KiB single-partition rows instead: ProducerPerformance acks=1 with
 lz4, zstd and none, each topic then read by ConsumerPerformance, and confluent-kafka's 1 KiB
-produce and consume (lz4, zstd; `vs_kafka.client_runs`), each with the server CPU per GB.
+produce and consume (lz4, zstd; `vs_kafka.client_runs`), each with the server CPU per GB. Its
+servers (fresh each repetition) run at once and each row runs on one system right after the
+other, the order turning with every row: single runs of these client-bound rows swing 2x either
+way with the machine's load, and runs minutes apart met different loads.
 
 `--baseline DIR` also runs, in each repetition, Pier from another checkout (DIR: a `git archive`
 of an earlier commit, with the native module built or copied in) as "pier-before": a
@@ -155,38 +158,17 @@ def one_system(
     records: dict[int, int],
     workloads: WorkloadSizes | None,
     baseline: Path | None = None,
-    kib: bool = False,
 ) -> dict[str, Any]:
-    """The rows on one fresh server of `system` (`kib`: the 1 KiB produce and consume rows)."""
+    """The rows on one fresh server of `system`."""
     root = Path(tempfile.mkdtemp(prefix=f"{system}-rows-", dir=scratch))
     server = _start(system, root, baseline)
     found: dict[str, Any] = {"perf": {}}
     try:
         b = server.bootstrap
         if records:
-            vk.create_topics(b, ["warm-up"])
-            vk.producer_perf(b, "warm-up", records[100] // 4, 100, "1", "none")
-        for size, acks, codec in (KIB_ROWS if kib else ROWS) if records else ():
-            topic = f"perf-{size}-{acks}-{codec}"
-            vk.create_topics(b, [topic])
-            vk.log(f"{system}: ProducerPerformance {size}B/acks={acks}/{codec}")
-            action = partial(vk.producer_perf, b, topic, records[size], size, acks, codec)
-            key = f"{size}B/acks={acks}/{codec}"
-            found["perf"][key] = _measured(server, action, records[size] * size)
-            if kib:
-                vk.log(f"{system}: ConsumerPerformance {key}")
-                action = partial(vk.consumer_perf, b, topic, records[size])
-                found.setdefault("consume", {})[key] = _measured(
-                    server, action, records[size] * size
-                )
-        client = replace(KIB_CLIENT, client_records=records.get(1024, 0))
-        for run in vk.client_runs(system, server, client) if kib and records else ():
-            found.setdefault(run.part, {})[run.workload] = {
-                "mb_per_s": round(run.mb_per_s, 2),
-                "server_cpu_s_per_gb": round(run.cpu_s_per_gb, 2),
-                "loadavg_1m": round(os.getloadavg()[0], 2),
-                **run.extra,
-            }
+            _warm_up(b, records)
+        for size, acks, codec in ROWS if records else ():
+            _perf_row(system, server, (size, acks, codec), records[size], found, consume=False)
         if workloads is not None:
             vk.log(f"{system}: OMB shape")
             before = vk.cpu_seconds(server.pids())
@@ -201,6 +183,76 @@ def one_system(
         found["loop_lag"] = _loop_lag(server)
         shutil.rmtree(root, ignore_errors=True)
     return found
+
+
+def kib_systems(
+    systems: Sequence[str], scratch: Path, records: dict[int, int], baseline: Path | None = None
+) -> dict[str, dict[str, Any]]:
+    """`--kib`: every system's fresh server up at once, and each row run on one system right after
+    the other (the order turning with each row), so the two runs of a row meet the same load."""
+    roots: dict[str, Path] = {}
+    servers: dict[str, vk.Server] = {}
+    found: dict[str, dict[str, Any]] = {s: {"perf": {}, "consume": {}} for s in systems}
+    try:
+        for system in systems:
+            roots[system] = Path(tempfile.mkdtemp(prefix=f"{system}-kib-", dir=scratch))
+            servers[system] = _start(system, roots[system], baseline)
+            _warm_up(servers[system].bootstrap, records)
+        turn = 0
+        for row in KIB_ROWS:
+            for system in _turned(systems, turn):
+                _perf_row(system, servers[system], row, records[row[0]], found[system])
+            turn += 1
+        for codec in KIB_CLIENT.codecs:
+            client = replace(KIB_CLIENT, client_records=records[1024], codecs=(codec,))
+            for system in _turned(systems, turn):
+                for run in vk.client_runs(system, servers[system], client):
+                    found[system].setdefault(run.part, {})[run.workload] = {
+                        "mb_per_s": round(run.mb_per_s, 2),
+                        "server_cpu_s_per_gb": round(run.cpu_s_per_gb, 2),
+                        "loadavg_1m": round(os.getloadavg()[0], 2),
+                        **run.extra,
+                    }
+            turn += 1
+    finally:
+        for system, server in servers.items():
+            server.close()
+            found[system]["loop_lag"] = _loop_lag(server)
+        for root in roots.values():
+            shutil.rmtree(root, ignore_errors=True)
+    return found
+
+
+def _turned(systems: Sequence[str], turn: int) -> Sequence[str]:
+    return systems if turn % 2 == 0 else tuple(reversed(systems))
+
+
+def _warm_up(bootstrap: str, records: dict[int, int]) -> None:
+    vk.create_topics(bootstrap, ["warm-up"])
+    vk.producer_perf(bootstrap, "warm-up", records[100] // 4, 100, "1", "none")
+
+
+def _perf_row(
+    system: str,
+    server: vk.Server,
+    row: tuple[int, str, str],
+    records: int,
+    found: dict[str, Any],
+    consume: bool = True,
+) -> None:
+    """ProducerPerformance into a fresh topic, then (`consume`) ConsumerPerformance reading it."""
+    size, acks, codec = row
+    b = server.bootstrap
+    key = f"{size}B/acks={acks}/{codec}"
+    topic = f"perf-{size}-{acks}-{codec}"
+    vk.create_topics(b, [topic])
+    vk.log(f"{system}: ProducerPerformance {key}")
+    action = partial(vk.producer_perf, b, topic, records, size, acks, codec)
+    found["perf"][key] = _measured(server, action, records * size)
+    if consume:
+        vk.log(f"{system}: ConsumerPerformance {key}")
+        action = partial(vk.consumer_perf, b, topic, records)
+        found["consume"][key] = _measured(server, action, records * size)
 
 
 def _measured(server: vk.Server, action: Any, moved_bytes: int) -> dict[str, Any]:
@@ -293,11 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for rep in range(repetitions):
             systems = (*vk.SYSTEMS, BASELINE) if args.baseline else vk.SYSTEMS
             order = systems if rep % 2 == 0 else tuple(reversed(systems))
+            if args.kib:
+                reps.append(kib_systems(order, scratch, records, args.baseline))
+                continue
             reps.append(
-                {
-                    s: one_system(s, scratch, records, workloads, args.baseline, args.kib)
-                    for s in order
-                }
+                {s: one_system(s, scratch, records, workloads, args.baseline) for s in order}
             )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
