@@ -7,6 +7,16 @@ no producer id, as Kafka's coordinator writes them) and appends it to
 a multi-partition commit is all-or-nothing; `append` answers the log offset of the first record
 (the rest follow one by one), which orders commits as the log does.
 
+The batches of one loop turn for one partition go to the log in one append (consumers that commit
+after every batch they read, as OMB's do, commit many times a turn, all into their group's
+partition): each `append` queues its batch, the first of the turn schedules the flush for the
+loop's next turn, and the flush appends the queued batches in call order — consecutive plain
+batches together (up to `_RUN_BYTES`), a transactional one alone (the log checks its producer
+epoch) — each append started in order, so the log keeps call order. Every batch's caller gets its
+own offsets once its append is committed, or that append's error (a combined append fails or
+succeeds whole: its batches are the coordinator's own, valid, and within `max.message.bytes`
+each).
+
 A transactional offset commit (TxnOffsetCommit) is one batch carrying the producer's id and
 epoch with the transactional flag set, so the log's producer state fences an older epoch and the
 transaction's marker later closes it. Its base sequence is -1 (no sequence): Kafka's coordinator
@@ -17,8 +27,9 @@ Runs on the event loop; not thread-safe.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from brokers.common.clock import Clock
 from brokers.coordinator.group_records import (
@@ -36,6 +47,7 @@ from brokers.records.builder import build_batch
 Entry = tuple[bytes, bytes | None]  # key, value (None: tombstone)
 TopicPartition = tuple[str, int]
 NO_OFFSET = -1
+_RUN_BYTES = 256 * 1024  # plain batches appended together at most (a larger one goes alone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +58,43 @@ class TxnProducer:
     producer_epoch: int
 
 
+@dataclass
+class _Run:
+    """Batches appended together; each caller's future gets its batch's last offset."""
+
+    alone: bool
+    batches: list[bytes] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    futures: list[asyncio.Future[int]] = field(default_factory=list)
+    size: int = 0
+
+    def add(self, batch: bytes, count: int, future: asyncio.Future[int]) -> None:
+        self.batches.append(batch)
+        self.counts.append(count)
+        self.futures.append(future)
+        self.size += len(batch)
+
+    def settle(self, last_offset: int) -> None:
+        """The run's batches end at `last_offset`, one after the other."""
+        for future, count in zip(reversed(self.futures), reversed(self.counts), strict=True):
+            if not future.done():
+                future.set_result(last_offset)
+            last_offset -= count
+
+    def fail(self, error: BaseException) -> None:
+        for future in self.futures:
+            if not future.done():
+                future.set_exception(error)
+
+
 class GroupLog:
     def __init__(self, topic: OffsetsTopic, clock: Clock) -> None:
         self.topic = topic
         self._clock = clock
-        self.appends = 0
+        self.appends = 0  # `append` calls
+        self.log_appends = 0  # appends to the topic (fewer: a turn's batches go together)
+        self._queued: dict[int, list[_Run]] = {}  # partition -> runs waiting for the flush
+        self._flushing: set[asyncio.Task[None]] = set()
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.topic.partition_count())
@@ -76,9 +120,53 @@ class GroupLog:
                 base_sequence=NO_SEQUENCE,
                 is_transactional=True,
             )
-        last_offset = await self.topic.append(self.partition_for(group_id), batch)
         self.appends += 1
+        future = self._queue(
+            self.partition_for(group_id), batch, len(entries), producer is not None
+        )
+        last_offset = await future
         return last_offset - (len(entries) - 1)
+
+    def _queue(self, partition: int, batch: bytes, count: int, alone: bool) -> asyncio.Future[int]:
+        loop = asyncio.get_running_loop()
+        runs = self._queued.get(partition)
+        if runs is None:
+            runs = self._queued[partition] = []
+            task = loop.create_task(self._flush(partition))  # runs on the loop's next turn
+            self._flushing.add(task)
+            task.add_done_callback(self._flushing.discard)
+        last = runs[-1] if runs else None
+        if last is None or alone or last.alone or last.size + len(batch) > _RUN_BYTES:
+            last = _Run(alone)
+            runs.append(last)
+        future: asyncio.Future[int] = loop.create_future()
+        last.add(batch, count, future)
+        return future
+
+    async def _flush(self, partition: int) -> None:
+        """Append the partition's queued runs, in order: a single run's append starts here, at
+        once; several start as tasks created together, so they run in order, and before the
+        next turn's flush, which can only be created after the `pop`."""
+        runs = self._queued.pop(partition, [])
+        if len(runs) == 1:
+            await self._append_run(partition, runs[0])
+        elif runs:
+            started = [asyncio.ensure_future(self._append_run(partition, r)) for r in runs]
+            await asyncio.gather(*started)
+
+    async def _append_run(self, partition: int, run: _Run) -> None:
+        payload = run.batches[0] if len(run.batches) == 1 else b"".join(run.batches)
+        try:
+            self.log_appends += 1
+            last_offset = await self.topic.append(partition, payload)
+        except asyncio.CancelledError:
+            for future in run.futures:
+                future.cancel()
+            raise
+        except Exception as exc:  # the topic's errors reach every caller of the run
+            run.fail(exc)
+            return
+        run.settle(last_offset)
 
     async def store_group(self, group_id: str, record: GroupMetadataRecord) -> None:
         """`GroupStore`: the group's metadata after a rebalance or a static member's return."""

@@ -8,6 +8,7 @@ Pure; thread-safe.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -46,7 +47,9 @@ def java_string_hashcode(text: str) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
+@functools.lru_cache(maxsize=4096)
 def partition_for(group_id: str, partitions: int) -> int:
+    """Cached: every OffsetCommit asks, and the hash walks the id in Python."""
     hashcode = java_string_hashcode(group_id)
     positive = 0 if hashcode == _INT32_MIN else abs(hashcode)  # Kafka's Utils.abs
     return positive % partitions

@@ -16,7 +16,7 @@ from brokers.coordinator.group import Group, GroupState
 from brokers.coordinator.group_coordinator import GroupCoordinator, SyncRequest
 from brokers.coordinator.joining import JoinRequest
 from brokers.coordinator.results import JoinResult, SyncResult
-from brokers.records.batch import set_base_offset
+from brokers.records.batch import iter_headers, set_base_offset
 from brokers.records.builder import read_batch
 
 SESSION_MS = 10_000
@@ -31,6 +31,7 @@ class MemoryOffsetsTopic:
         self.logs: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         self.fail_with: GroupError | None = None
         self.gate: asyncio.Event | None = None
+        self.append_calls = 0
 
     def partition_count(self) -> int:
         return self.partitions
@@ -41,11 +42,15 @@ class MemoryOffsetsTopic:
         if self.gate is not None:
             await self.gate.wait()
         log = self.logs[partition]
-        base = sum(read_batch(b)[0].last_offset_delta + 1 for b in log)
-        stored = bytearray(batch)
-        set_base_offset(stored, 0, base)
-        log.append(bytes(stored))
-        return base + read_batch(batch)[0].last_offset_delta
+        last = -1
+        for pos, header in iter_headers(batch):  # the coordinator appends a turn's batches at once
+            base = sum(read_batch(b)[0].last_offset_delta + 1 for b in log)
+            stored = bytearray(batch[pos : pos + header.size])
+            set_base_offset(stored, 0, base)
+            log.append(bytes(stored))
+            last = base + header.last_offset_delta
+        self.append_calls += 1
+        return last
 
     def read_batches(self, partition: int, from_offset: int) -> Iterator[bytes]:
         return iter(list(self.logs[partition]))
