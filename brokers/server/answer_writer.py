@@ -4,7 +4,9 @@ Owns: `AnswerWriter`, one thread per broker that does the `writev`/`sendfile` sy
 connection's answers, and `Outbox`, a connection's queue on it. On loopback the sender's system
 call carries the receiver's TCP work and its wake-up (41 % of the loop's samples at OMB's fixed
 rate, docs/benchmarks.md); the GIL is released inside the call, so on this thread that work runs
-beside the loop instead of in it.
+beside the loop instead of in it. Opt-in (`PIER_ANSWER_WRITER_THREAD=1`, read by `connection`): at
+that rate on a 2-core machine shared with the 32 client processes it lengthened the tail
+(docs/benchmarks.md, "Answers off the loop").
 
 Contract: the loop thread calls `Outbox.send`, `pending`, `drained`, `finish` and `abort`; the
 writer thread calls nothing of the loop's except `call_soon_threadsafe`. Everything they share is

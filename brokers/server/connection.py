@@ -48,9 +48,10 @@ _SMALL_REGION = 64 * 1024  # below this a pread copy is cheaper than a sendfile 
 _HTTP_LINGER_S = 1.0  # how long an HTTP client gets to read the 400 before the socket closes
 _HELD_BYTES = 64 * 1024  # held-back responses above this leave at once
 _WRITE_LOW_WATER = 1024 * 1024  # a connection held at the high water reads again below this
-# The answers' writes on the writer thread (answer_writer); "0" writes them on the loop, through
-# the transport, as before (a switch for side-by-side measurements).
-_WRITER_THREAD = os.environ.get("PIER_ANSWER_WRITER_THREAD", "1") != "0"
+# "1": the answers' writes on the writer thread (answer_writer). Off by default: at OMB's fixed
+# rate beside 32 client processes on 2 cores it lengthened the tail (docs/benchmarks.md, "Answers
+# off the loop"); the switch stays for a machine where the broker has cores of its own.
+_WRITER_THREAD = os.environ.get("PIER_ANSWER_WRITER_THREAD", "0") == "1"
 
 
 class Connection:

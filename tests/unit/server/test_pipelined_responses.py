@@ -9,7 +9,7 @@ A held-back answer must also leave before a later answer that goes out as parts 
 sent with sendfile or read with pread), since Kafka clients match answers to requests by order,
 and a run of large answers leaves in writes of at most the cap (plus the answer that crossed it).
 Each scenario runs twice: answers written by the writer thread (`answer_writer`, a "write" is one
-hand-over of bytes to it) and through the transport on the loop (`PIER_ANSWER_WRITER_THREAD=0`).
+hand-over of bytes to it, `PIER_ANSWER_WRITER_THREAD=1`) and through the transport on the loop (the default).
 Real sockets (a socketpair), a real file and a real event loop; the dispatcher echoes each request.
 """
 
