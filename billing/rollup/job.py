@@ -100,7 +100,7 @@ def run_rollup(
     now_ms: int | None = None,
 ) -> RunReport:
     until_ms = options.until_ms if options.until_ms is not None else now_ms or _now_ms()
-    clock = _Phases()
+    clock = Phases()
     cursor, store = open_ledger(db, options)
     start, end = _range(options, cursor)
     clock.lap("resolve")
@@ -131,7 +131,7 @@ def roll_up_records(
     until_ms: int,
     *,
     hooks: RunHooks = RunHooks(),
-    clock: _Phases | None = None,
+    clock: Phases | None = None,
     cut_lineage: bool = False,
 ) -> RunReport:
     """Roll up `raw` (Kafka records of [start, end)) and commit it with `end` as the next offsets;
@@ -139,45 +139,71 @@ def roll_up_records(
     `cut_lineage` (a stream's micro-batch: small, and its fixed cost is the lag) materializes the
     checked rows once (`localCheckpoint`) so every later step plans over that leaf instead of the
     usage checks again: half the driver's and the jobs' time of a small batch."""
-    clock = clock or _Phases()
+    clock = clock or Phases()
     stage, rows = frames.checked(raw)
     stage.persist()
-    attempt: Path | None = None
-    generation = (cursor.generation if cursor else 0) + 1
     try:
         if cut_lineage:
             rows = rows.localCheckpoint(eager=True)
             stage.unpersist()
         valid_count, reasons, hours = frames.census(rows)
         end = end if end is not None else _ends_seen(rows, start)
-        attempt = store.new_attempt(generation, end)
         out = RunOutput(options.topic, cursor, start, end, until_ms)
         out.rejected = sum(reasons.values())
         clock.lap("read")
-        _roll_up(spark, db, rows, valid_count, hours, out, options, store, attempt, clock)
+
+        def fill(attempt: Path) -> None:
+            _roll_up(spark, db, rows, valid_count, hours, out, options, store, attempt, clock)
+
+        return commit_run(spark, db, store, out, fill, reasons=reasons, hooks=hooks, clock=clock)
+    finally:
+        stage.unpersist()
+
+
+def commit_run(
+    spark: SparkSession,
+    db: Database,
+    store: IdStore,
+    out: RunOutput,
+    fill: Callable[[Path], None],
+    *,
+    reasons: dict[str, int] | None = None,
+    hooks: RunHooks = RunHooks(),
+    clock: Phases | None = None,
+) -> RunReport:
+    """The commit tail of every rollup path (`roll_up_records`, `billing.rollup.one_pass`):
+    `fill(attempt)` completes `out` and writes the run's ids into a new attempt folder; then the
+    fenced transaction (`ledger.commit`: rollups, ranges, storage state and `out.end_offsets`),
+    the folder named after it (`IdStore.promote`), the housekeeping of a committed run (ids past
+    `__usage`'s retention deleted, closed hours merged), the metrics and the report. Nothing is
+    committed when `fill` or the commit fails (the attempt folder goes); dying after the commit
+    leaves the attempt for the next run's `IdStore.recover`. `reasons`: rejected rows by reason."""
+    clock = clock or Phases()
+    reasons = reasons or {}
+    generation = (out.start.generation if out.start else 0) + 1
+    attempt = store.new_attempt(generation, out.end_offsets)
+    try:
+        fill(attempt)
         if hooks.before_commit:
             hooks.before_commit()
         run_id = ledger.commit(db, out)
     except BaseException:
-        if attempt is not None:
-            store.discard(attempt)
+        store.discard(attempt)
         raise
-    finally:
-        stage.unpersist()
     if hooks.after_commit:  # dying here leaves the attempt for the next run's `recover`
         hooks.after_commit()
     store.promote(attempt, generation)
     clock.lap("commit")
-    store.expire(until_ms - RETENTION_MS)
-    _compact(spark, store, until_ms)
+    store.expire(out.until_ms - RETENTION_MS)
+    _compact(spark, store, out.until_ms)
     clock.lap("compact")
     for reason, count in reasons.items():
         REJECTED.labels(reason=reason).inc(count)
     DUPLICATES.inc(out.duplicates)
     return RunReport(
         run_id,
-        start,
-        end,
+        out.start_offsets,
+        out.end_offsets,
         out.records,
         out.duplicates,
         reasons,
@@ -205,7 +231,9 @@ def _ends_seen(rows: DataFrame, start: dict[int, int]) -> dict[int, int]:
     return {p: max(start.get(p, 0), seen.get(p, 0)) for p in sorted({*start, *seen})}
 
 
-class _Phases:
+class Phases:
+    """Wall seconds per phase of a run (`RunReport.seconds`), each `lap` since the last."""
+
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self._last = time.perf_counter()
@@ -226,7 +254,7 @@ def _roll_up(
     options: RunOptions,
     store: IdStore,
     attempt: Path,
-    clock: _Phases,
+    clock: Phases,
 ) -> None:
     valid = rows.where(F.col("rejected").isNull())
     counted = store.counted(spark, hours)

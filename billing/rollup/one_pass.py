@@ -1,55 +1,79 @@
-"""The stream's one-pass path: a micro-batch of plain traffic rolled up by one Spark job.
+"""The stream's one-pass path: a micro-batch of plain traffic and storage samples rolled up by one
+aggregation of its records.
 
-Owns `roll_up_one_pass`. A batch whose records are all plain traffic (accepted by the usage
-check's fast path, `billing.source.usage`, with a `<gateway id>/<incarnation>/<sequence>` id:
-`billing.rollup.ranges`) needs no de-duplication row by row when no id in it repeats and none was
-counted before, and both are known from aggregates. So one aggregation over the checked records,
-GROUPING SETS of (tenant, principal, client id, topic, hour) and of (writer, chunk of `CHUNK`
-sequences), collected at once, gives:
+Owns `roll_up_one_pass`. A batch whose records are all accepted by the usage check's fast path
+(`billing.source.usage`) and are traffic with a `<gateway id>/<incarnation>/<sequence>` id
+(`billing.rollup.ranges`) or storage samples (what a gateway writes) needs no de-duplication row
+by row: what the exact path would find is known from aggregates. So one aggregation over the
+checked records, GROUPING SETS of (tenant, principal, client id, topic, hour) and of (writer,
+chunk of `CHUNK` sequences), collected at once, gives:
 
-- the rollups, as `frames.traffic_sums` sums the unique rows;
-- per writer and chunk the rows, the bit mask of their sequences and their hours: an id repeats
-  within the batch exactly when a chunk has fewer bits than rows, and was counted before exactly
-  when a run of it lies in a stored sequence range or a bit of it in the ids earlier runs kept in
-  Parquet for those hours (a second, small job, only when such ids exist);
+- the traffic rollups, as `frames.traffic_sums` sums the unique rows;
+- per writer and chunk the rows, the bit mask of their sequences and their hours: a traffic id
+  repeats within the batch exactly when a chunk has fewer bits than rows, and was counted before
+  exactly when a run of it lies in a stored sequence range or a bit of it in the ids earlier runs
+  kept in Parquet for the batch's hours;
+- per storage sample id (in the second set, under the id with chunk `SAMPLE_CHUNK`) its copies
+  and its first copy (lowest Kafka partition and offset: the one the exact path keeps). Samples
+  are few (one per tenant partition and sampling interval), so they come to the driver; one
+  counted before (among the Parquet ids of the batch's hours, checked in the same small job as
+  the traffic bits) counts not at all, another once, its other copies as duplicates. The kept
+  samples then go through the exact path's own storage steps (`frames.grouped_sums`,
+  `frames.storage_sums`, over a small frame of them), and their ids to Parquet as the exact path
+  writes them;
 - the runs of consecutive sequences, stored as ranges with the commit (every run, also the short
   ones `ranges.split` would keep as ids: the next micro-batch's records usually join them, and
-  no Parquet ids means the next batch has none to check).
+  no traffic ids in Parquet means the next batch has none to check).
 
 Anything else returns None and the caller rolls the batch up the exact way
 (`job.roll_up_records`), so the one-pass path is a shortcut, never a second set of rules: a record
-the fast check refused (malformed or not canonical), a storage sample or another id shape, a
-repeated or already counted id, a storage sample due to be settled, end offsets not known, or more
-than `MAX_SHORT_RUNS` short runs. The commit is the exact path's: rollups, ranges and the next
-offsets in one fenced transaction, the (empty) id folder renamed after it. Driver side; one call
-per micro-batch, from the stream's thread.
+the fast check refused (malformed or not canonical), another id shape, a repeated or already
+counted traffic id, more than `MAX_SAMPLES` storage samples, end offsets not known, or more than
+`MAX_SHORT_RUNS` short runs. The commit is the exact path's (`job.commit_run`): rollups, ranges,
+storage state and the next offsets in one fenced transaction, the id folder renamed after it.
+Driver side; one call per micro-batch, from the stream's thread.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
-import time
 from dataclasses import dataclass, field
-from typing import Final
+from pathlib import Path
+from typing import Any, Final
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from billing.rollup import frames, ledger, ranges
 from billing.rollup.ids import IdStore
-from billing.rollup.job import RunOptions, RunReport
+from billing.rollup.job import Phases, RunOptions, RunReport, commit_run
 from billing.rollup.seq_ranges import Range, merge
-from billing.rollup.sums import TRAFFIC_MEASURES, Cursor, RollupKey, RunOutput, Sums
+from billing.rollup.sums import TRAFFIC_MEASURES, Cursor, PendingSample, RollupKey, RunOutput, Sums
 from tenancy.database import Database
-from tenancy.usage import RETENTION_MS
 
 _log = logging.getLogger(__name__)
 MAX_SHORT_RUNS: Final = 20_000  # more new runs shorter than `ranges.MIN_RANGE`: the exact path
+MAX_SAMPLES: Final = 100_000  # more storage sample ids in a batch: the exact path (driver memory)
+SAMPLE_CHUNK: Final = -1  # the chunk of a storage sample's row in the second grouping set
 _SUM_KEYS: Final = ("s_tenant", "s_principal", "s_client_id", "s_topic", "s_hour")
 _CHUNK_KEYS: Final = ("c_writer", "c_chunk")
 _SUMS_SET: Final = 0b0000011  # grouping_id() of the (tenant, ..., hour) set: chunk keys rolled up
 _BITS: Final = (1 << ranges.CHUNK) - 1
+_FIRST: Final = (
+    "kafka_partition",
+    "kafka_offset",
+    "bytes",
+    "tenant",
+    "topic",
+    "partition",
+    "at_ms",
+)
+_KEPT_SCHEMA: Final = (
+    "id STRING, kind STRING, tenant STRING, principal STRING, client_id STRING, topic STRING, "
+    "hour_ms BIGINT, partition INT, at_ms BIGINT, bytes BIGINT, "
+    + ", ".join(f"{m} BIGINT" for m in TRAFFIC_MEASURES)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,20 +86,36 @@ class Chunk:
     hour_hi: int
 
 
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One storage sample id in a batch: its copies, and the fields of its first copy."""
+
+    copies: int
+    tenant: str
+    topic: str
+    partition: int
+    at_ms: int
+    bytes: int
+    hour_ms: int
+
+
 @dataclass
 class Digest:
     """What the one aggregation found in a batch."""
 
-    other: int = 0  # rows that are not plain traffic (refused, storage, another id shape)
-    valid: int = 0
+    other: int = 0  # rows that are neither plain traffic nor a storage sample
+    valid: int = 0  # plain traffic rows
     sums: dict[RollupKey, Sums] = field(default_factory=dict)
     chunks: dict[tuple[str, int], Chunk] = field(default_factory=dict)
+    samples: dict[str, Sample] = field(default_factory=dict)  # by id
 
     def repeats(self) -> bool:
         return any(c.rows != (c.mask & _BITS).bit_count() for c in self.chunks.values())
 
     def hours(self) -> list[int]:
-        return sorted({key.hour_ms for key in self.sums})
+        """The hours of the batch's rows (the exact path reads the ids counted for these)."""
+        traffic = {key.hour_ms for key in self.sums}
+        return sorted(traffic | {s.hour_ms for s in self.samples.values()})
 
     def runs(self) -> list[Range]:
         """The runs of consecutive sequences, joined across chunks, with their newest hour."""
@@ -100,50 +140,50 @@ def roll_up_one_pass(
 ) -> RunReport | None:
     """Roll up and commit `batch` (Kafka records of [start, end)) in one pass, or None (nothing
     done) when it needs the exact path."""
-    began = time.perf_counter()
-    if _settling(db, now_ms, 2 * options.sample_interval_ms):
-        return None
+    clock = Phases()
     stage, _ = frames.checked(batch)
     found = digest(stage)
-    if found.other or found.repeats():
-        _log.info("event=billing_one_pass_declined other=%d", found.other)
+    if found.other or found.repeats() or len(found.samples) > MAX_SAMPLES:
+        _log.info(
+            "event=billing_one_pass_declined other=%d samples=%d", found.other, len(found.samples)
+        )
         return None
     runs = found.runs()
     held = ledger.counted_ranges(db, options.topic)
-    if _overlaps(runs, held) or _counted_before(spark, db, store, found):
+    traffic_counted, samples_counted = _counted_before(spark, db, store, found)
+    if _overlaps(runs, held) or traffic_counted:
         _log.info("event=billing_one_pass_declined reason=counted_before")
         return None
     if _short_runs(runs, held) > MAX_SHORT_RUNS:
         return None
-    digested = time.perf_counter()
     out = RunOutput(options.topic, cursor, start, end, now_ms)
-    out.rollups, out.records, out.ranges = found.sums, found.valid, runs
-    run_id = _commit(spark, db, store, out)
-    committed = time.perf_counter()
-    _housekeeping(spark, store, now_ms)
-    seconds = {
-        "digest": round(digested - began, 2),
-        "commit": round(committed - digested, 2),
-        "compact": round(time.perf_counter() - committed, 2),
-    }
-    return RunReport(run_id, start, end, out.records, 0, {}, 0, len(out.rollups), seconds)
+    out.rollups, out.ranges = found.sums, runs
+    kept = _storage(spark, db, options, _kept_samples(found, samples_counted, out), out)
+    clock.lap("digest")
+
+    def fill(attempt: Path) -> None:
+        store.write(kept.select("id", "hour_ms"), attempt)
+
+    return commit_run(spark, db, store, out, fill, clock=clock)
 
 
 def digest(stage: DataFrame) -> Digest:
     """One aggregation over `frames.checked`'s stage (GROUPING SETS, so the records are read
     and checked once), collected."""
-    plain = F.coalesce(
-        F.col("_fast") & (F.col("kind") == "traffic") & F.col("writer").isNotNull(), F.lit(False)
-    )
+    fast = F.coalesce(F.col("_fast"), F.lit(False))
+    plain = fast & (F.col("kind") == "traffic") & F.col("writer").isNotNull()
+    sample = fast & (F.col("kind") == "storage")
     sum_cols = ("tenant", "principal", "client_id", "topic", "hour_ms")
     keyed = stage.select(
         *(F.when(plain, _key(name)).alias(key) for name, key in zip(sum_cols, _SUM_KEYS, strict=True)),
-        F.when(plain, F.col("writer")).alias("c_writer"),
-        F.when(plain, ranges.chunk_of(F.col("seq"))).alias("c_chunk"),
+        F.when(plain, F.col("writer")).when(sample, F.col("id")).alias("c_writer"),
+        F.when(plain, ranges.chunk_of(F.col("seq")))
+        .when(sample, F.lit(SAMPLE_CHUNK).cast("bigint")).alias("c_chunk"),
         F.when(plain, ranges.bit_of(F.col("seq"))).alias("bit"),
-        F.when(plain, F.col("hour_ms")).alias("hour"),
-        (~plain).alias("other"),
-        *TRAFFIC_MEASURES,
+        F.when(plain | sample, F.col("hour_ms")).alias("hour"),
+        F.when(sample, F.struct(*_FIRST)).alias("first"),
+        (~(plain | sample)).alias("other"),
+        *(F.when(plain, F.col(m)).alias(m) for m in TRAFFIC_MEASURES),
     )  # fmt: skip
     grouped = keyed.groupingSets([list(_SUM_KEYS), list(_CHUNK_KEYS)], *_SUM_KEYS, *_CHUNK_KEYS)
     rows = grouped.agg(
@@ -153,7 +193,8 @@ def digest(stage: DataFrame) -> Digest:
         F.bit_or("bit").alias("mask"),
         F.min("hour").alias("hour_lo"),
         F.max("hour").alias("hour_hi"),
-        *(F.sum(F.when(~F.col("other"), F.col(m))).alias(m) for m in TRAFFIC_MEASURES),
+        F.min("first").alias("first"),
+        *(F.sum(m).alias(m) for m in TRAFFIC_MEASURES),
     ).collect()
     out = Digest()
     for row in rows:
@@ -161,6 +202,8 @@ def digest(stage: DataFrame) -> Digest:
             out.other += int(row.other_rows)
             if row.s_tenant is not None:
                 _add_sums(out, row)
+        elif row.c_writer is not None and row.c_chunk == SAMPLE_CHUNK:
+            out.samples[row.c_writer] = _sample(row)
         elif row.c_writer is not None:
             chunk = Chunk(int(row.n), int(row.mask), int(row.hour_lo), int(row.hour_hi))
             out.chunks[(row.c_writer, int(row.c_chunk))] = chunk
@@ -171,18 +214,69 @@ def _key(name: str) -> Column:
     return F.coalesce(F.col("topic"), F.lit("")) if name == "topic" else F.col(name)
 
 
-def _add_sums(out: Digest, row: object) -> None:
-    key = RollupKey(row.s_tenant, row.s_principal, row.s_client_id, row.s_topic, row.s_hour)  # type: ignore[attr-defined]
-    sums = Sums(records=int(row.n))  # type: ignore[attr-defined]
+def _add_sums(out: Digest, row: Any) -> None:
+    key = RollupKey(row.s_tenant, row.s_principal, row.s_client_id, row.s_topic, row.s_hour)
+    sums = Sums(records=int(row.n))
     for measure in TRAFFIC_MEASURES:
         setattr(sums, measure, int(getattr(row, measure)))
     out.sums[key] = sums
     out.valid += sums.records
 
 
-def _settling(db: Database, now_ms: int, cap_ms: int) -> bool:
+def _sample(row: Any) -> Sample:
+    first = row.first
+    return Sample(
+        int(row.n), first.tenant, first.topic, int(first.partition), int(first.at_ms),
+        int(first.bytes), int(row.hour_lo),
+    )  # fmt: skip
+
+
+def _kept_samples(found: Digest, counted: set[str], out: RunOutput) -> list[tuple[Any, ...]]:
+    """The rows of the samples to count (`_KEPT_SCHEMA`: one per id not counted before, its first
+    copy), with `out`'s records and duplicates as the exact path counts them."""
+    kept = []
+    out.records = found.valid
+    for sample_id, s in sorted(found.samples.items()):
+        if sample_id in counted:
+            out.duplicates += s.copies
+            continue
+        out.duplicates += s.copies - 1
+        out.records += 1
+        fields = (s.tenant, None, None, s.topic, s.hour_ms, s.partition, s.at_ms, s.bytes)
+        kept.append((sample_id, "storage", *fields, *(None for _ in TRAFFIC_MEASURES)))
+    return kept
+
+
+def _storage(
+    spark: SparkSession,
+    db: Database,
+    options: RunOptions,
+    kept: list[tuple[Any, ...]],
+    out: RunOutput,
+) -> DataFrame:
+    """The kept samples as a frame, their storage sums (the exact path's steps, over that frame)
+    added to `out` with the new pending samples and the late count. The steps run only when there
+    are samples or a pending sample is due to be credited; otherwise they would change nothing."""
+    frame = spark.createDataFrame(kept, _KEPT_SCHEMA)
+    cap_ms = 2 * options.sample_interval_ms
+    pending = ledger.pending_samples(db)
+    if not kept and not _settling(pending, out.until_ms, cap_ms):
+        return frame
+    grouped = frames.grouped_sums(frame).persist()
+    try:
+        storage, out.pending, out.late_samples = frames.storage_sums(
+            spark, grouped, pending, out.until_ms, cap_ms
+        )
+    finally:
+        grouped.unpersist()
+    for key, sums in storage.items():
+        out.rollups.setdefault(key, Sums()).add(sums)
+    return frame
+
+
+def _settling(pending: list[PendingSample], now_ms: int, cap_ms: int) -> bool:
     """Whether a pending storage sample is due to be credited (`frames.storage_sums` does it)."""
-    return any(not p.settled and now_ms - p.at_ms >= cap_ms for p in ledger.pending_samples(db))
+    return any(not p.settled and now_ms - p.at_ms >= cap_ms for p in pending)
 
 
 def _overlaps(runs: list[Range], held: list[Range]) -> bool:
@@ -213,9 +307,13 @@ def _short_runs(runs: list[Range], held: list[Range]) -> int:
     )
 
 
-def _counted_before(spark: SparkSession, db: Database, store: IdStore, found: Digest) -> bool:
-    """Whether an id of the batch is among the ids earlier runs kept (Parquet, or the database
-    for earlier versions) for its hours: their bits per writer and chunk against the batch's."""
+def _counted_before(
+    spark: SparkSession, db: Database, store: IdStore, found: Digest
+) -> tuple[bool, set[str]]:
+    """(whether a traffic id of the batch is among the ids earlier runs kept for the batch's
+    hours, in Parquet or, for earlier versions, the database; which of its storage sample ids
+    are): one small job over those ids, their bits per writer and chunk against the batch's,
+    and the sample ids found by a broadcast join with the batch's."""
     hours = found.hours()
     counted = store.counted(spark, hours)
     legacy = ledger.counted_ids(db, hours)
@@ -223,42 +321,28 @@ def _counted_before(spark: SparkSession, db: Database, store: IdStore, found: Di
         old = spark.createDataFrame([(i,) for i in legacy], "id STRING")
         counted = old if counted is None else counted.unionByName(old)
     if counted is None:
-        return False
-    seq = F.col("seq")
-    masks = (
-        ranges.keyed(counted.select("id"))
-        .where(F.col("writer").isNotNull())
-        .groupBy("writer", ranges.chunk_of(seq).alias("chunk"))
+        return False, set()
+    ids = ranges.keyed(counted.select("id"))
+    if found.samples:
+        mine = spark.createDataFrame([(i,) for i in found.samples], "sample STRING")
+        ids = ids.join(F.broadcast(mine), F.col("id") == F.col("sample"), "left")
+    else:
+        ids = ids.withColumn("sample", F.lit(None).cast("string"))
+    seq, writer = F.col("seq"), F.col("writer")
+    rows = (
+        ids.where(writer.isNotNull() | F.col("sample").isNotNull())
+        .groupBy(
+            F.coalesce(writer, F.col("sample")).alias("key"),
+            F.when(writer.isNotNull(), ranges.chunk_of(seq)).alias("chunk"),
+        )
         .agg(F.bit_or(ranges.bit_of(seq)).alias("mask"))
         .collect()
     )
-    for row in masks:
-        chunk = found.chunks.get((row.writer, int(row.chunk)))
-        if chunk is not None and chunk.mask & int(row.mask):
-            return True
-    return False
-
-
-def _commit(spark: SparkSession, db: Database, store: IdStore, out: RunOutput) -> int:
-    """The fenced transaction, with the run's (empty) id folder written before and renamed after
-    it, as `IdStore` expects of every committed generation."""
-    generation = (out.start.generation if out.start else 0) + 1
-    attempt = store.new_attempt(generation, out.end_offsets)
-    try:
-        store.write(spark.createDataFrame([], "id STRING, hour_ms BIGINT"), attempt)
-        run_id = ledger.commit(db, out)
-    except BaseException:
-        store.discard(attempt)
-        raise
-    store.promote(attempt, generation)
-    return run_id
-
-
-def _housekeeping(spark: SparkSession, store: IdStore, now_ms: int) -> None:
-    """As after an exact run: ids past retention go, closed hours are merged; a failure is
-    logged and left for the next batch (this one is committed)."""
-    store.expire(now_ms - RETENTION_MS)
-    try:
-        store.compact(spark, now_ms)
-    except Exception as error:  # housekeeping: never fails a committed batch
-        _log.warning("event=billing_ids_compact_failed error=%r", str(error).splitlines()[:1])
+    traffic, samples = False, set[str]()
+    for row in rows:
+        if row.chunk is None:
+            samples.add(row.key)
+            continue
+        chunk = found.chunks.get((row.key, int(row.chunk)))
+        traffic = traffic or (chunk is not None and bool(chunk.mask & int(row.mask)))
+    return traffic, samples

@@ -11,14 +11,15 @@ the same code: a run and the stream committing at once make one of them fail its
 stream then stops with an error; start it again: `infra/up` does, with a backoff). A stream
 started before the topic exists waits for it. Driver side; `run_stream` blocks until `stop`.
 
-A micro-batch of plain traffic (the common one) is rolled up by one aggregation, one Spark job
-(`billing.rollup.one_pass`); any other (a malformed or non-canonical record, a storage sample, a
-repeated or replayed id, ...) the exact way, as a batch run's range. Its end offsets come from
-Spark's write-ahead offset log (`batch_end`), not from a job over its records; it reads at most
-`MAX_BATCH_RECORDS` offsets (a backlog drains in bounded batches); its Kafka partitions are
-coalesced to the default parallelism; the stream's session runs without adaptive execution (each
-adaptive query stage was one more job and re-plan); and on the exact path the checked rows are
-materialized once (`roll_up_records(cut_lineage=True)`) so the later steps plan over a leaf.
+A micro-batch of plain traffic and storage samples (what gateways write) is rolled up by one
+aggregation of its records (`billing.rollup.one_pass`); any other (a malformed or non-canonical
+record, a repeated or replayed traffic id, ...) the exact way, as a batch run's range. Its end
+offsets come from Spark's write-ahead offset log (`batch_end`), not from a job over its records;
+it reads at most `MAX_BATCH_RECORDS` offsets (a backlog drains in bounded batches); its Kafka
+partitions are coalesced to the default parallelism; the stream's session runs without adaptive
+execution (each adaptive query stage was one more job and re-plan); and on the exact path the
+checked rows are materialized once (`roll_up_records(cut_lineage=True)`) so the later steps plan
+over a leaf.
 """
 
 from __future__ import annotations

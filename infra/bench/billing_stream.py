@@ -2,7 +2,7 @@
 visible in the tenant store, while `pier billing stream` runs and usage arrives at a steady rate.
 
     .venv/bin/python -m infra.bench.billing_stream [--rate 50000] [--seconds 60] [--trigger 10s]
-        [--master local[2]]
+        [--master local[2]] [--sampled-partitions 3]
 
 (as a module: run as a script, `infra/bench/` would shadow the `billing` package)
 
@@ -12,7 +12,9 @@ first micro-batch (the JVM start is not the lag), then writes traffic records of
 `rate` records/s for `seconds` (a tick of `rate`/10 records every 100 ms, through confluent-kafka:
 librdkafka batches, compresses and sends them off the Python thread, so the writer reaches 50 k
 records/s on a shared machine where the project's Python client reached 11 k) plus one probe record
-a second for tenant `probe` (bytes_in 1), timed when the broker acknowledges it. A monitor reads
+a second for tenant `probe` (bytes_in 1), timed when the broker acknowledges it, and, as a
+gateway's storage sampler does, one storage sample per tenant partition (`sampled_partitions` of
+topic `orders` per tenant; 0: none) at each minute's boundary (`at_ms` aligned, sampler `fleet`). A monitor reads
 the store every second: when the probe tenant's bytes_in reaches k, the first k probes are visible,
 and each one's lag is now minus when it was written. Reports the rate reached, the lag of every
 probe (median, 90th percentile, max), how long the stream took to catch up after the writing
@@ -49,7 +51,15 @@ from infra.stack import start_broker
 from tenancy.database import Database
 from tenancy.models import UsageRollupRow
 from tenancy.store import TenantStore
-from tenancy.usage import USAGE_TOPIC, TrafficRecord, encode, partition_for, traffic_id
+from tenancy.usage import (
+    USAGE_TOPIC,
+    StorageSample,
+    TrafficRecord,
+    encode,
+    partition_for,
+    storage_id,
+    traffic_id,
+)
 
 RESULTS = Path(__file__).parent / "results" / "billing_stream.json"
 PARTITIONS = 12
@@ -58,6 +68,7 @@ PROBE = "probe"
 TICK_S = 0.1
 MARK = 777_777_777_777  # the sequence in a value template, replaced per record
 CATCH_UP_S = 600.0
+SAMPLE_INTERVAL_MS = 60_000  # the gateway's `storage.sample.interval.ms` default
 
 
 def log(message: str) -> None:
@@ -74,10 +85,13 @@ class Writer:
     tenant's canonical value cut around the id (made once a second) with the id put in: the
     benchmark measures the stream, so the writer's own cost per record is kept to a few µs."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, sampled_partitions: int = 0) -> None:
         self.bootstrap = bootstrap
+        self.sampled_partitions = sampled_partitions
         self.sequence = 0
         self.written = 0
+        self.samples = 0
+        self._sampled_at = -1
         self.probes: list[float] = []  # wall time each probe was acknowledged (monotonic)
         self.partition = {t: partition_for(t, PARTITIONS) for t in (*TENANTS, PROBE)}
         self._cut: dict[str, tuple[bytes, bytes]] = {}
@@ -116,8 +130,23 @@ class Writer:
             key = b"gw/bench/%d" % self.sequence
             value = self._value(PROBE, now_ms, 1).replace(b"gw/bench/%d" % MARK, key, 1)
             self._produce(producer, self.partition[PROBE], key, value, self._acked)
+        self._sample(producer, now_ms)
         producer.poll(0)
         self.written += count + int(probe)
+
+    def _sample(self, producer: Producer, now_ms: int) -> None:
+        """A round of storage samples when a sampling interval's boundary has passed."""
+        at_ms = now_ms - now_ms % SAMPLE_INTERVAL_MS
+        if not self.sampled_partitions or at_ms == self._sampled_at:
+            return
+        self._sampled_at = at_ms
+        for i, tenant in enumerate(TENANTS):
+            for index in range(self.sampled_partitions):
+                size = 1_000_000 * (i + 1) + at_ms // 1000
+                sample_id = storage_id("fleet", tenant, "orders", index, at_ms)
+                key, value = encode(StorageSample(sample_id, tenant, "orders", index, size, at_ms))
+                self._produce(producer, self.partition[tenant], key, value, None)
+                self.samples += 1
 
     def _acked(self, error: Any, _message: Any) -> None:
         if error is not None:
@@ -241,9 +270,14 @@ def _wait(check: Any, timeout: float, what: str, stream: BillingStreamProcess) -
 
 
 def stream_lag(
-    rate: int = 50_000, seconds: float = 60.0, trigger: str = "10s", master: str = "local[2]"
+    rate: int = 50_000,
+    seconds: float = 60.0,
+    trigger: str = "10s",
+    master: str = "local[2]",
+    sampled_partitions: int = 3,
 ) -> dict[str, Any]:
-    """Lag from a usage record written to its hour visible in the store, at `rate` records/s."""
+    """Lag from a usage record written to its hour visible in the store, at `rate` records/s
+    (and storage samples of `sampled_partitions` per tenant each minute)."""
     with tempfile.TemporaryDirectory(prefix="pier-bench-stream-") as tmp:
         folder = Path(tmp)
         url = f"sqlite:///{folder / 'tenancy.db'}"
@@ -254,7 +288,7 @@ def stream_lag(
         monitor = Monitor(url)
         try:
             asyncio.run(_create_usage(broker.bootstrap))
-            writer = Writer(broker.bootstrap)
+            writer = Writer(broker.bootstrap, sampled_partitions)
             stream = start_billing_stream(
                 folder / "billing.log", url, broker.bootstrap, folder / "billing-state",
                 trigger=trigger, master=master,
@@ -289,6 +323,7 @@ def stream_lag(
     return {
         "rate_asked": rate,
         "rate_reached": round((writer.written - 101) / took),
+        "storage_samples": writer.samples,
         "seconds": seconds,
         "trigger": trigger,
         "master": master,
@@ -336,8 +371,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to write")
     parser.add_argument("--trigger", default="10s", help="the stream's micro-batch interval")
     parser.add_argument("--master", default="local[2]", help="the stream's Spark master")
+    parser.add_argument(
+        "--sampled-partitions", type=int, default=3, help="storage samples per tenant a minute"
+    )
     args = parser.parse_args()
-    result = stream_lag(args.rate, args.seconds, args.trigger, args.master)
+    result = stream_lag(args.rate, args.seconds, args.trigger, args.master, args.sampled_partitions)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))

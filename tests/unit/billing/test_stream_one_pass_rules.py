@@ -1,11 +1,13 @@
 """The one-pass path's decisions on a micro-batch's digest (`billing.rollup.one_pass`), on plain
 values: an id twice in a chunk, a run inside a stored range, runs joined across chunks with
-their newest hour, and which runs `ranges.split` would have kept as ids."""
+their newest hour, which runs `ranges.split` would have kept as ids, and how storage samples
+count (kept, repeated, counted before) and whose hours' ids are checked."""
 
 from __future__ import annotations
 
-from billing.rollup.one_pass import Chunk, Digest, _overlaps, _short_runs
+from billing.rollup.one_pass import Chunk, Digest, Sample, _kept_samples, _overlaps, _short_runs
 from billing.rollup.seq_ranges import Range
+from billing.rollup.sums import RollupKey, RunOutput, Sums
 
 H = 3_600_000
 
@@ -57,3 +59,23 @@ def test_short_runs_are_those_split_keeps_as_ids() -> None:
         Range("g/2", 0, 0, H),  # short, alone
     ]
     assert _short_runs(runs, held) == 2
+
+
+def test_samples_count_once_and_not_at_all_when_counted_before() -> None:
+    found = Digest(
+        valid=10,
+        sums={RollupKey("acme", "sa", "", "", H): Sums(records=10)},
+        samples={
+            "s/acme/orders/0/5": Sample(1, "acme", "orders", 0, 5, 100, 0),
+            "s/acme/orders/1/5": Sample(3, "acme", "orders", 1, 5, 200, 0),  # a write retried
+            "s/acme/orders/2/5": Sample(2, "acme", "orders", 2, 5, 300, 0),  # counted before
+        },
+    )
+    out = RunOutput("__usage", None, {}, {}, 0)
+    kept = _kept_samples(found, {"s/acme/orders/2/5"}, out)
+    assert [(row[0], row[9]) for row in kept] == [
+        ("s/acme/orders/0/5", 100),
+        ("s/acme/orders/1/5", 200),
+    ]
+    assert (out.records, out.duplicates) == (12, 2 + 2)
+    assert found.hours() == [0, H]  # the samples' hours' counted ids are checked too
