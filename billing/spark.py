@@ -2,8 +2,9 @@
 
 Owns: the session settings the job relies on (few shuffle partitions, a core's worth on
 `local[N]`: rollups are small; no UI;
-UTC session time zone so hours are UTC hours; a 4 GiB driver heap, `PIER_SPARK_DRIVER_MEMORY`; Spark's Kafka source on `spark.jars`, from the cache
-`billing.jars` names: a cluster's executors get the jars from the driver). PySpark needs
+UTC session time zone so hours are UTC hours; a 4 GiB driver heap, `PIER_SPARK_DRIVER_MEMORY`; Spark's Kafka source and the usage scan
+(`billing.source.scan`) on `spark.jars`, from the cache `billing.jars` names: a cluster's
+executors get the jars from the driver). PySpark needs
 `SPARK_LOCAL_IP` and `PYSPARK_PYTHON` (infra/deploy/billing.md): unset ones default to 127.0.0.1
 (local masters only) and this interpreter. One session per process; call from the main thread.
 """
@@ -55,8 +56,9 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     from billing.jars import kafka_jars
+    from billing.source.scan import scan_jar
 
-    jars = ",".join(str(j) for j in kafka_jars())
+    jars = ",".join(str(j) for j in (*kafka_jars(), scan_jar()))
     builder = SparkSession.builder
     if master != EXISTING:  # spark-submit sets its own memory
         memory = os.environ.get("PIER_SPARK_DRIVER_MEMORY", DRIVER_MEMORY)

@@ -8,7 +8,10 @@ kafka-clients, commons-pool2): two versions of one library on a classpath is a b
 once the cache holds a `.fetched` marker for this version; one fetch at a time (a lock file), into
 a staging folder renamed when complete, so an interrupted fetch leaves nothing half-made. The
 billing job never downloads: it reads the cache or fails naming this command. infra/test and
-infra/up run it (infra/lib.sh `pier_spark_jars`). Blocking; run from the command line.
+infra/up run it (infra/lib.sh `pier_spark_jars`). `fetch` then builds the usage scan's jar
+(`billing.source.scan.build`: javac against PySpark's jars, into `scan/` of that cache, named by
+the source's digest), so a changed `UsageScan.java` is compiled on the next fetch.
+Blocking; run from the command line.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from billing.jars import KAFKA_SOURCE, MARKER, jar_dir, spark_version
+from billing.source import scan
 
 _POM = """<?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -127,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         folder = fetch()
-    except FetchError as exc:
+        scan.build()
+    except (FetchError, scan.BuildError) as exc:
         print(f"infra/spark_jars: error: {exc}", file=sys.stderr)
         return 1
     print(folder)

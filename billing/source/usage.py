@@ -15,7 +15,8 @@ that is not a string is shown as JSON (`"x"`, not Python's `'x'`).
 The reader assigns the partitions explicitly and resolves offsets through a consumer
 (`spark.sql.streaming.kafka.useDeprecatedOffsetFetching`): Spark's Admin-based offset reader skips
 internal topics, and Pier brokers before this version reported every `__`-prefixed topic, so
-`__usage` too, as internal (now only Kafka's own internal topics are). Driver side (builds plans).
+`__usage` too, as internal (now only Kafka's own internal topics are). Driver side (builds plans;
+`fast_stage` registers the usage scan's UDF in the records' session).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from billing.source import scan as _scan
 from tenancy.usage import HOUR_MS, MAX_NAME, MAX_RECORD_BYTES, VERSION
 
 COLUMNS: Final = (
@@ -92,7 +94,9 @@ def usage_rows(records: DataFrame, *, fast_path: bool = True) -> DataFrame:
     expression: the canonical encoding `tenancy.usage.encode` writes, every field in order,
     strings without escapes or control characters, counters of at most 18 digits, the storage
     id's suffix equal to its fields), whose window is in order within one hour and whose key, if
-    any, is its id, is valid on the fast path and its fields are read with `from_json`; any other
+    any, is its id, is valid on the fast path, and its fields are read with it (both by the Java
+    usage scan, `billing.source.scan`, in one pass over the bytes; `fast_stage(scan=False)` is
+    the same with the regular expression and `from_json`); any other
     record (dozens of times dearer: writers should stay canonical) goes through the exact VARIANT
     path, which finds the first rule it breaks (or accepts it: valid JSON need not be
     canonical). The fast path accepts a subset of the valid records, so the rows are the same with
@@ -116,16 +120,26 @@ def _raw(records: DataFrame) -> DataFrame:
     )
 
 
-def fast_stage(records: DataFrame) -> DataFrame:
-    """Every record fast-checked by one small projection: `COLUMNS` read with `from_json`
-    (meaningful on the rows `_fast` accepts; `rejected` null), `_fast` (never null) and the
-    record's `_key` and `_value` kept only on the rows it refused (null on the others, so
-    persisting this frame holds little beyond the fields). Only the fast check and the typed
-    fields are in this stage's generated code, which stays small enough for the JVM to compile;
-    the exact rules run in `exact_rows`, on the refused rows alone."""
-    typed = _raw(records).withColumn("_text", F.col("_value").cast("string"))
-    typed = typed.withColumn("_j", F.from_json("_text", _TYPED_SCHEMA))
-    flagged = typed.withColumn("_fast", _fast_valid(F.col("_j")))
+def fast_stage(records: DataFrame, *, scan: bool = True) -> DataFrame:
+    """Every record fast-checked by one small projection: `COLUMNS` (meaningful on the rows
+    `_fast` accepts; `rejected` null), `_fast` (never null) and the record's `_key` and `_value`
+    kept only on the rows it refused (null on the others, so persisting this frame holds little
+    beyond the fields). Only the fast check and the typed fields are in this stage's generated
+    code, which stays small enough for the JVM to compile; the exact rules run in `exact_rows`,
+    on the refused rows alone.
+
+    The check is the Java scan (`billing.source.scan`: one pass over the bytes, the fields with
+    it); `scan=False` runs its reference instead, `FAST_RECORD` then `from_json` (the same
+    verdicts and fields, dearer: tests/integration/billing/test_usage_scan.py compares them)."""
+    raw = _raw(records)
+    if scan:
+        _scan.register(records.sparkSession)
+        found = F.call_function(_scan.FUNCTION, F.col("_key"), F.col("_value"))
+        flagged = raw.withColumn("_j", found).withColumn("_fast", F.col("_j").isNotNull())
+    else:
+        typed = raw.withColumn("_text", F.col("_value").cast("string"))
+        typed = typed.withColumn("_j", F.from_json("_text", _TYPED_SCHEMA))
+        flagged = typed.withColumn("_fast", _fast_valid(F.col("_j")))
     fields = [F.col(f"_j.{name}").cast(kind.lower()).alias(name) for name, kind in COLUMNS[2:-1]]
     refused = ~F.col("_fast")
     return flagged.select(

@@ -13,7 +13,8 @@ Spark's JSON reader over a file, and invoices for many tenants.
   load average; a chart of the phases goes to `infra/bench/results/billing.png`.
 - `source_vs_json`: the reading path taken apart on the first size's records: Spark's Kafka
   source alone and the same values from a text file alone, each also through the checks of
-  `billing.source.usage`, and `spark.read.json` with the schema and no checks; each forced by one
+  `billing.source.usage` (the Java scan, and its reference `FAST_RECORD` + `from_json`), and
+  `spark.read.json` with the schema and no checks; each forced by one
   aggregate over every row: seconds, rows/s, the JVM's and the broker's CPU seconds, the load.
 - `invoices`: T tenants (default 10,000) on one plan, each with 24 hourly rollups, then
   `billing.invoice.issue` for the month: seconds and invoices/s.
@@ -242,15 +243,18 @@ def bench_read(
             F.lit(0).alias("partition"), F.monotonically_increasing_id().alias("offset"),
         )  # fmt: skip
 
-    def checked(records: Any) -> Any:  # the run's fast stage (the exact one sees no row here)
-        return fast_stage(records).agg(F.sum("bytes_in"), F.sum(F.col("_fast").cast("int")))
+    def checked(records: Any, scan: bool = True) -> Any:  # the run's fast stage (no exact rows)
+        stage = fast_stage(records, scan=scan)
+        return stage.agg(F.sum("bytes_in"), F.sum(F.col("_fast").cast("int")))
 
     schema = ", ".join(f"`{name}` {kind}" for name, kind in COLUMNS)
     variants: dict[str, Callable[[], Any]] = {
         "kafka_source": lambda: kafka().agg(F.sum(F.length("value"))),
         "text_file": lambda: text().agg(F.sum(F.length("value"))),
         "kafka_checked": lambda: checked(kafka()),
+        "kafka_checked_from_json": lambda: checked(kafka(), scan=False),
         "text_checked": lambda: checked(text()),
+        "text_checked_from_json": lambda: checked(text(), scan=False),
         "spark_json_no_checks": lambda: (
             spark.read.schema(schema).json(str(path)).agg(F.sum("bytes_in"))
         ),

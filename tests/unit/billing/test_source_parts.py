@@ -1,12 +1,17 @@
-"""Pure parts of billing's reading path: offset specs, and finding Spark's Kafka source's jars."""
+"""Pure parts of billing's reading path: offset specs, finding Spark's Kafka source's jars, and
+building and finding the usage scan's jar."""
 
 from __future__ import annotations
 
+import re
+import zipfile
 from pathlib import Path
 
 import pytest
 
+import tenancy.usage as usage
 from billing.jars import FETCH_COMMAND, MARKER, MissingJarsError, kafka_jars
+from billing.source import scan
 from billing.source.offsets import (
     EARLIEST,
     LATEST,
@@ -15,6 +20,7 @@ from billing.source.offsets import (
     offsets_to_json,
     parse_spec,
 )
+from billing.source.usage import COLUMNS
 from infra.spark_jars import artifact_name
 
 pytestmark = pytest.mark.unit
@@ -57,3 +63,30 @@ def test_artifact_names_drop_the_version() -> None:
     assert artifact_name("spark-sql-kafka-0-10_2.13-4.2.0.jar") == "spark-sql-kafka-0-10_2.13"
     assert artifact_name("scala-library-2.13.15.jar") == "scala-library"
     assert artifact_name("zstd-jni-1.5.7-7.jar") == "zstd-jni"
+
+
+def test_the_usage_scan_is_built_once_per_source_and_found_or_named_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PIER_SPARK_JARS", str(tmp_path))
+    with pytest.raises(MissingJarsError, match=FETCH_COMMAND.replace(".", r"\.")):
+        scan.scan_jar("4.2.0")
+    built = scan.build("4.2.0")  # javac, as `python -m infra.spark_jars fetch` runs it
+    assert scan.scan_jar("4.2.0") == built and built.parent == tmp_path / "scan"
+    with zipfile.ZipFile(built) as jar:
+        assert "dev/pier/billing/UsageScan.class" in jar.namelist()
+    stamp = built.stat().st_mtime_ns
+    assert scan.build("4.2.0") == built and built.stat().st_mtime_ns == stamp  # not rebuilt
+    with pytest.raises(MissingJarsError):  # another Spark: another jar
+        scan.scan_jar("4.1.0")
+    assert list(tmp_path.glob("*.jar")) == []  # the Kafka source's listing never takes it
+
+
+def test_the_usage_scan_keeps_the_contracts_constants_and_the_runs_columns() -> None:
+    source = scan.SOURCE.read_text()
+    constants = dict(re.findall(r"static final \w+ (\w+) = ([^;]+);", source))
+    assert constants["VERSION"] == str(usage.VERSION)
+    assert constants["MAX_RECORD_BYTES"] == str(usage.MAX_RECORD_BYTES)
+    assert constants["MAX_NAME"] == str(usage.MAX_NAME)
+    assert constants["HOUR_MS"] == f"{usage.HOUR_MS}L"
+    assert list(scan.SCAN_FIELDS) == list(COLUMNS[2:-1])  # the fields the fast stage reads
