@@ -66,6 +66,7 @@ pier_system_packages() {
   fi
   if [ "$billing" = 1 ]; then # fetches Spark's Kafka source once (pier_spark_jars)
     command -v mvn >/dev/null 2>&1 || required+=(maven)
+    command -v javac >/dev/null 2>&1 || required+=(default-jdk-headless) # billing's usage scan
   fi
   if [ "$standalone" != 1 ]; then
     dpkg -s zookeeper >/dev/null 2>&1 || [ -n "${PIER_ZOOKEEPER_CLASSPATH:-}" ] || required+=(zookeeper)
