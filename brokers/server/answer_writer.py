@@ -32,7 +32,8 @@ import select
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Protocol
+
+from brokers.server.response import FileSegment
 
 log = logging.getLogger("pier.server")
 _SMALL_REGION = 64 * 1024  # below this a pread copy is cheaper than a sendfile round trip
@@ -40,20 +41,7 @@ _WRITEV_BUFFERS = 64  # buffers per writev (IOV_MAX is 1024)
 _RETRY = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR})
 
 
-class Region(Protocol):
-    """A byte range of an open file (`brokers.server.response.FileSegment`)."""
-
-    @property
-    def fd(self) -> int: ...
-
-    @property
-    def position(self) -> int: ...
-
-    @property
-    def size(self) -> int: ...
-
-
-Item = bytes | bytearray | memoryview | Region
+Item = bytes | bytearray | memoryview | FileSegment
 
 
 class _FileSlice:
@@ -61,7 +49,7 @@ class _FileSlice:
 
     __slots__ = ("fd", "position", "sendfile", "size")
 
-    def __init__(self, region: Region, sendfile: bool) -> None:
+    def __init__(self, region: FileSegment, sendfile: bool) -> None:
         self.fd, self.position, self.size = region.fd, region.position, region.size
         self.sendfile = sendfile and region.size >= _SMALL_REGION
 

@@ -13,51 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
-import struct
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from brokers.server.answer_writer import AnswerWriter
 from brokers.server.connection import _WRITE_HIGH_WATER, Connection
-from brokers.server.dispatcher import Peer, Reply
-from brokers.server.response import RawResponse
-from brokers.wire.framing import FrameLimits
 from tests.polling import wait_until_async
+from tests.unit.server.echo_connection import Echo, Served, frame, numbered, serve
 
 pytestmark = pytest.mark.unit
 
 ANSWER = 256 * 1024
 REQUESTS = 40  # 10 MiB of answers: over twice the high water
 FILE_BYTES = 4 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class _Region:
-    fd: int
-    position: int
-    size: int
-
-    def read(self) -> bytes:
-        return os.pread(self.fd, self.size, self.position)
-
-
-class Echo:
-    """Answers each request with its own bytes; `file-request` with the whole file `fd`."""
-
-    def __init__(self, fd: int = -1) -> None:
-        self.fd = fd
-        self.dispatched = 0
-
-    async def dispatch(self, frame: memoryview, peer: Peer) -> Reply | None:
-        self.dispatched += 1
-        if bytes(frame) == b"file-request":
-            return Reply(self.dispatched, False, RawResponse([_Region(self.fd, 0, FILE_BYTES)]))
-        return Reply(self.dispatched, False, bytes(frame))
 
 
 @pytest.fixture
@@ -82,35 +52,13 @@ async def _fds_back(before: int) -> int:
     return _open_fds() - before
 
 
-async def _connection(
-    echo: Echo, writer: AnswerWriter
-) -> tuple[Connection, Any, asyncio.StreamReader, asyncio.StreamWriter]:
-    ours, theirs = socket.socketpair()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=512 * 1024)
-    protocol = asyncio.StreamReaderProtocol(reader)
-    transport, _ = await loop.connect_accepted_socket(lambda: protocol, ours)
-    stream = asyncio.StreamWriter(transport, protocol, reader, loop)
-    dispatcher: Any = echo
-    connection = Connection(
-        reader, stream, dispatcher, FrameLimits(), Peer("test", "c1"), answers=writer
-    )
-    served = asyncio.create_task(connection.serve())
-    client_reader, client = await asyncio.open_connection(sock=theirs)
-    return connection, served, client_reader, client
-
-
-def _frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
-
-
-async def _numbered(reader: asyncio.StreamReader, count: int) -> list[tuple[int, bytes]]:
-    found = []
-    for _ in range(count):
-        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))[0]
-        frame = await asyncio.wait_for(reader.readexactly(size), 10)
-        found.append((int.from_bytes(frame[:4], "big"), frame[4:]))
-    return found
+async def _held_client(writer: AnswerWriter) -> tuple[Echo, Served]:
+    """A connection whose client sent every request and read nothing, once it is held."""
+    echo = Echo()
+    served = await serve(echo, writer)
+    served.client.write(b"".join(frame(r) for r in _requests()))
+    await wait_until_async(lambda: _held(served.connection), what="connection held", timeout=10)
+    return echo, served
 
 
 async def _held(connection: Connection) -> bool:
@@ -126,16 +74,13 @@ def test_a_client_that_does_not_read_holds_its_connection_at_the_bound(
     writer: AnswerWriter,
 ) -> None:
     async def scenario() -> tuple[int, int, list[tuple[int, bytes]]]:
-        echo = Echo()
-        connection, served, reader, client = await _connection(echo, writer)
-        client.write(b"".join(_frame(r) for r in _requests()))  # and reads nothing yet
-        await wait_until_async(lambda: _held(connection), what="connection held", timeout=10)
-        dispatched = echo.dispatched
-        assert connection._outbox is not None
-        pending = connection._outbox.pending
-        answers = await _numbered(reader, REQUESTS)  # now the client reads: all of them come
-        client.close()
-        await asyncio.wait_for(served, 10)
+        echo, served = await _held_client(writer)
+        dispatched = echo.correlation
+        assert served.connection._outbox is not None
+        pending = served.connection._outbox.pending
+        answers = await numbered(served.reader, REQUESTS)  # now the client reads: all come
+        served.client.close()
+        await asyncio.wait_for(served.task, 10)
         return dispatched, pending, answers
 
     dispatched, pending, answers = asyncio.run(scenario())
@@ -149,13 +94,10 @@ def test_a_client_that_leaves_with_answers_queued_ends_the_connection(
     writer: AnswerWriter,
 ) -> None:
     async def scenario() -> int:
-        echo = Echo()
         before = _open_fds()
-        connection, served, _reader, client = await _connection(echo, writer)
-        client.write(b"".join(_frame(r) for r in _requests()))
-        await wait_until_async(lambda: _held(connection), what="connection held", timeout=10)
-        client.transport.abort()  # the client leaves without reading
-        await asyncio.wait_for(served, 10)
+        _echo, served = await _held_client(writer)
+        served.client.transport.abort()  # the client leaves without reading
+        await asyncio.wait_for(served.task, 10)
         return await _fds_back(before)
 
     assert asyncio.run(scenario()) == 0  # both socket ends and the writer's dup closed
@@ -165,14 +107,11 @@ def test_closing_a_connection_whose_client_does_not_read_drops_its_answers(
     writer: AnswerWriter,
 ) -> None:
     async def scenario() -> int:
-        echo = Echo()
         before = _open_fds()
-        connection, served, _reader, client = await _connection(echo, writer)
-        client.write(b"".join(_frame(r) for r in _requests()))
-        await wait_until_async(lambda: _held(connection), what="connection held", timeout=10)
-        connection.close()  # the listener's idle check
-        await asyncio.wait_for(served, 10)  # not waiting for the client to read
-        client.close()
+        _echo, served = await _held_client(writer)
+        served.connection.close()  # the listener's idle check
+        await asyncio.wait_for(served.task, 10)  # not waiting for the client to read
+        served.client.close()
         return await _fds_back(before)
 
     assert asyncio.run(scenario()) == 0
@@ -187,13 +126,12 @@ def test_a_file_region_larger_than_the_socket_takes_arrives_whole_and_in_order(
         file.flush()
 
         async def scenario() -> list[tuple[int, bytes]]:
-            echo = Echo(file.fileno())
-            _, served, reader, client = await _connection(echo, writer)
+            served = await serve(Echo(file.fileno(), FILE_BYTES), writer)
             requests = [b"first-request", b"file-request", b"last-request"]
-            client.write(b"".join(_frame(r) for r in requests))
-            answers = await _numbered(reader, len(requests))
-            client.close()
-            await asyncio.wait_for(served, 10)
+            served.client.write(b"".join(frame(r) for r in requests))
+            answers = await numbered(served.reader, len(requests))
+            served.client.close()
+            await asyncio.wait_for(served.task, 10)
             return answers
 
         answers = asyncio.run(scenario())

@@ -17,56 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import struct
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from brokers.server import connection as connection_module
 from brokers.server.answer_writer import AnswerWriter
-from brokers.server.connection import Connection
-from brokers.server.dispatcher import Peer, Reply
-from brokers.server.response import RawResponse
-from brokers.wire.framing import FrameLimits
+from tests.unit.server.echo_connection import Echo, frame, numbered, serve
 
 pytestmark = pytest.mark.unit
 
 HELD_CAP = 64 * 1024  # connection._HELD_BYTES
 FILE_BYTES = 128 * 1024  # above connection._SMALL_REGION: the sendfile path
-
-
-@dataclass(frozen=True, slots=True)
-class _Region:
-    fd: int
-    position: int
-    size: int
-
-    def read(self) -> bytes:
-        return os.pread(self.fd, self.size, self.position)
-
-
-class Echo:
-    """Answers each request with its own bytes; a request `park` waits until `release` is set,
-    and `file-request` is answered with a region of the file `fd` (as Fetch is)."""
-
-    def __init__(self, fd: int = -1) -> None:
-        self.fd = fd
-        self.release = asyncio.Event()
-        self.parked = asyncio.Event()
-        self.correlation = 0
-
-    async def dispatch(self, frame: memoryview, peer: Peer) -> Reply | None:
-        self.correlation += 1
-        if bytes(frame) == b"park-request":
-            self.parked.set()
-            await self.release.wait()
-        if bytes(frame) == b"file-request":
-            return Reply(self.correlation, False, RawResponse([_Region(self.fd, 0, FILE_BYTES)]))
-        return Reply(self.correlation, False, bytes(frame))
 
 
 class CountingWriter(AnswerWriter):
@@ -96,50 +61,25 @@ def answer_writer(
     writer.stop()
 
 
-def _frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
-
-
 async def _connection(
     echo: Echo, answers: CountingWriter | None
 ) -> tuple[Any, asyncio.StreamReader, asyncio.StreamWriter, list[int]]:
-    ours, theirs = socket.socketpair()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=512 * 1024)
-    protocol = asyncio.StreamReaderProtocol(reader)
-    transport, _ = await loop.connect_accepted_socket(lambda: protocol, ours)
-    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    served = await serve(echo, answers)
     writes: list[int] = []  # bytes per write the connection made
-    real_write = transport.write
+    real_write = served.transport.write
 
     def counted(data: Any) -> None:
         writes.append(len(data))
         real_write(data)
 
-    transport.write = counted  # type: ignore[method-assign]
+    served.transport.write = counted  # type: ignore[method-assign]
     if answers is not None:
         writes = answers.writes
-    dispatcher: Any = echo
-    connection = Connection(
-        reader, writer, dispatcher, FrameLimits(), Peer("test", "c1"), answers=answers
-    )
-    served = asyncio.create_task(connection.serve())
-    client_reader, client = await asyncio.open_connection(sock=theirs)
-    return served, client_reader, client, writes
-
-
-async def _numbered(reader: asyncio.StreamReader, count: int) -> list[tuple[int, bytes]]:
-    """The next `count` answers as (correlation id, body)."""
-    found = []
-    for _ in range(count):
-        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))[0]
-        frame = await asyncio.wait_for(reader.readexactly(size), 10)
-        found.append((int.from_bytes(frame[:4], "big"), frame[4:]))
-    return found
+    return served.task, served.reader, served.client, writes
 
 
 async def _answers(reader: asyncio.StreamReader, count: int) -> list[bytes]:
-    return [body for _correlation, body in await _numbered(reader, count)]
+    return [body for _correlation, body in await numbered(reader, count)]
 
 
 def _run(scenario: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
@@ -153,7 +93,7 @@ def test_a_pipelined_run_is_answered_in_one_write_in_order(
         echo = Echo()
         served, reader, client, writes = await _connection(echo, answer_writer)
         requests = [f"request-{i}".encode() for i in range(5)]
-        client.write(b"".join(_frame(r) for r in requests))  # all buffered at once
+        client.write(b"".join(frame(r) for r in requests))  # all buffered at once
         answers = await _answers(reader, len(requests))
         client.close()
         await asyncio.wait_for(served, 10)
@@ -170,7 +110,7 @@ def test_an_answer_is_not_held_behind_a_request_that_parks(
     async def scenario() -> list[bytes]:
         echo = Echo()
         served, reader, client, _writes = await _connection(echo, answer_writer)
-        client.write(_frame(b"first-request") + _frame(b"park-request"))
+        client.write(frame(b"first-request") + frame(b"park-request"))
         first = await _answers(reader, 1)  # arrives while the second request is parked
         assert echo.parked.is_set()
         echo.release.set()
@@ -186,7 +126,7 @@ def test_answers_before_a_bad_frame_still_go_out(answer_writer: CountingWriter |
     async def scenario() -> tuple[list[bytes], bytes]:
         echo = Echo()
         served, reader, client, _writes = await _connection(echo, answer_writer)
-        client.write(_frame(b"good-request") + struct.pack(">i", -5) + b"junk")
+        client.write(frame(b"good-request") + struct.pack(">i", -5) + b"junk")
         answers = await _answers(reader, 1)
         rest = await asyncio.wait_for(reader.read(), 10)  # then the broker closes the connection
         await asyncio.wait_for(served, 10)
@@ -206,11 +146,11 @@ def test_a_held_answer_leaves_before_a_later_file_region_answer(
         file.flush()
 
         async def scenario() -> list[tuple[int, bytes]]:
-            echo = Echo(file.fileno())
+            echo = Echo(file.fileno(), FILE_BYTES)
             served, reader, client, _writes = await _connection(echo, answer_writer)
             requests = [b"first-request", b"file-request", b"last-request"]
-            client.write(b"".join(_frame(r) for r in requests))  # one pipelined run
-            answers = await _numbered(reader, len(requests))
+            client.write(b"".join(frame(r) for r in requests))  # one pipelined run
+            answers = await numbered(reader, len(requests))
             client.close()
             await asyncio.wait_for(served, 10)
             return answers
@@ -232,8 +172,8 @@ def test_a_run_of_large_answers_leaves_in_writes_of_at_most_the_cap(
         echo = Echo(-1)
         served, reader, client, writes = await _connection(echo, answer_writer)
         requests = [bytes([i]) * answer_bytes for i in range(count)]
-        client.write(b"".join(_frame(r) for r in requests))
-        answers = await _numbered(reader, count)
+        client.write(b"".join(frame(r) for r in requests))
+        answers = await numbered(reader, count)
         client.close()
         await asyncio.wait_for(served, 10)
         return answers, writes

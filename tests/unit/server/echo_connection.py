@@ -1,0 +1,91 @@
+"""A `Connection` served over a socketpair with an echoing dispatcher, for the answer-path tests.
+
+`Echo` answers each request with its own bytes (its correlation id counts the requests); a
+`park-request` waits until `release` is set, and a `file-request` is answered with the first
+`file_bytes` of the file `fd` as a file region (as Fetch is). `serve` starts the connection on one
+end of a socketpair and returns it with the client's streams; `frame` and `numbered` write and
+read the wire format. Runs on the test's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from brokers.server.answer_writer import AnswerWriter
+from brokers.server.connection import Connection
+from brokers.server.dispatcher import Peer, Reply
+from brokers.server.response import RawResponse
+from brokers.wire.framing import FrameLimits
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    fd: int
+    position: int
+    size: int
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.size, self.position)
+
+
+class Echo:
+    def __init__(self, fd: int = -1, file_bytes: int = 0) -> None:
+        self.fd = fd
+        self.file_bytes = file_bytes
+        self.release = asyncio.Event()
+        self.parked = asyncio.Event()
+        self.correlation = 0
+
+    async def dispatch(self, frame: memoryview, peer: Peer) -> Reply | None:
+        self.correlation += 1
+        if bytes(frame) == b"park-request":
+            self.parked.set()
+            await self.release.wait()
+        if bytes(frame) == b"file-request":
+            region = Region(self.fd, 0, self.file_bytes)
+            return Reply(self.correlation, False, RawResponse([region]))
+        return Reply(self.correlation, False, bytes(frame))
+
+
+@dataclass
+class Served:
+    connection: Connection
+    task: asyncio.Task[None]
+    transport: asyncio.Transport  # the connection's (tests may count its writes)
+    reader: asyncio.StreamReader  # the client's
+    client: asyncio.StreamWriter
+
+
+async def serve(echo: Echo, answers: AnswerWriter | None) -> Served:
+    ours, theirs = socket.socketpair()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=512 * 1024)
+    protocol = asyncio.StreamReaderProtocol(reader)
+    transport, _ = await loop.connect_accepted_socket(lambda: protocol, ours)
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    dispatcher: Any = echo
+    connection = Connection(
+        reader, writer, dispatcher, FrameLimits(), Peer("test", "c1"), answers=answers
+    )
+    task = asyncio.create_task(connection.serve())
+    client_reader, client = await asyncio.open_connection(sock=theirs)
+    return Served(connection, task, transport, client_reader, client)
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+async def numbered(reader: asyncio.StreamReader, count: int) -> list[tuple[int, bytes]]:
+    """The next `count` answers as (correlation id, body)."""
+    found = []
+    for _ in range(count):
+        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))[0]
+        body = await asyncio.wait_for(reader.readexactly(size), 10)
+        found.append((int.from_bytes(body[:4], "big"), body[4:]))
+    return found
