@@ -1,9 +1,9 @@
 """Review of session 34's answer paths (brokers/server/answer_writer.py, transport_sendfile.py,
 connection.py): what a connection does when a fetch region goes wrong, on every path.
 
-Each case runs a real `Connection` on a real socketpair (small buffers), a real file or directory,
-the real writer thread (`thread`) or the transport on each real loop (`asyncio`, `uvloop`), and a
-client that is a raw socket. The expected behaviour is Kafka's: a region the broker cannot send
+Each case runs a real `Connection` on a real socketpair (tests/unit/server/echo_connection.py), a
+real file or directory, and the real writer thread (`thread`) or the transport on each real loop
+(`asyncio`, `uvloop`). The expected behaviour is Kafka's: a region the broker cannot send
 whole ends the connection (FileRecords.writeTo throws, the channel closes), and a connection the
 broker closes (the idle check's `close`) ends even while its client does not read. Known defects
 are strict xfails naming the owner's note in /work/reports/s34/requests.md ("From H7").
@@ -14,22 +14,17 @@ from __future__ import annotations
 import asyncio
 import os
 import select
-import socket
 import struct
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import uvloop
 
 from brokers.server.answer_writer import AnswerWriter
-from brokers.server.connection import Connection
-from brokers.server.dispatcher import Peer, Reply
-from brokers.server.response import RawResponse
-from brokers.wire.framing import FrameLimits
 from tests.polling import wait_until_async
+from tests.unit.server.echo_connection import Echo, Served, frame, serve
 
 pytestmark = pytest.mark.unit
 
@@ -42,68 +37,22 @@ HANG_S = 3.0  # how long a known hang is watched before the case counts as faile
 REQUESTS = (b"first-request", b"file-request", b"last-request")
 
 
-@dataclass(frozen=True, slots=True)
-class _Region:
-    fd: int
-    position: int
-    size: int
+def _answers_to_eof(path: str, fd: int, size: int, bound: float) -> bytes:
+    """What the client receives for `REQUESTS` (a region of `size` bytes of `fd` second) until
+    the broker closes the connection; TimeoutError after `bound` seconds if it never does."""
 
-    def read(self) -> bytes:
-        return os.pread(self.fd, self.size, self.position)
+    async def scenario(writer: AnswerWriter | None) -> bytes:
+        served = await serve(Echo(fd, size), writer)
+        try:
+            served.client.write(b"".join(frame(r) for r in REQUESTS))
+            async with asyncio.timeout(bound):
+                return await served.reader.read()  # to the end of the stream
+        finally:
+            served.client.close()
+            await asyncio.wait_for(served.task, FINISH_S)
 
-
-class _Files:
-    """Answers `file-request` with `size` bytes of `fd` from 0, any other request with itself."""
-
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd, self.size, self.dispatched = fd, size, 0
-
-    async def dispatch(self, frame: memoryview, peer: Peer) -> Reply | None:
-        self.dispatched += 1
-        if bytes(frame) == b"file-request":
-            return Reply(self.dispatched, False, RawResponse([_Region(self.fd, 0, self.size)]))
-        return Reply(self.dispatched, False, bytes(frame))
-
-
-@dataclass
-class _Served:
-    connection: Connection
-    task: asyncio.Task[None]
-    server: socket.socket
-    client: socket.socket
-
-
-async def _serve(files: _Files, writer: AnswerWriter | None) -> _Served:
-    """A connection over a socketpair with 16 KiB buffers; the client end is non-blocking."""
-    ours, theirs = socket.socketpair()
-    for end in (ours, theirs):
-        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
-        end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-    theirs.setblocking(False)
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=512 * 1024)
-    protocol = asyncio.StreamReaderProtocol(reader)
-    transport, _ = await loop.connect_accepted_socket(lambda: protocol, ours)
-    stream = asyncio.StreamWriter(transport, protocol, reader, loop)
-    dispatcher: Any = files
-    connection = Connection(
-        reader, stream, dispatcher, FrameLimits(), Peer("test", "c1"), answers=writer
-    )
-    return _Served(connection, asyncio.create_task(connection.serve()), ours, theirs)
-
-
-def _frames(payloads: tuple[bytes, ...]) -> bytes:
-    return b"".join(struct.pack(">i", len(p)) + p for p in payloads)
-
-
-async def _read_to_eof(client: socket.socket, bound: float) -> bytes:
-    """Everything the client receives until the broker closes; TimeoutError if it never does."""
-    loop = asyncio.get_running_loop()
-    received = bytearray()
-    async with asyncio.timeout(bound):
-        while chunk := await loop.sock_recv(client, 1 << 20):
-            received += chunk
-    return bytes(received)
+    result: bytes = _run(path, scenario)
+    return result
 
 
 def _run(path: str, scenario: Callable[[AnswerWriter | None], Any]) -> Any:
@@ -150,21 +99,14 @@ def test_a_region_that_cannot_be_read_ends_the_connection(
     """The answer before it arrives whole; then the broker closes the connection (no answer to
     the request after it can come, and the client must not wait for one)."""
 
-    async def scenario(writer: AnswerWriter | None) -> bytes:
-        served = await _serve(_Files(directory_fd, 100), writer)
-        try:
-            served.client.sendall(_frames(REQUESTS))
-            return await _read_to_eof(served.client, bound)
-        finally:
-            served.client.close()
-            await asyncio.wait_for(served.task, FINISH_S)
-
-    received = _run(path, scenario)
+    received = _answers_to_eof(path, directory_fd, 100, bound)
     first = struct.pack(">ii", 4 + len(REQUESTS[0]), 1) + REQUESTS[0]
     assert received.startswith(first)
 
 
-def _stalled(server: socket.socket) -> Callable[[], Any]:
+def _stalled(served: Served) -> Callable[[], Any]:
+    server = served.transport.get_extra_info("socket")
+
     async def full() -> bool:  # the client reads nothing: the broker's socket fills up
         _readable, writable, _errors = select.select([], [server], [], 0)
         return not writable
@@ -207,11 +149,11 @@ def test_closing_a_connection_whose_client_does_not_read_a_region_ends_it(
         file.flush()
 
         async def scenario(writer: AnswerWriter | None) -> None:
-            served = await _serve(_Files(file.fileno(), len(content)), writer)
+            served = await serve(Echo(file.fileno(), len(content)), writer)
             try:
-                served.client.sendall(_frames((b"file-request",)))
+                served.client.write(frame(b"file-request"))
                 await wait_until_async(
-                    _stalled(served.server), what="broker socket full", timeout=FINISH_S
+                    _stalled(served), what="broker socket full", timeout=FINISH_S
                 )
                 served.connection.close()
                 await asyncio.wait_for(asyncio.shield(served.task), bound)
@@ -243,17 +185,7 @@ def test_a_region_past_the_end_of_its_file_ends_the_connection(path: str) -> Non
     with tempfile.TemporaryFile() as file:
         file.write(b"x" * 1000)
         file.flush()
-
-        async def scenario(writer: AnswerWriter | None) -> bytes:
-            served = await _serve(_Files(file.fileno(), 200_000), writer)
-            try:
-                served.client.sendall(_frames(REQUESTS))
-                return await _read_to_eof(served.client, HANG_S)
-            finally:
-                served.client.close()
-                await asyncio.wait_for(served.task, FINISH_S)
-
-        received = _run(path, scenario)
+        received = _answers_to_eof(path, file.fileno(), 200_000, HANG_S)
     # no complete answer follows the short one: what arrived ends inside the announced size
     first = 4 + 4 + len(REQUESTS[0])
     announced = struct.unpack(">i", received[first : first + 4])[0]
