@@ -9,8 +9,7 @@
  * usage.py's FAST_RECORD regular expression with its window and key checks, or fewer, never more:
  * UTF-8 that Unicode calls well-formed; the fields in encode's order; strings without escapes
  * or control characters (no '"', no backslash, no C0, no DEL in the principal and client id),
- * lengths counted in UTF-16 units (as the regular expression counts them: never fewer than the
- * contract's code points); counters of at most 18 digits without leading zeros; a traffic
+ * lengths counted in code points (as the contract and the regular expression count them); counters of at most 18 digits without leading zeros; a traffic
  * id with two '/', a storage id ending with its own tenant, topic, partition and at_ms; a
  * traffic window in order within one UTC hour; a key, if any, equal to the id's bytes.
  * Stateless: one instance may serve many threads.
@@ -131,7 +130,7 @@ public final class UsageScan implements UDF2<byte[], byte[], Row> {
     }
     int idFrom = c.at;
     int idTo = c.body(false);
-    int idChars = idTo < 0 ? -1 : utf16Units(value, idFrom, idTo);
+    int idChars = idTo < 0 ? -1 : codePoints(value, idFrom, idTo);
     if (idChars < 1 || idChars > 2 * MAX_NAME || !c.literal(KIND)) {
       return null;
     }
@@ -290,18 +289,17 @@ public final class UsageScan implements UDF2<byte[], byte[], Row> {
     if (to < 0) {
       return false;
     }
-    int chars = utf16Units(b, from, to);
+    int chars = codePoints(b, from, to);
     return chars >= least && chars <= MAX_NAME;
   }
 
-  /** The length in UTF-16 units of well-formed UTF-8, as FAST_RECORD's bounds count it: never
-   * fewer than the code points the contract counts, so a long non-BMP name goes the exact way. */
-  private static int utf16Units(byte[] b, int from, int to) {
+  /** The code points of well-formed UTF-8: what the contract's lengths (Python's len, Spark's
+   * char_length) and FAST_RECORD's bounds (java.util.regex matches a class per code point) count. */
+  private static int codePoints(byte[] b, int from, int to) {
     int n = 0;
     for (int k = from; k < to; k++) {
-      int c = b[k] & 0xff;
-      if ((c & 0xc0) != 0x80) {
-        n += c >= 0xf0 ? 2 : 1;
+      if ((b[k] & 0xc0) != 0x80) {
+        n++;
       }
     }
     return n;

@@ -196,8 +196,8 @@ _TYPED_SCHEMA: Final = ", ".join(
 def _fast_record() -> str:
     """The fast path's regular expression (Java syntax). Conservative: whatever it accepts, the
     exact rules accept too (checked field by field in tests/integration/billing/test_fast_path.py)."""
-    # no `"` or backslash (no escapes) and no control character; a bound counts UTF-16 units,
-    # never fewer than the characters the rule counts, so a long non-BMP name goes the exact way
+    # no `"` or backslash (no escapes) and no control character; a bound counts code points
+    # (java.util.regex matches a class per code point), as the rules count characters
     printable = r"[^\"\\\x00-\x1f\x7f]"  # and no DEL: a principal's or client id's rule
     segment = r"[^\"\\/\x00-\x1f]"  # an id's part: no `/`
     count = r"(?:0|[1-9][0-9]{0,17})"  # fits a BIGINT, non-negative
