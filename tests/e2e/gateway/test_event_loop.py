@@ -57,17 +57,21 @@ def test_every_process_runs_on_the_chosen_loop_and_serves(
     assert stack.broker is not None and stack.gateway is not None
     assert f"event_loop={loop}" in _log(stack.broker.log_path).split("pier broker ready", 1)[1]
     gateway_log = stack.gateway.log_path
-    wait_until(
-        lambda: all(f"pier gateway worker {i} ready" in _log(gateway_log) for i in range(WORKERS)),
-        what="every worker's ready line",
+
+    def ready_lines() -> list[str] | None:
+        """The ready lines once all are there (the supervisor's comes after the workers')."""
+        text = _log(gateway_log)
+        lines = [x for x in text.splitlines() if x.startswith("pier gateway") and " ready " in x]
+        return lines if len(lines) > WORKERS else None
+
+    ready = wait_until(
+        ready_lines,
+        what="the supervisor's and every worker's ready line",
         timeout=60,
     )
-    ready = [
-        line
-        for line in _log(gateway_log).splitlines()
-        if line.startswith("pier gateway") and " ready " in line
-    ]
-    assert len(ready) == WORKERS + 1, ready  # the supervisor's and each worker's
+    assert ready is not None and len(ready) == WORKERS + 1, (
+        ready
+    )  # the supervisor's and each worker's
     assert all(line.endswith(f" event_loop={loop}") for line in ready), ready
     values = [i.to_bytes(4, "big") * (VALUE // 4) for i in range(RECORDS)]
     producer = Producer(stack.client_config("acme", "PLAIN", acks="all"))
