@@ -18,7 +18,9 @@ that socket's) and closed by the writer thread alone once the queue is empty: a 
 reused by a new connection after the transport closed can never receive another connection's
 bytes, and an idle connection holds one descriptor, as before. A socket that
 would block is polled for POLLOUT; a write error (the client left) drops that outbox's queue and
-ends it (`failed`). `finish` resolves when everything queued before it is written or dropped.
+ends it (`failed`) and tells the connection, which closes; so does a region that cannot be read or
+whose file ends before it. `finish` resolves when everything queued before it is written or
+dropped.
 """
 
 from __future__ import annotations
@@ -63,9 +65,13 @@ class Outbox:
         socket_fd: Callable[[], int | None],
         *,
         use_sendfile: bool = True,
+        on_failed: Callable[[], None] | None = None,
     ) -> None:
         """`socket_fd`: the connection's socket descriptor while its transport is open, else
-        None (read on the loop thread, right before the `dup`)."""
+        None (read on the loop thread, right before the `dup`). `on_failed` runs on the loop
+        when a write fails (the client left, or a region could not be read or was cut short):
+        the connection must close, since the answers after it can no longer arrive."""
+        self._on_failed = on_failed
         self._writer = writer
         self._loop = asyncio.get_running_loop()
         self._socket_fd = socket_fd
@@ -308,6 +314,9 @@ class AnswerWriter:
             box._queue.clear()
             box._pending = 0
             self._close(box)
+        if box._on_failed is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                box._loop.call_soon_threadsafe(box._on_failed)
 
     def _close(self, box: Outbox) -> None:
         """Under the lock: the outbox ends; its descriptor closes and its waiters wake."""
@@ -371,19 +380,25 @@ def _write_region(fd: int, batch: list, region: _FileSlice) -> tuple[int, bool]:
                 raise
             region.sendfile = False  # not a file sendfile takes: read it instead
             return 0, False
-        if written == 0:  # the file ends before the region: nothing more will come
-            written = region.size
+        if written == 0:  # the file ends before the region: the answer cannot be sent whole
+            raise _cut_short(region)
         region.position += written
         region.size -= written
         if region.size == 0:
             batch.clear()
         return written, bool(batch)
-    data = os.pread(region.fd, region.size, region.position)  # what the file still holds
+    data = os.pread(region.fd, region.size, region.position)
+    if len(data) < region.size:
+        raise _cut_short(region)
     batch[0] = data
-    if not data:
-        batch.clear()
-    # the bytes are written (and counted) as a buffer next; what the file lacked counts as done
-    return region.size - len(data), False
+    return 0, False  # the bytes are written (and counted) as a buffer next
+
+
+def _cut_short(region: _FileSlice) -> OSError:
+    """A region whose file ends before it (truncated under it): its answer announced the size,
+    so the next answer's bytes would stand in for the missing ones; the connection ends instead,
+    as Kafka's does."""
+    return OSError(errno.EIO, f"file ends before its region ({region.size} bytes left)")
 
 
 def _consume(batch: list, written: int) -> None:  # type: ignore[type-arg]

@@ -161,7 +161,7 @@ class Connection:
             return None if transport.is_closing() else fd
 
         writer = self._answers or AnswerWriter.shared()
-        return Outbox(writer, socket_fd, use_sendfile=self._use_sendfile)
+        return Outbox(writer, socket_fd, use_sendfile=self._use_sendfile, on_failed=self.close)
 
     async def _end_answers(self, cancelled: bool) -> None:
         """Let the queued answers leave before the socket closes (dropped on shutdown; a client

@@ -82,15 +82,7 @@ def directory_fd() -> Iterator[int]:
     ("path", "bound"),
     [
         ("asyncio", FINISH_S),
-        pytest.param(
-            "thread",
-            HANG_S,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="H7->H4: the writer thread's _fail ends the outbox only; the connection "
-                "keeps reading requests and drops every later answer, the client hangs",
-            ),
-        ),
+        ("thread", FINISH_S),  # H4: _fail closes the connection (Outbox on_failed)
     ],
 )
 def test_a_region_that_cannot_be_read_ends_the_connection(
@@ -166,16 +158,19 @@ def test_closing_a_connection_whose_client_does_not_read_a_region_ends_it(
 @pytest.mark.parametrize(
     "path",
     [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="H7->H4/H3: a region past its file's end is sent short (answer_writer "
-                "counts sendfile's 0 as done; FileRegion.read returns what is left): the next "
-                "answer's bytes fill the announced size and the stream is misframed",
-            ),
-        )
-        for name in ("thread", "asyncio", "uvloop")
+        "thread",  # H4: the writer thread ends the connection on a region cut short
+        *(
+            pytest.param(
+                name,
+                marks=pytest.mark.xfail(
+                    strict=True,
+                    reason="H7->H3: a region past its file's end is sent short (FileRegion.read "
+                    "returns what is left): the next answer's bytes fill the announced size "
+                    "and the stream is misframed",
+                ),
+            )
+            for name in ("asyncio", "uvloop")
+        ),
     ],
 )
 def test_a_region_past_the_end_of_its_file_ends_the_connection(path: str) -> None:
