@@ -1,15 +1,16 @@
 """A file region sent into a stream transport with `sendfile`, on asyncio's loop and on uvloop.
 
-Owns: `send_region`. On a loop that implements `loop.sendfile` (asyncio's selector loop) it is
-that. uvloop does not implement it (`AbstractEventLoop.sendfile` raises NotImplementedError), so
-there it is done here: wait until the transport has written everything queued before (its write
-buffer limits lowered to 0 for the wait, then put back), then `os.sendfile` from the file to a
-duplicate of the socket's descriptor until the region is sent, waiting for the socket to be
-writable with `loop.add_writer` on that duplicate (a loop will not watch a descriptor a transport
-owns, and the duplicate keeps the socket open whatever the transport does meanwhile) — the same
-system calls asyncio's own `sock_sendfile` makes. TLS transports and transports without a socket
-raise `asyncio.SendfileNotAvailableError` (the caller copies instead); a broken or reset socket
-raises ConnectionError; a file shorter than the region ends the send early, as asyncio's does.
+Owns: `send_region`, one path on both loops (uvloop has no `loop.sendfile`, and asyncio's hangs
+when the transport is closed during the send): wait until the transport has written everything
+queued before (its write buffer limits lowered to 0 for the wait, then put back), then
+`os.sendfile` from the file to a duplicate of the socket's descriptor until the region is sent,
+waiting for the socket to be writable with `loop.add_writer` on that duplicate (a loop will not
+watch a descriptor a transport owns, and the duplicate keeps the socket open whatever the
+transport does meanwhile) or for the connection to be closed (`close()` by the idle check while
+the client reads nothing: ConnectionError, and the duplicate is closed). TLS transports and
+transports without a socket raise `asyncio.SendfileNotAvailableError` (the caller copies
+instead), as does a file sendfile cannot read before anything was sent; a broken or reset socket
+raises ConnectionError; a file shorter than the region ends the send early.
 
 Contract: nothing else writes to the transport until the call returns. Runs on the event loop;
 not thread-safe.
@@ -22,31 +23,9 @@ import errno
 import os
 
 
-class _FdFile:
-    """The minimal file object `loop.sendfile` needs, over an fd we do not own."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def seek(self, offset: int, whence: int = 0) -> int:  # sendfile seeks after sending; harmless
-        return offset
-
-
-def _native(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether the loop implements `loop.sendfile` itself (uvloop inherits the abstract one)."""
-    return type(loop).sendfile is not asyncio.AbstractEventLoop.sendfile
-
-
 async def send_region(writer: asyncio.StreamWriter, fd: int, position: int, size: int) -> None:
     """Send `size` bytes of `fd` from `position` after everything written to `writer` before."""
-    loop = asyncio.get_running_loop()
     transport = writer.transport
-    if _native(loop):
-        await loop.sendfile(transport, _FdFile(fd), position, size, fallback=False)  # type: ignore[arg-type]
-        return
     sock = transport.get_extra_info("socket")
     if sock is None or transport.get_extra_info("sslcontext") is not None:
         raise asyncio.SendfileNotAvailableError("not a plain socket transport")
@@ -55,7 +34,7 @@ async def send_region(writer: asyncio.StreamWriter, fd: int, position: int, size
         raise ConnectionError(errno.EPIPE, "socket is not connected")
     out = os.dup(sock.fileno())
     try:
-        await _send(loop, out, fd, position, size)
+        await _send(writer, out, fd, position, size)
     finally:
         os.close(out)
 
@@ -74,15 +53,14 @@ async def _written_out(writer: asyncio.StreamWriter) -> None:
             transport.set_write_buffer_limits(high=high, low=low)
 
 
-async def _send(
-    loop: asyncio.AbstractEventLoop, out: int, fd: int, position: int, size: int
-) -> None:
+async def _send(writer: asyncio.StreamWriter, out: int, fd: int, position: int, size: int) -> None:
+    loop = asyncio.get_running_loop()
     start, end = position, position + size
     while position < end:
         try:
             sent = os.sendfile(out, fd, position, end - position)
         except BlockingIOError:
-            await _writable(loop, out)
+            await _writable(loop, out, writer)
             continue
         except (BrokenPipeError, ConnectionResetError) as exc:
             raise ConnectionError(errno.EPIPE, "socket is not connected") from exc
@@ -95,13 +73,28 @@ async def _send(
         position += sent
 
 
-async def _writable(loop: asyncio.AbstractEventLoop, out: int) -> None:
+async def _writable(
+    loop: asyncio.AbstractEventLoop, out: int, writer: asyncio.StreamWriter
+) -> None:
+    """Return once the socket takes bytes again; ConnectionError once the connection is closed
+    instead (the idle check's `close()`: the duplicate keeps the socket open, so a client that
+    reads nothing would otherwise hold the send, and the connection, forever)."""
     ready = loop.create_future()
     loop.add_writer(out, _set, ready)
+    closed = asyncio.ensure_future(writer.wait_closed())
+    closed.add_done_callback(_retrieve)
     try:
-        await ready
+        await asyncio.wait((ready, closed), return_when=asyncio.FIRST_COMPLETED)
     finally:
         loop.remove_writer(out)
+        closed.cancel()
+    if not ready.done():
+        raise ConnectionError(errno.EPIPE, "the connection was closed during sendfile")
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # a connection lost with an error: already handled by the connection
 
 
 def _set(ready: asyncio.Future[None]) -> None:

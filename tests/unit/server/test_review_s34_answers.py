@@ -110,24 +110,8 @@ def _stalled(served: Served) -> Callable[[], Any]:
     ("path", "bound"),
     [
         ("thread", FINISH_S),
-        pytest.param(
-            "asyncio",
-            HANG_S,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="H7->H3: close() during loop.sendfile: asyncio's transport raises "
-                "InvalidStateError in its empty waiter and serve never ends",
-            ),
-        ),
-        pytest.param(
-            "uvloop",
-            HANG_S,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="H7->H3: close() during transport_sendfile._send: the add_writer wait on "
-                "the dup never wakes (the dup keeps the socket open), serve never ends",
-            ),
-        ),
+        ("asyncio", FINISH_S),  # fixed: transport_sendfile races the send against close()
+        ("uvloop", FINISH_S),
     ],
 )
 def test_closing_a_connection_whose_client_does_not_read_a_region_ends_it(
