@@ -177,9 +177,10 @@ def test_the_scan_takes_what_from_json_takes_with_the_same_fields(
     assert [r._fast for r in scanned[: len(_ANCHORS)]] == [True, True, False]
 
 
+@pytest.mark.slow  # the exact path's plan is large; test_fast_path.py compares it non-slow
 @_QUIET
 @_SETTINGS
-@given(records=st.lists(_record(), min_size=200, max_size=200))
+@given(records=st.lists(_record(), min_size=80, max_size=80))
 def test_every_record_ends_as_the_exact_path_has_it(
     spark: Any, records: list[tuple[bytes | None, bytes]]
 ) -> None:
