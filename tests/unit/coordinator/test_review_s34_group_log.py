@@ -1,0 +1,57 @@
+"""Review of session 34's group-log batching (brokers/coordinator/group_log.py, ccfd592): the
+coordinator's cache agrees with `__consumer_offsets` when one loop turn appends an OffsetDelete's
+tombstone and then a commit of the same partition.
+
+Both batches go to the log in call order (tombstone, then the commit), so the log, and any
+coordinator that loads it, holds the commit. The cache must say the same: before batching each
+caller resumed in append order; `_Run.settle` resolves the futures last-first, so the commit's
+caller stores its offset first and the delete's caller then removes it. The coordinator harness's
+in-memory offsets topic (as tests/unit/coordinator/test_commit_batching.py), one partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from brokers.coordinator.group_coordinator import GroupCoordinator
+from brokers.coordinator.offset_store import CommitRequest, OffsetCommit
+from tests.unit.coordinator.harness import MemoryOffsetsTopic, config, driver
+
+pytestmark = pytest.mark.unit
+
+
+def _commit(offset: int) -> CommitRequest:
+    return CommitRequest("g", "", None, -1, [OffsetCommit("t", 0, offset)])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="H7->H4: _Run.settle resumes callers in reverse call order; the delete's caller "
+    "runs last and removes the commit the log holds after its tombstone",
+)
+def test_a_commit_after_a_delete_in_one_turn_is_what_the_cache_and_the_log_hold() -> None:
+    async def scenario() -> tuple[int | None, int | None]:
+        topic = MemoryOffsetsTopic(partitions=1)
+        d = await driver(topic)
+        [(_c, error)] = await d.coordinator.commit_offsets(_commit(5))  # an Empty group
+        assert error is None
+        deleted, committed = await asyncio.gather(
+            d.coordinator.delete_offsets("g", [("t", [0])]),
+            d.coordinator.commit_offsets(_commit(7)),
+        )
+        assert deleted[0] is None and [e for _t, _p, e in deleted[1]] == [None]
+        assert [e for _c, e in committed] == [None]
+        _, [cached] = d.coordinator.fetch_offsets("g", [("t", [0])])
+        reloaded = GroupCoordinator(config(), topic, d.clock)
+        await reloaded.load_partitions([0])
+        _, [logged] = reloaded.fetch_offsets("g", [("t", [0])])
+        return (
+            None if cached.value is None else cached.value.offset,
+            None if logged.value is None else logged.value.offset,
+        )
+
+    cached, logged = asyncio.run(scenario())
+    assert logged == 7  # the log: the tombstone, then the commit
+    assert cached == logged
