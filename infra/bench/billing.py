@@ -177,12 +177,13 @@ def bench_rollup(
     elapsed = time.perf_counter() - start
     cpu_after = jvm_cpu_seconds(spark)
     db.dispose()
-    log(f"rollup of {count:,}: {report.line()} in {elapsed:.1f} s")
+    spent = None if cpu is None or cpu_after is None else round(cpu_after - cpu, 1)
+    log(f"rollup of {count:,}: {report.line()} in {elapsed:.1f} s, {spent} JVM CPU-s")
     return {
         "records": count,
         "seconds": round(elapsed, 1),
         "records_per_second": round(count / elapsed),
-        "jvm_cpu_seconds": None if cpu is None or cpu_after is None else round(cpu_after - cpu, 1),
+        "jvm_cpu_seconds": spent,
         "load_average_1m": [round(load, 1), round(os.getloadavg()[0], 1)],
         "counted": report.records,
         "duplicates": report.duplicates,
