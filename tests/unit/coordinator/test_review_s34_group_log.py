@@ -1,11 +1,12 @@
 """Review of session 34's group-log batching (brokers/coordinator/group_log.py, ccfd592): the
 coordinator's cache agrees with `__consumer_offsets` when one loop turn appends an OffsetDelete's
-tombstone and then a commit of the same partition.
+tombstone and a commit of the same partition, in either order.
 
-Both batches go to the log in call order (tombstone, then the commit), so the log, and any
-coordinator that loads it, holds the commit. The cache must say the same: before batching each
-caller resumed in append order; `_Run.settle` resolves the futures last-first, so the commit's
-caller stores its offset first and the delete's caller then removes it. The coordinator harness's
+Both batches go to the log in call order, so the log, and any coordinator that loads it, holds
+the later one. The cache must say the same: before batching each caller resumed in append order;
+`_Run.settle` resolves the futures last-first, so the later caller updates the cache first and
+the earlier one then overwrites it (a delete removes the commit the log holds, a commit stays
+cached behind the log's tombstone). The coordinator harness's
 in-memory offsets topic (as tests/unit/coordinator/test_commit_batching.py), one partition.
 """
 
@@ -28,19 +29,22 @@ def _commit(offset: int) -> CommitRequest:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="H7->H4: _Run.settle resumes callers in reverse call order; the delete's caller "
-    "runs last and removes the commit the log holds after its tombstone",
+    reason="H7->H4: _Run.settle resumes callers in reverse call order, so the earlier of the "
+    "commit and the delete updates the cache last",
 )
-def test_a_commit_after_a_delete_in_one_turn_is_what_the_cache_and_the_log_hold() -> None:
+@pytest.mark.parametrize("delete_first", [True, False], ids=["delete-commit", "commit-delete"])
+def test_a_commit_and_a_delete_in_one_turn_leave_the_cache_as_the_log(delete_first: bool) -> None:
     async def scenario() -> tuple[int | None, int | None]:
         topic = MemoryOffsetsTopic(partitions=1)
         d = await driver(topic)
         [(_c, error)] = await d.coordinator.commit_offsets(_commit(5))  # an Empty group
         assert error is None
-        deleted, committed = await asyncio.gather(
-            d.coordinator.delete_offsets("g", [("t", [0])]),
-            d.coordinator.commit_offsets(_commit(7)),
-        )
+        delete = d.coordinator.delete_offsets("g", [("t", [0])])
+        commit = d.coordinator.commit_offsets(_commit(7))
+        if delete_first:
+            deleted, committed = await asyncio.gather(delete, commit)
+        else:
+            committed, deleted = await asyncio.gather(commit, delete)
         assert deleted[0] is None and [e for _t, _p, e in deleted[1]] == [None]
         assert [e for _c, e in committed] == [None]
         _, [cached] = d.coordinator.fetch_offsets("g", [("t", [0])])
@@ -53,5 +57,5 @@ def test_a_commit_after_a_delete_in_one_turn_is_what_the_cache_and_the_log_hold(
         )
 
     cached, logged = asyncio.run(scenario())
-    assert logged == 7  # the log: the tombstone, then the commit
+    assert logged == (7 if delete_first else None)  # the log's last record for the partition
     assert cached == logged
