@@ -75,11 +75,13 @@ class _Run:
         self.size += len(batch)
 
     def settle(self, last_offset: int) -> None:
-        """The run's batches end at `last_offset`, one after the other."""
-        for future, count in zip(reversed(self.futures), reversed(self.counts), strict=True):
+        """The run's batches end at `last_offset`, one after the other. Callers resume in the order
+        they appended (a turn's commit and delete of one group update the cache as the log has them)."""
+        offset = last_offset - sum(self.counts)
+        for future, count in zip(self.futures, self.counts, strict=True):
+            offset += count
             if not future.done():
-                future.set_result(last_offset)
-            last_offset -= count
+                future.set_result(offset)
 
     def fail(self, error: BaseException) -> None:
         for future in self.futures:
