@@ -191,15 +191,27 @@ def create_topics(plan: Plan) -> Op:
 
 
 def wait_led(c: Clients, name: str) -> None:
-    """Until every partition of `name` has a leader on `c`'s system."""
-    wait_until(
-        lambda: all(
-            p.leader >= 0
-            for p in c.admin.list_topics(name, timeout=5).topics[name].partitions.values()
-        ),
-        what=f"{name} led on {c.target.name}",
-        retry_on=(KafkaException, KeyError),
-    )
+    """Until every partition of `name` has a leader on `c`'s system, and that leader serves it:
+    Kafka's metadata can name a leader before the broker's replica manager holds the partition
+    (a Produce by topic id then answers NOT_LEADER_OR_FOLLOWER), so a ListOffsets of every
+    partition must answer without an error."""
+
+    def led() -> list[int]:
+        partitions = c.admin.list_topics(name, timeout=5).topics[name].partitions.values()
+        return [p.id for p in partitions if p.leader >= 0]
+
+    def served() -> bool:
+        ids = led()
+        if not ids:
+            return False
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        asked = {TopicPartition(name, i): latest for i in ids}
+        for future in c.admin.list_offsets(asked, request_timeout=5).values():
+            future.result()  # raises KafkaException while the partition is not served
+        partitions = c.admin.list_topics(name, timeout=5).topics[name].partitions
+        return len(ids) == len(partitions)
+
+    wait_until(served, what=f"{name} led on {c.target.name}", retry_on=(KafkaException, KeyError))
 
 
 def produce(plan: Plan) -> Op | None:
