@@ -171,3 +171,43 @@ def test_a_region_past_the_end_of_its_file_ends_the_connection(path: str, bound:
     announced = struct.unpack(">i", received[first : first + 4])[0]
     assert len(received) <= first + 4 + announced
     assert REQUESTS[2] not in received[first:]
+
+
+@pytest.mark.parametrize(
+    ("path", "bound"),
+    [
+        ("thread", FINISH_S),  # the outbox's abort drops the answers (H4's test_answer_writer too)
+        *(
+            pytest.param(
+                name,
+                HANG_S,
+                marks=pytest.mark.xfail(
+                    strict=True,
+                    reason="H7->H4: Connection.close() is transport.close(), which waits for the "
+                    "unread answers to flush, and serve waits in writer.drain(): the idle check "
+                    "cannot end a connection whose client reads nothing (pre-existing)",
+                ),
+            )
+            for name in ("asyncio", "uvloop")
+        ),
+    ],
+)
+def test_closing_a_connection_whose_client_does_not_read_its_answers_ends_it(
+    path: str, bound: float
+) -> None:
+    """The idle check's `close` while over 4 MiB of bytes answers wait for a client that reads
+    nothing: `serve` ends, as Kafka's selector closes such a channel at once."""
+    requests = [bytes([i]) * 256 * 1024 for i in range(40)]  # 10 MiB of answers
+
+    async def scenario(writer: AnswerWriter | None) -> None:
+        served = await serve(Echo(), writer)
+        try:
+            served.client.write(b"".join(frame(r) for r in requests))
+            await wait_until_async(_stalled(served), what="broker socket full", timeout=FINISH_S)
+            served.connection.close()
+            await asyncio.wait_for(asyncio.shield(served.task), bound)
+        finally:
+            served.transport.abort()  # what a fix does: lets a hung case's serve end too
+            served.client.close()
+
+    _run(path, scenario)
