@@ -3,10 +3,9 @@ coordinator's cache agrees with `__consumer_offsets` when one loop turn appends 
 tombstone and a commit of the same partition, in either order.
 
 Both batches go to the log in call order, so the log, and any coordinator that loads it, holds
-the later one. The cache must say the same: before batching each caller resumed in append order;
-`_Run.settle` resolves the futures last-first, so the later caller updates the cache first and
-the earlier one then overwrites it (a delete removes the commit the log holds, a commit stays
-cached behind the log's tombstone). The coordinator harness's
+the later one. The cache must say the same, so callers resume in append order (ccfd592's
+`_Run.settle` resolved the futures last-first: the later caller updated the cache first and the
+earlier one then overwrote it; fixed in 10950e5). The coordinator harness's
 in-memory offsets topic (as tests/unit/coordinator/test_commit_batching.py), one partition.
 """
 
@@ -27,11 +26,6 @@ def _commit(offset: int) -> CommitRequest:
     return CommitRequest("g", "", None, -1, [OffsetCommit("t", 0, offset)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="H7->H4: _Run.settle resumes callers in reverse call order, so the earlier of the "
-    "commit and the delete updates the cache last",
-)
 @pytest.mark.parametrize("delete_first", [True, False], ids=["delete-commit", "commit-delete"])
 def test_a_commit_and_a_delete_in_one_turn_leave_the_cache_as_the_log(delete_first: bool) -> None:
     async def scenario() -> tuple[int | None, int | None]:
