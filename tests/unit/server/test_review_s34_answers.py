@@ -66,6 +66,14 @@ def _run(path: str, scenario: Callable[[AnswerWriter | None], Any]) -> Any:
             writer.stop()
 
 
+def _known_hangs(reason: str) -> list[Any]:
+    """The transport path on both loops as strict xfails watched for `HANG_S` (a known hang)."""
+    return [
+        pytest.param(name, HANG_S, marks=pytest.mark.xfail(strict=True, reason=reason))
+        for name in ("asyncio", "uvloop")
+    ]
+
+
 @pytest.fixture
 def directory_fd() -> Iterator[int]:
     """A descriptor `pread` and `sendfile` refuse (EISDIR / EINVAL): a region that cannot be read,
@@ -143,18 +151,10 @@ def test_closing_a_connection_whose_client_does_not_read_a_region_ends_it(
     ("path", "bound"),
     [
         ("thread", FINISH_S),  # H4: the writer thread ends the connection on a region cut short
-        *(
-            pytest.param(
-                name,
-                HANG_S,
-                marks=pytest.mark.xfail(
-                    strict=True,
-                    reason="H7->H3: a region past its file's end is sent short "
-                    "(transport_sendfile._send returns at sendfile's 0; the copy fallback "
-                    "writes what pread found): the next answer's bytes fill the announced size",
-                ),
-            )
-            for name in ("asyncio", "uvloop")
+        *_known_hangs(
+            "H7->H3: a region past its file's end is sent short (transport_sendfile._send "
+            "returns at sendfile's 0; the copy fallback writes what pread found): the next "
+            "answer's bytes fill the announced size"
         ),
     ],
 )
@@ -177,18 +177,10 @@ def test_a_region_past_the_end_of_its_file_ends_the_connection(path: str, bound:
     ("path", "bound"),
     [
         ("thread", FINISH_S),  # the outbox's abort drops the answers (H4's test_answer_writer too)
-        *(
-            pytest.param(
-                name,
-                HANG_S,
-                marks=pytest.mark.xfail(
-                    strict=True,
-                    reason="H7->H4: Connection.close() is transport.close(), which waits for the "
-                    "unread answers to flush, and serve waits in writer.drain(): the idle check "
-                    "cannot end a connection whose client reads nothing (pre-existing)",
-                ),
-            )
-            for name in ("asyncio", "uvloop")
+        *_known_hangs(
+            "H7->H4: Connection.close() is transport.close(), which waits for the unread "
+            "answers to flush, and serve waits in writer.drain(): the idle check cannot end a "
+            "connection whose client reads nothing (pre-existing)"
         ),
     ],
 )
