@@ -47,9 +47,23 @@ def java_string_hashcode(text: str) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
-@functools.lru_cache(maxsize=4096)
+# Ids longer than this are hashed each time: a client names any ids it likes (FindCoordinator v4 takes
+# many keys of any length), so the cache holds at most 4,096 ids of this size (about 1 MiB).
+_CACHED_ID_CHARS = 255
+
+
 def partition_for(group_id: str, partitions: int) -> int:
-    """Cached: every OffsetCommit asks, and the hash walks the id in Python."""
+    """The `__consumer_offsets` (or `__transaction_state`) partition of an id, as Kafka computes it.
+    Cached for ids of ordinary length: every OffsetCommit asks, and the hash walks the id in Python."""
+    if len(group_id) <= _CACHED_ID_CHARS:
+        return _cached_partition_for(group_id, partitions)
+    return _partition_for(group_id, partitions)
+
+
+def _partition_for(group_id: str, partitions: int) -> int:
     hashcode = java_string_hashcode(group_id)
     positive = 0 if hashcode == _INT32_MIN else abs(hashcode)  # Kafka's Utils.abs
     return positive % partitions
+
+
+_cached_partition_for = functools.lru_cache(maxsize=4096)(_partition_for)

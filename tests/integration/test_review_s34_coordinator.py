@@ -1,6 +1,7 @@
 """Review of session 34's coordinator change (ccfd592): what a client's group ids cost the broker.
 
-`offsets_topic.partition_for` became `functools.lru_cache(maxsize=4096)`, and FindCoordinator
+`offsets_topic.partition_for` became `functools.lru_cache(maxsize=4096)` (now only for ids of at
+most 255 characters), and FindCoordinator
 (any key, any number of keys per request, v4), OffsetCommit, TxnOffsetCommit and the transaction
 coordinator's ids all go through it: the cache keeps the last 4096 ids a client sent, however
 long (a compact string in a flexible request is bounded only by the request's size), so a client
@@ -27,11 +28,6 @@ KEY_BYTES = 64 * 1024
 REQUESTS = 32  # 2 MiB of group ids in all
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="H7->H4: offsets_topic.partition_for's lru_cache keeps every group/transactional id "
-    "a client sends (up to 4096 of any length): 2 MiB of ids stay held",
-)
 def test_the_broker_does_not_keep_the_group_ids_clients_ask_about(tmp_path: Path) -> None:
     with running_broker(tmp_path, {"offsets.topic.replication.factor": "1"}) as bootstrap:
         raw_call(bootstrap, FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("warm",)))
