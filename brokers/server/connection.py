@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import time
@@ -115,7 +116,7 @@ class Connection:
         idle check)."""
         if self._outbox is not None:
             self._outbox.abort()
-        self._writer.close()
+        self._writer.transport.abort()  # close() would wait for a client that reads nothing
 
     async def serve(self) -> None:
         if self._metrics is not None:
@@ -340,7 +341,7 @@ class Connection:
                 pending = []
                 await self._sendfile(part)
             else:
-                pending.append(part.read())
+                pending.append(_whole(part))
         self._writer.writelines(pending)
 
     async def _sendfile(self, region: Part) -> None:
@@ -350,4 +351,14 @@ class Connection:
             await send_region(self._writer, fd, position, size)
         except (asyncio.SendfileNotAvailableError, NotImplementedError):
             self._use_sendfile = False
-            self._writer.write(os.pread(fd, size, position))
+            self._writer.write(_whole(region))
+
+
+def _whole(region: Part) -> bytes:
+    """A region's bytes, all of them: a file truncated under the region (a follower's truncation)
+    cannot give them, and the connection ends rather than let the next answer's bytes stand in for
+    the missing ones (as Kafka closes the channel)."""
+    data = region.read()  # type: ignore[union-attr]
+    if len(data) != region.size:  # type: ignore[union-attr]
+        raise ConnectionError(errno.EIO, "a fetch region's file ends before the region does")
+    return data

@@ -10,7 +10,8 @@ transport does meanwhile) or for the connection to be closed (`close()` by the i
 the client reads nothing: ConnectionError, and the duplicate is closed). TLS transports and
 transports without a socket raise `asyncio.SendfileNotAvailableError` (the caller copies
 instead), as does a file sendfile cannot read before anything was sent; a broken or reset socket
-raises ConnectionError; a file shorter than the region ends the send early.
+raises ConnectionError, as does a file shorter than the region (the connection ends rather
+than let the next answer's bytes stand in for the missing ones).
 
 Contract: nothing else writes to the transport until the call returns. Runs on the event loop;
 not thread-safe.
@@ -68,8 +69,8 @@ async def _send(writer: asyncio.StreamWriter, out: int, fd: int, position: int, 
             if position == start:  # e.g. a file sendfile cannot read: the caller copies it
                 raise asyncio.SendfileNotAvailableError(f"os.sendfile: {exc}") from exc
             raise
-        if sent == 0:  # the file ends before the region does
-            return
+        if sent == 0:  # the file ends before the region does: the answer cannot be sent whole
+            raise ConnectionError(errno.EIO, "a fetch region's file ends before the region does")
         position += sent
 
 

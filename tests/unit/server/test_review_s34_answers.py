@@ -6,7 +6,8 @@ real file or directory, and the real writer thread (`thread`) or the transport o
 (`asyncio`, `uvloop`). The expected behaviour is Kafka's: a region the broker cannot send
 whole ends the connection (FileRecords.writeTo throws, the channel closes), and a connection the
 broker closes (the idle check's `close`) ends even while its client does not read. Known defects
-are strict xfails naming the owner's note in /work/reports/s34/requests.md ("From H7").
+were strict xfails until fixed: a short region and a close while the client reads nothing now end
+the connection on every path.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,
 }
 FINISH_S = 30.0  # what a passing case may take under load (bounds a hang only)
-HANG_S = 3.0  # how long a known hang is watched before the case counts as failed
 REQUESTS = (b"first-request", b"file-request", b"last-request")
 
 
@@ -64,14 +64,6 @@ def _run(path: str, scenario: Callable[[AnswerWriter | None], Any]) -> Any:
     finally:
         if writer is not None:
             writer.stop()
-
-
-def _known_hangs(reason: str) -> list[Any]:
-    """The transport path on both loops as strict xfails watched for `HANG_S` (a known hang)."""
-    return [
-        pytest.param(name, HANG_S, marks=pytest.mark.xfail(strict=True, reason=reason))
-        for name in ("asyncio", "uvloop")
-    ]
 
 
 @pytest.fixture
@@ -151,11 +143,8 @@ def test_closing_a_connection_whose_client_does_not_read_a_region_ends_it(
     ("path", "bound"),
     [
         ("thread", FINISH_S),  # H4: the writer thread ends the connection on a region cut short
-        *_known_hangs(
-            "H7->H3: a region past its file's end is sent short (transport_sendfile._send "
-            "returns at sendfile's 0; the copy fallback writes what pread found): the next "
-            "answer's bytes fill the announced size"
-        ),
+        ("asyncio", FINISH_S),
+        ("uvloop", FINISH_S),
     ],
 )
 def test_a_region_past_the_end_of_its_file_ends_the_connection(path: str, bound: float) -> None:
@@ -177,11 +166,8 @@ def test_a_region_past_the_end_of_its_file_ends_the_connection(path: str, bound:
     ("path", "bound"),
     [
         ("thread", FINISH_S),  # the outbox's abort drops the answers (H4's test_answer_writer too)
-        *_known_hangs(
-            "H7->H4: Connection.close() is transport.close(), which waits for the unread "
-            "answers to flush, and serve waits in writer.drain(): the idle check cannot end a "
-            "connection whose client reads nothing (pre-existing)"
-        ),
+        ("asyncio", FINISH_S),
+        ("uvloop", FINISH_S),
     ],
 )
 def test_closing_a_connection_whose_client_does_not_read_its_answers_ends_it(
