@@ -10,27 +10,17 @@ read the wire format. Runs on the test's event loop.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import struct
 from dataclasses import dataclass
 from typing import Any
 
+from brokers.log.file_records import FileRegion
 from brokers.server.answer_writer import AnswerWriter
 from brokers.server.connection import Connection
 from brokers.server.dispatcher import Peer, Reply
 from brokers.server.response import RawResponse
 from brokers.wire.framing import FrameLimits
-
-
-@dataclass(frozen=True, slots=True)
-class Region:
-    fd: int
-    position: int
-    size: int
-
-    def read(self) -> bytes:
-        return os.pread(self.fd, self.size, self.position)
 
 
 class Echo:
@@ -47,7 +37,7 @@ class Echo:
             self.parked.set()
             await self.release.wait()
         if bytes(frame) == b"file-request":
-            region = Region(self.fd, 0, self.file_bytes)
+            region = FileRegion(self.fd, 0, self.file_bytes)
             return Reply(self.correlation, False, RawResponse([region]))
         return Reply(self.correlation, False, bytes(frame))
 
