@@ -4,6 +4,10 @@ The route decides WRITE once before reading the body; every later chunk is decid
 (`HttpProducer.prepare_many`, and for chunks of plain value-only records `admit_columns`, the
 columns path). A DENY for WRITE that reaches the gateway while the stream is open refuses every
 record of the chunks after it, each with its own 403 answer, and none of them is stored.
+
+Each test cuts the access only once the first chunk's records are stored (`_wait_stored`): a cut
+that reaches the gateway before it has read the first chunk refuses that chunk too (failing
+closed, as it should), which is not the case these tests are about.
 """
 
 from __future__ import annotations
@@ -79,6 +83,26 @@ def _stored(stack: GatewayStack, fleet_topic: str) -> list[str]:
     return values
 
 
+def _end_offset(stack: GatewayStack, fleet_topic: str) -> int:
+    """The end offset (high watermark) of the topic's partition 0, asked of the broker."""
+    assert stack.broker is not None
+    consumer = Consumer({"bootstrap.servers": stack.broker.bootstrap, "group.id": "end-offsets"})
+    try:
+        _low, high = consumer.get_watermark_offsets(TopicPartition(fleet_topic, 0), timeout=10)
+    finally:
+        consumer.close()
+    return int(high)
+
+
+def _wait_stored(stack: GatewayStack, fleet_topic: str, end: int) -> None:
+    """Poll until the topic's partition 0 holds records up to `end` (the first chunk's)."""
+    wait_until(
+        lambda: _end_offset(stack, fleet_topic) >= end,
+        what=f"the first chunk stored in {fleet_topic}",
+        timeout=30,
+    )
+
+
 def test_write_denied_mid_stream_refuses_every_later_record(stack: GatewayStack) -> None:
     with stack.store() as store:
         writer = GatewayStack.add_tenant(store, TENANT, name="writer")
@@ -102,9 +126,12 @@ def test_write_denied_mid_stream_refuses_every_later_record(stack: GatewayStack)
         what="the writer's ACL in force at the gateway",
         timeout=30,
     )
+    fleet_topic = TenantNamespace(TENANT).fleet("revoked")
+    start = _end_offset(stack, fleet_topic)  # after the probe's record
 
     def body() -> Iterator[bytes]:
         yield _plain_chunk(0)
+        _wait_stored(stack, fleet_topic, start + PER_CHUNK)
         with stack.store() as store:  # WRITE denied while the stream is open
             store.create_acl(
                 TENANT,
@@ -138,7 +165,7 @@ def test_write_denied_mid_stream_refuses_every_later_record(stack: GatewayStack)
     assert len(results) == 3 * PER_CHUNK
     assert [r["error_code"] for r in results[:PER_CHUNK]] == [200] * PER_CHUNK
     assert [r["error_code"] for r in results[PER_CHUNK:]] == [40301] * (2 * PER_CHUNK)
-    stored = _stored(stack, TenantNamespace(TENANT).fleet("revoked"))
+    stored = _stored(stack, fleet_topic)
     streamed = [value for value in stored if value not in ("probe", "x")]  # not the probes'
     assert streamed == [f"r{i}" for i in range(PER_CHUNK)]
 
@@ -153,9 +180,11 @@ def test_a_key_revoked_mid_stream_writes_nothing_more(stack: GatewayStack, cut: 
         leaked = GatewayStack.add_tenant(store, tenant, name="leaked")
     caller = TenantHttp(stack, leaked)
     caller.create_topic("leaked", 1)
+    fleet_topic = TenantNamespace(tenant).fleet("leaked")
 
     def body() -> Iterator[bytes]:
         yield _plain_chunk(0)
+        _wait_stored(stack, fleet_topic, PER_CHUNK)
         with stack.store() as store:
             if cut == "revoke":
                 store.revoke_api_key(leaked.key_id, actor=OPERATOR)
@@ -181,5 +210,5 @@ def test_a_key_revoked_mid_stream_writes_nothing_more(stack: GatewayStack, cut: 
         answered = []  # the gateway ended the stream: acceptable
     later = answered[PER_CHUNK:]
     assert all(r["error_code"] != 200 for r in later), later[:3]
-    stored = _stored(stack, TenantNamespace(tenant).fleet("leaked"))
+    stored = _stored(stack, fleet_topic)
     assert stored == [f"r{i}" for i in range(PER_CHUNK)]
