@@ -2,9 +2,12 @@
 
 `Echo` answers each request with its own bytes (its correlation id counts the requests); a
 `park-request` waits until `release` is set, and a `file-request` is answered with the first
-`file_bytes` of the file `fd` as a file region (as Fetch is). `serve` starts the connection on one
+`file_bytes` of the file `fd` as a file region (as Fetch is), or with `region` when one is given
+(handed over once: the echo keeps no reference, as a Fetch answer keeps none once sent); a
+`fill-request` is answered with `fill_bytes` bytes. `serve` starts the connection on one
 end of a socketpair and returns it with the client's streams; `frame` and `numbered` write and
-read the wire format. Runs on the test's event loop.
+read the wire format; `run_on` runs a scenario on one answer path (`thread`: the writer thread on
+asyncio's loop; `asyncio`, `uvloop`: the transport on that loop). Runs on the test's event loop.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import uvloop
 
 from brokers.log.file_records import FileRegion
 from brokers.server.answer_writer import AnswerWriter
@@ -22,11 +28,26 @@ from brokers.server.dispatcher import Peer, Reply
 from brokers.server.response import RawResponse
 from brokers.wire.framing import FrameLimits
 
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop,
+    "uvloop": uvloop.new_event_loop,
+}
+
 
 class Echo:
-    def __init__(self, fd: int = -1, file_bytes: int = 0) -> None:
+    def __init__(
+        self,
+        fd: int = -1,
+        file_bytes: int = 0,
+        *,
+        region: FileRegion | None = None,
+        fill_bytes: int = 0,
+    ) -> None:
         self.fd = fd
         self.file_bytes = file_bytes
+        self.region = region
+        self.fill_bytes = fill_bytes
+        self.file_answered = asyncio.Event()
         self.release = asyncio.Event()
         self.parked = asyncio.Event()
         self.correlation = 0
@@ -36,8 +57,13 @@ class Echo:
         if bytes(frame) == b"park-request":
             self.parked.set()
             await self.release.wait()
+        if bytes(frame) == b"fill-request":
+            return Reply(self.correlation, False, b"f" * self.fill_bytes)
         if bytes(frame) == b"file-request":
-            region = FileRegion(self.fd, 0, self.file_bytes)
+            region, self.region = self.region, None
+            if region is None:
+                region = FileRegion(self.fd, 0, self.file_bytes)
+            self.file_answered.set()
             return Reply(self.correlation, False, RawResponse([region]))
         return Reply(self.correlation, False, bytes(frame))
 
@@ -79,3 +105,15 @@ async def numbered(reader: asyncio.StreamReader, count: int) -> list[tuple[int, 
         body = await asyncio.wait_for(reader.readexactly(size), 10)
         found.append((int.from_bytes(body[:4], "big"), body[4:]))
     return found
+
+
+def run_on(path: str, scenario: Callable[[AnswerWriter | None], Any]) -> Any:
+    """`scenario` on the path: `thread` (asyncio's loop, a writer thread of its own, stopped
+    after) or a loop's name (the transport's path)."""
+    writer = AnswerWriter() if path == "thread" else None
+    try:
+        with asyncio.Runner(loop_factory=LOOPS.get(path, asyncio.new_event_loop)) as runner:
+            return runner.run(scenario(writer))
+    finally:
+        if writer is not None:
+            writer.stop()

@@ -21,18 +21,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import uvloop
 
 from brokers.server.answer_writer import AnswerWriter
 from tests.polling import wait_until_async
-from tests.unit.server.echo_connection import Echo, Served, frame, serve
+from tests.unit.server.echo_connection import Echo, Served, frame, run_on, serve
 
 pytestmark = pytest.mark.unit
 
-LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
-    "asyncio": asyncio.new_event_loop,
-    "uvloop": uvloop.new_event_loop,
-}
 FINISH_S = 30.0  # what a passing case may take under load (bounds a hang only)
 REQUESTS = (b"first-request", b"file-request", b"last-request")
 
@@ -51,19 +46,8 @@ def _answers_to_eof(path: str, fd: int, size: int, bound: float) -> bytes:
             served.client.close()
             await asyncio.wait_for(served.task, FINISH_S)
 
-    result: bytes = _run(path, scenario)
+    result: bytes = run_on(path, scenario)
     return result
-
-
-def _run(path: str, scenario: Callable[[AnswerWriter | None], Any]) -> Any:
-    """`scenario` on the path: `thread` (asyncio's loop, the writer thread) or a loop's name."""
-    writer = AnswerWriter() if path == "thread" else None
-    try:
-        with asyncio.Runner(loop_factory=LOOPS.get(path, asyncio.new_event_loop)) as runner:
-            return runner.run(scenario(writer))
-    finally:
-        if writer is not None:
-            writer.stop()
 
 
 @pytest.fixture
@@ -136,7 +120,7 @@ def test_closing_a_connection_whose_client_does_not_read_a_region_ends_it(
             finally:
                 served.client.close()
 
-        _run(path, scenario)
+        run_on(path, scenario)
 
 
 @pytest.mark.parametrize(
@@ -188,4 +172,4 @@ def test_closing_a_connection_whose_client_does_not_read_its_answers_ends_it(
             served.transport.abort()  # what a fix does: lets a hung case's serve end too
             served.client.close()
 
-    _run(path, scenario)
+    run_on(path, scenario)
