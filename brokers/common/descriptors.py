@@ -1,29 +1,51 @@
 """The broker's file-descriptor budget: how many more partitions its open-file limit allows.
 
 Owns: `DescriptorBudget` — the process's soft RLIMIT_NOFILE (read at each check, so a limit
-raised live with `prlimit` counts at once), the descriptors open now (`/proc/self/fd`), a reserve
-kept free for connections, segment rolls and checkpoint writes, and what one partition costs: 4
-descriptors (its `.log` opened for reading and, from the first append, for writing, plus `.index`
-and `.timeindex`), measured on this code base. Topic registries ask it
-before creating anything, so a CreateTopics or CreatePartitions that the limit cannot hold is
-refused whole with a message naming the limit, instead of failing halfway with EMFILE (issue 13).
-Kafka has no such check (an EMFILE there takes the log dir offline); the refusal is
+raised live with `prlimit` counts at once), the descriptors open now (`/proc/self/fd`), a reserve,
+and what one partition costs: 4 descriptors (its `.log` opened for reading and, from the first
+append, for writing, plus `.index` and `.timeindex`), measured on this code base. Topic registries
+ask it before creating anything, so a CreateTopics or CreatePartitions that the limit cannot hold
+is refused whole with a message naming the limit, instead of failing halfway with EMFILE (issue
+13). Kafka has no such check (an EMFILE there takes the log dir offline); the refusal is
 POLICY_VIOLATION, the code Kafka's controller gives a request too large to carry out.
-`DescriptorLimitError` carries the message. Listing `/proc/self/fd` costs time in proportion to
-the descriptors open (tens of thousands with many partitions), so a check first tries the size of
-the process's descriptor table (`FDSize`, one short read), an upper bound on the count: only a
-request that does not fit under that bound lists them. Reads only; thread-safe.
+`DescriptorLimitError` carries the message.
+
+How the limit is split. Sockets — client connections, the listeners, ZooKeeper's and replica
+fetchers' connections, the metrics endpoint, the event loop's self-pipe — draw on the reserve (a
+tenth of the limit, at least 64), which is never promised to partitions (what sockets leave of
+it takes segment rolls and checkpoint writes); every other descriptor
+(segments, indexes, checkpoints, the log file, pipes, the loop's epoll/eventfd) draws on the rest.
+So a partition fits when `files + max(reserve, sockets) + 4 <= limit`: while sockets stay within
+the reserve, connecting or disconnecting clients never changes how many partitions fit (it used
+to: the next admin client's own connections moved the answer by one, issue 13's flaky fd-limit
+tests). The listener (`brokers/server/accept.py`) has no connection cap of its own: it accepts
+until the kernel says EMFILE and then backs off. So connections past the reserve take descriptors
+the partitions' share would have had; the budget counts those sockets as taken (the `max`), and
+never promises a partition a descriptor a socket holds. What it promises is not held for it: a
+connection accepted between the check and the opening can still take it. A topic whose logs are
+opened at once then fails with EMFILE and is rolled back whole; a log deferred to later event-loop
+slices (wider topics) that fails leaves its partition offline (`brokers/replication/local_topics.py`,
+docs/broker-config.md).
+
+Cost: telling sockets from files takes an `fstat` per open descriptor (~3 µs each; `readlink` of
+`/proc/self/fd/N` costs 2.6 times that), and listing `/proc/self/fd` alone takes time in proportion
+to the descriptors open (tens of thousands with many partitions). So a check with `at_least`
+tries two upper bounds on `files + max(reserve, sockets)` first, cheapest first: the size of the
+process's descriptor table (`FDSize`, one short read) plus the reserve, then the listed count plus
+the reserve; only a request neither proves fits is decided on the exact count. Reads only;
+thread-safe.
 """
 
 from __future__ import annotations
 
 import os
 import resource
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 DESCRIPTORS_PER_PARTITION = 4
-MIN_RESERVE = 64  # connections, rolls, checkpoints, ZooKeeper, the metrics endpoint
+MIN_RESERVE = 64  # sockets: connections, listeners, ZooKeeper, the metrics endpoint
 
 
 class DescriptorLimitError(Exception):
@@ -38,6 +60,35 @@ def open_descriptors() -> int:
         except OSError:
             continue
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class OpenDescriptors:
+    """The descriptors open at one moment, by kind."""
+
+    files: int  # anything but a socket: files, pipes, epoll, eventfd
+    sockets: int
+
+
+def open_by_kind() -> OpenDescriptors:
+    """This process's open descriptors, sockets apart (one `fstat` each; module doc)."""
+    for directory in ("/proc/self/fd", "/dev/fd"):
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        files = sockets = 0
+        for name in names:
+            try:
+                mode = os.fstat(int(name)).st_mode
+            except (OSError, ValueError):
+                continue  # closed since the listing (the listing's own descriptor among them)
+            if stat.S_ISSOCK(mode):
+                sockets += 1
+            else:
+                files += 1
+        return OpenDescriptors(files, sockets)
+    return OpenDescriptors(0, 0)
 
 
 def descriptor_table_size() -> int | None:
@@ -60,7 +111,8 @@ def soft_limit() -> int | None:
 
 
 def reserve_for(limit: int) -> int:
-    """Descriptors never promised to partitions: a tenth of the limit, at least 64."""
+    """Descriptors never promised to partitions, the sockets' share: a tenth of the limit, at
+    least 64."""
     return max(MIN_RESERVE, limit // 10)
 
 
@@ -72,24 +124,42 @@ class DescriptorBudget:
     # An upper bound on `count_open`; by default the descriptor table's size when `count_open`
     # is the real count, none for a substituted one.
     count_at_most: Callable[[], int | None] | None = None
+    # The exact count by kind; by default `open_by_kind` when `count_open` is the real count,
+    # else `count_open`'s count taken as all files (no sockets).
+    count_kinds: Callable[[], OpenDescriptors] | None = None
 
     def partitions_available(self, *, at_least: int | None = None) -> int | None:
         """How many more partitions fit under the limit now; None: no limit. With `at_least`,
-        a count that proves that many fit may come from the cheap upper bound on the open
-        descriptors (module doc) and be lower than the exact one."""
+        a count that proves that many fit may come from an upper bound on the descriptors open
+        (module doc) and be lower than the exact one."""
         limit = self.read_limit()
         if limit is None:
             return None
         reserve = reserve_for(limit)
+        if at_least is not None:
+            for bound in self._upper_bounds():
+                sure = (limit - bound - reserve) // self.per_partition
+                if sure >= at_least:
+                    return sure
+        now = self._count_kinds()
+        free = limit - now.files - max(reserve, now.sockets)
+        return max(0, free // self.per_partition)
+
+    def _upper_bounds(self) -> Iterator[int]:
+        """Upper bounds on all descriptors open (so on `files`), cheapest first."""
         at_most = self.count_at_most
         if at_most is None and self.count_open is open_descriptors:
             at_most = descriptor_table_size
-        if at_least is not None and at_most is not None and (bound := at_most()) is not None:
-            sure = (limit - bound - reserve) // self.per_partition
-            if sure >= at_least:
-                return sure
-        free = limit - self.count_open() - reserve
-        return max(0, free // self.per_partition)
+        if at_most is not None and (bound := at_most()) is not None:
+            yield bound
+        yield self.count_open()
+
+    def _count_kinds(self) -> OpenDescriptors:
+        if self.count_kinds is not None:
+            return self.count_kinds()
+        if self.count_open is open_descriptors:
+            return open_by_kind()
+        return OpenDescriptors(self.count_open(), 0)
 
     def check(self, partitions: int, what: str, *, available: int | None = None) -> None:
         """Raise DescriptorLimitError unless `partitions` more fit (`available`: an estimate
@@ -103,7 +173,7 @@ class DescriptorBudget:
             return
         raise DescriptorLimitError(
             f"the broker's open-file limit ({limit}) allows {available} more partitions; "
-            f"{what} needs {partitions} (each holds {self.per_partition} descriptors, "
-            f"{reserve_for(limit)} are kept for connections). Nothing was created: raise the "
-            "limit (ulimit -n, systemd LimitNOFILE) or delete topics."
+            f"{what} needs {partitions} (each holds {self.per_partition} descriptors; "
+            f"{reserve_for(limit)} are kept for connections and other sockets). Nothing was "
+            "created: raise the limit (ulimit -n, systemd LimitNOFILE) or delete topics."
         )

@@ -19,7 +19,12 @@ from typing import Any
 import pytest
 
 from brokers.app.runtime import Broker
-from brokers.common.descriptors import DescriptorBudget, open_descriptors, reserve_for
+from brokers.common.descriptors import (
+    DescriptorBudget,
+    open_by_kind,
+    open_descriptors,
+    reserve_for,
+)
 from brokers.handlers import create_partitions, create_topics
 from brokers.replication.local_topics import REGISTRY_FILE, LocalTopicRegistry
 from brokers.wire.errors import ErrorCode
@@ -144,9 +149,11 @@ def test_the_default_budget_follows_this_process_limit_as_it_changes() -> None:
     # The smallest limit leaving room for 5 partitions (4 descriptors each) plus 2 spare, so a
     # descriptor another thread opens or closes meanwhile does not change the answer; the
     # reserve grows with the limit (a tenth of it) once many descriptors are open.
-    now_open = open_descriptors()
+    now = open_by_kind()  # sockets draw on the reserve (module doc)
     limit = next(
-        n for n in range(now_open, now_open + 10_000) if n - now_open - reserve_for(n) >= 22
+        n
+        for n in range(now.files, now.files + 10_000)
+        if n - now.files - max(reserve_for(n), now.sockets) >= 22
     )
     with open_file_limit(limit):
         assert DescriptorBudget().partitions_available() == 5

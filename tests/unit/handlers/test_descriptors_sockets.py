@@ -1,0 +1,89 @@
+"""Sockets draw on the descriptor budget's reserve, not on the partitions' share (issue 13: the next
+admin client's own connections moved "allows 44" to "allows 43", failing the fd-limit e2e tests).
+
+This test process's own RLIMIT_NOFILE is lowered for a moment so that the real budget's answer is
+small; real sockets (socketpairs) are opened and closed around it."""
+
+from __future__ import annotations
+
+import resource
+import socket
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+import pytest
+
+from brokers.common.descriptors import (
+    DescriptorBudget,
+    DescriptorLimitError,
+    OpenDescriptors,
+    open_by_kind,
+    open_descriptors,
+    reserve_for,
+)
+
+pytestmark = pytest.mark.unit
+SPARE = 40  # room for 10 partitions beyond what is open
+
+
+@contextmanager
+def open_file_limit(soft: int) -> Iterator[None]:
+    saved = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, saved[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, saved)
+
+
+@contextmanager
+def sockets(count: int) -> Iterator[None]:
+    """`count` more sockets open in this process (socketpairs: two each)."""
+    with ExitStack() as stack:
+        for _ in range(count // 2):
+            for end in socket.socketpair():
+                stack.enter_context(end)
+        yield
+
+
+def test_open_by_kind_tells_sockets_from_files() -> None:
+    before = open_by_kind()
+    with sockets(20):
+        during = open_by_kind()
+        assert during.sockets == before.sockets + 20, (before, during)
+        assert during.files == before.files, (before, during)
+        assert during.files + during.sockets == open_descriptors()
+
+
+def test_connecting_and_disconnecting_never_changes_how_many_partitions_fit() -> None:
+    now = open_by_kind()
+    limit = now.files + now.sockets + 64 + SPARE
+    assert now.sockets + 24 < reserve_for(limit), f"this process holds {now.sockets} sockets"
+    budget = DescriptorBudget()
+    with open_file_limit(limit):
+        fits = budget.partitions_available()
+        assert fits is not None and fits >= SPARE // 4
+        with sockets(24):  # six partitions' worth
+            assert budget.partitions_available() == fits
+            budget.check(fits, "topic 'exact'")  # through the cheap bounds to the exact count
+            with pytest.raises(DescriptorLimitError, match=f"allows {fits} more partitions"):
+                budget.check(fits + 1, "topic 'one more'")
+        assert budget.partitions_available() == fits
+
+
+def test_sockets_past_the_reserve_are_not_promised_to_partitions() -> None:
+    # accept.py has no connection cap: connections past the reserve hold descriptors the
+    # partitions' share would have had, and the budget must count them (module doc).
+    budget = DescriptorBudget(lambda: 1_000, count_kinds=lambda: OpenDescriptors(100, 40))
+    assert budget.partitions_available() == (1_000 - 100 - 100) // 4  # 40 sockets < 100 reserved
+    crowded = DescriptorBudget(lambda: 1_000, count_kinds=lambda: OpenDescriptors(100, 300))
+    assert crowded.partitions_available() == (1_000 - 100 - 300) // 4
+    now = open_by_kind()
+    limit = now.files + now.sockets + 64 + SPARE
+    with open_file_limit(limit):
+        fits = DescriptorBudget().partitions_available() or 0
+        with sockets(reserve_for(limit) - now.sockets + 8):
+            held = open_by_kind().sockets
+            assert held > reserve_for(limit)
+            expected = (limit - now.files - held) // 4
+            assert DescriptorBudget().partitions_available() == expected < fits
