@@ -1,22 +1,30 @@
 """The `.log` file of one segment: whole batches appended, scanned and sliced (Kafka's FileRecords).
 
-Owns: the segment's file descriptors and `FileRegion`, the (fd, position, size) slice that fetch
-sends with `sendfile`. Appends go through a lazily opened O_APPEND descriptor with one `os.writev`
-per append (split only past IOV_MAX buffers, short writes resumed; a failed write is rolled back so
-the file never keeps half a batch; `restore_size` is the segment's undo of a failed append). Reads
-use a separate read-only descriptor with `os.pread`, which stays open until the segment's files are
-finally removed, so regions handed to in-flight fetches stay valid after a roll, a truncation of
-later data or a rename to `.deleted` (why Kafka deletes asynchronously). Header scans read in
-chunks, so walking small batches costs few syscalls. Every call goes through the `FileOps` seam
-(file_ops), so tests can fail any one of them.
+Owns: the segment's file descriptors, `FileHandle` and `FileRegion`, the (file, position, size)
+slice that fetch sends with `sendfile`. Appends go through a lazily opened O_APPEND descriptor
+with one `os.writev` per append (split only past IOV_MAX buffers, short writes resumed; a failed
+write is rolled back so the file never keeps half a batch; `restore_size` is the segment's undo of
+a failed append). Reads use a separate read-only descriptor with `os.pread`, owned by a
+`FileHandle`: the segment holds the handle while it is open, and every region handed out holds it
+too, so the descriptor closes when the last of them lets go (CPython's reference counting: at
+once, on whichever thread drops the last reference) and never while a region still names it. A
+region queued behind a slow client therefore reads its own file — after a roll, a truncation of
+later data, a rename to `.deleted` (why Kafka deletes asynchronously) or the final unlink — and
+never the file that took over a closed descriptor's number (another tenant's segment).
+`close`/`delete` drop the segment's reference; they close nothing a region still uses. Header
+scans read in chunks, so walking small batches costs few syscalls. Every call goes through the
+`FileOps` seam (file_ops), so tests can fail any one of them.
 
-Runs on the event loop; not thread-safe. `FileRegion` is immutable and thread-safe to read.
+Runs on the event loop; not thread-safe. `FileHandle` and `FileRegion` are immutable and
+thread-safe to read; a handle's close (a `weakref.finalize`) runs exactly once, on any thread.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,13 +41,39 @@ SCAN_CHUNK = 16 * 1024
 _MIN_BATCH_SIZE = HEADER_SIZE
 
 
+class FileHandle:
+    """An open descriptor that closes once nothing refers to the handle any more. Holders use
+    `fd` only while they hold the handle, so the number can never name another file for them."""
+
+    __slots__ = ("__weakref__", "_closer", "fd")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._closer = weakref.finalize(self, _close_quietly, fd)
+
+    @property
+    def open(self) -> bool:
+        """Whether the descriptor is still open (False once the last holder let go)."""
+        return self._closer.alive
+
+
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
 @dataclass(frozen=True, slots=True)
 class FileRegion:
-    """`size` bytes of an open segment file starting at `position` (what fetch sends)."""
+    """`size` bytes of a segment file starting at `position` (what fetch sends). It holds the
+    file open: a sender keeps the region itself, not its `fd`, for as long as it sends."""
 
-    fd: int
+    file: FileHandle
     position: int
     size: int
+
+    @property
+    def fd(self) -> int:
+        return self.file.fd
 
     def read(self) -> bytes:
         """The region's bytes via pread (for transports without sendfile, and tests)."""
@@ -59,7 +93,8 @@ class FileRecords:
     def __init__(self, path: Path, read_fd: int, size: int, files: FileOps = OS_FILES) -> None:
         self.path = path
         self.size = size
-        self._read_fd = read_fd
+        self._file: FileHandle | None = FileHandle(read_fd)
+        self._read_fd = read_fd  # the handle's, while the segment holds it; -1 once closed
         self._write_fd: int | None = None
         self._files = files
 
@@ -105,7 +140,9 @@ class FileRecords:
         return self._files.preadv(self._read_fd, [buffer], position)
 
     def region(self, position: int, size: int) -> FileRegion:
-        return FileRegion(self._read_fd, position, size)
+        if self._file is None:
+            raise OSError(errno.EBADF, f"{self.path}: the segment is closed")
+        return FileRegion(self._file, position, size)
 
     def headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch starting in [start, end); raises CorruptLogError."""
@@ -147,10 +184,11 @@ class FileRecords:
             self._write_fd = None
 
     def close(self) -> None:
+        """Drop the segment's hold on its file: the read descriptor closes now, or when the
+        last region handed out of it is dropped (a fetch answer still queued)."""
         self.close_writer()
-        if self._read_fd >= 0:
-            os.close(self._read_fd)
-            self._read_fd = -1
+        self._file = None  # the handle's finalizer closes the descriptor once unreferenced
+        self._read_fd = -1
 
     def rename(self, path: Path) -> None:
         self._files.rename(self.path, path)

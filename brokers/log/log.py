@@ -20,8 +20,8 @@ Loading and recovery live in log_loader, the segment list and its delayed delete
 log_segments, the retention rules in retention, header patching in offset_assignment.
 `high_watermark` is set by replication; retention and DeleteRecords never go past it (None: no
 replication, the log end). Segments removed while the log is live are renamed `.deleted` and
-unlinked by `delete_expired_segment_files` after `file.delete.delay.ms`, so in-flight
-`FileRegion`s stay valid.
+unlinked by `delete_expired_segment_files` after `file.delete.delay.ms`; an in-flight
+`FileRegion` holds its file open however long it waits (file_records' `FileHandle`).
 
 Storage failures (docs/storage-errors.md): file calls go through the `FileOps` given to `open`.
 An append failing at any step (roll, producer snapshot, `.log`, either index, epoch checkpoint) is

@@ -2,9 +2,12 @@
 
 Owns: the segment list sorted by base offset (floor lookups by bisect), the last one being the
 active segment; removal in Kafka's two steps (every file of the segment, `.txnindex` included,
-renamed `.deleted` now, unlinked once `file.delete.delay.ms` has passed, so `FileRegion`s already
-handed to fetches stay valid), also when compaction swaps consecutive segments for their cleaned copy (`replace`); fsync of a range
-of segments and of the directory when segment files were created since the last one.
+renamed `.deleted` now, unlinked once `file.delete.delay.ms` has passed, as Kafka does; a
+`FileRegion` already handed to a fetch holds its file open past that for as long as the answer
+waits, file_records' `FileHandle`), also when compaction swaps consecutive segments for their
+cleaned copy (`replace`); fsync of a range of segments and of the directory when segment files
+were created since the last one. Closing a segment drops its hold on the read descriptor: it
+closes once no region holds it either.
 
 Runs on the event loop; not thread-safe.
 """

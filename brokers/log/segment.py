@@ -13,8 +13,8 @@ producer-state replay refills it; it is truncated, renamed, deleted and undone w
 
 Index entries are made per batch, whenever more than `index.interval.bytes` were appended since the
 last entry, so a lookup never scans more than about one interval of headers. Lookups, reads and
-recovery use batch headers only: no per-record work. `FileRegion`s handed out stay readable until
-`delete_files()` (see file_records).
+recovery use batch headers only: no per-record work. `FileRegion`s handed out keep their file open and
+readable for as long as they are held, `delete_files()` included (see file_records).
 
 Runs on the event loop; not thread-safe.
 """

@@ -19,7 +19,10 @@ reused by a new connection after the transport closed can never receive another 
 bytes, and an idle connection holds one descriptor, as before. A socket that
 would block is polled for POLLOUT; a write error (the client left) drops that outbox's queue and
 ends it (`failed`) and tells the connection, which closes; so does a region that cannot be read or
-whose file ends before it. `finish` resolves when everything queued before it is written or
+whose file ends before it. A queued region is held by its slice (not copied to a bare descriptor
+number), so its file stays open until it is written or dropped, and the number cannot be reused
+meanwhile for another file (another tenant's segment); dropping the last slice of a deleted
+segment's region closes that file on whichever thread drops it (a `close` is thread-safe). `finish` resolves when everything queued before it is written or
 dropped.
 """
 
@@ -47,11 +50,14 @@ Item = bytes | bytearray | memoryview | FileSegment
 
 
 class _FileSlice:
-    """What is left to send of a region (the writer's own, mutable copy)."""
+    """What is left to send of a region (the writer's own, mutable copy). It holds the region,
+    which holds its file open: `fd` names that file for as long as the slice exists, even if the
+    segment was deleted meanwhile (file_records' `FileHandle`)."""
 
-    __slots__ = ("fd", "position", "sendfile", "size")
+    __slots__ = ("fd", "position", "region", "sendfile", "size")
 
     def __init__(self, region: FileSegment, sendfile: bool) -> None:
+        self.region = region
         self.fd, self.position, self.size = region.fd, region.position, region.size
         self.sendfile = sendfile and region.size >= _SMALL_REGION
 
@@ -97,7 +103,8 @@ class Outbox:
         return any(below >= 0 for below, _future in self._waiters)
 
     def send(self, items: Sequence[Item]) -> None:
-        """Queue `items` in order (a region's fd must stay open until it is written)."""
+        """Queue `items` in order; a queued region is held (and with it its file) until it is
+        written or dropped."""
         if self.closed:
             return
         size = 0

@@ -31,7 +31,7 @@ from brokers.server.answer_writer import AnswerWriter, Outbox
 from brokers.server.dispatcher import CloseConnection, Dispatcher, Peer, Reply
 from brokers.server.metrics import ServerMetrics
 from brokers.server.request_memory import RequestMemory
-from brokers.server.response import Part, RawResponse
+from brokers.server.response import FileSegment, Part, RawResponse
 from brokers.server.transport_sendfile import send_region
 from brokers.wire.framing import (
     FrameLimits,
@@ -344,11 +344,10 @@ class Connection:
                 pending.append(_whole(part))
         self._writer.writelines(pending)
 
-    async def _sendfile(self, region: Part) -> None:
-        fd, position, size = region.fd, region.position, region.size  # type: ignore[union-attr]
+    async def _sendfile(self, region: FileSegment) -> None:
         self._waiting_since = self._clock()  # the client reading the response is progress
-        try:  # on asyncio's loop and on uvloop (transport_sendfile)
-            await send_region(self._writer, fd, position, size)
+        try:  # on asyncio's loop and on uvloop (transport_sendfile); it holds the region's file
+            await send_region(self._writer, region)
         except (asyncio.SendfileNotAvailableError, NotImplementedError):
             self._use_sendfile = False
             self._writer.write(_whole(region))

@@ -12,7 +12,9 @@ from typing import Protocol
 
 
 class FileSegment(Protocol):
-    """A byte range of an open file: what fetch sends with sendfile, or reads with pread."""
+    """A byte range of an open file: what fetch sends with sendfile, or reads with pread. A
+    sender holds the part itself while it uses `fd` (a log region keeps its file open only while
+    held: file_records' `FileHandle`), never the bare number."""
 
     @property
     def fd(self) -> int: ...

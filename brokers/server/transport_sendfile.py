@@ -11,7 +11,9 @@ the client reads nothing: ConnectionError, and the duplicate is closed). TLS tra
 transports without a socket raise `asyncio.SendfileNotAvailableError` (the caller copies
 instead), as does a file sendfile cannot read before anything was sent; a broken or reset socket
 raises ConnectionError, as does a file shorter than the region (the connection ends rather
-than let the next answer's bytes stand in for the missing ones).
+than let the next answer's bytes stand in for the missing ones). The call holds the region
+object, which keeps its file open however long it waits (not a bare descriptor number that a
+deletion could close and an `open` reuse).
 
 Contract: nothing else writes to the transport until the call returns. Runs on the event loop;
 not thread-safe.
@@ -23,9 +25,13 @@ import asyncio
 import errno
 import os
 
+from brokers.server.response import FileSegment
 
-async def send_region(writer: asyncio.StreamWriter, fd: int, position: int, size: int) -> None:
-    """Send `size` bytes of `fd` from `position` after everything written to `writer` before."""
+
+async def send_region(writer: asyncio.StreamWriter, region: FileSegment) -> None:
+    """Send `region` after everything written to `writer` before. The region is held for the
+    whole call, and with it its file (file_records' `FileHandle`): however long the wait for the
+    transport, its descriptor number names that file, never one opened since."""
     transport = writer.transport
     sock = transport.get_extra_info("socket")
     if sock is None or transport.get_extra_info("sslcontext") is not None:
@@ -35,7 +41,7 @@ async def send_region(writer: asyncio.StreamWriter, fd: int, position: int, size
         raise ConnectionError(errno.EPIPE, "socket is not connected")
     out = os.dup(sock.fileno())
     try:
-        await _send(writer, out, fd, position, size)
+        await _send(writer, out, region.fd, region.position, region.size)
     finally:
         os.close(out)
 

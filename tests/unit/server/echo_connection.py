@@ -2,7 +2,7 @@
 
 `Echo` answers each request with its own bytes (its correlation id counts the requests); a
 `park-request` waits until `release` is set, and a `file-request` is answered with the first
-`file_bytes` of the file `fd` as a file region (as Fetch is), or with `region` when one is given
+`file_bytes` of the file `fd` as a file region (as Fetch is; a duplicate of `fd` it holds open), or with `region` when one is given
 (handed over once: the echo keeps no reference, as a Fetch answer keeps none once sent); a
 `fill-request` is answered with `fill_bytes` bytes. `serve` starts the connection on one
 end of a socketpair and returns it with the client's streams; `frame` and `numbered` write and
@@ -13,6 +13,7 @@ asyncio's loop; `asyncio`, `uvloop`: the transport on that loop). Runs on the te
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from typing import Any
 
 import uvloop
 
-from brokers.log.file_records import FileRegion
+from brokers.log.file_records import FileHandle, FileRegion
 from brokers.server.answer_writer import AnswerWriter
 from brokers.server.connection import Connection
 from brokers.server.dispatcher import Peer, Reply
@@ -62,7 +63,7 @@ class Echo:
         if bytes(frame) == b"file-request":
             region, self.region = self.region, None
             if region is None:
-                region = FileRegion(self.fd, 0, self.file_bytes)
+                region = FileRegion(FileHandle(os.dup(self.fd)), 0, self.file_bytes)
             self.file_answered.set()
             return Reply(self.correlation, False, RawResponse([region]))
         return Reply(self.correlation, False, bytes(frame))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import uvloop
 
+from brokers.log.file_records import FileHandle, FileRegion
 from brokers.server.transport_sendfile import send_region
 
 pytestmark = pytest.mark.unit
@@ -57,7 +58,7 @@ async def _send_and_read(fd: int, position: int) -> bytes:
     first = await reader.readexactly(FIRST)
     reading = asyncio.ensure_future(reader.readexactly(expected - FIRST))
     try:
-        await send_region(writer, fd, position, REGION)
+        await send_region(writer, FileRegion(FileHandle(os.dup(fd)), position, REGION))
         writer.write(AFTER)
         async with asyncio.timeout(HANG_S):
             return first + await reading
