@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,3 +85,17 @@ def read_all(log: Log, *, from_offset: int | None = None) -> list[StoredBatch]:
             )
         offset = result.next_offset
     return batches
+
+
+def held_by_process(path: Path) -> list[str]:
+    """The files under `path` (or `path` itself) that a descriptor of this process still has
+    open, deleted or not."""
+    held = []
+    for entry in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{entry}").removesuffix(" (deleted)")
+        except OSError:  # the listing's own descriptor, closed meanwhile
+            continue
+        if target == str(path) or target.startswith(f"{path}/"):
+            held.append(target)
+    return held

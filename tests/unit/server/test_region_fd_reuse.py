@@ -24,6 +24,7 @@ import pytest
 from brokers.log.file_records import FileRecords
 from brokers.server.answer_writer import AnswerWriter
 from tests.polling import wait_until_async
+from tests.unit.log.partition_helpers import held_by_process
 from tests.unit.server.echo_connection import Echo, frame, run_on, serve
 
 pytestmark = pytest.mark.unit
@@ -46,18 +47,6 @@ def _segment(directory: Path, name: str, content: bytes) -> FileRecords:
     return records
 
 
-def _held_by_process(path: Path) -> bool:
-    """Whether a descriptor of this process still refers to `path` (deleted or not)."""
-    for entry in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{entry}")
-        except OSError:
-            continue
-        if target.removesuffix(" (deleted)") == str(path):
-            return True
-    return False
-
-
 def test_a_region_reads_its_own_file_after_its_segment_is_deleted(tmp_path: Path) -> None:
     mine, theirs = os.urandom(SMALL_REGION), os.urandom(SMALL_REGION)
     segment = _segment(tmp_path, "mine.log", mine)
@@ -76,16 +65,16 @@ def test_the_file_closes_when_the_last_region_of_a_deleted_segment_is_dropped(
     segment = _segment(tmp_path, "mine.log", b"m" * 1000)
     region = segment.region(0, 1000)
     segment.delete()
-    assert _held_by_process(tmp_path / "mine.log")  # the region keeps it open
+    assert held_by_process(tmp_path / "mine.log")  # the region keeps it open
     del region
-    assert not _held_by_process(tmp_path / "mine.log")
+    assert not held_by_process(tmp_path / "mine.log")
 
 
 def test_a_segment_closed_with_no_region_out_closes_its_file_at_once(tmp_path: Path) -> None:
     segment = _segment(tmp_path, "mine.log", b"m" * 1000)
     segment.region(0, 1000).read()
     segment.close()
-    assert not _held_by_process(tmp_path / "mine.log")
+    assert not held_by_process(tmp_path / "mine.log")
 
 
 async def _queued(path: str, echo: Echo) -> bool:
