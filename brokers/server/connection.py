@@ -260,6 +260,7 @@ class Connection:
             "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
         )
+        self._flush()  # held-back answers (a pipelined run whose last request had no answer)
         await self._end_answers(False)  # the answers before it leave first, then the transport's
         with contextlib.suppress(ConnectionError, TimeoutError, OSError):
             self._writer.write(head.encode() + body)

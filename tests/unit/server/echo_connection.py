@@ -4,7 +4,8 @@
 `park-request` waits until `release` is set, and a `file-request` is answered with the first
 `file_bytes` of the file `fd` as a file region (as Fetch is; a duplicate of `fd` it holds open), or with `region` when one is given
 (handed over once: the echo keeps no reference, as a Fetch answer keeps none once sent); a
-`fill-request` is answered with `fill_bytes` bytes. `serve` starts the connection on one
+`fill-request` is answered with `fill_bytes` bytes, and a `quiet-request` not at all (as a
+Produce with acks=0). `serve` starts the connection on one
 end of a socketpair and returns it with the client's streams; `frame` and `numbered` write and
 read the wire format; `run_on` runs a scenario on one answer path (`thread`: the writer thread on
 asyncio's loop; `asyncio`, `uvloop`: the transport on that loop). Runs on the test's event loop.
@@ -58,6 +59,8 @@ class Echo:
         if bytes(frame) == b"park-request":
             self.parked.set()
             await self.release.wait()
+        if bytes(frame) == b"quiet-request":
+            return None
         if bytes(frame) == b"fill-request":
             return Reply(self.correlation, False, b"f" * self.fill_bytes)
         if bytes(frame) == b"file-request":
