@@ -10,8 +10,11 @@ a staging folder renamed when complete, so an interrupted fetch leaves nothing h
 billing job never downloads: it reads the cache or fails naming this command. infra/test and
 infra/up run it (infra/lib.sh `pier_spark_jars`). `fetch` then builds the usage scan's jar
 (`billing.source.scan.build`: javac against PySpark's jars, into `scan/` of that cache, named by
-the source's digest), so a changed `UsageScan.java` is compiled on the next fetch.
-Blocking; run from the command line.
+the source's digest), so a changed `UsageScan.java` is compiled on the next fetch, and removes the
+jars of other sources from `scan/` once a day has passed since they were built (`prune_scan_jars`:
+another checkout sharing the cache — a `git worktree` of an older commit, a benchmark's "before"
+side — may still use a recent one; one it lost is rebuilt by its own next fetch, and until then
+the job fails naming this command). Blocking; run from the command line.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from billing.jars import KAFKA_SOURCE, MARKER, jar_dir, spark_version
@@ -56,6 +60,7 @@ _POM = """<?xml version="1.0" encoding="UTF-8"?>
 </project>
 """
 _VERSIONED = re.compile(r"(.+)-\d+\.\d+[\w.\-]*\.jar")
+STALE_SCAN_JAR_S = 24 * 3600  # another source's scan jar older than this is removed
 
 
 class FetchError(RuntimeError):
@@ -106,6 +111,24 @@ def fetch(version: str | None = None) -> Path:
     return dest
 
 
+def prune_scan_jars(
+    built: Path, *, now: float | None = None, stale_after_s: float = STALE_SCAN_JAR_S
+) -> list[Path]:
+    """Remove the usage scan jars beside `built` (`pier-usage-scan-<digest>.jar` of other sources)
+    built more than `stale_after_s` ago; the ones removed (module doc)."""
+    now = time.time() if now is None else now
+    prefix = built.name.rsplit("-", 1)[0]  # pier-usage-scan
+    removed = []
+    for jar in built.parent.glob(f"{prefix}-*.jar"):
+        try:
+            if jar != built and now - jar.stat().st_mtime > stale_after_s:
+                jar.unlink()
+                removed.append(jar)
+        except FileNotFoundError:
+            continue  # another fetch removed it first
+    return sorted(removed)
+
+
 def _copy_dependencies(version: str, staging: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="pier-spark-jars-") as work:
         pom = Path(work) / "pom.xml"
@@ -131,10 +154,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         folder = fetch()
-        scan.build()
+        built = scan.build()
     except (FetchError, scan.BuildError) as exc:
         print(f"infra/spark_jars: error: {exc}", file=sys.stderr)
         return 1
+    for jar in prune_scan_jars(built):
+        print(
+            f"infra/spark_jars: removed {jar.name} (another source's usage scan)", file=sys.stderr
+        )
     print(folder)
     return 0
 
