@@ -29,6 +29,14 @@ def old_jar(scan: Path, digest: str, age_s: float) -> Path:
     return jar
 
 
+def fetch(cache: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "infra.spark_jars", "fetch"]
+    env = {**os.environ, "PIER_SPARK_JARS": str(cache)}
+    return subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
 def test_a_new_scan_jar_removes_the_stale_ones(tmp_path: Path) -> None:
     cache = tmp_path / "jars"
     scan = cache / "scan"
@@ -38,9 +46,7 @@ def test_a_new_scan_jar_removes_the_stale_ones(tmp_path: Path) -> None:
     recent = old_jar(scan, "fedcba9876543210", 600)
     other = scan / "notes.txt"
     other.write_text("not a scan jar")
-    env = {**os.environ, "PIER_SPARK_JARS": str(cache)}
-    fetch = [sys.executable, "-m", "infra.spark_jars", "fetch"]
-    done = subprocess.run(fetch, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = fetch(cache)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(cache)
     jars = sorted(p.name for p in scan.glob("*.jar"))
@@ -48,6 +54,6 @@ def test_a_new_scan_jar_removes_the_stale_ones(tmp_path: Path) -> None:
     assert recent.name in jars and other.exists(), jars
     assert len(jars) == 2, jars  # the new one and the recent one
     assert f"removed {stale.name}" in done.stderr
-    again = subprocess.run(fetch, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    again = fetch(cache)
     assert again.returncode == 0 and "removed" not in again.stderr, again.stderr
     assert sorted(p.name for p in scan.glob("*.jar")) == jars
