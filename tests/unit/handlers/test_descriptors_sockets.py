@@ -6,7 +6,6 @@ small; real sockets (socketpairs) are opened and closed around it."""
 
 from __future__ import annotations
 
-import resource
 import socket
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -21,19 +20,10 @@ from brokers.common.descriptors import (
     open_descriptors,
     reserve_for,
 )
+from tests.unit.handlers.test_descriptor_limit import open_file_limit
 
 pytestmark = pytest.mark.unit
 SPARE = 40  # room for 10 partitions beyond what is open
-
-
-@contextmanager
-def open_file_limit(soft: int) -> Iterator[None]:
-    saved = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, saved[1]))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, saved)
 
 
 @contextmanager
