@@ -7,7 +7,7 @@
 `fill-request` is answered with `fill_bytes` bytes, and a `quiet-request` not at all (as a
 Produce with acks=0). `serve` starts the connection on one
 end of a socketpair and returns it with the client's streams; `frame` and `numbered` write and
-read the wire format; `run_on` runs a scenario on one answer path (`thread`: the writer thread on
+read the wire format, `read_to_eof` what a client gets until the connection ends; `run_on` runs a scenario on one answer path (`thread`: the writer thread on
 asyncio's loop; `asyncio`, `uvloop`: the transport on that loop). Runs on the test's event loop.
 """
 
@@ -17,7 +17,7 @@ import asyncio
 import os
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from brokers.server.dispatcher import Peer, Reply
 from brokers.server.response import RawResponse
 from brokers.wire.framing import FrameLimits
 
+SERVE_END_S = 30.0  # how long `serve` may take to end once the client closed (bounds a hang)
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "asyncio": asyncio.new_event_loop,
     "uvloop": uvloop.new_event_loop,
@@ -95,6 +96,26 @@ async def serve(echo: Echo, answers: AnswerWriter | None) -> Served:
     task = asyncio.create_task(connection.serve())
     client_reader, client = await asyncio.open_connection(sock=theirs)
     return Served(connection, task, transport, client_reader, client)
+
+
+async def read_to_eof(
+    served: Served,
+    data: bytes,
+    bound: float,
+    *,
+    ready: Callable[[], Awaitable[object]] | None = None,
+) -> bytes:
+    """Send `data`, wait for `ready` (if given), then read until the connection ends (TimeoutError
+    after `bound` seconds if it never does); the client closes and `serve` ends either way."""
+    try:
+        served.client.write(data)
+        if ready is not None:
+            await ready()
+        async with asyncio.timeout(bound):
+            return await served.reader.read()
+    finally:
+        served.client.close()
+        await asyncio.wait_for(served.task, SERVE_END_S)
 
 
 def frame(payload: bytes) -> bytes:

@@ -10,13 +10,11 @@ Real sockets (a socketpair), real loops, the real writer thread; the dispatcher 
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from brokers.server.answer_writer import AnswerWriter
 from tests.polling import wait_until_async
-from tests.unit.server.echo_connection import Echo, frame, run_on, serve
+from tests.unit.server.echo_connection import Echo, frame, read_to_eof, run_on, serve
 
 pytestmark = pytest.mark.unit
 
@@ -26,10 +24,14 @@ FILL = 1024 * 1024  # more than the socket takes: still queued when the HTTP req
 FINISH_S = 30.0  # bounds a hang only
 
 
-async def _all_dispatched(echo: Echo) -> bool:
-    """Whether the connection got to the HTTP request (the client reads only then, so the
-    answers are all queued or held back before any of them can leave)."""
-    return echo.correlation == len(REQUESTS)
+async def _dispatched(echo: Echo) -> None:
+    """Until the connection got to the HTTP request (the client reads only then, so the answers
+    are all queued or held back before any of them can leave)."""
+
+    async def all_of_them() -> bool:
+        return echo.correlation == len(REQUESTS)
+
+    await wait_until_async(all_of_them, what="requests dispatched")
 
 
 @pytest.mark.parametrize("path", ["thread", "asyncio", "uvloop"])
@@ -37,14 +39,8 @@ def test_kafka_answers_before_an_http_request_leave_first(path: str) -> None:
     async def scenario(writer: AnswerWriter | None) -> bytes:
         echo = Echo(fill_bytes=FILL)
         served = await serve(echo, writer)
-        try:
-            served.client.write(b"".join(frame(r) for r in REQUESTS) + HTTP_REQUEST)
-            await wait_until_async(lambda: _all_dispatched(echo), what="requests dispatched")
-            async with asyncio.timeout(FINISH_S):
-                return await served.reader.read()  # to the end of the stream
-        finally:
-            served.client.close()
-            await asyncio.wait_for(served.task, FINISH_S)
+        data = b"".join(frame(r) for r in REQUESTS) + HTTP_REQUEST
+        return await read_to_eof(served, data, FINISH_S, ready=lambda: _dispatched(echo))
 
     received: bytes = run_on(path, scenario)
     answers = frame(b"\x00\x00\x00\x01" + b"f" * FILL) + frame(b"\x00\x00\x00\x02first-request")

@@ -24,7 +24,7 @@ import pytest
 
 from brokers.server.answer_writer import AnswerWriter
 from tests.polling import wait_until_async
-from tests.unit.server.echo_connection import Echo, Served, frame, run_on, serve
+from tests.unit.server.echo_connection import Echo, Served, frame, read_to_eof, run_on, serve
 
 pytestmark = pytest.mark.unit
 
@@ -38,13 +38,7 @@ def _answers_to_eof(path: str, fd: int, size: int, bound: float) -> bytes:
 
     async def scenario(writer: AnswerWriter | None) -> bytes:
         served = await serve(Echo(fd, size), writer)
-        try:
-            served.client.write(b"".join(frame(r) for r in REQUESTS))
-            async with asyncio.timeout(bound):
-                return await served.reader.read()  # to the end of the stream
-        finally:
-            served.client.close()
-            await asyncio.wait_for(served.task, FINISH_S)
+        return await read_to_eof(served, b"".join(frame(r) for r in REQUESTS), bound)
 
     result: bytes = run_on(path, scenario)
     return result
