@@ -12,8 +12,9 @@ recovery scan; the marker is removed once all logs are open (a crash from then o
 again). A corrupt checkpoint is logged and ignored (logs then recover from offset 0, which is
 slow but safe). Directories named `*-delete` are leftovers of deleted partitions and are removed.
 Deleting a partition renames its directory to `<topic>-<partition>.<uuid>-delete` at once (so a
-new partition of the same name can be created) and removes it after `file.delete.delay.ms`, so
-fetches already holding its file regions finish (Kafka's async delete).
+new partition of the same name can be created) and removes it after `file.delete.delay.ms`
+(Kafka's async delete); a fetch answer still holding one of its file regions then keeps that
+file open until it is sent or dropped (file_records' `FileHandle`), never a bare number.
 
 Storage failures (docs/storage-errors.md): a log that went offline (log.py) is skipped by the
 periodic duties and only released at shutdown; then, or when any close or the final checkpoint
