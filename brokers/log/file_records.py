@@ -15,8 +15,9 @@ never the file that took over a closed descriptor's number (another tenant's seg
 scans read in chunks, so walking small batches costs few syscalls. Every call goes through the
 `FileOps` seam (file_ops), so tests can fail any one of them.
 
-Runs on the event loop; not thread-safe. `FileHandle` and `FileRegion` are immutable and
-thread-safe to read; a handle's close (a `weakref.finalize`) runs exactly once, on any thread.
+Runs on the event loop; not thread-safe. `FileHandle` and `FileRegion` are thread-safe to read
+(never changed after creation); a handle's close (a `weakref.finalize`) runs exactly once, on
+the thread that drops the last reference (the writer thread's, for an answer it wrote).
 """
 
 from __future__ import annotations
@@ -50,11 +51,6 @@ class FileHandle:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._closer = weakref.finalize(self, _close_quietly, fd)
-
-    @property
-    def open(self) -> bool:
-        """Whether the descriptor is still open (False once the last holder let go)."""
-        return self._closer.alive
 
 
 def _close_quietly(fd: int) -> None:
