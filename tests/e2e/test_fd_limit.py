@@ -248,6 +248,6 @@ def test_zookeeper_mode_refuses_before_writing_anything(
         finally:
             zk.stop()
             zk.close()
-        assert create_topic_error(broker.bootstrap, "fits", min(allowed, 8)) is None
+        assert create_topic_error(broker.bootstrap, "fits", allowed) is None
     finally:
         broker.stop()
