@@ -51,6 +51,7 @@ class FileHandle:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._closer = weakref.finalize(self, _close_quietly, fd)
+        self._closer.atexit = False  # at exit the process closes it; never under a holder
 
 
 def _close_quietly(fd: int) -> None:
