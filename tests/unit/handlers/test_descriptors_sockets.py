@@ -7,8 +7,9 @@ small; real sockets (socketpairs) are opened and closed around it."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from typing import Any
 
 import pytest
 
@@ -77,3 +78,28 @@ def test_sockets_past_the_reserve_are_not_promised_to_partitions() -> None:
             assert held > reserve_for(limit)
             expected = (limit - now.files - held) // 4
             assert DescriptorBudget().partitions_available() == expected < fits
+
+
+def test_sockets_are_told_apart_only_when_the_cheap_bounds_cannot_prove_a_request_fits() -> None:
+    calls: list[str] = []
+
+    def counted(name: str, value: Any) -> Callable[[], Any]:
+        def count() -> Any:
+            calls.append(name)
+            return value
+
+        return count
+
+    budget = DescriptorBudget(
+        read_limit=lambda: 10_000,
+        count_open=counted("listed", 2_100),  # 100 of them sockets
+        count_at_most=counted("table", 4_096),
+        count_kinds=counted("by kind", OpenDescriptors(2_000, 100)),
+    )
+    budget.check(1_000, "small")  # (10,000 - 4,096 - 1,000) // 4 = 1,226 fit by the table's size
+    assert calls == ["table"]
+    budget.check(1_700, "larger")  # (10,000 - 2,100 - 1,000) // 4 = 1,725 fit by the listing
+    assert calls == ["table", "table", "listed"]
+    calls.clear()
+    budget.check(1_750, "exact")  # (10,000 - 2,000 - max(1,000, 100)) // 4 = 1,750: by kind
+    assert calls == ["table", "listed", "by kind"]
