@@ -2,8 +2,8 @@
 the segment is deleted and another tenant's files are opened — or the connection ends — never
 the other tenant's bytes (security: tenant isolation fails closed).
 
-A real broker (the shared one: retention, and with it the unlink of `.deleted` files, runs every
-200 ms) holds topic A in 1 MiB segments with `file.delete.delay.ms=0`. A raw client with a small
+A real broker on each answer path (the transport, and the writer thread; retention, and with it
+the unlink of `.deleted` files, runs every 200 ms) holds topic A in 1 MiB segments with `file.delete.delay.ms=0`. A raw client with a small
 receive buffer pipelines Fetch requests for A's first segment and reads nothing, so an answer's
 file region waits in the broker (its socket full). DeleteRecords then removes the segment, its
 files are unlinked, and topic B is created and filled with a marker (its files take the lowest
@@ -25,6 +25,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from infra.stack import BrokerProcess
+from tests.conftest import BrokerFactory
+from tests.e2e.conftest import SHARED_BROKER_CONFIG
 from tests.e2e.kafka_admin import wait_for_leaders
 from tests.e2e.raw_wire import frame, request_bytes
 from tests.e2e.test_fetch_answer_size import fetch
@@ -104,10 +106,24 @@ def _receive(client: socket.socket, size: int) -> bytes:
     return bytes(data)
 
 
+@pytest.fixture(params=["transport", "thread"])
+def broker(
+    request: pytest.FixtureRequest,
+    module_broker: BrokerProcess,
+    broker_factory: BrokerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> BrokerProcess:
+    """The broker answering on each path: the transport (the default: the shared broker) or the
+    writer thread (`PIER_ANSWER_WRITER_THREAD=1`, a broker of its own)."""
+    if request.param == "transport":
+        return module_broker
+    monkeypatch.setenv("PIER_ANSWER_WRITER_THREAD", "1")
+    return broker_factory(config=SHARED_BROKER_CONFIG)
+
+
 def test_a_queued_fetch_answer_never_sends_another_tenants_file(
-    module_broker: BrokerProcess, topic_name: str
+    broker: BrokerProcess, topic_name: str
 ) -> None:
-    broker = module_broker
     mine, theirs = f"{topic_name}-a", f"{topic_name}-b"
     # The clients connect first, so that after the deletion the broker opens nothing but B's
     # files (a new connection's socket would take the freed numbers instead).
