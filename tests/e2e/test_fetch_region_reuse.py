@@ -3,9 +3,10 @@ the segment is deleted and another tenant's files are opened — or the connecti
 the other tenant's bytes (security: tenant isolation fails closed).
 
 A real broker on each answer path (the transport, and the writer thread; retention, and with it
-the unlink of `.deleted` files, runs every 200 ms) holds topic A in 1 MiB segments with `file.delete.delay.ms=0`. A raw client with a small
-receive buffer pipelines Fetch requests for A's first segment and reads nothing, so an answer's
-file region waits in the broker (its socket full). DeleteRecords then removes the segment, its
+the unlink of `.deleted` files, runs every 200 ms) holds topic A in 1 MiB segments with
+`file.delete.delay.ms=0`. A raw client with a small receive buffer pipelines Fetch requests for
+A's first segment and reads nothing, so an answer's file region waits in the broker (its socket
+full). DeleteRecords then removes the segment, its
 files are unlinked, and topic B is created and filled with a marker (its files take the lowest
 free descriptor numbers, the ones A's segment had if they were closed). Then the client reads
 every answer: none may hold B's marker. Once the connection is gone, the broker holds no
