@@ -129,7 +129,9 @@ def test_a_queued_fetch_answer_never_sends_another_tenants_file(
     # The clients connect first, so that after the deletion the broker opens nothing but B's
     # files (a new connection's socket would take the freed numbers instead).
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    producer = Producer(  # one record a batch: A's first segment holds 15 of them, ~1 MiB
+        {"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "batch.num.messages": 1}
+    )
     _create(admin, mine, 1)
     _produce(producer, mine, [(0, os.urandom(RECORD)) for _ in range(A_RECORDS)])
     directory = broker.data_dir / f"{mine}-0"
