@@ -12,7 +12,8 @@ buffered in full, and the held ones leave in one write after the last of them â€
 wake-up of the client for a pipelined run instead of one each, which a starved loop pays for â€”
 with a flush scheduled for the loop's next turn in case a request parks meanwhile), closing on
 protocol violations, and answering an HTTP request sent to this
-port with a plain 400 that says what the port is. Runs on the event loop; not thread-safe. A bad
+port with a plain 400 that says what the port is (after every answer to the Kafka requests
+before it, held-back ones included). Runs on the event loop; not thread-safe. A bad
 request closes this connection only.
 """
 
