@@ -169,8 +169,9 @@ def route(
             if failed:
                 raise CloseConnection("acks=0 produce failed")
             return None
-        if waiting:
-            await _await_replication(module, broker, waiting, request.timeout.total_seconds())
+        pending = _settle(module, broker, waiting) if waiting else waiting
+        if pending:  # a standalone partition's acks=all append is decided at once: no await
+            await _await_replication(module, broker, pending, request.timeout.total_seconds())
         topics = [
             _new(
                 module,
@@ -198,17 +199,22 @@ _UNKNOWN_ID = ErrorCode.unknown_topic_id
 
 
 @cache
-def _fields_of(module: ModuleType, name: str) -> tuple[type, frozenset[str]]:
+def _fields_of(
+    module: ModuleType, name: str, given: tuple[str, ...]
+) -> tuple[type, frozenset[str]]:
+    """The class, and which of the `given` field names it has."""
     cls = getattr(module, name)
-    return cls, frozenset(f.name for f in dataclasses.fields(cls))
+    return cls, frozenset(given) & {f.name for f in dataclasses.fields(cls)}
 
 
 def _new(module: ModuleType, name: str, /, **fields: Any) -> Any:
     """`make` for the answers every request gets: the fields this version lacks dropped, without
     `make`'s per-call name checks (these call sites name fields some version has: the tests
-    build every version's answer)."""
-    cls, names = _fields_of(module, name)
-    return cls(**{k: v for k, v in fields.items() if k in names})
+    build every version's answer). Which fields stay is found once per call shape."""
+    cls, kept = _fields_of(module, name, tuple(fields))
+    if len(kept) == len(fields):
+        return cls(**fields)
+    return cls(**{k: v for k, v in fields.items() if k in kept})
 
 
 def _named(broker: _Services, request: Any, version: int) -> list[tuple[str | None, Any]]:
@@ -244,7 +250,11 @@ async def _append(
         if acks not in VALID_ACKS:
             return _partition(module, index, ErrorCode.invalid_required_acks), None
         partition = broker.replicas.get(topic, index)
-        prepared = await _prepare(records or b"", partition.append_policy(acks))
+        policy = partition.append_policy(acks)
+        try:  # inline when cheap (no hop to the loop and back), else on a worker thread
+            prepared = prepare_append(records or b"", policy, inline=True)
+        except NeedsWorker:
+            prepared = await _prepare_on_worker(records or b"", policy)
         result = partition.append_prepared(prepared, acks)
     except Exception as exc:
         metrics.failed_produce.labels(topic).inc()
@@ -380,13 +390,10 @@ def produce_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str | None]
     return code, None
 
 
-async def _prepare(data: bytes, policy: AppendPolicy) -> PreparedAppend:
-    """Validate inline when that is cheap, else on a worker thread (see the module docstring)."""
-    try:
-        return prepare_append(data, policy, inline=True)
-    except NeedsWorker:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_worker_pool(), prepare_append, data, policy)
+async def _prepare_on_worker(data: bytes, policy: AppendPolicy) -> PreparedAppend:
+    """Validate a batch too heavy for the loop on a worker thread (see the module docstring)."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_worker_pool(), prepare_append, data, policy)
 
 
 def _worker_pool() -> ThreadPoolExecutor:
@@ -429,24 +436,30 @@ class _Waiting:
         return ErrorCode.not_enough_replicas_after_append
 
 
+def _settle(module: ModuleType, broker: _Services, waiting: list[_Waiting]) -> list[_Waiting]:
+    """Answer the entries replication has decided (a failure replaces its answer); the rest."""
+    pending = []
+    for entry in waiting:
+        code = entry.outcome(broker)
+        if code is None:
+            pending.append(entry)
+        elif code != ErrorCode.none:
+            _fail(module, broker, entry, code)
+    return pending
+
+
 async def _await_replication(
-    module: ModuleType, broker: _Services, waiting: list[_Waiting], timeout_s: float
+    module: ModuleType, broker: _Services, pending: list[_Waiting], timeout_s: float
 ) -> None:
+    """Park until every pending entry is decided or `timeout_s` passes (REQUEST_TIMED_OUT)."""
     deadline = broker.clock.monotonic() + timeout_s
-    while True:
-        pending = []
-        for entry in waiting:
-            code = entry.outcome(broker)
-            if code is None:
-                pending.append(entry)
-            elif code != ErrorCode.none:
-                _fail(module, broker, entry, code)
+    while pending:
         remaining = deadline - broker.clock.monotonic()
-        if not pending or remaining <= 0:
+        if remaining <= 0:
             break
         keys = [(e.partition.topic, e.partition.index) for e in pending]
         await broker.purgatory.wait(keys, remaining)
-        waiting = pending
+        pending = _settle(module, broker, pending)
     for entry in pending:
         _fail(module, broker, entry, ErrorCode.request_timed_out)
 

@@ -216,8 +216,9 @@ class Log:
                 duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                 duplicate.first_offset, NO_TIMESTAMP, self.log_start_offset, duplicate=True,
             )  # fmt: skip
-        now = self._clock.time_ms()
-        append_time = now if self.config.message_timestamp_type == "LogAppendTime" else None
+        append_time = None
+        if self.config.message_timestamp_type == "LogAppendTime":
+            append_time = self._clock.time_ms()
         assigned = assign_offsets(
             data, batches, first_offset=self.log_end_offset, leader_epoch=leader_epoch,
             log_append_time_ms=append_time,

@@ -98,6 +98,8 @@ class Partition:
         awaiting_leadership: bool = False,
     ) -> None:
         self.log = log
+        # The append rules of `log.config` (the policy but its clock), made once per config object.
+        self._rules: tuple[LogConfig, _Rules] | None = None
         self.topic = log.topic
         self.index = log.partition
         self.topic_id = topic_id
@@ -220,7 +222,11 @@ class Partition:
     def append_policy(self, acks: int = 1) -> AppendPolicy:
         """The rules an append must meet now; raises when this replica may not take it."""
         self._check_writable(acks)
-        return _policy(self.log.config, self._clock.time_ms())
+        config = self.log.config
+        rules = self._rules
+        if rules is None or rules[0] is not config:  # a new LogConfig object: topic config changed
+            rules = self._rules = (config, _rules(config))
+        return AppendPolicy(self._clock.time_ms(), *rules[1])
 
     def append_prepared(self, prepared: PreparedAppend, acks: int = 1) -> AppendResult:
         """Append what `prepare_append` made of a request. Leadership and the ISR are checked
@@ -413,24 +419,28 @@ class Partition:
 _TOPIC_CODECS = {name: codec for codec, name in CODEC_NAMES.items()} | {"uncompressed": 0}
 
 
-def _policy(config: LogConfig, now_ms: int) -> AppendPolicy:
-    """The topic's configuration as the rules of one append. A `compression.type` other than
-    `producer` re-encodes batches in that codec at the topic's level, as Kafka does."""
+_Rules = tuple[int, int, int, bool, bool, bool, int | None, int | None, int, int]
+
+
+def _rules(config: LogConfig) -> _Rules:
+    """The topic's configuration as the rules of an append: `AppendPolicy`'s fields after
+    `now_ms`, in order. A `compression.type` other than `producer` re-encodes batches in that
+    codec at the topic's level, as Kafka does."""
     codec = _TOPIC_CODECS.get(config.compression_type)
     levels = {
         GZIP: config.compression_gzip_level,
         LZ4: config.compression_lz4_level,
         ZSTD: config.compression_zstd_level,
     }
-    return AppendPolicy(
-        now_ms=now_ms,
-        max_message_bytes=config.max_message_bytes,
-        timestamp_before_max_ms=config.message_timestamp_before_max_ms,
-        timestamp_after_max_ms=config.message_timestamp_after_max_ms,
-        requires_keys=config.compact,
-        log_append_time=config.message_timestamp_type == "LogAppendTime",
-        target_codec=codec,
-        compression_level=None if codec is None else levels.get(codec),
-        max_decompressed_bytes=config.batch_max_decompressed_bytes,
-        max_records=config.batch_max_records,
+    return (
+        config.max_message_bytes,
+        config.message_timestamp_before_max_ms,
+        config.message_timestamp_after_max_ms,
+        config.compact,  # requires_keys
+        config.message_timestamp_type == "LogAppendTime",  # log_append_time
+        True,  # origin_client
+        codec,  # target_codec
+        None if codec is None else levels.get(codec),  # compression_level
+        config.batch_max_decompressed_bytes,
+        config.batch_max_records,
     )

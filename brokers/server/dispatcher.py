@@ -69,6 +69,7 @@ class Dispatcher:
         self._routes = routes
         self._metrics = metrics
         self._observers: dict[str, tuple[Any, Any]] = {}  # per API: its metrics' children
+        self._header_kinds: dict[tuple[int, int], tuple[bool, bool]] = {}
 
     async def dispatch(self, frame: memoryview, peer: Peer) -> Reply | None:
         api_key, version, correlation_id = parse_fixed(frame)
@@ -81,10 +82,7 @@ class Dispatcher:
             raise CloseConnection(f"api key {api_key} version {version} not served")
         if route.is_legacy(version):
             return self._legacy(route.legacy, frame, peer, version)
-        try:
-            flexible = is_flexible_request(api_key, version)
-        except UnknownMessageError as exc:
-            raise CloseConnection(str(exc)) from None
+        flexible, flexible_response = self._headers(api_key, version)
         header, offset = parse_request_header(frame, flexible)
         request = decode_request(api_key, version, frame, offset)
         context = RequestContext(header, peer.host, peer.connection_id, peer.principal)
@@ -110,7 +108,20 @@ class Dispatcher:
             latency.observe(time.perf_counter() - started)
         if encoded is None:
             return None
-        return Reply(correlation_id, response_header_is_flexible(api_key, version), encoded)
+        return Reply(correlation_id, flexible_response, encoded)
+
+    def _headers(self, api_key: int, version: int) -> tuple[bool, bool]:
+        """Whether the request and the response header of (api_key, version) are flexible
+        (found once per version: two schema lookups and a name comparison)."""
+        found = self._header_kinds.get((api_key, version))
+        if found is None:
+            try:
+                flexible = is_flexible_request(api_key, version)
+            except UnknownMessageError as exc:
+                raise CloseConnection(str(exc)) from None
+            found = (flexible, response_header_is_flexible(api_key, version))
+            self._header_kinds[(api_key, version)] = found
+        return found
 
     def _observer(self, name: str) -> tuple[Any, Any]:
         """The request counter and latency histogram of API `name` (a label lookup takes a lock

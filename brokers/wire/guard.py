@@ -4,7 +4,8 @@ Why: kio's native reader reserves memory for an array from its length prefix bef
 elements, so a 30-byte request claiming 800 million elements makes it allocate ~100 GB and abort
 the whole process (found by our decoder fuzz test). This walk follows the same schema, checks that
 every length prefix fits in the bytes that remain, and only then lets kio decode. It reads
-lengths only — no objects are built — so its cost is a few microseconds for produce requests.
+lengths only — no objects are built — and runs of fixed-size fields cost one addition, so its
+cost is about a microsecond and a half for a one-partition produce request.
 Pure; thread-safe (the compiled schema plans are cached).
 """
 
@@ -63,25 +64,49 @@ def _need(buf: memoryview, pos: int, size: int) -> int:
 
 @cache
 def _plan(schema: type) -> Step:
+    """The walk of one schema: runs of fixed-size fields become one addition (their bounds are
+    checked by the next length read or the caller's end check), and an empty tagged section —
+    the usual one — is a single byte test."""
     flexible = bool(getattr(schema, "__flexible__", False))
-    steps: list[Step] = []
+    steps: list[tuple[int, Step | None]] = []  # (fixed bytes to skip, then a step or None)
     tagged: dict[int, Step] = {}
+    skip = 0
     for field in dataclasses.fields(schema):
-        step = _field_step(field, flexible)
         tag = get_field_tag(field)
+        fixed = None if tag is not None else _fixed_size(field)
+        if fixed is not None:
+            skip += fixed
+            continue
+        step = _field_step(field, flexible)
         if tag is None:
-            steps.append(step)
+            steps.append((skip, step))
+            skip = 0
         else:
             tagged[int(tag)] = step
+    if skip:
+        steps.append((skip, None))
+    plan = tuple(steps)
 
     def walk(buf: memoryview, pos: int) -> int:
-        for step in steps:
-            pos = step(buf, pos)
+        for fixed, step in plan:
+            pos += fixed
+            if step is not None:
+                pos = step(buf, pos)
         if flexible:
+            if pos < len(buf) and buf[pos] == 0:
+                return pos + 1  # no tagged fields
             pos = _tagged_section(buf, pos, tagged)
         return pos
 
     return walk
+
+
+def _fixed_size(field: dataclasses.Field[Any]) -> int | None:
+    """The size of a plain fixed-size field (not an array, entity or string), else None."""
+    kind = classify_field(field)
+    if isinstance(kind, EntityField | EntityTupleField | PrimitiveTupleField):
+        return None
+    return _FIXED_SIZES.get(get_schema_field_type(field))
 
 
 def _tagged_section(buf: memoryview, pos: int, known: dict[int, Step]) -> int:
@@ -138,6 +163,8 @@ def _primitive(kafka_type: str, flexible: bool) -> Step:
     wide = kafka_type in ("bytes", "records")
     if kafka_type not in ("string", "bytes", "records"):
         raise MalformedRequestError(f"unknown kafka type {kafka_type}")
+    if flexible:
+        return _compact_sized
 
     def step(buf: memoryview, pos: int) -> int:
         size, pos = _length(buf, pos, flexible, wide=wide)
@@ -146,9 +173,20 @@ def _primitive(kafka_type: str, flexible: bool) -> Step:
     return step
 
 
+def _compact_sized(buf: memoryview, pos: int) -> int:
+    """A compact string/bytes/records field: uvarint length + 1 (0: null), then the bytes."""
+    if pos < len(buf) and buf[pos] < 0x80:  # a length below 127: one byte
+        raw, pos = buf[pos], pos + 1
+    else:
+        raw, pos = read_uvarint(buf, pos)
+    return pos if raw == 0 else _need(buf, pos, raw - 1)
+
+
 def _length(buf: memoryview, pos: int, flexible: bool, *, wide: bool) -> tuple[int, int]:
     """A length prefix; -1 means null."""
     if flexible:
+        if pos < len(buf) and buf[pos] < 0x80:  # one byte: below 127 elements or bytes
+            return buf[pos] - 1, pos + 1
         raw, pos = read_uvarint(buf, pos)
         return raw - 1, pos
     if wide:

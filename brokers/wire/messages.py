@@ -64,12 +64,18 @@ def _writer(schema: type[Entity]) -> Any:
     return entity_writer(schema)
 
 
+@cache
+def _decoder(api_key: int, version: int) -> tuple[type[Entity], Any]:
+    schema = request_schema(api_key, version)
+    return schema, _reader(schema)
+
+
 def decode_request(api_key: int, version: int, frame: memoryview, offset: int) -> Any:
     """Decode the body at `offset`; anything kio refuses becomes MalformedRequestError."""
-    schema = request_schema(api_key, version)
+    schema, reader = _decoder(api_key, version)
     check_request_bounds(schema, frame, offset)
     try:
-        entity, _size = _reader(schema)(frame, offset)
+        entity, _size = reader(frame, offset)
     except Exception as exc:
         raise MalformedRequestError(f"api {api_key} v{version}: {exc.__class__.__name__}") from None
     return entity
