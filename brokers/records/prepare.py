@@ -58,14 +58,19 @@ def prepare_append(data: Buffer, policy: AppendPolicy, *, inline: bool = False) 
     """Validate `data` (one partition's records) under `policy`; see the module docstring."""
     view = memoryview(data)
     batches = split_batches(view, policy.origin_client)
-    if inline and any(_heavy(header, policy) for _, header in batches):
-        raise NeedsWorker
+    if inline:
+        for _, header in batches:
+            if _heavy(header, policy):
+                raise NeedsWorker
     check_headers(view, batches, policy)
-    rebuilt = [
-        _prepare_batch(view[pos : pos + header.size], header, policy, inline)
-        for pos, header in batches
-    ]
-    if all(batch is None for batch in rebuilt):
+    rebuilt: list[bytes | None] | None = None  # made on the first batch rebuilt (seldom)
+    for i, (pos, header) in enumerate(batches):
+        batch = _prepare_batch(view[pos : pos + header.size], header, policy, inline)
+        if batch is not None:
+            if rebuilt is None:
+                rebuilt = [None] * len(batches)
+            rebuilt[i] = batch
+    if rebuilt is None:
         return PreparedAppend(data, batches)
     out = b"".join(
         view[pos : pos + header.size] if batch is None else batch
