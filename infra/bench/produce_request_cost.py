@@ -4,7 +4,8 @@ Owns: driving a real standalone broker's `Dispatcher` (the routes, metrics and l
 serves; data in a temporary directory) with Produce frames as the Java producer sends them on
 issue 25's 100 B row: one topic, one partition, one uncompressed batch of `--records` records of
 `--size` bytes per request, Produce v`--version` (12: Kafka 4.1's producer without transactions),
-acks=`--acks`. It reports the event-loop thread's CPU time per request (`time.thread_time`, so
+acks=`--acks`; `--idempotent`: batches of one producer id with consecutive sequences (the
+Java producer's default since Kafka 3.0), so the producer-state check and update run too. It reports the event-loop thread's CPU time per request (`time.thread_time`, so
 other processes on the machine move it far less than wall time), median and spread over blocks:
 decode, validation, offset assignment, the segment write (a real `writev`), index entries,
 metrics and the response encoding — everything but the socket system calls. Used for
@@ -12,7 +13,7 @@ before/after on the produce path (`--pythonpath DIR` runs an earlier checkout's 
 docs/benchmarks.md).
 
     .venv/bin/python -m infra.bench.produce_request_cost [--requests 4000] [--blocks 5]
-        [--records 148] [--size 100] [--acks 1] [--version 12]
+        [--records 148] [--size 100] [--acks 1] [--version 12] [--idempotent]
 
 Blocking; single-threaded (one asyncio loop); the directory is removed at the end.
 """
@@ -58,7 +59,15 @@ def produce_frame(version: int, acks: int, topic: str, batch: bytes, correlation
     return header + encode_entity(request)
 
 
-def measure(requests: int, blocks: int, records: int, size: int, acks: int, version: int) -> Any:
+def measure(
+    requests: int,
+    blocks: int,
+    records: int,
+    size: int,
+    acks: int,
+    version: int,
+    idempotent: bool = False,
+) -> Any:
     from prometheus_client import CollectorRegistry
 
     from brokers.app.standalone import build_standalone
@@ -77,21 +86,38 @@ def measure(requests: int, blocks: int, records: int, size: int, acks: int, vers
         dispatcher = Dispatcher(broker.routes, ServerMetrics(CollectorRegistry()))
         peer = Peer("127.0.0.1", "cost-1")
         now = int(time.time() * 1000)
-        batch = simple_batch([b"x" * size] * records, timestamps=[now] * records)
-        frames = [memoryview(produce_frame(version, acks, "cost", batch, i)) for i in range(64)]
+        warm_up = min(requests, 500)
+        # Idempotent: one batch per request sent, each with the next sequence (built up front).
+        distinct = warm_up + (requests // blocks) * blocks if idempotent else 64
+        frames = []
+        for i in range(distinct):
+            batch = simple_batch(
+                [b"x" * size] * records,
+                timestamps=[now] * records,
+                producer_id=1000 if idempotent else -1,
+                producer_epoch=0 if idempotent else -1,
+                base_sequence=i * records if idempotent else -1,
+            )
+            frames.append(memoryview(produce_frame(version, acks, "cost", batch, i)))
+        sent = 0
 
         async def run(count: int) -> float:
+            nonlocal sent
             started = time.thread_time()
-            for i in range(count):
-                reply = await dispatcher.dispatch(frames[i % len(frames)], peer)
+            for _ in range(count):
+                reply = await dispatcher.dispatch(frames[sent % len(frames)], peer)
+                sent += 1
                 assert reply is not None
             return (time.thread_time() - started) / count
 
         async def all_blocks() -> list[float]:
-            await run(min(requests, 500))  # warm-up: caches, first segment writes
+            await run(warm_up)  # warm-up: caches, first segment writes
             return [await run(requests // blocks) for _ in range(blocks)]
 
         per_request = asyncio.run(all_blocks())
+        end = broker.replicas.get("cost", 0).log.log_end_offset
+        if end != sent * records:  # every request appended: none refused, none a duplicate
+            raise SystemExit(f"{end} records appended, {sent * records} sent")
     finally:
         broker.log_manager.shutdown()
         shutil.rmtree(root, ignore_errors=True)
@@ -103,6 +129,7 @@ def measure(requests: int, blocks: int, records: int, size: int, acks: int, vers
         "size": size,
         "acks": acks,
         "version": version,
+        "idempotent": idempotent,
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
 
@@ -115,13 +142,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--acks", type=int, default=1, choices=(-1, 1))
     parser.add_argument("--version", type=int, default=12, choices=range(3, 13))
+    parser.add_argument("--idempotent", action="store_true", help="one producer, sequences")
     parser.add_argument("--pythonpath", type=Path, help="import the broker from this checkout")
     args = parser.parse_args(argv)
     if args.pythonpath is not None:
         sys.path.insert(0, str(args.pythonpath))
         for name in [m for m in sys.modules if m == "brokers" or m.startswith("brokers.")]:
             del sys.modules[name]
-    found = measure(args.requests, args.blocks, args.records, args.size, args.acks, args.version)
+    found = measure(
+        args.requests,
+        args.blocks,
+        args.records,
+        args.size,
+        args.acks,
+        args.version,
+        args.idempotent,
+    )
     print(json.dumps(found))
     return 0
 
