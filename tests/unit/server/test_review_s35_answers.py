@@ -40,7 +40,7 @@ pytestmark = pytest.mark.unit
 
 FILL = 3 * 1024 * 1024  # an answer the client does not read: the socket fills, the region waits
 REGION = 256 * 1024  # sent with sendfile on every path
-RELEASE_S = 5.0  # how long the broker may take to let go once it closed the connection
+RELEASE_S = 2.0  # how long the broker may take to let go once it closed the connection
 WRITER_THREAD_LEAK = (
     "connection.py: `_end_answers` takes the outbox (self._outbox = None) before awaiting "
     "`finish`, so the idle check's `close` cannot abort it: the writer thread's dup of the "
