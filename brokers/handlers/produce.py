@@ -229,8 +229,8 @@ def _assign_epochs(broker: _Services, named: list[tuple[str | None, Any]]) -> No
     """The new leader epochs of the request's partitions, their checkpoints written together
     before any append (`brokers.log.log.assign_epochs_together`); one alone is left to its
     append, which writes it the same way."""
-    if sum(len(topic.partition_data) for _, topic in named) < 2:
-        return
+    if len(named) < 2 and (not named or len(named[0][1].partition_data) < 2):
+        return  # one partition: the usual request (no generator for it)
     logs: list[tuple[Log, int]] = []
     for name, topic in named:
         for data in topic.partition_data:

@@ -68,11 +68,12 @@ class ProducerStateManager:
         """`check` for several batches of one request: later batches see the earlier ones."""
         pending: dict[int, ProducerStateEntry] = {}
         results: list[DuplicateBatch | None] = []
-        for header in headers:
+        last = len(headers) - 1  # no later batch sees the last one (`update` folds it in)
+        for i, header in enumerate(headers):
             pid = header.producer_id
             entry = pending.get(pid) or self._producers.get(pid)
             duplicate = None if pid < 0 else check_batch(entry, header)
-            if pid >= 0 and duplicate is None:
+            if pid >= 0 and duplicate is None and i < last:
                 pending[pid] = entry.copy() if entry else ProducerStateEntry(pid)
                 apply_batch(pending[pid], header, None)
             results.append(duplicate)
