@@ -17,13 +17,16 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from brokers.log.file_records import FileRecords
 from brokers.server.answer_writer import AnswerWriter
+from brokers.server.listener import Listener
 from tests.polling import wait_until_async
 from tests.unit.log.partition_helpers import held_by_process
 from tests.unit.server.echo_connection import (
@@ -183,3 +186,61 @@ def test_a_region_sent_before_an_http_request_is_let_go_when_the_connection_ends
             gc.enable()
     assert b"HTTP/1.1 400 Bad Request\r\n" in received[8 + REGION :]
     assert not held
+
+
+UNREAD_AFTER_EOF = (
+    "connection.py `serve` ends at the client's EOF and calls `writer.close()`, which on the "
+    "transport path waits (asyncio and uvloop: no bound) until the buffered answers are written; "
+    "the connection has left `Listener.connections`, so the idle check never closes it: a client "
+    "that shuts its writing half after requests whose answers it never reads leaks the socket "
+    "(a descriptor H2's budget counts) and the buffered bytes for the broker's lifetime"
+)
+UNREAD_PATHS = [
+    pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=UNREAD_AFTER_EOF))
+    for path in ("asyncio", "uvloop")
+]
+IDLE_MS = 1_000
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("path", UNREAD_PATHS)
+def test_the_idle_check_closes_a_connection_whose_client_stopped_reading_and_sent_eof(
+    path: str,
+) -> None:
+    async def scenario(_writer: AnswerWriter | None) -> bool:
+        clock = _Clock()
+        dispatcher: Any = Echo(fill_bytes=FILL)  # an answer below the 4 MiB backpressure mark
+        listener = Listener(
+            dispatcher, "127.0.0.1", 0, connections_max_idle_ms=IDLE_MS, clock=clock
+        )
+        ours, theirs = socket.socketpair()
+        listener.adopt(ours)
+        _reader, client = await asyncio.open_connection(sock=theirs)
+        try:
+            client.write(frame(b"fill-request"))
+            client.write_eof()  # done asking; it never reads the answer
+
+            async def served_out() -> bool:
+                return not listener.connections  # `serve` ended at the EOF
+
+            await wait_until_async(served_out, what="the connection's serve ended")
+            clock.now += 2 * IDLE_MS / 1000  # connections.max.idle.ms passed
+            listener.close_idle_connections()
+
+            async def socket_closed() -> bool:
+                return ours.fileno() == -1
+
+            await wait_until_async(socket_closed, what="broker's socket closed", timeout=RELEASE_S)
+            return True
+        finally:
+            client.close()
+            await listener.stop()
+
+    assert run_on(path, scenario)
