@@ -4,16 +4,20 @@ Owns: driving a real standalone broker's `Dispatcher` (the routes, metrics and l
 serves; data in a temporary directory) with Produce frames as the Java producer sends them on
 issue 25's 100 B row: one topic, one partition, one uncompressed batch of `--records` records of
 `--size` bytes per request, Produce v`--version` (12: Kafka 4.1's producer without transactions),
-acks=`--acks`; `--idempotent`: batches of one producer id with consecutive sequences (the
-Java producer's default since Kafka 3.0), so the producer-state check and update run too. It reports the event-loop thread's CPU time per request (`time.thread_time`, so
-other processes on the machine move it far less than wall time), median and spread over blocks:
-decode, validation, offset assignment, the segment write (a real `writev`), index entries,
-metrics and the response encoding — everything but the socket system calls. Used for
+acks=`--acks`; `--idempotent`: batches of one producer id with consecutive sequences (the Java
+producer's default since Kafka 3.0), so the producer-state check and update run too. Once set up
+it settles the heap as `pier broker` does (`loop_health.settle_heap`; `--no-settle` keeps the
+collector's defaults, as this bench did before 2026-11-29). It reports the event-loop thread's
+CPU time per request (`time.thread_time`, so other processes on the machine move it far less
+than wall time), median and spread over blocks: decode, validation, offset assignment, the
+segment write (a real `writev`), index entries, metrics and the response encoding — everything
+but the socket system calls. Used for
 before/after on the produce path (`--pythonpath DIR` runs an earlier checkout's broker code:
 docs/benchmarks.md).
 
     .venv/bin/python -m infra.bench.produce_request_cost [--requests 4000] [--blocks 5]
         [--records 148] [--size 100] [--acks 1] [--version 12] [--idempotent]
+        [--no-settle] [--pythonpath DIR]
 
 Blocking; single-threaded (one asyncio loop); the directory is removed at the end.
 """
@@ -67,6 +71,7 @@ def measure(
     acks: int,
     version: int,
     idempotent: bool = False,
+    settle: bool = True,
 ) -> Any:
     from prometheus_client import CollectorRegistry
 
@@ -100,6 +105,10 @@ def measure(
             )
             frames.append(memoryview(produce_frame(version, acks, "cost", batch, i)))
         sent = 0
+        if settle:  # as `pier broker` does once started: start-up state frozen, rarer collections
+            from brokers.server.loop_health import settle_heap
+
+            settle_heap()
 
         async def run(count: int) -> float:
             nonlocal sent
@@ -130,6 +139,7 @@ def measure(
         "acks": acks,
         "version": version,
         "idempotent": idempotent,
+        "settled_heap": settle,
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
 
@@ -143,6 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--acks", type=int, default=1, choices=(-1, 1))
     parser.add_argument("--version", type=int, default=12, choices=range(3, 13))
     parser.add_argument("--idempotent", action="store_true", help="one producer, sequences")
+    parser.add_argument(
+        "--no-settle", action="store_true", help="keep the collector's defaults (no settle_heap)"
+    )
     parser.add_argument("--pythonpath", type=Path, help="import the broker from this checkout")
     args = parser.parse_args(argv)
     if args.pythonpath is not None:
@@ -157,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.acks,
         args.version,
         args.idempotent,
+        not args.no_settle,
     )
     print(json.dumps(found))
     return 0
