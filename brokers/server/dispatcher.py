@@ -39,6 +39,7 @@ from brokers.wire.messages import (
 )
 
 PRODUCE_KEY = 0
+_ENCODED = (RawResponse, bytes)  # a handler's answer already encoded (a tuple: no union per call)
 API_VERSIONS_KEY = 18
 UNKNOWN_SERVER_ERROR_MESSAGE = (
     "The server experienced an unexpected error when processing the request."
@@ -92,7 +93,7 @@ class Dispatcher:
             body = await route.handler(context, request)
             if body is None:  # acks=0 produce: no response at all
                 encoded = None
-            elif isinstance(body, RawResponse | bytes):
+            elif isinstance(body, _ENCODED):
                 encoded = body
             elif api_key == PRODUCE_KEY:
                 encoded = encode_produce_response(body) or encode_entity(body)
