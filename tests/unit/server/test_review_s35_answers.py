@@ -8,8 +8,11 @@ deleted meanwhile, and then ends its side of the conversation without reading: i
 writing half (EOF), or sends an HTTP request (the broker's 400 path). The broker's idle check
 then closes the connection (`Connection.close`, as `Listener.close_idle_connections` does once
 connections.max.idle.ms passed) while the client still holds its socket open. The connection
-must end and the region's file must close. Real files, a real `Connection` on a real
-socketpair, real loops and the real writer thread.
+must end and the region's file must close. Also: a region already sent is let go while the
+connection waits for the next request, and after an HTTP request without waiting for the
+collector; and a connection whose client sent EOF without reading its answers is still closed by
+the idle check (its socket is not kept forever). Real files, a real `Connection` (and
+`Listener`) on a real socketpair, real loops and the real writer thread.
 """
 
 from __future__ import annotations
