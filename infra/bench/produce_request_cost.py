@@ -13,11 +13,12 @@ than wall time), median and spread over blocks: decode, validation, offset assig
 segment write (a real `writev`), index entries, metrics and the response encoding — everything
 but the socket system calls. Used for
 before/after on the produce path (`--pythonpath DIR` runs an earlier checkout's broker code:
-docs/benchmarks.md).
+docs/benchmarks.md). `--api offset_commit` measures a one-partition OffsetCommit (v9) instead,
+`--api fetch` a one-partition Fetch (v17) answering one new `--size` record.
 
     .venv/bin/python -m infra.bench.produce_request_cost [--requests 4000] [--blocks 5]
         [--records 148] [--size 100] [--acks 1] [--version 12] [--idempotent]
-        [--no-settle] [--pythonpath DIR]
+        [--no-settle] [--pythonpath DIR] [--api produce|offset_commit|fetch]
 
 Blocking; single-threaded (one asyncio loop); the directory is removed at the end.
 """
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import datetime
 import json
 import os
 import shutil
@@ -34,9 +37,12 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+OFFSET_COMMIT_KEY = 8
+FETCH_KEY = 1
 
 
 def produce_frame(version: int, acks: int, topic: str, batch: bytes, correlation_id: int) -> bytes:
@@ -63,6 +69,77 @@ def produce_frame(version: int, acks: int, topic: str, batch: bytes, correlation
     return header + encode_entity(request)
 
 
+def request_frame(api_key: int, version: int, request: Any, correlation_id: int) -> bytes:
+    """Any request's frame body: header v2 for flexible versions, else v1, then the body."""
+    from brokers.wire.messages import encode_entity, is_flexible_request
+
+    client = b"consumer-1"
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client)) + client
+    if is_flexible_request(api_key, version):
+        header += b"\x00"  # no tagged fields
+    return header + encode_entity(request)
+
+
+@contextlib.contextmanager
+def standalone_broker() -> Iterator[Any]:
+    """A standalone broker's parts (no listener) with topic `cost` of one partition."""
+    from brokers.app.standalone import build_standalone
+    from brokers.common.config import BrokerConfig
+
+    root = Path(tempfile.mkdtemp(prefix="produce-cost-"))
+    broker = build_standalone(BrokerConfig(data_dir=root / "data", port=0, properties={}))
+    broker.log_manager.startup()
+    broker.replicas.startup()
+    broker.topics.load()
+    try:
+        broker.topics.create_topic("cost", 1, 1, {})
+        yield broker
+    finally:
+        broker.log_manager.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _dispatcher(broker: Any) -> Any:
+    from prometheus_client import CollectorRegistry
+
+    from brokers.server.dispatcher import Dispatcher
+    from brokers.server.metrics import ServerMetrics
+
+    return Dispatcher(broker.routes, ServerMetrics(CollectorRegistry()))
+
+
+def _settle(settle: bool) -> None:
+    if settle:  # as `pier broker` does once started: start-up state frozen, rarer collections
+        from brokers.server.loop_health import settle_heap
+
+        settle_heap()
+
+
+async def _blocks(one: Callable[[], Awaitable[float]], requests: int, blocks: int) -> list[float]:
+    """CPU seconds per request of each block: the loop thread's time over the block less what
+    `one` (a request) says was preparation (CPU seconds it returns: 0 for prebuilt frames)."""
+    for _ in range(min(requests, 500)):  # warm-up: caches, first segment writes
+        await one()
+    found = []
+    count = requests // blocks
+    for _ in range(blocks):
+        started, excluded = time.thread_time(), 0.0
+        for _ in range(count):
+            excluded += await one()
+        found.append((time.thread_time() - started - excluded) / count)
+    return found
+
+
+def _summary(per_request: list[float], **shape: Any) -> dict[str, Any]:
+    us = [round(s * 1e6, 1) for s in per_request]
+    return {
+        "cpu_us_per_request": statistics.median(us),
+        "blocks_us": us,
+        **shape,
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
 def measure(
     requests: int,
     blocks: int,
@@ -73,27 +150,15 @@ def measure(
     idempotent: bool = False,
     settle: bool = True,
 ) -> Any:
-    from prometheus_client import CollectorRegistry
-
-    from brokers.app.standalone import build_standalone
-    from brokers.common.config import BrokerConfig
     from brokers.records.builder import simple_batch
-    from brokers.server.dispatcher import Dispatcher, Peer
-    from brokers.server.metrics import ServerMetrics
+    from brokers.server.dispatcher import Peer
 
-    root = Path(tempfile.mkdtemp(prefix="produce-cost-"))
-    broker = build_standalone(BrokerConfig(data_dir=root / "data", port=0, properties={}))
-    broker.log_manager.startup()
-    broker.replicas.startup()
-    broker.topics.load()
-    try:
-        broker.topics.create_topic("cost", 1, 1, {})
-        dispatcher = Dispatcher(broker.routes, ServerMetrics(CollectorRegistry()))
+    with standalone_broker() as broker:
+        dispatcher = _dispatcher(broker)
         peer = Peer("127.0.0.1", "cost-1")
         now = int(time.time() * 1000)
-        warm_up = min(requests, 500)
         # Idempotent: one batch per request sent, each with the next sequence (built up front).
-        distinct = warm_up + (requests // blocks) * blocks if idempotent else 64
+        distinct = min(requests, 500) + (requests // blocks) * blocks if idempotent else 64
         frames = []
         for i in range(distinct):
             batch = simple_batch(
@@ -105,43 +170,152 @@ def measure(
             )
             frames.append(memoryview(produce_frame(version, acks, "cost", batch, i)))
         sent = 0
-        if settle:  # as `pier broker` does once started: start-up state frozen, rarer collections
-            from brokers.server.loop_health import settle_heap
+        _settle(settle)
 
-            settle_heap()
-
-        async def run(count: int) -> float:
+        async def one() -> float:
             nonlocal sent
-            started = time.thread_time()
-            for _ in range(count):
-                reply = await dispatcher.dispatch(frames[sent % len(frames)], peer)
-                sent += 1
-                assert reply is not None
-            return (time.thread_time() - started) / count
+            reply = await dispatcher.dispatch(frames[sent % len(frames)], peer)
+            sent += 1
+            assert reply is not None
+            return 0.0
 
-        async def all_blocks() -> list[float]:
-            await run(warm_up)  # warm-up: caches, first segment writes
-            return [await run(requests // blocks) for _ in range(blocks)]
-
-        per_request = asyncio.run(all_blocks())
+        per_request = asyncio.run(_blocks(one, requests, blocks))
         end = broker.replicas.get("cost", 0).log.log_end_offset
         if end != sent * records:  # every request appended: none refused, none a duplicate
             raise SystemExit(f"{end} records appended, {sent * records} sent")
-    finally:
-        broker.log_manager.shutdown()
-        shutil.rmtree(root, ignore_errors=True)
-    us = [round(s * 1e6, 1) for s in per_request]
-    return {
-        "cpu_us_per_request": statistics.median(us),
-        "blocks_us": us,
-        "records": records,
-        "size": size,
-        "acks": acks,
-        "version": version,
-        "idempotent": idempotent,
-        "settled_heap": settle,
-        "loadavg_1m": round(os.getloadavg()[0], 2),
-    }
+    return _summary(
+        per_request,
+        api="produce",
+        records=records,
+        size=size,
+        acks=acks,
+        version=version,
+        idempotent=idempotent,
+        settled_heap=settle,
+    )
+
+
+def measure_offset_commit(requests: int, blocks: int, version: int, settle: bool = True) -> Any:
+    """OffsetCommit of one partition by a consumer outside any generation (a simple commit: the
+    coordinator's path without member checks), each request the next offset."""
+    from brokers.server.dispatcher import Peer
+    from brokers.wire.entities import make, request_module
+
+    module = request_module(OFFSET_COMMIT_KEY, version)
+    with standalone_broker() as broker:
+        dispatcher = _dispatcher(broker)
+        peer = Peer("127.0.0.1", "cost-1")
+        sent = 0
+
+        def frame(offset: int) -> memoryview:
+            part = make(
+                module,
+                "OffsetCommitRequestPartition",
+                partition_index=0,
+                committed_offset=offset,
+                committed_leader_epoch=0,
+                committed_metadata="",
+            )
+            topic = make(module, "OffsetCommitRequestTopic", name="cost", partitions=(part,))
+            request = make(
+                module,
+                "OffsetCommitRequest",
+                group_id="bench",
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=(topic,),
+            )
+            return memoryview(request_frame(OFFSET_COMMIT_KEY, version, request, offset))
+
+        async def one() -> float:
+            nonlocal sent
+            started = time.thread_time()
+            request = frame(sent)
+            preparation = time.thread_time() - started
+            reply = await dispatcher.dispatch(request, peer)
+            sent += 1
+            assert reply is not None
+            return preparation
+
+        async def run() -> list[float]:
+            broker.groups.start()
+            await broker.groups.loaded()
+            _settle(settle)
+            found = await _blocks(one, requests, blocks)
+            _, [committed] = broker.groups.coordinator.fetch_offsets("bench", [("cost", [0])])
+            if committed.value is None or committed.value.offset != sent - 1:
+                raise SystemExit(f"committed {committed.value}, expected {sent - 1}")
+            await broker.groups.stop()
+            return found
+
+        per_request = asyncio.run(run())
+    return _summary(per_request, api="offset_commit", version=version, settled_heap=settle)
+
+
+def measure_fetch(requests: int, blocks: int, size: int, version: int, settle: bool = True) -> Any:
+    """A Fetch of the one partition answering the one record appended before it (the append is
+    not counted), as a consumer keeping up at a low rate sees. Sessionless, full fetches: Pier
+    declines KIP-227 fetch sessions (brokers/handlers/fetch.py), so clients send these."""
+    from brokers.records.builder import simple_batch
+    from brokers.server.dispatcher import Peer
+    from brokers.wire.entities import make, request_module
+
+    module = request_module(FETCH_KEY, version)
+    with standalone_broker() as broker:
+        dispatcher = _dispatcher(broker)
+        peer = Peer("127.0.0.1", "cost-1")
+        topic_id = broker.metadata.topic("cost").topic_id
+        partition = broker.replicas.get("cost", 0)
+
+        def frame(offset: int) -> memoryview:
+            part = make(
+                module,
+                "FetchPartition",
+                partition=0,
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=1 << 20,
+            )
+            topic = make(module, "FetchTopic", topic="cost", topic_id=topic_id, partitions=(part,))
+            request = make(
+                module,
+                "FetchRequest",
+                replica_id=-1,
+                max_wait=datetime.timedelta(milliseconds=500),
+                min_bytes=1,
+                max_bytes=50 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,  # no session (FINAL_EPOCH)
+                topics=(topic,),
+                forgotten_topics_data=(),
+                rack_id="",
+            )
+            return memoryview(request_frame(FETCH_KEY, version, request, offset))
+
+        async def one() -> float:
+            started = time.thread_time()
+            offset = partition.log.log_end_offset
+            partition.append_as_leader(simple_batch([b"x" * size]))
+            request = frame(offset)
+            preparation = time.thread_time() - started
+            reply = await dispatcher.dispatch(request, peer)
+            started = time.thread_time()
+            first = reply.body.parts[0]
+            _throttle, error = struct.unpack_from(">ih", bytes(first[:6]), 0)
+            if error != 0 or reply.body.size < size:
+                raise SystemExit(f"fetch answered error {error}, {reply.body.size} bytes")
+            return preparation + time.thread_time() - started
+
+        async def run() -> list[float]:
+            _settle(settle)
+            return await _blocks(one, requests, blocks)
+
+        per_request = asyncio.run(run())
+    return _summary(per_request, api="fetch", size=size, version=version, settled_heap=settle)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,7 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=148)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--acks", type=int, default=1, choices=(-1, 1))
-    parser.add_argument("--version", type=int, default=12, choices=range(3, 13))
+    parser.add_argument("--api", default="produce", choices=("produce", "offset_commit", "fetch"))
+    parser.add_argument("--version", type=int, help="12 for produce, 9 offset_commit, 17 fetch")
     parser.add_argument("--idempotent", action="store_true", help="one producer, sequences")
     parser.add_argument(
         "--no-settle", action="store_true", help="keep the collector's defaults (no settle_heap)"
@@ -162,16 +337,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.insert(0, str(args.pythonpath))
         for name in [m for m in sys.modules if m == "brokers" or m.startswith("brokers.")]:
             del sys.modules[name]
-    found = measure(
-        args.requests,
-        args.blocks,
-        args.records,
-        args.size,
-        args.acks,
-        args.version,
-        args.idempotent,
-        not args.no_settle,
-    )
+    settle = not args.no_settle
+    if args.api == "offset_commit":
+        found = measure_offset_commit(args.requests, args.blocks, args.version or 9, settle)
+    elif args.api == "fetch":
+        found = measure_fetch(args.requests, args.blocks, args.size, args.version or 17, settle)
+    else:
+        version = args.version or 12
+        found = measure(
+            args.requests,
+            args.blocks,
+            args.records,
+            args.size,
+            args.acks,
+            version,
+            args.idempotent,
+            settle,
+        )
     print(json.dumps(found))
     return 0
 
