@@ -126,7 +126,12 @@ class FileRecords:
         return total
 
     def restore_size(self, size: int) -> None:
-        """Cut the file back to `size` whatever it holds past it (undo of a failed append)."""
+        """Cut the file back to `size` whatever it holds past it (undo of a failed append).
+        Without a write descriptor nothing was written through this file, so at its own size
+        there is nothing to cut (an append whose descriptor could not be opened, EMFILE, is
+        refused and the log stays online instead of failing the undo the same way)."""
+        if self._write_fd is None and size == self.size:
+            return
         self._files.truncate(self._writer(), size)
         self.size = size
 
