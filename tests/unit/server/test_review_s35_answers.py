@@ -41,12 +41,20 @@ from tests.unit.server.echo_connection import (
     run_on,
     serve,
 )
+from tests.unit.server.test_connection_limits import FakeClock
 
 pytestmark = pytest.mark.unit
 
 FILL = 3 * 1024 * 1024  # an answer the client does not read: the socket fills, the region waits
 REGION = 256 * 1024  # sent with sendfile on every path
 RELEASE_S = 2.0  # how long the broker may take to let go once it closed the connection
+
+
+def _failing_on(paths: tuple[str, ...], reason: str) -> list[Any]:
+    """One strict xfail param per answer path."""
+    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=reason)) for p in paths]
+
+
 WRITER_THREAD_LEAK = (
     "connection.py: `_end_answers` takes the outbox (self._outbox = None) before awaiting "
     "`finish`, so the idle check's `close` cannot abort it: the writer thread's dup of the "
@@ -125,10 +133,7 @@ LAST_REPLY_HELD = (
     "fetched once and then idles (or trickles a frame, which resets the idle clock) pins a "
     "deleted segment's file and descriptor however long it stays"
 )
-IDLE_PATHS = [
-    pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=LAST_REPLY_HELD))
-    for path in ("thread", "asyncio", "uvloop")
-]
+IDLE_PATHS = _failing_on(("thread", "asyncio", "uvloop"), LAST_REPLY_HELD)
 
 
 @pytest.mark.parametrize("path", IDLE_PATHS)
@@ -198,19 +203,8 @@ UNREAD_AFTER_EOF = (
     "that shuts its writing half after requests whose answers it never reads leaks the socket "
     "(a descriptor H2's budget counts) and the buffered bytes for the broker's lifetime"
 )
-UNREAD_PATHS = [
-    pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=UNREAD_AFTER_EOF))
-    for path in ("asyncio", "uvloop")
-]
+UNREAD_PATHS = _failing_on(("asyncio", "uvloop"), UNREAD_AFTER_EOF)
 IDLE_MS = 1_000
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.mark.parametrize("path", UNREAD_PATHS)
@@ -218,7 +212,7 @@ def test_the_idle_check_closes_a_connection_whose_client_stopped_reading_and_sen
     path: str,
 ) -> None:
     async def scenario(_writer: AnswerWriter | None) -> bool:
-        clock = _Clock()
+        clock = FakeClock()
         dispatcher: Any = Echo(fill_bytes=FILL)  # an answer below the 4 MiB backpressure mark
         listener = Listener(
             dispatcher, "127.0.0.1", 0, connections_max_idle_ms=IDLE_MS, clock=clock
