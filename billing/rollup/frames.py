@@ -295,6 +295,22 @@ def _hourly(intervals: DataFrame) -> dict[RollupKey, Sums]:
     return out
 
 
+def fast_census(
+    stage: DataFrame, rows: DataFrame
+) -> tuple[DataFrame, tuple[int, dict[str, int], list[int]]]:
+    """(the run's rows, `census` of them) from one pass over `checked`'s stage (the pass that
+    builds its cache): when the fast check accepted every record, the rows are the stage's as
+    they are, without `both_paths`' union with the exact rules, so no later step plans, compiles
+    or evaluates the exact path (its large expressions were in every action's plan); otherwise
+    `rows` and `census(rows)`, a second pass, over the cache."""
+    counts = stage.groupBy("_fast", "hour_ms").count().collect()
+    if any(not row._fast for row in counts):
+        return rows, census(rows)
+    fast = stage.where(F.col("_fast")).select(*rows.columns)
+    hours = sorted({int(row.hour_ms) for row in counts})
+    return fast, (sum(int(row["count"]) for row in counts), {}, hours)
+
+
 def census(rows: DataFrame) -> tuple[int, dict[str, int], list[int]]:
     """(valid rows, rejected rows by reason, the UTC hours of the valid rows) in one pass."""
     valid, rejected, hours = 0, dict[str, int](), set[int]()

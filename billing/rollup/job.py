@@ -146,7 +146,9 @@ def roll_up_records(
         if cut_lineage:
             rows = rows.localCheckpoint(eager=True)
             stage.unpersist()
-        valid_count, reasons, hours = frames.census(rows)
+            valid_count, reasons, hours = frames.census(rows)
+        else:
+            rows, (valid_count, reasons, hours) = frames.fast_census(stage, rows)
         end = end if end is not None else _ends_seen(rows, start)
         out = RunOutput(options.topic, cursor, start, end, until_ms)
         out.rejected = sum(reasons.values())
