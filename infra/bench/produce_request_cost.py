@@ -54,8 +54,6 @@ def produce_frame(version: int, acks: int, topic: str, batch: bytes, correlation
     fields: dict[str, Any] = {"index": 0, "records": batch}
     data = module.PartitionProduceData(**fields)
     topic_data = module.TopicProduceData(name=topic, partition_data=(data,))
-    import datetime
-
     request = module.ProduceRequest(
         transactional_id=None,
         acks=acks,
