@@ -2,7 +2,8 @@
 
 Owns: the session settings the job relies on (few shuffle partitions, a core's worth on
 `local[N]`: rollups are small; no UI;
-UTC session time zone so hours are UTC hours; a 4 GiB driver heap, `PIER_SPARK_DRIVER_MEMORY`; Spark's Kafka source and the usage scan
+UTC session time zone so hours are UTC hours; a 4 GiB driver heap, `PIER_SPARK_DRIVER_MEMORY`;
+the JVM options of `JAVA_OPTIONS`, `PIER_SPARK_JAVA_OPTIONS`; Spark's Kafka source and the usage scan
 (`billing.source.scan`) on `spark.jars`, from the cache `billing.jars` names: a cluster's
 executors get the jars from the driver). PySpark needs
 `SPARK_LOCAL_IP` and `PYSPARK_PYTHON` (infra/deploy/billing.md): unset ones default to 127.0.0.1
@@ -23,6 +24,15 @@ DRIVER_MEMORY = (
 
 
 CLUSTER_SHUFFLE_PARTITIONS = 4
+# The driver's and executors' JVM options (`PIER_SPARK_JAVA_OPTIONS` replaces them): the
+# throughput collector (G1's concurrent threads took CPU the two cores of `local[2]` lack), and
+# the JIT's top tier kept for methods called four times as often as its default (a run compiles
+# tens of thousands of methods, most of Spark's generated code run a few thousand times: the
+# compiler threads took a quarter of a 10 M-record run's CPU). docs/billing.md, "Speed".
+JAVA_OPTIONS = (
+    "-XX:+UseParallelGC -XX:Tier4InvocationThreshold=20000 -XX:Tier4CompileThreshold=40000"
+    " -XX:Tier4MinInvocationThreshold=2000"
+)
 
 
 def local_cores(master: str) -> int | None:
@@ -62,7 +72,13 @@ def spark_session(
     builder = SparkSession.builder
     if master != EXISTING:  # spark-submit sets its own memory
         memory = os.environ.get("PIER_SPARK_DRIVER_MEMORY", DRIVER_MEMORY)
-        builder = builder.master(master).config("spark.driver.memory", memory)
+        java = os.environ.get("PIER_SPARK_JAVA_OPTIONS", JAVA_OPTIONS)
+        builder = (
+            builder.master(master)
+            .config("spark.driver.memory", memory)
+            .config("spark.driver.extraJavaOptions", java)
+            .config("spark.executor.extraJavaOptions", java)
+        )
     if "SPARK_LOCAL_IP" in os.environ:  # else Spark picks this host's address (a real cluster)
         builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
     spark = (
