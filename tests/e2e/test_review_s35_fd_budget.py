@@ -7,7 +7,8 @@ limit`), but an empty partition holds 3 of its 4 (its `.log`'s write descriptor 
 first append), so a second topic is promised the first one's unopened write descriptors again;
 and since sockets now draw on the reserve instead of on top of it, nothing is left to absorb
 that. Created in two steps as the refusals allowed, with the clients' connections within the
-reserve, the partitions must all take their first record.
+reserve, the partitions must all take their first record. And one client's connections past the
+reserve must not shrink what every tenant may create (the listener has no connection cap).
 """
 
 from __future__ import annotations
@@ -93,3 +94,29 @@ def _created_as_allowed_then_written(broker: BrokerProcess) -> tuple[list[str], 
     with held_connections(broker, clients):
         assert broker_sockets(broker.pid) <= reserve_for(NOFILE)  # within what sockets are given
         return first_records(producer, {"a": first, "b": second}), first + second
+
+
+NO_CONNECTION_CAP = (
+    "brokers/server/accept.py has no connection cap: the budget gives sockets the reserve, but "
+    "the listener accepts past it (until EMFILE) and the budget then counts those sockets as "
+    "taken from the partitions' share, so one client's connections shrink what every tenant "
+    "may create (Kafka bounds them with max.connections / max.connections.per.ip)"
+)
+PAST_RESERVE = 24  # connections past the reserve: six partitions' worth
+
+
+@pytest.mark.xfail(strict=True, reason=NO_CONNECTION_CAP)
+def test_connections_past_the_reserve_do_not_shrink_what_tenants_may_create(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    broker = start_limited(tmp_path, request)
+    try:
+        _, before = refusal(broker.bootstrap, "probe-before", 10 * NOFILE)
+        clients = reserve_for(NOFILE) - broker_sockets(broker.pid) + PAST_RESERVE
+        with held_connections(broker, clients):  # one client's: the broker accepts them all
+            _, during = refusal(broker.bootstrap, "probe-during", 10 * NOFILE)
+    finally:
+        broker.stop()
+    assert during == before, (
+        f"{clients} connections cut the partitions allowed {before} -> {during}"
+    )
