@@ -11,7 +11,10 @@ the transport allows; a bytes response is held back while the client's next requ
 buffered in full, and the held ones leave in one write after the last of them — one send and one
 wake-up of the client for a pipelined run instead of one each, which a starved loop pays for —
 with a flush scheduled for the loop's next turn in case a request parks meanwhile), closing on
-protocol violations, and answering an HTTP request sent to this
+protocol violations (and at the client's end the socket closes only once its last answers have
+left: until then the listener keeps the connection, so the idle check still ends a client that
+never reads them; neither a request nor its answer is kept past its turn, so a sent fetch
+region lets go of its segment file at once), and answering an HTTP request sent to this
 port with a plain 400 that says what the port is (after every answer to the Kafka requests
 before it, held-back ones included). Runs on the event loop; not thread-safe. A bad
 request closes this connection only.
@@ -92,6 +95,8 @@ class Connection:
         self._flush_scheduled = False
         self._answers = answers
         self._outbox: Outbox | None = None  # set in `serve` when answers go via the writer thread
+        self._ending: Outbox | None = None  # the outbox `_end_answers` waits on, for `close`
+        self.ending = False  # the client is done (EOF, error): its last answers are leaving
 
     @classmethod
     def accepted(
@@ -115,8 +120,9 @@ class Connection:
     def close(self) -> None:
         """Close the socket, dropping unsent answers; `serve` then ends quietly (the listener's
         idle check)."""
-        if self._outbox is not None:
-            self._outbox.abort()
+        for outbox in (self._outbox, self._ending):
+            if outbox is not None:
+                outbox.abort()
         self._writer.transport.abort()  # close() would wait for a client that reads nothing
 
     async def serve(self) -> None:
@@ -143,13 +149,32 @@ class Connection:
         except Exception as exc:  # never let one connection take the broker down
             log.error("event=connection_failed peer=%s error=%r", self.peer.host, exc)
         finally:
+            self.ending = True
             self._release()
             with contextlib.suppress(ConnectionError, RuntimeError):
                 self._flush()  # answers to the requests before a bad one still go out
-            await self._end_answers(cancelled)
-            self._writer.close()
-            if self._metrics is not None:
-                self._metrics.connections.dec()
+            try:
+                await self._end_answers(cancelled)
+                await self._close_transport(cancelled)
+            finally:
+                if self._metrics is not None:
+                    self._metrics.connections.dec()
+
+    async def _close_transport(self, cancelled: bool) -> None:
+        """Close the socket once the answers still buffered have left. Until then the client
+        is waited on, so the idle check's `close` ends a client that reads nothing (the
+        listener keeps this connection until `serve` returns); on shutdown it closes at once."""
+        if cancelled:
+            self._writer.transport.abort()
+            return
+        self._waiting_since = self._clock()
+        self._writer.close()
+        try:
+            with contextlib.suppress(ConnectionError, OSError):
+                await self._writer.wait_closed()
+        except asyncio.CancelledError:
+            self._writer.transport.abort()
+            raise
 
     def _open_outbox(self) -> Outbox | None:
         """This connection's queue on the writer thread (None: answers go through the transport)."""
@@ -175,11 +200,14 @@ class Connection:
             outbox.abort()
             return
         self._waiting_since = self._clock()
+        self._ending = outbox  # the idle check's `close` still reaches it
         try:
             await outbox.finish()
         except asyncio.CancelledError:
             outbox.abort()
             raise
+        finally:
+            self._ending = None
 
     async def _serve_frames(self) -> None:
         while True:
@@ -190,8 +218,10 @@ class Connection:
                 reply = await self._dispatcher.dispatch(memoryview(frame), self.peer)
             finally:
                 self._release()
-            if reply is not None:
+            frame = None  # neither the request nor its answer (a fetch's regions hold their
+            if reply is not None:  # segment files open) is kept while the next one is awaited
                 await self._send(reply)
+                reply = None
 
     async def _read_frame(self) -> bytes | memoryview | None:
         self._waiting_since = self._clock()

@@ -27,6 +27,8 @@ import os
 
 from brokers.server.response import FileSegment
 
+_CLOSE_CHECK_S = 0.25  # how often a send waiting for a writable socket looks for a close
+
 
 async def send_region(writer: asyncio.StreamWriter, region: FileSegment) -> None:
     """Send `region` after everything written to `writer` before. The region is held for the
@@ -85,23 +87,19 @@ async def _writable(
 ) -> None:
     """Return once the socket takes bytes again; ConnectionError once the connection is closed
     instead (the idle check's `close()`: the duplicate keeps the socket open, so a client that
-    reads nothing would otherwise hold the send, and the connection, forever)."""
+    reads nothing would otherwise hold the send, and the connection, forever). The close is
+    seen by looking at the transport every `_CLOSE_CHECK_S`: waiting on `writer.wait_closed()`
+    in a task cancelled afterwards would cancel the protocol's own close future with it, and
+    every later `wait_closed` of the connection would raise CancelledError at once."""
     ready = loop.create_future()
     loop.add_writer(out, _set, ready)
-    closed = asyncio.ensure_future(writer.wait_closed())
-    closed.add_done_callback(_retrieve)
     try:
-        await asyncio.wait((ready, closed), return_when=asyncio.FIRST_COMPLETED)
+        while not ready.done():
+            if writer.transport.is_closing():
+                raise ConnectionError(errno.EPIPE, "the connection was closed during sendfile")
+            await asyncio.wait((ready,), timeout=_CLOSE_CHECK_S)
     finally:
         loop.remove_writer(out)
-        closed.cancel()
-    if not ready.done():
-        raise ConnectionError(errno.EPIPE, "the connection was closed during sendfile")
-
-
-def _retrieve(task: asyncio.Future[None]) -> None:
-    if not task.cancelled():
-        task.exception()  # a connection lost with an error: already handled by the connection
 
 
 def _set(ready: asyncio.Future[None]) -> None:

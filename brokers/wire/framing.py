@@ -53,7 +53,10 @@ def frame_size(prefix: bytes, limit: int) -> int:
     if size > limit:
         foreign = foreign_protocol(prefix)
         if foreign is not None:
-            raise foreign
+            try:
+                raise foreign
+            finally:  # no cycle through this frame: the caller's frames are let go at once
+                del foreign
         raise FrameSizeError(f"frame size {size} over the limit of {limit} bytes")
     return size
 

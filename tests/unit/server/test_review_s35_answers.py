@@ -50,24 +50,11 @@ REGION = 256 * 1024  # sent with sendfile on every path
 RELEASE_S = 2.0  # how long the broker may take to let go once it closed the connection
 
 
-def _failing_on(paths: tuple[str, ...], reason: str) -> list[Any]:
-    """One strict xfail param per answer path."""
-    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=reason)) for p in paths]
-
-
-WRITER_THREAD_LEAK = (
-    "connection.py: `_end_answers` takes the outbox (self._outbox = None) before awaiting "
-    "`finish`, so the idle check's `close` cannot abort it: the writer thread's dup of the "
-    "socket waits for POLLOUT forever, holding the queued region (a deleted segment's file) "
-    "and the socket open, and `serve` never ends (the HTTP case also needs the last-reply or "
-    "the frame_size-cycle fix below)"
-)
 CASES = [
     pytest.param(
         "thread",
         ending,
         id=f"thread-{ending}",
-        marks=pytest.mark.xfail(strict=True, reason=WRITER_THREAD_LEAK),
     )
     for ending in ("eof", "http")
 ] + [
@@ -127,13 +114,7 @@ def _ended(path: str, served: Served, echo: Echo) -> Callable[[], Awaitable[bool
     return check
 
 
-LAST_REPLY_HELD = (
-    "connection.py `_serve_frames`: the local `reply` keeps the last answer (its RawResponse and "
-    "so its FileRegion) while the connection waits for the next request, so a client that "
-    "fetched once and then idles (or trickles a frame, which resets the idle clock) pins a "
-    "deleted segment's file and descriptor however long it stays"
-)
-IDLE_PATHS = _failing_on(("thread", "asyncio", "uvloop"), LAST_REPLY_HELD)
+IDLE_PATHS = ("thread", "asyncio", "uvloop")
 
 
 @pytest.mark.parametrize("path", IDLE_PATHS)
@@ -163,15 +144,6 @@ def test_a_sent_region_is_let_go_while_the_connection_waits_for_the_next_request
     assert run_on(path, scenario)
 
 
-HTTP_CYCLE = (
-    "framing.py `frame_size`: `foreign = foreign_protocol(prefix); raise foreign` leaves the "
-    "exception in its own frame (a reference cycle) whose traceback holds `_serve_frames`' "
-    "frame and its last `reply`: after an HTTP request on the Kafka port, the answer before it "
-    "keeps its (deleted) file open until the cyclic collector runs, which settle_heap makes rare"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=HTTP_CYCLE)
 def test_a_region_sent_before_an_http_request_is_let_go_when_the_connection_ends(
     tmp_path: Path,
 ) -> None:
@@ -196,14 +168,7 @@ def test_a_region_sent_before_an_http_request_is_let_go_when_the_connection_ends
     assert not held
 
 
-UNREAD_AFTER_EOF = (
-    "connection.py `serve` ends at the client's EOF and calls `writer.close()`, which on the "
-    "transport path waits (asyncio and uvloop: no bound) until the buffered answers are written; "
-    "the connection has left `Listener.connections`, so the idle check never closes it: a client "
-    "that shuts its writing half after requests whose answers it never reads leaks the socket "
-    "(a descriptor H2's budget counts) and the buffered bytes for the broker's lifetime"
-)
-UNREAD_PATHS = _failing_on(("asyncio", "uvloop"), UNREAD_AFTER_EOF)
+UNREAD_PATHS = ("asyncio", "uvloop")
 IDLE_MS = 1_000
 
 
@@ -224,10 +189,10 @@ def test_the_idle_check_closes_a_connection_whose_client_stopped_reading_and_sen
             client.write(frame(b"fill-request"))
             client.write_eof()  # done asking; it never reads the answer
 
-            async def served_out() -> bool:
-                return not listener.connections  # `serve` ended at the EOF
+            async def served_out() -> bool:  # its requests served; the answer waits to leave
+                return bool(listener.connections) and all(c.ending for c in listener.connections)
 
-            await wait_until_async(served_out, what="the connection's serve ended")
+            await wait_until_async(served_out, what="the connection's requests served")
             clock.now += 2 * IDLE_MS / 1000  # connections.max.idle.ms passed
             listener.close_idle_connections()
 
