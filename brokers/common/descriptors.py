@@ -15,8 +15,10 @@ fetchers' connections, the metrics endpoint, the event loop's self-pipe — draw
 tenth of the limit, at least 64), which is never promised to partitions (what sockets leave of
 it takes segment rolls and checkpoint writes); every other descriptor
 (segments, indexes, checkpoints, the log file, pipes, the loop's epoll/eventfd) draws on the rest.
-So a partition fits when `files + max(reserve, sockets) + 4 <= limit`: while sockets stay within
-the reserve, connecting or disconnecting clients never changes how many partitions fit (it used
+Partitions that exist but do not hold their 4 yet were promised the rest (`Promised`: a log's
+write descriptor opens at its first append; a deferred log opens later still), so those count as
+taken too. So a partition fits when `files + promised + max(reserve, sockets) + 4 <= limit`: while
+sockets stay within the reserve, connecting or disconnecting clients never changes how many partitions fit (it used
 to: the next admin client's own connections moved the answer by one, issue 13's flaky fd-limit
 tests). The listener (`brokers/server/accept.py`) has no connection cap of its own: it accepts
 until the kernel says EMFILE and then backs off. So connections past the reserve take descriptors
@@ -117,6 +119,18 @@ def reserve_for(limit: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class Promised:
+    """Descriptors promised to partitions that exist but have not opened them yet (module doc):
+    an upper bound known at once, and the exact count, which may cost a look at every log."""
+
+    at_most: int
+    count: Callable[[], int]
+
+
+NOTHING_PROMISED = Promised(0, lambda: 0)
+
+
+@dataclass(frozen=True, slots=True)
 class DescriptorBudget:
     read_limit: Callable[[], int | None] = soft_limit
     count_open: Callable[[], int] = open_descriptors
@@ -128,21 +142,23 @@ class DescriptorBudget:
     # else `count_open`'s count taken as all files (no sockets).
     count_kinds: Callable[[], OpenDescriptors] | None = None
 
-    def partitions_available(self, *, at_least: int | None = None) -> int | None:
+    def partitions_available(
+        self, *, at_least: int | None = None, promised: Promised = NOTHING_PROMISED
+    ) -> int | None:
         """How many more partitions fit under the limit now; None: no limit. With `at_least`,
-        a count that proves that many fit may come from an upper bound on the descriptors open
-        (module doc) and be lower than the exact one."""
+        a count that proves that many fit may come from upper bounds on the descriptors open and
+        promised (module doc) and be lower than the exact one."""
         limit = self.read_limit()
         if limit is None:
             return None
         reserve = reserve_for(limit)
         if at_least is not None:
             for bound in self._upper_bounds():
-                sure = (limit - bound - reserve) // self.per_partition
+                sure = (limit - bound - promised.at_most - reserve) // self.per_partition
                 if sure >= at_least:
                     return sure
         now = self._count_kinds()
-        free = limit - now.files - max(reserve, now.sockets)
+        free = limit - now.files - promised.count() - max(reserve, now.sockets)
         return max(0, free // self.per_partition)
 
     def _upper_bounds(self) -> Iterator[int]:
@@ -161,14 +177,21 @@ class DescriptorBudget:
             return open_by_kind()
         return OpenDescriptors(self.count_open(), 0)
 
-    def check(self, partitions: int, what: str, *, available: int | None = None) -> None:
+    def check(
+        self,
+        partitions: int,
+        what: str,
+        *,
+        available: int | None = None,
+        promised: Promised = NOTHING_PROMISED,
+    ) -> None:
         """Raise DescriptorLimitError unless `partitions` more fit (`available`: an estimate
         made elsewhere, e.g. for another broker). `what` names the request in the message."""
         limit = self.read_limit()
         if limit is None:
             return
         if available is None:
-            available = self.partitions_available(at_least=partitions) or 0
+            available = self.partitions_available(at_least=partitions, promised=promised) or 0
         if partitions <= available:
             return
         raise DescriptorLimitError(

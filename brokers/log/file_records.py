@@ -176,6 +176,11 @@ class FileRecords:
             self._files.truncate(self._writer(), size)
             self.size = size
 
+    @property
+    def writer_open(self) -> bool:
+        """Whether the append descriptor is open (it opens at the first append)."""
+        return self._write_fd is not None
+
     def flush(self) -> None:
         self._files.fsync(self._write_fd if self._write_fd is not None else self._read_fd)
 

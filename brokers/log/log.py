@@ -179,6 +179,11 @@ class Log:
         return self._segments.active
 
     @property
+    def writer_open(self) -> bool:
+        """Whether the active segment holds its append descriptor (from its first append)."""
+        return self.active_segment.records.writer_open
+
+    @property
     def size_bytes(self) -> int:
         return self._segments.size_bytes
 

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from brokers.common.descriptors import DescriptorBudget
+from brokers.common.descriptors import DescriptorBudget, Promised
 from brokers.log.config import (
     LogConfig,
     validate_remote_storage_change,
@@ -78,7 +78,6 @@ SYNC_LOGS_UP_TO = 100  # partitions of one topic whose logs CreateTopics opens b
 DEFERRED_CHUNK = 4  # deferred logs created between two looks at the clock
 DEFERRED_SLICE_S = 0.005  # of creating deferred logs per event-loop turn
 DEFERRED_PAUSE_S = 0.005  # between two slices: the loop serves requests
-NEW_LOG_DESCRIPTORS = 3  # what an empty log holds open: its .log, .index and .timeindex
 log = logging.getLogger(__name__)
 
 
@@ -308,14 +307,17 @@ class LocalTopicRegistry:
         )
 
     def _check_descriptors(self, partitions: int, what: str) -> None:
-        deferred = self._replicas.deferred_count  # not open yet, but soon
-        if not deferred:
-            self._descriptors.check(partitions, what)
-            return
-        available = self._descriptors.partitions_available()
-        if available is not None:
-            pending = -(-deferred * NEW_LOG_DESCRIPTORS // self._descriptors.per_partition)
-            self._descriptors.check(partitions, what, available=max(0, available - pending))
+        self._descriptors.check(partitions, what, promised=self._promised())
+
+    def _promised(self) -> Promised:
+        """What existing partitions were promised but have not opened: a deferred log's every
+        descriptor, an empty log's write descriptor (brokers/common/descriptors.py)."""
+        deferred = self._replicas.deferred_count * self._descriptors.per_partition
+
+        def count() -> int:
+            return deferred + sum(1 for p in self._replicas.partitions() if not p.log.writer_open)
+
+        return Promised(deferred + self._partition_count, count)
 
     def _schedule_deferred(self) -> None:
         try:

@@ -34,7 +34,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
-from brokers.common.descriptors import DescriptorBudget
+from brokers.common.descriptors import DescriptorBudget, Promised
 from brokers.controller import zk_paths
 from brokers.controller.assignment import assign_replicas
 from brokers.controller.errors import (
@@ -255,9 +255,12 @@ class ZkTopicAdmin:
             for b in partition.replicas
             if b in wanted
         )
-        held_here = sum(1 for _ in self._logs.logs())
+        logs = list(self._logs.logs())
+        held_here = len(logs)
         needed = max((wanted[b] + held[b] - held_here for b in wanted), default=0)
-        here = self._descriptors.partitions_available(at_least=needed)
+        # An empty log's write descriptor opens at its first append: promised, not open yet.
+        unwritten = Promised(held_here, lambda: sum(1 for lg in logs if not lg.writer_open))
+        here = self._descriptors.partitions_available(at_least=needed, promised=unwritten)
         if here is None:
             return
         for broker in sorted(wanted):
