@@ -32,10 +32,10 @@ docs/broker-config.md).
 Cost: telling sockets from files takes an `fstat` per open descriptor (~3 µs each; `readlink` of
 `/proc/self/fd/N` costs 2.6 times that), and listing `/proc/self/fd` alone takes time in proportion
 to the descriptors open (tens of thousands with many partitions). So a check with `at_least`
-tries two upper bounds on `files + max(reserve, sockets)` first, cheapest first: the size of the
-process's descriptor table (`FDSize`, one short read) plus the reserve, then the listed count plus
-the reserve; only a request neither proves fits is decided on the exact count. Reads only;
-thread-safe.
+tries two upper bounds on `files + promised + max(reserve, sockets)` first, cheapest first: the
+size of the process's descriptor table (`FDSize`, one short read), then the listed count, each plus
+the reserve and `Promised.at_most` (a count the registry knows at once); only a request neither
+proves fits is decided on the exact counts. Reads only; thread-safe.
 """
 
 from __future__ import annotations
