@@ -9,7 +9,7 @@ budget: `files + promised + max(reserve, sockets) + 4 per new partition <= limit
 - One client's connections past the reserve must not shrink what every tenant may create (the
   listener has no connection cap): strict xfail.
 - Partitions created as allowed must roll with the clients' connections within the reserve (a
-  roll keeps the old segment's `.log` open, and sockets now share the reserve rolls draw on):
+  roll keeps the old segment's `.log` open, and the sockets' share is the rolls' headroom too):
   strict xfail.
 """
 
@@ -120,10 +120,10 @@ def test_connections_past_the_reserve_do_not_shrink_what_tenants_may_create(
 
 
 ROLLS_SHARE_THE_RESERVE = (
-    "brokers/common/descriptors.py: sockets now draw on the reserve that segment rolls draw on "
-    "too (a roll keeps the old segment's .log open: one descriptor more per partition), so with "
-    "the clients' connections within the reserve, partitions created as allowed cannot roll and "
-    "their produces fail with KAFKA_STORAGE_ERROR (before, the reserve sat on top of the sockets)"
+    "brokers/common/descriptors.py: the reserve is both the sockets' share and the segment rolls' "
+    "headroom (a roll keeps the old segment's .log open: one descriptor more per partition), so "
+    "with the clients' connections within the reserve the budget gives them, partitions created "
+    "as allowed cannot roll and their produces fail with KAFKA_STORAGE_ERROR"
 )
 
 
