@@ -2,18 +2,29 @@
 
 Owns: finding the kio schema for (api_key, version), decoding request bodies, encoding response
 bodies, and the varint helpers hand-written codecs share. kio's reader is native; its writer is
-pure Python (fine for everything but fetch, which has its own encoder). Pure; thread-safe (the
+pure Python (fine for everything but fetch, which has its own encoder), and `_writer` skips its
+per-entity buffer for an empty tagged-field section. Pure; thread-safe (the
 caches are filled idempotently).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from functools import cache
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
+from kio.serial._serialize import get_field_writer
+from kio.serial.writers import compact_array_writer, legacy_array_writer
 from kio.static.protocol import Entity
 
 from brokers.wire.guard import check_request_bounds
@@ -61,7 +72,40 @@ def _reader(schema: type[Entity]) -> Any:
 
 @cache
 def _writer(schema: type[Entity]) -> Any:
-    return entity_writer(schema)
+    """kio's writer but for the empty tagged-field section of an entity that declares no tagged
+    field, written as the one byte it is: kio builds it in a BytesIO per entity, half of a small
+    answer's encoding (an OffsetCommit answer of one partition: 7.1 -> 3.7 us). Entities with
+    tagged or nullable-entity fields, and the request header (its legacy client id), take kio's
+    writer whole; tests compare the two byte for byte on every schema."""
+    flexible = bool(schema.__flexible__)
+    steps: list[tuple[str, Any]] = []
+    for field in dataclasses.fields(schema):
+        kind = classify_field(field)
+        if (
+            schema.__name__ == "RequestHeader"
+            or get_field_tag(field) is not None
+            or (isinstance(kind, EntityField) and is_optional(field))
+        ):
+            return entity_writer(schema)
+        if isinstance(kind, EntityField):
+            writer = _writer(kind.type_)
+        elif isinstance(kind, EntityTupleField):
+            array = compact_array_writer if flexible else legacy_array_writer
+            writer = array(_writer(kind.type_))
+        else:
+            writer = get_field_writer(
+                field, flexible=flexible, is_request_header=False, is_tag=False
+            )
+        steps.append((field.name, writer))
+    plan = tuple(steps)
+
+    def write(buffer: Any, entity: Any) -> None:
+        for name, writer in plan:
+            writer(buffer, getattr(entity, name))
+        if flexible:
+            buffer.write(b"\x00")  # no tagged fields
+
+    return write
 
 
 @cache
