@@ -16,6 +16,7 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+from kio.serial import writers as kio_writers
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -24,7 +25,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 from kio.serial._serialize import get_field_writer
-from kio.serial.writers import compact_array_writer, legacy_array_writer
+from kio.serial.writers import legacy_array_writer
 from kio.static.protocol import Entity
 
 from brokers.wire.guard import check_request_bounds
@@ -73,8 +74,9 @@ def _reader(schema: type[Entity]) -> Any:
 @cache
 def _writer(schema: type[Entity]) -> Any:
     """kio's writer but for the empty tagged-field section of an entity that declares no tagged
-    field, written as the one byte it is: kio builds it in a BytesIO per entity, half of a small
-    answer's encoding (an OffsetCommit answer of one partition: 7.1 -> 3.7 us). Entities with
+    field, written as the one byte it is (kio builds it in a BytesIO per entity, half of a small
+    answer's encoding), and compact lengths written without kio's varint type checks (an
+    OffsetCommit answer of one partition: 7.1 -> 1.9 us). Entities with
     tagged or nullable-entity fields, and the request header (its legacy client id), take kio's
     writer whole; tests compare the two byte for byte on every schema."""
     flexible = bool(schema.__flexible__)
@@ -90,12 +92,13 @@ def _writer(schema: type[Entity]) -> Any:
         if isinstance(kind, EntityField):
             writer = _writer(kind.type_)
         elif isinstance(kind, EntityTupleField):
-            array = compact_array_writer if flexible else legacy_array_writer
+            array = _compact_array if flexible else legacy_array_writer
             writer = array(_writer(kind.type_))
         else:
             writer = get_field_writer(
                 field, flexible=flexible, is_request_header=False, is_tag=False
             )
+            writer = _COMPACT_STRINGS.get(writer, writer)
         steps.append((field.name, writer))
     plan = tuple(steps)
 
@@ -123,6 +126,43 @@ def decode_request(api_key: int, version: int, frame: memoryview, offset: int) -
     except Exception as exc:
         raise MalformedRequestError(f"api {api_key} v{version}: {exc.__class__.__name__}") from None
     return entity
+
+
+def _compact_array(item_writer: Any) -> Any:
+    """kio's `compact_array_writer` without its per-call varint type checks."""
+
+    def write(buffer: Any, items: Any) -> None:
+        if items is None:
+            buffer.write(b"\x00")
+            return
+        buffer.write(write_uvarint(len(items) + 1))
+        for item in items:
+            item_writer(buffer, item)
+
+    return write
+
+
+def _nullable_compact_string(buffer: Any, value: str | bytes | None) -> None:
+    """kio's `write_nullable_compact_string` without its varint type check."""
+    if value is None:
+        buffer.write(b"\x00")
+        return
+    if isinstance(value, str):
+        value = value.encode()
+    buffer.write(write_uvarint(len(value) + 1))
+    buffer.write(value)
+
+
+def _compact_string(buffer: Any, value: str | bytes) -> None:
+    if value is None:
+        raise TypeError("Unexpectedly received None value")  # as kio's writer
+    _nullable_compact_string(buffer, value)
+
+
+_COMPACT_STRINGS: dict[Any, Any] = {
+    kio_writers.write_nullable_compact_string: _nullable_compact_string,
+    kio_writers.write_compact_string: _compact_string,
+}
 
 
 def encode_entity(entity: Entity) -> bytes:
