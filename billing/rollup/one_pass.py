@@ -28,7 +28,8 @@ chunk of `CHUNK` sequences), collected at once, gives:
 Anything else returns None and the caller rolls the batch up the exact way
 (`job.roll_up_records`), so the one-pass path is a shortcut, never a second set of rules: a record
 the fast check refused (malformed or not canonical), another id shape, a repeated or already
-counted traffic id, more than `MAX_SAMPLES` storage samples, end offsets not known, or more than
+counted traffic id, more than `MAX_SAMPLES` storage samples (counted in the aggregation's job:
+their rows never reach the driver), end offsets not known, or more than
 `MAX_SHORT_RUNS` short runs. The commit is the exact path's (`job.commit_run`): rollups, ranges,
 storage state and the next offsets in one fenced transaction, the id folder renamed after it.
 Driver side; one call per micro-batch, from the stream's thread.
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from billing.rollup import frames, ledger, ranges
@@ -108,6 +109,7 @@ class Digest:
     sums: dict[RollupKey, Sums] = field(default_factory=dict)
     chunks: dict[tuple[str, int], Chunk] = field(default_factory=dict)
     samples: dict[str, Sample] = field(default_factory=dict)  # by id
+    oversize: int = 0  # sample ids, when more than MAX_SAMPLES: nothing else is filled
 
     def repeats(self) -> bool:
         return any(c.rows != (c.mask & _BITS).bit_count() for c in self.chunks.values())
@@ -143,10 +145,9 @@ def roll_up_one_pass(
     clock = Phases()
     stage, _ = frames.checked(batch)
     found = digest(stage)
-    if found.other or found.repeats() or len(found.samples) > MAX_SAMPLES:
-        _log.info(
-            "event=billing_one_pass_declined other=%d samples=%d", found.other, len(found.samples)
-        )
+    if found.oversize or found.other or found.repeats():
+        samples = found.oversize or len(found.samples)
+        _log.info("event=billing_one_pass_declined other=%d samples=%d", found.other, samples)
         return None
     runs = found.runs()
     held = ledger.counted_ranges(db, options.topic)
@@ -169,7 +170,8 @@ def roll_up_one_pass(
 
 def digest(stage: DataFrame) -> Digest:
     """One aggregation over `frames.checked`'s stage (GROUPING SETS, so the records are read
-    and checked once), collected."""
+    and checked once), collected. Its storage sample ids are counted in the same job, and their
+    rows dropped there when they are more than `MAX_SAMPLES`: such a batch is only `oversize`."""
     fast = F.coalesce(F.col("_fast"), F.lit(False))
     plain = fast & (F.col("kind") == "traffic") & F.col("writer").isNotNull()
     sample = fast & (F.col("kind") == "storage")
@@ -186,7 +188,7 @@ def digest(stage: DataFrame) -> Digest:
         *(F.when(plain, F.col(m)).alias(m) for m in TRAFFIC_MEASURES),
     )  # fmt: skip
     grouped = keyed.groupingSets([list(_SUM_KEYS), list(_CHUNK_KEYS)], *_SUM_KEYS, *_CHUNK_KEYS)
-    rows = grouped.agg(
+    aggregated = grouped.agg(
         F.grouping_id().alias("gid"),
         F.count(F.col("hour")).alias("n"),
         F.count(F.when(F.col("other"), 1)).alias("other_rows"),
@@ -195,7 +197,13 @@ def digest(stage: DataFrame) -> Digest:
         F.max("hour").alias("hour_hi"),
         F.min("first").alias("first"),
         *(F.sum(m).alias(m) for m in TRAFFIC_MEASURES),
-    ).collect()
+    )
+    is_sample = _sample_row()
+    everything = Window.partitionBy(F.lit(0))  # the aggregated rows (few): one task
+    counted = aggregated.withColumn("samples", F.count(F.when(is_sample, 1)).over(everything))
+    rows = counted.where(~is_sample | (F.col("samples") <= MAX_SAMPLES)).collect()
+    if rows and rows[0].samples > MAX_SAMPLES:
+        return Digest(oversize=rows[0].samples)
     out = Digest()
     for row in rows:
         if row.gid == _SUMS_SET:
@@ -208,6 +216,12 @@ def digest(stage: DataFrame) -> Digest:
             chunk = Chunk(int(row.n), int(row.mask), int(row.hour_lo), int(row.hour_hi))
             out.chunks[(row.c_writer, int(row.c_chunk))] = chunk
     return out
+
+
+def _sample_row() -> Column:
+    """A storage sample id's row in the aggregation, as `digest` reads it back."""
+    chunk_set = (F.col("gid") != _SUMS_SET) & F.col("c_writer").isNotNull()
+    return chunk_set & (F.col("c_chunk") == SAMPLE_CHUNK)
 
 
 def _key(name: str) -> Column:
