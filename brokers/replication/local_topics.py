@@ -13,8 +13,9 @@ A topic of more than `SYNC_LOGS_UP_TO` partitions is answered once its metadata 
 and persisted, as Kafka answers once the metadata is committed and its brokers create the logs
 afterwards: its logs are created on the event loop in slices of `DEFERRED_SLICE_S` with
 `DEFERRED_PAUSE_S` between them for requests, or at once by the first request that looks a
-partition up (`ReplicaManager.find`). The descriptor budget counts those partitions as open (3
-files each, as an empty log). Should one fail to open, the slices stop and log it, and that
+partition up (`ReplicaManager.find`). The descriptor budget counts the 4 descriptors each of those
+partitions was promised as taken, and an empty log's write descriptor too (it opens at the first
+append: `_promised`). Should one fail to open, the slices stop and log it, and that
 partition's requests get the storage error (Kafka: the partition offline on that broker). At the
 next start the registry opens every log of every topic before serving.
 
