@@ -42,6 +42,7 @@ from brokers.log.metrics import LogSizeCollector
 from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
 from brokers.replication.metrics import LastStableOffsetLagCollector, ReplicaManagerCollector
 from brokers.replication.replica_manager import ReplicaManager
+from brokers.server.accept import ConnectionQuotas, resolve_overrides
 from brokers.server.dispatcher import Dispatcher
 from brokers.server.listener import Listener
 from brokers.server.metrics import ServerMetrics
@@ -203,6 +204,11 @@ class Broker:
             metrics=self.server_metrics,
             connections_max_idle_ms=self.config.connections_max_idle_ms,
             queued_max_request_bytes=self.config.queued_max_request_bytes,
+            quotas=ConnectionQuotas(
+                self.config.max_connections,
+                self.config.max_connections_per_ip,
+                resolve_overrides(self.config.max_connections_per_ip_overrides),
+            ),
         )
         await self._listener.start()
         if self.config.port == 0:  # an ephemeral port: advertise the one we got

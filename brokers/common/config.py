@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 512 * 1024 * 1024
+UNLIMITED_CONNECTIONS = 2**31 - 1  # Kafka's max.connections(.per.ip) default: Int.MaxValue
+MAX_CONNECTION_OVERRIDES = 10_000  # entries in max.connections.per.ip.overrides
 
 
 class BrokerConfigError(ValueError):
@@ -137,6 +139,46 @@ class BrokerConfig:
         return value
 
     @property
+    def max_connections(self) -> int:
+        """Kafka's `max.connections`: client connections the broker serves at once; at the cap
+        it stops accepting until one closes (brokers/server/accept.py). Default: unlimited."""
+        return _int(self.properties, "max.connections", UNLIMITED_CONNECTIONS)
+
+    @property
+    def max_connections_per_ip(self) -> int:
+        """Kafka's `max.connections.per.ip`: a connection past it is closed at once. 0 is
+        allowed only with overrides (those hosts alone may connect), as Kafka requires."""
+        value = _int(self.properties, "max.connections.per.ip", UNLIMITED_CONNECTIONS)
+        if value == 0 and not self.max_connections_per_ip_overrides:
+            raise BrokerConfigError(
+                "max.connections.per.ip=0 needs max.connections.per.ip.overrides "
+                "(otherwise no client could connect)"
+            )
+        return value
+
+    @property
+    def max_connections_per_ip_overrides(self) -> dict[str, int]:
+        """Kafka's `max.connections.per.ip.overrides`: `host:count,host:count` (an IP address
+        or a host name, resolved when the listener starts; an IPv6 address may be bracketed)."""
+        raw = self.properties.get("max.connections.per.ip.overrides", "").strip()
+        overrides: dict[str, int] = {}
+        for item in filter(None, (part.strip() for part in raw.split(","))):
+            host, separator, count = item.rpartition(":")
+            host = host.strip().strip("[]")
+            if not separator or not host or not count.strip().isdigit():
+                raise BrokerConfigError(
+                    f"max.connections.per.ip.overrides: {item!r} is not host:count "
+                    "(count a non-negative integer)"
+                )
+            overrides[host] = min(int(count), UNLIMITED_CONNECTIONS)
+        if len(overrides) > MAX_CONNECTION_OVERRIDES:
+            raise BrokerConfigError(
+                f"max.connections.per.ip.overrides has {len(overrides)} hosts; "
+                f"at most {MAX_CONNECTION_OVERRIDES}"
+            )
+        return overrides
+
+    @property
     def retention_check_interval_ms(self) -> int:
         return _int(self.properties, "log.retention.check.interval.ms", 300_000, minimum=1)
 
@@ -176,6 +218,9 @@ class BrokerConfig:
             "socket_request_max_bytes",
             "connections_max_idle_ms",
             "queued_max_request_bytes",
+            "max_connections",
+            "max_connections_per_ip",
+            "max_connections_per_ip_overrides",
             "retention_check_interval_ms",
             "flush_scheduler_interval_ms",
             "checkpoint_interval_ms",

@@ -41,6 +41,8 @@ _BROKER_SETTINGS = {
     "socket.request.max.bytes": ("socket_request_max_bytes", "int"),
     "connections.max.idle.ms": ("connections_max_idle_ms", "long"),
     "queued.max.request.bytes": ("queued_max_request_bytes", "long"),
+    "max.connections": ("max_connections", "int"),
+    "max.connections.per.ip": ("max_connections_per_ip", "int"),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", "long"),
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", "long"),
     "log.flush.offset.checkpoint.interval.ms": ("checkpoint_interval_ms", "int"),

@@ -5,8 +5,9 @@ the set of live connections (so shutdown can close them all), the request memory
 (`queued.max.request.bytes`, Kafka's semantics: ≤ 0 unbounded), and the idle check
 (`connections.max.idle.ms`, Kafka's semantics: negative never): every `idle_check_interval` it
 closes each connection that has waited on its client — silent, stalled in a partial frame, or not
-reading its responses — for longer than the limit; and the event loop's lag probe
-(`loop_health.LoopLagProbe`) while it listens. Runs on the event loop; not thread-safe.
+reading its responses — for longer than the limit; the connection caps (`max.connections`,
+`max.connections.per.ip`: `accept.ConnectionQuotas`; a connection is counted from its accept
+to its task's end); and the event loop's lag probe (`loop_health.LoopLagProbe`) while it listens. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ import socket
 import time
 from collections.abc import Callable
 
-from brokers.server.accept import AcceptBackoff, accept_forever, bind_listening_sockets
+from brokers.server.accept import (
+    AcceptBackoff,
+    ConnectionQuotas,
+    LogLimiter,
+    accept_forever,
+    bind_listening_sockets,
+    peer_address,
+)
 from brokers.server.connection import Connection
 from brokers.server.dispatcher import Dispatcher
 from brokers.server.loop_health import LoopLagProbe
@@ -42,6 +50,7 @@ class Listener:
         metrics: ServerMetrics | None = None,
         connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
         queued_max_request_bytes: int = -1,
+        quotas: ConnectionQuotas | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._dispatcher = dispatcher
@@ -60,6 +69,10 @@ class Listener:
         self._jobs: list[asyncio.Task[None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.connections: set[Connection] = set()
+        self.quotas = quotas or ConnectionQuotas()
+        self._room = asyncio.Event()  # set when a connection ends: the accept loops re-check
+        self._refusals = LogLimiter(clock)
+        self._blocks = LogLimiter(clock)
         self.loop_lag = LoopLagProbe(metrics.loop_lag if metrics is not None else None)
 
     @property
@@ -76,7 +89,9 @@ class Listener:
         self._sockets = bind_listening_sockets(self._host, self._port)
         for sock in self._sockets:
             backoff = AcceptBackoff(self._clock)
-            accepting = accept_forever(sock, self.adopt, backoff, self._count_accept_error)
+            accepting = accept_forever(
+                sock, self.adopt, backoff, self._count_accept_error, self.wait_for_room
+            )
             self._jobs.append(asyncio.create_task(accepting))
         if self._idle_ms >= 0:
             self._jobs.append(asyncio.create_task(self._check_idle_forever()))
@@ -122,10 +137,56 @@ class Listener:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def adopt(self, sock: socket.socket) -> None:
-        """Serve a connected socket (one the accept loop took, or a test's socketpair end)."""
+        """Serve a connected socket (one the accept loop took, or a test's socketpair end),
+        unless its address is at `max.connections.per.ip`: then close it before reading."""
+        try:
+            address = peer_address(sock)
+        except OSError:  # the client reset the connection before we looked
+            sock.close()
+            return
+        if not self.quotas.admit(address):
+            self._refuse(sock, address)
+            return
         task = asyncio.create_task(self._serve(sock))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._release(address))
+
+    async def wait_for_room(self) -> None:
+        """Return once fewer than `max.connections` are served (at once if so already)."""
+        if not self.quotas.full:
+            return
+        started = self._clock()
+        waits = self._blocks.event()
+        if waits is not None:
+            log.warning(
+                "event=accept_blocked max_connections=%d connections=%d waits=%d reason=%r",
+                self.quotas.max_connections, self.quotas.total, waits,
+                "at max.connections; new clients wait in the listen backlog until one closes",
+            )  # fmt: skip
+        while self.quotas.full:
+            self._room.clear()
+            await self._room.wait()
+        if self._metrics is not None:
+            self._metrics.acceptor_blocked_seconds.inc(max(0.0, self._clock() - started))
+
+    def _release(self, address: str) -> None:
+        self.quotas.release(address)
+        self._room.set()
+
+    def _refuse(self, sock: socket.socket, address: str) -> None:
+        sock.close()
+        if self._metrics is not None:
+            self._metrics.connections_refused.labels("max.connections.per.ip").inc()
+        refused = self._refusals.event()
+        if refused is not None:
+            log.info(
+                "event=connection_refused peer=%s reason=%r refused=%d",
+                address,
+                f"address already has max.connections.per.ip={self.quotas.limit(address)} "
+                "connections",
+                refused,
+            )
 
     async def _serve(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()

@@ -1,7 +1,8 @@
 """Prometheus metrics of the network layer, named after Kafka's `kafka.network` MBeans.
 
 Owns: request counts, latency histograms per API, connection gauges, connections closed for
-idleness, failed accepts, the request memory in use (`queued.max.request.bytes`), and how late the
+idleness, failed accepts, connections refused at `max.connections.per.ip` and the time the
+acceptor waited at `max.connections`, the request memory in use (`queued.max.request.bytes`), and how late the
 event loop runs (`pier_event_loop_lag_seconds`, Pier's own: `loop_health`). Metric objects live in a
 registry passed in (tests use their own). prometheus-client is thread-safe.
 """
@@ -53,6 +54,17 @@ class ServerMetrics:
             "kafka_network_acceptor_errors",
             "Failed accepts on the listener, per errno (EMFILE: out of file descriptors).",
             ["errno"],
+            registry=registry,
+        )
+        self.connections_refused = Counter(
+            "kafka_network_connections_refused",
+            "Connections closed right after accept, per cap (max.connections.per.ip).",
+            ["reason"],
+            registry=registry,
+        )
+        self.acceptor_blocked_seconds = Counter(
+            "kafka_network_acceptor_blocked_seconds",
+            "Time the acceptor waited at max.connections (SocketServer AcceptorBlockedPercent).",
             registry=registry,
         )
         self.memory_pool_used = Gauge(
