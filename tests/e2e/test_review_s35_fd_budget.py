@@ -6,8 +6,9 @@ budget: `files + promised + max(reserve, sockets) + 4 per new partition <= limit
 - Two topics created as the refusals allowed, the clients' connections within the reserve: every
   partition takes its first record (43 of 56 failed with EMFILE and went offline while an empty
   partition's unopened write descriptor was promised again to the next topic; fixed by 43fa3a4).
-- One client's connections past the reserve must not shrink what every tenant may create (the
-  listener has no connection cap): strict xfail.
+- One client's connections past the reserve shrink what every tenant may create unless a cap keeps
+  them inside it (84 connections cut 45 allowed partitions to 38 before 7a9d72d): with
+  max.connections.per.ip set, one address's connections past the cap are closed and the answer holds.
 - Partitions created as allowed must roll with the clients' connections within the reserve (a
   roll keeps the old segment's `.log` open, and the sockets' share is the rolls' headroom too):
   strict xfail.
@@ -16,6 +17,7 @@ budget: `files + promised + max(reserve, sockets) + 4 per new partition <= limit
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -24,14 +26,18 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from brokers.common.descriptors import reserve_for
-from infra.stack import BrokerProcess
+from infra.broker import PIER_PROGRAM
+from infra.stack import BrokerProcess, start_broker
+from tests.conftest import remember_log
 from tests.e2e.test_fd_limit import (
+    CONFIG,
     NOFILE,
     create_topic_error,
     held_connections,
     refusal,
     start_limited,
 )
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 MARGIN = 2  # connections kept below the reserve: clearly within what sockets are given
@@ -93,32 +99,6 @@ def _created_as_allowed_then_written(broker: BrokerProcess) -> tuple[list[str], 
         return first_records(producer, topics), first + second
 
 
-NO_CONNECTION_CAP = (
-    "brokers/server/accept.py has no connection cap: the budget gives sockets the reserve, but "
-    "the listener accepts past it (until EMFILE) and the budget then counts those sockets as "
-    "taken from the partitions' share, so one client's connections shrink what every tenant "
-    "may create (Kafka bounds them with max.connections / max.connections.per.ip)"
-)
-PAST_RESERVE = 24  # connections past the reserve: six partitions' worth
-
-
-@pytest.mark.xfail(strict=True, reason=NO_CONNECTION_CAP)
-def test_connections_past_the_reserve_do_not_shrink_what_tenants_may_create(
-    tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    broker = start_limited(tmp_path, request)
-    try:
-        _, before = refusal(broker.bootstrap, "probe-before", 10 * NOFILE)
-        clients = reserve_for(NOFILE) - broker_sockets(broker.pid) + PAST_RESERVE
-        with held_connections(broker, clients):  # one client's: the broker accepts them all
-            _, during = refusal(broker.bootstrap, "probe-during", 10 * NOFILE)
-    finally:
-        broker.stop()
-    assert during == before, (
-        f"{clients} connections cut the partitions allowed {before} -> {during}"
-    )
-
-
 ROLLS_SHARE_THE_RESERVE = (
     "brokers/common/descriptors.py: the reserve is both the sockets' share and the segment rolls' "
     "headroom (a roll keeps the old segment's .log open: one descriptor more per partition), so "
@@ -148,3 +128,38 @@ def test_partitions_created_as_allowed_roll_with_clients_within_the_reserve(
     finally:
         broker.stop()
     assert failed == [], f"{len(failed)} of {allowed} partitions could not roll: {failed[:3]}"
+
+
+PAST_RESERVE = 24  # connections past the reserve
+CAP = 40  # one address's connections (max.connections.per.ip): inside the 64-socket reserve
+ATTACKER = "127.0.0.2"  # another loopback address: the admin client's own (127.0.0.1) is not capped
+
+
+def test_a_per_ip_cap_keeps_one_client_s_connections_from_shrinking_what_tenants_may_create(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    data_dir = tmp_path / "broker" / "data"
+    remember_log(request.node, "broker", data_dir.parent / "broker-0.log")
+    capped = dict(CONFIG, **{"max.connections.per.ip": str(CAP)})
+    program = ("prlimit", f"--nofile={NOFILE}:{NOFILE}", *PIER_PROGRAM)
+    broker = start_broker(data_dir, config=capped, program=program)
+    held: list[socket.socket] = []
+    try:
+        _, before = refusal(broker.bootstrap, "probe-before", 10 * NOFILE)
+        sockets_before = broker_sockets(broker.pid)
+        for _ in range(CAP + PAST_RESERVE + reserve_for(NOFILE)):  # far past the reserve
+            address = (broker.host, broker.port)
+            held.append(socket.create_connection(address, timeout=5, source_address=(ATTACKER, 0)))
+        wait_until(
+            lambda: broker_sockets(broker.pid) <= sockets_before + CAP,
+            what="connections past the cap closed by the broker",
+            timeout=10,
+        )
+        _, during = refusal(broker.bootstrap, "probe-during", 10 * NOFILE)
+    finally:
+        for sock in held:
+            sock.close()
+        broker.stop()
+    assert during == before, (
+        f"{len(held)} connections cut the partitions allowed {before} -> {during}"
+    )
