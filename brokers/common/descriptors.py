@@ -20,8 +20,10 @@ write descriptor opens at its first append; a deferred log opens later still), s
 taken too. So a partition fits when `files + promised + max(reserve, sockets) + 4 <= limit`: while
 sockets stay within the reserve, connecting or disconnecting clients never changes how many partitions fit (it used
 to: the next admin client's own connections moved the answer by one, issue 13's flaky fd-limit
-tests). The listener (`brokers/server/accept.py`) has no connection cap of its own: it accepts
-until the kernel says EMFILE and then backs off. So connections past the reserve take descriptors
+tests). Unless `max.connections` is set, the listener (`brokers/server/accept.py`) accepts until
+the kernel says EMFILE and then backs off; a `max.connections` at or under the reserve (less the
+broker's few own sockets) keeps client connections inside it, so they never take the partitions'
+share. Without one, connections past the reserve take descriptors
 the partitions' share would have had; the budget counts those sockets as taken (the `max`), and
 never promises a partition a descriptor a socket holds. What it promises is not held for it: a
 connection accepted between the check and the opening can still take it. A topic whose logs are
