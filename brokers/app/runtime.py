@@ -189,6 +189,11 @@ class Broker:
         return self._listener.port
 
     async def start(self) -> None:
+        quotas = ConnectionQuotas(  # first: an override host that does not resolve stops start-up
+            self.config.max_connections,
+            self.config.max_connections_per_ip,
+            resolve_overrides(self.config.max_connections_per_ip_overrides),
+        )
         self.log_manager.startup()
         self.replicas.startup()
         self.topics.load()
@@ -204,11 +209,7 @@ class Broker:
             metrics=self.server_metrics,
             connections_max_idle_ms=self.config.connections_max_idle_ms,
             queued_max_request_bytes=self.config.queued_max_request_bytes,
-            quotas=ConnectionQuotas(
-                self.config.max_connections,
-                self.config.max_connections_per_ip,
-                resolve_overrides(self.config.max_connections_per_ip_overrides),
-            ),
+            quotas=quotas,
         )
         await self._listener.start()
         if self.config.port == 0:  # an ephemeral port: advertise the one we got
