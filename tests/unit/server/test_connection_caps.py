@@ -12,7 +12,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from brokers.common.config import UNLIMITED_CONNECTIONS, BrokerConfig, BrokerConfigError
-from brokers.server.accept import ConnectionQuotas, LogLimiter, normalize_address
+from brokers.server.accept import (
+    ConnectionQuotas,
+    LogLimiter,
+    normalize_address,
+    resolve_overrides,
+)
 from brokers.server.listener import Listener
 from brokers.server.metrics import ServerMetrics
 from tests.polling import wait_until_async
@@ -57,6 +62,13 @@ def test_full_at_max_connections_until_one_ends() -> None:
 def test_ipv4_mapped_addresses_count_as_their_ipv4_address() -> None:
     assert normalize_address("::ffff:127.0.0.1") == "127.0.0.1"
     assert normalize_address("::1") == "::1"
+
+
+def test_override_hosts_are_resolved_to_addresses_and_an_unknown_one_stops_start_up() -> None:
+    resolved = resolve_overrides({"localhost": 5, "10.1.2.3": 7})
+    assert resolved["127.0.0.1"] == 5 and resolved["10.1.2.3"] == 7
+    with pytest.raises(BrokerConfigError, match=r"cannot resolve 'no-such-host\.invalid'"):
+        resolve_overrides({"no-such-host.invalid": 1})
 
 
 def test_refusal_log_lines_are_rate_limited_and_count_what_they_stand_for() -> None:
