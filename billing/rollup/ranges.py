@@ -38,7 +38,9 @@ CHUNK: Final = 64  # runs are found from a bit mask per chunk of this many seque
 _CHUNK_BITS: Final = 6  # CHUNK == 1 << _CHUNK_BITS
 _ALL_BITS: Final = (1 << CHUNK) - 1
 _WRITER_PART: Final = r"[A-Za-z0-9._-]{1,64}"
-TRAFFIC_ID: Final = rf"^({_WRITER_PART}/{_WRITER_PART})/(0|[1-9][0-9]{{0,17}})$"
+TRAFFIC_ID: Final = (
+    rf"\A({_WRITER_PART}/{_WRITER_PART})/(0|[1-9][0-9]{{0,17}})\z"  # \z: not before a final newline
+)
 RANGE_SCHEMA: Final = "r_writer STRING, r_lo BIGINT, r_hi BIGINT"
 _RANGE_COLUMNS: Final = ("r_writer", "r_lo", "r_hi")
 

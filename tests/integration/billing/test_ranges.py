@@ -176,3 +176,18 @@ def test_split_from_chunk_masks_matches_split_of_the_unique_rows(spark: Any) -> 
     assert not any(r.writer == "w/a" and r.lo <= 139 and r.hi >= 40 for r in got)  # counted
     assert any(r.writer == "w/b" and r.hi == 99 for r in got)  # stops at the stored range
     assert {"odd", "w/d/7", "w/a/1050"} <= plain[0] and len(got) > 20
+
+
+def test_an_id_with_a_final_newline_is_not_a_traffic_id(spark: Any) -> None:
+    """`gw/b/12\\n` is a valid id of its own (ids are only bounded in length): keyed as writer
+    `gw/b`, sequence 12, it would count as a copy of `gw/b/12` (Java's `$` matches before a final
+    line terminator, and the cast to BIGINT trims it)."""
+    ids = ["gw/b/12", "gw/b/12\n", "gw/b/12\r\n", "gw/b/012"]
+    frame = spark.createDataFrame([(i,) for i in ids], "id STRING")
+    got = {r.id: (r.writer, r.seq) for r in ranges.keyed(frame).collect()}
+    assert got == {
+        "gw/b/12": ("gw/b", 12),
+        "gw/b/12\n": (None, None),
+        "gw/b/12\r\n": (None, None),
+        "gw/b/012": (None, None),
+    }
