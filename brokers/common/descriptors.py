@@ -10,14 +10,17 @@ is refused whole with a message naming the limit, instead of failing halfway wit
 POLICY_VIOLATION, the code Kafka's controller gives a request too large to carry out.
 `DescriptorLimitError` carries the message.
 
-How the limit is split. Sockets — client connections, the listeners, ZooKeeper's and replica
-fetchers' connections, the metrics endpoint, the event loop's self-pipe — draw on the reserve (a
+How the limit is split. Descriptors that are not regular files or directories — sockets (client
+connections, the listeners, ZooKeeper's and replica fetchers' connections, the metrics endpoint),
+pipes, epoll and eventfd instances (the event loop's, and the short-lived ones a client library
+such as kazoo makes for each wait), devices — draw on the reserve (a
 tenth of the limit, at least 64), which is never promised to partitions (what sockets leave of
-it takes segment rolls and checkpoint writes); every other descriptor
-(segments, indexes, checkpoints, the log file, pipes, the loop's epoll/eventfd) draws on the rest.
+it takes segment rolls and checkpoint writes); files (segments,
+indexes, checkpoints, the log file) draw on the rest. Counting only files there is also what
+keeps the answer still: an epoll a ZooKeeper client opened for a moment once moved it by one.
 Partitions that exist but do not hold their 4 yet were promised the rest (`Promised`: a log's
 write descriptor opens at its first append; a deferred log opens later still), so those count as
-taken too. So a partition fits when `files + promised + max(reserve, sockets) + 4 <= limit`: while
+taken too. So a partition fits when `files + promised + max(reserve, others) + 4 <= limit`: while
 sockets stay within the reserve, connecting or disconnecting clients never changes how many partitions fit (it used
 to: the next admin client's own connections moved the answer by one, issue 13's flaky fd-limit
 tests). Unless `max.connections` is set, the listener (`brokers/server/accept.py`) accepts until
@@ -31,10 +34,10 @@ opened at once then fails with EMFILE and is rolled back whole; a log deferred t
 slices (wider topics) that fails leaves its partition offline (`brokers/replication/local_topics.py`,
 docs/broker-config.md).
 
-Cost: telling sockets from files takes an `fstat` per open descriptor (~3 µs each; `readlink` of
+Cost: telling files from the rest takes an `fstat` per open descriptor (~3 µs each; `readlink` of
 `/proc/self/fd/N` costs 2.6 times that), and listing `/proc/self/fd` alone takes time in proportion
 to the descriptors open (tens of thousands with many partitions). So a check with `at_least`
-tries two upper bounds on `files + promised + max(reserve, sockets)` first, cheapest first: the
+tries two upper bounds on `files + promised + max(reserve, others)` first, cheapest first: the
 size of the process's descriptor table (`FDSize`, one short read), then the listed count, each plus
 the reserve and `Promised.at_most` (a count the registry knows at once); only a request neither
 proves fits is decided on the exact counts. Reads only; thread-safe.
@@ -70,28 +73,29 @@ def open_descriptors() -> int:
 class OpenDescriptors:
     """The descriptors open at one moment, by kind."""
 
-    files: int  # anything but a socket: files, pipes, epoll, eventfd
-    sockets: int
+    files: int  # regular files and directories: what partitions, checkpoints and logs hold
+    others: int  # sockets, pipes, epoll, eventfd, devices: what the reserve holds
 
 
 def open_by_kind() -> OpenDescriptors:
-    """This process's open descriptors, sockets apart (one `fstat` each; module doc)."""
+    """This process's open descriptors, files apart from the rest (one `fstat` each; module
+    doc)."""
     for directory in ("/proc/self/fd", "/dev/fd"):
         try:
             names = os.listdir(directory)
         except OSError:
             continue
-        files = sockets = 0
+        files = others = 0
         for name in names:
             try:
                 mode = os.fstat(int(name)).st_mode
             except (OSError, ValueError):
                 continue  # closed since the listing (the listing's own descriptor among them)
-            if stat.S_ISSOCK(mode):
-                sockets += 1
-            else:
+            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
                 files += 1
-        return OpenDescriptors(files, sockets)
+            else:  # a client library's short-lived epoll or pipe must not move the answer
+                others += 1
+        return OpenDescriptors(files, others)
     return OpenDescriptors(0, 0)
 
 
@@ -160,7 +164,7 @@ class DescriptorBudget:
                 if sure >= at_least:
                     return sure
         now = self._count_kinds()
-        free = limit - now.files - promised.count() - max(reserve, now.sockets)
+        free = limit - now.files - promised.count() - max(reserve, now.others)
         return max(0, free // self.per_partition)
 
     def _upper_bounds(self) -> Iterator[int]:

@@ -153,7 +153,7 @@ def test_the_default_budget_follows_this_process_limit_as_it_changes() -> None:
     limit = next(
         n
         for n in range(now.files, now.files + 10_000)
-        if n - now.files - max(reserve_for(n), now.sockets) >= 22
+        if n - now.files - max(reserve_for(n), now.others) >= 22
     )
     with open_file_limit(limit):
         assert DescriptorBudget().partitions_available() == 5
