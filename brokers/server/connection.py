@@ -97,6 +97,7 @@ class Connection:
         self._outbox: Outbox | None = None  # set in `serve` when answers go via the writer thread
         self._ending: Outbox | None = None  # the outbox `_end_answers` waits on, for `close`
         self.ending = False  # the client is done (EOF, error): its last answers are leaving
+        self._closed: asyncio.Future[None] | None = None  # done at `close`, for a waiting send
 
     @classmethod
     def accepted(
@@ -123,6 +124,8 @@ class Connection:
         for outbox in (self._outbox, self._ending):
             if outbox is not None:
                 outbox.abort()
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)  # a send waiting for a writable socket ends now
         self._writer.transport.abort()  # close() would wait for a client that reads nothing
 
     async def serve(self) -> None:
@@ -379,7 +382,9 @@ class Connection:
     async def _sendfile(self, region: FileSegment) -> None:
         self._waiting_since = self._clock()  # the client reading the response is progress
         try:  # on asyncio's loop and on uvloop (transport_sendfile); it holds the region's file
-            await send_region(self._writer, region)
+            if self._closed is None:
+                self._closed = asyncio.get_running_loop().create_future()
+            await send_region(self._writer, region, self._closed)
         except (asyncio.SendfileNotAvailableError, NotImplementedError):
             self._use_sendfile = False
             self._writer.write(_whole(region))

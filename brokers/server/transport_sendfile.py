@@ -30,10 +30,16 @@ from brokers.server.response import FileSegment
 _CLOSE_CHECK_S = 0.25  # how often a send waiting for a writable socket looks for a close
 
 
-async def send_region(writer: asyncio.StreamWriter, region: FileSegment) -> None:
+async def send_region(
+    writer: asyncio.StreamWriter,
+    region: FileSegment,
+    closed: asyncio.Future[None] | None = None,
+) -> None:
     """Send `region` after everything written to `writer` before. The region is held for the
     whole call, and with it its file (file_records' `FileHandle`): however long the wait for the
-    transport, its descriptor number names that file, never one opened since."""
+    transport, its descriptor number names that file, never one opened since. `closed`, done
+    when the connection's owner closes it, ends a wait for a writable socket at once; without
+    it the wait looks at the transport every `_CLOSE_CHECK_S`."""
     transport = writer.transport
     sock = transport.get_extra_info("socket")
     if sock is None or transport.get_extra_info("sslcontext") is not None:
@@ -43,7 +49,7 @@ async def send_region(writer: asyncio.StreamWriter, region: FileSegment) -> None
         raise ConnectionError(errno.EPIPE, "socket is not connected")
     out = os.dup(sock.fileno())
     try:
-        await _send(writer, out, region.fd, region.position, region.size)
+        await _send(writer, out, region.fd, region.position, region.size, closed)
     finally:
         os.close(out)
 
@@ -62,14 +68,21 @@ async def _written_out(writer: asyncio.StreamWriter) -> None:
             transport.set_write_buffer_limits(high=high, low=low)
 
 
-async def _send(writer: asyncio.StreamWriter, out: int, fd: int, position: int, size: int) -> None:
+async def _send(
+    writer: asyncio.StreamWriter,
+    out: int,
+    fd: int,
+    position: int,
+    size: int,
+    closed: asyncio.Future[None] | None,
+) -> None:
     loop = asyncio.get_running_loop()
     start, end = position, position + size
     while position < end:
         try:
             sent = os.sendfile(out, fd, position, end - position)
         except BlockingIOError:
-            await _writable(loop, out, writer)
+            await _writable(loop, out, writer, closed)
             continue
         except (BrokenPipeError, ConnectionResetError) as exc:
             raise ConnectionError(errno.EPIPE, "socket is not connected") from exc
@@ -83,21 +96,27 @@ async def _send(writer: asyncio.StreamWriter, out: int, fd: int, position: int, 
 
 
 async def _writable(
-    loop: asyncio.AbstractEventLoop, out: int, writer: asyncio.StreamWriter
+    loop: asyncio.AbstractEventLoop,
+    out: int,
+    writer: asyncio.StreamWriter,
+    closed: asyncio.Future[None] | None,
 ) -> None:
     """Return once the socket takes bytes again; ConnectionError once the connection is closed
     instead (the idle check's `close()`: the duplicate keeps the socket open, so a client that
     reads nothing would otherwise hold the send, and the connection, forever). The close is
-    seen by looking at the transport every `_CLOSE_CHECK_S`: waiting on `writer.wait_closed()`
-    in a task cancelled afterwards would cancel the protocol's own close future with it, and
-    every later `wait_closed` of the connection would raise CancelledError at once."""
+    seen through `closed` (its owner's), else by looking at the transport every
+    `_CLOSE_CHECK_S`: waiting on `writer.wait_closed()` in a task cancelled afterwards would
+    cancel the protocol's own close future with it, and every later `wait_closed` of the
+    connection would raise CancelledError at once. A peer that leaves wakes the duplicate."""
     ready = loop.create_future()
     loop.add_writer(out, _set, ready)
+    waits = (ready,) if closed is None else (ready, closed)
+    timeout = _CLOSE_CHECK_S if closed is None else None
     try:
         while not ready.done():
-            if writer.transport.is_closing():
+            if writer.transport.is_closing() or (closed is not None and closed.done()):
                 raise ConnectionError(errno.EPIPE, "the connection was closed during sendfile")
-            await asyncio.wait((ready,), timeout=_CLOSE_CHECK_S)
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         loop.remove_writer(out)
 
