@@ -1,5 +1,5 @@
-"""A Spark standalone cluster (one master, one worker) from the pyspark package, for tests, the
-billing benchmark and local trials of `pier billing run --master spark://...`.
+"""A Spark standalone cluster (one master, one or more workers) from the pyspark package, for
+tests, the billing benchmark and local trials of `pier billing run --master spark://...`.
 
 The pip package has no `sbin/start-master.sh`, so both daemons run through `bin/spark-class`
 (which execs the JVM: the PID we hold is the daemon's), on 127.0.0.1 with free ports and no web
@@ -28,15 +28,23 @@ def spark_home() -> Path:
 class SparkCluster:
     master_url: str
     master: subprocess.Popen[bytes]
-    worker: subprocess.Popen[bytes]
+    worker: subprocess.Popen[bytes]  # the first worker
     folder: Path
+    more_workers: tuple[subprocess.Popen[bytes], ...] = ()
+
+    def all_workers(self) -> tuple[subprocess.Popen[bytes], ...]:
+        return (self.worker, *self.more_workers)
 
     def stop(self) -> None:
-        terminate(self.worker, 20)
+        for worker in (*self.more_workers, self.worker):
+            terminate(worker, 20)
         terminate(self.master, 20)
 
 
-def start_spark_cluster(folder: Path, *, cores: int = 2, memory: str = "1g") -> SparkCluster:
+def start_spark_cluster(
+    folder: Path, *, cores: int = 2, memory: str = "1g", workers: int = 1
+) -> SparkCluster:
+    """A master and `workers` workers of `cores` cores and `memory` each."""
     folder.mkdir(parents=True, exist_ok=True)
     home = spark_home()
     env = {
@@ -56,21 +64,38 @@ def start_spark_cluster(folder: Path, *, cores: int = 2, memory: str = "1g") -> 
     )  # fmt: skip
     wait_ready(master, lambda: _says(master_log, "Starting Spark master"), timeout=60,
                name="spark master", log_path=master_log)  # fmt: skip
-    worker_log = folder / "worker.log"
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        for number in range(workers):
+            started.append(_start_worker(spark_class, url, folder, number, cores, memory, env))
+    except Exception:
+        for worker in started:
+            terminate(worker, 20)
+        terminate(master, 20)
+        raise
+    return SparkCluster(url, master, started[0], folder, tuple(started[1:]))
+
+
+def _start_worker(
+    spark_class: str, url: str, folder: Path, number: int, cores: int, memory: str,
+    env: dict[str, str],
+) -> subprocess.Popen[bytes]:  # fmt: skip
+    """One worker daemon registered with the master at `url` (its own log and work dir)."""
+    name = "worker" if number == 0 else f"worker-{number}"
+    worker_log = folder / f"{name}.log"
     worker = spawn(
         [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
          "--cores", str(cores), "--memory", memory, "--webui-port", "0",
-         "--work-dir", str(folder / "work")],
+         "--work-dir", str(folder / f"{name}-work" if number else folder / "work")],
         worker_log, env,
     )  # fmt: skip
     try:
         wait_ready(worker, lambda: _says(worker_log, "Successfully registered with master"),
-                   timeout=60, name="spark worker", log_path=worker_log)  # fmt: skip
+                   timeout=60, name=f"spark {name}", log_path=worker_log)  # fmt: skip
     except Exception:
         terminate(worker, 20)
-        terminate(master, 20)
         raise
-    return SparkCluster(url, master, worker, folder)
+    return worker
 
 
 def _says(log: Path, text: str) -> bool:

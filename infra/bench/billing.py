@@ -18,6 +18,10 @@ Spark's JSON reader over a file, and invoices for many tenants.
   aggregate over every row: seconds, rows/s, the JVM's and the broker's CPU seconds, the load.
 - `invoices`: T tenants (default 10,000) on one plan, each with 24 hourly rollups, then
   `billing.invoice.issue` for the month: seconds and invoices/s.
+- `--cluster-workers W`: the rollups run on a Spark standalone cluster of W workers instead
+  (`infra.spark_cluster`; the machine's cores split between them, `--executor-memory` each), the
+  issue's linearity check (100 M in at most 10 times the time of 10 M); the JVM CPU seconds are
+  then the driver's and the executors' together (the workers' child processes).
 Prints one JSON document and writes it to `infra/bench/results/billing.json`; progress on stderr.
 Run alone: the broker and the Spark JVM share the machine. Record timestamps are the time of the
 run, so the broker's retention keeps them.
@@ -50,6 +54,7 @@ from brokers.client import Cluster, TopicPartition
 from brokers.client.producer import produce
 from brokers.client.topics import NewTopic, create_topics
 from brokers.records.builder import build_batch
+from infra.spark_cluster import SparkCluster, start_spark_cluster
 from infra.stack import start_broker
 from tenancy.database import Database
 from tenancy.domain import Plan, PlanDimension, PlanTier
@@ -154,28 +159,52 @@ def produce_parallel(bootstrap: str, topic: str, count: int, processes: int) -> 
     return time.perf_counter() - started
 
 
-def jvm_cpu_seconds(spark: Any) -> float | None:
-    """User + system CPU seconds of the Spark JVM so far (local masters: the whole job)."""
+def jvm_cpu_seconds(spark: Any, workers: tuple[int, ...] = ()) -> float | None:
+    """User + system CPU seconds of the Spark JVM so far (local masters: the whole job), plus
+    those of the executors, the processes below the cluster's `workers` (their pids)."""
     try:
         pid = spark.sparkContext._gateway.proc.pid
     except AttributeError:
         return None
-    return process_cpu_seconds(pid)
+    driver = process_cpu_seconds(pid)
+    executors = [process_cpu_seconds(child) for child in _descendants(workers)]
+    return None if driver is None else driver + sum(c for c in executors if c is not None)
+
+
+def _descendants(roots: tuple[int, ...]) -> list[int]:
+    """Every live process below `roots` (from /proc's parent ids)."""
+    if not roots:
+        return []
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def bench_rollup(
-    spark: Any, bootstrap: str, folder: Path, topic: str, count: int
+    spark: Any, bootstrap: str, folder: Path, topic: str, count: int, workers: tuple[int, ...] = ()
 ) -> dict[str, Any]:
     url = f"sqlite:///{folder / 'tenancy.db'}"
     with TenantStore.open(url) as store:
         store.upgrade()
     db = Database(url)
-    cpu, load = jvm_cpu_seconds(spark), os.getloadavg()[0]
+    cpu, load = jvm_cpu_seconds(spark, workers), os.getloadavg()[0]
     start = time.perf_counter()
     options = RunOptions(bootstrap, folder / "billing-state", topic=topic)
     report = run_rollup(spark, db, options, now_ms=T0 + 48 * HOUR_MS)
     elapsed = time.perf_counter() - start
-    cpu_after = jvm_cpu_seconds(spark)
+    cpu_after = jvm_cpu_seconds(spark, workers)
     db.dispose()
     spent = None if cpu is None or cpu_after is None else round(cpu_after - cpu, 1)
     log(f"rollup of {count:,}: {report.line()} in {elapsed:.1f} s, {spent} JVM CPU-s")
@@ -319,6 +348,26 @@ def bench_invoices(folder: Path, tenants: int) -> dict[str, Any]:
     }
 
 
+def _cluster(folder: Path, workers: int, memory: str) -> SparkCluster | None:
+    """A standalone cluster of `workers` workers sharing this machine's cores (None: 0)."""
+    if workers <= 0:
+        return None
+    cores = max(1, (os.cpu_count() or 2) // workers)
+    os.environ["PYSPARK_SUBMIT_ARGS"] = (
+        f"--conf spark.executor.memory={memory} --conf spark.cores.max={cores * workers} "
+        "pyspark-shell"
+    )
+    return start_spark_cluster(
+        folder / "spark-cluster", cores=cores, memory=_worker_memory(memory), workers=workers
+    )
+
+
+def _worker_memory(executor: str) -> str:
+    """A worker's memory: its executor's heap and 1 GiB over it (Spark's overhead)."""
+    number, unit = int(executor[:-1]), executor[-1].lower()
+    return f"{number * 1024 + 1024}m" if unit == "g" else f"{number + 1024}m"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -333,6 +382,10 @@ def main() -> None:
         type=Path,
         help="keep the broker's data here and reuse topics it holds (runs side by side)",
     )
+    parser.add_argument(
+        "--cluster-workers", type=int, default=0, help="rollups on a standalone cluster of W"
+    )
+    parser.add_argument("--executor-memory", default="4g", help="each cluster executor's heap")
     parser.add_argument("--out", type=Path, default=RESULTS, help="the JSON document's path")
     args = parser.parse_args()
     counts = [int(n) for n in args.records.split(",")]
@@ -341,6 +394,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pier-bench-billing-") as tmp:
         folder = Path(tmp)
         broker = start_broker(args.broker_dir or folder / "broker")
+        cluster = _cluster(folder, args.cluster_workers, args.executor_memory)
+        master = cluster.master_url if cluster is not None else "local[2]"
+        workers = () if cluster is None else tuple(w.pid for w in cluster.all_workers())
+        result["master"] = (
+            master if cluster is None else f"standalone, {args.cluster_workers} workers"
+        )
         try:
             spark = None
             for count in counts:
@@ -348,11 +407,11 @@ def main() -> None:
                 log(f"producing {count:,} records to {topic}")
                 seconds = produce_parallel(broker.bootstrap, topic, count, args.producers)
                 log(f"produced in {seconds:.1f} s")
-                spark = spark or spark_session("local[2]")
+                spark = spark or spark_session(master)
                 run_dir = folder / topic
                 run_dir.mkdir()
                 result["rollups"].append(
-                    bench_rollup(spark, broker.bootstrap, run_dir, topic, count)
+                    bench_rollup(spark, broker.bootstrap, run_dir, topic, count, workers)
                 )
             if spark is not None and counts[0] <= 1_000_000 and not args.no_read_breakdown:
                 topic = f"usage-{counts[0]}"
@@ -360,6 +419,8 @@ def main() -> None:
             if spark is not None:
                 spark.stop()
         finally:
+            if cluster is not None:
+                cluster.stop()
             broker.stop()
         if tenants:
             result["invoices"] = bench_invoices(folder, tenants)
