@@ -18,10 +18,12 @@ Spark's JSON reader over a file, and invoices for many tenants.
   aggregate over every row: seconds, rows/s, the JVM's and the broker's CPU seconds, the load.
 - `invoices`: T tenants (default 10,000) on one plan, each with 24 hourly rollups, then
   `billing.invoice.issue` for the month: seconds and invoices/s.
-- `--cluster-workers W`: the rollups run on a Spark standalone cluster of W workers instead
-  (`infra.spark_cluster`; the machine's cores split between them, `--executor-memory` each), the
-  issue's linearity check (100 M in at most 10 times the time of 10 M); the JVM CPU seconds are
-  then the driver's and the executors' together (the workers' child processes).
+- `--cluster-workers W`: the rollups of at least `--cluster-from` records (default: all) run on a
+  Spark standalone cluster of W workers instead (`infra.spark_cluster`; the machine's cores split
+  between them, `--executor-memory` each), the issue's linearity check (100 M in at most 10 times
+  the time of 10 M: `--records 10000000,100000000 --cluster-workers 2 --cluster-from 100000000`
+  runs both in one run); the JVM CPU seconds are then the driver's and the executors' together
+  (the workers' child processes). Each rollup names its master.
 Prints one JSON document and writes it to `infra/bench/results/billing.json`; progress on stderr.
 Run alone: the broker and the Spark JVM share the machine. Record timestamps are the time of the
 run, so the broker's retention keeps them.
@@ -386,6 +388,12 @@ def main() -> None:
         "--cluster-workers", type=int, default=0, help="rollups on a standalone cluster of W"
     )
     parser.add_argument("--executor-memory", default="4g", help="each cluster executor's heap")
+    parser.add_argument(
+        "--cluster-from",
+        type=int,
+        default=0,
+        help="with --cluster-workers: counts below this run on local[2] in the same run",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="the JSON document's path")
     args = parser.parse_args()
     counts = [int(n) for n in args.records.split(",")]
@@ -395,24 +403,27 @@ def main() -> None:
         folder = Path(tmp)
         broker = start_broker(args.broker_dir or folder / "broker")
         cluster = _cluster(folder, args.cluster_workers, args.executor_memory)
-        master = cluster.master_url if cluster is not None else "local[2]"
         workers = () if cluster is None else tuple(w.pid for w in cluster.all_workers())
-        result["master"] = (
-            master if cluster is None else f"standalone, {args.cluster_workers} workers"
-        )
         try:
-            spark = None
+            spark, on = None, ""
             for count in counts:
                 topic = f"usage-{count}"
                 log(f"producing {count:,} records to {topic}")
                 seconds = produce_parallel(broker.bootstrap, topic, count, args.producers)
                 log(f"produced in {seconds:.1f} s")
-                spark = spark or spark_session(master)
+                clustered = cluster is not None and count >= args.cluster_from
+                master = cluster.master_url if clustered and cluster else "local[2]"
+                if spark is not None and on != master:  # one context a process: the next master
+                    spark.stop()
+                    spark = None
+                spark, on = spark or spark_session(master), master
                 run_dir = folder / topic
                 run_dir.mkdir()
-                result["rollups"].append(
-                    bench_rollup(spark, broker.bootstrap, run_dir, topic, count, workers)
+                rollup = bench_rollup(spark, broker.bootstrap, run_dir, topic, count, workers)
+                rollup["master"] = (
+                    f"standalone, {args.cluster_workers} workers" if clustered else master
                 )
+                result["rollups"].append(rollup)
             if spark is not None and counts[0] <= 1_000_000 and not args.no_read_breakdown:
                 topic = f"usage-{counts[0]}"
                 result["source_vs_json"] = bench_read(spark, broker, topic, counts[0], folder)
