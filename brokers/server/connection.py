@@ -95,7 +95,7 @@ class Connection:
         self._flush_scheduled = False
         self._answers = answers
         self._outbox: Outbox | None = None  # set in `serve` when answers go via the writer thread
-        self._ending: Outbox | None = None  # the outbox `_end_answers` waits on, for `close`
+        self._finishing: Outbox | None = None  # the outbox `_end_answers` waits on, for `close`
         self.ending = False  # the client is done (EOF, error): its last answers are leaving
         self._closed: asyncio.Future[None] | None = None  # done at `close`, for a waiting send
 
@@ -121,7 +121,7 @@ class Connection:
     def close(self) -> None:
         """Close the socket, dropping unsent answers; `serve` then ends quietly (the listener's
         idle check)."""
-        for outbox in (self._outbox, self._ending):
+        for outbox in (self._outbox, self._finishing):
             if outbox is not None:
                 outbox.abort()
         if self._closed is not None and not self._closed.done():
@@ -203,14 +203,14 @@ class Connection:
             outbox.abort()
             return
         self._waiting_since = self._clock()
-        self._ending = outbox  # the idle check's `close` still reaches it
+        self._finishing = outbox  # the idle check's `close` still reaches it
         try:
             await outbox.finish()
         except asyncio.CancelledError:
             outbox.abort()
             raise
         finally:
-            self._ending = None
+            self._finishing = None
 
     async def _serve_frames(self) -> None:
         while True:

@@ -27,19 +27,16 @@ import os
 
 from brokers.server.response import FileSegment
 
-_CLOSE_CHECK_S = 0.25  # how often a send waiting for a writable socket looks for a close
-
 
 async def send_region(
     writer: asyncio.StreamWriter,
     region: FileSegment,
-    closed: asyncio.Future[None] | None = None,
+    closed: asyncio.Future[None],
 ) -> None:
     """Send `region` after everything written to `writer` before. The region is held for the
     whole call, and with it its file (file_records' `FileHandle`): however long the wait for the
     transport, its descriptor number names that file, never one opened since. `closed`, done
-    when the connection's owner closes it, ends a wait for a writable socket at once; without
-    it the wait looks at the transport every `_CLOSE_CHECK_S`."""
+    when the connection's owner closes it, ends a wait for a writable socket at once."""
     transport = writer.transport
     sock = transport.get_extra_info("socket")
     if sock is None or transport.get_extra_info("sslcontext") is not None:
@@ -74,7 +71,7 @@ async def _send(
     fd: int,
     position: int,
     size: int,
-    closed: asyncio.Future[None] | None,
+    closed: asyncio.Future[None],
 ) -> None:
     loop = asyncio.get_running_loop()
     start, end = position, position + size
@@ -99,24 +96,21 @@ async def _writable(
     loop: asyncio.AbstractEventLoop,
     out: int,
     writer: asyncio.StreamWriter,
-    closed: asyncio.Future[None] | None,
+    closed: asyncio.Future[None],
 ) -> None:
     """Return once the socket takes bytes again; ConnectionError once the connection is closed
     instead (the idle check's `close()`: the duplicate keeps the socket open, so a client that
     reads nothing would otherwise hold the send, and the connection, forever). The close is
-    seen through `closed` (its owner's), else by looking at the transport every
-    `_CLOSE_CHECK_S`: waiting on `writer.wait_closed()` in a task cancelled afterwards would
-    cancel the protocol's own close future with it, and every later `wait_closed` of the
-    connection would raise CancelledError at once. A peer that leaves wakes the duplicate."""
+    seen through `closed` (its owner's, done at its `close`), not `writer.wait_closed()`: that
+    in a task cancelled afterwards would cancel the protocol's own close future with it, and
+    every later `wait_closed` of the connection would raise CancelledError at once. A peer that leaves wakes the duplicate."""
     ready = loop.create_future()
     loop.add_writer(out, _set, ready)
-    waits = (ready,) if closed is None else (ready, closed)
-    timeout = _CLOSE_CHECK_S if closed is None else None
     try:
         while not ready.done():
-            if writer.transport.is_closing() or (closed is not None and closed.done()):
+            if writer.transport.is_closing() or closed.done():
                 raise ConnectionError(errno.EPIPE, "the connection was closed during sendfile")
-            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((ready, closed), return_when=asyncio.FIRST_COMPLETED)
     finally:
         loop.remove_writer(out)
 

@@ -59,7 +59,8 @@ async def _send_and_read(fd: int, position: int) -> bytes:
     first = await reader.readexactly(FIRST)
     reading = asyncio.ensure_future(reader.readexactly(expected - FIRST))
     try:
-        await send_region(writer, FileRegion(FileHandle(os.dup(fd)), position, REGION))
+        closed = asyncio.get_running_loop().create_future()  # the connection's, never closed here
+        await send_region(writer, FileRegion(FileHandle(os.dup(fd)), position, REGION), closed)
         writer.write(AFTER)
         async with asyncio.timeout(HANG_S):
             return first + await reading
