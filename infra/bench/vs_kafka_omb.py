@@ -28,6 +28,7 @@ killed) before a function returns; the shared counters are written by one proces
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import statistics
 import struct
 import time
@@ -161,9 +162,10 @@ def quantiles(samples_ms: Sequence[float]) -> dict[str, float]:
 
 
 def _producer(bootstrap: str, topic: str, index: int, count: int, shared: _Shared,
-              out: Any) -> None:  # fmt: skip
+              out: Any, nice: int = 0) -> None:  # fmt: skip
     """Send this producer's share of the shared target rate at the intended times until told to
     stop; records sent while `measuring` carry the flag and their publish latency is kept."""
+    os.nice(nice)
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, **OMB_PRODUCER})
     # OMB's probe: one record each, delivered before the start (connected, metadata and the
     # idempotent producer id known), not measured
@@ -206,9 +208,10 @@ def _producer(bootstrap: str, topic: str, index: int, count: int, shared: _Share
 
 
 def _consumer(bootstrap: str, topic: str, group: str, index: int, shared: _Shared,
-              out: Any) -> None:  # fmt: skip
+              out: Any, nice: int = 0) -> None:  # fmt: skip
     """Read as OMB's Kafka consumer does: hand over each batch as soon as it is there (a
     consume() with a timeout would wait for a full batch), then commit asynchronously."""
+    os.nice(nice)
     consumer = confluent_kafka.Consumer(
         {"bootstrap.servers": bootstrap, "group.id": group, **OMB_CONSUMER}
     )
@@ -302,17 +305,23 @@ def _assigned(shared: _Shared, partitions: int) -> bool:
     return all(held) and sum(held) == partitions
 
 
-def _phase(bootstrap: str, topic: str, sizes: WorkloadSizes, rate: float | None) -> dict[str, Any]:
-    """One phase at `rate` records/s (None: OMB's controller finds the sustainable rate)."""
+def _phase(
+    bootstrap: str, topic: str, sizes: WorkloadSizes, rate: float | None, nice: int = 0
+) -> dict[str, Any]:
+    """One phase at `rate` records/s (None: OMB's controller finds the sustainable rate); the
+    client processes run at `nice` (OMB runs its workers on hosts of their own: a positive
+    value, the same for every system, keeps the load generators from starving the server)."""
     ctx = _processes()
     shared = _shared(ctx, sizes, OMB_START_RATE if rate is None else rate)
     outs = ctx.Queue()
     group = f"omb-{uuid.uuid4().hex[:8]}"
-    consumers = [ctx.Process(target=_consumer, args=(bootstrap, topic, group, i, shared, outs))
-                 for i in range(sizes.omb_consumers)]  # fmt: skip
+    consumers = [
+        ctx.Process(target=_consumer, args=(bootstrap, topic, group, i, shared, outs, nice))
+        for i in range(sizes.omb_consumers)
+    ]
     producers = [
         ctx.Process(target=_producer,
-                    args=(bootstrap, topic, i, sizes.omb_producers, shared, outs))
+                    args=(bootstrap, topic, i, sizes.omb_producers, shared, outs, nice))
         for i in range(sizes.omb_producers)
     ]  # fmt: skip
     control = RateController() if rate is None else None
@@ -370,10 +379,21 @@ def _phase(bootstrap: str, topic: str, sizes: WorkloadSizes, rate: float | None)
     }
 
 
-def omb(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> dict[str, Any]:
+def omb(
+    bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None], nice: int = 0
+) -> dict[str, Any]:
     """OMB's maximum sustainable rate, then its fixed-rate latency run at 50 % of that rate."""
     create(bootstrap, ["omb-max"], partitions=sizes.omb_partitions)
-    peak = _phase(bootstrap, "omb-max", sizes, None)
+    peak = _phase(bootstrap, "omb-max", sizes, None, nice)
     create(bootstrap, ["omb-half"], partitions=sizes.omb_partitions)
-    half = _phase(bootstrap, "omb-half", sizes, peak["records_per_s"] / 2)
-    return {"max": peak, "half": half}
+    half = _phase(bootstrap, "omb-half", sizes, peak["records_per_s"] / 2, nice)
+    return {"max": peak, "half": half, "client_nice": nice}
+
+
+def omb_at(
+    bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None], rate: float, nice: int = 0
+) -> dict[str, Any]:
+    """OMB's fixed-rate latency run at `rate` records/s on a topic of its own: the same rate for
+    every system compared, as OMB's own comparisons fix `producerRate` in the workload file."""
+    create(bootstrap, ["omb-common"], partitions=sizes.omb_partitions)
+    return _phase(bootstrap, "omb-common", sizes, rate, nice)

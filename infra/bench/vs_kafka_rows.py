@@ -6,7 +6,9 @@ unmeasured warm-up, Kafka's `ProducerPerformance` for 100 B and 1 KiB records x 
 `compression.type=none` (one one-partition topic per row, `vs_kafka`'s producer settings), then
 the OpenMessaging shape (`vs_kafka_omb.omb`: 1 topic x 100 partitions, 16 producers and 16
 consumers, OMB's maximum sustainable rate then 50 % of it, with the time the 16 consumers took
-to be assigned). Per row it reports each system's median over the
+to be assigned), and then, on fresh servers again, the fixed-rate phase at one rate common to
+both systems (50 % of the lower of the two sustainable rates: OMB's own comparisons fix the
+rate in the workload file, so the latencies compare at the same traffic). Per row it reports each system's median over the
 repetitions with the min-max spread, the ratio of the medians, the per-repetition ratios (side
 by side, so they compare under the load of that moment), the server CPU per GB and the 1-minute
 load average, and how long the server's threads waited for a CPU per CPU second they ran
@@ -49,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.bench import vs_kafka as vk
+from infra.bench.vs_kafka_omb import omb_at
 from infra.bench.vs_kafka_workloads import FULL_WORKLOADS, SHORT_WORKLOADS, WorkloadSizes
 from infra.bench.vs_kafka_workloads import omb as omb_workload
 from infra.broker import start_broker
@@ -72,6 +75,13 @@ OMB_ROWS = (
     ("OMB at 50% rate publish p99 ms", ("half", "publish", "p99_ms"), "lower"),
     ("OMB at 50% rate publish p99.9 ms", ("half", "publish", "p999_ms"), "lower"),
     ("OMB server CPU s/GB", ("server_cpu_s_per_gb",), "lower"),
+    ("OMB common rate (50% of the lower max) MB/s", ("common", "mb_per_s"), "higher"),
+    ("OMB at the common rate e2e p50 ms", ("common", "e2e", "p50_ms"), "lower"),
+    ("OMB at the common rate e2e p99 ms", ("common", "e2e", "p99_ms"), "lower"),
+    ("OMB at the common rate e2e p99.9 ms", ("common", "e2e", "p999_ms"), "lower"),
+    ("OMB at the common rate publish p99 ms", ("common", "publish", "p99_ms"), "lower"),
+    ("OMB at the common rate publish p99.9 ms", ("common", "publish", "p999_ms"), "lower"),
+    ("OMB server CPU s/GB at the common rate", ("common", "server_cpu_s_per_gb"), "lower"),
     ("OMB 16 consumers assigned s (max phase)", ("max", "join_s"), "lower"),
     ("OMB 16 consumers assigned s (fixed-rate phase)", ("half", "join_s"), "lower"),
 )
@@ -158,8 +168,9 @@ def one_system(
     records: dict[int, int],
     workloads: WorkloadSizes | None,
     baseline: Path | None = None,
+    nice: int = 0,
 ) -> dict[str, Any]:
-    """The rows on one fresh server of `system`."""
+    """The rows on one fresh server of `system` (OMB's clients at `nice`)."""
     root = Path(tempfile.mkdtemp(prefix=f"{system}-rows-", dir=scratch))
     server = _start(system, root, baseline)
     found: dict[str, Any] = {"perf": {}}
@@ -172,7 +183,7 @@ def one_system(
         if workloads is not None:
             vk.log(f"{system}: OMB shape")
             before = vk.cpu_seconds(server.pids())
-            omb = omb_workload(b, workloads, vk.create_topics)
+            omb = omb_workload(b, workloads, vk.create_topics, nice)
             cpu = max(0.0, vk.cpu_seconds(server.pids()) - before)
             moved_gb = sum(omb[phase]["produced"] for phase in ("max", "half")) * 1024 / 1e9
             omb["server_cpu_s_per_gb"] = round(cpu / moved_gb, 2) if moved_gb else float("nan")
@@ -183,6 +194,50 @@ def one_system(
         found["loop_lag"] = _loop_lag(server)
         shutil.rmtree(root, ignore_errors=True)
     return found
+
+
+def common_rate(
+    system: str,
+    scratch: Path,
+    rate: float,
+    workloads: WorkloadSizes,
+    baseline: Path | None = None,
+    nice: int = 0,
+) -> dict[str, Any]:
+    """OMB's fixed-rate phase at `rate` (the same for every system) on a fresh server of `system`."""
+    root = Path(tempfile.mkdtemp(prefix=f"{system}-common-", dir=scratch))
+    server = _start(system, root, baseline)
+    try:
+        vk.log(f"{system}: OMB shape at the common rate {rate:.0f} records/s")
+        before = vk.cpu_seconds(server.pids())
+        sched_before = sched_seconds(server.pids())
+        found = omb_at(server.bootstrap, workloads, vk.create_topics, rate, nice)
+        cpu = max(0.0, vk.cpu_seconds(server.pids()) - before)
+        moved_gb = found["produced"] * 1024 / 1e9
+        found["server_cpu_s_per_gb"] = round(cpu / moved_gb, 2) if moved_gb else float("nan")
+        found["server_wait_per_cpu_s"] = _wait_per_cpu(sched_before, sched_seconds(server.pids()))
+        found["loadavg_1m"] = round(os.getloadavg()[0], 2)
+    finally:
+        server.close()
+        found_lag = _loop_lag(server)
+        shutil.rmtree(root, ignore_errors=True)
+    found["loop_lag"] = found_lag
+    return found
+
+
+def _with_common_rate(
+    rep: dict[str, dict[str, Any]],
+    order: Sequence[str],
+    scratch: Path,
+    workloads: WorkloadSizes,
+    baseline: Path | None,
+    nice: int,
+) -> None:
+    """Each system's OMB result gains `common`: the fixed-rate phase at 50 % of the lower of the
+    repetition's sustainable rates, so the latencies compare at the same traffic."""
+    rate = min(rep[s]["omb"]["max"]["records_per_s"] for s in order) / 2
+    for system in reversed(order):
+        rep[system]["omb"]["common"] = common_rate(system, scratch, rate, workloads, baseline, nice)
 
 
 def kib_systems(
@@ -333,6 +388,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--short", action="store_true", help="tiny, once: proves the code path")
     parser.add_argument("--out", type=Path, default=vk.RESULTS / "vs_kafka_rows.json")
     parser.add_argument("--baseline", type=Path, help="an earlier checkout run as pier-before")
+    parser.add_argument(
+        "--client-nice", type=int, default=0,
+        help="OMB's client processes at this niceness, for both systems (OMB runs its workers on "
+        "hosts of their own; on one host a positive value keeps them from starving the server)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     records = {} if args.omb_only else SHORT_RECORDS if args.short else RECORDS
     workloads = (
@@ -342,20 +402,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="vs-kafka-rows-"))
     reps: list[dict[str, dict[str, Any]]] = []
     try:
-        for rep in range(repetitions):
+        for index in range(repetitions):
             systems = (*vk.SYSTEMS, BASELINE) if args.baseline else vk.SYSTEMS
-            order = systems if rep % 2 == 0 else tuple(reversed(systems))
+            order = systems if index % 2 == 0 else tuple(reversed(systems))
             if args.kib:
                 reps.append(kib_systems(order, scratch, records, args.baseline))
                 continue
-            reps.append(
-                {s: one_system(s, scratch, records, workloads, args.baseline) for s in order}
-            )
+            rep = {
+                s: one_system(s, scratch, records, workloads, args.baseline, args.client_nice)
+                for s in order
+            }
+            if workloads is not None:
+                _with_common_rate(rep, order, scratch, workloads, args.baseline, args.client_nice)
+            reps.append(rep)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     document = {
         "environment": vk.environment(),
         "short": args.short,
+        "client_nice": args.client_nice,
         "repetitions": reps,
         "summary": summarise(reps),
     }
