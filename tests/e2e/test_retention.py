@@ -140,7 +140,12 @@ def test_retention_ms_empties_a_quiet_topic(module_broker: BrokerProcess, topic_
     assert segment_bases(module_broker.data_dir, topic_name) == [sent]  # rolled at the log end
     assert live_log_bytes(module_broker.data_dir, topic_name) == 0
     assert consume_from_beginning(bootstrap, topic_name) == ([], sent)
-    produce_with_backpressure(producer, topic=topic_name, partition=0, value=b"after")
+    # stamped a minute ahead, so its own 1 s retention cannot delete it before a consumer on a
+    # loaded machine reads it back (it did, 2 runs in 14 at load 17-29)
+    ahead_ms = int(time.time() * 1000) + 60_000
+    produce_with_backpressure(
+        producer, topic=topic_name, partition=0, value=b"after", timestamp=ahead_ms
+    )
     assert producer.flush(30) == 0
     records, _end = consume_from_beginning(bootstrap, topic_name)
     assert [(r.offset(), r.value()) for r in records] == [(sent, b"after")]

@@ -7,7 +7,7 @@ connections of the one quota sensor) each offer far more than the producer quota
 service account; producers are added until every one of the four workers carries produce traffic
 of the tenant (the kernel's SO_REUSEPORT hash places each
 connection; read from each worker's `pier_gateway_bytes_in` on its own metrics port). The bytes
-the broker's log grows by over the measured span are the quota's worth ± 15 %. Each worker alone
+the broker's log grows by over the measured span are the quota's worth ± 10 % (issue 24's target). Each worker alone
 would grant the whole quota: with the fleet sharing off (no `zookeeper.connect`) this is ≈ 4×.
 Measurement and window as in test_fleet_quotas.py (bytes from DescribeLogDirs; 3 × 1 s window).
 
@@ -15,9 +15,9 @@ It measured 0.93–0.955× alone and once 1.162× in a clean-clone CI run: not t
 several producers' connections on one worker, each throttled on its own by Kafka's formula (a
 worker with 2 connections of the sensor ran at ≈ 1.2× its share). The sensors are now paced as a
 whole (`gateway.quotas.client_quotas`), and the test starts 12 producers so that case is always
-exercised (with the pacing off it measured 1.271×). Marked slow (`infra/test --all` runs it) for
-its length: 95–165 s with the stack at load 14–30 (a 30 s span, the warm-up, spreading and
-stopping the producers); the 2-gateway test (test_fleet_quotas.py) gates CI.
+exercised (with the pacing off it measured 1.271×; with it 0.947–1.036× at load 14–29). It takes
+95–165 s with the stack (a 30 s span, the warm-up, spreading and stopping the producers) and runs
+in CI beside the 2-gateway test (test_fleet_quotas.py): it is issue 24's done condition.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from tests.e2e.gateway.test_fleet_quotas import (
     QUOTA,
     SETTINGS,
     SPAN_S,
-    TOLERANCE,
     WARM_UP_S,
     Offer,
     config,
@@ -53,7 +52,8 @@ from tests.gateway_stack import TEST_GATEWAY_SETTINGS, Credentials, GatewayStack
 from tests.polling import wait_until
 
 __all__ = ["fleet_chroot"]  # the module fixture, shared with test_fleet_quotas.py
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = pytest.mark.e2e
+TOLERANCE = 0.10  # issue 24: the quota ± 10 % over 30 s through 2 gateways x 2 workers
 WORKERS = 2
 MIN_PRODUCERS = 12  # ≈ 3 per worker: several connections of one sensor on one worker
 MAX_PRODUCERS = 24  # P(a gateway's producers all hashed to one of its 2 workers) = 2 × 2^-12
