@@ -2,8 +2,12 @@
 
 Owns: `DescriptorBudget` — the process's soft RLIMIT_NOFILE (read at each check, so a limit
 raised live with `prlimit` counts at once), the descriptors open now (`/proc/self/fd`), a reserve,
-and what one partition costs: 4 descriptors (its `.log` opened for reading and, from the first
-append, for writing, plus `.index` and `.timeindex`), measured on this code base. Topic registries
+and what one partition costs: 4 descriptors (its active segment's `.log` opened for reading and,
+from the first append, for writing, plus `.index` and `.timeindex`), measured on this code base,
+however many segments it has: an inactive segment holds none and opens its `.log` on demand for a
+read (brokers/log/file_records.py), so rolls never grow a partition past what it was promised (one
+more descriptor per roll once made 22 of 45 partitions created as allowed fail to roll while
+clients held the reserve). Topic registries
 ask it before creating anything, so a CreateTopics or CreatePartitions that the limit cannot hold
 is refused whole with a message naming the limit, instead of failing halfway with EMFILE (issue
 13). Kafka has no such check (an EMFILE there takes the log dir offline); the refusal is
@@ -15,7 +19,9 @@ connections, the listeners, ZooKeeper's and replica fetchers' connections, the m
 pipes, epoll and eventfd instances (the event loop's, and the short-lived ones a client library
 such as kazoo makes for each wait), devices — draw on the reserve (a
 tenth of the limit, at least 64), which is never promised to partitions (what sockets leave of
-it takes segment rolls and checkpoint writes); files (segments,
+it is the moment's headroom of checkpoint writes, on-demand reads of old segments and their
+regions in flight; a roll lets go of the old segment's descriptors before the new one opens its
+own); files (segments,
 indexes, checkpoints, the log file) draw on the rest. Counting only files there is also what
 keeps the answer still: an epoll a ZooKeeper client opened for a moment once moved it by one.
 Partitions that exist but do not hold their 4 yet were promised the rest (`Promised`: a log's

@@ -5,19 +5,31 @@ slice that fetch sends with `sendfile`. Appends go through a lazily opened O_APP
 with one `os.writev` per append (split only past IOV_MAX buffers, short writes resumed; a failed
 write is rolled back so the file never keeps half a batch; `restore_size` is the segment's undo of
 a failed append). Reads use a separate read-only descriptor with `os.pread`, owned by a
-`FileHandle`: the segment holds the handle while it is open, and every region handed out holds it
-too, so the descriptor closes when the last of them lets go (CPython's reference counting: at
-once, on whichever thread drops the last reference) and never while a region still names it. A
-region queued behind a slow client therefore reads its own file — after a roll, a truncation of
-later data, a rename to `.deleted` (why Kafka deletes asynchronously) or the final unlink — and
-never the file that took over a closed descriptor's number (another tenant's segment).
-`close`/`delete` drop the segment's reference; they close nothing a region still uses. Header
-scans read in chunks, so walking small batches costs few syscalls. Every call goes through the
-`FileOps` seam (file_ops), so tests can fail any one of them.
+`FileHandle`; every region handed out holds the handle too, so the descriptor closes when the last
+of its holders lets go (CPython's reference counting: at once, on whichever thread drops the last
+reference) and never while a region still names it. A region queued behind a slow client
+therefore reads its own file — after a roll, a truncation of later data, a rename to `.deleted`
+(why Kafka deletes asynchronously) or the final unlink — and never the file that took over a
+closed descriptor's number (another tenant's segment, docs/security.md F3).
+
+Who holds the read descriptor. The active segment's file holds its handle (`keep_reader`), as
+Kafka keeps every segment open. An inactive one (`release_reader`, at a roll, or a loaded segment
+below the active one) holds none: that is what keeps a partition's cost at the 4 descriptors the
+broker's budget promises it however many times it rolls (brokers/common/descriptors.py). A read
+of an inactive segment opens its file on demand; the handle is shared, through a weak reference,
+with every reader and region that still holds it, so a scan, its region and the next fetch of
+the same segment while that region is queued use one descriptor, and it closes when the last of
+them is done (~6 µs more per cold read: one `open` and one `close`, docs/broker-config.md).
+Opening fails with `StorageError` when the descriptor table is full (EMFILE, ENFILE): nothing was
+touched, so the read is refused and the log stays online. `close`/`delete` drop the segment's
+reference; they close nothing a region still uses. Header scans read in chunks, so walking small
+batches costs few syscalls. Every call goes through the `FileOps` seam (file_ops), so tests can
+fail any one of them.
 
 Runs on the event loop; not thread-safe. `FileHandle` and `FileRegion` are thread-safe to read
 (never changed after creation); a handle's close (a `weakref.finalize`) runs exactly once, on
-the thread that drops the last reference (the writer thread's, for an answer it wrote).
+the thread that drops the last reference (the writer thread's, for an answer it wrote), after
+every weak reference to it reads None, so the on-demand sharing never hands out a closed number.
 """
 
 from __future__ import annotations
@@ -32,7 +44,7 @@ from pathlib import Path
 
 from typing_extensions import Buffer
 
-from brokers.log.errors import CorruptLogError
+from brokers.log.errors import CorruptLogError, StorageError
 from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 from brokers.records.errors import RecordError
@@ -40,6 +52,7 @@ from brokers.records.errors import RecordError
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 SCAN_CHUNK = 16 * 1024
 _MIN_BATCH_SIZE = HEADER_SIZE
+_TABLE_FULL = (errno.EMFILE, errno.ENFILE)  # no descriptor to open one more with
 
 
 class FileHandle:
@@ -88,10 +101,13 @@ class FileRegion:
 
 class FileRecords:
     def __init__(self, path: Path, read_fd: int, size: int, files: FileOps = OS_FILES) -> None:
+        """`read_fd` becomes the file's held handle (the segment starts active, `keep_reader`)."""
         self.path = path
         self.size = size
-        self._file: FileHandle | None = FileHandle(read_fd)
-        self._read_fd = read_fd  # the handle's, while the segment holds it; -1 once closed
+        self._held: FileHandle | None = FileHandle(read_fd)  # while the segment keeps it
+        self._shared: weakref.ref[FileHandle] | None = None  # the last handle opened, if alive
+        self._keep = True  # hold the read handle (the active segment), or open it on demand
+        self._closed = False
         self._write_fd: int | None = None
         self._files = files
 
@@ -108,9 +124,48 @@ class FileRecords:
             raise
         return cls(path, read_fd, os.fstat(read_fd).st_size, files)
 
+    def reader(self) -> FileHandle:
+        """The read descriptor's handle, for as long as the caller holds it: the held one, the
+        one a reader or region of this file still holds, or a new one (module doc). Raises
+        StorageError when the descriptor table is full, OSError(EBADF) once closed."""
+        if self._held is not None:
+            return self._held
+        if self._closed:
+            raise OSError(errno.EBADF, f"{self.path}: the segment is closed")
+        handle = self._shared() if self._shared is not None else None
+        if handle is None:
+            handle = FileHandle(self._open_reader())
+            self._shared = weakref.ref(handle)
+        if self._keep:
+            self._held = handle
+        return handle
+
+    def _open_reader(self) -> int:
+        try:
+            return self._files.open(self.path, os.O_RDONLY)
+        except OSError as exc:
+            if exc.errno in _TABLE_FULL:
+                raise StorageError(
+                    f"{self.path.name}: no descriptor to read it with ({exc.strerror})"
+                ) from exc
+            raise
+
+    def keep_reader(self) -> None:
+        """Hold the read descriptor from the next read on (the segment is active again)."""
+        self._keep = True
+
+    def release_reader(self) -> None:
+        """Stop holding the read descriptor (the segment became inactive): it closes now, or once
+        the last region or reader holding it lets go; later reads open the file on demand."""
+        if self._held is not None:
+            self._shared = weakref.ref(self._held)
+            self._held = None
+        self._keep = False
+
     @property
-    def read_fd(self) -> int:
-        return self._read_fd
+    def reader_held(self) -> bool:
+        """Whether the segment itself holds a read descriptor open."""
+        return self._held is not None
 
     def append(self, parts: Sequence[Buffer]) -> int:
         """Append `parts` back to back with writev; returns the bytes written."""
@@ -135,26 +190,33 @@ class FileRecords:
         self._files.truncate(self._writer(), size)
         self.size = size
 
+    # A handle is held in a local for the whole call: `self.reader().fd` alone would drop an
+    # on-demand handle, and close its number, before the call used it.
+
     def pread(self, position: int, size: int) -> bytes:
-        return self._files.pread(self._read_fd, size, position)
+        file = self.reader()
+        return self._files.pread(file.fd, size, position)
 
     def read_into(self, buffer: bytearray | memoryview, position: int) -> int:
-        return self._files.preadv(self._read_fd, [buffer], position)
+        file = self.reader()
+        return self._files.preadv(file.fd, [buffer], position)
 
-    def region(self, position: int, size: int) -> FileRegion:
-        if self._file is None:
-            raise OSError(errno.EBADF, f"{self.path}: the segment is closed")
-        return FileRegion(self._file, position, size)
+    def region(self, position: int, size: int, file: FileHandle | None = None) -> FileRegion:
+        """A region of this file, holding `file` (a handle from `reader`) or the reader's."""
+        return FileRegion(self.reader() if file is None else file, position, size)
 
     def headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch starting in [start, end); raises CorruptLogError."""
         limit = self.size if end is None else min(end, self.size)
         chunk, chunk_start = b"", start
         position = start
+        if position >= limit:
+            return
+        file = self.reader()  # held for the whole scan: one descriptor, opened once if cold
         while position < limit:
             if position + HEADER_SIZE > chunk_start + len(chunk):
                 chunk_start = position
-                chunk = self._files.pread(self._read_fd, max(SCAN_CHUNK, HEADER_SIZE), position)
+                chunk = self._files.pread(file.fd, max(SCAN_CHUNK, HEADER_SIZE), position)
             header = self._parse(chunk, position - chunk_start, position)
             yield position, header
             position += header.size
@@ -182,7 +244,11 @@ class FileRecords:
         return self._write_fd is not None
 
     def flush(self) -> None:
-        self._files.fsync(self._write_fd if self._write_fd is not None else self._read_fd)
+        if self._write_fd is not None:
+            self._files.fsync(self._write_fd)
+        else:  # an inactive segment's data, written through its closed writer (one open)
+            file = self.reader()
+            self._files.fsync(file.fd)
 
     def close_writer(self) -> None:
         """Release the append descriptor (the segment became inactive); reopened if needed."""
@@ -194,8 +260,8 @@ class FileRecords:
         """Drop the segment's hold on its file: the read descriptor closes now, or when the
         last region handed out of it is dropped (a fetch answer still queued)."""
         self.close_writer()
-        self._file = None  # the handle's finalizer closes the descriptor once unreferenced
-        self._read_fd = -1
+        self.release_reader()  # the handle's finalizer closes the descriptor once unreferenced
+        self._closed = True
 
     def rename(self, path: Path) -> None:
         self._files.rename(self.path, path)

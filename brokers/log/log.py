@@ -166,6 +166,8 @@ class Log:
             list(log.segments), producers, log_start_offset=log.log_start_offset,
             log_end_offset=log.log_end_offset, rebuild=loaded.recovered,
         )  # fmt: skip
+        for segment in loaded.segments[:-1]:  # open while loading and replaying, then let go:
+            segment.release_descriptors()  # only the active segment holds any (file_records)
         return log
 
     # -- state ------------------------------------------------------------------------------

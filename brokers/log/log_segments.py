@@ -6,8 +6,9 @@ renamed `.deleted` now, unlinked once `file.delete.delay.ms` has passed, as Kafk
 `FileRegion` already handed to a fetch holds its file open past that for as long as the answer
 waits, file_records' `FileHandle`), also when compaction swaps consecutive segments for their
 cleaned copy (`replace`); fsync of a range of segments and of the directory when segment files
-were created since the last one. Closing a segment drops its hold on the read descriptor: it
-closes once no region holds it either.
+were created since the last one. Only the active segment holds its read descriptor; a segment
+that becomes inactive, or is closed, drops its hold: the descriptor closes once no region holds
+it either, and an inactive segment's reads open it on demand (file_records).
 
 Runs on the event loop; not thread-safe.
 """
@@ -61,6 +62,8 @@ class LogSegments:
     def add(self, segment: LogSegment) -> None:
         if self._segments and segment.base_offset <= self._bases[-1]:
             raise ValueError(f"segment {segment.base_offset} is not after {self._bases[-1]}")
+        if self._segments:  # no longer active (a roll has already made it let go)
+            self._segments[-1].records.release_reader()
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         self._directory_dirty = True
@@ -74,6 +77,7 @@ class LogSegments:
         undone, which nobody has read (appends and reads share the event loop)."""
         self._bases.pop()
         self._segments.pop().delete_files()
+        self._last_is_active()
 
     def remove(self, doomed: Sequence[LogSegment], due_ms: int) -> None:
         """Take segments out of the log and rename their files; unlink them at `due_ms`."""
@@ -83,6 +87,13 @@ class LogSegments:
         for segment in doomed:
             segment.rename_to_deleted()
             self._pending_deletes.append((due_ms, segment))
+        self._last_is_active()
+
+    def _last_is_active(self) -> None:
+        """After later segments went (a follower's truncation, an undone roll), the last one is
+        active again: it holds its read descriptor from its next read on (file_records)."""
+        if self._segments:
+            self._segments[-1].records.keep_reader()
 
     def replace(self, new: LogSegment, old: Sequence[LogSegment], due_ms: int) -> None:
         """Compaction's swap: `new` takes the place of the consecutive, non-active segments `old`

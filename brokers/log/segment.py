@@ -14,7 +14,9 @@ producer-state replay refills it; it is truncated, renamed, deleted and undone w
 Index entries are made per batch, whenever more than `index.interval.bytes` were appended since the
 last entry, so a lookup never scans more than about one interval of headers. Lookups, reads and
 recovery use batch headers only: no per-record work. `FileRegion`s handed out keep their file open and
-readable for as long as they are held, `delete_files()` included (see file_records).
+readable for as long as they are held, `delete_files()` included (see file_records). Only the
+active segment holds descriptors; an inactive one holds none (`release_descriptors`) and opens its
+`.log` on demand for a read, which holds that one descriptor for its scans and its region.
 
 Runs on the event loop; not thread-safe.
 """
@@ -248,6 +250,7 @@ class LogSegment:
         """Undo everything since `mark`: the files are cut back to their sizes then (whatever a
         failed or torn write left past them) and the in-memory state is restored. Raises OSError
         when a file cannot be cut; the segment must not be written again then."""
+        self.records.keep_reader()  # active again if a failed roll had made it inactive
         self.offset_index.restore(mark.offset_entries)
         self.time_index.restore(mark.time_entries)
         self.txn_index.restore(mark.txn_entries)
@@ -294,6 +297,7 @@ class LogSegment:
     ) -> SegmentRead | None:  # fmt: skip
         """Whole batches from the one holding `start_offset`, up to `max_size` bytes (at least one
         batch when `min_one_batch`, KIP-74) and never past `max_position` (a batch boundary)."""
+        file = self.records.reader()  # one descriptor for the scans and the region (file_records)
         first = self.translate_offset(start_offset)
         if first is None:
             return None
@@ -308,7 +312,7 @@ class LogSegment:
         else:
             end, next_offset = self._whole_batches_end(first, min(limit, first.position + max_size))
         return SegmentRead(
-            self.records.region(first.position, end - first.position),
+            self.records.region(first.position, end - first.position, file),
             first.base_offset,
             next_offset,
         )
@@ -381,14 +385,21 @@ class LogSegment:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def on_become_inactive(self) -> None:
-        """The segment was rolled: record its final max timestamp, drop the write descriptors."""
+        """The segment was rolled: record its final max timestamp, drop its descriptors."""
         self.time_index.maybe_append(
             self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
         )
+        self.release_descriptors()
+
+    def release_descriptors(self) -> None:
+        """Hold no descriptor: an inactive segment (rolled, loaded below the active one, or
+        being deleted) reopens its `.log` for a read on demand and an index to write it
+        (file_records), so a partition holds only its active segment's 4."""
         self.time_index.close()
         self.offset_index.close()
         self.txn_index.close()
         self.records.close_writer()
+        self.records.release_reader()
 
     def flush(self) -> None:
         self.records.flush()
@@ -401,11 +412,8 @@ class LogSegment:
         self.records.close()
 
     def rename_to_deleted(self) -> None:
-        """First step of Kafka's asynchronous delete: readers keep their descriptors."""
-        self.offset_index.close()
-        self.time_index.close()
-        self.txn_index.close()
-        self.records.close_writer()
+        """First step of Kafka's asynchronous delete: regions keep their descriptors."""
+        self.release_descriptors()
         for part in (self.records, self.offset_index, self.time_index, self.txn_index):
             part.rename(part.path.with_name(part.path.name + DELETED_SUFFIX))
 

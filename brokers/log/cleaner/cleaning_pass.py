@@ -186,7 +186,8 @@ def last_records_of_active_producers(log: Log) -> dict[int, LastRecord]:
 
 
 def _source(segment: LogSegment, next_base: int, aborted: tuple[AbortedTxn, ...]) -> SourceSegment:
-    fd = os.dup(segment.records.read_fd)
+    file = segment.records.reader()  # held until duplicated (an inactive segment's is opened)
+    fd = os.dup(file.fd)
     return SourceSegment(
         segment.base_offset, next_base, fd, segment.size,
         segment.offset_index.entries * OFFSET_ENTRY_SIZE,
