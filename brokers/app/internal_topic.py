@@ -37,7 +37,7 @@ from brokers.log import errors as log_errors
 from brokers.log.errors import LogError, StorageError
 from brokers.records.batch import iter_headers
 from brokers.records.errors import RecordTooLargeError
-from brokers.records.prepare import prepare_append
+from brokers.records.prepare import prepare_own_append
 from brokers.replication import errors as replication_errors
 from brokers.replication.isr import AckOutcome
 from brokers.replication.partition import Partition
@@ -72,9 +72,10 @@ class TopicErrors:
 
 def _append_as_coordinator(replica: Partition, batch: bytes, acks: int) -> int:
     """Kafka's AppendOrigin.COORDINATOR: the client-only batch rules do not apply (a
-    TxnOffsetCommit batch carries a producer id without a sequence)."""
+    TxnOffsetCommit batch carries a producer id without a sequence). The coordinators build
+    their batches themselves: only the topic's limits are checked (`prepare_own_append`)."""
     policy = replica.append_policy(acks, origin_client=False)
-    return replica.append_prepared(prepare_append(batch, policy), acks).last_offset
+    return replica.append_prepared(prepare_own_append(batch, policy), acks).last_offset
 
 
 class BrokerInternalTopic:

@@ -45,7 +45,7 @@ from brokers.coordinator.group_records import (
 )
 from brokers.coordinator.offsets_topic import OffsetsTopic, partition_for
 from brokers.records.batch import NO_SEQUENCE
-from brokers.records.builder import build_batch, build_rows_batch
+from brokers.records.builder import build_batch, build_entries_batch
 
 Entry = tuple[bytes, bytes | None]  # key, value (None: tombstone)
 TopicPartition = tuple[str, int]
@@ -114,12 +114,7 @@ class GroupLog:
             return NO_OFFSET
         now = self._clock.time_ms()
         if producer is None:
-            batch = build_rows_batch(
-                [(key, value, (), now) for key, value in entries],
-                producer_id=-1,
-                producer_epoch=-1,
-                base_sequence=NO_SEQUENCE,
-            )
+            batch = build_entries_batch(entries, now)
         else:
             batch = build_batch(
                 list(entries),
