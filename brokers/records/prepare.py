@@ -103,10 +103,12 @@ def _stands(header: BatchHeader, policy: AppendPolicy) -> bool:
         return False
     if header.compression != NONE or _recodes(header, policy):
         return False
-    window = policy.window(header)
-    if window is None or header.base_timestamp != header.max_timestamp:
+    if policy.log_append_time or header.is_log_append_time:
         return False
-    return window.low <= header.max_timestamp <= window.high
+    stamp, now = header.max_timestamp, policy.now_ms  # `policy.window`'s bounds, unclamped
+    if header.base_timestamp != stamp:
+        return False
+    return now - policy.timestamp_before_max_ms <= stamp <= now + policy.timestamp_after_max_ms
 
 
 def _heavy(header: BatchHeader, policy: AppendPolicy) -> bool:

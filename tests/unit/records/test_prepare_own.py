@@ -46,6 +46,10 @@ POLICIES: dict[str, dict[str, Any]] = {
     "too-many-records": {"max_records": 1},
     "recompressed": {"target_codec": GZIP},
     "stale-clock": {"now_ms": NOW + 2 * HOUR},
+    "records-ahead": {"now_ms": NOW - 2 * HOUR},  # past timestamp.after.max.ms (an hour)
+    "records-at-the-edge": {"now_ms": NOW - HOUR},
+    "records-just-past": {"now_ms": NOW - HOUR - 1},
+    "records-behind": {"now_ms": NOW + 2 * HOUR, "timestamp_before_max_ms": 2 * HOUR - 1},
     "tight-window": {"timestamp_before_max_ms": HOUR},
     "log-append-time": {"log_append_time": True},
 }
@@ -68,7 +72,14 @@ def test_the_shortcut_appends_or_refuses_as_the_full_pass(kind: str, name: str) 
     assert _outcome(prepare_own_append, data, policy) == _outcome(prepare_append, data, policy)
 
 
-def test_a_coordinators_batch_is_appended_as_built() -> None:
-    data = BATCHES["turn"]
-    prepared = prepare_own_append(data, AppendPolicy(NOW, 1 << 20, origin_client=False))
-    assert prepared.data is data and len(prepared.batches) == 3
+@pytest.mark.parametrize("now", [NOW, NOW - HOUR], ids=["now", "records-at-the-edge"])
+def test_a_coordinators_batch_takes_the_shortcut(now: int) -> None:
+    """Seen by what it skips: the CRC (right by construction) is not checked again, so a batch
+    spoiled after building passes here while `prepare_append` refuses it."""
+    spoiled = bytearray(BATCHES["turn"])
+    spoiled[-1] ^= 0xFF  # the last record's last byte, under the third batch's CRC
+    policy = AppendPolicy(now, 1 << 20, origin_client=False)
+    prepared = prepare_own_append(bytes(spoiled), policy)
+    assert bytes(prepared.data) == bytes(spoiled) and len(prepared.batches) == 3
+    with pytest.raises(RecordError):
+        prepare_append(bytes(spoiled), policy)
