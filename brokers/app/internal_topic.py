@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from brokers.common.clock import Clock
 from brokers.common.descriptors import DescriptorLimitError
@@ -38,7 +37,7 @@ from brokers.log import errors as log_errors
 from brokers.log.errors import LogError, StorageError
 from brokers.records.batch import iter_headers
 from brokers.records.errors import RecordTooLargeError
-from brokers.records.prepare import prepare_append
+from brokers.records.prepare import prepare_own_append
 from brokers.replication import errors as replication_errors
 from brokers.replication.isr import AckOutcome
 from brokers.replication.partition import Partition
@@ -73,9 +72,10 @@ class TopicErrors:
 
 def _append_as_coordinator(replica: Partition, batch: bytes, acks: int) -> int:
     """Kafka's AppendOrigin.COORDINATOR: the client-only batch rules do not apply (a
-    TxnOffsetCommit batch carries a producer id without a sequence)."""
-    policy = dataclasses.replace(replica.append_policy(acks), origin_client=False)
-    return replica.append_prepared(prepare_append(batch, policy), acks).last_offset
+    TxnOffsetCommit batch carries a producer id without a sequence). The coordinators build
+    their batches themselves: only the topic's limits are checked (`prepare_own_append`)."""
+    policy = replica.append_policy(acks, origin_client=False)
+    return replica.append_prepared(prepare_own_append(batch, policy), acks).last_offset
 
 
 class BrokerInternalTopic:
@@ -142,6 +142,17 @@ class BrokerInternalTopic:
         return wanted
 
     async def append(self, partition: int, batch: bytes) -> int:
+        last_offset, uncommitted = self.start_append(partition, batch)
+        if uncommitted is not None:
+            await uncommitted
+        return last_offset
+
+    def start_append(
+        self, partition: int, batch: bytes
+    ) -> tuple[int, Coroutine[Any, Any, None] | None]:
+        """Append `batch` as leader now; its last offset and, unless the ISR has it already,
+        what to await until it does (raising as `append`). Errors of the append itself raise
+        here, at once."""
         errors = self._errors
         try:
             self.ensure_created()
@@ -156,8 +167,9 @@ class BrokerInternalTopic:
             raise errors.too_large(str(exc)) from exc
         except replication_errors.ReplicationError as exc:
             raise errors.not_available(str(exc)) from exc
-        await self._committed(replica, term, last_offset)
-        return last_offset
+        if self._outcome(replica, last_offset) is AckOutcome.DONE:  # the leader is the ISR
+            return last_offset, None
+        return last_offset, self._committed(replica, term, last_offset)
 
     async def _committed(self, replica: Partition, term: int, last_offset: int) -> None:
         """acks=all for coordinator writes: answer only once the ISR has the batch. Leadership

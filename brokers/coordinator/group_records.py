@@ -11,6 +11,7 @@ A None value is a tombstone. Pure; thread-safe.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from brokers.coordinator.binary import Reader, Writer
@@ -20,6 +21,11 @@ OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 FIRST_FLEXIBLE_VALUE_VERSION = 4
 NO_LEADER_EPOCH = -1
+_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+_KEY_HEAD = struct.Struct(">hh")  # key version, group length
+_VALUE_V1_HEAD = struct.Struct(">hq")  # version, offset
+_VALUE_V3_HEAD = struct.Struct(">hqi")  # version, offset, leader epoch
+_TWO_I64 = struct.Struct(">qq")  # commit and expire timestamps
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +73,10 @@ class GroupMetadataRecord:
 
 # ---- keys ----------------------------------------------------------------------------------
 def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    writer = Writer().int16(OFFSET_COMMIT_KEY_VERSION).string(group).string(topic)
-    return writer.int32(partition).build()
+    """One per committed partition, on every OffsetCommit: struct-packed, not through `Writer`."""
+    name, topic_name = group.encode("utf-8"), topic.encode("utf-8")
+    head = _KEY_HEAD.pack(OFFSET_COMMIT_KEY_VERSION, len(name))
+    return b"".join((head, name, _I16.pack(len(topic_name)), topic_name, _I32.pack(partition)))
 
 
 def encode_group_metadata_key(group: str) -> bytes:
@@ -87,11 +95,15 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
 
 # ---- offset commit values ------------------------------------------------------------------
 def encode_offset_commit_value(value: OffsetAndMetadata) -> bytes:
+    """v1 with an explicit expiry, else v3 (struct-packed: one per committed partition)."""
+    metadata = value.metadata.encode("utf-8")
+    size = _I16.pack(len(metadata))
     if value.expire_timestamp_ms is not None:
-        writer = Writer().int16(1).int64(value.offset).string(value.metadata)
-        return writer.int64(value.commit_timestamp_ms).int64(value.expire_timestamp_ms).build()
-    writer = Writer().int16(3).int64(value.offset).int32(value.leader_epoch)
-    return writer.string(value.metadata).int64(value.commit_timestamp_ms).build()
+        head = _VALUE_V1_HEAD.pack(1, value.offset)
+        tail = _TWO_I64.pack(value.commit_timestamp_ms, value.expire_timestamp_ms)
+        return b"".join((head, size, metadata, tail))
+    head = _VALUE_V3_HEAD.pack(3, value.offset, value.leader_epoch)
+    return b"".join((head, size, metadata, _I64.pack(value.commit_timestamp_ms)))
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetAndMetadata:

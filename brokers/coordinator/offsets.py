@@ -85,8 +85,13 @@ class GroupOffsets:
         self._pending.update(tuple(tps))  # a tuple, never a mapping: Counter would add its values
 
     def end_commit(self, tps: Iterable[TopicPartition]) -> None:
-        self._pending.subtract(tuple(tps))
-        self._pending = +self._pending  # drop zero counts
+        pending = self._pending
+        for tp in tps:  # each counted by its `begin_commit`; a count that reaches zero goes
+            left = pending[tp] - 1
+            if left > 0:
+                pending[tp] = left
+            else:
+                pending.pop(tp, None)
 
     def is_pending(self, tp: TopicPartition) -> bool:
         """A plain commit being written, or a transactional offset awaiting its marker."""

@@ -9,8 +9,8 @@ Pure; thread-safe.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Coroutine, Iterator
+from typing import Any, Protocol
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _INT32_MIN = -(2**31)
@@ -29,6 +29,14 @@ class OffsetsTopic(Protocol):
         Raises NotCoordinatorError / CoordinatorNotAvailableError / InvalidCommitOffsetSizeError,
         and InvalidProducerEpochError for a transactional batch of a fenced producer epoch.
         """
+        ...
+
+    def start_append(
+        self, partition: int, batch: bytes
+    ) -> tuple[int, Coroutine[Any, Any, None] | None]:
+        """`append`'s two halves: append now (its errors raise here) and return the last offset
+        with, unless the batch is committed already, what to await until it is (raising as
+        `append`). Appends started one after another apply in that order."""
         ...
 
     def read_batches(self, partition: int, from_offset: int) -> Iterator[bytes]:

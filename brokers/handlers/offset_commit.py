@@ -69,16 +69,17 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
 
 
 def _topic(module: Any, topic: Any, outcome: Outcome) -> Any:
+    """The classes themselves, not `make`: both have these fields in every version served."""
+    name = topic.name
+    partition = module.OffsetCommitResponsePartition
     partitions = tuple(
-        make(
-            module,
-            "OffsetCommitResponsePartition",
+        partition(
             partition_index=p.partition_index,
-            error_code=_code(outcome.get((topic.name, p.partition_index))),
+            error_code=_code(outcome.get((name, p.partition_index))),
         )
         for p in topic.partitions
     )
-    return make(module, "OffsetCommitResponseTopic", name=topic.name, partitions=partitions)
+    return module.OffsetCommitResponseTopic(name=name, partitions=partitions)
 
 
 def _code(error: Exception | None) -> ErrorCode:

@@ -1,7 +1,7 @@
 """Building and reading whole v2 batches, for the broker's own writes and for looking inside one.
 
 Owns: `build_batch`, `build_rows_batch` (the gateway's HTTP producer: plain rows, no `Record`
-object per record), `read_batch`, `reseal` (a header's batch around a new body), `recompress`,
+object per record), `build_entries_batch` (the coordinators' keyed entries at one timestamp), `read_batch`, `reseal` (a header's batch around a new body), `recompress`,
 and the test conveniences `simple_records` / `simple_batch`. Producers' batches are stored as they
 arrive; these are for coordinators (offsets, transaction markers), compaction, `compression.type`
 conversion, the HTTP producer and tests. Both builders write records with one encoder
@@ -145,6 +145,36 @@ def build_rows_batch(
     HEADER.pack_into(
         out, 0, 0, len(out) - LOG_OVERHEAD, -1, 2, 0, 0, len(rows) - 1, base, top,
         producer_id, producer_epoch, base_sequence, len(rows),
+    )  # fmt: skip
+    out[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]).to_bytes(4)
+    return bytes(out)
+
+
+def build_entries_batch(entries: Sequence[tuple[bytes, bytes | None]], timestamp: int) -> bytes:
+    """One v2 batch (no compression, CreateTime, no producer id) of keyed entries, all stamped
+    `timestamp`, at offset deltas 0, 1, …: the coordinators' plain writes (an OffsetCommit's
+    records, one per partition, on every commit). `build_batch`'s bytes for the same records,
+    without a `Record` or a column iterator per record."""
+    parts: list[bytes] = []
+    append = parts.append
+    for delta, (key, value) in enumerate(entries):
+        body = b"".join(
+            (
+                b"\x00\x00",  # attributes (an int8), timestamp delta 0
+                _varint(delta),
+                _varint(len(key)),
+                key,
+                _NULL if value is None else _varint(len(value)) + value,
+                _NO_HEADERS,
+            )
+        )
+        append(_varint(len(body)))
+        append(body)
+    out = bytearray(HEADER_SIZE)
+    out += b"".join(parts)
+    HEADER.pack_into(
+        out, 0, 0, len(out) - LOG_OVERHEAD, -1, 2, 0, 0, len(entries) - 1, timestamp, timestamp,
+        -1, -1, -1, len(entries),
     )  # fmt: skip
     out[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]).to_bytes(4)
     return bytes(out)

@@ -99,7 +99,7 @@ class Partition:
     ) -> None:
         self.log = log
         # The append rules of `log.config` (the policy but its clock), made once per config object.
-        self._rules: tuple[LogConfig, _Rules] | None = None
+        self._rules: tuple[LogConfig, _Rules, _Rules] | None = None  # config, client, coordinator
         self.topic = log.topic
         self.index = log.partition
         self.topic_id = topic_id
@@ -219,14 +219,16 @@ class Partition:
         """Validate and append in one step on the caller's thread (coordinator writes, tests)."""
         return self.append_prepared(prepare_append(data, self.append_policy(acks)), acks)
 
-    def append_policy(self, acks: int = 1) -> AppendPolicy:
-        """The rules an append must meet now; raises when this replica may not take it."""
+    def append_policy(self, acks: int = 1, *, origin_client: bool = True) -> AppendPolicy:
+        """The rules an append must meet now; raises when this replica may not take it.
+        `origin_client=False`: a coordinator's own write (Kafka's AppendOrigin.COORDINATOR)."""
         self._check_writable(acks)
         config = self.log.config
         rules = self._rules
         if rules is None or rules[0] is not config:  # a new LogConfig object: topic config changed
-            rules = self._rules = (config, _rules(config))
-        return AppendPolicy(self._clock.time_ms(), *rules[1])
+            client = _rules(config)
+            rules = self._rules = (config, client, (*client[:5], False, *client[6:]))
+        return AppendPolicy(self._clock.time_ms(), *(rules[1] if origin_client else rules[2]))
 
     def append_prepared(self, prepared: PreparedAppend, acks: int = 1) -> AppendResult:
         """Append what `prepare_append` made of a request. Leadership and the ISR are checked

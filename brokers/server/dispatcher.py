@@ -8,8 +8,9 @@ while its request is in flight for the same reason). A handler that raises anyth
 with UNKNOWN_SERVER_ERROR in every entry (`brokers.server.error_response`), logged once as
 `event=handler_failed` with its traceback, and the connection stays open (an acks=0 produce,
 which has no response, closes it instead, as in Kafka).
-Produce answers are encoded by `produce_response` (struct-packed; kio's writer for the shapes it
-leaves), and the per-API request metrics' labelled children are looked up once per API.
+Produce and OffsetCommit answers are encoded by `produce_response` and `offset_commit_response`
+(struct-packed; kio's writer for the shapes they leave), and the per-API request metrics'
+labelled children are looked up once per API.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from brokers.server.context import RequestContext
 from brokers.server.error_response import error_response
 from brokers.server.metrics import ServerMetrics
+from brokers.server.offset_commit_response import encode_offset_commit_response
 from brokers.server.produce_response import encode_produce_response
 from brokers.server.response import RawResponse
 from brokers.server.routes import LegacyHandler, RouteTable
@@ -39,6 +41,7 @@ from brokers.wire.messages import (
 )
 
 PRODUCE_KEY = 0
+OFFSET_COMMIT_KEY = 8
 _ENCODED = (RawResponse, bytes)  # a handler's answer already encoded (a tuple: no union per call)
 API_VERSIONS_KEY = 18
 UNKNOWN_SERVER_ERROR_MESSAGE = (
@@ -97,6 +100,8 @@ class Dispatcher:
                 encoded = body
             elif api_key == PRODUCE_KEY:
                 encoded = encode_produce_response(body) or encode_entity(body)
+            elif api_key == OFFSET_COMMIT_KEY:
+                encoded = encode_offset_commit_response(body) or encode_entity(body)
             else:
                 encoded = encode_entity(body)
         except CloseConnection:

@@ -4,7 +4,7 @@ that park JoinGroup/SyncGroup calls as tasks, so tests step time and watch futur
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,10 +37,17 @@ class MemoryOffsetsTopic:
         return self.partitions
 
     async def append(self, partition: int, batch: bytes) -> int:
+        last, uncommitted = self.start_append(partition, batch)
+        if uncommitted is not None:
+            await uncommitted
+        return last
+
+    def start_append(
+        self, partition: int, batch: bytes
+    ) -> tuple[int, Coroutine[Any, Any, None] | None]:
+        """Stored at once; with a `gate`, committed only once it opens (replication held)."""
         if self.fail_with is not None:
             raise self.fail_with
-        if self.gate is not None:
-            await self.gate.wait()
         log = self.logs[partition]
         last = -1
         for pos, header in iter_headers(batch):  # the coordinator appends a turn's batches at once
@@ -50,7 +57,10 @@ class MemoryOffsetsTopic:
             log.append(bytes(stored))
             last = base + header.last_offset_delta
         self.append_calls += 1
-        return last
+        return last, None if self.gate is None else self._committed(self.gate)
+
+    async def _committed(self, gate: asyncio.Event) -> None:
+        await gate.wait()
 
     def read_batches(self, partition: int, from_offset: int) -> Iterator[bytes]:
         return iter(list(self.logs[partition]))

@@ -39,6 +39,10 @@ int64 = st.integers(-(2**63), 2**63 - 1)
 
 def test_keys_match_kafka_layout() -> None:
     assert encode_offset_commit_key("g", "t", 7) == b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x07"
+    # lengths are of the UTF-8 bytes, not of the characters
+    assert encode_offset_commit_key(
+        "é", "ü", 0
+    ) == b"\x00\x01\x00\x02\xc3\xa9\x00\x02\xc3\xbc" + bytes(4)
     assert encode_group_metadata_key("grp") == b"\x00\x02\x00\x03grp"
     assert decode_key(b"\x00\x00\x00\x01g\x00\x01t\x00\x00\x00\x01") == OffsetCommitKey("g", "t", 1)
     assert decode_key(b"\x00\x02\x00\x01g") == GroupMetadataKey("g")
@@ -52,6 +56,10 @@ def test_offset_value_v3_layout_and_v1_with_expiry() -> None:
     expiring = OffsetAndMetadata(10, -1, "", 1000, 5000)
     assert encode_offset_commit_value(expiring) == struct.pack(">hqhqq", 1, 10, 0, 1000, 5000)
     assert decode_offset_commit_value(encode_offset_commit_value(expiring)) == expiring
+    accented = OffsetAndMetadata(10, 2, "é", 1000)
+    assert encode_offset_commit_value(accented) == struct.pack(
+        ">hqih2sq", 3, 10, 2, 2, b"\xc3\xa9", 1000
+    )
 
 
 def test_decodes_older_and_flexible_offset_values() -> None:

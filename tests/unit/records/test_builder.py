@@ -22,6 +22,7 @@ from brokers.records.batch import (
 )
 from brokers.records.builder import (
     build_batch,
+    build_entries_batch,
     read_batch,
     recompress,
     simple_batch,
@@ -92,6 +93,26 @@ def test_iter_headers_over_concatenated_batches(batches: list[tuple[list[Record]
     for (pos, header), (recs, codec) in zip(found, batches, strict=True):
         assert header.compression == codec
         assert read_batch(log, pos) == (header, recs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    entries=st.lists(
+        st.tuples(st.binary(max_size=40), st.none() | st.binary(max_size=40)),
+        min_size=1,
+        max_size=8,
+    ),
+    timestamp=st.integers(-1, 2**62),
+)
+def test_entries_batch_is_build_batchs_bytes(
+    entries: list[tuple[bytes, bytes | None]], timestamp: int
+) -> None:
+    assert build_entries_batch(entries, timestamp) == build_batch(entries, base_timestamp=timestamp)
+
+
+def test_entries_batch_with_lengths_past_the_varint_table() -> None:
+    entries = [(b"k" * 20_000, b"v" * 70_000), (b"", None)] + [(b"x", b"y")] * 3
+    assert build_entries_batch(entries, 5) == build_batch(entries, base_timestamp=5)
 
 
 def test_tuples_and_control_flag() -> None:
