@@ -7,7 +7,9 @@ from the first append, for writing, plus `.index` and `.timeindex`), measured on
 however many segments it has: an inactive segment holds none and opens its `.log` on demand for a
 read (brokers/log/file_records.py), so rolls never grow a partition past what it was promised (one
 more descriptor per roll once made 22 of 45 partitions created as allowed fail to roll while
-clients held the reserve). Topic registries
+clients held the reserve), and a `.txnindex` is open only while an entry is written
+(brokers/log/txn_index.py; held from a segment's first aborted transaction to its roll, it was a
+5th descriptor nothing promised). Topic registries
 ask it before creating anything, so a CreateTopics or CreatePartitions that the limit cannot hold
 is refused whole with a message naming the limit, instead of failing halfway with EMFILE (issue
 13). Kafka has no such check (an EMFILE there takes the log dir offline); the refusal is
@@ -24,9 +26,14 @@ regions in flight; a roll lets go of the old segment's descriptors before the ne
 own); files (segments,
 indexes, checkpoints, the log file) draw on the rest. Counting only files there is also what
 keeps the answer still: an epoll a ZooKeeper client opened for a moment once moved it by one.
-Partitions that exist but do not hold their 4 yet were promised the rest (`Promised`: a log's
-write descriptor opens at its first append; a deferred log opens later still), so those count as
-taken too. So a partition fits when `files + promised + max(reserve, others) + 4 <= limit`: while
+Partitions that exist but do not hold their 4 yet were promised the rest, so those count as
+taken too (`Promised`, `promised_to`): each log the part of its 4 its active segment does not hold
+now (`Log.descriptors_held`) and a deferred log all 4. A new log holds 3 (its write descriptor
+opens at the first append); a log reloaded at start, its indexes intact, holds 1 (its `.log` read descriptor: the
+`.index` and `.timeindex` open at their next entry, the write descriptor at the first append), so
+it is promised 3 (counting only the write descriptor once let topics created after a restart take
+the descriptors the reloaded partitions' first writes needed); a log whose active segment changed
+back (a follower's truncation) holds what it has reopened since. So a partition fits when `files + promised + max(reserve, others) + 4 <= limit`: while
 sockets stay within the reserve, connecting or disconnecting clients never changes how many partitions fit (it used
 to: the next admin client's own connections moved the answer by one, issue 13's flaky fd-limit
 tests). Unless `max.connections` is set, the listener (`brokers/server/accept.py`) accepts until
@@ -45,8 +52,10 @@ Cost: telling files from the rest takes an `fstat` per open descriptor (~3 µs e
 to the descriptors open (tens of thousands with many partitions). So a check with `at_least`
 tries two upper bounds on `files + promised + max(reserve, others)` first, cheapest first: the
 size of the process's descriptor table (`FDSize`, one short read), then the listed count, each plus
-the reserve and `Promised.at_most` (a count the registry knows at once); only a request neither
-proves fits is decided on the exact counts. Reads only; thread-safe.
+the reserve and `Promised.at_most` (4 per partition, a count the registry knows at once: it
+assumes no partition holds any, so these bounds prove a request fits only while the descriptors
+open and 4 per partition stay well under the limit); only a request neither proves fits is
+decided on the exact counts (the listing by kind and one look at every log). Reads only; thread-safe.
 """
 
 from __future__ import annotations
@@ -54,8 +63,9 @@ from __future__ import annotations
 import os
 import resource
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 DESCRIPTORS_PER_PARTITION = 4
 MIN_RESERVE = 64  # sockets: connections, listeners, ZooKeeper, the metrics endpoint
@@ -140,6 +150,31 @@ class Promised:
 
 
 NOTHING_PROMISED = Promised(0, lambda: 0)
+
+
+class HoldsDescriptors(Protocol):
+    """A partition's log: how many of its `DESCRIPTORS_PER_PARTITION` it holds open now."""
+
+    @property
+    def descriptors_held(self) -> int: ...
+
+
+def promised_to(
+    partitions: int,
+    logs: Callable[[], Iterable[HoldsDescriptors]],
+    *,
+    deferred: int = 0,
+    per_partition: int = DESCRIPTORS_PER_PARTITION,
+) -> Promised:
+    """What `partitions` existing partitions may still open: each open log the part of its
+    `per_partition` it does not hold now, each of the `deferred` (counted in `partitions`, not
+    opened yet: no log in `logs`) all of them. The bound known at once is all of them."""
+
+    def count() -> int:
+        missing = sum(max(0, per_partition - log.descriptors_held) for log in logs())
+        return deferred * per_partition + missing
+
+    return Promised(max(partitions, deferred) * per_partition, count)
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,11 @@ class IndexFile:
         if not was_open:
             self.close()
 
+    @property
+    def descriptor_open(self) -> bool:
+        """Whether the file's write descriptor is open now (it opens at a write)."""
+        return self._fd is not None
+
     def close(self) -> None:
         """Write what is staged and release the descriptor; reopened lazily on the next write."""
         if self._fd is None and not self._staged:
@@ -123,6 +128,10 @@ class IndexFileOwner:
 
     def write_staged(self) -> None:
         self._file.write_staged()
+
+    @property
+    def descriptor_open(self) -> bool:
+        return self._file.descriptor_open
 
     def flush(self) -> None:
         self._file.flush()

@@ -181,9 +181,10 @@ class Log:
         return self._segments.active
 
     @property
-    def writer_open(self) -> bool:
-        """Whether the active segment holds its append descriptor (from its first append)."""
-        return self.active_segment.records.writer_open
+    def descriptors_held(self) -> int:
+        """How many of the 4 descriptors the budget promises a partition it holds now: its
+        active segment's (an inactive one holds none; brokers/common/descriptors.py)."""
+        return self.active_segment.descriptors_held
 
     @property
     def size_bytes(self) -> int:

@@ -181,6 +181,20 @@ class LogSegment:
             return self.max_timestamp
         return os.stat(self.records.path).st_mtime_ns // 1_000_000
 
+    @property
+    def descriptors_held(self) -> int:
+        """How many of the 4 descriptors an active segment may hold are open now: its `.log`'s
+        read and write descriptors, `.index`, `.timeindex` (the `.txnindex` holds none between
+        writes, txn_index). A loaded segment holds only the read one; a new one 3, all 4 from
+        its first index entry (brokers/common/descriptors.py)."""
+        records = self.records
+        return (
+            records.reader_held
+            + records.writer_open
+            + self.offset_index.descriptor_open
+            + self.time_index.descriptor_open
+        )
+
     def load_tail(self) -> None:
         """Derive next offset and max timestamp from the last index entries and the headers after
         them; raises CorruptIndexError when the indexes disagree with the log."""

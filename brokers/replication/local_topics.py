@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from brokers.common.descriptors import DescriptorBudget, Promised
+from brokers.common.descriptors import DescriptorBudget, Promised, promised_to
 from brokers.log.config import (
     LogConfig,
     validate_remote_storage_change,
@@ -312,13 +312,14 @@ class LocalTopicRegistry:
 
     def _promised(self) -> Promised:
         """What existing partitions were promised but have not opened: a deferred log's every
-        descriptor, an empty log's write descriptor (brokers/common/descriptors.py)."""
-        deferred = self._replicas.deferred_count * self._descriptors.per_partition
-
-        def count() -> int:
-            return deferred + sum(1 for p in self._replicas.partitions() if not p.log.writer_open)
-
-        return Promised(deferred + self._partition_count, count)
+        descriptor, an open log's that it does not hold now (a new log's write descriptor, a
+        reloaded one's write descriptor and indexes; brokers/common/descriptors.py)."""
+        return promised_to(
+            self._partition_count,
+            lambda: (p.log for p in self._replicas.partitions()),
+            deferred=self._replicas.deferred_count,
+            per_partition=self._descriptors.per_partition,
+        )
 
     def _schedule_deferred(self) -> None:
         try:

@@ -34,7 +34,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
-from brokers.common.descriptors import DescriptorBudget, Promised
+from brokers.common.descriptors import DescriptorBudget, promised_to
 from brokers.controller import zk_paths
 from brokers.controller.assignment import assign_replicas
 from brokers.controller.errors import (
@@ -258,8 +258,10 @@ class ZkTopicAdmin:
         logs = list(self._logs.logs())
         held_here = len(logs)
         needed = max((wanted[b] + held[b] - held_here for b in wanted), default=0)
-        # An empty log's write descriptor opens at its first append: promised, not open yet.
-        unwritten = Promised(held_here, lambda: sum(1 for lg in logs if not lg.writer_open))
+        # What a log does not hold yet (a new one its write descriptor, a reloaded one its write
+        # descriptor and indexes) is promised to it (brokers/common/descriptors.py).
+        per = self._descriptors.per_partition
+        unwritten = promised_to(held_here, lambda: logs, per_partition=per)
         here = self._descriptors.partitions_available(at_least=needed, promised=unwritten)
         if here is None:
             return

@@ -14,6 +14,10 @@ sockets, pipes, epoll, eventfd, devices).
   of 45 rolls failed with KAFKA_STORAGE_ERROR while a roll kept the old segment's `.log` open, one
   descriptor per roll that nothing budgeted; an inactive segment now holds none and opens its
   file on demand for a read, brokers/log/file_records.py).
+- After a restart, a reloaded partition holds only its `.log` read descriptor until its first
+  append and index entry: topics created as allowed before and after the restart must all take
+  their records and index entries (the budget promised a reloaded partition only its write
+  descriptor, so the topic created after the restart took the 2 more each one's writes needed).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ def broker_others(pid: int) -> int:
     return found
 
 
-def first_records(producer: Producer, topics: dict[str, int]) -> list[str]:
+def first_records(producer: Producer, topics: dict[str, int], value: bytes = b"first") -> list[str]:
     """One record to every partition; the failures' errors."""
     failed: list[str] = []
 
@@ -69,7 +73,7 @@ def first_records(producer: Producer, topics: dict[str, int]) -> list[str]:
 
     for topic, partitions in topics.items():
         for partition in range(partitions):
-            producer.produce(topic, b"first", partition=partition, on_delivery=delivered)
+            producer.produce(topic, value, partition=partition, on_delivery=delivered)
     assert producer.flush(60) == 0, "records still in flight"
     return failed
 
@@ -163,4 +167,37 @@ def test_a_per_ip_cap_keeps_one_client_s_connections_from_shrinking_what_tenants
         broker.stop()
     assert during == before, (
         f"{len(held)} connections cut the partitions allowed {before} -> {during}"
+    )
+
+
+def test_partitions_created_as_allowed_before_and_after_a_restart_are_all_written(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    broker = start_limited(tmp_path, request)
+    try:
+        _, before = refusal(broker.bootstrap, "probe-before", 10 * NOFILE)
+        assert create_topic_error(broker.bootstrap, "before", before) is None
+        broker.restart()  # "before" reloaded: each partition holds its .log's read descriptor
+        _, after = refusal(broker.bootstrap, "probe-after", 10 * NOFILE)
+        topics = {"before": before}
+        if after > 0:
+            assert create_topic_error(broker.bootstrap, "after", after) is None
+            topics["after"] = after
+        producer = Producer(
+            {"bootstrap.servers": broker.bootstrap, "retries": 0, "message.timeout.ms": 30_000}
+        )
+        producer.list_topics(timeout=10)  # its connections are open before the others
+        clients = reserve_for(NOFILE) - broker_others(broker.pid) - MARGIN
+        with held_connections(broker, clients):  # the sockets within the reserve they are given
+            assert broker_others(broker.pid) <= reserve_for(NOFILE)
+            # Past index.interval.bytes (4096): the next record makes each partition's first
+            # index entry, so every write descriptor opens, then every .index and .timeindex.
+            failed = first_records(producer, topics, b"x" * 5_000)
+            failed += first_records(producer, topics)
+    finally:
+        broker.stop()
+    written = before + after
+    assert failed == [], (
+        f"{len(failed)} of 2 x {written} writes failed ({after} admitted after the restart): "
+        f"{failed[:3]}"
     )

@@ -45,3 +45,29 @@ def test_a_new_topic_is_not_promised_an_empty_partition_s_write_descriptor(
         result = create(broker, "b", 9)
         assert "allows 8 more partitions" in result.error_message
         assert create(broker, "b", 8).error_code == ErrorCode.none
+
+
+def test_a_reloaded_partition_is_promised_every_descriptor_it_does_not_hold(
+    tmp_path: Path,
+) -> None:
+    """After a restart an idle partition holds only its `.log` read descriptor: its `.index` and
+    `.timeindex` open at the next index write, its write descriptor at the first append. All 3
+    are promised (counting only the write descriptor let a second topic be admitted whose
+    descriptors the reloaded partitions then needed: EMFILE at their first writes)."""
+    budget = DescriptorBudget(lambda: LIMIT, lambda: OPEN)
+    with broker_with_budget(tmp_path, budget) as broker:
+        assert create(broker, "a", 5).error_code == ErrorCode.none
+    with broker_with_budget(tmp_path, budget) as broker:  # restarted: "a" reloaded from disk
+        result = create(broker, "b", 6)  # (200 - 100 - 64 - 5 x 3 promised) // 4 = 5
+        assert "allows 5 more partitions" in result.error_message, result
+        partition = broker.replicas.find("a", 0)
+        assert partition is not None and partition.log.descriptors_held == 1
+        append(partition.log, make_batch())  # its write descriptor opens: 2 promised, not 3
+        assert partition.log.descriptors_held == 2
+        result = create(broker, "b", 6)  # (200 - 100 - 64 - 14) // 4 = 5
+        assert "allows 5 more partitions" in result.error_message, result
+        for index in range(1, 5):
+            p = broker.replicas.find("a", index)
+            assert p is not None
+            append(p.log, make_batch())
+        assert create(broker, "b", 6).error_code == ErrorCode.none  # (200-100-64-10) // 4 = 6

@@ -24,6 +24,7 @@ from brokers.log.config import LogConfig
 from brokers.log.errors import LogOfflineError, StorageError
 from brokers.log.file_records import FileRecords
 from brokers.log.log import Log
+from tests.unit.log import txn_helpers
 from tests.unit.log.faulty_files import FaultyFiles
 from tests.unit.log.partition_helpers import (
     append,
@@ -165,5 +166,46 @@ def test_a_follower_s_truncation_leaves_the_segment_it_returns_to_holding_its_de
         assert log.active_segment.records.reader_held
         assert held_by_process(log.directory).count(_segment_file(log, -1)) == 2
         assert _segment_file(log, 0) not in held_by_process(log.directory)
+    finally:
+        log.close()
+
+
+def test_an_aborted_transaction_leaves_the_partition_holding_its_four_descriptors(
+    tmp_path: Path,
+) -> None:
+    """An ABORT marker writes the active segment's `.txnindex` and closes it again: a partition
+    with aborted transactions holds no 5th descriptor that the budget never promised it (the
+    index was kept open until the roll)."""
+    log = txn_helpers.open_log(tmp_path, config=LogConfig(index_interval_bytes=1))
+    try:
+        for pid in (7, 8):
+            producer = txn_helpers.Producer(pid)
+            txn_helpers.send(log, producer)
+            txn_helpers.end(log, producer, commit=False)
+        assert len(log.active_segment.txn_index) == 2
+        held = held_by_process(log.directory)
+        assert len(held) == ACTIVE and not any(h.endswith(".txnindex") for h in held), held
+        assert log.descriptors_held == ACTIVE
+        log.flush()  # an fsync of the index opens it for a moment only
+        assert len(held_by_process(log.directory)) == ACTIVE
+        assert log.collect_aborted(0, log.log_end_offset)  # served from memory
+    finally:
+        log.close()
+
+
+def test_descriptors_held_counts_what_the_active_segment_holds(tmp_path: Path) -> None:
+    """What the budget promises a partition is the part of its 4 it does not hold now
+    (brokers/common/descriptors.py): a reloaded log holds 1, a new one 3, a written one 4."""
+    log = open_log(tmp_path, ManualClock(T0), LogConfig(index_interval_bytes=1))
+    assert log.descriptors_held == 3 == len(held_by_process(log.directory))
+    append(log, make_batch(1))
+    append(log, make_batch(1))
+    assert log.descriptors_held == ACTIVE == len(held_by_process(log.directory))
+    log.close()
+    log = open_log(tmp_path, ManualClock(T0), had_clean_shutdown=True, recovery_point=10**6)
+    try:
+        assert log.descriptors_held == 1 == len(held_by_process(log.directory))
+        append(log, make_batch(1))
+        assert log.descriptors_held == len(held_by_process(log.directory))
     finally:
         log.close()
