@@ -24,6 +24,7 @@ from pier import (
     event_loop,
     gateway_cli,
     groups_cli,
+    limits,
     tenancy_cli,
     transactions,
 )
@@ -118,6 +119,7 @@ def _run_broker(args: argparse.Namespace) -> int:
     from pier.logs import configure
 
     configure(args.log_level)
+    limits.raise_open_file_limit()
     try:
         loop_choice = event_loop.chosen(os.environ)
         properties = read_properties(args.config) if args.config else {}

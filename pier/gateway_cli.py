@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pier import event_loop, gateway_status
+from pier import event_loop, gateway_status, limits
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 1
@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"pier: error: the following arguments are required: {needed}", file=sys.stderr)
         return EXIT_USAGE
     configure(args.log_level)
+    limits.raise_open_file_limit()
     try:
         slot = slot_from_env(os.environ)
         loop_choice = event_loop.chosen(os.environ)

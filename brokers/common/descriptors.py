@@ -47,6 +47,9 @@ opened at once then fails with EMFILE and is rolled back whole; a log deferred t
 slices (wider topics) that fails leaves its partition offline (`brokers/replication/local_topics.py`,
 docs/broker-config.md).
 
+At start the broker (and each gateway process) raises its soft limit to the hard one
+(`raise_soft_limit`), as the JVM raises Kafka's; the budget then reads the raised limit.
+
 Cost: telling files from the rest takes an `fstat` per open descriptor (~3 µs each; `readlink` of
 `/proc/self/fd/N` costs 2.6 times that), and listing `/proc/self/fd` alone takes time in proportion
 to the descriptors open (tens of thousands with many partitions). So a check with `at_least`
@@ -132,6 +135,36 @@ def soft_limit() -> int | None:
     """This process's soft RLIMIT_NOFILE now (None: unlimited); `prlimit` may change it live."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return None if soft == resource.RLIM_INFINITY else soft
+
+
+def raise_soft_limit(
+    getrlimit: Callable[[int], tuple[int, int]] = resource.getrlimit,
+    setrlimit: Callable[[int, tuple[int, int]], None] = resource.setrlimit,
+    nr_open: Callable[[], int | None] = lambda: _read_int("/proc/sys/fs/nr_open"),
+) -> tuple[int, int] | None:
+    """Raise the soft RLIMIT_NOFILE to the hard one at start, as the JVM does for Kafka
+    (HotSpot's `MaxFDLimit`, on by default): a soft limit of 1024 under a hard one of 524288
+    (common defaults) would cap a broker at about 230 partitions where Kafka gets the hard limit.
+    An unlimited hard limit is taken as the kernel's `fs.nr_open`. Returns (was, now) when it
+    raised the limit, None when there was nothing to raise or the kernel refused (the broker then
+    runs on the soft limit it has)."""
+    soft, hard = getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else nr_open()
+    if target is None or resource.RLIM_INFINITY in (target, soft) or soft >= target:
+        return None
+    try:
+        setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (OSError, ValueError):
+        return None
+    return soft, target
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, "rb") as file:
+            return int(file.read().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def reserve_for(limit: int) -> int:

@@ -57,6 +57,34 @@ def start_limited(tmp_path: Path, request: pytest.FixtureRequest, **kw: str) -> 
     return start_broker(data_dir, config=CONFIG, program=program, zookeeper=zookeeper)
 
 
+def soft_open_files(pid: int) -> int:
+    """The soft `Max open files` of a process (/proc/<pid>/limits)."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            return int(line.split()[3])
+    raise AssertionError(f"no open-file limit for {pid}")
+
+
+def test_the_broker_raises_its_soft_open_file_limit_to_the_hard_one(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """As the JVM raises Kafka's: a soft 256 under a hard 2048 would allow ~50 partitions."""
+    data_dir = tmp_path / "broker" / "data"
+    remember_log(request.node, "broker", data_dir.parent / "broker-0.log")
+    program = ("prlimit", f"--nofile={NOFILE}:{8 * NOFILE}", *PIER_PROGRAM)
+    broker = start_broker(data_dir, config=CONFIG, program=program)
+    try:
+        assert soft_open_files(broker.pid) == 8 * NOFILE
+        limit, allowed = refusal(broker.bootstrap, "probe", 10 * NOFILE)
+    finally:
+        broker.stop()
+    assert (limit, allowed > NOFILE) == (8 * NOFILE, True)  # the budget reads the raised limit
+    assert (
+        "event=open_file_limit_raised soft_was=256 soft=2048"
+        in (data_dir.parent / "broker-0.log").read_text()
+    )
+
+
 @pytest.fixture
 def limited_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
     broker = start_limited(tmp_path, request)
