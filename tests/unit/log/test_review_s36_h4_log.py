@@ -24,6 +24,15 @@ pytestmark = pytest.mark.unit
 T0 = 1_700_000_000_000
 
 
+def _truncated(log: Log, offset: int) -> bool:
+    """Whether the follower truncation to `offset` was done (False: refused with a LogError)."""
+    try:
+        log.truncate_to(offset)
+    except LogError:
+        return False
+    return True
+
+
 def test_a_truncation_refused_for_want_of_a_descriptor_leaves_the_log_as_it_was(
     tmp_path: Path,
 ) -> None:
@@ -40,15 +49,45 @@ def test_a_truncation_refused_for_want_of_a_descriptor_leaves_the_log_as_it_was(
         append(log, make_batch(2))
         assert log.log_end_offset == 6 and len(log.segments) == 2
         files.fail("open", name_suffix=".log", error=errno.EMFILE, sticky=True)
-        with pytest.raises(LogError):
-            log.truncate_to(2)  # into the first segment: it must be opened to find batch 2
+        truncated = _truncated(log, 2)  # into the first segment: opened to find batch 2
         files.heal()
-        if not log.offline:  # refused as a StorageError: nothing may have changed
+        if not log.offline:  # done, or refused as a StorageError with nothing changed
             assert log.log_end_offset == log.active_segment.next_offset, (
                 log.log_end_offset,
                 [s.base_offset for s in log.segments],
             )
-            assert [b.base_offset for b in read_all(log)] == [0, 2, 4]
+            assert [b.base_offset for b in read_all(log)] == ([0] if truncated else [0, 2, 4])
     finally:
         with contextlib.suppress(LogOfflineError):  # an offline log's close says so
+            log.close()
+
+
+def test_a_truncation_whose_replay_is_refused_midway_takes_the_log_offline(
+    tmp_path: Path,
+) -> None:
+    """The producer-state replay after a truncation reads from the latest snapshot, which may lie
+    in an older, descriptor-less segment: refused there, the segments are already cut and the
+    producer state half rebuilt, so the log must go offline (docs/storage-errors.md: a follower
+    truncation failing midway), not stay online forgetting an idempotent producer."""
+    files = FaultyFiles()
+    log = Log.open(
+        tmp_path / "topic-0", LogConfig(), clock=ManualClock(T0), recovery_point=0, files=files
+    )
+    try:
+        for sequence in range(3):  # producer 9 writes one batch per segment: 0, 1, 2
+            append(log, make_batch(1, producer_id=9, producer_epoch=0, base_sequence=sequence))
+            append(log, make_batch(1))
+            log.roll()
+        append(log, make_batch(1))
+        assert [s.base_offset for s in log.segments] == [0, 2, 4, 6]
+        for snapshot in tmp_path.glob("topic-0/*.snapshot"):  # replay from the log start
+            snapshot.unlink()
+        files.fail("open", name_suffix="00000000000000000000.log", error=errno.EMFILE, sticky=True)
+        truncated = _truncated(log, 3)  # into segment 2: opened; the replay reads segment 0
+        files.heal()
+        if not log.offline:  # online: producer 9's state must be what the log holds
+            entry = log.producer_state.last_entry(9)
+            assert entry is not None and entry.last_sequence == (1 if truncated else 2), entry
+    finally:
+        with contextlib.suppress(LogOfflineError):
             log.close()
