@@ -480,17 +480,30 @@ class Log:
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        self._remove_segments([s for s in self._segments if s.base_offset > offset])
-        self.active_segment.truncate_to(offset)
-        self.log_end_offset = self.active_segment.next_offset
-        if self.log_end_offset < self.log_start_offset:
-            # The batch holding the log start (moved mid-batch by DeleteRecords) went too.
-            self.truncate_fully_and_start_at(self.log_start_offset)
-            return
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        replay_from = self.producer_state.truncate(self.log_start_offset, self.log_end_offset)
-        self._replay_producer_state(replay_from)
+        # The segment the log is cut in may be inactive, holding no descriptor (file_records):
+        # open it before anything changes, so a full descriptor table refuses the truncation
+        # whole (StorageError: the log is as it was) instead of after later segments went.
+        held = self._segments.holding_and_after(offset)[0].records.reader()
+        try:
+            self._remove_segments([s for s in self._segments if s.base_offset > offset])
+            self.active_segment.truncate_to(offset)
+            self.log_end_offset = self.active_segment.next_offset
+            if self.log_end_offset < self.log_start_offset:
+                # The batch holding the log start (moved mid-batch by DeleteRecords) went too.
+                self.truncate_fully_and_start_at(self.log_start_offset)
+                return
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            replay_from = self.producer_state.truncate(self.log_start_offset, self.log_end_offset)
+            self._replay_producer_state(replay_from)
+        except StorageError as exc:  # a cold read midway (the replay's): half done, go offline
+            raise self.health.fail(
+                f"truncation failed midway ({brief(exc.__cause__ or exc)})",
+                self.log_end_offset,
+                exc,
+            ) from exc
+        finally:
+            del held
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log, empty, at `offset`."""
