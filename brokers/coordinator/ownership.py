@@ -11,6 +11,8 @@ load task per partition — shared by the group coordinator (`__consumer_offsets
   reads p back.
 - `resign(p, epoch)`: this broker no longer leads p (follower, stopped, deleted). Ignored when
   older than the last order; otherwise the load is cancelled and the state is forgotten.
+A load refused by a `StorageError` (a cold segment's open at a full descriptor table) is retried
+with a growing pause until it reads or the partition is resigned.
 A load installs its result only if it is still the partition's current load when it finishes,
 so a cancelled load (resigned meanwhile) never overwrites a newer one. `NO_EPOCH` is the
 standalone broker's term (it leads every partition and never changes).
@@ -27,9 +29,12 @@ from typing import Generic, TypeVar
 
 from brokers.coordinator.loader import LoadedPartition, load_partition
 from brokers.coordinator.offsets_topic import OffsetsTopic
+from brokers.log.errors import StorageError
 
 log = logging.getLogger("pier.coordinator")
 NO_EPOCH = -1
+RETRY_FIRST_S = 0.05  # a load refused by a full descriptor table is tried again after this,
+RETRY_MAX_S = 5.0  # doubling up to this
 
 T = TypeVar("T")
 Load = Callable[[int, int], Awaitable[T]]  # (partition, epoch) -> what was read back
@@ -116,17 +121,27 @@ class PartitionOwnership(Generic[T]):
         self.owned.add(partition)
 
     async def _read(self, partition: int, epoch: int) -> T | None:
-        try:
-            return await self._load_partition(partition, epoch)
-        except Exception as exc:
-            log.error(
-                "event=%s_load_failed partition=%d epoch=%d error=%r",
-                self._name,
-                partition,
-                epoch,
-                exc,
-            )
-            return None
+        """The partition read back; a load refused by a `StorageError` (a full descriptor table
+        at a cold segment's open: nothing changed, the next read may succeed) is retried after
+        a growing pause while this broker still leads the partition (a resign cancels it); any
+        other failure leaves it unread (NOT_COORDINATOR until leadership moves)."""
+        pause = RETRY_FIRST_S
+        while True:
+            try:
+                return await self._load_partition(partition, epoch)
+            except StorageError as exc:
+                log.warning(
+                    "event=%s_load_retry partition=%d epoch=%d in_s=%.2f error=%r",
+                    self._name, partition, epoch, pause, exc,
+                )  # fmt: skip
+            except Exception as exc:
+                log.error(
+                    "event=%s_load_failed partition=%d epoch=%d error=%r",
+                    self._name, partition, epoch, exc,
+                )  # fmt: skip
+                return None
+            await asyncio.sleep(pause)
+            pause = min(RETRY_MAX_S, pause * 2)
 
 
 class OffsetsOwnership(PartitionOwnership[LoadedPartition]):

@@ -42,11 +42,6 @@ class TableFullOnce(MemoryOffsetsTopic):
         return super().read_batches(partition, from_offset)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review s36 H4: a load refused by a transient StorageError is never retried; the "
-    "partition answers NOT_COORDINATOR until leadership moves (brokers/coordinator/ownership.py)",
-)
 def test_a_load_refused_for_want_of_a_descriptor_is_retried() -> None:
     async def scenario() -> None:
         topic = TableFullOnce()
