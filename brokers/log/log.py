@@ -421,9 +421,13 @@ class Log:
             for segment in self._segments.holding_and_after(offset):
                 if offset >= upper or segment.base_offset >= upper:
                     break
+                # held across the cap's scan and the read: an inactive segment opens its file
+                # once, not once for each (file_records: readers share an open handle)
+                held = segment.records.reader()
                 read = segment.read(
                     offset, max_bytes, self._max_position(segment, upper), min_one_batch
                 )
+                del held
                 if read is not None:
                     return self._read_result(read.region, read.first_offset, read.next_offset)
         return self._read_result(None, offset, offset)

@@ -209,3 +209,26 @@ def test_descriptors_held_counts_what_the_active_segment_holds(tmp_path: Path) -
         assert log.descriptors_held == len(held_by_process(log.directory))
     finally:
         log.close()
+
+
+def test_a_capped_read_of_a_cold_segment_opens_its_file_once(tmp_path: Path) -> None:
+    """A read whose upper bound falls inside an inactive segment (a high watermark or a last
+    stable offset there) scans for the cap and then reads: one open for both, not one each."""
+    files = FaultyFiles()
+    log = Log.open(
+        tmp_path / "topic-0", LogConfig(), clock=ManualClock(T0), recovery_point=0, files=files
+    )
+    try:
+        for _ in range(3):
+            append(log, make_batch(2))
+        log.roll()
+        append(log, make_batch(2))
+        first = log.segments[0]
+        opened_before = sum(1 for c in files.calls if c.op == "open" and c.name.endswith(".log"))
+        read = log.read(0, 1 << 20, max_offset=4)  # capped inside the inactive first segment
+        opens = sum(1 for c in files.calls if c.op == "open" and c.name.endswith(".log"))
+        assert read.region is not None and read.next_offset == 4
+        assert not first.records.reader_held
+        assert opens - opened_before == 1
+    finally:
+        log.close()
