@@ -10,11 +10,10 @@ version. Pure; thread-safe.
 
 from __future__ import annotations
 
-import datetime
 import struct
 from typing import Any
 
-from brokers.wire.primitives import write_uvarint
+from brokers.server.produce_response import _length, _milliseconds, _string  # shared encoders
 
 FIRST_VERSION = 2
 LAST_VERSION = 9
@@ -50,18 +49,3 @@ def encode_offset_commit_response(response: Any) -> bytes | None:
     if flexible:
         out.append(0)  # the response's tagged fields: none
     return bytes(out)
-
-
-def _length(count: int, flexible: bool) -> bytes:
-    return write_uvarint(count + 1) if flexible else _I32.pack(count)
-
-
-def _string(value: str, flexible: bool) -> bytes:
-    encoded = value.encode()
-    return (write_uvarint(len(encoded) + 1) if flexible else _I16.pack(len(encoded))) + encoded
-
-
-def _milliseconds(delta: datetime.timedelta) -> int:
-    if not delta:
-        return 0  # the usual answer: not throttled
-    return round(delta.total_seconds() * 1000)  # as kio's writer rounds
