@@ -2,14 +2,16 @@
 
 Owns: `DescriptorBudget` — the process's soft RLIMIT_NOFILE (read at each check, so a limit
 raised live with `prlimit` counts at once), the descriptors open now (`/proc/self/fd`), a reserve,
-and what one partition costs: 4 descriptors (its active segment's `.log` opened for reading and,
-from the first append, for writing, plus `.index` and `.timeindex`), measured on this code base,
+and what one partition costs: 1 descriptor (its active segment's `.log`, read and written through
+one read-write descriptor, as Kafka holds one per segment file), measured on this code base,
 however many segments it has: an inactive segment holds none and opens its `.log` on demand for a
 read (brokers/log/file_records.py), so rolls never grow a partition past what it was promised (one
 more descriptor per roll once made 22 of 45 partitions created as allowed fail to roll while
-clients held the reserve), and a `.txnindex` is open only while an entry is written
-(brokers/log/txn_index.py; held from a segment's first aborted transaction to its roll, it was a
-5th descriptor nothing promised). Topic registries
+clients held the reserve), and the `.index`, `.timeindex` and `.txnindex` files are open only while
+they are written (brokers/log/index_file.py: an append stages its index entries and writes them
+8 KiB at a time, at a flush or at a roll). It was 4 (separate read and write descriptors, both
+indexes held open), which capped a broker under a hard limit of 20,000 at 4,499 partitions where
+Kafka, whose indexes are mmapped and closed, took 5,000. Topic registries
 ask it before creating anything, so a CreateTopics or CreatePartitions that the limit cannot hold
 is refused whole with a message naming the limit, instead of failing halfway with EMFILE (issue
 13). Kafka has no such check (an EMFILE there takes the log dir offline); the refusal is
@@ -26,14 +28,11 @@ regions in flight; a roll lets go of the old segment's descriptors before the ne
 own); files (segments,
 indexes, checkpoints, the log file) draw on the rest. Counting only files there is also what
 keeps the answer still: an epoll a ZooKeeper client opened for a moment once moved it by one.
-Partitions that exist but do not hold their 4 yet were promised the rest, so those count as
-taken too (`Promised`, `promised_to`): each log the part of its 4 its active segment does not hold
-now (`Log.descriptors_held`) and a deferred log all 4. A new log holds 3 (its write descriptor
-opens at the first append); a log reloaded at start, its indexes intact, holds 1 (its `.log` read descriptor: the
-`.index` and `.timeindex` open at their next entry, the write descriptor at the first append), so
-it is promised 3 (counting only the write descriptor once let topics created after a restart take
-the descriptors the reloaded partitions' first writes needed); a log whose active segment changed
-back (a follower's truncation) holds what it has reopened since. So a partition fits when `files + promised + max(reserve, others) + 4 <= limit`: while
+Partitions that exist but do not hold their 1 yet were promised it, so those count as taken too
+(`Promised`, `promised_to`): each log whose active segment does not hold its descriptor now
+(`Log.descriptors_held`: one whose active segment changed back, a follower's truncation, opens it
+again at its next read or write) and each deferred log. New and reloaded logs hold theirs from
+the start. So a partition fits when `files + promised + max(reserve, others) + 1 <= limit`: while
 sockets stay within the reserve, connecting or disconnecting clients never changes how many partitions fit (it used
 to: the next admin client's own connections moved the answer by one, issue 13's flaky fd-limit
 tests). Unless `max.connections` is set, the listener (`brokers/server/accept.py`) accepts until
@@ -55,9 +54,9 @@ Cost: telling files from the rest takes an `fstat` per open descriptor (~3 µs e
 to the descriptors open (tens of thousands with many partitions). So a check with `at_least`
 tries two upper bounds on `files + promised + max(reserve, others)` first, cheapest first: the
 size of the process's descriptor table (`FDSize`, one short read), then the listed count, each plus
-the reserve and `Promised.at_most` (4 per partition, a count the registry knows at once: it
+the reserve and `Promised.at_most` (1 per partition, a count the registry knows at once: it
 assumes no partition holds any, so these bounds prove a request fits only while the descriptors
-open and 4 per partition stay well under the limit); only a request neither proves fits is
+open and 1 per partition stay well under the limit); only a request neither proves fits is
 decided on the exact counts (the listing by kind and one look at every log). Reads only; thread-safe.
 """
 
@@ -70,7 +69,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-DESCRIPTORS_PER_PARTITION = 4
+DESCRIPTORS_PER_PARTITION = 1
 MIN_RESERVE = 64  # sockets: connections, listeners, ZooKeeper, the metrics endpoint
 
 
@@ -276,7 +275,8 @@ class DescriptorBudget:
             return
         raise DescriptorLimitError(
             f"the broker's open-file limit ({limit}) allows {available} more partitions; "
-            f"{what} needs {partitions} (each holds {self.per_partition} descriptors; "
+            f"{what} needs {partitions} (each holds {self.per_partition} "
+            f"descriptor{'s' if self.per_partition != 1 else ''}; "
             f"{reserve_for(limit)} are kept for connections and other sockets). Nothing was "
             "created: raise the limit (ulimit -n, systemd LimitNOFILE) or delete topics."
         )

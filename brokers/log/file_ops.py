@@ -30,8 +30,8 @@ class FileOps:
     def write(self, fd: int, data: Buffer) -> int:
         return os.write(fd, data)
 
-    def writev(self, fd: int, buffers: Sequence[Buffer]) -> int:
-        return os.writev(fd, buffers)
+    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
+        return os.pwritev(fd, buffers, position)
 
     def pread(self, fd: int, size: int, position: int) -> bytes:
         return os.pread(fd, size, position)

@@ -1,12 +1,18 @@
 """The file behind a segment index: fixed-size entries, appended, truncated, renamed, deleted.
 
-Owns: the bytes on disk of `.index` and `.timeindex` files (Kafka's AbstractIndex without the
-mmap). Entries live in memory in the index classes; this class only persists them. New entries are
-staged and written with one `os.write` per segment append (`write_staged`), so many small batches
-cost one syscall, not one per entry. The file is never preallocated: its size is always a whole
-number of entries, which is what the load-time sanity check relies on; `restore_entries` (the
-undo of a failed append) cuts the file back to a whole number of entries even after a torn write.
-Every call goes through the `FileOps` seam (file_ops).
+Owns: the bytes on disk of `.index`, `.timeindex` and `.txnindex` files (Kafka's AbstractIndex
+without the mmap). Entries live in memory in the index classes; this class only persists them.
+New entries are staged in memory and written with one `os.write` when `STAGE_LIMIT` bytes are
+staged, at a flush (a roll, the recovery point's flush), at close, and before a truncation, so
+appends of many small batches cost no index syscall at all. Like Kafka's mmapped indexes,
+entries not yet flushed are not durable: after an unclean shutdown every segment from the
+recovery point on is recovered and its indexes rebuilt from the log (log_loader), and below the
+recovery point every segment was flushed, indexes included. No descriptor is held between calls:
+each write, truncation or fsync opens the file and closes it again, so an index costs its
+partition no descriptor (brokers/common/descriptors.py). The file is never preallocated: its size
+is always a whole number of entries, which is what the load-time sanity check relies on;
+`restore_entries` (the undo of a failed append) cuts the file back to a whole number of entries
+even after a torn write. Every call goes through the `FileOps` seam (file_ops).
 
 Runs on the event loop; not thread-safe.
 """
@@ -14,10 +20,14 @@ Runs on the event loop; not thread-safe.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from brokers.log.errors import CorruptIndexError
 from brokers.log.file_ops import OS_FILES, FileOps
+
+STAGE_LIMIT = 8192  # bytes staged before an append writes them: ~1,000 entries, 8 KiB a file
 
 
 class IndexFile:
@@ -25,23 +35,22 @@ class IndexFile:
         self.path = path
         self.entry_size = entry_size
         self._files = files
-        self._fd: int | None = None
         self._staged = bytearray()
         self._written_entries = 0
         self._unsynced = False
+        self._torn = False  # a write failed: the file may hold bytes past `_written_entries`
 
     @classmethod
     def create(cls, path: Path, entry_size: int, files: FileOps = OS_FILES) -> IndexFile:
         """A new, empty index file (an existing one is emptied)."""
-        index_file = cls(path, entry_size, files)
-        index_file._fd = files.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC)
-        return index_file
+        os.close(files.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
+        return cls(path, entry_size, files)
 
     @classmethod
     def load(
         cls, path: Path, entry_size: int, files: FileOps = OS_FILES
     ) -> tuple[IndexFile, bytes]:
-        """Open an existing file; raises FileNotFoundError, CorruptIndexError on a partial entry."""
+        """Read an existing file; raises FileNotFoundError, CorruptIndexError on a partial entry."""
         data = path.read_bytes()
         if len(data) % entry_size:
             raise CorruptIndexError(f"{path}: size {len(data)} is not a multiple of {entry_size}")
@@ -52,56 +61,68 @@ class IndexFile:
     def stage(self, entry: bytes) -> None:
         self._staged += entry
 
-    def write_staged(self) -> None:
+    def write_staged(self, at_least: int = 1) -> None:
+        """Write the staged entries if there are `at_least` bytes of them."""
+        if len(self._staged) < at_least:
+            return
+        with self._opened() as fd:
+            self._write(fd)
+
+    def _write(self, fd: int) -> None:
         if not self._staged:
             return
-        fd = self._writer()
         data = bytes(self._staged)  # small; a live memoryview would pin the bytearray's size
+        if self._torn:  # cut what a failed write left before writing after it
+            self._files.truncate(fd, self._written_entries * self.entry_size)
+            self._torn = False
+        try:
+            self._files.write_fully(fd, data)
+        except BaseException:
+            self._torn = True
+            raise
         self._staged.clear()
-        self._files.write_fully(fd, data)
         self._written_entries += len(data) // self.entry_size
         self._unsynced = True
 
     def truncate_entries(self, count: int) -> None:
         """Keep the first `count` entries (staged ones included)."""
-        if count >= self._written_entries:
+        if count >= self._written_entries and not self._torn:
             del self._staged[(count - self._written_entries) * self.entry_size :]
             return
-        self._staged.clear()
-        self._files.truncate(self._writer(), count * self.entry_size)
-        self._written_entries = count
-        self._unsynced = True
+        self.restore_entries(count)
 
     def restore_entries(self, count: int) -> None:
-        """Keep exactly `count` entries in the file, cutting whatever a failed write left."""
-        self._staged.clear()
-        self._files.truncate(self._writer(), count * self.entry_size)
-        self._written_entries = count
+        """Keep exactly `count` entries in the file, cutting whatever a failed write left.
+        Touches the file only when it holds more than that (written or torn), so an undo never
+        needs a descriptor it may not get (EMFILE) when nothing was written."""
+        if count >= self._written_entries and not self._torn:
+            del self._staged[(count - self._written_entries) * self.entry_size :]
+            return
+        kept = self._staged[: max(0, count - self._written_entries) * self.entry_size]
+        with self._opened() as fd:
+            self._files.truncate(fd, min(count, self._written_entries) * self.entry_size)
+        self._staged = bytearray(kept)
+        self._written_entries = min(count, self._written_entries)
+        self._torn = False
         self._unsynced = True
 
     def flush(self) -> None:
-        """Write what is staged and fsync, even when the descriptor was already released."""
-        was_open = self._fd is not None
-        self.write_staged()
-        if self._unsynced:
-            self._files.fsync(self._writer())
-            self._unsynced = False
-        if not was_open:
-            self.close()
-
-    @property
-    def descriptor_open(self) -> bool:
-        """Whether the file's write descriptor is open now (it opens at a write)."""
-        return self._fd is not None
+        """Write what is staged and fsync."""
+        if not self._staged and not self._unsynced:
+            return
+        with self._opened() as fd:
+            self._write(fd)
+            self._files.fsync(fd)
+        self._unsynced = False
 
     def close(self) -> None:
-        """Write what is staged and release the descriptor; reopened lazily on the next write."""
-        if self._fd is None and not self._staged:
-            return
+        """Write what is staged (the file holds every entry from now on)."""
         self.write_staged()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+
+    def release(self) -> None:
+        """Forget what is staged without writing it (the log is released: nothing is written
+        any more; its next start recovers the segment if it was not closed cleanly)."""
+        self._staged.clear()
 
     def rename(self, path: Path) -> None:
         if self.path.exists():
@@ -110,15 +131,16 @@ class IndexFile:
 
     def delete(self) -> None:
         self._staged.clear()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
         self._files.unlink(self.path)
 
-    def _writer(self) -> int:
-        if self._fd is None:
-            self._fd = self._files.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        return self._fd
+    @contextmanager
+    def _opened(self) -> Iterator[int]:
+        """A descriptor for one call, closed after it (module doc)."""
+        fd = self._files.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
 
 class IndexFileOwner:
@@ -126,18 +148,17 @@ class IndexFileOwner:
 
     _file: IndexFile
 
-    def write_staged(self) -> None:
-        self._file.write_staged()
-
-    @property
-    def descriptor_open(self) -> bool:
-        return self._file.descriptor_open
+    def write_staged(self, at_least: int = 1) -> None:
+        self._file.write_staged(at_least)
 
     def flush(self) -> None:
         self._file.flush()
 
     def close(self) -> None:
         self._file.close()
+
+    def release(self) -> None:
+        self._file.release()
 
     def rename(self, path: Path) -> None:
         self._file.rename(path)

@@ -182,7 +182,7 @@ class Log:
 
     @property
     def descriptors_held(self) -> int:
-        """How many of the 4 descriptors the budget promises a partition it holds now: its
+        """How many of the descriptors the budget promises a partition (1) it holds now: its
         active segment's (an inactive one holds none; brokers/common/descriptors.py)."""
         return self.active_segment.descriptors_held
 
@@ -652,9 +652,10 @@ class Log:
             self.release()
 
     def retire(self) -> None:
-        """Refuse further use and drop write descriptors, but keep read descriptors open so
-        in-flight regions stay valid until `release` (the log manager's delayed delete)."""
-        self._segments.close_writers()
+        """Refuse further use, write nothing more (staged index entries are dropped) and let go
+        of the descriptors: a region in flight keeps its file open until it is dropped, whatever
+        `release` (the log manager's delayed delete) does meanwhile (file_records)."""
+        self._segments.retire()
         self._closed = True
 
     def release(self) -> None:

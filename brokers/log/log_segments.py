@@ -132,18 +132,25 @@ class LogSegments:
             self._files.fsync_directory(self.directory)
             self._directory_dirty = False
 
-    def close_writers(self) -> None:
+    def forget_staged_indexes(self) -> None:
+        """Drop the index entries not written yet, writing nothing (the log is being deleted:
+        an `open` now could meet a full descriptor table, and the directory is renamed)."""
         for segment in self._segments:
-            segment.offset_index.close()
-            segment.time_index.close()
-            segment.txn_index.close()
-            segment.records.close_writer()
+            segment.offset_index.release()
+            segment.time_index.release()
+
+    def retire(self) -> None:
+        """The log is being deleted: write nothing more and let go of every descriptor. One a
+        region in flight still holds stays open until that region is dropped (file_records),
+        the others close now, so a full descriptor table gets them back at once (the deletion
+        itself then needs one, for the log dir's fsync)."""
+        self.forget_staged_indexes()
+        for segment in self._segments:
+            segment.records.release_reader()
 
     def release(self) -> None:
         """Close every descriptor and unlink every pending `.deleted` file."""
+        self.forget_staged_indexes()
         for segment in self._segments:
-            segment.offset_index.close()
-            segment.time_index.close()
-            segment.txn_index.close()
             segment.records.close()
         self.delete_expired_files(0, everything=True)

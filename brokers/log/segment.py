@@ -35,6 +35,7 @@ from brokers.common.clock import Clock
 from brokers.log.errors import CorruptIndexError, CorruptLogError
 from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.file_records import FileRecords, FileRegion
+from brokers.log.index_file import STAGE_LIMIT
 from brokers.log.offset_index import OffsetIndex
 from brokers.log.recovery import valid_batches
 from brokers.log.time_index import NO_TIMESTAMP, TimeIndex
@@ -183,17 +184,10 @@ class LogSegment:
 
     @property
     def descriptors_held(self) -> int:
-        """How many of the 4 descriptors an active segment may hold are open now: its `.log`'s
-        read and write descriptors, `.index`, `.timeindex` (the `.txnindex` holds none between
-        writes, txn_index). A loaded segment holds only the read one; a new one 3, all 4 from
-        its first index entry (brokers/common/descriptors.py)."""
-        records = self.records
-        return (
-            records.reader_held
-            + records.writer_open
-            + self.offset_index.descriptor_open
-            + self.time_index.descriptor_open
-        )
+        """The descriptors this segment holds open now: 1 while active (its `.log`, read and
+        written through one descriptor), 0 when inactive; index files hold none between writes
+        (index_file, brokers/common/descriptors.py)."""
+        return int(self.records.reader_held)
 
     def load_tail(self) -> None:
         """Derive next offset and max timestamp from the last index entries and the headers after
@@ -241,8 +235,8 @@ class LogSegment:
             self._index_batch(header, position)
             position += header.size
         self.next_offset = batches[-1].next_offset
-        self.offset_index.write_staged()
-        self.time_index.write_staged()
+        self.offset_index.write_staged(STAGE_LIMIT)  # else at the flush, roll or close
+        self.time_index.write_staged(STAGE_LIMIT)
 
     def _index_batch(self, header: BatchHeader, position: int) -> None:
         self._track_max_timestamp(header)
@@ -407,12 +401,11 @@ class LogSegment:
 
     def release_descriptors(self) -> None:
         """Hold no descriptor: an inactive segment (rolled, loaded below the active one, or
-        being deleted) reopens its `.log` for a read on demand and an index to write it
-        (file_records), so a partition holds only its active segment's 4."""
+        being deleted) reopens its `.log` for a read on demand (file_records); its indexes'
+        staged entries are written now, so a partition holds only its active segment's 1."""
         self.time_index.close()
         self.offset_index.close()
         self.txn_index.close()
-        self.records.close_writer()
         self.records.release_reader()
 
     def flush(self) -> None:

@@ -11,12 +11,12 @@ do), truncated with its segment, renamed and deleted with it; recovery rebuilds 
 ABORT markers (see producer_replay). Entries are kept in memory as four int64 columns (32
 bytes an entry, bisect by last offset): `collect` answers a read_committed fetch without
 touching the disk, and a partition with many aborts costs little memory. Writes go through
-`IndexFile` (so through the `FileOps` seam), one write per entry: markers are rare. The file's
-descriptor is open only during a write (append, truncation, undo, fsync): a segment with aborted
-transactions holds no 5th descriptor past the 4 the broker's budget promises a partition
-(brokers/common/descriptors.py); an entry costs one `open` and one `close` more (~4 µs of thread
-CPU: 8-9 µs an entry against 4.3-5.3 µs with the descriptor kept open; docs/broker-config.md), and
-aborts are rare. Reads never touch the file.
+`IndexFile` (so through the `FileOps` seam), one write per entry at once: markers are rare. As
+for every index file, the descriptor is open only during a write (append, truncation, undo,
+fsync): a segment with aborted transactions holds no descriptor past the 1 the broker's budget
+promises a partition (brokers/common/descriptors.py); an entry costs one `open` and one `close`
+(~4 µs of thread CPU: 8-9 µs an entry against 4.3-5.3 µs with a descriptor kept open;
+docs/broker-config.md), and aborts are rare. Reads never touch the file.
 
 Sanity check on load: a whole number of entries, version 0, last offsets increasing and not
 below the segment's base (Kafka checks the last). A failure raises CorruptIndexError and the
@@ -140,8 +140,7 @@ class TransactionIndex:
             self._file = IndexFile.create(self.path, ENTRY_SIZE, self._files)
         self._add(txn)
         self._file.stage(txn.encode())
-        self._file.write_staged()  # a failure is undone by `restore`, which closes the file
-        self._file.close()  # held only while written (module doc)
+        self._file.write_staged()  # a failure is undone by `restore`
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or after `offset` (the segment was cut there)."""
@@ -158,10 +157,7 @@ class TransactionIndex:
             self._file.delete()
             self._file = None
         else:
-            try:
-                self._file.restore_entries(count)
-            finally:
-                self._file.close()
+            self._file.restore_entries(count)
 
     def reset(self) -> None:
         """Forget every entry (recovery rebuilds them)."""

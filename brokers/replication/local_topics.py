@@ -13,9 +13,9 @@ A topic of more than `SYNC_LOGS_UP_TO` partitions is answered once its metadata 
 and persisted, as Kafka answers once the metadata is committed and its brokers create the logs
 afterwards: its logs are created on the event loop in slices of `DEFERRED_SLICE_S` with
 `DEFERRED_PAUSE_S` between them for requests, or at once by the first request that looks a
-partition up (`ReplicaManager.find`). The descriptor budget counts the 4 descriptors each of those
-partitions was promised as taken, and an empty log's write descriptor too (it opens at the first
-append: `_promised`). Should one fail to open, the slices stop and log it, and that
+partition up (`ReplicaManager.find`). The descriptor budget counts the descriptor each of those
+partitions was promised as taken, and that of an open log whose active segment does not hold its
+descriptor now (`_promised`). Should one fail to open, the slices stop and log it, and that
 partition's requests get the storage error (Kafka: the partition offline on that broker). At the
 next start the registry opens every log of every topic before serving.
 
@@ -311,9 +311,9 @@ class LocalTopicRegistry:
         self._descriptors.check(partitions, what, promised=self._promised())
 
     def _promised(self) -> Promised:
-        """What existing partitions were promised but have not opened: a deferred log's every
-        descriptor, an open log's that it does not hold now (a new log's write descriptor, a
-        reloaded one's write descriptor and indexes; brokers/common/descriptors.py)."""
+        """What existing partitions were promised but have not opened: a deferred log's
+        descriptor, and an open log's that it does not hold now (its active segment made active
+        again, until the next read or write; brokers/common/descriptors.py)."""
         return promised_to(
             self._partition_count,
             lambda: (p.log for p in self._replicas.partitions()),

@@ -258,8 +258,8 @@ class ZkTopicAdmin:
         logs = list(self._logs.logs())
         held_here = len(logs)
         needed = max((wanted[b] + held[b] - held_here for b in wanted), default=0)
-        # What a log does not hold yet (a new one its write descriptor, a reloaded one its write
-        # descriptor and indexes) is promised to it (brokers/common/descriptors.py).
+        # What a log does not hold now (its active segment's descriptor, after a follower's
+        # truncation, until its next read or write) is promised to it (common/descriptors.py).
         per = self._descriptors.per_partition
         unwritten = promised_to(held_here, lambda: logs, per_partition=per)
         here = self._descriptors.partitions_available(at_least=needed, promised=unwritten)

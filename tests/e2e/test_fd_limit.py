@@ -194,15 +194,15 @@ def served(broker: BrokerProcess) -> bool:
 
 def test_create_topics_over_the_limit_is_refused_whole(limited_broker: BrokerProcess) -> None:
     broker = limited_broker
-    limit, allowed = refusal(broker.bootstrap, "hundred", 100)
-    assert limit == NOFILE and 0 < allowed < 100, (limit, allowed)
+    limit, allowed = refusal(broker.bootstrap, "too-many", NOFILE)
+    assert limit == NOFILE and 0 < allowed < NOFILE, (limit, allowed)
     data = broker.data_dir
-    leftovers = sorted(p.name for p in data.iterdir() if p.name.startswith("hundred-"))
+    leftovers = sorted(p.name for p in data.iterdir() if p.name.startswith("too-many-"))
     assert leftovers == [], f"a refused topic left logs behind: {leftovers}"
     registry = json.loads((data / "pier-topics.json").read_text())["topics"]
-    assert "hundred" not in registry
+    assert "too-many" not in registry
     metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
-    assert "hundred" not in metadata.topics
+    assert "too-many" not in metadata.topics
     # What the refusal said still fits does fit, whole, however many clients are connected (their
     # sockets draw on the reserve, not on the partitions' share); a restart finds exactly that.
     with held_connections(broker, HELD_CONNECTIONS):
@@ -210,7 +210,7 @@ def test_create_topics_over_the_limit_is_refused_whole(limited_broker: BrokerPro
     broker.restart()
     metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
     assert len(metadata.topics["fits"].partitions) == allowed
-    assert "hundred" not in metadata.topics
+    assert "too-many" not in metadata.topics
 
 
 def test_at_emfile_the_listener_backs_off_and_serves_again_after_topics_are_deleted(
@@ -219,6 +219,13 @@ def test_at_emfile_the_listener_backs_off_and_serves_again_after_topics_are_dele
     broker = limited_broker
     _, allowed = refusal(broker.bootstrap, "probe", 10 * NOFILE)
     assert create_topic_error(broker.bootstrap, "filler", allowed) is None
+    # A topic this wide opens its logs after the answer, in slices (local_topics): let them all
+    # open before the table is filled, or the last ones meet EMFILE (and stay offline).
+    wait_until(
+        lambda: len(list(broker.data_dir.glob("filler-*"))) == allowed,
+        what=f"the {allowed} logs of 'filler' opened",
+        timeout=30,
+    )
     with RawConnection(broker.host, broker.port, timeout=30) as admin:  # opened while fds last
         # A full fd table also fails imports: DeleteTopics' schemas must be loaded beforehand.
         assert delete_topic(admin, "absent") == 3  # UNKNOWN_TOPIC_OR_PARTITION
@@ -266,12 +273,12 @@ def test_zookeeper_mode_refuses_before_writing_anything(
 
     broker = start_limited(tmp_path, request, zookeeper=chroot)
     try:
-        limit, allowed = refusal(broker.bootstrap, "hundred", 100)
-        assert limit == NOFILE and 0 < allowed < 100, (limit, allowed)
+        limit, allowed = refusal(broker.bootstrap, "too-many", NOFILE)
+        assert limit == NOFILE and 0 < allowed < NOFILE, (limit, allowed)
         zk = KazooClient(hosts=chroot)
         zk.start(10)
         try:
-            for path in ("/brokers/topics/hundred", "/config/topics/hundred"):
+            for path in ("/brokers/topics/too-many", "/config/topics/too-many"):
                 assert zk.exists(path) is None, f"{path} written for a refused topic"
         finally:
             zk.stop()

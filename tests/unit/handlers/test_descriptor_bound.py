@@ -31,8 +31,11 @@ def listed_counter(count: int, calls: list[int]) -> DescriptorBudget:
         calls.append(count)
         return count
 
-    return DescriptorBudget(
-        read_limit=lambda: 10_000, count_open=count_open, count_at_most=lambda: 2_000
+    return DescriptorBudget(  # the arithmetic of the tests is a 4-descriptor partition's
+        read_limit=lambda: 10_000,
+        count_open=count_open,
+        count_at_most=lambda: 2_000,
+        per_partition=4,
     )
 
 

@@ -32,7 +32,7 @@ from tests.unit.handlers.admin_harness import call, entity, standalone_broker
 
 pytestmark = pytest.mark.unit
 LIMIT = 200
-OPEN = 100  # (200 - 100 open - 64 reserved) // 4 per partition = 9 partitions available
+OPEN = 100  # 200 - 100 open - 64 reserved = 36 partitions available (1 descriptor each)
 
 
 @contextmanager
@@ -80,7 +80,7 @@ def log_dirs(tmp_path: Path, name: str) -> list[str]:
 
 def test_budget_counts_what_is_open_and_keeps_a_reserve() -> None:
     budget = DescriptorBudget(lambda: LIMIT, lambda: OPEN)
-    assert reserve_for(LIMIT) == 64 and budget.partitions_available() == 9
+    assert reserve_for(LIMIT) == 64 and budget.partitions_available() == 36
     assert DescriptorBudget(lambda: None).partitions_available() is None
     assert reserve_for(100_000) == 10_000
     assert 3 <= open_descriptors() < resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -94,12 +94,13 @@ def test_create_topics_over_the_limit_is_refused_before_anything_is_created(
         for validate_only in (True, False):
             result = create(broker, "big", 100, validate_only=validate_only)
             assert result.error_code == ErrorCode.policy_violation, result
-            assert "open-file limit (200) allows 9 more partitions" in result.error_message
+            assert "open-file limit (200) allows 36 more partitions" in result.error_message
             assert "topic 'big' needs 100" in result.error_message
+            assert "each holds 1 descriptor;" in result.error_message
         assert "big" not in broker.metadata.topics
         assert broker.replicas.find("big", 0) is None and log_dirs(tmp_path, "big") == []
         assert "big" not in persisted_topics(tmp_path)
-        assert create(broker, "fits", 9).error_code == ErrorCode.none
+        assert create(broker, "fits", 36).error_code == ErrorCode.none
 
 
 def test_create_partitions_over_the_limit_is_refused_before_anything_is_created(
@@ -108,14 +109,14 @@ def test_create_partitions_over_the_limit_is_refused_before_anything_is_created(
     budget = DescriptorBudget(lambda: LIMIT, lambda: OPEN)
     with broker_with_budget(tmp_path, budget) as broker:
         assert create(broker, "t", 1).error_code == ErrorCode.none
-        result = grow(broker, "t", 11)  # 10 more, 8 fit (t-0's write descriptor is promised)
+        result = grow(broker, "t", 38)  # 37 more, 36 fit (t-0 holds its descriptor)
         assert result.error_code == ErrorCode.policy_violation, result
-        assert "allows 8 more partitions; growing topic 't' to 11 partitions needs 10" in (
+        assert "allows 36 more partitions; growing topic 't' to 38 partitions needs 37" in (
             result.error_message
         )
         assert len(broker.metadata.topics["t"].partitions) == 1
         assert sorted(log_dirs(tmp_path, "t")) == ["t-0"]
-        assert grow(broker, "t", 9).error_code == ErrorCode.none
+        assert grow(broker, "t", 37).error_code == ErrorCode.none
 
 
 @contextmanager
@@ -131,7 +132,7 @@ def open_file_limit(soft: int) -> Iterator[None]:
 def test_emfile_while_opening_logs_rolls_the_whole_topic_back(tmp_path: Path) -> None:
     believes_there_is_room = DescriptorBudget(lambda: 10**6, lambda: 0)
     with broker_with_budget(tmp_path, believes_there_is_room) as broker:
-        with open_file_limit(open_descriptors() + 20):  # room for ~6 partitions of 3 each
+        with open_file_limit(open_descriptors() + 20):  # room for ~19 partitions of 1 each
             result = create(broker, "half", 30)
         assert result.error_code == ErrorCode.kafka_storage_error, result
         assert "ran out of file descriptors" in result.error_message
@@ -146,9 +147,10 @@ def test_emfile_while_opening_logs_rolls_the_whole_topic_back(tmp_path: Path) ->
 
 
 def test_the_default_budget_follows_this_process_limit_as_it_changes() -> None:
-    # The smallest limit leaving room for 5 partitions (4 descriptors each) plus 2 spare, so a
-    # descriptor another thread opens or closes meanwhile does not change the answer; the
-    # reserve grows with the limit (a tenth of it) once many descriptors are open.
+    # The smallest limit leaving room for 5 partitions costing 4 descriptors each plus 2 spare,
+    # so a descriptor another thread opens or closes meanwhile does not change the answer (at 1
+    # descriptor a partition every one would); the reserve grows with the limit (a tenth of it)
+    # once many descriptors are open.
     now = open_by_kind()  # sockets draw on the reserve (module doc)
     limit = next(
         n
@@ -156,5 +158,5 @@ def test_the_default_budget_follows_this_process_limit_as_it_changes() -> None:
         if n - now.files - max(reserve_for(n), now.others) >= 22
     )
     with open_file_limit(limit):
-        assert DescriptorBudget().partitions_available() == 5
-    assert (DescriptorBudget().partitions_available() or 0) > 5
+        assert DescriptorBudget(per_partition=4).partitions_available() == 5
+    assert (DescriptorBudget(per_partition=4).partitions_available() or 0) > 5

@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 from brokers.common.descriptors import (
+    DESCRIPTORS_PER_PARTITION as PER,
+)
+from brokers.common.descriptors import (
     DescriptorBudget,
     DescriptorLimitError,
     OpenDescriptors,
@@ -76,7 +79,7 @@ def test_connecting_and_disconnecting_never_changes_how_many_partitions_fit() ->
     budget = DescriptorBudget()
     with open_file_limit(limit):
         fits = budget.partitions_available()
-        assert fits is not None and fits >= SPARE // 4
+        assert fits is not None and fits >= SPARE // 4  # 10 partitions at most 4 each
         with sockets(24):  # six partitions' worth
             assert budget.partitions_available() == fits
             budget.check(fits, "topic 'exact'")  # through the cheap bounds to the exact count
@@ -89,9 +92,9 @@ def test_sockets_past_the_reserve_are_not_promised_to_partitions() -> None:
     # accept.py has no connection cap: connections past the reserve hold descriptors the
     # partitions' share would have had, and the budget must count them (module doc).
     budget = DescriptorBudget(lambda: 1_000, count_kinds=lambda: OpenDescriptors(100, 40))
-    assert budget.partitions_available() == (1_000 - 100 - 100) // 4  # 40 sockets < 100 reserved
+    assert budget.partitions_available() == (1_000 - 100 - 100) // PER  # 40 sockets < 100 kept
     crowded = DescriptorBudget(lambda: 1_000, count_kinds=lambda: OpenDescriptors(100, 300))
-    assert crowded.partitions_available() == (1_000 - 100 - 300) // 4
+    assert crowded.partitions_available() == (1_000 - 100 - 300) // PER
     now = open_by_kind()
     limit = limit_for(now, 0)
     assert now.others < reserve_for(limit)
@@ -100,7 +103,7 @@ def test_sockets_past_the_reserve_are_not_promised_to_partitions() -> None:
         with sockets(reserve_for(limit) - now.others + 8):
             held = open_by_kind().others
             assert held > reserve_for(limit)
-            expected = (limit - now.files - held) // 4
+            expected = (limit - now.files - held) // PER
             assert DescriptorBudget().partitions_available() == expected < fits
 
 
@@ -114,7 +117,8 @@ def test_sockets_are_told_apart_only_when_the_cheap_bounds_cannot_prove_a_reques
 
         return count
 
-    budget = DescriptorBudget(
+    budget = DescriptorBudget(  # the arithmetic below is a 4-descriptor partition's
+        per_partition=4,
         read_limit=lambda: 10_000,
         count_open=counted("listed", 2_100),  # 100 of them sockets
         count_at_most=counted("table", 4_096),

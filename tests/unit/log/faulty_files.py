@@ -125,16 +125,16 @@ class FaultyFiles(FileOps):
             raise error
         return os.write(fd, data)
 
-    def writev(self, fd: int, buffers: Sequence[Buffer]) -> int:
+    def pwritev(self, fd: int, buffers: Sequence[Buffer], position: int) -> int:
         if self._dead():
             return sum(memoryview(b).nbytes for b in buffers)
-        error, torn = self._check(Call("writev", self._name(fd)))
+        error, torn = self._check(Call("pwritev", self._name(fd)))
         if error is not None:
             if torn:
                 joined = b"".join(bytes(b) for b in buffers)
-                os.write(fd, joined[: max(1, len(joined) // 2)])
+                os.pwrite(fd, joined[: max(1, len(joined) // 2)], position)
             raise error
-        return os.writev(fd, buffers)
+        return os.pwritev(fd, buffers, position)
 
     def pread(self, fd: int, size: int, position: int) -> bytes:
         if not self._dead():

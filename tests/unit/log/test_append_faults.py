@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from brokers.log.config import LogConfig
 from brokers.log.errors import LogOfflineError, StorageError
 from brokers.log.log import AppendResult, Log
 from brokers.log.producer_state.entry import ProducerStateEntry
+from brokers.log.segment import LogSegment
 from brokers.wire.errors import ErrorCode
 from tests.unit.log.faulty_files import ANY, Call, FaultyFiles, SimulatedCrash
 from tests.unit.log.partition_helpers import StoredBatch, headers_of, make_batch, read_all
@@ -94,24 +96,53 @@ class LogState:
 
     log_end_offset: int
     batches: list[StoredBatch]
-    segment_files: dict[str, int]  # name -> size
+    segment_files: dict[str, int]  # name -> size (.log), name -> 0 (indexes: entries below)
+    indexes: list[tuple[int, int, tuple[int, int], int, tuple[int, int]]]
     epochs: list[tuple[int, int]]
     producer_a: ProducerStateEntry | None
     producer_b: ProducerStateEntry | None
 
 
 def state_of(log: Log) -> LogState:
+    """Index files are compared by their entries: a roll writes the entries an append staged
+    (index_file), so an undone roll may leave more of them written, never other ones."""
     files = {
-        p.name: p.stat().st_size
+        p.name: p.stat().st_size if p.suffix == ".log" else 0
         for p in sorted(log.directory.iterdir())
         if p.suffix in SEGMENT_SUFFIXES
     }
+    for segment in log.segments:
+        assert_index_files_hold_its_entries(segment)
     producers = log.producer_state
     a, b = producers.last_entry(PRODUCER_A), producers.last_entry(PRODUCER_B)
+    indexes = [
+        (s.base_offset, s.offset_index.entries, s.offset_index.last_entry(),
+         s.time_index.entries, s.time_index.last_entry())
+        for s in log.segments
+    ]  # fmt: skip
     return LogState(
-        log.log_end_offset, read_all(log), files, log.leader_epoch_cache.entries(),
+        log.log_end_offset, read_all(log), files, indexes, log.leader_epoch_cache.entries(),
         a.copy() if a else None, b.copy() if b else None,
     )  # fmt: skip
+
+
+def assert_index_files_hold_its_entries(segment: LogSegment) -> None:
+    """What the index files hold on disk is a prefix of the segment's entries."""
+    offsets = segment.offset_index
+    on_disk = struct.iter_unpack(">ii", offsets.path.read_bytes())
+    for number, (relative, position) in enumerate(on_disk):
+        offset = segment.base_offset + relative
+        assert number < offsets.entries and offsets.lookup(offset) == (offset, position), (
+            f"{offsets.path.name} holds ({offset}, {position}), not an entry in memory"
+        )
+    times = segment.time_index
+    for number, (timestamp, relative) in enumerate(
+        struct.iter_unpack(">qi", times.path.read_bytes())
+    ):
+        entry = (timestamp, segment.base_offset + relative)
+        assert number < times.entries and times.lookup(timestamp) == entry, (
+            f"{times.path.name} holds {entry}, not an entry in memory"
+        )
 
 
 def reference_calls(root: Path) -> list[Call]:
@@ -130,8 +161,8 @@ def target_calls(tmp_path: Path) -> list[Call]:
     # Guard against a scenario that no longer reaches every step it is meant to test.
     for step in (
         Call("write", "leader-epoch-checkpoint.tmp"), Call("rename", "leader-epoch-checkpoint"),
-        Call("writev", "00000000000000000009.log"), Call("write", "00000000000000000009.index"),
-        Call("write", "00000000000000000009.timeindex"),
+        Call("pwritev", "00000000000000000009.log"), Call("write", "00000000000000000000.index"),
+        Call("write", "00000000000000000000.timeindex"),
         Call("write", "00000000000000000009.snapshot.tmp"),
         Call("open", "00000000000000000009.timeindex"),
     ):  # fmt: skip
@@ -199,7 +230,7 @@ def test_a_failure_at_any_call_of_an_append_leaves_the_log_as_it_was(
 
 def test_a_disk_that_stays_full_refuses_every_append_until_space_is_back(tmp_path: Path) -> None:
     """The issue's case: later produces to a full disk must not append behind a failed one.
-    Index writes fail from now on (the `.log` write of each append succeeds first)."""
+    Index writes fail from now on (the roll's write of the old segment's staged entries)."""
     files = FaultyFiles()
     log = build(tmp_path, files)
     before = state_of(log)
@@ -226,7 +257,7 @@ def test_a_follower_append_failure_is_undone_too(tmp_path: Path) -> None:
     assert fetched.region is not None
     data = fetched.region.read()
     before = state_of(follower)
-    files.fail("writev", name_suffix=".log", torn=True)
+    files.fail("pwritev", name_suffix=".log", torn=True)
     with pytest.raises(StorageError):
         follower.append_as_follower(data, headers_of(data))
     assert state_of(follower) == before, "a failed follower append changed the log"
@@ -244,7 +275,7 @@ def test_when_the_undo_fails_the_log_goes_offline_and_takes_nothing_more(tmp_pat
     files = FaultyFiles()
     log = build(tmp_path, files)
     before = state_of(log)
-    files.fail("writev", name_suffix=".log", torn=True)
+    files.fail("pwritev", name_suffix=".log", torn=True)
     files.fail("truncate", name_suffix=".log", error=errno.EIO, sticky=True)
     with pytest.raises(LogOfflineError):
         put(log, make_batch(3, value=b"half", timestamp=T0 + 10), leader_epoch=0)  # no roll

@@ -1,11 +1,11 @@
-"""Only the active segment holds descriptors: a partition costs the 4 the broker's budget promises
-(brokers/common/descriptors.py) however many times it rolls, and an inactive segment opens its
-`.log` on demand for a read (file_records).
+"""Only the active segment holds a descriptor: a partition costs the 1 the broker's budget promises
+(brokers/common/descriptors.py) however many times it rolls, an inactive segment opens its `.log`
+on demand for a read (file_records), and index files are open only while written (index_file).
 
 Before this, a roll kept the old segment's `.log` read descriptor open: one more per roll, which
 no budget counted, so partitions created as the limit allowed failed to roll once clients held
 their share of the reserve (tests/e2e/test_review_s35_fd_budget.py). Here, real logs on real
-files: N rolls leave 4 descriptors; old segments still read (also after a reload); a region of an
+files: N rolls leave 1 descriptor; old segments still read (also after a reload); a region of an
 old segment keeps its own file while it is held, also after other files took the lowest free
 numbers (docs/security.md F3), and shares it with the next read of that segment; a full
 descriptor table refuses a cold read without taking the log offline; a failed roll's undo and a
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.unit
 
 ROLLS = 12
 T0 = 1_700_000_000_000
-ACTIVE = 4  # the active segment's .log (read and write), .index, .timeindex
+ACTIVE = 1  # the active segment's .log, read and written through one descriptor
 
 
 def _rolled(tmp_path: Path, rolls: int = ROLLS) -> Log:
@@ -57,15 +57,14 @@ def _segment_file(log: Log, index: int) -> str:
     return str(log.directory / f"{log.segments[index].base_offset:020d}.log")
 
 
-def test_any_number_of_rolls_leaves_the_partition_holding_its_four_descriptors(
+def test_any_number_of_rolls_leaves_the_partition_holding_one_descriptor(
     tmp_path: Path,
 ) -> None:
     log = _rolled(tmp_path)
     try:
         assert len(log.segments) == ROLLS + 1
         held = held_by_process(log.directory)
-        assert len(held) == ACTIVE, held
-        assert held.count(_segment_file(log, -1)) == 2
+        assert held == [_segment_file(log, -1)], held
         assert [b.base_offset for b in read_all(log)] == list(range(0, 3 * (2 * ROLLS + 1), 3))
         assert len(held_by_process(log.directory)) == ACTIVE  # the reads' descriptors closed
     finally:
@@ -149,6 +148,8 @@ def test_an_undone_roll_leaves_the_old_segment_active_holding_its_descriptor(
         assert len(log.segments) == 1 and not log.offline
         read_all(log)
         assert log.active_segment.records.reader_held
+        append(log, make_batch(1))  # written through the descriptor it holds again
+        assert held_by_process(log.directory) == [_segment_file(log, -1)]
     finally:
         log.close()
 
@@ -164,18 +165,17 @@ def test_a_follower_s_truncation_leaves_the_segment_it_returns_to_holding_its_de
         append(log, make_batch(1))
         read_all(log)
         assert log.active_segment.records.reader_held
-        assert held_by_process(log.directory).count(_segment_file(log, -1)) == 2
-        assert _segment_file(log, 0) not in held_by_process(log.directory)
+        assert held_by_process(log.directory) == [_segment_file(log, -1)]
     finally:
         log.close()
 
 
-def test_an_aborted_transaction_leaves_the_partition_holding_its_four_descriptors(
+def test_an_aborted_transaction_leaves_the_partition_holding_one_descriptor(
     tmp_path: Path,
 ) -> None:
     """An ABORT marker writes the active segment's `.txnindex` and closes it again: a partition
-    with aborted transactions holds no 5th descriptor that the budget never promised it (the
-    index was kept open until the roll)."""
+    with aborted transactions holds no descriptor that the budget never promised it (the index
+    was kept open until the roll)."""
     log = txn_helpers.open_log(tmp_path, config=LogConfig(index_interval_bytes=1))
     try:
         for pid in (7, 8):
@@ -194,19 +194,21 @@ def test_an_aborted_transaction_leaves_the_partition_holding_its_four_descriptor
 
 
 def test_descriptors_held_counts_what_the_active_segment_holds(tmp_path: Path) -> None:
-    """What the budget promises a partition is the part of its 4 it does not hold now
-    (brokers/common/descriptors.py): a reloaded log holds 1, a new one 3, a written one 4."""
+    """What the budget promises a partition is its 1 if it does not hold it now
+    (brokers/common/descriptors.py): new, written and reloaded logs hold it; appends that make
+    index entries open no index file (staged until 8 KiB, a flush or a roll: index_file)."""
     log = open_log(tmp_path, ManualClock(T0), LogConfig(index_interval_bytes=1))
-    assert log.descriptors_held == 3 == len(held_by_process(log.directory))
+    assert log.descriptors_held == ACTIVE == len(held_by_process(log.directory))
     append(log, make_batch(1))
     append(log, make_batch(1))
+    assert log.active_segment.offset_index.entries == 1  # the second batch made an entry
     assert log.descriptors_held == ACTIVE == len(held_by_process(log.directory))
     log.close()
     log = open_log(tmp_path, ManualClock(T0), had_clean_shutdown=True, recovery_point=10**6)
     try:
-        assert log.descriptors_held == 1 == len(held_by_process(log.directory))
+        assert log.descriptors_held == ACTIVE == len(held_by_process(log.directory))
         append(log, make_batch(1))
-        assert log.descriptors_held == len(held_by_process(log.directory))
+        assert log.descriptors_held == ACTIVE == len(held_by_process(log.directory))
     finally:
         log.close()
 

@@ -39,7 +39,7 @@ def test_an_offline_log_is_skipped_and_the_restart_recovers_it(tmp_path: Path) -
     acked = read_all(broken)
     first.run_flush()  # flush.ms=0: every run fsyncs both logs
     # A torn write that cannot be cut back: `broken` goes offline with half a batch on disk.
-    files.fail("writev", name_suffix=".log", torn=True)
+    files.fail("pwritev", name_suffix=".log", torn=True)
     files.fail("truncate", name_suffix=".log", error=errno.EIO, sticky=True)
     with pytest.raises(LogOfflineError):
         append(broken, make_batch(3, value=b"torn"))

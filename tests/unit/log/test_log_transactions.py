@@ -363,7 +363,7 @@ def test_a_failed_marker_append_is_undone_and_retried(tmp_path: Path) -> None:
     assert open_log(tmp_path).collect_aborted(0, 10) == [AbortedTxn(1, first, abort, abort + 1)]
 
 
-@pytest.mark.parametrize(("op", "suffix"), [("writev", ".log"), ("write", ".txnindex")])
+@pytest.mark.parametrize(("op", "suffix"), [("pwritev", ".log"), ("write", ".txnindex")])
 def test_a_failed_abort_leaves_the_index_as_it_was(tmp_path: Path, op: str, suffix: str) -> None:
     files = FaultyFiles()
     log = open_log(tmp_path, files=files)
