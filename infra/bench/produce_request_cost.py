@@ -11,14 +11,18 @@ collector's defaults, as this bench did before 2026-11-29). It reports the event
 CPU time per request (`time.thread_time`, so other processes on the machine move it far less
 than wall time), median and spread over blocks: decode, validation, offset assignment, the
 segment write (a real `writev`), index entries, metrics and the response encoding — everything
-but the socket system calls. Used for
+but the socket system calls. `--codec lz4|zstd|gzip|snappy` compresses each batch as the Java
+producer does (its records: `--size` random capital letters, ProducerPerformance's payload; zstd
+as zstd-jni's stream writes it, without a content size); such batches past the inline limits are
+validated on the produce worker thread, so the process's CPU time per request is reported too
+(`process_us_per_request`: loop and workers; other threads of the process are idle). Used for
 before/after on the produce path (`--pythonpath DIR` runs an earlier checkout's broker code:
 docs/benchmarks.md). `--api offset_commit` measures a one-partition OffsetCommit (v9) instead,
 `--api fetch` a one-partition Fetch (v17) answering one new `--size` record.
 
     .venv/bin/python -m infra.bench.produce_request_cost [--requests 4000] [--blocks 5]
         [--records 148] [--size 100] [--acks 1] [--version 12] [--idempotent]
-        [--no-settle] [--pythonpath DIR] [--api produce|offset_commit|fetch]
+        [--codec none|gzip|snappy|lz4|zstd] [--no-settle] [--pythonpath DIR] [--api produce|offset_commit|fetch]
 
 Blocking; single-threaded (one asyncio loop); the directory is removed at the end.
 """
@@ -31,6 +35,7 @@ import contextlib
 import datetime
 import json
 import os
+import random
 import shutil
 import statistics
 import struct
@@ -113,29 +118,63 @@ def _settle(settle: bool) -> None:
         settle_heap()
 
 
-async def _blocks(one: Callable[[], Awaitable[float]], requests: int, blocks: int) -> list[float]:
-    """CPU seconds per request of each block: the loop thread's time over the block less what
-    `one` (a request) says was preparation (CPU seconds it returns: 0 for prebuilt frames)."""
+Blocks = list[tuple[float, float]]  # per block: (loop thread, whole process) CPU s per request
+
+
+async def _blocks(one: Callable[[], Awaitable[float]], requests: int, blocks: int) -> Blocks:
+    """CPU seconds per request of each block, the loop thread's and the process's, over the block
+    less what `one` (a request) says was preparation (CPU seconds it returns: 0 for prebuilt
+    frames)."""
     for _ in range(min(requests, 500)):  # warm-up: caches, first segment writes
         await one()
     found = []
     count = requests // blocks
     for _ in range(blocks):
-        started, excluded = time.thread_time(), 0.0
+        started, process, excluded = time.thread_time(), time.process_time(), 0.0
         for _ in range(count):
             excluded += await one()
-        found.append((time.thread_time() - started - excluded) / count)
+        loop_s = (time.thread_time() - started - excluded) / count
+        found.append((loop_s, (time.process_time() - process - excluded) / count))
     return found
 
 
-def _summary(per_request: list[float], **shape: Any) -> dict[str, Any]:
-    us = [round(s * 1e6, 1) for s in per_request]
+def _summary(per_request: Blocks, **shape: Any) -> dict[str, Any]:
+    us = [round(loop_s * 1e6, 1) for loop_s, _ in per_request]
+    process_us = [round(process_s * 1e6, 1) for _, process_s in per_request]
     return {
         "cpu_us_per_request": statistics.median(us),
         "blocks_us": us,
+        "process_us_per_request": statistics.median(process_us),
+        "process_blocks_us": process_us,
         **shape,
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def java_batch(codec: str, records: int, size: int, now: int, seed: int, **fields: Any) -> bytes:
+    """One batch as the Java producer sends ProducerPerformance's records under `codec`: each
+    value `size` random capital letters (its payload), compressed at the codec's default level
+    (zstd as a stream, without a content size in the frame header, as zstd-jni writes it)."""
+    import zstandard
+
+    from brokers.records.batch import HEADER_SIZE, parse_header
+    from brokers.records.builder import reseal, simple_batch
+    from brokers.records.compression import CODEC_NAMES, ZSTD, compress
+
+    rng = random.Random(seed)
+    letters = bytes(range(65, 91))
+    values = [bytes(rng.choices(letters, k=size)) for _ in range(records)]
+    plain = simple_batch(values, timestamps=[now] * records, **fields)
+    codec_id = {name: code for code, name in CODEC_NAMES.items()}[codec]
+    if codec_id == 0:
+        return plain
+    header, body = parse_header(plain, 0), memoryview(plain)[HEADER_SIZE:]
+    if codec_id == ZSTD:
+        stream = zstandard.ZstdCompressor(level=3).compressobj()
+        packed = stream.compress(body) + stream.flush()
+    else:
+        packed = compress(codec_id, body)
+    return reseal(header, packed, compression=codec_id, max_timestamp=header.max_timestamp)
 
 
 def measure(
@@ -147,6 +186,7 @@ def measure(
     version: int,
     idempotent: bool = False,
     settle: bool = True,
+    codec: str = "none",
 ) -> Any:
     from brokers.records.builder import simple_batch
     from brokers.server.dispatcher import Peer
@@ -159,13 +199,25 @@ def measure(
         distinct = min(requests, 500) + (requests // blocks) * blocks if idempotent else 64
         frames = []
         for i in range(distinct):
-            batch = simple_batch(
-                [b"x" * size] * records,
-                timestamps=[now] * records,
-                producer_id=1000 if idempotent else -1,
-                producer_epoch=0 if idempotent else -1,
-                base_sequence=i * records if idempotent else -1,
-            )
+            if codec == "none":  # the values this bench always sent uncompressed
+                batch = simple_batch(
+                    [b"x" * size] * records,
+                    timestamps=[now] * records,
+                    producer_id=1000 if idempotent else -1,
+                    producer_epoch=0 if idempotent else -1,
+                    base_sequence=i * records if idempotent else -1,
+                )
+            else:
+                batch = java_batch(
+                    codec,
+                    records,
+                    size,
+                    now,
+                    seed=i,
+                    producer_id=1000 if idempotent else -1,
+                    producer_epoch=0 if idempotent else -1,
+                    base_sequence=i * records if idempotent else -1,
+                )
             frames.append(memoryview(produce_frame(version, acks, "cost", batch, i)))
         sent = 0
         _settle(settle)
@@ -189,6 +241,8 @@ def measure(
         acks=acks,
         version=version,
         idempotent=idempotent,
+        codec=codec,
+        batch_bytes=len(frames[0]),
         settled_heap=settle,
     )
 
@@ -236,7 +290,7 @@ def measure_offset_commit(requests: int, blocks: int, version: int, settle: bool
             assert reply is not None
             return preparation
 
-        async def run() -> list[float]:
+        async def run() -> Blocks:
             broker.groups.start()
             await broker.groups.loaded()
             _settle(settle)
@@ -308,7 +362,7 @@ def measure_fetch(requests: int, blocks: int, size: int, version: int, settle: b
                 raise SystemExit(f"fetch answered error {error}, {reply.body.size} bytes")
             return preparation + time.thread_time() - started
 
-        async def run() -> list[float]:
+        async def run() -> Blocks:
             _settle(settle)
             return await _blocks(one, requests, blocks)
 
@@ -326,6 +380,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--api", default="produce", choices=("produce", "offset_commit", "fetch"))
     parser.add_argument("--version", type=int, help="12 for produce, 9 offset_commit, 17 fetch")
     parser.add_argument("--idempotent", action="store_true", help="one producer, sequences")
+    parser.add_argument(
+        "--codec",
+        default="none",
+        choices=("none", "gzip", "snappy", "lz4", "zstd"),
+        help="batches compressed as the Java producer sends them (random capital letters)",
+    )
     parser.add_argument(
         "--no-settle", action="store_true", help="keep the collector's defaults (no settle_heap)"
     )
@@ -351,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             version,
             args.idempotent,
             settle,
+            args.codec,
         )
     print(json.dumps(found))
     return 0

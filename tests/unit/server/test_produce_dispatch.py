@@ -9,12 +9,14 @@ import time
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from brokers.client.messages import decode_response
+from brokers.records.batch import HEADER_SIZE
 from brokers.records.builder import simple_batch
 from brokers.server.dispatcher import Dispatcher, Peer
 from brokers.wire.errors import ErrorCode
-from infra.bench.produce_request_cost import produce_frame
+from infra.bench.produce_request_cost import java_batch, produce_frame
 from tests.unit.handlers.admin_harness import standalone_broker
 
 pytestmark = pytest.mark.unit
@@ -63,3 +65,36 @@ def test_produce_answers_and_counters(tmp_path: Path, version: int) -> None:
         assert value("kafka_server_brokertopicmetrics_bytes_in_total", topic="orders") == (
             3 * len(batch)
         )
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_java_compressed_batches_are_stored_as_sent(tmp_path: Path, codec: str) -> None:
+    """A 1 KiB-record batch as ProducerPerformance's Java producer compresses it (too large for
+    the loop: validated on the produce worker) is stored byte for byte as it was sent, with only
+    the leader's offset and epoch in the header: nothing recompressed or rebuilt (Kafka's
+    LogValidator in-place path). The zstd frame is a stream without a content size, as zstd-jni
+    writes it."""
+    now = int(time.time() * 1000)
+    batch = java_batch(codec, 365, 1024, now, seed=7)
+    if codec == "zstd":
+        assert zstandard.frame_content_size(batch[HEADER_SIZE:]) == -1
+    with standalone_broker(tmp_path) as broker:
+        broker.topics.create_topic("perf", 1, 1, {})
+        dispatcher = Dispatcher(broker.routes, broker.server_metrics)
+
+        async def produce_twice() -> None:
+            for correlation_id in (1, 2):
+                frame = memoryview(produce_frame(12, 1, "perf", batch, correlation_id))
+                reply = await dispatcher.dispatch(frame, PEER)
+                assert reply is not None and isinstance(reply.body, bytes)
+                answer = decode_response(0, 12, memoryview(reply.body), 0)
+                (partition,) = answer.responses[0].partition_responses
+                assert partition.error_code == ErrorCode.none
+
+        asyncio.run(produce_twice())
+        (segment,) = (tmp_path / "data" / "perf-0").glob("*.log")
+        stored = segment.read_bytes()
+    assert len(stored) == 2 * len(batch)
+    second = stored[len(batch) :]
+    assert second[:8] == (365).to_bytes(8, "big")  # base offset assigned by the log
+    assert second[16:] == batch[16:]  # magic, CRC, attributes, records: as sent
