@@ -11,7 +11,7 @@ recovery point every segment was flushed, indexes included. No descriptor is hel
 each write, truncation or fsync opens the file and closes it again, so an index costs its
 partition no descriptor (brokers/common/descriptors.py). The file is never preallocated: its size
 is always a whole number of entries, which is what the load-time sanity check relies on;
-`restore_entries` (the undo of a failed append) cuts the file back to a whole number of entries
+`truncate_entries` (also the undo of a failed append) cuts the file back to a whole number of entries
 even after a torn write. Every call goes through the `FileOps` seam (file_ops).
 
 Runs on the event loop; not thread-safe.
@@ -85,16 +85,10 @@ class IndexFile:
         self._unsynced = True
 
     def truncate_entries(self, count: int) -> None:
-        """Keep the first `count` entries (staged ones included)."""
-        if count >= self._written_entries and not self._torn:
-            del self._staged[(count - self._written_entries) * self.entry_size :]
-            return
-        self.restore_entries(count)
-
-    def restore_entries(self, count: int) -> None:
-        """Keep exactly `count` entries in the file, cutting whatever a failed write left.
-        Touches the file only when it holds more than that (written or torn), so an undo never
-        needs a descriptor it may not get (EMFILE) when nothing was written."""
+        """Keep exactly the first `count` entries (staged ones included), cutting whatever a
+        failed write left (also the undo of a failed append). Touches the file only when it
+        holds more than that (written or torn), so an undo never needs a descriptor it may not
+        get (EMFILE) when nothing was written."""
         if count >= self._written_entries and not self._torn:
             del self._staged[(count - self._written_entries) * self.entry_size :]
             return

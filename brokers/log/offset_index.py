@@ -128,4 +128,4 @@ class OffsetIndex(IndexFileOwner):
         """Undo of a failed append: the first `entries` entries, in memory and in the file."""
         del self._relative_offsets[entries:]
         del self._positions[entries:]
-        self._file.restore_entries(entries)
+        self._file.truncate_entries(entries)

@@ -117,4 +117,4 @@ class TimeIndex(IndexFileOwner):
         """Undo of a failed append: the first `entries` entries, in memory and in the file."""
         del self._timestamps[entries:]
         del self._relative_offsets[entries:]
-        self._file.restore_entries(entries)
+        self._file.truncate_entries(entries)

@@ -157,7 +157,7 @@ class TransactionIndex:
             self._file.delete()
             self._file = None
         else:
-            self._file.restore_entries(count)
+            self._file.truncate_entries(count)
 
     def reset(self) -> None:
         """Forget every entry (recovery rebuilds them)."""

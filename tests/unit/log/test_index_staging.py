@@ -64,11 +64,16 @@ def test_appends_below_the_stage_limit_touch_no_index_file(tmp_path: Path) -> No
         log.close()
 
 
-def test_a_clean_close_writes_every_entry_and_a_clean_restart_loads_them(tmp_path: Path) -> None:
-    log = _open(tmp_path)
+def _filled(root: Path) -> tuple[Log, list[tuple[int, int]], int]:
+    """A log of 50 batches, its lookups and its offset index's entry count."""
+    log = _open(root)
     for _ in range(50):
         append(log, make_batch(2))
-    before, entries = _lookups(log), log.active_segment.offset_index.entries
+    return log, _lookups(log), log.active_segment.offset_index.entries
+
+
+def test_a_clean_close_writes_every_entry_and_a_clean_restart_loads_them(tmp_path: Path) -> None:
+    log, before, entries = _filled(tmp_path)
     log.close()
     assert (tmp_path / "topic-0" / f"{0:020d}.index").stat().st_size == entries * ENTRY_SIZE
     files = FaultyFiles()
@@ -82,10 +87,7 @@ def test_a_clean_close_writes_every_entry_and_a_clean_restart_loads_them(tmp_pat
 
 
 def test_after_a_crash_the_restart_rebuilds_the_entries_never_written(tmp_path: Path) -> None:
-    log = _open(tmp_path)
-    for _ in range(50):
-        append(log, make_batch(2))
-    before, entries = _lookups(log), log.active_segment.offset_index.entries
+    log, before, entries = _filled(tmp_path)
     log.release()  # the process dies: staged entries are lost, nothing more is written
     assert (tmp_path / "topic-0" / f"{0:020d}.index").stat().st_size == 0
     log = _open(tmp_path, had_clean_shutdown=False, recovery_point=0)
