@@ -167,9 +167,11 @@ def _check_data_dir(path: Path) -> None:
 async def _serve(config: object) -> int:
     from brokers.app.build import build_broker
     from brokers.common.config import BrokerConfig
+    from brokers.server.allocator import keep_heap
     from brokers.server.loop_health import settle_heap
 
     assert isinstance(config, BrokerConfig)
+    keep_heap()  # request buffers reused, not re-faulted (allocator)
     broker = build_broker(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

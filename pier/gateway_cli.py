@@ -259,8 +259,10 @@ async def _serve(config: Any) -> int:
         )
         await gateway.stop()
         return EXIT_UNAVAILABLE
+    from brokers.server.allocator import keep_heap
     from brokers.server.loop_health import settle_heap
 
+    keep_heap()  # frames of a MiB reused, not re-faulted, as in the broker (allocator)
     # Start-up state frozen out of the collector's scans, young collections rarer, as the broker
     # does: full collections over the gateway's heap cost a streamed HTTP record ~14 us of ~23.
     settle_heap()

@@ -29,19 +29,17 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from brokers.server.answer_writer import AnswerWriter, Outbox
 from brokers.server.dispatcher import CloseConnection, Dispatcher, Peer, Reply
+from brokers.server.frame_stream import FrameStream
 from brokers.server.metrics import ServerMetrics
-from brokers.server.request_memory import RequestMemory
 from brokers.server.response import FileSegment, Part, RawResponse
 from brokers.server.transport_sendfile import send_region
 from brokers.wire.framing import (
-    FrameLimits,
     FrameSizeError,
     NotKafkaProtocolError,
-    frame_size,
     size_prefix,
 )
 from brokers.wire.headers import response_header
@@ -62,34 +60,26 @@ _WRITER_THREAD = os.environ.get("PIER_ANSWER_WRITER_THREAD", "0") == "1"
 class Connection:
     def __init__(
         self,
-        reader: asyncio.StreamReader,
+        frames: FrameStream,
         writer: asyncio.StreamWriter,
         dispatcher: Dispatcher,
-        limits: FrameLimits,
         peer: Peer,
         *,
-        memory: RequestMemory | None = None,
         clock: Callable[[], float] = time.monotonic,
         use_sendfile: bool = True,
         metrics: ServerMetrics | None = None,
         answers: AnswerWriter | None = None,
     ) -> None:
-        self._reader = reader
+        self._frames = frames
         self._writer = writer
         self._dispatcher = dispatcher
-        self._limits = limits
         self.peer = peer
-        self._memory = memory or RequestMemory(None)
         self._clock = clock
         self._use_sendfile = use_sendfile
         self._metrics = metrics
-        self.authenticated = (
-            True  # plaintext broker listener; the gateway's SASL state machine differs
-        )
         self._waiting_since: float | None = clock()  # waiting on the client since; None: on us
-        self._held = 0  # request memory held by the frame being read or processed
-        self.frame_progress = (0, 0)  # (bytes read, size) of a partly read frame
-        self.muted = False  # not reading: waiting for request memory
+        self._held = 0  # request memory held by the frame being processed
+        frames.on_progress = self._progressed
         self._held_back: list[bytes] = []  # responses waiting for the pipelined run's last one
         self._held_back_bytes = 0
         self._flush_scheduled = False
@@ -102,21 +92,36 @@ class Connection:
     @classmethod
     def accepted(
         cls,
-        reader: asyncio.StreamReader,
+        frames: FrameStream,
         writer: asyncio.StreamWriter,
         dispatcher: Dispatcher,
-        limits: FrameLimits,
         **options: Any,
     ) -> Connection:
         """A connection for a socket the listener just accepted, named after its peer."""
         peername = writer.get_extra_info("peername") or ("?", 0)
         connection_id = f"{peername[0]}:{peername[1]}-{time.monotonic_ns()}"
         peer = Peer(host=str(peername[0]), connection_id=connection_id)
-        return cls(reader, writer, dispatcher, limits, peer, **options)
+        return cls(frames, writer, dispatcher, peer, **options)
+
+    @property
+    def muted(self) -> bool:
+        """Not reading: waiting for request memory."""
+        return self._frames.muted
+
+    @property
+    def frame_progress(self) -> tuple[int, int]:
+        """(bytes read, size) of a partly read request; (0, 0) between requests."""
+        return self._frames.progress
 
     def idle_for(self, now: float) -> float:
         """Seconds this connection has waited on its client (0 while it waits on the broker)."""
-        return 0.0 if self._waiting_since is None else now - self._waiting_since
+        if self._waiting_since is None or self._frames.muted:
+            return 0.0
+        return now - self._waiting_since
+
+    def _progressed(self) -> None:
+        if self._waiting_since is not None:
+            self._waiting_since = self._clock()  # a client still sending is not idle
 
     def close(self) -> None:
         """Close the socket, dropping unsent answers; `serve` then ends quietly (the listener's
@@ -154,6 +159,7 @@ class Connection:
         finally:
             self.ending = True
             self._release()
+            self._frames.close()  # the request memory of requests read ahead goes back too
             with contextlib.suppress(ConnectionError, RuntimeError):
                 self._flush()  # answers to the requests before a bad one still go out
             try:
@@ -214,74 +220,24 @@ class Connection:
 
     async def _serve_frames(self) -> None:
         while True:
-            frame = await self._read_frame()
-            if frame is None:
+            self._waiting_since = self._clock()
+            taken = await self._frames.next_frame()
+            if taken is None:
                 return
+            frame, self._held = taken
+            self._waiting_since = None
             try:
-                reply = await self._dispatcher.dispatch(memoryview(frame), self.peer)
+                reply = await self._dispatcher.dispatch(frame, self.peer)
             finally:
                 self._release()
-            frame = None  # neither the request nor its answer (a fetch's regions hold their
-            if reply is not None:  # segment files open) is kept while the next one is awaited
-                await self._send(reply)
+            frame = taken = None  # type: ignore[assignment]  # neither the request nor its
+            if reply is not None:  # answer (a fetch's regions hold their segment files open)
+                await self._send(reply)  # is kept while the next one is awaited
                 reply = None
 
-    async def _read_frame(self) -> bytes | memoryview | None:
-        self._waiting_since = self._clock()
-        try:
-            prefix = await self._reader.readexactly(4)
-        except asyncio.IncompleteReadError:
-            return None
-        size = frame_size(prefix, self._limits.limit(self.authenticated))
-        await self._hold(size)
-        body = await self._read_body(size)
-        self._waiting_since = None
-        self.frame_progress = (0, 0)
-        return body
-
-    async def _hold(self, size: int) -> None:
-        """Allocate the frame's request memory; muted (not reading) while the pool is spent."""
-        self._waiting_since = None  # waiting on the broker, not on the client
-        if not self._memory.try_allocate(size):
-            transport = cast(asyncio.Transport, self._writer.transport)
-            paused_here = transport.is_reading()
-            if paused_here:
-                transport.pause_reading()
-            self.muted = True
-            try:
-                await self._memory.allocate(size)
-            finally:
-                self.muted = False
-                if paused_here and not transport.is_closing():
-                    transport.resume_reading()
-        self._held = size
-        self._waiting_since = self._clock()
-
-    async def _read_body(self, size: int) -> bytes | memoryview:
-        """The frame's bytes; each chunk that arrives counts as progress for the idle check."""
-        chunk = await self._reader.read(size)
-        if len(chunk) == size:
-            return chunk  # the whole frame was buffered: one copy, as readexactly makes
-        # The pieces are kept as they arrive and joined once at the end (one copy): appending
-        # to a growing bytearray re-copied everything read so far at each regrowth (seen in
-        # profiles of 1 MiB produce requests), and a buffer of the announced size up front would
-        # let a client that stalls mid-frame pin memory it never sent.
-        parts = [chunk]
-        filled = len(chunk)
-        while filled < size:
-            self._waiting_since = self._clock()
-            self.frame_progress = (filled, size)
-            chunk = await self._reader.read(size - filled)
-            if not chunk:
-                raise asyncio.IncompleteReadError(b"".join(parts), size)
-            parts.append(chunk)
-            filled += len(chunk)
-        return b"".join(parts)
-
     def _release(self) -> None:
-        if self._held:
-            self._memory.release(self._held)
-            self._held = 0
+        self._frames.release(self._held)
+        self._held = 0
 
     def _count_malformed(self) -> None:
         if self._metrics is not None:
@@ -303,8 +259,7 @@ class Connection:
             # Read what the client still sends, so closing does not reset the connection
             # before it has read the answer.
             async with asyncio.timeout(_HTTP_LINGER_S):
-                while await self._reader.read(65536):
-                    pass
+                await self._frames.discard_until_eof()
 
     async def _send(self, reply: Reply) -> None:
         header = response_header(reply.correlation_id, reply.flexible_header)
@@ -338,12 +293,8 @@ class Connection:
         self._held_back_bytes += len(data)
 
     def _next_frame_buffered(self) -> bool:
-        """Whether the client's next request is already read in full (asyncio's StreamReader
-        keeps what it read in `_buffer`; a reader without one never holds anything back)."""
-        buffered = getattr(self._reader, "_buffer", None)
-        if not buffered or len(buffered) < 4:
-            return False
-        return len(buffered) - 4 >= int.from_bytes(buffered[:4], "big", signed=True)
+        """Whether the client's next request is already read in full."""
+        return self._frames.frame_ready
 
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:

@@ -29,6 +29,7 @@ from brokers.server.accept import (
 )
 from brokers.server.connection import Connection
 from brokers.server.dispatcher import Dispatcher
+from brokers.server.frame_stream import accept
 from brokers.server.loop_health import LoopLagProbe
 from brokers.server.metrics import ServerMetrics
 from brokers.server.request_memory import RequestMemory
@@ -36,7 +37,6 @@ from brokers.wire.framing import FrameLimits
 
 log = logging.getLogger("pier.server")
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # Kafka's connections.max.idle.ms default
-STREAM_LIMIT = 256 * 1024  # a muted connection buffers at most ~2× this before its socket pauses
 
 
 class Listener:
@@ -189,26 +189,16 @@ class Listener:
             )
 
     async def _serve(self, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
         try:
             if sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            reader = asyncio.StreamReader(limit=STREAM_LIMIT, loop=loop)
-            protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-            transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
+            frames, writer = await accept(sock, self._limits.max_request_bytes, self.memory)
         except Exception as exc:  # the client left already, or the loop cannot watch the socket
             log.info("event=connection_setup_failed error=%r", str(exc))
             sock.close()
             return
-        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         connection = Connection.accepted(
-            reader,
-            writer,
-            self._dispatcher,
-            self._limits,
-            memory=self.memory,
-            clock=self._clock,
-            metrics=self._metrics,
+            frames, writer, self._dispatcher, clock=self._clock, metrics=self._metrics
         )
         self.connections.add(connection)
         try:

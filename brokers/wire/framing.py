@@ -1,8 +1,8 @@
 """Size-prefixed framing of the Kafka protocol: a big-endian int32 length, then that many bytes.
 
 Owns: the limits a frame must respect before anything is allocated for it. Pure; thread-safe.
-The listener reads the 4-byte prefix, asks `frame_size`, and only then reads the body, so a
-hostile 2 GiB prefix costs nothing (docs/broker-config.md, `socket.request.max.bytes`). A prefix that spells the start of an HTTP
+A connection's frame reader checks each size prefix (`check_request_size`) before it allocates
+anything for the body, so a hostile 2 GiB prefix costs nothing (docs/broker-config.md, `socket.request.max.bytes`). A prefix that spells the start of an HTTP
 request line ("GET ", "POST", ...) or a TLS record header is not a size at all: someone pointed an
 HTTP or TLS client at the plaintext Kafka port, and `NotKafkaProtocolError` says so instead of
 reporting a nonsensical frame size.
@@ -48,17 +48,22 @@ class FrameLimits:
 def frame_size(prefix: bytes, limit: int) -> int:
     """Decode and check a size prefix; raise FrameSizeError before any allocation."""
     size: int = SIZE_PREFIX.unpack(prefix)[0]
+    check_request_size(size, limit)
+    return size
+
+
+def check_request_size(size: int, limit: int) -> None:
+    """`frame_size`'s check of a decoded size prefix (`brokers.wire.frame_reader.CheckSize`)."""
     if size < MIN_REQUEST_BYTES:
         raise FrameSizeError(f"frame size {size} below the {MIN_REQUEST_BYTES}-byte header")
     if size > limit:
-        foreign = foreign_protocol(prefix)
+        foreign = foreign_protocol(SIZE_PREFIX.pack(size))
         if foreign is not None:
             try:
                 raise foreign
             finally:  # no cycle through this frame: the caller's frames are let go at once
                 del foreign
         raise FrameSizeError(f"frame size {size} over the limit of {limit} bytes")
-    return size
 
 
 def foreign_protocol(prefix: bytes) -> NotKafkaProtocolError | None:

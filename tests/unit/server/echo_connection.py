@@ -19,7 +19,7 @@ import socket
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import uvloop
 
@@ -27,6 +27,8 @@ from brokers.log.file_records import FileHandle, FileRegion
 from brokers.server.answer_writer import AnswerWriter
 from brokers.server.connection import Connection
 from brokers.server.dispatcher import Peer, Reply
+from brokers.server.frame_stream import accept
+from brokers.server.request_memory import RequestMemory
 from brokers.server.response import RawResponse
 from brokers.wire.framing import FrameLimits
 
@@ -84,15 +86,10 @@ class Served:
 
 async def serve(echo: Echo, answers: AnswerWriter | None) -> Served:
     ours, theirs = socket.socketpair()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=512 * 1024)
-    protocol = asyncio.StreamReaderProtocol(reader)
-    transport, _ = await loop.connect_accepted_socket(lambda: protocol, ours)
-    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    frames, writer = await accept(ours, FrameLimits().max_request_bytes, RequestMemory(None))
+    transport = cast(asyncio.Transport, writer.transport)
     dispatcher: Any = echo
-    connection = Connection(
-        reader, writer, dispatcher, FrameLimits(), Peer("test", "c1"), answers=answers
-    )
+    connection = Connection(frames, writer, dispatcher, Peer("test", "c1"), answers=answers)
     task = asyncio.create_task(connection.serve())
     client_reader, client = await asyncio.open_connection(sock=theirs)
     return Served(connection, task, transport, client_reader, client)
