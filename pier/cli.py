@@ -171,8 +171,8 @@ async def _serve(config: object) -> int:
     from brokers.server.loop_health import settle_heap
 
     assert isinstance(config, BrokerConfig)
-    keep_heap()  # request buffers reused, not re-faulted (allocator)
     broker = build_broker(config)
+    keep_heap()  # request buffers reused, not re-faulted (allocator)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -7,8 +7,9 @@ thread (`SCRATCH_BYTES`; reads are synchronous on the event loop, so no two read
 once) until a size prefix announces a frame that is not all there yet; that frame gets a buffer of
 exactly its announced size, what the scratch holds of it is copied in once, and from then on the
 socket is read straight into that buffer, never past the frame's end (no list of chunks, no join,
-no copy of the body). A frame that is already whole in the scratch is copied out (at most
-`SCRATCH_BYTES`). Nothing of the scratch outlives a `buffer_updated` call: an idle connection
+no copy of the body); above `LAZY_FRAME_BYTES` that buffer is an anonymous mapping whose pages
+are only touched as bytes arrive. A frame that is already whole in the scratch is copied out (at
+most `SCRATCH_BYTES`). Nothing of the scratch outlives a `buffer_updated` call: an idle connection
 holds no read buffer. Each size prefix is checked (`check_size`, default: at least `MIN_FRAME`
 and at most `limit`) before anything is allocated for its body (a hostile 2 GiB prefix costs
 nothing), and `admit` is asked for the announced size before the body is read (a byte budget or
@@ -23,6 +24,7 @@ asyncio); not thread-safe: one owner feeds a reader.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -31,6 +33,11 @@ _INT32 = struct.Struct(">i")
 MIN_FRAME = 4  # a correlation id at least
 SCRATCH_BYTES = 64 * 1024  # the shared read buffer between frames
 STREAM_CHUNK_BYTES = 256 * 1024  # the most read at once of a streamed frame
+# Frames above this get pages only as their bytes arrive (an anonymous mapping), so a client that
+# announces a large frame and stalls holds what it sent, not what it announced; smaller ones
+# (every producer's requests: max.request.size is 1 MiB) come from the heap, which the server
+# processes keep mapped (brokers/server/allocator.py), with no page to fault in.
+LAZY_FRAME_BYTES = 2 * 1024 * 1024
 _local = threading.local()
 
 
@@ -39,6 +46,11 @@ def _scratch() -> bytearray:
     if scratch is None:
         scratch = _local.scratch = bytearray(SCRATCH_BYTES)
     return scratch
+
+
+def frame_buffer(size: int) -> bytearray | mmap.mmap:
+    """A buffer for a frame of `size` bytes (see LAZY_FRAME_BYTES)."""
+    return mmap.mmap(-1, size) if size > LAZY_FRAME_BYTES else bytearray(size)
 
 
 class FrameTooLargeError(ConnectionError):
@@ -75,7 +87,7 @@ class FrameReader:
         self._left = 0  # bytes of the streamed frame not read yet
         self._prefix = b""  # the part of a size prefix received so far
         self._size = -1  # the body size of the frame being read; -1 while reading its prefix
-        self._buffer: bytearray | None = None  # the body of a frame that was not all there
+        self._buffer: bytearray | mmap.mmap | None = None  # a frame's body not all there yet
         self._have = 0  # bytes of `_buffer` filled
         self._into_buffer = False  # the last `get_buffer` gave `_buffer` (not the scratch)
         self._held = bytearray()  # read past a frame `admit` said no to
@@ -200,7 +212,7 @@ class FrameReader:
                 self._size = -1
                 yield frame
                 continue
-            buffer = self._buffer = bytearray(size)
+            buffer = self._buffer = frame_buffer(size)
             buffer[: end - pos] = view[pos:]
             self._have = end - pos
             return

@@ -19,6 +19,7 @@ from brokers.server.connection import Connection
 from brokers.server.dispatcher import CloseConnection, Peer, Reply
 from brokers.server.frame_stream import FrameStream, accept
 from brokers.server.request_memory import RequestMemory
+from brokers.wire.frame_reader import LAZY_FRAME_BYTES
 from brokers.wire.framing import FrameLimits
 from tests.polling import wait_until_async
 
@@ -77,12 +78,17 @@ def test_a_frame_sent_in_pieces_reaches_the_dispatcher_unchanged(pieces: int) ->
     assert recorder.frames == payloads
 
 
-def test_a_large_frame_is_read_into_one_buffer_of_its_size() -> None:
+@pytest.mark.parametrize(
+    ("size", "kind"),
+    [(LAZY_FRAME_BYTES - 1000, "bytearray"), (LAZY_FRAME_BYTES + 17, "mmap")],
+)
+def test_a_large_frame_is_read_into_one_buffer_of_its_size(size: int, kind: str) -> None:
     """The body is read straight into a buffer of the announced size (no chunks joined, no
-    stream buffer copied out): the view the dispatcher gets spans that whole buffer."""
-    payloads = [random.Random(3).randbytes(FRAME_BYTES)]
+    stream buffer copied out): the view the dispatcher gets spans that whole buffer, from the
+    heap or, above LAZY_FRAME_BYTES, a mapping whose pages are touched only as bytes arrive."""
+    payloads = [random.Random(3).randbytes(size)]
     recorder: Any = asyncio.run(_serve_one(payloads, 5))
-    assert recorder.buffers == [("bytearray", FRAME_BYTES)]
+    assert recorder.buffers == [(kind, size)]
 
 
 def test_request_memory_comes_back_when_requests_are_processed() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import mmap
 import socket
 import struct
 from collections.abc import Iterator
@@ -76,7 +77,7 @@ def test_a_large_frame_is_read_from_the_socket_into_a_buffer_of_its_own(
     collector = loop.run_until_complete(scenario())
     assert [bytes(f) for f in collector.frames] == [small, large]
     own = collector.frames[1].obj
-    assert isinstance(own, bytearray) and len(own) == len(large)
+    assert isinstance(own, mmap.mmap) and len(own) == len(large)  # above LAZY_FRAME_BYTES
     # After the first read into the scratch, the rest of the body went straight into its buffer.
     straight = [t for t in collector.targets if t is own]
     assert straight and len(straight) == len(collector.targets) - collector.targets.index(own)
