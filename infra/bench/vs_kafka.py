@@ -111,6 +111,7 @@ FULL = Sizes(
     latency_seconds=20.0,
     cluster_records=200_000,
     partitions=(10, 500),
+    codecs=("none", "lz4", "zstd"),  # uncompressed too, as the perf-tool matrix (issue 25)
 )
 # The hosted-fleet rows in full, with the perf-tool matrix cut to its uncompressed rows and
 # smaller runs: what fits in a session's last half hour on a shared machine.
