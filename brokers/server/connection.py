@@ -230,9 +230,9 @@ class Connection:
                 reply = await self._dispatcher.dispatch(frame, self.peer)
             finally:
                 self._release()
-            frame = taken = None  # type: ignore[assignment]  # neither the request nor its
-            if reply is not None:  # answer (a fetch's regions hold their segment files open)
-                await self._send(reply)  # is kept while the next one is awaited
+            del frame, taken  # neither the request nor its answer (a fetch's regions hold their
+            if reply is not None:  # segment files open) is kept while the next one is awaited
+                await self._send(reply)
                 reply = None
 
     def _release(self) -> None:

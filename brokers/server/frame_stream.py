@@ -2,13 +2,14 @@
 
 Owns: `FrameStream`, the connection's asyncio protocol (a `BufferedProtocol`), and `accept`,
 which wires one to an accepted socket with an `asyncio.StreamWriter` for the answers (the stream
-has the write flow control the writer's `drain` and `wait_closed` use). The socket is read by `FrameReader`
-(brokers/wire/frame_reader.py): a request that is not whole in the shared scratch buffer gets a
+has the write flow control the writer's `drain` and `wait_closed` use). The socket is read by
+`FrameReader` (brokers/wire/frame_reader.py): a request that is not whole in the shared scratch buffer gets a
 buffer of its announced size once that size is checked (`check_request_size`: HTTP and TLS
 prefixes named) and its request memory granted, and the socket is read into it directly, so the
 body is never copied in user space. (asyncio's `StreamReader` copied each byte four times on its
-way: into a bytes object, into the reader's buffer, out of it, and joined; about a third of the
-broker's CPU on 1 MiB produce requests.)
+way: into a bytes object, into the reader's buffer, out of it, and joined; a fifth to a quarter
+of the broker's CPU on 1 MiB produce requests, docs/benchmarks.md "Produce requests without page
+faults".)
 - Request memory (`queued.max.request.bytes`, `RequestMemory`): each frame takes its announced
   size when its prefix is read and holds it until `release` after it was processed. While the pool
   is spent the transport does not read (`muted`) until the memory is granted.
@@ -43,7 +44,6 @@ class FrameStream(asyncio.BufferedProtocol):
         self._granted: deque[int] = deque()  # memory of the frames begun and not complete
         self._ready: deque[Frame] = deque()
         self._transport: asyncio.Transport | None = None
-        self._reading = True
         self._eof = False
         self._lost: Exception | None = None
         self._error: FrameSizeError | None = None
@@ -205,11 +205,8 @@ class FrameStream(asyncio.BufferedProtocol):
         wanted = self._discard is not None or not (
             self._ready or self._granting is not None or self._error is not None
         )
-        if wanted and not self._reading:
-            transport.resume_reading()
-        elif not wanted and self._reading:
-            transport.pause_reading()
-        self._reading = wanted
+        if wanted != transport.is_reading():
+            (transport.resume_reading if wanted else transport.pause_reading)()
 
     def _wake_drain(self) -> None:
         drained = self._drained

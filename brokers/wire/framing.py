@@ -2,10 +2,11 @@
 
 Owns: the limits a frame must respect before anything is allocated for it. Pure; thread-safe.
 A connection's frame reader checks each size prefix (`check_request_size`) before it allocates
-anything for the body, so a hostile 2 GiB prefix costs nothing (docs/broker-config.md, `socket.request.max.bytes`). A prefix that spells the start of an HTTP
-request line ("GET ", "POST", ...) or a TLS record header is not a size at all: someone pointed an
-HTTP or TLS client at the plaintext Kafka port, and `NotKafkaProtocolError` says so instead of
-reporting a nonsensical frame size.
+anything for the body, so a hostile 2 GiB prefix costs nothing (docs/broker-config.md,
+`socket.request.max.bytes`). A prefix that spells the start of an HTTP request line ("GET ",
+"POST", ...) or a TLS record header is not a size at all: someone pointed an HTTP or TLS client
+at the plaintext Kafka port, and `NotKafkaProtocolError` says so instead of reporting a
+nonsensical frame size.
 """
 
 from __future__ import annotations
@@ -45,15 +46,9 @@ class FrameLimits:
         return self.max_request_bytes if authenticated else self.pre_auth_max_request_bytes
 
 
-def frame_size(prefix: bytes, limit: int) -> int:
-    """Decode and check a size prefix; raise FrameSizeError before any allocation."""
-    size: int = SIZE_PREFIX.unpack(prefix)[0]
-    check_request_size(size, limit)
-    return size
-
-
 def check_request_size(size: int, limit: int) -> None:
-    """`frame_size`'s check of a decoded size prefix (`brokers.wire.frame_reader.CheckSize`)."""
+    """Check a decoded size prefix (`brokers.wire.frame_reader.CheckSize`); raise FrameSizeError
+    before any allocation."""
     if size < MIN_REQUEST_BYTES:
         raise FrameSizeError(f"frame size {size} below the {MIN_REQUEST_BYTES}-byte header")
     if size > limit:

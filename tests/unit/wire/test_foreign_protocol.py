@@ -8,12 +8,22 @@ import pytest
 
 from brokers.wire.framing import (
     HTTP_METHOD_PREFIXES,
+    SIZE_PREFIX,
     FrameSizeError,
     NotKafkaProtocolError,
-    frame_size,
+    check_request_size,
 )
 
 pytestmark = pytest.mark.unit
+
+
+def frame_size(prefix: bytes, limit: int) -> int:
+    """A size prefix decoded and checked as a connection's frame reader checks it."""
+    size: int = SIZE_PREFIX.unpack(prefix)[0]
+    check_request_size(size, limit)
+    return size
+
+
 LIMIT = 100 * 1024 * 1024
 
 

@@ -4,11 +4,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brokers.wire.framing import FrameSizeError, frame_size
+from brokers.wire.framing import SIZE_PREFIX, FrameSizeError, check_request_size
 from brokers.wire.headers import parse_request_header, response_header
 from brokers.wire.messages import MalformedRequestError, read_uvarint, write_uvarint
 
 pytestmark = pytest.mark.unit
+
+
+def frame_size(prefix: bytes, limit: int) -> int:
+    """A size prefix decoded and checked as a connection's frame reader checks it."""
+    size: int = SIZE_PREFIX.unpack(prefix)[0]
+    check_request_size(size, limit)
+    return size
 
 
 def test_frame_size_accepts_within_limit() -> None:
