@@ -48,10 +48,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import struct
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
+
+from typing_extensions import Buffer
 
 from brokers.common.clock import Clock
 from brokers.handlers.build import make, response_module, throttle, timestamp_or_none
@@ -71,6 +74,7 @@ from brokers.server.context import RequestContext
 from brokers.server.dispatcher import CloseConnection
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
+from brokers.wire.produce_request import ProduceRequestView, ProduceTopic, parse_produce_request
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -134,7 +138,7 @@ def route(
 ) -> Route:
     broker = _Services(replicas, purgatory, clock, topic_metrics, verifier, TopicIds(metadata))
 
-    async def handle(ctx: RequestContext, request: Any) -> Any:
+    async def handle(ctx: RequestContext, request: ProduceRequestView) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         acks = request.acks
         failed = False
@@ -149,7 +153,7 @@ def route(
             _assign_epochs(broker, named)
         for name, topic in named:
             partitions: list[Any] = []
-            for data in topic.partition_data:
+            for data in topic.partitions:
                 if name is None:
                     response, appended = _partition(module, data.index, _UNKNOWN_ID), None
                 elif refused and (name, data.index) in refused:
@@ -164,14 +168,14 @@ def route(
                 if appended is not None and acks == -1:
                     waiting.append(_Waiting(partitions, len(partitions), *appended))
                 partitions.append(response)
-            answers.append((name or "", getattr(topic, "topic_id", None), partitions))
+            answers.append((name or "", _topic_id(topic), partitions))
         if acks == 0:
             if failed:
                 raise CloseConnection("acks=0 produce failed")
             return None
         pending = _settle(module, broker, waiting) if waiting else waiting
         if pending:  # a standalone partition's acks=all append is decided at once: no await
-            await _await_replication(module, broker, pending, request.timeout.total_seconds())
+            await _await_replication(module, broker, pending, request.timeout_ms / 1000)
         topics = [
             _new(
                 module,
@@ -192,6 +196,7 @@ def route(
         refused_below=FIRST_SERVED_VERSION,
         legacy=refuse_legacy,
         name="Produce",
+        decode=_decode,
     )
 
 
@@ -217,23 +222,35 @@ def _new(module: ModuleType, name: str, /, **fields: Any) -> Any:
     return cls(**{k: v for k, v in fields.items() if k in kept})
 
 
-def _named(broker: _Services, request: Any, version: int) -> list[tuple[str | None, Any]]:
+def _decode(version: int, body: memoryview) -> ProduceRequestView:
+    """The request as a view: each record set stays a view of the request's own buffer (kio's
+    reader would copy every one into a new bytes object)."""
+    return parse_produce_request(body, version)
+
+
+def _topic_id(topic: ProduceTopic) -> uuid.UUID | None:
+    return uuid.UUID(bytes=topic.topic_id) if topic.topic_id else None
+
+
+def _named(
+    broker: _Services, request: ProduceRequestView, version: int
+) -> list[tuple[str | None, ProduceTopic]]:
     """Each topic of the request with its name (v13: the name its id resolves to, or None)."""
     if version < TOPIC_ID_VERSION:
-        return [(topic.name, topic) for topic in request.topic_data]
+        return [(topic.name, topic) for topic in request.topics]
     assert broker.topic_ids is not None
-    return [(broker.topic_ids.name(topic.topic_id), topic) for topic in request.topic_data]
+    return [(broker.topic_ids.name(_topic_id(topic)), topic) for topic in request.topics]
 
 
-def _assign_epochs(broker: _Services, named: list[tuple[str | None, Any]]) -> None:
+def _assign_epochs(broker: _Services, named: list[tuple[str | None, ProduceTopic]]) -> None:
     """The new leader epochs of the request's partitions, their checkpoints written together
     before any append (`brokers.log.log.assign_epochs_together`); one alone is left to its
     append, which writes it the same way."""
-    if len(named) < 2 and (not named or len(named[0][1].partition_data) < 2):
+    if len(named) < 2 and (not named or len(named[0][1].partitions) < 2):
         return  # one partition: the usual request (no generator for it)
     logs: list[tuple[Log, int]] = []
     for name, topic in named:
-        for data in topic.partition_data:
+        for data in topic.partitions:
             partition = None if name is None else broker.replicas.find(name, data.index)
             if partition is not None and partition.is_leader:
                 logs.append((partition.log, partition.leader_epoch))
@@ -242,7 +259,12 @@ def _assign_epochs(broker: _Services, named: list[tuple[str | None, Any]]) -> No
 
 
 async def _append(
-    module: ModuleType, broker: _Services, topic: str, index: int, records: bytes | None, acks: int
+    module: ModuleType,
+    broker: _Services,
+    topic: str,
+    index: int,
+    records: memoryview | None,
+    acks: int,
 ) -> tuple[Any, tuple[Partition, int] | None]:
     """The partition's answer, and (partition, required offset) when the append happened."""
     metrics = broker.topic_metrics
@@ -285,8 +307,8 @@ async def _append(
 async def _verify(
     broker: _Services,
     verifier: TxnVerifier,
-    request: Any,
-    named: list[tuple[str | None, Any]],
+    request: ProduceRequestView,
+    named: list[tuple[str | None, ProduceTopic]],
     version: int,
 ) -> Refusals:
     """Ask the coordinator about every partition whose first batch starts a transaction here;
@@ -296,7 +318,7 @@ async def _verify(
     asks: dict[tuple[int, int], list[tuple[str, int]]] = {}
     before: dict[tuple[str, int], _Fingerprint] = {}
     for name, topic in named:
-        for data in topic.partition_data:
+        for data in topic.partitions:
             header = first_header(data.records)
             if name is None or header is None or not header.is_transactional:
                 continue
@@ -309,9 +331,11 @@ async def _verify(
                 asks.setdefault(key, []).append((name, data.index))
                 before[(name, data.index)] = _fingerprint(entry)
     refused: Refusals = {}
+    transactional_id = request.transactional_id
+    assert transactional_id is not None  # only a transactional request is verified
     for (producer_id, producer_epoch), partitions in asks.items():
         answers = await verifier.verify(
-            request.transactional_id,
+            transactional_id,
             producer_id,
             producer_epoch,
             partitions,
@@ -349,7 +373,7 @@ def _moved(broker: _Services, tp: tuple[str, int], producer_id: int, seen: _Fing
     return _fingerprint(partition.log.producer_state.last_entry(producer_id)) != seen
 
 
-def first_header(records: bytes | None) -> BatchHeader | None:
+def first_header(records: bytes | memoryview | None) -> BatchHeader | None:
     """The first batch's header, or None when there is none to read (the append reports it)."""
     if records is None or len(records) < HEADER_SIZE:
         return None
@@ -390,7 +414,7 @@ def produce_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str | None]
     return code, None
 
 
-async def _prepare_on_worker(data: bytes, policy: AppendPolicy) -> PreparedAppend:
+async def _prepare_on_worker(data: Buffer, policy: AppendPolicy) -> PreparedAppend:
     """Validate a batch too heavy for the loop on a worker thread (see the module docstring)."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_worker_pool(), prepare_append, data, policy)

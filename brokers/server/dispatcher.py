@@ -88,7 +88,10 @@ class Dispatcher:
             return self._legacy(route.legacy, frame, peer, version)
         flexible, flexible_response = self._headers(api_key, version)
         header, offset = parse_request_header(frame, flexible)
-        request = decode_request(api_key, version, frame, offset)
+        if route.decode is None:
+            request = decode_request(api_key, version, frame, offset)
+        else:
+            request = route.decode(version, frame[offset:])
         context = RequestContext(header, peer.host, peer.connection_id, peer.principal)
         started = time.perf_counter()
         encoded: bytes | RawResponse | None
@@ -107,6 +110,8 @@ class Dispatcher:
         except CloseConnection:
             raise
         except Exception as exc:
+            if route.decode is not None:  # the error answer mirrors each entry of kio's reading
+                request = decode_request(api_key, version, frame, offset)
             encoded = self._failed(context, request, correlation_id, exc)
         if self._metrics is not None:
             count, latency = self._observer(route.name or str(api_key))

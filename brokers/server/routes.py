@@ -29,6 +29,9 @@ class Handler(Protocol[RequestT_contra]):
 
 
 LegacyHandler = Callable[[RequestContext, memoryview, int], bytes | None]
+# A route that reads its requests itself: (version, the body after the header) → the request its
+# handler takes, or MalformedRequestError (Produce: its record sets stay views of the frame).
+RawDecoder = Callable[[int, memoryview], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ class Route:
     refused_below: int | None = None
     legacy: LegacyHandler | None = None
     name: str = ""
+    decode: RawDecoder | None = None  # None: kio decodes the request
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version

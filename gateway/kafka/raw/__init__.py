@@ -8,6 +8,7 @@ The cost per message grows with the number of topics and partitions, never with 
 Pure; thread-safe.
 """
 
+from brokers.wire.raw_reader import Parts, Reader
 from gateway.kafka.raw.fetch_response import (
     FetchRewrite,
     fetch_records_bytes,
@@ -20,7 +21,6 @@ from gateway.kafka.raw.produce_request import (
     build_produce_request,
     parse_produce_request,
 )
-from gateway.kafka.raw.reader import Parts, Reader
 
 __all__ = [
     "FetchRewrite",

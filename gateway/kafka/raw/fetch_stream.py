@@ -27,7 +27,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from brokers.wire.primitives import MalformedRequestError, write_uvarint
-from gateway.kafka.raw.reader import encode_string
+from brokers.wire.raw_reader import encode_string
 
 FIRST_VERSION = 4
 LAST_VERSION = 18

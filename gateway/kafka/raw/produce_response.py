@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from brokers.wire.primitives import MalformedRequestError
-from gateway.kafka.raw.reader import Parts, Reader, encode_length, encode_string
+from brokers.wire.raw_reader import Parts, Reader, encode_length, encode_string
 
 FIRST_VERSION = 3
 LAST_VERSION = 13

@@ -19,7 +19,7 @@ from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import encode_entity
 from gateway.kafka.raw.fetch_response import rewrite_fetch_response
 from gateway.kafka.raw.fetch_stream import Decision, FetchStream, padding_tags
-from gateway.kafka.raw.reader import Reader
+from brokers.wire.raw_reader import Reader
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from brokers.wire.primitives import MalformedRequestError, write_uvarint
-from gateway.kafka.raw.reader import Parts, Reader, encode_length, encode_string
+from brokers.wire.raw_reader import Parts, Reader, encode_length, encode_string
 
 pytestmark = pytest.mark.unit
 
