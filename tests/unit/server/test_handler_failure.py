@@ -22,6 +22,7 @@ from brokers.server.routes import Route, RouteTable
 from brokers.wire.entities import make, request_module
 from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import is_flexible_request, response_schema
+from brokers.wire.produce_request import parse_produce_request
 
 pytestmark = pytest.mark.unit
 PEER = Peer(host="127.0.0.1", connection_id="test")
@@ -33,7 +34,12 @@ async def _broken(ctx: RequestContext, request: Any) -> Any:
     raise RuntimeError("a bug in the handler")
 
 
-def _table() -> RouteTable:
+def _read_produce(version: int, body: memoryview) -> Any:
+    return parse_produce_request(body, version)
+
+
+def _table(raw_produce: bool = False) -> RouteTable:
+    """`raw_produce`: Produce read as the broker's route reads it (record sets left as views)."""
     table = RouteTable()
     for api_key, low, high in (
         (PRODUCE, 3, 9),
@@ -41,7 +47,8 @@ def _table() -> RouteTable:
         (DELETE_GROUPS, 0, 2),
         (DESCRIBE_CONFIGS, 1, 4),
     ):
-        table.add(Route(api_key, low, high, _broken, name=f"broken-{api_key}"))
+        decode = _read_produce if raw_produce and api_key == PRODUCE else None
+        table.add(Route(api_key, low, high, _broken, name=f"broken-{api_key}", decode=decode))
     table.add(api_versions.route(table))
     return table
 
@@ -57,8 +64,9 @@ def _frame(request: Any, correlation_id: int) -> memoryview:
     return memoryview(header + body.getvalue())
 
 
-def _answer(request: Any, correlation_id: int) -> Any:
-    reply = asyncio.run(Dispatcher(_table()).dispatch(_frame(request, correlation_id), PEER))
+def _answer(request: Any, correlation_id: int, raw_produce: bool = False) -> Any:
+    dispatcher = Dispatcher(_table(raw_produce))
+    reply = asyncio.run(dispatcher.dispatch(_frame(request, correlation_id), PEER))
     assert reply is not None and reply.correlation_id == correlation_id
     assert isinstance(reply.body, bytes)
     schema = response_schema(int(request.__api_key__), int(request.__version__))
@@ -76,11 +84,12 @@ def _produce(acks: int) -> Any:
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("raw_produce", [False, True], ids=["kio", "raw"])
 def test_every_partition_of_a_failed_produce_carries_the_error(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, raw_produce: bool
 ) -> None:
     with caplog.at_level(logging.ERROR, logger="pier.server"):
-        response = _answer(_produce(acks=1), 41)
+        response = _answer(_produce(acks=1), 41, raw_produce)
     [topic] = response.responses
     assert topic.name == "orders"
     answers = [(p.index, p.error_code, p.base_offset) for p in topic.partition_responses]
@@ -92,9 +101,11 @@ def test_every_partition_of_a_failed_produce_carries_the_error(
     )
 
 
-def test_a_failed_acks_0_produce_closes_the_connection_as_kafka_does() -> None:
+@pytest.mark.parametrize("raw_produce", [False, True], ids=["kio", "raw"])
+def test_a_failed_acks_0_produce_closes_the_connection_as_kafka_does(raw_produce: bool) -> None:
+    dispatcher = Dispatcher(_table(raw_produce))
     with pytest.raises(CloseConnection):
-        asyncio.run(Dispatcher(_table()).dispatch(_frame(_produce(acks=0), 1), PEER))
+        asyncio.run(dispatcher.dispatch(_frame(_produce(acks=0), 1), PEER))
 
 
 def test_top_level_error_and_per_entry_errors_by_api() -> None:

@@ -5,8 +5,12 @@ counters found once per API and per topic keep counting every request, record an
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -15,8 +19,10 @@ from brokers.client.messages import decode_response
 from brokers.records.batch import HEADER_SIZE
 from brokers.records.builder import simple_batch
 from brokers.server.dispatcher import Dispatcher, Peer
+from brokers.server.routes import RouteTable
+from brokers.wire.entities import make, request_module
 from brokers.wire.errors import ErrorCode
-from infra.bench.produce_request_cost import java_batch, produce_frame
+from infra.bench.produce_request_cost import java_batch, produce_frame, request_frame
 from tests.unit.handlers.admin_harness import standalone_broker
 
 pytestmark = pytest.mark.unit
@@ -98,3 +104,50 @@ def test_java_compressed_batches_are_stored_as_sent(tmp_path: Path, codec: str) 
     second = stored[len(batch) :]
     assert second[:8] == (365).to_bytes(8, "big")  # base offset assigned by the log
     assert second[16:] == batch[16:]  # magic, CRC, attributes, records: as sent
+
+
+@pytest.mark.parametrize("version", [3, 9, 12, 13])
+def test_the_handler_reads_each_record_set_in_the_request_buffer(
+    tmp_path: Path, version: int
+) -> None:
+    """Produce is read raw (brokers.wire.produce_request), not by kio, which would copy every
+    record set into a bytes object of its own: the handler gets views of the frame's buffer,
+    and the log holds exactly those bytes."""
+    with standalone_broker(tmp_path) as broker:
+        broker.topics.create_topic("orders", 1, 1, {})
+        produce = broker.routes.get(0)
+        assert produce is not None and produce.decode is not None
+        seen: list[Any] = []
+
+        async def spying(ctx: Any, request: Any) -> Any:
+            seen.append(request)
+            return await produce.handler(ctx, request)
+
+        table = RouteTable()
+        table.add(dataclasses.replace(produce, handler=spying))
+        dispatcher = Dispatcher(table, broker.server_metrics)
+        now = int(time.time() * 1000)
+        batch = simple_batch([b"v" * 100] * 5, timestamps=[now] * 5)
+        topic_id = broker.metadata.topic("orders").topic_id  # v13 names the topic by its id
+        frame = bytearray(_produce_frame(version, "orders", topic_id, batch))
+        reply = asyncio.run(dispatcher.dispatch(memoryview(frame), PEER))
+        assert reply is not None and isinstance(reply.body, bytes)
+        answer = decode_response(0, version, memoryview(reply.body), 0)
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.none
+        [request] = seen
+        [records] = [p.records for t in request.topics for p in t.partitions]
+        assert isinstance(records, memoryview) and records.obj is frame, "a copy was made"
+        assert bytes(records) == batch
+        log = broker.replicas.get("orders", 0).log
+        assert log.log_end_offset == 5
+
+
+def _produce_frame(version: int, topic: str, topic_id: uuid.UUID, batch: bytes) -> bytes:
+    module = request_module(0, version)
+    data = make(module, "PartitionProduceData", index=0, records=batch)
+    named = make(module, "TopicProduceData", name=topic, topic_id=topic_id, partition_data=(data,))
+    request = make(
+        module, "ProduceRequest", transactional_id=None, acks=1,
+        timeout=datetime.timedelta(seconds=30), topic_data=(named,),
+    )  # fmt: skip
+    return request_frame(0, version, request, 5)
