@@ -128,8 +128,9 @@ def test_the_handler_reads_each_record_set_in_the_request_buffer(
         dispatcher = Dispatcher(table, broker.server_metrics)
         now = int(time.time() * 1000)
         batch = simple_batch([b"v" * 100] * 5, timestamps=[now] * 5)
-        topic_id = broker.metadata.topic("orders").topic_id  # v13 names the topic by its id
-        frame = bytearray(_produce_frame(version, "orders", topic_id, batch))
+        metadata = broker.metadata.topic("orders")  # v13 names the topic by its id
+        assert metadata is not None and metadata.topic_id is not None
+        frame = bytearray(_produce_frame(version, "orders", metadata.topic_id, batch))
         reply = asyncio.run(dispatcher.dispatch(memoryview(frame), PEER))
         assert reply is not None and isinstance(reply.body, bytes)
         answer = decode_response(0, version, memoryview(reply.body), 0)
