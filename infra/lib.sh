@@ -1,6 +1,6 @@
 # Shared by infra/up and infra/test (sourced, not run): the project root, its virtualenv, and a
 # quick re-run check so `pip install -e` only runs again when pyproject.toml, the native module's
-# sources (setup.py, brokers/records/_native.c) or the extras change.
+# sources (setup.py, brokers/records/_native.c, brokers/wire/_buffers.c) or the extras change.
 
 PIER_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${PIER_VENV:-$PIER_ROOT/.venv}"
@@ -15,7 +15,8 @@ pier_venv() {
     "$PIER_PYTHON" -m venv "$VENV"
   fi
   local hash # of what the install builds from: metadata, and the native module (setup.py)
-  hash="$(cat "$PIER_ROOT/pyproject.toml" "$PIER_ROOT/setup.py" "$PIER_ROOT/brokers/records/_native.c" |
+  hash="$(cat "$PIER_ROOT/pyproject.toml" "$PIER_ROOT/setup.py" "$PIER_ROOT/brokers/records/_native.c" \
+    "$PIER_ROOT/brokers/wire/_buffers.c" |
     sha256sum | cut -c1-16)"
   stamp="$hash ${extras:-[]}"
   if grep -qxF -- "$stamp" "$marker" 2>/dev/null; then

@@ -29,6 +29,8 @@ import struct
 import threading
 from collections.abc import Callable, Iterator
 
+from brokers.wire.buffers import receive_buffer
+
 _INT32 = struct.Struct(">i")
 MIN_FRAME = 4  # a correlation id at least
 SCRATCH_BYTES = 64 * 1024  # the shared read buffer between frames
@@ -50,7 +52,7 @@ def _scratch() -> bytearray:
 
 def frame_buffer(size: int) -> bytearray | mmap.mmap:
     """A buffer for a frame of `size` bytes (see LAZY_FRAME_BYTES)."""
-    return mmap.mmap(-1, size) if size > LAZY_FRAME_BYTES else bytearray(size)
+    return mmap.mmap(-1, size) if size > LAZY_FRAME_BYTES else receive_buffer(size)
 
 
 class FrameTooLargeError(ConnectionError):
@@ -116,7 +118,7 @@ class FrameReader:
             return memoryview(buffer)[self._have :]
         if self._sink is not None:  # a fresh chunk: the sink may keep views of it
             self._into_buffer = True
-            self._buffer = bytearray(min(self._left, STREAM_CHUNK_BYTES))
+            self._buffer = receive_buffer(min(self._left, STREAM_CHUNK_BYTES))
             return memoryview(self._buffer)
         self._into_buffer = False
         return memoryview(_scratch())
