@@ -17,9 +17,9 @@ from brokers.client.messages import decode_response
 from brokers.wire.entities import make, response_module
 from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import encode_entity
+from brokers.wire.raw_reader import Reader
 from gateway.kafka.raw.fetch_response import rewrite_fetch_response
 from gateway.kafka.raw.fetch_stream import Decision, FetchStream, padding_tags
-from brokers.wire.raw_reader import Reader
 
 pytestmark = pytest.mark.unit
 
