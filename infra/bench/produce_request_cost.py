@@ -50,15 +50,17 @@ OFFSET_COMMIT_KEY = 8
 FETCH_KEY = 1
 
 
-def produce_frame(version: int, acks: int, topic: str, batch: bytes, correlation_id: int) -> bytes:
-    """A Produce request frame body (no size prefix): header v2 (v9+) or v1, then the body."""
+def produce_frame(
+    version: int, acks: int, topic: str, batch: bytes, correlation_id: int, partitions: int = 1
+) -> bytes:
+    """A Produce request frame body (no size prefix): header v2 (v9+) or v1, then the body;
+    `batch` for each of the topic's first `partitions` partitions."""
     from brokers.wire.entities import request_module
     from brokers.wire.messages import encode_entity
 
     module = request_module(0, version)
-    fields: dict[str, Any] = {"index": 0, "records": batch}
-    data = module.PartitionProduceData(**fields)
-    topic_data = module.TopicProduceData(name=topic, partition_data=(data,))
+    data = tuple(module.PartitionProduceData(index=i, records=batch) for i in range(partitions))
+    topic_data = module.TopicProduceData(name=topic, partition_data=data)
     request = module.ProduceRequest(
         transactional_id=None,
         acks=acks,
@@ -84,8 +86,8 @@ def request_frame(api_key: int, version: int, request: Any, correlation_id: int)
 
 
 @contextlib.contextmanager
-def standalone_broker() -> Iterator[Any]:
-    """A standalone broker's parts (no listener) with topic `cost` of one partition."""
+def standalone_broker(partitions: int = 1) -> Iterator[Any]:
+    """A standalone broker's parts (no listener) with topic `cost` of `partitions` partitions."""
     from brokers.app.standalone import build_standalone
     from brokers.common.config import BrokerConfig
 
@@ -95,7 +97,7 @@ def standalone_broker() -> Iterator[Any]:
     broker.replicas.startup()
     broker.topics.load()
     try:
-        broker.topics.create_topic("cost", 1, 1, {})
+        broker.topics.create_topic("cost", partitions, 1, {})
         yield broker
     finally:
         broker.log_manager.shutdown()
@@ -187,11 +189,12 @@ def measure(
     idempotent: bool = False,
     settle: bool = True,
     codec: str = "none",
+    partitions: int = 1,
 ) -> Any:
     from brokers.records.builder import simple_batch
     from brokers.server.dispatcher import Peer
 
-    with standalone_broker() as broker:
+    with standalone_broker(partitions) as broker:
         dispatcher = _dispatcher(broker)
         peer = Peer("127.0.0.1", "cost-1")
         now = int(time.time() * 1000)
@@ -218,7 +221,8 @@ def measure(
                     producer_epoch=0 if idempotent else -1,
                     base_sequence=i * records if idempotent else -1,
                 )
-            frames.append(memoryview(produce_frame(version, acks, "cost", batch, i)))
+            frame = produce_frame(version, acks, "cost", batch, i, partitions)
+            frames.append(memoryview(frame))
         sent = 0
         _settle(settle)
 
@@ -230,9 +234,10 @@ def measure(
             return 0.0
 
         per_request = asyncio.run(_blocks(one, requests, blocks))
-        end = broker.replicas.get("cost", 0).log.log_end_offset
-        if end != sent * records:  # every request appended: none refused, none a duplicate
-            raise SystemExit(f"{end} records appended, {sent * records} sent")
+        for index in range(partitions):
+            end = broker.replicas.get("cost", index).log.log_end_offset
+            if end != sent * records:  # every request appended: none refused, none a duplicate
+                raise SystemExit(f"partition {index}: {end} records appended, {sent * records} sent")
     return _summary(
         per_request,
         api="produce",
@@ -242,6 +247,7 @@ def measure(
         version=version,
         idempotent=idempotent,
         codec=codec,
+        partitions=partitions,
         batch_bytes=len(frames[0]),
         settled_heap=settle,
     )
@@ -381,6 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", type=int, help="12 for produce, 9 offset_commit, 17 fetch")
     parser.add_argument("--idempotent", action="store_true", help="one producer, sequences")
     parser.add_argument(
+        "--partitions", type=int, default=1, help="partitions a request writes (a batch each)"
+    )
+    parser.add_argument(
         "--codec",
         default="none",
         choices=("none", "gzip", "snappy", "lz4", "zstd"),
@@ -412,6 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.idempotent,
             settle,
             args.codec,
+            args.partitions,
         )
     print(json.dumps(found))
     return 0

@@ -21,7 +21,6 @@ After every refusal a valid batch lands at the next offset: nothing of a refused
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import struct
 import time
@@ -80,7 +79,7 @@ def forged_count(codec: int) -> Callable[[], bytes]:
     def build() -> bytes:
         one = simple_batch([b"v"], keys=[b"k"], timestamps=[int(time.time() * 1000)])
         header = parse_header(one)
-        forged = dataclasses.replace(header, records_count=2**31 - 1, last_offset_delta=2**31 - 2)
+        forged = header._replace(records_count=2**31 - 1, last_offset_delta=2**31 - 2)
         body = compress(codec, memoryview(one)[HEADER_SIZE:])
         return reseal(forged, body, compression=codec, max_timestamp=header.max_timestamp)
 

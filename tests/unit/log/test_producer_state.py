@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from pathlib import Path
 
@@ -67,7 +66,7 @@ class Partition:
         duplicate = self.state.check(batch)
         if duplicate is not None:
             return duplicate
-        assigned = dataclasses.replace(batch, base_offset=self.next_offset)
+        assigned = batch._replace(base_offset=self.next_offset)
         self.next_offset = assigned.next_offset
         self.state.update(assigned)
         self.written.append(assigned)

@@ -3,7 +3,6 @@ Kafka's rewrite of a batch's max timestamp."""
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from typing import Any
 
@@ -148,7 +147,7 @@ def test_record_count_cap_after_the_walk_proves_the_count() -> None:
     # A forged count past the cap is what Kafka says it is: a premature end of records.
     one = parse_header(batch(1))
     forged = reseal(
-        dataclasses.replace(one, records_count=2**31 - 1, last_offset_delta=2**31 - 2),
+        one._replace(records_count=2**31 - 1, last_offset_delta=2**31 - 2),
         batch(1)[HEADER_SIZE:],
         compression=NONE,
         max_timestamp=one.max_timestamp,

@@ -5,7 +5,6 @@ Every batch's records are walked (per-record validation is always on, as in Kafk
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from typing import Any
 
 import pytest
@@ -60,9 +59,9 @@ def batch(count: int = 3, **options: Any) -> bytes:
 
 def patched(data: bytes, **fields: Any) -> bytes:
     """The batch with header fields replaced and a CRC that matches again."""
-    header = dataclasses.replace(parse_header(data), **fields)
+    header = parse_header(data)._replace(**fields)
     out = bytearray(data)
-    HEADER.pack_into(out, 0, *dataclasses.astuple(header))
+    HEADER.pack_into(out, 0, *header)
     out[CRC_OFFSET:ATTRIBUTES_OFFSET] = batch_crc(out, 0, len(out)).to_bytes(4)
     return bytes(out)
 
