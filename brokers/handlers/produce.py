@@ -3,7 +3,8 @@
 Versions 0–2 are advertised (librdkafka's feature probes read the range) and answered with
 UNSUPPORTED_VERSION per partition, since only magic v2 batches are stored (docs/design.md, "Produce"). acks=0
 gets no response; if such a request fails, the connection is closed so the client notices, as
-Kafka does. Record data stays opaque bytes unless validation must look inside (below).
+Kafka does. The request is read raw (`brokers.wire.produce_request`, `Route.decode`): each record
+set stays a view of the request's buffer, opaque unless validation must look inside (below).
 
 acks=all (Kafka's DelayedProduce): every partition is appended first (`min.insync.replicas` is
 checked before the write: NOT_ENOUGH_REPLICAS), then the request parks in the purgatory on those

@@ -47,7 +47,7 @@ class NeedsWorker(Exception):
     """Raised by an inline `prepare_append` whose work would hold the event loop too long."""
 
 
-@dataclass(slots=True)  # not frozen: built per partition appended, 6x cheaper so
+@dataclass(slots=True)  # not frozen: one per partition appended, built 6x faster
 class PreparedAppend:
     """What the log appends: `data` (the request's bytes, or rebuilt ones) and its batches."""
 

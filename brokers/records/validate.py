@@ -59,7 +59,7 @@ _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 Batches = list[tuple[int, BatchHeader]]  # (position in the data, header) per batch
 
 
-@dataclass(slots=True)  # not frozen: built per partition appended, 6x cheaper so
+@dataclass(slots=True)  # not frozen: one per partition appended, built 6x faster
 class AppendPolicy:
     """What one append must satisfy; built on the event loop, used wherever the work runs.
 

@@ -29,20 +29,20 @@ _INDEX = struct.Struct(">i")
 _INDEX_SIZE = struct.Struct(">ii")  # a classic partition's index and records length
 
 
-@dataclass(slots=True)  # not frozen: built per partition appended, 6x cheaper so
+@dataclass(slots=True)  # not frozen: one per partition appended, built 6x faster
 class ProducePartition:
     index: int
     records: memoryview | None  # the record set as sent: a view of the request, never copied
 
 
-@dataclass(slots=True)  # not frozen: built per partition appended, 6x cheaper so
+@dataclass(slots=True)  # not frozen: one per partition appended, built 6x faster
 class ProduceTopic:
     name: str  # v13: "" as parsed (the caller names it from the id)
     partitions: list[ProducePartition]
     topic_id: bytes = b""  # v13+: the 16-byte id the topic is named by
 
 
-@dataclass(slots=True)  # not frozen: built per partition appended, 6x cheaper so
+@dataclass(slots=True)  # not frozen: one per partition appended, built 6x faster
 class ProduceRequestView:
     version: int
     transactional_id: str | None
