@@ -118,8 +118,9 @@ class _Services:
     counters: dict[str, tuple[Any, Any]] = dataclasses.field(default_factory=dict)
 
     def appended(self, topic: str, size: int, records: int) -> None:
-        """Count an append in the topic's BytesIn/MessagesIn (their children found once per
-        topic: a label lookup takes a lock and builds a key; the labels are never removed)."""
+        """Count a request's appends to a topic in its BytesIn/MessagesIn (their children found
+        once per topic: a label lookup takes a lock and builds a key; the labels are never
+        removed)."""
         found = self.counters.get(topic)
         if found is None:
             metrics = self.topic_metrics
@@ -154,6 +155,7 @@ def route(
             _assign_epochs(broker, named)
         for name, topic in named:
             partitions: list[Any] = []
+            counted = [0, 0]  # the topic's bytes and records appended, counted once per request
             for data in topic.partitions:
                 if name is None:
                     response, appended = _partition(module, data.index, _UNKNOWN_ID), None
@@ -163,12 +165,14 @@ def route(
                     response, appended = _partition(module, data.index, code, message), None
                 else:
                     response, appended = await _append(
-                        module, broker, name, data.index, data.records, acks
+                        module, broker, name, data.index, data.records, acks, counted
                     )
                 failed = failed or response.error_code != ErrorCode.none
                 if appended is not None and acks == -1:
                     waiting.append(_Waiting(partitions, len(partitions), *appended))
                 partitions.append(response)
+            if counted[1]:
+                broker.appended(name or "", counted[0], counted[1])
             answers.append((name or "", _topic_id(topic), partitions))
         if acks == 0:
             if failed:
@@ -266,8 +270,10 @@ async def _append(
     index: int,
     records: memoryview | None,
     acks: int,
+    counted: list[int],
 ) -> tuple[Any, tuple[Partition, int] | None]:
-    """The partition's answer, and (partition, required offset) when the append happened."""
+    """The partition's answer, and (partition, required offset) when the append happened;
+    what it appended is added to `counted` (bytes, records)."""
     metrics = broker.topic_metrics
     try:
         if acks not in VALID_ACKS:
@@ -290,7 +296,8 @@ async def _append(
         )
         return error, None
     if not result.duplicate:
-        broker.appended(topic, len(records or b""), result.last_offset - result.first_offset + 1)
+        counted[0] += len(records or b"")
+        counted[1] += result.last_offset - result.first_offset + 1
     response = _new(
         module,
         "PartitionProduceResponse",
