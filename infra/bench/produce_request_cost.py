@@ -237,7 +237,9 @@ def measure(
         for index in range(partitions):
             end = broker.replicas.get("cost", index).log.log_end_offset
             if end != sent * records:  # every request appended: none refused, none a duplicate
-                raise SystemExit(f"partition {index}: {end} records appended, {sent * records} sent")
+                raise SystemExit(
+                    f"partition {index}: {end} records appended, {sent * records} sent"
+                )
     return _summary(
         per_request,
         api="produce",
