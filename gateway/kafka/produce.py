@@ -30,13 +30,9 @@ from brokers.client.messages import decode_response
 from brokers.wire.entities import make, response_module
 from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import encode_entity
+from brokers.wire.produce_request import ProduceRequestView, ProduceTopic, parse_produce_request
 from gateway.kafka.exchange import Exchange
-from gateway.kafka.raw.produce_request import (
-    ProduceRequestView,
-    ProduceTopic,
-    build_produce_request,
-    parse_produce_request,
-)
+from gateway.kafka.raw.produce_request import build_produce_request
 from gateway.kafka.raw.produce_response import rewrite_produce_response
 from gateway.kafka.request_session import RequestSession
 from gateway.kafka.response_frames import body_offset, with_throttle

@@ -8,19 +8,19 @@ The cost per message grows with the number of topics and partitions, never with 
 Pure; thread-safe.
 """
 
+from brokers.wire.produce_request import (
+    ProducePartition,
+    ProduceRequestView,
+    ProduceTopic,
+    parse_produce_request,
+)
 from brokers.wire.raw_reader import Parts, Reader
 from gateway.kafka.raw.fetch_response import (
     FetchRewrite,
     fetch_records_bytes,
     rewrite_fetch_response,
 )
-from gateway.kafka.raw.produce_request import (
-    ProducePartition,
-    ProduceRequestView,
-    ProduceTopic,
-    build_produce_request,
-    parse_produce_request,
-)
+from gateway.kafka.raw.produce_request import build_produce_request
 
 __all__ = [
     "FetchRewrite",

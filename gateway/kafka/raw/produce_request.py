@@ -1,7 +1,7 @@
 """Produce request bodies written back out with the tenant's names replaced: the gateway's half.
 
 Owns: `build_produce_request`, the body of a `ProduceRequestView` (parsed by
-`brokers.wire.produce_request`, re-exported here) as buffer parts with the topic names and
+`brokers.wire.produce_request`) as buffer parts with the topic names and
 transactional id replaced. The records are never decoded or copied: the rebuilt body holds the
 very views the parse made (docs/gateway.md, "A request's way", hot path). From v13 a topic goes
 by its id, written unchanged, ids being the fleet's own. Unknown tagged fields were dropped by the
@@ -11,40 +11,20 @@ forwarded (fail closed). Pure; thread-safe.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 
 from brokers.wire.primitives import write_uvarint
 from brokers.wire.produce_request import (
-    FIRST_FLEXIBLE_VERSION,
-    FIRST_VERSION,
-    LAST_VERSION,
-    TOPIC_ID_SIZE,
+    ACKS_TIMEOUT,
+    CLASSIC_PARTITION_HEAD,
+    PARTITION_INDEX,
     TOPIC_ID_VERSION,
-    ProducePartition,
     ProduceRequestView,
     ProduceTopic,
     is_flexible,
-    parse_produce_request,
 )
 from brokers.wire.raw_reader import Parts, encode_length, encode_string
 
-__all__ = [
-    "FIRST_FLEXIBLE_VERSION",
-    "FIRST_VERSION",
-    "LAST_VERSION",
-    "TOPIC_ID_SIZE",
-    "TOPIC_ID_VERSION",
-    "ProducePartition",
-    "ProduceRequestView",
-    "ProduceTopic",
-    "build_produce_request",
-    "parse_produce_request",
-]
-
-_ACKS_TIMEOUT = struct.Struct(">hi")
-_INDEX = struct.Struct(">i")
-_INDEX_SIZE = struct.Struct(">ii")  # a classic partition's index and records length
 _NO_TAGS = b"\x00"
 
 
@@ -61,7 +41,7 @@ def build_produce_request(
     chosen = view.topics if topics is None else topics
     out = Parts()
     out.write(encode_string(transactional_id, flexible))
-    out.write(_ACKS_TIMEOUT.pack(view.acks, view.timeout_ms))
+    out.write(ACKS_TIMEOUT.pack(view.acks, view.timeout_ms))
     out.write(encode_length(len(chosen), flexible, wide=True))
     by_id = view.version >= TOPIC_ID_VERSION
     for topic in chosen:
@@ -79,9 +59,9 @@ def _write_topic(out: Parts, topic: ProduceTopic, name: str | None, flexible: bo
         records = partition.records
         size = -1 if records is None else len(records)
         if flexible:
-            out.write(_INDEX.pack(partition.index) + write_uvarint(size + 1))
+            out.write(PARTITION_INDEX.pack(partition.index) + write_uvarint(size + 1))
         else:
-            out.write(_INDEX_SIZE.pack(partition.index, size))
+            out.write(CLASSIC_PARTITION_HEAD.pack(partition.index, size))
         if records is not None:
             out.view(records)
         if flexible:

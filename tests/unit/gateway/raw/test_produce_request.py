@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brokers.wire.messages import MalformedRequestError, encode_entity
-from gateway.kafka.raw.produce_request import (
+from brokers.wire.produce_request import (
     ProducePartition,
     ProduceRequestView,
     ProduceTopic,
-    build_produce_request,
     parse_produce_request,
 )
+from gateway.kafka.raw.produce_request import build_produce_request
 from tests.unit.gateway.raw.kio_messages import (
     NAMESPACE,
     PRODUCE_VERSIONS,

@@ -14,8 +14,9 @@ from brokers.client.messages import decode_response
 from brokers.wire.entities import make, request_module, response_module
 from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import decode_request, encode_entity
+from brokers.wire.produce_request import parse_produce_request
 from gateway.kafka.raw.fetch_response import fetch_records_bytes, rewrite_fetch_response
-from gateway.kafka.raw.produce_request import build_produce_request, parse_produce_request
+from gateway.kafka.raw.produce_request import build_produce_request
 from gateway.kafka.raw.produce_response import rewrite_produce_response
 
 pytestmark = pytest.mark.unit
