@@ -21,6 +21,7 @@ from kio.schema.api_versions.v4.response import ApiVersionsResponse
 
 from infra.connect_help import java_client_properties
 from tests.compat.conftest import ReferenceKafka
+from tests.conftest import remember_log
 from tests.e2e.raw_wire import RawConnection
 from tests.gateway_stack import GatewayStack
 from tests.polling import wait_until
@@ -76,9 +77,20 @@ def read_committed(stack: GatewayStack) -> int:
     return len(seen)
 
 
+def first_problems(output: str, lines: int = 12) -> str:
+    """The tool's first warnings and errors: what went wrong first, which a tail loses."""
+    found = [line for line in output.splitlines() if " WARN " in line or " ERROR " in line]
+    return "\n".join(found[:lines])
+
+
 def test_the_java_producer_runs_transaction_version_2_through_the_gateway(
-    reference_kafka: ReferenceKafka, stack: GatewayStack, tmp_path: Path
+    reference_kafka: ReferenceKafka,
+    stack: GatewayStack,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
+    remember_log(request.node, "broker", stack.root / "broker" / "broker-0.log")
+    remember_log(request.node, "gateway", stack.root / "gateway" / "gateway.log")
     features = gateway_features(stack)
     creds = stack.credentials[TENANT]
     config = tmp_path / "client.properties"
@@ -91,7 +103,10 @@ def test_the_java_producer_runs_transaction_version_2_through_the_gateway(
         "--throughput", "2000", "--transactional-id", tid, "--transaction-duration-ms", "50",
         "--producer.config", str(config), "--producer-props", "linger.ms=5",
     )  # fmt: skip
-    assert ran.returncode == 0, f"{ran.stdout[-2000:]}\n{ran.stderr[-2000:]}"
+    assert ran.returncode == 0, (
+        f"first problems:\n{first_problems(ran.stderr)}\n---\n{ran.stdout[-2000:]}\n"
+        f"{ran.stderr[-2000:]}"
+    )
     described = reference_kafka.run(
         TRANSACTIONS, "--bootstrap-server", stack.bootstrap, "--command-config", str(config),
         "describe", "--transactional-id", tid,
