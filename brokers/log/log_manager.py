@@ -22,17 +22,20 @@ fails, the clean-shutdown marker is not written, so the next start recovers ever
 file call goes through the `FileOps` given here (tests inject faults through it).
 
 Everything runs on the broker's event loop; not thread-safe. Only `run_cleaner_async` moves
-work to a worker thread (see log_cleaner), never touching a Log from there. `prepare` makes
-the new, empty logs of a topic about to be created one per loop turn (a directory and three
-files each: the slow part of creating a small topic, which stalled every other request while
-the loop made all of them at once; a worker thread made them slower still, handing the GIL
-back and forth at each file call); `create` then takes them, `drop_prepared` removes those not
-taken. Its caller reserves the topic's name so nothing else creates those logs meanwhile.
+work to a worker thread (see log_cleaner), never touching a Log from there, and `prepare`
+makes files on one. `prepare` makes the new, empty logs of a topic about to be created: first
+their directories and first segments' empty files on the file-maker thread (system calls only:
+each is a journaled write that can wait milliseconds for the file system's commit, which
+stalled every other request when the loop made them), then one `Log` per loop turn over those
+files (Python; on a thread it held the GIL against the loop, 5 ms at a time); `create` then
+takes them, `drop_prepared` removes those not taken. Its caller reserves the topic's name so
+nothing else creates those logs meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import fcntl
 import logging
 import os
@@ -54,6 +57,7 @@ from brokers.log.config import LogConfig
 from brokers.log.errors import CorruptCheckpointError, LogDirError, StorageError
 from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.log import Log, parse_topic_partition
+from brokers.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +83,7 @@ class LogManager:
         self._prepared: dict[tuple[str, int], Log] = {}  # made by `prepare`, not yet taken
         self._doomed: list[tuple[int, Log, Path]] = []  # (due ms, log, renamed directory)
         self._lock_fd: int | None = None
+        self._maker: concurrent.futures.ThreadPoolExecutor | None = None  # `prepare`'s files
         self.cleaner = LogCleaner(log_dir, clock=clock, config=cleaner_config)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -146,6 +151,9 @@ class LogManager:
         """Close every log (fsync, snapshots), checkpoint, then mark the shutdown clean, unless
         a log is offline or anything failed: the next start then recovers."""
         self.cleaner.shutdown()
+        if self._maker is not None:
+            self._maker.shutdown(wait=True)
+            self._maker = None
         clean = True
         for partition_log in self._logs.values():
             try:
@@ -211,18 +219,44 @@ class LogManager:
         if any(directory.exists() for directory in directories):
             return
         made: list[Log] = []
+        loop = asyncio.get_running_loop()
+        files = loop.run_in_executor(self._file_maker(), self._make_files, directories)
         try:
+            await asyncio.shield(files)
             for directory in directories:
                 await asyncio.sleep(0)  # let waiting requests run before each log
                 made.append(self._open(directory, config))
         except BaseException:
-            for new_log in made:
-                new_log.release()
-            for directory in directories:
-                shutil.rmtree(directory, ignore_errors=True)
+            if files.done():
+                self._discard(made, directories)
+            else:  # cancelled while the thread makes files: remove them once it is done
+                files.add_done_callback(lambda _: self._discard(made, directories))
             raise
         for new_log in made:
             self._prepared[(new_log.topic, new_log.partition)] = new_log
+
+    def _make_files(self, directories: list[Path]) -> None:
+        """On the file-maker thread: each new log's directory and the empty files of its first
+        segment, which `Log.open` then opens as they are. Nothing but system calls, so the GIL
+        is free while each waits for the file system."""
+        for directory in directories:
+            directory.mkdir()
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                path = segment_path(directory, 0, suffix)
+                os.close(self._files.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+
+    def _discard(self, made: list[Log], directories: list[Path]) -> None:
+        for new_log in made:
+            new_log.release()
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _file_maker(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._maker is None:
+            self._maker = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="pier-log-files"
+            )
+        return self._maker
 
     def drop_prepared(self, topic: str) -> None:
         """Remove the prepared logs of `topic` that `create` did not take (its creation failed)."""

@@ -1,0 +1,102 @@
+"""`LogManager.prepare`: a new topic's files are made on the file-maker thread, never on the
+event loop (a file system that takes milliseconds per creation held every other request), the
+logs over them on the loop; a creation cancelled meanwhile leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from brokers.common.clock import ManualClock
+from brokers.log.config import LogConfig
+from brokers.log.file_ops import FileOps
+from brokers.log.log_manager import LogManager
+
+pytestmark = pytest.mark.unit
+WAIT_S = 30.0
+
+
+class HeldCreations(FileOps):
+    """Creating a file waits until `release` is set; records the threads that created files."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.creating = threading.Event()
+        self.threads: set[str] = set()
+
+    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        if flags & os.O_CREAT:
+            self.threads.add(threading.current_thread().name)
+            self.creating.set()
+            if not self.release.wait(WAIT_S):
+                raise TimeoutError("creation never released")
+        return super().open(path, flags, mode)
+
+
+def started(tmp_path: Path, files: FileOps) -> LogManager:
+    manager = LogManager(tmp_path, clock=ManualClock(), default_config=LogConfig(), files=files)
+    manager.startup()
+    return manager
+
+
+def test_the_event_loop_runs_while_a_topics_files_are_made(tmp_path: Path) -> None:
+    files = HeldCreations()
+    manager = started(tmp_path, files)
+
+    async def scenario() -> int:
+        preparing = asyncio.ensure_future(manager.prepare("t", range(3), LogConfig()))
+        turns = 0
+        while not files.creating.is_set():  # the loop keeps turning while the thread waits
+            await asyncio.sleep(0.001)
+            turns += 1
+        for _ in range(20):
+            await asyncio.sleep(0)
+            turns += 1
+        assert not preparing.done()
+        files.release.set()
+        await preparing
+        return turns
+
+    try:
+        assert asyncio.run(scenario()) >= 20
+        assert threading.current_thread().name not in files.threads
+        assert all(name.startswith("pier-log-files") for name in files.threads)
+        logs = [manager.create("t", index) for index in range(3)]
+        assert [lg.log_end_offset for lg in logs] == [0, 0, 0]
+        assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == [
+            "00000000000000000000.index",
+            "00000000000000000000.log",
+            "00000000000000000000.timeindex",
+        ]
+    finally:
+        files.release.set()
+        manager.shutdown()
+
+
+def test_a_creation_cancelled_while_files_are_made_leaves_nothing(tmp_path: Path) -> None:
+    files = HeldCreations()
+    manager = started(tmp_path, files)
+
+    async def scenario() -> None:
+        preparing = asyncio.ensure_future(manager.prepare("gone", range(4), LogConfig()))
+        while not files.creating.is_set():
+            await asyncio.sleep(0.001)
+        preparing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await preparing
+        files.release.set()  # the thread finishes its files; then they are removed
+        deadline = asyncio.get_running_loop().time() + WAIT_S
+        while any(tmp_path.glob("gone-*")) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+
+    try:
+        asyncio.run(scenario())
+        assert not list(tmp_path.glob("gone-*"))
+        assert manager.get("gone", 0) is None
+    finally:
+        files.release.set()
+        manager.shutdown()
