@@ -64,7 +64,7 @@ def _kio(version: int, body: dict[str, Any]) -> bytes:
             host=b.host,
             port=b.port,
             rack=b.rack,
-        )  # fmt: skip
+        )
         for b in body["brokers"]
     )
     listed_topics = tuple(
@@ -162,6 +162,11 @@ def test_an_unknown_topic_id_is_answered_with_a_null_name(version: int) -> None:
 def test_a_version_past_the_schema_is_refused() -> None:
     with pytest.raises(ValueError, match="v14"):
         encode_metadata_response(
-            14, throttle_ms=0, brokers=[], cluster_id=None, controller_id=0, topics=[],
+            14,
+            throttle_ms=0,
+            brokers=[],
+            cluster_id=None,
+            controller_id=0,
+            topics=[],
             cluster_authorized_operations=0,
-        )  # fmt: skip
+        )
