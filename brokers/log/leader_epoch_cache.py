@@ -69,11 +69,16 @@ def batched_writes() -> Iterator[dict[Path, OSError]]:
 class LeaderEpochCache:
     """(epoch, start offset) pairs backed by a `leader-epoch-checkpoint` file."""
 
-    def __init__(self, checkpoint_path: Path, files: FileOps = OS_FILES) -> None:
+    def __init__(
+        self, checkpoint_path: Path, files: FileOps = OS_FILES, *, fresh: bool = False
+    ) -> None:
+        """`fresh`: a new log's, with no checkpoint to read."""
         self.checkpoint_path = checkpoint_path
         self._file = CheckpointFile(checkpoint_path, LEADER_EPOCH_FORMAT, files)
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        if fresh:
+            return
         try:
             for epoch, start_offset in self._file.read():
                 self._assign(epoch, start_offset)  # re-applies Kafka's monotonicity rules

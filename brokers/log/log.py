@@ -58,7 +58,7 @@ from brokers.log.errors import LogClosedError, LogDirError, OffsetOutOfRangeErro
 from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.file_records import FileRegion
 from brokers.log.leader_epoch_cache import CHECKPOINT_NAME, LeaderEpochCache, batched_writes
-from brokers.log.log_loader import create_segment, load_log
+from brokers.log.log_loader import create_segment, load_log, roll_jitter_ms
 from brokers.log.log_segments import LogSegments
 from brokers.log.offset_assignment import AssignedBatches, assign_offsets, check_follower_batches
 from brokers.log.producer_replay import load_producer_state, replay
@@ -169,6 +169,31 @@ class Log:
         for segment in loaded.segments[:-1]:  # open while loading and replaying, then let go:
             segment.release_descriptors()  # only the active segment holds any (file_records)
         return log
+
+    @classmethod
+    def adopt_new(
+        cls, directory: Path, config: LogConfig, log_fd: int, *, clock: Clock,
+        producer_id_expiration_ms: int = 86400000, files: FileOps = OS_FILES,
+    ) -> Log:  # fmt: skip
+        """A new, empty log over files just made for it (`LogManager.prepare`): its directory,
+        and its first segment's empty files with the `.log` open read-write as `log_fd` (taken
+        here). Built as `open` would build it from them, with no system call: nothing to read."""
+        parse_topic_partition(directory)
+        segment = LogSegment.adopt_empty(
+            directory, 0, log_fd, clock=clock, index_interval_bytes=config.index_interval_bytes,
+            max_index_bytes=config.segment_index_bytes, roll_jitter_ms=roll_jitter_ms(config),
+            files=files,
+        )  # fmt: skip
+        producers = ProducerStateManager(
+            directory, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms,
+            files=files, fresh=True,
+        )  # fmt: skip
+        return cls(
+            directory, config, clock=clock, segments=[segment], log_start_offset=0,
+            log_end_offset=0, recovery_point=0, producer_state=producers,
+            leader_epoch_cache=LeaderEpochCache(directory / CHECKPOINT_NAME, files, fresh=True),
+            files=files,
+        )  # fmt: skip
 
     # -- state ------------------------------------------------------------------------------
 

@@ -27,7 +27,8 @@ makes files on one. `prepare` makes the new, empty logs of a topic about to be c
 their directories and first segments' empty files on the file-maker thread (system calls only:
 each is a journaled write that can wait milliseconds for the file system's commit, which
 stalled every other request when the loop made them), then one `Log` per loop turn over those
-files (Python; on a thread it held the GIL against the loop, 5 ms at a time); `create` then
+files, built without a system call (`Log.adopt_new`: the thread hands over each `.log`
+descriptor; a `Log.open` there held the GIL against the loop, 5 ms at a time); `create` then
 takes them, `drop_prepared` removes those not taken. Its caller reserves the topic's name so
 nothing else creates those logs meanwhile.
 """
@@ -220,34 +221,60 @@ class LogManager:
             return
         made: list[Log] = []
         loop = asyncio.get_running_loop()
-        files = loop.run_in_executor(self._file_maker(), self._make_files, directories)
+        job = loop.run_in_executor(self._file_maker(), self._make_files, directories)
         try:
-            await asyncio.shield(files)
-            for directory in directories:
+            descriptors = await asyncio.shield(job)
+            for directory, fd in zip(directories, descriptors, strict=True):
                 await asyncio.sleep(0)  # let waiting requests run before each log
-                made.append(self._open(directory, config))
+                made.append(self._adopt(directory, config, fd))
         except BaseException:
-            if files.done():
-                self._discard(made, directories)
+            if job.done():
+                self._discard(job, made, directories)
             else:  # cancelled while the thread makes files: remove them once it is done
-                files.add_done_callback(lambda _: self._discard(made, directories))
+                job.add_done_callback(lambda _: self._discard(job, made, directories))
             raise
         for new_log in made:
             self._prepared[(new_log.topic, new_log.partition)] = new_log
 
-    def _make_files(self, directories: list[Path]) -> None:
-        """On the file-maker thread: each new log's directory and the empty files of its first
-        segment, which `Log.open` then opens as they are. Nothing but system calls, so the GIL
-        is free while each waits for the file system."""
-        for directory in directories:
-            directory.mkdir()
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                path = segment_path(directory, 0, suffix)
-                os.close(self._files.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+    def _make_files(self, directories: list[Path]) -> list[int]:
+        """On the file-maker thread: each new log's directory and its first segment's empty
+        files, the `.log` left open read-write for the log to take (its descriptors, in order).
+        Nothing but system calls, so the GIL is free while each waits for the file system."""
+        descriptors: list[int] = []
+        try:
+            for directory in directories:
+                directory.mkdir()
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    path = segment_path(directory, 0, suffix)
+                    os.close(self._files.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+                log_path = segment_path(directory, 0, LOG_SUFFIX)
+                descriptors.append(self._files.open(log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL))
+        except BaseException:
+            for fd in descriptors:
+                os.close(fd)
+            raise
+        return descriptors
 
-    def _discard(self, made: list[Log], directories: list[Path]) -> None:
+    def _adopt(self, directory: Path, config: LogConfig, fd: int) -> Log:
+        try:
+            return Log.adopt_new(
+                directory, config, fd, clock=self._clock,
+                producer_id_expiration_ms=self._producer_id_expiration_ms, files=self._files,
+            )  # fmt: skip
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _discard(
+        self, job: asyncio.Future[list[int]], made: list[Log], directories: list[Path]
+    ) -> None:
+        """Undo a `prepare` that failed or was cancelled: the logs made, the descriptors the
+        thread opened that no log took, the directories."""
         for new_log in made:
             new_log.release()
+        if not job.cancelled() and job.exception() is None:
+            for fd in job.result()[len(made) :]:
+                os.close(fd)
         for directory in directories:
             shutil.rmtree(directory, ignore_errors=True)
 
@@ -265,12 +292,6 @@ class LogManager:
             unused.release()
             if key not in self._logs:
                 shutil.rmtree(unused.directory, ignore_errors=True)
-
-    def _open(self, directory: Path, config: LogConfig) -> Log:
-        return Log.open(
-            directory, config, clock=self._clock, had_clean_shutdown=True,
-            producer_id_expiration_ms=self._producer_id_expiration_ms, files=self._files,
-        )  # fmt: skip
 
     def delete(self, topic: str, partition: int, *, sync: bool = True) -> bool:
         """Retire the log, rename its directory `...-delete`, remove it after the delay.

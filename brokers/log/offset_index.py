@@ -45,6 +45,13 @@ class OffsetIndex(IndexFileOwner):
         return cls(IndexFile.create(path, ENTRY_SIZE, files), base_offset, max_index_bytes)
 
     @classmethod
+    def empty(
+        cls, path: Path, base_offset: int, max_index_bytes: int, files: FileOps = OS_FILES
+    ) -> OffsetIndex:
+        """Over an empty file that exists already (made with its segment's other files)."""
+        return cls(IndexFile(path, ENTRY_SIZE, files), base_offset, max_index_bytes)
+
+    @classmethod
     def load(
         cls, path: Path, base_offset: int, max_index_bytes: int, files: FileOps = OS_FILES
     ) -> OffsetIndex:

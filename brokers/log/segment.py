@@ -137,6 +137,25 @@ class LogSegment:
         )  # fmt: skip
 
     @classmethod
+    def adopt_empty(
+        cls, directory: Path, base_offset: int, log_fd: int, *, clock: Clock,
+        index_interval_bytes: int, max_index_bytes: int, roll_jitter_ms: int = 0,
+        files: FileOps = OS_FILES,
+    ) -> LogSegment:  # fmt: skip
+        """A segment over empty files just made (`.log` open read-write as `log_fd`, which it
+        takes; `.index` and `.timeindex` empty): nothing is read back, no system call made."""
+        log_path, index_path, time_index_path = (
+            segment_path(directory, base_offset, suffix)
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        )
+        return cls(
+            base_offset, FileRecords(log_path, log_fd, 0, files),
+            OffsetIndex.empty(index_path, base_offset, max_index_bytes, files),
+            TimeIndex.empty(time_index_path, base_offset, max_index_bytes, files), clock=clock,
+            index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms, files=files,
+        )  # fmt: skip
+
+    @classmethod
     def open(
         cls, directory: Path, base_offset: int, *, clock: Clock, index_interval_bytes: int,
         max_index_bytes: int, roll_jitter_ms: int = 0, files: FileOps = OS_FILES,

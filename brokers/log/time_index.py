@@ -43,6 +43,13 @@ class TimeIndex(IndexFileOwner):
         return cls(IndexFile.create(path, ENTRY_SIZE, files), base_offset, max_index_bytes)
 
     @classmethod
+    def empty(
+        cls, path: Path, base_offset: int, max_index_bytes: int, files: FileOps = OS_FILES
+    ) -> TimeIndex:
+        """Over an empty file that exists already (made with its segment's other files)."""
+        return cls(IndexFile(path, ENTRY_SIZE, files), base_offset, max_index_bytes)
+
+    @classmethod
     def load(
         cls, path: Path, base_offset: int, max_index_bytes: int, files: FileOps = OS_FILES
     ) -> TimeIndex:

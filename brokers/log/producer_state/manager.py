@@ -42,8 +42,9 @@ class ProducerStateManager:
 
     def __init__(
         self, directory: Path, *, clock: Clock, producer_id_expiration_ms: int = 86400000,
-        files: FileOps = OS_FILES,
+        files: FileOps = OS_FILES, fresh: bool = False,
     ) -> None:  # fmt: skip
+        """`fresh`: a new log's directory, with no snapshot (or leftover) in it."""
         self.directory = directory
         self._clock = clock
         self._files = files
@@ -53,6 +54,8 @@ class ProducerStateManager:
         # The offset after the last producer batch (or snapshot) folded in: truncating the log
         # below it must forget state; batches without a producer id never move it.
         self.map_end_offset = 0
+        if fresh:
+            return
         for leftover in directory.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):
             leftover.unlink(missing_ok=True)  # a crash mid-write; the rename never happened
 

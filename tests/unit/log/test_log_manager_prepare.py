@@ -15,9 +15,11 @@ from brokers.common.clock import ManualClock
 from brokers.log.config import LogConfig
 from brokers.log.file_ops import FileOps
 from brokers.log.log_manager import LogManager
+from tests.unit.log.partition_helpers import append, make_batch, read_all
 
 pytestmark = pytest.mark.unit
 WAIT_S = 30.0
+CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=128)
 
 
 class HeldCreations(FileOps):
@@ -67,6 +69,7 @@ def test_the_event_loop_runs_while_a_topics_files_are_made(tmp_path: Path) -> No
         assert all(name.startswith("pier-log-files") for name in files.threads)
         logs = [manager.create("t", index) for index in range(3)]
         assert [lg.log_end_offset for lg in logs] == [0, 0, 0]
+        assert [lg.descriptors_held for lg in logs] == [1, 1, 1]
         assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == [
             "00000000000000000000.index",
             "00000000000000000000.log",
@@ -77,9 +80,36 @@ def test_the_event_loop_runs_while_a_topics_files_are_made(tmp_path: Path) -> No
         manager.shutdown()
 
 
+def test_prepared_logs_append_read_and_survive_a_restart_as_opened_ones(tmp_path: Path) -> None:
+    clock = ManualClock()
+    manager = LogManager(tmp_path, clock=clock, default_config=CONFIG)
+    manager.startup()
+    asyncio.run(manager.prepare("fresh", range(2), CONFIG))
+    adopted = manager.create("fresh", 0)
+    opened = manager.create("other", 0)  # made by Log.open, as before
+    for log_ in (adopted, opened):
+        for _ in range(40):  # past a roll (segment_bytes) and several index entries
+            append(log_, make_batch(3))
+    assert read_all(adopted) == read_all(opened)
+    assert adopted.number_of_segments == opened.number_of_segments > 1
+    stored = read_all(adopted)
+    manager.shutdown()
+    restarted = LogManager(tmp_path, clock=clock, default_config=CONFIG)
+    restarted.startup()
+    try:
+        again = restarted.get("fresh", 0)
+        assert again is not None and read_all(again) == stored
+        assert again.log_end_offset == 120
+        empty = restarted.get("fresh", 1)
+        assert empty is not None and empty.log_end_offset == 0
+    finally:
+        restarted.shutdown()
+
+
 def test_a_creation_cancelled_while_files_are_made_leaves_nothing(tmp_path: Path) -> None:
     files = HeldCreations()
     manager = started(tmp_path, files)
+    descriptors_before = len(os.listdir("/proc/self/fd"))
 
     async def scenario() -> None:
         preparing = asyncio.ensure_future(manager.prepare("gone", range(4), LogConfig()))
@@ -97,6 +127,7 @@ def test_a_creation_cancelled_while_files_are_made_leaves_nothing(tmp_path: Path
         asyncio.run(scenario())
         assert not list(tmp_path.glob("gone-*"))
         assert manager.get("gone", 0) is None
+        assert len(os.listdir("/proc/self/fd")) <= descriptors_before  # every .log closed
     finally:
         files.release.set()
         manager.shutdown()
