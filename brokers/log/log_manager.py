@@ -23,8 +23,10 @@ file call goes through the `FileOps` given here (tests inject faults through it)
 
 Everything runs on the broker's event loop; not thread-safe. Only `run_cleaner_async` moves
 work to a worker thread (see log_cleaner), never touching a Log from there, and `prepare`
-makes files on one. `prepare` makes the new, empty logs of a topic about to be created: first
-their directories and first segments' empty files on the file-maker thread (system calls only:
+makes files on one, where deleted partitions' directories are removed too once their
+`file.delete.delay.ms` passed (a thousand of them held the loop half a second). `prepare`
+makes the new, empty logs of a topic about to be created: first their directories and first
+segments' empty files on that file thread (system calls only:
 each is a journaled write that can wait milliseconds for the file system's commit, which
 stalled every other request when the loop made them), then one `Log` per loop turn over those
 files, built without a system call (`Log.adopt_new`: the thread hands over each `.log`
@@ -221,7 +223,7 @@ class LogManager:
             return
         made: list[Log] = []
         loop = asyncio.get_running_loop()
-        job = loop.run_in_executor(self._file_maker(), self._make_files, directories)
+        job = loop.run_in_executor(self._file_thread(), self._make_files, directories)
         try:
             descriptors = await asyncio.shield(job)
             for directory, fd in zip(directories, descriptors, strict=True):
@@ -278,7 +280,7 @@ class LogManager:
         for directory in directories:
             shutil.rmtree(directory, ignore_errors=True)
 
-    def _file_maker(self) -> concurrent.futures.ThreadPoolExecutor:
+    def _file_thread(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._maker is None:
             self._maker = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix="pier-log-files"
@@ -365,15 +367,23 @@ class LogManager:
         now = self._clock.time_ms()
         removed = sum(lg.delete_expired_segment_files(now) for lg in self._logs.values())
         keep: list[tuple[int, Log, Path]] = []
+        gone: list[Path] = []
         for due, doomed, directory in self._doomed:
             if due > now:
                 keep.append((due, doomed, directory))
                 continue
             doomed.release()
-            shutil.rmtree(directory, ignore_errors=True)
-            removed += 1
+            gone.append(directory)
         self._doomed = keep
-        return removed
+        if gone:  # a thousand partition directories took the loop half a second here
+            self._file_thread().submit(_remove_directories, gone)
+        return removed + len(gone)
+
+
+def _remove_directories(directories: list[Path]) -> None:
+    """On the file thread: the directories of deleted partitions whose delay passed."""
+    for directory in directories:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _fsync_directory(directory: Path) -> None:

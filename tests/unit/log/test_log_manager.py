@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import fcntl
+import shutil
+import threading
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -10,6 +13,7 @@ from brokers.log.checkpoints import read_offsets
 from brokers.log.config import LogConfig
 from brokers.log.errors import LogDirError
 from brokers.log.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager
+from tests.polling import wait_until
 from tests.unit.log.partition_helpers import append, make_batch, read_all
 
 pytestmark = pytest.mark.unit
@@ -106,8 +110,17 @@ def test_delete_renames_then_removes_after_the_delay(tmp_path: Path) -> None:
     logs.run_delayed_deletes()
     assert (tmp_path / renamed[0]).exists()
     clock.advance(1)
-    assert logs.run_delayed_deletes() == 1
-    assert not (tmp_path / renamed[0]).exists()
+    removed_by: list[str] = []
+    remove = shutil.rmtree
+
+    def recorded(path: Path, ignore_errors: bool = False) -> None:
+        removed_by.append(threading.current_thread().name)
+        remove(path, ignore_errors=ignore_errors)
+
+    with mock.patch("brokers.log.log_manager.shutil.rmtree", recorded):
+        assert logs.run_delayed_deletes() == 1
+        wait_until(lambda: not (tmp_path / renamed[0]).exists(), what="the directory removed")
+    assert removed_by and all(name.startswith("pier-log-files") for name in removed_by)
     logs.shutdown()
 
 
