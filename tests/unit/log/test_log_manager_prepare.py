@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from brokers.common.clock import ManualClock
 from brokers.log.config import LogConfig
 from brokers.log.file_ops import FileOps
 from brokers.log.log_manager import LogManager
+from tests.polling import wait_until_async
 from tests.unit.log.partition_helpers import append, make_batch, read_all
 
 pytestmark = pytest.mark.unit
@@ -39,6 +41,20 @@ class HeldCreations(FileOps):
         return super().open(path, flags, mode)
 
 
+def _is_set(event: threading.Event) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return event.is_set()
+
+    return check
+
+
+def _none_left(directory: Path) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return not any(directory.glob("gone-*"))
+
+    return check
+
+
 def started(tmp_path: Path, files: FileOps) -> LogManager:
     manager = LogManager(tmp_path, clock=ManualClock(), default_config=LogConfig(), files=files)
     manager.startup()
@@ -51,11 +67,9 @@ def test_the_event_loop_runs_while_a_topics_files_are_made(tmp_path: Path) -> No
 
     async def scenario() -> int:
         preparing = asyncio.ensure_future(manager.prepare("t", range(3), LogConfig()))
+        await wait_until_async(_is_set(files.creating), what="a file being made", timeout=WAIT_S)
         turns = 0
-        while not files.creating.is_set():  # the loop keeps turning while the thread waits
-            await asyncio.sleep(0.001)
-            turns += 1
-        for _ in range(20):
+        for _ in range(20):  # the loop keeps turning while the thread waits on the creation
             await asyncio.sleep(0)
             turns += 1
         assert not preparing.done()
@@ -113,15 +127,12 @@ def test_a_creation_cancelled_while_files_are_made_leaves_nothing(tmp_path: Path
 
     async def scenario() -> None:
         preparing = asyncio.ensure_future(manager.prepare("gone", range(4), LogConfig()))
-        while not files.creating.is_set():
-            await asyncio.sleep(0.001)
+        await wait_until_async(_is_set(files.creating), what="a file being made", timeout=WAIT_S)
         preparing.cancel()
         with pytest.raises(asyncio.CancelledError):
             await preparing
         files.release.set()  # the thread finishes its files; then they are removed
-        deadline = asyncio.get_running_loop().time() + WAIT_S
-        while any(tmp_path.glob("gone-*")) and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.01)
+        await wait_until_async(_none_left(tmp_path), what="the files removed", timeout=WAIT_S)
 
     try:
         asyncio.run(scenario())
