@@ -142,6 +142,10 @@ class IndexFileOwner:
 
     _file: IndexFile
 
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
     def write_staged(self, at_least: int = 1) -> None:
         self._file.write_staged(at_least)
 

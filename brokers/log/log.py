@@ -612,6 +612,12 @@ class Log:
         now = self._clock.time_ms() if now_ms is None else now_ms
         return self._segments.delete_expired_files(now)
 
+    def expired_segment_files(self, now_ms: int) -> tuple[int, list[Path]]:
+        """`.deleted` segments whose delay passed, closed: how many, and their files for the
+        caller to unlink (`LogManager.run_delayed_deletes`, off the event loop)."""
+        due = self._segments.take_expired(now_ms)
+        return len(due), [path for segment in due for path in segment.close_for_unlink()]
+
     def remove_expired_producers(self) -> None:
         self.producer_state.remove_expired(self._clock.time_ms())
 

@@ -115,13 +115,18 @@ class LogSegments:
         self._directory_dirty = True
 
     def delete_expired_files(self, now_ms: int, *, everything: bool = False) -> int:
+        due = self.take_expired(now_ms, everything=everything)
+        for segment in due:
+            segment.delete_files()
+        return len(due)
+
+    def take_expired(self, now_ms: int, *, everything: bool = False) -> list[LogSegment]:
+        """The `.deleted` segments whose delay passed, no longer pending (the caller deletes)."""
         due = [s for t, s in self._pending_deletes if everything or t <= now_ms]
         self._pending_deletes = [
             (t, s) for t, s in self._pending_deletes if not (everything or t <= now_ms)
         ]
-        for segment in due:
-            segment.delete_files()
-        return len(due)
+        return due
 
     def flush(self, from_offset: int, to_offset: int) -> None:
         """fsync every segment holding offsets in [from_offset, to_offset), then the directory."""

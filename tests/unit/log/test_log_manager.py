@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 import threading
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -159,6 +161,21 @@ def test_run_retention_and_flush(tmp_path: Path) -> None:
     assert logs.run_retention() == segments  # the expired active segment too, after a roll
     assert log.number_of_segments == 1 and log.log_start_offset == log.log_end_offset
     assert logs.run_delayed_deletes() == 0  # file.delete.delay.ms not over yet
+    deleted = sorted(p.name for p in (tmp_path / "t-0").glob("*.deleted"))
+    assert len(deleted) >= 3 * segments  # .log, .index, .timeindex of each
     clock.advance(config.file_delete_delay_ms)
-    assert logs.run_delayed_deletes() == segments
+    unlinked_by: list[str] = []
+    unlink = os.unlink
+
+    def recorded(path: Any) -> None:
+        unlinked_by.append(threading.current_thread().name)
+        unlink(path)
+
+    with mock.patch("brokers.log.file_ops.os.unlink", recorded):
+        assert logs.run_delayed_deletes() == segments
+        wait_until(
+            lambda: not list((tmp_path / "t-0").glob("*.deleted")), what="the segments unlinked"
+        )
+    assert len(unlinked_by) >= 3 * segments
+    assert all(name.startswith("pier-log-files") for name in unlinked_by)
     logs.shutdown()
