@@ -282,7 +282,7 @@ class Broker:
             log.info("event=retention deleted_segments=%d", deleted)
 
     async def _flush(self) -> None:
-        self.log_manager.run_flush()
+        await self.log_manager.run_flush_async()
 
     async def _checkpoint(self) -> None:
         self.log_manager.checkpoint()

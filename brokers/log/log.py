@@ -666,6 +666,29 @@ class Log:
         self.recovery_point = target
         self.last_flush_ms = self._clock.time_ms()
 
+    def rolled_files(self) -> tuple[int, list[Path], bool] | None:
+        """For an fsync off the event loop: the offset the recovery point may move to (the
+        active segment's base), the files of the rolled segments below it that it has not
+        passed, and whether the directory needs its fsync too; None when nothing waits.
+        `rolled_synced` applies the outcome (Kafka flushes a rolled segment asynchronously)."""
+        if self._closed or self.offline:
+            return None
+        target = self.active_segment.base_offset
+        if target <= self.recovery_point:
+            return None
+        paths, directory = self._segments.files_holding(self.recovery_point, target)
+        return target, paths, directory
+
+    def rolled_synced(self, target: int, error: OSError | None) -> None:
+        """The fsync of `rolled_files` ended: the recovery point moves to `target` (never past
+        the log end: a follower may have truncated meanwhile), or the log goes offline."""
+        if self._closed or self.offline:
+            return
+        if error is not None:
+            raise self.health.fail(f"fsync failed ({brief(error)})", self.log_end_offset, error)
+        self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
+        self.last_flush_ms = self._clock.time_ms()
+
     def close(self) -> None:
         """Clean close: final time index entries, fsync, producer snapshot, descriptors freed.
         A log that is (or goes) offline is only released, nothing written, and LogOfflineError

@@ -128,6 +128,18 @@ class LogSegments:
         ]
         return due
 
+    def files_holding(self, from_offset: int, to_offset: int) -> tuple[list[Path], bool]:
+        """The files of every segment holding offsets in [from_offset, to_offset), and whether
+        the directory needs an fsync (taken: the caller syncs it), for an fsync elsewhere."""
+        paths = [
+            path
+            for segment in self._segments
+            if segment.base_offset < to_offset and segment.next_offset > from_offset
+            for path in segment.file_paths()
+        ]
+        dirty, self._directory_dirty = self._directory_dirty, False
+        return paths, dirty
+
     def flush(self, from_offset: int, to_offset: int) -> None:
         """fsync every segment holding offsets in [from_offset, to_offset), then the directory."""
         for segment in self._segments:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+import errno
 import fcntl
 import os
 import shutil
@@ -14,6 +16,7 @@ from brokers.common.clock import ManualClock
 from brokers.log.checkpoints import read_offsets
 from brokers.log.config import LogConfig
 from brokers.log.errors import LogDirError
+from brokers.log.file_ops import FileOps
 from brokers.log.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager
 from tests.polling import wait_until
 from tests.unit.log.partition_helpers import append, make_batch, read_all
@@ -179,3 +182,64 @@ def test_run_retention_and_flush(tmp_path: Path) -> None:
     assert len(unlinked_by) >= 3 * segments
     assert all(name.startswith("pier-log-files") for name in unlinked_by)
     logs.shutdown()
+
+
+class RecordedFsyncs(FileOps):
+    """Records the thread of every fsync; `fail` makes them raise EIO."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+        self.fail = False
+
+    def fsync(self, fd: int) -> None:
+        self.threads.append(threading.current_thread().name)
+        if self.fail:
+            raise OSError(errno.EIO, "simulated fsync failure")
+        super().fsync(fd)
+
+
+def _rolled(tmp_path: Path, files: FileOps) -> tuple[LogManager, Any]:
+    logs = LogManager(tmp_path, clock=ManualClock(), default_config=CONFIG, files=files)
+    logs.startup()
+    log = logs.create("t", 0)
+    for _ in range(40):
+        append(log, make_batch(2))
+    assert log.number_of_segments > 2 and log.recovery_point < log.active_segment.base_offset
+    return logs, log
+
+
+def test_rolled_segments_are_fsynced_off_the_loop_then_the_recovery_point_moves(
+    tmp_path: Path,
+) -> None:
+    files = RecordedFsyncs()
+    logs, log = _rolled(tmp_path, files)
+    files.threads.clear()  # a roll's own writes (checkpoints) are not this test's
+    try:
+        asyncio.run(logs.run_flush_async())
+        assert log.recovery_point == log.active_segment.base_offset
+        rolled = log.number_of_segments - 1
+        assert len(files.threads) >= 3 * rolled  # .log, .index, .timeindex of each
+        assert all(name.startswith("pier-log-flush") for name in files.threads)
+        stored = read_all(log)
+    finally:
+        logs.shutdown()
+    again = manager(tmp_path, ManualClock())
+    try:
+        reopened = again.get("t", 0)
+        assert reopened is not None and read_all(reopened) == stored
+    finally:
+        again.shutdown()
+
+
+def test_a_failed_fsync_of_rolled_segments_takes_the_log_offline(tmp_path: Path) -> None:
+    files = RecordedFsyncs()
+    logs, log = _rolled(tmp_path, files)
+    before = log.recovery_point
+    files.fail = True
+    try:
+        asyncio.run(logs.run_flush_async())  # the failure is the log's, not the job's
+        assert log.offline and log.recovery_point == before
+        assert log not in logs.online_logs()
+    finally:
+        files.fail = False
+        logs.shutdown()
