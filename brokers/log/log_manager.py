@@ -87,8 +87,8 @@ class LogManager:
         self._prepared: dict[tuple[str, int], Log] = {}  # made by `prepare`, not yet taken
         self._doomed: list[tuple[int, Log, Path]] = []  # (due ms, log, renamed directory)
         self._lock_fd: int | None = None
-        self._maker: concurrent.futures.ThreadPoolExecutor | None = None  # `prepare`'s files
-        self._flusher: concurrent.futures.ThreadPoolExecutor | None = None  # rolled segments
+        # One thread each, made on first use: "files" (new logs, deletions), "flush" (rolls).
+        self._threads: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
         self.cleaner = LogCleaner(log_dir, clock=clock, config=cleaner_config)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -156,10 +156,9 @@ class LogManager:
         """Close every log (fsync, snapshots), checkpoint, then mark the shutdown clean, unless
         a log is offline or anything failed: the next start then recovers."""
         self.cleaner.shutdown()
-        for pool in (self._maker, self._flusher):
-            if pool is not None:
-                pool.shutdown(wait=True)
-        self._maker = self._flusher = None
+        for pool in self._threads.values():
+            pool.shutdown(wait=True)
+        self._threads.clear()
         clean = True
         for partition_log in self._logs.values():
             try:
@@ -226,7 +225,7 @@ class LogManager:
             return
         made: list[Log] = []
         loop = asyncio.get_running_loop()
-        job = loop.run_in_executor(self._file_thread(), self._make_files, directories)
+        job = loop.run_in_executor(self._thread("files"), self._make_files, directories)
         try:
             descriptors = await asyncio.shield(job)
             for directory, fd in zip(directories, descriptors, strict=True):
@@ -283,19 +282,13 @@ class LogManager:
         for directory in directories:
             shutil.rmtree(directory, ignore_errors=True)
 
-    def _flush_thread(self) -> concurrent.futures.ThreadPoolExecutor:
-        if self._flusher is None:
-            self._flusher = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix="pier-log-flush"
-            )
-        return self._flusher
-
-    def _file_thread(self) -> concurrent.futures.ThreadPoolExecutor:
-        if self._maker is None:
-            self._maker = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix="pier-log-files"
-            )
-        return self._maker
+    def _thread(self, name: str) -> concurrent.futures.ThreadPoolExecutor:
+        """The single worker thread `pier-log-<name>`, started on first use."""
+        pool = self._threads.get(name)
+        if pool is None:
+            pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"pier-log-{name}")
+            self._threads[name] = pool
+        return pool
 
     def drop_prepared(self, topic: str) -> None:
         """Remove the prepared logs of `topic` that `create` did not take (its creation failed)."""
@@ -382,7 +375,7 @@ class LogManager:
             error: OSError | None = None
             try:
                 await loop.run_in_executor(
-                    self._flush_thread(), _fsync_files, self._files, paths, sync_dir
+                    self._thread("flush"), _fsync_files, self._files, paths, sync_dir
                 )
             except OSError as exc:
                 error = exc
@@ -413,7 +406,7 @@ class LogManager:
             removed += count
             files.extend(paths)
         if files:  # unlinking a 1 GiB segment held the loop 241 ms on this disk
-            self._file_thread().submit(_unlink_files, self._files, files)
+            self._thread("files").submit(_unlink_files, self._files, files)
         keep: list[tuple[int, Log, Path]] = []
         gone: list[Path] = []
         for due, doomed, directory in self._doomed:
@@ -424,7 +417,7 @@ class LogManager:
             gone.append(directory)
         self._doomed = keep
         if gone:  # a thousand partition directories took the loop half a second here
-            self._file_thread().submit(_remove_directories, gone)
+            self._thread("files").submit(_remove_directories, gone)
         return removed + len(gone)
 
 

@@ -464,13 +464,8 @@ class LogSegment:
         self.records.close()
         self.offset_index.release()
         self.time_index.release()
-        self.txn_index.close()
-        return [
-            self.records.path,
-            self.offset_index.path,
-            self.time_index.path,
-            self.txn_index.path,
-        ]
+        self.txn_index.release()
+        return self.file_paths()
 
 
 def _existing_txn_index(path: Path, base_offset: int, files: FileOps) -> TransactionIndex:

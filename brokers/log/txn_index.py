@@ -173,6 +173,11 @@ class TransactionIndex:
         if self._file is not None:
             self._file.close()
 
+    def release(self) -> None:
+        """Forget staged entries without writing them (the segment is being deleted)."""
+        if self._file is not None:
+            self._file.release()
+
     def rename(self, path: Path) -> None:
         if self._file is not None:
             self._file.rename(path)
