@@ -193,7 +193,10 @@ def test_attack_every_route_without_valid_credentials_is_401(
     creds = stack.credentials["acme"]
     headers = {
         "none": {},
-        "wrong-secret": basic(creds.key_id, creds.secret[:-1] + "x"),
+        # Another last character: a secret that already ends in the replacement would be the right one.
+        "wrong-secret": basic(
+            creds.key_id, creds.secret[:-1] + ("x" if creds.secret[-1] != "x" else "y")
+        ),
         "unknown-key": basic("AAAAAAAAAAAAAAAA", creds.secret),
         "bearer": {"Authorization": f"Bearer {creds.secret}"},
     }[auth]
