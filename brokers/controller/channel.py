@@ -16,7 +16,10 @@ see `ControllerContext.leader_candidates`) for as long as that registration last
 answering at its address later is a restarted one, which is not registered yet (it waits for the
 old registration to expire) and joins under a new broker epoch, with a new sender. Suspect
 brokers are already left out, so a decision taken while the probe runs cannot choose them. A
-timeout or an unreachable host proves nothing.
+timeout or an unreachable host proves nothing. The watch itself wakes a few loop turns after the
+close arrives, so every decision first asks the kernel (`notice_closed`, one `poll` over the idle
+connections): a ControlledShutdown read in the same turn as a killed broker's close must not
+elect it.
 Framing is Kafka's: request header v2 and response header v1 (the four control APIs are flexible
 at the versions in `requests.py`). Runs on the controller's event loop; not thread-safe.
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import select
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -83,6 +87,7 @@ class _BrokerSender:
         self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         self._correlation = 0
         self.refused = False  # a connection was refused: this registration's process is gone
+        self.watching = False  # idle with an open connection that only a close can make readable
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def put(self, item: _Queued) -> None:
@@ -133,9 +138,11 @@ class _BrokerSender:
             return
         closed = asyncio.ensure_future(self._stream[0].read(1))  # b"" once the peer closed
         work = asyncio.ensure_future(self._work.wait())
+        self.watching = True
         try:
             await asyncio.wait((closed, work), return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.watching = False
             for waiter in (closed, work):
                 waiter.cancel()
             # Settled before anyone reads the stream again (a reader allows one waiter).
@@ -146,6 +153,18 @@ class _BrokerSender:
             self._disconnect()
             self._channel.suspect(self)
             await self._probe()
+
+    def watched_fd(self) -> int | None:
+        """The idle connection's descriptor for `ControllerChannel.notice_closed`: -1 when the
+        loop already saw it end, None when there is nothing to watch."""
+        if not self.watching or self._stream is None:
+            return None
+        reader, writer = self._stream
+        if reader.at_eof() or reader.exception() is not None:
+            return -1
+        sock = writer.get_extra_info("socket")
+        fd = -1 if sock is None else int(sock.fileno())
+        return fd
 
     async def _probe(self) -> None:
         """Connect now, to learn whether the broker still listens."""
@@ -237,6 +256,27 @@ class ControllerChannel:
         """The sender's connection just closed: not electable until it connects again."""
         if self._senders.get(sender.broker_id) is sender:
             self.unreachable.add(sender.broker_id)
+
+    def notice_closed(self) -> None:
+        """Suspect now every broker whose idle connection the kernel reports readable (a closed
+        idle control connection is the only way it becomes so), before a decision reads
+        `unreachable`; each sender's own watch follows up with its probe."""
+        watched: dict[int, _BrokerSender] = {}
+        for sender in self._senders.values():
+            fd = sender.watched_fd()
+            if fd is None:
+                continue
+            if fd < 0:
+                self.suspect(sender)
+            else:
+                watched[fd] = sender
+        if not watched:
+            return
+        poller = select.poll()
+        for fd in watched:
+            poller.register(fd, select.POLLIN)
+        for fd, _events in poller.poll(0):
+            self.suspect(watched[fd])
 
     def mark_reachable(self, sender: _BrokerSender, reachable: bool) -> None:
         """A sender's connection attempt succeeded (or proved nothing), or was refused."""

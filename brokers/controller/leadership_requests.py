@@ -69,6 +69,14 @@ class LeadershipRequests:
             def decide() -> Decision:
                 decision, left = rsm.controlled_shutdown(ctx, broker_id)
                 remaining[:] = left
+                log.info(
+                    "event=controlled_shutdown_decided broker=%d candidates=%s leaders=%s"
+                    " remaining=%d",
+                    broker_id,
+                    sorted(ctx.leader_candidates()),
+                    sorted({s.leader for s in decision.changes.values()}),
+                    len(left),
+                )
                 return decision
 
             await self._term.decide(decide)

@@ -10,7 +10,8 @@ the `ControllerStore`, the `ControllerContext` of the current term and the clust
 - `submit`: run a request's work as an event and await its result (ControllerMovedError when this
   broker is not the controller, or stops being it before the work ran or finished: a request is
   always answered).
-- `decide`: ask a pure state machine for a `Decision`, write its partition states with fenced
+- `decide`: refresh which brokers are reachable (`ControllerChannel.notice_closed`), ask a pure
+  state machine for a `Decision`, write its partition states with fenced
   multi-ops (in chunks; chunks written before a failure are still announced), record them in the context, run an optional `before_send` step
   (e.g. a reassignment's topic znode write), then queue the requests on the channel. A version
   conflict re-reads the partitions and decides again; a failed fence means another controller
@@ -187,6 +188,7 @@ class ControllerTerm:
     ) -> Decision:
         """Decide, write fenced, record, send; on a version conflict re-read and decide again."""
         for _ in range(MAX_DECISION_ATTEMPTS):
+            self.channel.notice_closed()  # a broker killed this very loop turn is no candidate
             decision = make()
             try:
                 written = await self.store.write_states(

@@ -3,12 +3,14 @@
 A broker killed outright keeps its ZooKeeper registration until its session expires; the channel
 must tell the controller sooner, from its own connection: closed, then refused. A broker that
 only closes an idle connection is not gone; a process answering at a refused broker's address is
-a restarted one, not the registration the controller knows, until that re-registers.
+a restarted one, not the registration the controller knows, until that re-registers. A close
+that arrived while no loop turn has run yet is seen by the check every decision makes first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -138,6 +140,37 @@ def test_a_broker_closing_an_idle_connection_stays_reachable() -> None:
             assert channel.unreachable == set()
             await broker.stop()
         finally:
+            await channel.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_close_is_noticed_before_the_loop_turns_again() -> None:
+    """A ControlledShutdown read in the same loop turn as a killed broker's close: the decision's
+    `notice_closed` must already leave that broker out. The broker here is a plain socket, so its
+    close reaches the controller's kernel with no loop turn in between."""
+
+    async def scenario() -> None:
+        listener = socket.create_server(("127.0.0.1", 0))
+        channel = ControllerChannel(retry_backoff_s=0.01)
+        try:
+            channel.add_broker(BROKER, "127.0.0.1", listener.getsockname()[1])
+            sender = channel._senders[BROKER]
+            await wait_until_async(
+                async_value(lambda: sender.watching), what="the sender idle on its connection"
+            )
+            channel.notice_closed()
+            assert channel.unreachable == set(), "an open idle connection is no suspicion"
+            accepted, _ = listener.accept()  # queued in the backlog: returns at once
+            accepted.close()  # the FIN is in the controller's socket now; the loop has not run
+            assert sender.watching and channel.unreachable == set()
+            channel.notice_closed()
+            assert channel.unreachable == {BROKER}
+            listener.close()  # nothing listens: the sender's own probe is refused
+            await wait_until_async(async_value(lambda: sender.refused), what="the probe refused")
+            assert channel.unreachable == {BROKER}
+        finally:
+            listener.close()
             await channel.close()
 
     asyncio.run(scenario())

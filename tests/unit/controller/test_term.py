@@ -41,6 +41,9 @@ class FakeChannel:
     brokers: set[int] = set()
     unreachable: set[int] = set()
 
+    def notice_closed(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 
