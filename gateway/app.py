@@ -22,7 +22,7 @@ import logging
 import secrets
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -51,7 +51,7 @@ from gateway.kafka.connection_limits import ConnectionLimits
 from gateway.kafka.fleet import FleetDirectory
 from gateway.kafka.listener import Listeners
 from gateway.kafka.metrics import GatewayMetrics
-from gateway.kafka.namespace import TenantNamespace, tenant_of
+from gateway.kafka.namespace import tenant_of
 from gateway.kafka.services import SessionServices
 from gateway.kafka.session import Session
 from gateway.metering.meter import UsageMeter
@@ -308,12 +308,9 @@ class Gateway:
         `stop`)."""
         setting = self.config.setting
 
-        def fleet_count(tenant_id: str) -> Awaitable[int]:
-            return fleet.tenant_partitions(TenantNamespace(tenant_id))
-
         ledger = PartitionLedger(
             store,
-            fleet_count,
+            fleet.tenant_partitions,
             holder=f"{self.config.id}/{self.incarnation}",
             settings=LedgerSettings(
                 interval_s=setting("partition.reconcile.interval.ms") / 1000,

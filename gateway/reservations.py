@@ -11,7 +11,7 @@ auto-creation, HTTP v3 topic creation, the request-policy stage) checks `max_par
   synchronous response rewrites, so they schedule their store write; the tenant's next `reserve`
   on this gateway, and `stop()`, wait for them.
 - A background task reconciles, every `interval_s`, the tenants whose count is older than that
-  with the fleet's real partition count (fenced in the store: a creation under way or a change
+  with the fleet's real partition count (one read of the fleet for the round, not one a tenant) (fenced in the store: a creation under way or a change
   younger than `quiet_s` is never overwritten), and expires reservations older than `stale_s`:
   a gateway that died between reserve and create, or an answer that never came, holds nothing for
   ever.
@@ -79,7 +79,8 @@ class PartitionBudget(Protocol):
         ...
 
 
-FleetCount = Callable[[str], Awaitable[int]]  # tenant id -> its partitions on the fleet now
+# tenant ids -> each one's partitions on the fleet now (one read of the fleet for all of them)
+FleetCount = Callable[[Sequence[str]], Awaitable[dict[str, int]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +184,16 @@ class PartitionLedger:
     # -- keeping the store's count true ----------------------------------------------------------
     async def reconcile(self, tenant_id: str) -> bool:
         """Set the tenant's count to the fleet's, unless a change is under way (see module doc)."""
-        seen = await asyncio.to_thread(self._store.partition_allocation, tenant_id)
-        count = await self._fleet_count(tenant_id)
+        return (await self.reconcile_many([tenant_id]))[tenant_id]
+
+    async def reconcile_many(self, tenant_ids: Sequence[str]) -> dict[str, bool]:
+        """`reconcile` for several tenants over one read of the fleet, taken after every
+        tenant's store row was read (what the store's fence needs of each count)."""
+        seen = {t: await asyncio.to_thread(self._store.partition_allocation, t) for t in tenant_ids}
+        counts = await self._fleet_count(list(seen))
+        return {t: await self._apply(t, seen[t], counts[t]) for t in seen}
+
+    async def _apply(self, tenant_id: str, seen: PartitionAllocation | None, count: int) -> bool:
         settings = self._settings
         applied = await asyncio.to_thread(
             self._store.reconcile_partitions,
@@ -209,8 +218,8 @@ class PartitionLedger:
                 due = await asyncio.to_thread(
                     self._store.partition_tenants, reconciled_before_s=self._settings.interval_s
                 )
-                for tenant_id in due:
-                    await self.reconcile(tenant_id)
+                if due:
+                    await self.reconcile_many(due)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -26,7 +26,7 @@ Filters never see sockets. Runs on the event loop; not thread-safe.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -69,16 +69,14 @@ class Fleet(Protocol):
         """The gateway's (host, port) standing for broker `node_id`; None if it has none."""
         ...
 
-    async def tenant_partitions(self, namespace: TenantNamespace) -> int:
-        """How many partitions the tenant's topics have now (fresh from the fleet)."""
+    async def partition_counts(self, fleet_topics: Iterable[str]) -> dict[str, int | None]:
+        """How many partitions each fleet topic has now; None for one that does not exist (one
+        look-up of these topics only)."""
         ...
 
-    async def topic_partitions(self, fleet_topic: str) -> int | None:
-        """How many partitions one fleet topic has now; None when it does not exist."""
-        ...
-
-    async def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        """The fleet name of the topic with this id now; None when no topic has it."""
+    async def topic_names(self, topic_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str | None]:
+        """The fleet name of the topic with each id now; None when no topic has it (one look-up
+        of these ids only)."""
         ...
 
     def remember_topic_id(self, fleet_name: str, topic_id: uuid.UUID) -> None:

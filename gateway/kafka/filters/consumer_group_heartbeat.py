@@ -2,7 +2,7 @@
 the tenant's (prefixed); the owned partitions' topic ids must name the tenant's topics (others are
 dropped: fail closed); a SubscribedTopicRegex is rewritten so that it can only match the tenant's
 own topics (`consumer_group_regex.to_fleet`; INVALID_REGULAR_EXPRESSION when it does not compile
-alone). The answer's assignment names only topics the group subscribed to or its regex matched,
+alone; v0 has no regex). The answer's assignment names only topics the group subscribed to or its regex matched,
 all the tenant's, so its topic ids pass; the error message is scrubbed. Kafka's ACL: READ on the group. Runs on the event loop.
 """
 
@@ -17,7 +17,7 @@ from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_group_regex import RefusedRegex, to_fleet
 from gateway.kafka.filters.groups_common import message
-from gateway.kafka.filters.topics_common import tenant_topic_by_id
+from gateway.kafka.filters.topics_common import tenant_topics_by_id
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -27,7 +27,7 @@ MAX_VERSION = 1
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
     if not ctx.allowed("READ", "GROUP", request.group_id):
         return _refuse(ctx, request, ErrorCode.group_authorization_failed, None)
-    regex = request.subscribed_topic_regex
+    regex = getattr(request, "subscribed_topic_regex", None)  # v1+
     if regex:  # librdkafka sends "" for none
         regex = to_fleet(ctx.namespace, regex)
         if isinstance(regex, RefusedRegex):
@@ -35,15 +35,17 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     fleet = ctx.namespace.fleet
     topics = request.subscribed_topic_names
     owned = request.topic_partitions
-    if owned is not None:
-        owned = tuple([e for e in owned if await tenant_topic_by_id(ctx, e.topic_id) is not None])
+    if owned:
+        names = await tenant_topics_by_id(ctx, [e.topic_id for e in owned])
+        owned = tuple(e for e in owned if names.get(e.topic_id) is not None)
     forwarded = replace(
         request,
         group_id=fleet(request.group_id),
         subscribed_topic_names=None if topics is None else tuple(fleet(t) for t in topics),
-        subscribed_topic_regex=regex,
         topic_partitions=owned,
     )
+    if regex is not None:
+        forwarded = replace(forwarded, subscribed_topic_regex=regex)
 
     def on_response(answer: Any) -> Any:
         return replace(answer, error_message=message(ctx, answer.error_message))

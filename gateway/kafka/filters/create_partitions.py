@@ -27,7 +27,7 @@ from gateway.kafka.filters.partition_limit import (
     settle,
     settle_on_failure,
 )
-from gateway.kafka.filters.topics_common import Batch, stripped, topic_partitions
+from gateway.kafka.filters.topics_common import Batch, stripped, topic_partition_counts
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -49,9 +49,13 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     early = [_refusal(ctx, topic) for topic in request.topics]
     growth: dict[str, int] = {}
     before: dict[str, int] = {}
+    asked = [
+        ctx.namespace.fleet(t.name) for t, no in zip(request.topics, early, strict=True) if not no
+    ]
+    currents = await topic_partition_counts(ctx, asked)
     for topic, refused in zip(request.topics, early, strict=True):
         if refused is None:  # `count` is the new total: the growth is what is reserved
-            current = await topic_partitions(ctx, ctx.namespace.fleet(topic.name))
+            current = currents[ctx.namespace.fleet(topic.name)]
             before[topic.name] = current or 0
             growth[topic.name] = max(0, topic.count - (current or 0))
     wanted = [
@@ -83,9 +87,10 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     async def grown_now() -> int:  # the answer never came: the growth the fleet shows
         if request.validate_only:
             return 0
+        nows = await topic_partition_counts(ctx, [ctx.namespace.fleet(n) for n in sizes])
         grown = 0
         for name, size in sizes.items():
-            now = await topic_partitions(ctx, ctx.namespace.fleet(name)) or 0
+            now = nows[ctx.namespace.fleet(name)] or 0
             grown += min(size, max(0, now - before[name]))
         return grown
 

@@ -33,7 +33,7 @@ from gateway.kafka.filters.partition_limit import (
     settle_on_failure,
 )
 from gateway.kafka.filters.topic_configs import refusal, shown_source
-from gateway.kafka.filters.topics_common import Batch, stripped, topic_partitions
+from gateway.kafka.filters.topics_common import Batch, stripped, topic_partition_counts
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -96,8 +96,8 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     async def exist_now() -> int:  # the answer never came: what the fleet shows was created
         if request.validate_only:
             return 0
-        counts = [await topic_partitions(ctx, ctx.namespace.fleet(name)) for name in sizes]
-        return sum(count or 0 for count in counts)
+        counts = await topic_partition_counts(ctx, [ctx.namespace.fleet(n) for n in sizes])
+        return sum(count or 0 for count in counts.values())
 
     failed = settle_on_failure(ctx, grant, exist_now, grace_s(request.timeout))
     return Forward(dataclasses.replace(request, topics=tuple(sent)), on_response, failed)

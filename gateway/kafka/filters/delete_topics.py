@@ -30,8 +30,8 @@ from gateway.kafka.filters.partition_limit import release
 from gateway.kafka.filters.topics_common import (
     Batch,
     stripped,
-    tenant_topic_by_id,
-    topic_partitions,
+    tenant_topics_by_id,
+    topic_partition_counts,
 )
 
 API_KEY = 20
@@ -46,8 +46,11 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     batch, sent, charges = Batch(), [], 0
     sizes: dict[str, int] = {}  # fleet name -> its partitions now (0 when the fleet cannot tell)
     strict = ctx.api_version >= FIRST_STRICT_VERSION
-    for index, (given, topic_id) in enumerate(_wanted(request)):
-        key, name, refused = await _resolve(ctx, index, given, topic_id)
+    wanted = _wanted(request)
+    by_id = [topic_id for given, topic_id in wanted if given is None and topic_id is not None]
+    resolved = await tenant_topics_by_id(ctx, by_id) if by_id else {}
+    for index, (given, topic_id) in enumerate(wanted):
+        key, name, refused = _resolve(ctx, index, given, topic_id, resolved)
         if refused is not None or name is None:
             batch.refuse(key, refused)
             continue
@@ -62,12 +65,14 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         else:
             batch.forward(name)
             fleet_name = ctx.namespace.fleet(name)
-            by_id = isinstance(key, tuple)
-            sent.append((None if by_id else fleet_name, topic_id))
-            sizes[fleet_name] = await topic_partitions(ctx, fleet_name) or 0
-            charges += sizes[fleet_name] or 1
+            sent.append((None if isinstance(key, tuple) else fleet_name, topic_id))
+            sizes[fleet_name] = 0
     if not batch.forwarded:
         return Reply(response(ctx, "DeleteTopicsResponse", responses=batch.merge(())))
+    counts = await topic_partition_counts(ctx, sizes)
+    for fleet_name, count in counts.items():
+        sizes[fleet_name] = count or 0
+        charges += count or 1
     ctx.mutations.record(charges)
 
     def on_response(answer: Any) -> Any:
@@ -78,8 +83,12 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     return Forward(_upstream(ctx, request, sent), on_response)
 
 
-async def _resolve(
-    ctx: FilterContext, index: int, name: str | None, topic_id: uuid.UUID | None
+def _resolve(
+    ctx: FilterContext,
+    index: int,
+    name: str | None,
+    topic_id: uuid.UUID | None,
+    resolved: dict[uuid.UUID, str | None],
 ) -> tuple[Hashable, str | None, Any]:
     """(batch key, the tenant's topic name, a local refusal or None) of one entry."""
     if name is not None:
@@ -89,10 +98,10 @@ async def _resolve(
         refusal = _result(ctx, None, ErrorCode.invalid_request, message)
         return ("neither", index), None, refusal
     key = ("id", topic_id)
-    resolved = await tenant_topic_by_id(ctx, topic_id)
-    if resolved is None:
+    tenant_name = resolved.get(topic_id)
+    if tenant_name is None:
         return key, None, _result(ctx, None, ErrorCode.unknown_topic_id, None, topic_id)
-    return key, resolved, None
+    return key, tenant_name, None
 
 
 def _wanted(request: Any) -> list[Wanted]:

@@ -42,8 +42,8 @@ from gateway.kafka.filters.partition_limit import grace_s, reserve, settle, sett
 from gateway.kafka.filters.topics_common import (
     Batch,
     stripped,
-    tenant_topic_by_id,
-    topic_partitions,
+    tenant_topics_by_id,
+    topic_partition_counts,
 )
 from tenancy.reservations import PartitionGrant
 
@@ -60,11 +60,12 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     if not explicit:
         return Forward(request, lambda answer: _answer(ctx, request, answer, None))
     batch, names = Batch(), []
+    by_id = [t.topic_id for t in request.topics if _names_by_id(t)]
+    resolved = await tenant_topics_by_id(ctx, by_id) if by_id else {}
     for topic in request.topics:
         name = topic.name
-        by_id = getattr(topic, "topic_id", None) is not None and topic.topic_id.int != 0
-        if name is None or (not name and by_id):  # v12: by id (Java leaves the name "")
-            name = await tenant_topic_by_id(ctx, topic.topic_id)
+        if _names_by_id(topic):
+            name = resolved.get(topic.topic_id)
             if name is None:
                 refused = _topic(ctx, None, ErrorCode.unknown_topic_id, topic)
                 batch.refuse(("id", topic.topic_id), refused)
@@ -98,10 +99,16 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return _answer(ctx, request, answer, batch)
 
     async def made_now() -> int:  # the answer never came: the topics the fleet shows
-        counts = [await topic_partitions(ctx, ctx.namespace.fleet(n)) for n in missing]
-        return sum(ctx.fleet.default_partitions for count in counts if count is not None)
+        counts = await topic_partition_counts(ctx, [ctx.namespace.fleet(n) for n in missing])
+        return sum(ctx.fleet.default_partitions for count in counts.values() if count is not None)
 
     return Forward(upstream, created, settle_on_failure(ctx, grant, made_now, grace_s(None)))
+
+
+def _names_by_id(topic: Any) -> bool:
+    """v12: a topic named by its id (a null name; Java leaves the name "")."""
+    by_id = getattr(topic, "topic_id", None) is not None and topic.topic_id.int != 0
+    return topic.name is None or (not topic.name and by_id)
 
 
 def _by_name(template: Any, fleet_name: str) -> Any:
@@ -124,7 +131,8 @@ async def _may_create(
         return None, []
     if len(names) > MAX_AUTO_CREATE:
         return None, []
-    missing = [n for n in names if await topic_partitions(ctx, ctx.namespace.fleet(n)) is None]
+    counts = await topic_partition_counts(ctx, [ctx.namespace.fleet(n) for n in names])
+    missing = [n for n in names if counts[ctx.namespace.fleet(n)] is None]
     if not missing:
         return None, []
     grant = await reserve(ctx, [len(missing) * ctx.fleet.default_partitions])

@@ -144,16 +144,34 @@ def outcome(
 async def tenant_topic_by_id(ctx: FilterContext, topic_id: uuid.UUID | None) -> str | None:
     """The tenant's name of the topic with `topic_id`, or None (no such topic, or not the
     tenant's: the caller answers UNKNOWN_TOPIC_ID either way, telling nothing of other tenants)."""
-    if topic_id is None or topic_id.int == 0:
+    if topic_id is None:
         return None
-    fleet_name = await ctx.fleet.topic_name(topic_id)
-    return None if fleet_name is None else ctx.namespace.local(fleet_name)
+    return (await tenant_topics_by_id(ctx, [topic_id]))[topic_id]
+
+
+async def tenant_topics_by_id(
+    ctx: FilterContext, topic_ids: Iterable[uuid.UUID | None]
+) -> dict[uuid.UUID, str | None]:
+    """`tenant_topic_by_id` for every id of a request, in one look-up of the fleet."""
+    wanted = [topic_id for topic_id in topic_ids if topic_id is not None]
+    names = await ctx.fleet.topic_names(wanted) if wanted else {}
+    return {
+        topic_id: None if fleet_name is None else ctx.namespace.local(fleet_name)
+        for topic_id, fleet_name in names.items()
+    }
 
 
 async def topic_partitions(ctx: FilterContext, fleet_topic: str) -> int | None:
     """The partition count of one fleet topic, or None when unknown (callers then assume the
     worst: fail closed)."""
-    return await ctx.fleet.topic_partitions(fleet_topic)
+    return (await topic_partition_counts(ctx, [fleet_topic]))[fleet_topic]
+
+
+async def topic_partition_counts(
+    ctx: FilterContext, fleet_topics: Iterable[str]
+) -> dict[str, int | None]:
+    """`topic_partitions` for every topic of a request, in one look-up of the fleet."""
+    return await ctx.fleet.partition_counts(fleet_topics)
 
 
 def over_limit(ctx: FilterContext, in_use: int, requested: int) -> str | None:

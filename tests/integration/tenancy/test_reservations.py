@@ -5,13 +5,13 @@ reconciliation with the fleet is fenced and expires what a crashed gateway left 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
 
-from gateway.reservations import LedgerUnavailable, PartitionLedger
+from gateway.reservations import LedgerSettings, LedgerUnavailable, PartitionLedger
 from tenancy.reservations import AllocationUnknown
 from tenancy.store import TenantStore
 from tests.integration.tenancy.helpers import OPERATOR, tenant
@@ -132,11 +132,11 @@ def test_a_lower_limit_applies_to_the_next_reservation(store: TenantStore) -> No
     assert store.reserve_partitions("acme", [1], holder=HOLDER).granted == (False,)
 
 
-def _fleet(count: int) -> Callable[[str], Awaitable[int]]:
-    """The fleet's count of a tenant's partitions, as `PartitionLedger` asks for it."""
+def _fleet(count: int) -> Callable[[Sequence[str]], Awaitable[dict[str, int]]]:
+    """The fleet's count of tenants' partitions, as `PartitionLedger` asks for it."""
 
-    async def tenant_partitions(tenant_id: str) -> int:
-        return count
+    async def tenant_partitions(tenant_ids: Sequence[str]) -> dict[str, int]:
+        return dict.fromkeys(tenant_ids, count)
 
     return tenant_partitions
 
@@ -173,3 +173,27 @@ def test_the_gateway_ledger_fails_closed_for_a_tenant_it_cannot_count(
             await ledger.reserve("ghost", [1])  # no tenant row: no allocation can be made
 
     asyncio.run(scenario())
+
+
+def test_a_reconcile_round_reads_the_fleet_once_for_all_its_tenants(store: TenantStore) -> None:
+    """Reading the fleet's every topic once per tenant made a round cost tenants × fleet."""
+    for name in ("acme", "bolt", "cora"):
+        tenant(store, name)
+    asked: list[list[str]] = []
+
+    async def fleet_count(tenant_ids: Sequence[str]) -> dict[str, int]:
+        asked.append(list(tenant_ids))
+        return {"acme": 3, "bolt": 1, "cora": 0}
+
+    ledger = PartitionLedger(
+        store, fleet_count, holder=HOLDER, settings=LedgerSettings(quiet_s=0.0)
+    )
+    applied = asyncio.run(ledger.reconcile_many(["acme", "bolt", "cora"]))
+    assert applied == {"acme": True, "bolt": True, "cora": True}
+    assert asked == [["acme", "bolt", "cora"]]
+    counts = {t: store.partition_allocation(t) for t in ("acme", "bolt", "cora")}
+    assert {t: a.allocated for t, a in counts.items() if a is not None} == {
+        "acme": 3,
+        "bolt": 1,
+        "cora": 0,
+    }

@@ -48,7 +48,8 @@ class FakeFleet:
         default_factory=lambda: {1: ("gw.example", 9101), 2: ("gw.example", 9102)}
     )
     topic_counts: dict[str, int] = field(default_factory=dict)  # fleet topic -> partitions
-    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)  # topic id -> fleet topic
+    ids: dict[uuid.UUID, str] = field(default_factory=dict)  # topic id -> fleet topic
+    lookups: list[tuple[str, int]] = field(default_factory=list)  # (what, how many) asked
 
     def cluster_id(self, tenant_id: str) -> str:
         return f"virtual-{tenant_id}"
@@ -56,18 +57,18 @@ class FakeFleet:
     def endpoint(self, node_id: int) -> tuple[str, int] | None:
         return self.endpoints.get(node_id)
 
-    async def tenant_partitions(self, namespace: TenantNamespace) -> int:
-        return self.partitions
+    async def partition_counts(self, fleet_topics: Iterable[str]) -> dict[str, int | None]:
+        names = list(dict.fromkeys(fleet_topics))
+        self.lookups.append(("counts", len(names)))
+        return {name: self.topic_counts.get(name) for name in names}
 
-    async def topic_partitions(self, fleet_topic: str) -> int | None:
-        """Proposed `Fleet` method: one fleet topic's partition count, None if unknown."""
-        return self.topic_counts.get(fleet_topic)
-
-    async def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        return self.topic_names.get(topic_id)
+    async def topic_names(self, topic_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str | None]:
+        ids = list(dict.fromkeys(topic_ids))
+        self.lookups.append(("ids", len(ids)))
+        return {topic_id: self.ids.get(topic_id) for topic_id in ids}
 
     def remember_topic_id(self, fleet_name: str, topic_id: uuid.UUID) -> None:
-        self.topic_names.setdefault(topic_id, fleet_name)
+        self.ids.setdefault(topic_id, fleet_name)
 
 
 @dataclass

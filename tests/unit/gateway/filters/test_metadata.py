@@ -182,3 +182,39 @@ def test_lookup_by_topic_id_is_refused_and_operations_computed() -> None:
     ops = shown.topics[1].topic_authorized_operations
     assert ops & (1 << 3) and not ops & (1 << 4)  # READ yes, WRITE denied
     assert shown.cluster_authorized_operations > 0
+
+
+def test_every_id_and_name_of_a_request_is_looked_up_once_not_per_topic() -> None:
+    """A tenant naming many ids (or many new topics) costs one look-up of those alone: looking
+    each up with the whole fleet's metadata made 20 unknown ids cost 2.6 s of the gateway's loop
+    on a fleet of 17,000 partitions."""
+    import uuid
+
+    own = uuid.uuid4()
+    unknown = [uuid.uuid4() for _ in range(20)]
+    fleet = FakeFleet(ids={own: "acme_a", unknown[0]: "bolt_x"})
+    ctx = context(metadata, 12, fleet=fleet)
+    by_ids = tuple(
+        request(metadata, 12, "MetadataRequestTopic", name=None, topic_id=i)
+        for i in [own, *unknown]
+    )
+    req = request(
+        metadata,
+        12,
+        "MetadataRequest",
+        topics=by_ids,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    outcome = forwarded(asyncio.run(run(metadata, ctx, req)))
+    assert [t.name for t in outcome.request.topics] == ["acme_a"]
+    assert fleet.lookups == [("ids", 21)]
+    shown = outcome.on_response(_answer(12, ["acme_a"]))
+    assert [t.error_code for t in shown.topics].count(ErrorCode.unknown_topic_id) == 20
+
+    fleet = FakeFleet(topic_counts={"acme_a": 1})
+    ctx = context(metadata, 9, fleet=fleet)
+    names = ["a", *(f"new{i}" for i in range(10))]
+    outcome = forwarded(asyncio.run(run(metadata, ctx, _req(9, names))))
+    assert outcome.request.allow_auto_topic_creation is True
+    assert fleet.lookups == [("counts", 11)]  # which of them exist: one look-up

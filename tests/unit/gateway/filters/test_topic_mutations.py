@@ -194,11 +194,13 @@ def test_delete_topics_by_id_only_reaches_the_tenants_own_topics() -> None:
     """v6 (KIP-516): acme's id is forwarded as it is; bolt's id and an unknown one are
     UNKNOWN_TOPIC_ID here, with no name, exactly alike."""
     own, foreign, nobody = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-    fleet = FakeFleet(topic_counts={"acme_a": 2}, topic_names={own: "acme_a", foreign: "bolt_x"})
+    fleet = FakeFleet(topic_counts={"acme_a": 2}, ids={own: "acme_a", foreign: "bolt_x"})
     ctx = context(delete_topics, 6, budget=FakeBudget(), fleet=fleet)
     req = _delete_request(6, ids=(own, foreign, nobody))
     outcome = forwarded(asyncio.run(run(delete_topics, ctx, req)))
     assert [(t.name, t.topic_id) for t in outcome.request.topics] == [(None, own)]
+    # One look-up for every id of the request, one for the partition counts: never per topic.
+    assert fleet.lookups == [("ids", 3), ("counts", 1)]
     done = response(
         delete_topics, 6, "DeletableTopicResult",
         name="acme_a", topic_id=own, error_code=ErrorCode.none, error_message=None,
@@ -228,6 +230,7 @@ def test_delete_topics(version: int) -> None:
     outcome = forwarded(asyncio.run(run(delete_topics, ctx, req)))
     assert _deleted_names(outcome.request) == ["acme_a", "acme_b"]
     assert budget.charged == 5  # 4 + 1 for the topic the fleet cannot count
+    assert fleet.lookups == [("counts", 2)]  # both topics' counts in one look-up
     done = [
         response(
             delete_topics,

@@ -1,0 +1,79 @@
+"""The gateway's fleet view against a real in-process broker: what a tenant's request makes it
+look up (partition counts of named topics, names of topic ids) is asked of the broker for those
+topics alone, never by reading every topic of the fleet, and answers exactly as a full read would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from brokers.client import Cluster
+from brokers.client.admin import Admin
+from brokers.client.topics import NewTopic
+from gateway.kafka.fleet import FleetDirectory
+from tests.integration.inproc import broker_thread
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def test_counts_and_ids_are_looked_up_without_reading_the_whole_fleet(tmp_path: Path) -> None:
+    with broker_thread(tmp_path) as broker:
+        bootstrap = f"127.0.0.1:{broker.port}"
+
+        async def scenario() -> None:
+            async with Admin.for_bootstrap(bootstrap) as admin:
+                made = await admin.create_topics(
+                    [NewTopic(f"t{i}", i + 1, 1, {}) for i in range(5)]
+                )
+                assert set(made.values()) == {None}
+            cluster = Cluster(bootstrap)
+            fleet = FleetDirectory(cluster, advertised_host="gw", port_base=9000)
+            try:
+                full = await fleet.refresh()
+                ids = {name: full.topics[name].topic_id for name in ("t1", "t3")}
+                snapshot = fleet._metadata
+                asked = record_metadata_topics(cluster)
+
+                counts = await fleet.partition_counts(["t1", "t3", "gone", "t1"])
+                assert counts == {"t1": 2, "t3": 4, "gone": None}
+                unknown = uuid.uuid4()
+                names = await fleet.topic_names([ids["t1"], unknown, ids["t3"]])
+                assert names == {ids["t1"]: "t1", unknown: None, ids["t3"]: "t3"}
+                assert await fleet.topic_name(uuid.UUID(int=0)) is None
+                # Neither look-up read the fleet again: each named its topics or ids alone.
+                assert fleet._metadata is snapshot
+                assert asked == [["t1", "t3", "gone"], [ids["t1"], unknown, ids["t3"]]]
+                assert await fleet.tenant_partitions(["t"]) == {"t": 0}  # no `t_` topics
+            finally:
+                await cluster.close()
+
+        asyncio.run(scenario())
+
+
+def record_metadata_topics(cluster: Cluster) -> list[list[Any]]:
+    """The topics (names or ids) of every Metadata request sent from now on; None for all."""
+    asked: list[list[Any]] = []
+    connect = cluster.any_connection
+
+    class Recording:
+        def __init__(self, connection: Any) -> None:
+            self._connection = connection
+
+        def version(self, api_key: int) -> int:
+            return int(self._connection.version(api_key))
+
+        async def send(self, request: Any, **kw: Any) -> Any:
+            topics = getattr(request, "topics", None)
+            asked.append(None if topics is None else [t.name or t.topic_id for t in topics])
+            return await self._connection.send(request, **kw)
+
+    async def recording() -> Any:
+        return Recording(await connect())
+
+    cluster.any_connection = recording  # type: ignore[method-assign]
+    return asked
