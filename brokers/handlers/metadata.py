@@ -3,12 +3,16 @@
 Auto-creates requested topics when both the client (v4+) and `auto.create.topics.enable` allow it,
 as Kafka does. The answer is written straight from the metadata cache
 (`brokers.wire.metadata_response`): kio's dataclasses cost ~7 µs a partition, and a full answer
-names every partition of the cluster. Runs on the event loop.
+names every partition of the cluster. A requested name `<prefix>*` asks for every topic whose name
+starts with `<prefix>` (a Pier extension: `*` is never part of a legal topic name, so to Kafka such
+a request could only be INVALID_TOPIC_EXCEPTION): the gateway asks for one tenant's topics this
+way, so a tenant's all-topics request costs the brokers and the gateway what that tenant holds,
+not the whole fleet. Runs on the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +25,7 @@ from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 from brokers.wire.metadata_response import (
+    PREFIX_WILDCARD,
     MetadataBroker,
     MetadataTopic,
     PartitionRow,
@@ -77,6 +82,9 @@ def _requested(
     result: list[tuple[str | None, TopicMetadata | None, ErrorCode]] = []
     for item in wanted:
         name = item.name
+        if name and name.endswith(PREFIX_WILDCARD):
+            result += _with_prefix(cache.topics.values(), name[: -len(PREFIX_WILDCARD)])
+            continue
         topic_id = getattr(item, "topic_id", None)
         # By id when an id is given without a name: Kafka's Java client leaves the name "" then.
         if not name and topic_id is not None and topic_id.int != 0:
@@ -86,6 +94,12 @@ def _requested(
             continue
         result.append(_by_name(broker, name or "", allow_create))
     return result
+
+
+def _with_prefix(
+    topics: Iterable[TopicMetadata], prefix: str
+) -> list[tuple[str | None, TopicMetadata | None, ErrorCode]]:
+    return [(t.name, t, ErrorCode.none) for t in topics if t.name.startswith(prefix)]
 
 
 def _by_name(

@@ -23,6 +23,10 @@ from typing import NamedTuple
 
 from brokers.wire.raw_reader import encode_length, encode_string
 
+# A requested Metadata topic name `<prefix>*` asks for every topic whose name starts with
+# `<prefix>` (brokers/handlers/metadata.py): a Pier extension, as `*` is in no legal topic name.
+PREFIX_WILDCARD = "*"
+
 LAST_VERSION = 13
 FIRST_FLEXIBLE_VERSION = 9
 _I16 = struct.Struct(">h")

@@ -27,7 +27,9 @@ import dataclasses
 from collections.abc import Hashable
 from typing import Any
 
+from brokers.wire.entities import make, request_module
 from brokers.wire.errors import ErrorCode
+from brokers.wire.metadata_response import PREFIX_WILDCARD
 from gateway.kafka.filter import FilterContext, Forward, Outcome
 from gateway.kafka.filters.cluster_view import (
     CLUSTER_NAME,
@@ -58,7 +60,8 @@ MAX_AUTO_CREATE = 16  # topics one Metadata request may auto-create (each is loo
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
     explicit = request.topics is not None and (ctx.api_version > 0 or bool(request.topics))
     if not explicit:
-        return Forward(request, lambda answer: _answer(ctx, request, answer, None))
+        upstream = dataclasses.replace(request, topics=_all_of_tenant(ctx))
+        return Forward(upstream, lambda answer: _answer(ctx, request, answer, None))
     batch, names = Batch(), []
     by_id = [t.topic_id for t in request.topics if _names_by_id(t)]
     resolved = await tenant_topics_by_id(ctx, by_id) if by_id else {}
@@ -83,8 +86,8 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     create = grant is not None
     sent = tuple(_by_name(request.topics[0], ctx.namespace.fleet(n)) for n in dict.fromkeys(names))
     if ctx.api_version < FIRST_WITH_AUTO_CREATE_FLAG and not create:
-        sent_all: Any = () if ctx.api_version == 0 else None
-        upstream = dataclasses.replace(request, topics=sent_all)  # all topics: creates nothing
+        # All the tenant's topics: a name pattern creates nothing.
+        upstream = dataclasses.replace(request, topics=_all_of_tenant(ctx))
     else:
         upstream = dataclasses.replace(request, topics=sent)
         if ctx.api_version >= FIRST_WITH_AUTO_CREATE_FLAG:
@@ -103,6 +106,14 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return sum(ctx.fleet.default_partitions for count in counts.values() if count is not None)
 
     return Forward(upstream, created, settle_on_failure(ctx, grant, made_now, grace_s(None)))
+
+
+def _all_of_tenant(ctx: FilterContext) -> tuple[Any, ...]:
+    """The request's topics for "every topic of the tenant": its prefix and the brokers' wildcard
+    (`brokers/handlers/metadata.py`), so neither a broker nor this gateway reads the fleet's."""
+    module = request_module(API_KEY, ctx.api_version)
+    pattern = ctx.namespace.fleet(PREFIX_WILDCARD)
+    return (make(module, "MetadataRequestTopic", name=pattern, topic_id=None),)
 
 
 def _names_by_id(topic: Any) -> bool:
@@ -146,7 +157,7 @@ def _answer(ctx: FilterContext, request: Any, answer: Any, batch: Batch | None) 
     shown = [
         (name, _shown(ctx, topic, wants_ops))
         for name, topic in stripped(ctx, answer.topics)
-        if ctx.allowed("DESCRIBE", "TOPIC", str(name))
+        if ctx.allowed("DESCRIBE", "TOPIC", str(name)) and not str(name).endswith(PREFIX_WILDCARD)
     ]
     for name, topic in shown:
         if getattr(topic, "topic_id", None) is not None:

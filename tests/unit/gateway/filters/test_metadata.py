@@ -4,6 +4,7 @@ and cluster id rewritten, DESCRIBE refusals, auto-creation only within ACLs and 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -87,8 +88,12 @@ def test_all_topics_are_filtered_to_the_tenant(version: int) -> None:
     ctx = context(metadata, version)
     req = _req(version, [] if version == 0 else None)
     outcome = forwarded(asyncio.run(run(metadata, ctx, req)))
-    assert outcome.request == req
-    shown = outcome.on_response(_answer(version, FLEET_TOPICS))
+    # Asked as the tenant's prefix and the brokers' wildcard: never every topic of the fleet.
+    assert [(t.name, getattr(t, "topic_id", None)) for t in outcome.request.topics] == [
+        ("acme_*", None)
+    ]
+    assert dataclasses.replace(outcome.request, topics=req.topics) == req
+    shown = outcome.on_response(_answer(version, [*FLEET_TOPICS, "acme_*"]))
     assert [t.name for t in shown.topics] == ["a", "b"]
     assert all(getattr(t, "is_internal", False) is False for t in shown.topics)
     assert [(b.node_id, b.host, b.port) for b in shown.brokers] == [
@@ -147,7 +152,7 @@ def test_auto_creation_needs_create_and_room(
 def test_old_versions_ask_for_all_topics_when_creation_is_refused(version: int) -> None:
     ctx = context(metadata, version, fleet=FakeFleet(partitions=100))
     outcome = forwarded(asyncio.run(run(metadata, ctx, _req(version, ["a", "new"]))))
-    assert outcome.request.topics == (() if version == 0 else None)
+    assert [t.name for t in outcome.request.topics] == ["acme_*"]  # the tenant's: creates nothing
     shown = outcome.on_response(_answer(version, FLEET_TOPICS))
     assert [(t.name, t.error_code) for t in shown.topics] == [
         ("a", ErrorCode.none),
