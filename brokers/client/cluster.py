@@ -3,7 +3,8 @@ group coordinators, and retries.
 
 Owns: `Cluster`. Connections are opened lazily, keyed by broker address, and reused; a closed one
 is replaced on next use. Metadata is fetched for all topics (never auto-creating one) and kept
-until a retriable error says it is stale. Group coordinators come from FindCoordinator (v0–3
+until a retriable error says it is stale; `topics_metadata` asks for some topics only and updates
+those in what is kept. Group coordinators come from FindCoordinator (v0–3
 single key; v4+ batched keys, KIP-699) and are forgotten on NOT_COORDINATOR /
 COORDINATOR_NOT_AVAILABLE, as Kafka's clients do. `call` runs an operation with the configured
 retries and backoff. Runs on one event loop; not thread-safe.
@@ -12,6 +13,8 @@ retries and backoff. Runs on one event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -23,6 +26,7 @@ from brokers.client.errors import (
     ClientConfigError,
     ClientError,
     NoLeaderError,
+    UnsupportedVersionError,
     check,
 )
 from brokers.client.messages import make, request_module
@@ -40,6 +44,7 @@ from brokers.wire.errors import ErrorCode
 T = TypeVar("T")
 Connector = Callable[[str, int, ClientConfig], Awaitable[BrokerConnection]]
 GROUP_KEY_TYPE = 0
+FIRST_METADATA_BY_ID = 12  # Metadata looks topics up by id from v12 (KIP-516)
 _COORDINATOR_MOVED = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
 
 
@@ -141,6 +146,29 @@ class Cluster:
             request = metadata_request(connection.version(ApiKey.METADATA), None)
             self._metadata = parse_metadata(await connection.send(request))
         return self._metadata
+
+    async def topics_metadata(
+        self, names: Sequence[str] = (), ids: Sequence[uuid.UUID] = ()
+    ) -> ClusterMetadata:
+        """Fresh metadata of the named topics and ids alone (never creating one): it costs what
+        they hold, not the whole cluster. What it learns replaces those topics in the kept
+        metadata (a topic answered unknown leaves it). Ids need Metadata v12
+        (UnsupportedVersionError before)."""
+        connection = await self.any_connection()
+        version = min(connection.version(ApiKey.METADATA), FIRST_METADATA_BY_ID)
+        if ids and version < FIRST_METADATA_BY_ID:
+            raise UnsupportedVersionError(f"Metadata v{version} cannot look topics up by id")
+        request = metadata_request(version, list(names), topic_ids=list(ids))
+        found = parse_metadata(await connection.send(request))
+        if self._metadata is not None:
+            topics = dict(self._metadata.topics)
+            for name, info in found.topics.items():
+                if info.partitions:
+                    topics[name] = info
+                else:
+                    topics.pop(name, None)
+            self._metadata = dataclasses.replace(self._metadata, topics=topics)
+        return found
 
     async def leader(self, tp: TopicPartition) -> BrokerConnection:
         metadata = await self.metadata()

@@ -84,13 +84,21 @@ class ClusterMetadata:
 
 
 def metadata_request(
-    version: int, topics: Sequence[str] | None, *, allow_auto_create: bool = False
+    version: int,
+    topics: Sequence[str] | None,
+    *,
+    allow_auto_create: bool = False,
+    topic_ids: Sequence[uuid.UUID] = (),
 ) -> Any:
-    """`topics=None` asks for every topic (v1+ semantics of a null array)."""
+    """`topics=None` asks for every topic (v1+ semantics of a null array); `topic_ids` (v12+) are
+    looked up by id besides the named topics."""
     module = request_module(ApiKey.METADATA, version)
     wanted = None
     if topics is not None:
         wanted = tuple(make(module, "MetadataRequestTopic", name=t, topic_id=None) for t in topics)
+        wanted += tuple(
+            make(module, "MetadataRequestTopic", name=None, topic_id=i) for i in topic_ids
+        )
     return make(
         module,
         "MetadataRequest",

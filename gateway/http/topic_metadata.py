@@ -5,16 +5,18 @@ they have. A topic made a moment ago (by this gateway's v3 create route, another
 client) reaches the fleet client's metadata only once the brokers have it: in a cluster the
 controller creates it, then every broker learns of it. Kafka's producer blocks a send for an
 unknown topic's metadata up to `max.block.ms`; this does the same, bounded by `wait_s`:
-`partitions` answers at once from the cached metadata, else refreshes it with a backoff of 50 ms
-doubling to 400 ms until the topic is there, and raises `UnknownTopicError` once `wait_s` has
+`partitions` answers at once from the cached metadata, else asks the brokers for that topic alone
+(`Cluster.topics_metadata`, which also updates the cached metadata: a wait costs what the topic
+holds, not a read of the whole fleet's) with a backoff of 50 ms doubling to 400 ms until the
+topic is there, and raises `UnknownTopicError` once `wait_s` has
 passed without it (the produce route then answers 404). A topic found missing that way is
 remembered for `MISSING_MEMORY_S` (at most `MAX_MISSING` of them): lookups for it meanwhile
 refresh once and do not wait again, so a produce stream of many records to a topic that does not
 exist is not held `wait_s` per record. `led` waits the same way until every partition of a topic
 has a leader: the v3 create route answers once a new topic is led, or after
-`CREATED_TOPIC_WAIT_S` (the topic exists either way). Concurrent waiters share one Metadata
-request in flight, so a burst of requests for unknown topics costs one request per backoff step,
-not one each. Runs on the event loop; not thread-safe.
+`CREATED_TOPIC_WAIT_S` (the topic exists either way). Concurrent waiters for a topic share one
+Metadata request in flight, so a burst of requests for an unknown topic costs one request per
+backoff step, not one each. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ _Check = Callable[[ClusterMetadata, str], "TopicInfo | None"]
 class TopicMetadata:
     def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
-        self._refreshing: asyncio.Future[ClusterMetadata] | None = None
+        self._asking: dict[str, asyncio.Future[ClusterMetadata]] = {}  # fleet name → in flight
         self._missing: dict[str, float] = {}  # fleet name → when a wait ended without it
 
     async def partitions(self, fleet_name: str, wait_s: float) -> int:
@@ -70,7 +72,7 @@ class TopicMetadata:
         deadline = loop.time() + wait_s
         backoff = FIRST_BACKOFF_S
         while True:
-            found = ready(await self._refreshed(), fleet_name)
+            found = ready(await self._asked(fleet_name), fleet_name)
             left = deadline - loop.time()
             if found is not None or left <= 0:
                 return found
@@ -87,15 +89,19 @@ class TopicMetadata:
             del self._missing[next(iter(self._missing))]  # insertion order: the oldest
         self._missing[fleet_name] = asyncio.get_running_loop().time()
 
-    async def _refreshed(self) -> ClusterMetadata:
-        """Fresh metadata; callers that ask while a refresh is in flight share its answer."""
-        if self._refreshing is None:
-            self._refreshing = asyncio.ensure_future(self._cluster.metadata(refresh=True))
-            self._refreshing.add_done_callback(self._refreshed_done)
-        return await asyncio.shield(self._refreshing)
+    async def _asked(self, fleet_name: str) -> ClusterMetadata:
+        """Fresh metadata of the topic; callers that ask while its request is in flight share
+        its answer."""
+        asking = self._asking.get(fleet_name)
+        if asking is None:
+            asking = asyncio.ensure_future(self._cluster.topics_metadata([fleet_name]))
+            asking.add_done_callback(lambda done: self._asked_done(fleet_name, done))
+            self._asking[fleet_name] = asking
+        return await asyncio.shield(asking)
 
-    def _refreshed_done(self, future: asyncio.Future[ClusterMetadata]) -> None:
-        self._refreshing = None
+    def _asked_done(self, fleet_name: str, future: asyncio.Future[ClusterMetadata]) -> None:
+        if self._asking.get(fleet_name) is future:
+            del self._asking[fleet_name]
         if not future.cancelled():
             future.exception()  # retrieved here, so a failure no waiter read is not logged
 

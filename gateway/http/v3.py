@@ -597,8 +597,10 @@ class V3:
         cluster = caller.services.cluster
         try:
             metadata = await cluster.metadata()
-            if any(caller.fleet(t) not in metadata.topics for t, _ in committed):
-                metadata = await cluster.metadata(refresh=True)
+            unseen = {caller.fleet(t) for t, _ in committed} - metadata.topics.keys()
+            if unseen:  # asked alone (the kept metadata learns them), not the whole fleet
+                await cluster.topics_metadata(sorted(unseen))
+                metadata = await cluster.metadata()
         except ClientError as exc:
             raise from_client(exc, "metadata") from None
 

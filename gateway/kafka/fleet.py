@@ -29,16 +29,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from brokers.client import Cluster
-from brokers.client.errors import ClientError
-from brokers.client.metadata import ClusterMetadata, TopicInfo, parse_metadata
-from brokers.client.versions import ApiKey
+from brokers.client.errors import ClientError, UnsupportedVersionError
+from brokers.client.metadata import ClusterMetadata, TopicInfo
 from brokers.wire.entities import make, request_module
 from gateway.kafka.api_table import ApiRange, advertised, finalized_features
 from gateway.kafka.namespace import TenantNamespace
 
 log = logging.getLogger("pier.gateway.fleet")
 API_VERSIONS = 18
-FIRST_METADATA_BY_ID = 12  # Metadata looks topics up by id from v12 (KIP-516)
 ID_REFRESH_S = 1.0  # at most one refresh a second for topic ids the gateway does not know
 MAX_REMEMBERED_IDS = 1_000_000
 
@@ -184,24 +182,12 @@ class FleetDirectory:
         return (await self.topic_names([topic_id]))[topic_id]
 
     async def _describe(self, names: Sequence[str], ids: Sequence[uuid.UUID]) -> ClusterMetadata:
-        """Metadata of the named topics and ids only, never creating any. A broker too old to look
-        ids up (before v12) is asked for every topic instead."""
-        connection = await self._cluster.any_connection()
-        version = min(connection.version(ApiKey.METADATA), FIRST_METADATA_BY_ID)
-        if ids and version < FIRST_METADATA_BY_ID:
+        """Metadata of the named topics and ids only. A broker too old to look ids up (before
+        v12) is asked for every topic instead."""
+        try:
+            metadata = await self._cluster.topics_metadata(names, ids)
+        except UnsupportedVersionError:
             return await self.refresh()
-        module = request_module(ApiKey.METADATA, version)
-        topics = [make(module, "MetadataRequestTopic", name=n, topic_id=None) for n in names]
-        topics += [make(module, "MetadataRequestTopic", name=None, topic_id=i) for i in ids]
-        request = make(
-            module,
-            "MetadataRequest",
-            topics=tuple(topics),
-            allow_auto_topic_creation=False,
-            include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False,
-        )
-        metadata = parse_metadata(await connection.send(request))
         for name, topic in metadata.topics.items():
             if topic.topic_id is not None:
                 self.remember_topic_id(name, topic.topic_id)

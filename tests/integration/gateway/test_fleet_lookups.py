@@ -15,6 +15,7 @@ import pytest
 from brokers.client import Cluster
 from brokers.client.admin import Admin
 from brokers.client.topics import NewTopic
+from gateway.http.topic_metadata import TopicMetadata
 from gateway.kafka.fleet import FleetDirectory
 from tests.integration.inproc import broker_thread
 
@@ -49,6 +50,17 @@ def test_counts_and_ids_are_looked_up_without_reading_the_whole_fleet(tmp_path: 
                 assert fleet._metadata is snapshot
                 assert asked == [["t1", "t3", "gone"], [ids["t1"], unknown, ids["t3"]]]
                 assert await fleet.tenant_partitions(["t"]) == {"t": 0}  # no `t_` topics
+
+                # The HTTP side's wait for a topic made after the last full read asks for that
+                # topic alone, and the kept metadata learns it.
+                async with Admin.for_bootstrap(bootstrap) as admin:
+                    made = await admin.create_topics([NewTopic("late", 3, 1, {})])
+                    assert made == {"late": None}
+                asked.clear()
+                waiter = TopicMetadata(cluster)
+                assert await waiter.partitions("late", wait_s=10) == 3
+                assert asked and all(topics == ["late"] for topics in asked)
+                assert len((await cluster.metadata()).topics["late"].partitions) == 3
             finally:
                 await cluster.close()
 
