@@ -37,7 +37,8 @@ from gateway.kafka.namespace import TenantNamespace
 
 log = logging.getLogger("pier.gateway.fleet")
 API_VERSIONS = 18
-ID_REFRESH_S = 1.0  # at most one refresh a second for topic ids the gateway does not know
+ID_REFRESH_S = 1.0  # at most one look-up a second of the topic ids the gateway does not know
+MAX_MISSED_IDS = 1_000  # ids one look-up asks for (the rest of a flood wait for the next)
 MAX_REMEMBERED_IDS = 1_000_000
 
 
@@ -66,6 +67,7 @@ class FleetDirectory:
         self._ids: dict[uuid.UUID, str] = {}
         self._id_refresh: asyncio.Task[None] | None = None
         self._id_refresh_at = 0.0
+        self._missed: set[uuid.UUID] = set()  # ids asked for on the hot path, not known
 
     async def start(self) -> None:
         """Learn the fleet once (raises ClientError when no broker answers), then keep current."""
@@ -195,12 +197,16 @@ class FleetDirectory:
 
     def known_topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The fleet name of the topic with `topic_id` as last seen, without waiting (the hot
-        path's look-up). A miss asks for a refresh in the background, at most one per
-        `ID_REFRESH_S`, so a topic made since is known shortly (ids are never reused)."""
+        path's look-up). A miss is looked up in the background with the others of the moment
+        (those ids alone, at most `MAX_MISSED_IDS`, one look-up per `ID_REFRESH_S`), so a topic
+        made since is known shortly (ids are never reused) and unknown ids cost a tenant's
+        requests what they name, not a read of the whole fleet."""
         if topic_id.int == 0:
             return None
         name = self._ids.get(topic_id)
         if name is None:
+            if len(self._missed) < MAX_MISSED_IDS:
+                self._missed.add(topic_id)
             self._refresh_ids()
         return name
 
@@ -218,8 +224,9 @@ class FleetDirectory:
         self._id_refresh = asyncio.create_task(self._quiet_refresh(), name="fleet-id-refresh")
 
     async def _quiet_refresh(self) -> None:
+        missed, self._missed = self._missed, set()
         try:
-            await self.refresh()
+            await self.topic_names(missed)  # remembers each id found
         except ClientError as exc:
             log.warning("event=fleet_refresh_failed error=%r", str(exc))
 

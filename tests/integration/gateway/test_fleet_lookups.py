@@ -18,6 +18,7 @@ from brokers.client.topics import NewTopic
 from gateway.http.topic_metadata import TopicMetadata
 from gateway.kafka.fleet import FleetDirectory
 from tests.integration.inproc import broker_thread
+from tests.polling import wait_until_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -61,6 +62,22 @@ def test_counts_and_ids_are_looked_up_without_reading_the_whole_fleet(tmp_path: 
                 assert await waiter.partitions("late", wait_s=10) == 3
                 assert asked and all(topics == ["late"] for topics in asked)
                 assert len((await cluster.metadata()).topics["late"].partitions) == 3
+
+                # An id the hot path does not know (Produce/Fetch v13) is looked up alone in the
+                # background; meanwhile it is unknown (the client retries).
+                other = Cluster(bootstrap)
+                try:
+                    late_id = (await other.metadata()).topics["late"].topic_id
+                finally:
+                    await other.close()
+                assert late_id is not None and fleet.known_topic_name(late_id) is None
+                asked.clear()
+
+                async def known() -> bool:
+                    return fleet.known_topic_name(late_id) == "late"
+
+                await wait_until_async(known, what="the missed id looked up", timeout=10)
+                assert asked == [[late_id]]
             finally:
                 await cluster.close()
 
