@@ -175,7 +175,7 @@ class Listener:
         self._room.set()
 
     def _refuse(self, sock: socket.socket, address: str) -> None:
-        sock.close()
+        """Counted and logged before the close: whoever sees the close sees them too."""
         if self._metrics is not None:
             self._metrics.connections_refused.labels("max.connections.per.ip").inc()
         refused = self._refusals.event()
@@ -187,6 +187,7 @@ class Listener:
                 "connections",
                 refused,
             )
+        sock.close()
 
     async def _serve(self, sock: socket.socket) -> None:
         try:
