@@ -38,7 +38,9 @@ def test_a_prefix_pattern_answers_the_topics_with_that_prefix_only(tmp_path: Pat
 
             def names_v12(*asked: str) -> list[tuple[str | None, int]]:
                 request = MetadataRequest(
-                    topics=tuple(MetadataRequestTopic(name=TopicName(n), topic_id=None) for n in asked),
+                    topics=tuple(
+                        MetadataRequestTopic(name=TopicName(n), topic_id=None) for n in asked
+                    ),
                     allow_auto_topic_creation=True,
                     include_topic_authorized_operations=False,
                 )
