@@ -196,7 +196,7 @@ def rss_kib(pid: int) -> int:
 def prepare_store(db_url: str, plan: Mapping[str, float]) -> Tenants:
     with TenantStore.open(db_url) as store:
         store.upgrade()
-        bench = _tenant(store, "bench")
+        bench = open_tenant(store, "bench")
         limits = replace(DEFAULT_LIMITS, max_connections=int(plan["idle"]) + 500)
         store.update_tenant("bench", limits=limits, actor=OPERATOR)
         account = bench[1]
@@ -206,18 +206,19 @@ def prepare_store(db_url: str, plan: Mapping[str, float]) -> Tenants:
             found = store.scram_credential(key.key_id, SCRAM)
             assert found is not None
             key.prime(found[1].salt, found[1].iterations)
-        noisy = _tenant(store, "noisy")
+        noisy = open_tenant(store, "noisy")
         store.set_quotas(
             "noisy",
             QuotaEntity(DEFAULT_ENTITY, None),
             {"producer_byte_rate": NOISY_QUOTA_BYTES_S},
             actor=OPERATOR,
         )
-        quiet = _tenant(store, "quiet")
+        quiet = open_tenant(store, "quiet")
     return Tenants(bench[0], noisy[0], quiet[0], scram)
 
 
-def _tenant(store: TenantStore, tenant_id: str) -> tuple[Key, str]:
+def open_tenant(store: TenantStore, tenant_id: str) -> tuple[Key, str]:
+    """A tenant whose accounts need no ACLs and which has no quotas: a key and its account id."""
     store.create_tenant(  # open: the bench's key may use its topics without ACLs
         display_name=tenant_id,
         plan="free",
