@@ -33,7 +33,7 @@ from brokers.client.errors import ClientError, UnsupportedVersionError
 from brokers.client.metadata import ClusterMetadata, TopicInfo
 from brokers.wire.entities import make, request_module
 from gateway.kafka.api_table import ApiRange, advertised, finalized_features
-from gateway.kafka.namespace import TenantNamespace
+from gateway.kafka.namespace import tenant_of
 
 log = logging.getLogger("pier.gateway.fleet")
 API_VERSIONS = 18
@@ -149,11 +149,10 @@ class FleetDirectory:
         """Each tenant's partitions on the fleet now, from one fresh read of every topic."""
         metadata = await self.refresh()
         counts = dict.fromkeys(tenants, 0)
-        namespaces = [(tenant, TenantNamespace(tenant)) for tenant in counts]
         for name, topic in metadata.topics.items():
-            for tenant, namespace in namespaces:
-                if namespace.owns(name):
-                    counts[tenant] += len(topic.partitions)
+            owner = tenant_of(name)
+            if owner is not None and owner[0] in counts:
+                counts[owner[0]] += len(topic.partitions)
         return counts
 
     async def partition_counts(self, fleet_topics: Iterable[str]) -> dict[str, int | None]:

@@ -31,6 +31,7 @@ def test_counts_and_ids_are_looked_up_without_reading_the_whole_fleet(tmp_path: 
             async with Admin.for_bootstrap(bootstrap) as admin:
                 made = await admin.create_topics(
                     [NewTopic(f"t{i}", i + 1, 1, {}) for i in range(5)]
+                    + [NewTopic("acme_x", 2, 1, {}), NewTopic("acme_y", 1, 1, {})]
                 )
                 assert set(made.values()) == {None}
             cluster = Cluster(bootstrap)
@@ -50,7 +51,8 @@ def test_counts_and_ids_are_looked_up_without_reading_the_whole_fleet(tmp_path: 
                 # Neither look-up read the fleet again: each named its topics or ids alone.
                 assert fleet._metadata is snapshot
                 assert asked == [["t1", "t3", "gone"], [ids["t1"], unknown, ids["t3"]]]
-                assert await fleet.tenant_partitions(["t"]) == {"t": 0}  # no `t_` topics
+                counts = await fleet.tenant_partitions(["acme", "bolt", "t"])
+                assert counts == {"acme": 3, "bolt": 0, "t": 0}  # `t1` is no tenant's
 
                 # The HTTP side's wait for a topic made after the last full read asks for that
                 # topic alone, and the kept metadata learns it.
