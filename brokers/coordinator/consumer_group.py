@@ -45,6 +45,7 @@ from brokers.coordinator.consumer_group_static import check_static, leave_static
 from brokers.coordinator.errors import (
     FencedMemberEpochError,
     GroupError,
+    IllegalGenerationError,
     StaleMemberEpochError,
     UnknownMemberIdError,
     UnsupportedAssignorError,
@@ -357,9 +358,7 @@ class ConsumerGroups:
             if epoch < 0 and not member_id and not group.members:
                 return None  # an administrative commit to an empty group
             return UnknownMemberIdError(f"member {member_id!r} is not in the group")
-        if epoch != member.epoch:
-            return StaleMemberEpochError(f"member epoch {epoch} is not {member.epoch}")
-        return None
+        return _epoch_error(group, member, epoch)
 
     def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> GroupError | None:
         """OffsetFetch v9's check: none for other groups or without a member (an admin's read)."""
@@ -369,9 +368,18 @@ class ConsumerGroups:
         member = group.members.get(member_id or "")
         if member is None:
             return UnknownMemberIdError(f"member {member_id!r} is not in the group")
-        if epoch != member.epoch:
-            return StaleMemberEpochError(f"member epoch {epoch} is not {member.epoch}")
+        return _epoch_error(group, member, epoch)
+
+
+def _epoch_error(group: ConsumerGroup, member: ConsumerMember, epoch: int) -> GroupError | None:
+    """An epoch that is not the member's: STALE_MEMBER_EPOCH, or, for a member served through the
+    classic protocol (a mixed group), ILLEGAL_GENERATION, the code its client rejoins on (Kafka's
+    ConsumerGroup.validateMemberEpoch)."""
+    if epoch == member.epoch:
         return None
+    if member.member_id in group.classic:
+        return IllegalGenerationError(f"generation {epoch} is not the member epoch {member.epoch}")
+    return StaleMemberEpochError(f"member epoch {epoch} is not {member.epoch}")
 
 
 def _expired(group: ConsumerGroup, member: ConsumerMember, now: float) -> str | None:

@@ -15,9 +15,11 @@ from brokers.coordinator.consumer_group import (
     HeartbeatResult,
     Partitions,
 )
+from brokers.coordinator.consumer_group_migration_state import ClassicMembership
 from brokers.coordinator.errors import (
     FencedMemberEpochError,
     GroupConfigError,
+    IllegalGenerationError,
     StaleMemberEpochError,
     UnknownMemberIdError,
     UnsupportedAssignorError,
@@ -131,6 +133,19 @@ def test_offset_commit_and_fetch_check_member_and_epoch(groups: ConsumerGroups) 
     assert groups.validate_fetch("other", "a", 7) is None, "not a consumer group"
     assert isinstance(groups.validate_fetch("g", "a", a.member_epoch + 1), StaleMemberEpochError)
     assert isinstance(groups.validate_fetch("g", "x", a.member_epoch), UnknownMemberIdError)
+
+
+def test_a_classic_member_of_a_mixed_group_is_told_illegal_generation(
+    groups: ConsumerGroups,
+) -> None:
+    """Kafka answers a classic-protocol member's wrong generation ILLEGAL_GENERATION, the code
+    its client rejoins on; STALE_MEMBER_EPOCH is for consumer-protocol members."""
+    a = join(groups, "a")
+    groups.groups["g"].classic["a"] = ClassicMembership((("range", b""),), 45_000, 300_000)
+    assert groups.validate_commit("g", "a", a.member_epoch) is None
+    stale = a.member_epoch - 1
+    assert isinstance(groups.validate_commit("g", "a", stale), IllegalGenerationError)
+    assert isinstance(groups.validate_fetch("g", "a", stale), IllegalGenerationError)
 
 
 def test_assignors() -> None:
