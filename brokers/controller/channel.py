@@ -163,8 +163,7 @@ class _BrokerSender:
         if reader.at_eof() or reader.exception() is not None:
             return -1
         sock = writer.get_extra_info("socket")
-        fd = -1 if sock is None else int(sock.fileno())
-        return fd
+        return -1 if sock is None else int(sock.fileno())
 
     async def _probe(self) -> None:
         """Connect now, to learn whether the broker still listens."""

@@ -164,9 +164,6 @@ class FleetDirectory:
         metadata = await self._describe(names, ())
         return {name: _partition_count(metadata.topics.get(name)) for name in names}
 
-    async def topic_partitions(self, fleet_topic: str) -> int | None:
-        return (await self.partition_counts([fleet_topic]))[fleet_topic]
-
     async def topic_names(self, topic_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str | None]:
         """The fleet name of each topic id now, None for an id no topic has (one Metadata v12
         request naming only these ids; ids are the brokers')."""
@@ -177,10 +174,6 @@ class FleetDirectory:
             metadata = await self._describe((), wanted)
             found = {t.topic_id: n for n, t in metadata.topics.items() if t.topic_id is not None}
         return {topic_id: found.get(topic_id) for topic_id in ids}
-
-    async def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        """The fleet name of the topic with `topic_id` now, None when no topic has it."""
-        return (await self.topic_names([topic_id]))[topic_id]
 
     async def _describe(self, names: Sequence[str], ids: Sequence[uuid.UUID]) -> ClusterMetadata:
         """Metadata of the named topics and ids only. A broker too old to look ids up (before

@@ -9,7 +9,7 @@ of the topics the broker deleted are given back to the tenant's reserved count
 (`partition_limit.release`; the ledger's reconcile corrects any it could not tell).
 v6 names each topic by name or by id: an id is forwarded as it is (ids are the brokers', never
 reused) only when the fleet topic with that id is in the tenant's namespace, else it is answered
-UNKNOWN_TOPIC_ID here, exactly as an id nobody has (`topics_common.tenant_topic_by_id`), so a
+UNKNOWN_TOPIC_ID here, exactly as an id nobody has (`topics_common.tenant_topics_by_id`), so a
 tenant can never reach another tenant's topic by id. An entry with both or neither is forwarded
 for the broker's INVALID_REQUEST (with the name prefixed); one with neither is answered so here.
 Runs on the event loop.

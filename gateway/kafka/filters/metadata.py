@@ -15,9 +15,11 @@ with UNKNOWN_TOPIC_OR_PARTITION. Topic ids (v10+, KIP-516): Pier's brokers assig
 tenant's own topics show theirs; a v12 look-up by id is resolved to the fleet topic with that id
 and forwarded by name only when that topic is in the tenant's namespace (then DESCRIBE applies:
 TOPIC_AUTHORIZATION_FAILED without the name), else UNKNOWN_TOPIC_ID, as for an id nobody has
-(`topics_common.tenant_topic_by_id`). Each id an answer shows is handed to the fleet view
+(`topics_common.tenant_topics_by_id`). Each id an answer shows is handed to the fleet view
 (`remember_topic_id`), so a Produce v13 or Fetch v13+ naming it right after is resolved on the
-hot path without a refresh. v13 adds only a top-level error code, passed on.
+hot path without a refresh. v13 adds only a top-level error code, passed on. A named topic
+containing `*` is INVALID_TOPIC_EXCEPTION here: the brokers read `<prefix>*` as a prefix look-up,
+which only the gateway's own all-topics request may ask for.
 Runs on the event loop.
 """
 
@@ -77,7 +79,9 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
                 refused = _topic(ctx, None, ErrorCode.topic_authorization_failed, topic)
                 batch.refuse(("id", topic.topic_id), refused)
                 continue
-        if not ctx.allowed("DESCRIBE", "TOPIC", name):
+        if PREFIX_WILDCARD in name:  # never a topic; forwarded, it would be a broker-side scan
+            batch.refuse(name, _topic(ctx, name, ErrorCode.invalid_topic_exception))
+        elif not ctx.allowed("DESCRIBE", "TOPIC", name):
             batch.refuse(name, _topic(ctx, name, ErrorCode.topic_authorization_failed))
         else:
             batch.forward(name)

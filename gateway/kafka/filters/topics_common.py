@@ -6,7 +6,7 @@ order, so `merge` puts the local results back among the brokers' answers), `stri
 entry with the tenant's prefix removed, or None when it is not the tenant's: fail closed) and
 `safe_message` (an error message that names nothing outside the tenant's namespace); `split_topics`
 and `outcome` for the common shape "refuse the topics the caller may not touch, forward the rest";
-`tenant_topic_by_id` (KIP-516 topic ids: a tenant sees the brokers' ids of its own topics; an id
+`tenant_topics_by_id` (KIP-516 topic ids: a tenant sees the brokers' ids of its own topics; an id
 resolves to the tenant's name only when the fleet topic with that id is in the tenant's
 namespace, so another tenant's id is as unknown as one nobody has: fail closed).
 Pure; runs on the event loop.
@@ -141,18 +141,12 @@ def outcome(
     return Forward(dataclasses.replace(request, **{field_name: sent}), on_response)
 
 
-async def tenant_topic_by_id(ctx: FilterContext, topic_id: uuid.UUID | None) -> str | None:
-    """The tenant's name of the topic with `topic_id`, or None (no such topic, or not the
-    tenant's: the caller answers UNKNOWN_TOPIC_ID either way, telling nothing of other tenants)."""
-    if topic_id is None:
-        return None
-    return (await tenant_topics_by_id(ctx, [topic_id]))[topic_id]
-
-
 async def tenant_topics_by_id(
     ctx: FilterContext, topic_ids: Iterable[uuid.UUID | None]
 ) -> dict[uuid.UUID, str | None]:
-    """`tenant_topic_by_id` for every id of a request, in one look-up of the fleet."""
+    """The tenant's name of the topic with each id, or None (no such topic, or not the tenant's:
+    the caller answers UNKNOWN_TOPIC_ID either way, telling nothing of other tenants); one
+    look-up of the fleet for every id of a request."""
     wanted = [topic_id for topic_id in topic_ids if topic_id is not None]
     names = await ctx.fleet.topic_names(wanted) if wanted else {}
     return {
@@ -161,16 +155,11 @@ async def tenant_topics_by_id(
     }
 
 
-async def topic_partitions(ctx: FilterContext, fleet_topic: str) -> int | None:
-    """The partition count of one fleet topic, or None when unknown (callers then assume the
-    worst: fail closed)."""
-    return (await topic_partition_counts(ctx, [fleet_topic]))[fleet_topic]
-
-
 async def topic_partition_counts(
     ctx: FilterContext, fleet_topics: Iterable[str]
 ) -> dict[str, int | None]:
-    """`topic_partitions` for every topic of a request, in one look-up of the fleet."""
+    """Each fleet topic's partition count, None when unknown (callers then assume the worst:
+    fail closed); one look-up of the fleet for every topic of a request."""
     return await ctx.fleet.partition_counts(fleet_topics)
 
 

@@ -47,7 +47,8 @@ def test_counts_and_ids_are_looked_up_without_reading_the_whole_fleet(tmp_path: 
                 unknown = uuid.uuid4()
                 names = await fleet.topic_names([ids["t1"], unknown, ids["t3"]])
                 assert names == {ids["t1"]: "t1", unknown: None, ids["t3"]: "t3"}
-                assert await fleet.topic_name(uuid.UUID(int=0)) is None
+                zero = uuid.UUID(int=0)
+                assert await fleet.topic_names([zero]) == {zero: None}
                 # Neither look-up read the fleet again: each named its topics or ids alone.
                 assert fleet._metadata is snapshot
                 assert asked == [["t1", "t3", "gone"], [ids["t1"], unknown, ids["t3"]]]

@@ -223,3 +223,17 @@ def test_every_id_and_name_of_a_request_is_looked_up_once_not_per_topic() -> Non
     outcome = forwarded(asyncio.run(run(metadata, ctx, _req(9, names))))
     assert outcome.request.allow_auto_topic_creation is True
     assert fleet.lookups == [("counts", 11)]  # which of them exist: one look-up
+
+
+def test_a_name_with_the_brokers_wildcard_is_refused_here() -> None:
+    """`x*` is no topic name; forwarded as `acme_x*` each would cost the broker a scan of every
+    topic name (its prefix look-up), so a tenant could repeat that thousands of times a request."""
+    ctx = context(metadata, 9)
+    outcome = forwarded(asyncio.run(run(metadata, ctx, _req(9, ["a", "x*", "*"]))))
+    assert [t.name for t in outcome.request.topics] == ["acme_a"]
+    shown = outcome.on_response(_answer(9, ["acme_a"]))
+    assert [(t.name, t.error_code) for t in shown.topics] == [
+        ("a", ErrorCode.none),
+        ("x*", ErrorCode.invalid_topic_exception),
+        ("*", ErrorCode.invalid_topic_exception),
+    ]
