@@ -27,6 +27,7 @@ Each test has its own service account in tenant `acme`, with its quota on that u
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import threading
 import time
@@ -53,6 +54,8 @@ VALUE_BYTES = 10_000
 MIN_SPAN_S = 30.0
 BURST_PROBE_S = 0.5  # a burst: acknowledged bytes over this span ≥ 4 × the quota's worth
 RUN_DEADLINE_S = 75.0  # a run that finds no cycle end by then fails
+STALL_S = 1.0  # an acknowledgement gap this much longer than the throttle told: a stalled machine
+SAME_POLL_S = 0.05  # a throttle and acknowledgements this close came from one poll
 
 
 @dataclass
@@ -168,19 +171,51 @@ def run_until(done: Callable[[], bool], step: Callable[[], None], what: str) -> 
     wait_until(stepped, what=what, timeout=RUN_DEADLINE_S, interval=0)
 
 
+def stalled_seconds(flow: Flow, start: float, end: float) -> float:
+    """Seconds of [start, end) in which nothing was acknowledged for at least `STALL_S` beyond
+    the throttles the client had been told to wait: the machine held it then, not the quota.
+
+    A throttle received at `at` holds the client until `at + seconds`; the ones that count for
+    a gap arrived with the acknowledgements before it or within it (a throttled fetch answers
+    with no records), not with those that end it (same poll, within `SAME_POLL_S`)."""
+    acks = [at for at, _size in flow.acks if start <= at < end] + [end]
+    stalled = 0.0
+    for before, after in itertools.pairwise(acks):
+        held_until = max(
+            (
+                at + seconds
+                for at, seconds in flow.throttles
+                if before - SAME_POLL_S <= at < after - SAME_POLL_S
+            ),
+            default=before,
+        )
+        excess = after - max(before, held_until)
+        if excess >= STALL_S:
+            stalled += excess
+    return stalled
+
+
 def assert_held(flow: Flow, span: tuple[float, float], factor: float, what: str) -> None:
     start, end = span
     measured = rate(flow, start, end, factor)
+    stalled = stalled_seconds(flow, start, end)
+    unstalled = measured * (end - start) / (end - start - stalled)
     low, high = window_spans(flow, start, end, factor)
     first = [size for at, size in flow.acks if at < start + 1.0]
     print(  # the numbers behind the verdict, in the test's output
-        f"{what}: {measured / QUOTA:.3f} × quota over {end - start:.1f} s of whole cycles; "
+        f"{what}: {measured / QUOTA:.3f} × quota over {end - start:.1f} s of whole cycles "
+        f"({unstalled / QUOTA:.3f} × without {stalled:.1f} s stalled); "
         f"30 s spans within it {low / QUOTA:.3f}–{high / QUOTA:.3f}; "
         f"first second {sum(first) * factor / QUOTA:.1f} × quota; "
         f"{len(flow.throttles)} throttles, max {max((t for _, t in flow.throttles), default=0):.3f} s"
     )
-    assert measured == pytest.approx(QUOTA, rel=TOLERANCE), (
+    assert stalled <= (end - start) / 4, f"{what}: the machine stalled {stalled:.1f} s of the span"
+    assert measured <= QUOTA * (1 + TOLERANCE), (
         f"{what} at {measured / QUOTA:.3f} × its quota over {end - start:.1f} s"
+    )
+    assert unstalled >= QUOTA * (1 - TOLERANCE), (
+        f"{what} at {unstalled / QUOTA:.3f} × its quota over {end - start - stalled:.1f} s "
+        f"not stalled ({measured / QUOTA:.3f} × over all {end - start:.1f} s)"
     )
     assert any(throttle > 0 for at, throttle in flow.throttles if start <= at <= end), (
         f"{what}: no throttle_time_ms > 0 seen by the client"

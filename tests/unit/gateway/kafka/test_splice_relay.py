@@ -13,7 +13,7 @@ import os
 import socket
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
@@ -22,6 +22,7 @@ from gateway.kafka import splice_relay
 from gateway.kafka.raw.fetch_response import rewrite_fetch_response
 from gateway.kafka.raw.fetch_stream import Decision, FetchStream
 from gateway.kafka.splice_relay import SpliceRelay
+from tests.polling import wait_until_async
 from tests.unit.gateway.raw.kio_messages import NAMESPACE, fetch_partition, fetch_response
 
 pytestmark = pytest.mark.unit
@@ -121,6 +122,7 @@ async def relay(
     read_piece: int,
     stop_reading_at: int | None = None,
     broker_stops_at: int | None = None,
+    before_client_reads: Callable[[SpliceRelay], Awaitable[None]] | None = None,
 ) -> tuple[bytes, str | None, int]:
     broker, upstream, client_side, client = sockets
     client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -141,8 +143,10 @@ async def relay(
     stream, head_out = start_stream(version, data, upstream)
     received = bytearray()
     limit = stop_reading_at
+    client_reads = threading.Event()
 
     def read_client() -> None:
+        client_reads.wait(30)
         while limit is None or len(received) < limit:
             chunk = client.recv(read_piece)
             if not chunk:
@@ -169,6 +173,9 @@ async def relay(
     client_side.sendall(head_out)
     client_side.setblocking(False)
     moving.start()
+    if before_client_reads is not None:
+        await before_client_reads(moving)
+    client_reads.set()
     failure = await asyncio.wait_for(done, 30)
     assert all(identity(fd) != was for fd, was in owned.items()), "a descriptor left open"
     if limit is None:
@@ -218,25 +225,42 @@ def test_a_pipe_full_of_small_fragments_parks_the_relay_on_the_client_not_the_br
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The broker's bytes arrive in 100-byte pieces, each a pipe slot of its own: a pipe of 16
-    slots is full with 1.6 KB in it. While the slow client has not drained it, the broker's
-    socket is readable and splicing into the pipe says EAGAIN; a relay parked on that socket
-    would be woken again at once, over and over, moving nothing."""
+    slots is full with 1.6 KB in it. While the client reads nothing, the broker's socket is
+    readable and splicing into the pipe says EAGAIN; a relay parked on that socket would be
+    woken again at every turn of the loop, moving nothing. Parked on the client, it sleeps
+    until the client reads."""
     monkeypatch.setattr(splice_relay, "PIPE_BYTES", 16 * 4096)
-    refused = 0
-    real_splice = os.splice
+    pumps = 0
+    real_pump = SpliceRelay._pump
 
-    def counting_splice(src: int, dst: int, count: int, *args: object, **kwargs: object) -> int:
-        nonlocal refused
-        try:
-            return real_splice(src, dst, count, *args, **kwargs)  # type: ignore[arg-type]
-        except BlockingIOError:
-            refused += 1
-            raise
+    def counting_pump(self: SpliceRelay) -> None:
+        nonlocal pumps
+        pumps += 1
+        real_pump(self)
 
-    monkeypatch.setattr(os, "splice", counting_splice)
+    monkeypatch.setattr(SpliceRelay, "_pump", counting_pump)
+
+    async def parked_on_the_client(moving: SpliceRelay) -> None:
+        async def parked() -> bool:
+            return moving._writing and not moving._reading
+
+        await wait_until_async(parked, what="the relay waits on the client alone", timeout=10)
+        assert moving._in_pipe > 0 and splice_relay._unread(moving._read_fd) > 0
+        woken = pumps
+        for _ in range(200):  # turns of the loop with the broker's socket readable throughout
+            await asyncio.sleep(0)
+        assert pumps == woken, f"{pumps - woken} wake-ups in 200 turns with nothing to move"
+
     data = answer(12, partitions=4, batch=50_000)
-    received, failure, spliced = asyncio.run(relay(12, data, sockets, piece=100, read_piece=512))
+    received, failure, _spliced = asyncio.run(
+        relay(
+            12,
+            data,
+            sockets,
+            piece=100,
+            read_piece=512,
+            before_client_reads=parked_on_the_client,
+        )
+    )
     assert failure is None
     assert received == expected(12, data)
-    moves = spliced // 1_600  # the pipe takes ~1.6 KB (16 slots) at a time
-    assert refused < moves, f"{refused} refused splices for ~{moves} pipe loads: the relay spun"
