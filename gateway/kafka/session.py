@@ -436,7 +436,8 @@ class Session:
         if self._closed:  # the client left while its slot was reserved
             self.services.directory.release(self)
             return "connection closed"
-        self._tenant = state
+        self._tenant = state  # from here `close()` gives back the slot and the gauge's count
+        self.metrics.connected(state.tenant.id, +1)
         self.policy = session_policy(
             self.services, identity.principal, self.peer_host, self.client_id, state
         )
@@ -445,7 +446,6 @@ class Session:
         self.channel.authenticated(state.tenant.id)
         self._usage_key = self.policy.identity.usage_key(None)
         self.services.meter.connection_opened(self._usage_key)
-        self.metrics.connected(state.tenant.id, +1)
         log.info(
             "event=authenticated tenant=%s principal=%s mechanism=%s",
             state.tenant.id,
@@ -460,12 +460,16 @@ class Session:
             self.close(f"broker {self.node_id} is not available")
             return False
         try:
-            self.upstream = await Upstream.connect(*address, self._upstream_lost)
-            self.upstream.on_drained = self.on_upstream_progress
+            upstream = await Upstream.connect(*address, self._upstream_lost)
         except (OSError, TimeoutError) as exc:
             log.warning("event=upstream_unreachable broker=%s:%s error=%r", *address, exc)
             self.close("upstream broker unreachable")
             return False
+        if self._closed:  # the client left while it opened: `close()` ran without it
+            upstream.close()
+            return False
+        self.upstream = upstream
+        upstream.on_drained = self.on_upstream_progress
         return True
 
     def _upstream_lost(self, reason: str) -> None:

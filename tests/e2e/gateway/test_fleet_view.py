@@ -138,13 +138,21 @@ def test_both_workers_are_listed_with_the_connections_that_landed_on_each(
         rows = view.rows()
         return [(rows[k]["connections"], rows[k]["tenants"]) for k in range(WORKERS)]
 
+    seen: dict[str, object] = {}
+
     def listed_as_open() -> bool:
         # A producer may still be opening its second connection (to the broker it was told of),
         # so each worker's own count is read afresh beside the listing.
         opened = [view.open_connections(k) for k in range(WORKERS)]
-        return all(opened) and counted() == [(n, 1) for n in opened]
+        seen.update(opened=opened, listed=counted())
+        return all(opened) and seen["listed"] == [(n, 1) for n in opened]
 
-    wait_until(listed_as_open, what="the listing counts each worker's connections of one tenant")
+    try:
+        wait_until(listed_as_open, what="the listing counts each worker's connections")
+    except AssertionError as exc:  # say what differed: (connections, tenants) against the gauge
+        raise AssertionError(
+            f"{exc}; workers' gauges {seen['opened']}, listed {seen['listed']}"
+        ) from None
     for producer in producers:
         producer.flush(10)
     del producers
