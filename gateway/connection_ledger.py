@@ -108,7 +108,10 @@ class ConnectionLedger:
                 self._written[tenant_id] = answer.held
                 return f"tenant connection limit of {answer.limit} reached"
             self._holds.labels("granted").inc()
-            self._written[tenant_id] = self._held[tenant_id] = wanted
+            self._written[tenant_id] = wanted
+            self._held[tenant_id] += 1  # not `= wanted`: a release may have come meanwhile
+            if self._held[tenant_id] != wanted:  # ... then the store holds one too many here
+                self._dirty.add(tenant_id)
             return None
 
     def release(self, tenant_id: str) -> None:

@@ -6,6 +6,7 @@ and comes back with the next sample."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from gateway.connection_ledger import UNAVAILABLE, ConnectionLedger
 from gateway.storage_ledger import StorageLedger
-from tenancy.limit_holdings import CONNECTIONS, STORAGE
+from tenancy.limit_holdings import CONNECTIONS, STORAGE, Holding
 from tenancy.store import TenantStore
 from tests.integration.tenancy.helpers import OPERATOR, tenant
 from tests.tenancy_fixtures import TenancyClock
@@ -243,5 +244,51 @@ def test_past_half_its_limit_a_busy_tenant_leases_the_fixed_size(store: TenantSt
                 await asyncio.sleep(0)
         await ledger.lease("acme", 1, limit)
         assert ledger.headroom("acme") <= 1 << 20
+
+    asyncio.run(scenario())
+
+
+class HeldStore:
+    """A store whose next `hold_connections` waits until `go` is set (on the ledger's worker
+    thread), so a connection can close while a new one's slot is being asked for."""
+
+    def __init__(self, store: TenantStore) -> None:
+        self.store = store
+        self.asked = threading.Event()
+        self.go = threading.Event()
+        self.hold_next = False
+
+    def hold_connections(
+        self, tenant_id: str, gateway_id: str, held: int, *, stale_s: float
+    ) -> Holding:
+        if self.hold_next:
+            self.hold_next = False
+            self.asked.set()
+            self.go.wait(10)
+        return self.store.hold_connections(tenant_id, gateway_id, held, stale_s=stale_s)
+
+    def drop_holdings(self, gateway_id: str) -> int:
+        return self.store.drop_holdings(gateway_id)
+
+
+def test_a_connection_closed_while_another_is_admitted_gives_its_slot_back(
+    store: TenantStore,
+) -> None:
+    _ready(store, max_connections=5)
+
+    async def scenario() -> None:
+        held = HeldStore(store)
+        ledger = ConnectionLedger(held, A, stale_s=10, flush_s=60)
+        for _ in range(2):
+            assert await ledger.acquire("acme") is None
+        held.hold_next = True
+        admitting = asyncio.create_task(ledger.acquire("acme"))  # asks the store for 3
+        assert await asyncio.to_thread(held.asked.wait, 10)
+        ledger.release("acme")  # one of the two closes meanwhile
+        held.go.set()
+        assert await admitting is None
+        assert ledger.held("acme") == 2  # open here: one of the first two and the new one
+        await ledger.flush()
+        assert store.limit_use("acme", CONNECTIONS)[1] == 2  # the store agrees after the flush
 
     asyncio.run(scenario())
