@@ -50,6 +50,9 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+import orjson
 
 from brokers.common.descriptors import DescriptorBudget, Promised, promised_to
 from brokers.log.config import (
@@ -115,6 +118,11 @@ class LocalTopicRegistry:
         self._installed = 0  # topics installed so far (a name check after an await)
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._written: concurrent.futures.Future[None] | None = None  # the last write queued
+        # Overrides checked and configs built, by the overrides asked for (the broker defaults
+        # are fixed for the registry's life): a creation asked for both four times, ~300 µs of
+        # the loop; bounded, as tenants choose the overrides.
+        self._validated: dict[_Overrides, dict[str, str]] = {}
+        self._configs: dict[_Overrides, LogConfig] = {}
         # The loop a slice of deferred log creation is scheduled on (None: none is).
         self._draining: asyncio.AbstractEventLoop | None = None
 
@@ -154,7 +162,21 @@ class LocalTopicRegistry:
                 self._written = None
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
-        return LogConfig.from_properties(overrides, self._broker_defaults)
+        key = _frozen(overrides)
+        config = self._configs.get(key)
+        if config is None:
+            config = LogConfig.from_properties(overrides, self._broker_defaults)
+            _remember(self._configs, key, config)
+        return config
+
+    def _overrides(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+        """`validate_topic_overrides` of `configs` (a copy of the remembered answer)."""
+        key = _frozen(configs)
+        overrides = self._validated.get(key)
+        if overrides is None:
+            overrides = validate_topic_overrides(configs, self._broker_defaults)
+            _remember(self._validated, key, overrides)
+        return dict(overrides)
 
     # ---- TopicAdmin -----------------------------------------------------------------------
     def create_topic(
@@ -179,7 +201,7 @@ class LocalTopicRegistry:
                 if factor > 1
                 else "Replication factor must be larger than 0."
             )
-        overrides = validate_topic_overrides(configs, self._broker_defaults)
+        overrides = self._overrides(configs)
         self.log_config(overrides)
         if not descriptors_checked:  # (the prepared logs' descriptors are open already)
             self._check_descriptors(partitions, f"topic '{name}'")
@@ -216,7 +238,7 @@ class LocalTopicRegistry:
             return None
         if partitions > SYNC_LOGS_UP_TO:  # (no await since the checks: they still hold)
             return create(validate_only=False, descriptors_checked=True)
-        config = self.log_config(validate_topic_overrides(configs, self._broker_defaults))
+        config = self.log_config(self._overrides(configs))
         unified, installed = _unified(name), self._installed
         self._preparing[unified] = name
         try:
@@ -270,7 +292,7 @@ class LocalTopicRegistry:
     ) -> None:
         """Replace a topic's overrides (AlterConfigs) — callers merge for incremental changes."""
         topic = self._require(name)
-        overrides = validate_topic_overrides(configs, self._broker_defaults)
+        overrides = self._overrides(configs)
         validate_remote_storage_change(topic.configs, overrides, self._broker_defaults)
         config = self.log_config(overrides)
         if validate_only:
@@ -404,7 +426,9 @@ class LocalTopicRegistry:
             self._writer = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="pier-topics-writer"
             )
-        text = json.dumps(self._document(), indent=1, sort_keys=True)
+        # orjson: 16 µs for 100 topics where json's indenting encoder (pure Python) took 610,
+        # on the loop at every creation and deletion.
+        text = orjson.dumps(self._document(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
         self._written = self._writer.submit(_write_registry, self._path, text, sync_log_dir)
         if wait:
             self._written.result()
@@ -421,6 +445,21 @@ class LocalTopicRegistry:
                 for t in self._metadata.topics.values()
             },
         }
+
+
+_Overrides = tuple[tuple[str, str | None], ...]
+_V = TypeVar("_V")
+REMEMBERED_MAX = 256  # distinct override sets remembered; then forgotten all at once
+
+
+def _frozen(configs: Mapping[str, str | None]) -> _Overrides:
+    return tuple(sorted(configs.items()))
+
+
+def _remember(memo: dict[_Overrides, _V], key: _Overrides, value: _V) -> None:
+    if len(memo) >= REMEMBERED_MAX:
+        memo.clear()
+    memo[key] = value
 
 
 def _unified(name: str) -> str:
@@ -446,13 +485,13 @@ def _on_event_loop() -> bool:
     return True
 
 
-def _write_registry(path: Path, text: str, sync_log_dir: Callable[[], None] | None) -> None:
+def _write_registry(path: Path, text: bytes, sync_log_dir: Callable[[], None] | None) -> None:
     """The writer thread's job: the log dir's fsync first (renames durable before the registry
     forgets their topic), then the registry through a temp file, fsync and rename."""
     if sync_log_dir is not None:
         sync_log_dir()
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as handle:
+    with open(tmp, "wb") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())

@@ -16,6 +16,7 @@ from typing import Any, cast
 import pytest
 
 from brokers.handlers import create_topics, delete_topics
+from brokers.replication import local_topics
 from brokers.replication.local_topics import REGISTRY_FILE, LocalTopicRegistry
 from brokers.server.context import RequestContext
 from brokers.wire.errors import ErrorCode
@@ -151,3 +152,27 @@ def test_prepared_logs_not_taken_are_removed(tmp_path: Path) -> None:
         asyncio.run(prepare_then_drop())
         assert not log_dirs(tmp_path, "orphan")
         assert broker.replicas.find("orphan", 0) is None
+
+
+def test_checked_overrides_and_built_configs_are_remembered_boundedly_and_never_shared(
+    tmp_path: Path,
+) -> None:
+    """A creation asked for the same checks and config four times (~300 µs of the loop); they
+    are remembered by the overrides asked for, at most `REMEMBERED_MAX` sets (tenants choose
+    them), and a caller's copy of the overrides is its own."""
+    with standalone_broker(tmp_path) as broker:
+        registry = cast(LocalTopicRegistry, broker.topics)
+        first = registry._overrides({"retention.ms": "1000"})
+        first["retention.ms"] = "changed by its owner"
+        again = registry._overrides({"retention.ms": "1000"})
+        assert again == {"retention.ms": "1000"} and again is not first
+        assert registry.log_config(again) is registry.log_config(dict(again))
+        with pytest.raises(Exception, match=r"retention\.ms"):
+            registry._overrides({"retention.ms": "soon"})  # refused every time, not remembered
+        with pytest.raises(Exception, match=r"retention\.ms"):
+            registry._overrides({"retention.ms": "soon"})
+        for ms in range(3 * local_topics.REMEMBERED_MAX):
+            registry.log_config(registry._overrides({"retention.ms": str(1000 + ms)}))
+        assert len(registry._validated) <= local_topics.REMEMBERED_MAX
+        assert len(registry._configs) <= local_topics.REMEMBERED_MAX
+        assert registry.log_config({"retention.ms": "1999"}).retention_ms == 1999
