@@ -7,12 +7,15 @@ names every partition of the cluster. A requested name `<prefix>*` asks for ever
 starts with `<prefix>` (a Pier extension: `*` is never part of a legal topic name, so to Kafka such
 a request could only be INVALID_TOPIC_EXCEPTION): the gateway asks for one tenant's topics this
 way, so a tenant's all-topics request costs the brokers and the gateway what that tenant holds,
-not the whole fleet. Runs on the event loop.
+not the whole fleet. A large answer is written `SLICE_PARTITIONS` partitions a turn of the loop,
+other requests served in between: each partition as it is when its slice is written (the topics
+named are fixed when the request is read). Runs on the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +32,9 @@ from brokers.wire.metadata_response import (
     MetadataBroker,
     MetadataTopic,
     PartitionRow,
-    encode_metadata_response,
+    encode_metadata_head,
+    encode_metadata_tail,
+    encode_metadata_topics,
 )
 
 API_KEY = 3
@@ -37,6 +42,9 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # Read, Write, Create, Delete, Alter, Describe, DescribeConfigs, AlterConfigs (bits of AclOperation)
 MAX_VERSION = 13  # v13 (KIP-1102): a top-level error code, none here
 ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+# Partitions written per turn of the loop (~0.45 ms here): an answer naming every partition of
+# the cluster (1.8 ms for 1,000) otherwise held every other client of the broker that long.
+SLICE_PARTITIONS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,22 +61,46 @@ def route(config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin) -> R
 
     async def handle(ctx: RequestContext, request: Any) -> bytes:
         wants_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+        version = ctx.api_version
+        requested = _requested(broker, ctx, request)
         live = broker.metadata.brokers
-        topics = [
-            _topic(name, meta, error, wants_ops, live)
-            for name, meta, error in _requested(broker, ctx, request)
-        ]
-        return encode_metadata_response(
-            ctx.api_version,
+        head = encode_metadata_head(
+            version,
             throttle_ms=0,
             brokers=[MetadataBroker(b.node_id, b.host, b.port, b.rack) for b in live.values()],
             cluster_id=broker.metadata.cluster_id or None,  # none before joining
             controller_id=broker.metadata.controller_id,
-            topics=topics,
-            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            topic_count=len(requested),
         )
+        parts = [head]
+        for first, last in _slices(requested):
+            if first:  # let other clients' requests run between slices of a large answer
+                await asyncio.sleep(0)
+                live = broker.metadata.brokers
+            topics = [
+                _topic(name, meta, error, wants_ops, live)
+                for name, meta, error in requested[first:last]
+            ]
+            parts.append(encode_metadata_topics(version, topics))
+        parts.append(encode_metadata_tail(version, AUTHORIZED_OPERATIONS_OMITTED))
+        return b"".join(parts)
 
     return Route(API_KEY, 0, MAX_VERSION, handle, name="Metadata")
+
+
+def _slices(
+    requested: Sequence[tuple[str | None, TopicMetadata | None, ErrorCode]],
+) -> Iterator[tuple[int, int]]:
+    """[first, last) ranges of `requested` of about `SLICE_PARTITIONS` partitions each (whole
+    topics; an answer within one slice is written at once)."""
+    first, partitions = 0, 0
+    for at, (_name, meta, _error) in enumerate(requested):
+        partitions += len(meta.partitions) if meta is not None else 0
+        if partitions >= SLICE_PARTITIONS:
+            yield first, at + 1
+            first, partitions = at + 1, 0
+    if first < len(requested) or not requested:
+        yield first, len(requested)
 
 
 def _requested(

@@ -61,6 +61,7 @@ from brokers.log.config import (
     validate_topic_overrides,
 )
 from brokers.log.errors import LogDirError
+from brokers.log.log_manager import background_priority
 from brokers.replication.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -424,7 +425,9 @@ class LocalTopicRegistry:
         self._sync_log_dir = False
         if self._writer is None:
             self._writer = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="pier-topics-writer"
+                max_workers=1,
+                thread_name_prefix="pier-topics-writer",
+                initializer=background_priority,
             )
         # orjson: 16 µs for 100 topics where json's indenting encoder (pure Python) took 610,
         # on the loop at every creation and deletion.

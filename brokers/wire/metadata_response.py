@@ -1,6 +1,7 @@
 """Metadata response bodies (API key 3, v0–13; v9+ flexible) written straight from plain values.
 
-Owns: `encode_metadata_response`, the body the Metadata handler answers with, and its value types
+Owns: `encode_metadata_response` (head, topics, tail: `encode_metadata_head`, `_topics`, `_tail`),
+the body the Metadata handler answers with, and its value types
 (`MetadataBroker`, `MetadataTopic`, and per partition a `PartitionRow` tuple). A full Metadata
 answer names every partition of the cluster, and kio's path (a dataclass per partition, then its
 field-by-field writer) cost about 7 µs a partition: 7 ms of the event loop for 1,000 partitions,
@@ -77,6 +78,29 @@ def encode_metadata_response(
     error_code: int = 0,
 ) -> bytes:
     """The body of a Metadata response of `version` (0–13)."""
+    head = encode_metadata_head(
+        version,
+        throttle_ms=throttle_ms,
+        brokers=brokers,
+        cluster_id=cluster_id,
+        controller_id=controller_id,
+        topic_count=len(topics),
+    )
+    tail = encode_metadata_tail(version, cluster_authorized_operations, error_code)
+    return head + encode_metadata_topics(version, topics) + tail
+
+
+def encode_metadata_head(
+    version: int,
+    *,
+    throttle_ms: int,
+    brokers: Iterable[MetadataBroker],
+    cluster_id: str | None,
+    controller_id: int,
+    topic_count: int,
+) -> bytes:
+    """What comes before the topics: `encode_metadata_response` is head, topics, tail (a large
+    answer's topics can be written a slice at a time, `encode_metadata_topics`)."""
     if not 0 <= version <= LAST_VERSION:
         raise ValueError(f"Metadata v{version} is not encoded here (v0–v{LAST_VERSION})")
     flexible = version >= FIRST_FLEXIBLE_VERSION
@@ -94,14 +118,29 @@ def encode_metadata_response(
         out += encode_string(cluster_id, flexible)
     if version >= 1:
         out += _I32.pack(controller_id)
-    out += encode_length(len(topics), flexible, wide=True)
+    out += encode_length(topic_count, flexible, wide=True)
+    return bytes(out)
+
+
+def encode_metadata_topics(version: int, topics: Iterable[MetadataTopic]) -> bytes:
+    """`topics`' entries, in order, as they follow the head."""
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    out = bytearray()
     for topic in topics:
         _topic(out, topic, version, flexible)
+    return bytes(out)
+
+
+def encode_metadata_tail(
+    version: int, cluster_authorized_operations: int, error_code: int = 0
+) -> bytes:
+    """What follows the topics."""
+    out = bytearray()
     if 8 <= version <= 10:
         out += _I32.pack(cluster_authorized_operations)
     if version >= 13:
         out += _I16.pack(error_code)
-    if flexible:
+    if version >= FIRST_FLEXIBLE_VERSION:
         out.append(0)
     return bytes(out)
 

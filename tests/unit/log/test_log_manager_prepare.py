@@ -15,7 +15,7 @@ import pytest
 from brokers.common.clock import ManualClock
 from brokers.log.config import LogConfig
 from brokers.log.file_ops import FileOps
-from brokers.log.log_manager import LogManager
+from brokers.log.log_manager import BACKGROUND_NICE, LogManager
 from tests.polling import wait_until_async
 from tests.unit.log.partition_helpers import append, make_batch, read_all
 
@@ -142,3 +142,35 @@ def test_a_creation_cancelled_while_files_are_made_leaves_nothing(tmp_path: Path
     finally:
         files.release.set()
         manager.shutdown()
+
+
+class NiceRecorder(FileOps):
+    """Records the nice value of each thread that creates a file."""
+
+    def __init__(self) -> None:
+        self.nice: dict[str, int] = {}
+
+    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        if flags & os.O_CREAT:
+            me = threading.current_thread().name
+            self.nice[me] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        return super().open(path, flags, mode)
+
+
+def test_files_are_made_at_background_priority_and_the_loop_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    """On a busy machine the scheduler gives the loop's thread the core before the file maker's
+    (a topic churn's creations took ~1 core of kernel time here)."""
+    files = NiceRecorder()
+    manager = LogManager(tmp_path, clock=ManualClock(0), default_config=CONFIG, files=files)
+    manager.startup()
+    loop_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    try:
+        asyncio.run(manager.prepare("t", range(2), CONFIG))
+    finally:
+        manager.shutdown()
+    (maker,) = [name for name in files.nice if name.startswith("pier-log-files")]
+    assert files.nice[maker] == min(19, loop_nice + BACKGROUND_NICE) > loop_nice
+    assert all(nice == loop_nice for name, nice in files.nice.items() if name != maker)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == loop_nice
