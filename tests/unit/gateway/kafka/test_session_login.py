@@ -7,7 +7,6 @@ connection each time, and one that finds no broker would drive the gauge negativ
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -16,31 +15,19 @@ from prometheus_client import CollectorRegistry
 
 from gateway.auth.authenticator import Authenticated
 from gateway.kafka import session as session_module
-from gateway.kafka.exchange import Buffer
 from gateway.kafka.metrics import GatewayMetrics
 from gateway.kafka.services import SessionServices
-from gateway.kafka.session import Channel, Session
+from gateway.kafka.session import Session
 from gateway.kafka.upstream import Upstream
 from tenancy.domain import Principal
+from tests.unit.gateway.kafka.test_connection_limits import SilentChannel
 
 pytestmark = pytest.mark.unit
 TENANT = "acme"
 IDENTITY = Authenticated(Principal(TENANT, "sa-1", "key-1"), "PLAIN", None)
 
 
-class QuietChannel(Channel):
-    def write(self, parts: Sequence[Buffer]) -> None:
-        pass
-
-    def pause(self) -> None:
-        pass
-
-    def resume(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
+class QuietChannel(SilentChannel):
     def authenticated(self, tenant: str) -> None:
         pass
 
