@@ -16,7 +16,6 @@ compare every version byte for byte with kio's encoding. Pure; thread-safe.
 
 from __future__ import annotations
 
-import functools
 import struct
 import uuid
 from collections.abc import Iterable, Sequence
@@ -154,28 +153,40 @@ def _topic(out: bytearray, topic: MetadataTopic, version: int, flexible: bool) -
     out += encode_length(len(topic.partitions), flexible, wide=True)
     epochs, offline = version >= 7, version >= 5
     bump = 1 if flexible else 0  # a compact length is the count plus one
+    layouts = _LAYOUTS[(epochs, flexible)]
     for row in topic.partitions:
-        r, i, o = row.replicas, row.isr, row.offline_replicas
+        error, index, leader, epoch, r, i, o = row
         counts: tuple[int, ...] = (len(r), len(i), len(o)) if offline else (len(r), len(i))
-        if flexible and max(counts) >= _ONE_BYTE_COUNT:
-            _generic_partition(out, row, epochs, offline, flexible)
-            continue
-        layout = _partition_layout(epochs, flexible, counts)
-        head: tuple[int, ...] = (row.error_code, row.partition_index, row.leader)
+        layout = layouts.get(counts)
+        if layout is None:
+            if flexible and max(counts) >= _ONE_BYTE_COUNT:
+                _generic_partition(out, row, epochs, offline, flexible)
+                continue
+            layout = _partition_layout(epochs, flexible, counts)
+            if len(layouts) < _LAYOUTS_MAX:
+                layouts[counts] = layout
+        # One pack a partition: the head, then each list's length and its ids.
         if epochs:
-            head = (*head, row.leader_epoch)
-        if offline:
-            out += layout.pack(*head, counts[0] + bump, *r, counts[1] + bump, *i,
+            out += layout.pack(error, index, leader, epoch, counts[0] + bump, *r,
+                               counts[1] + bump, *i, counts[2] + bump, *o)  # fmt: skip
+        elif offline:
+            out += layout.pack(error, index, leader, counts[0] + bump, *r, counts[1] + bump, *i,
                                counts[2] + bump, *o)  # fmt: skip
         else:
-            out += layout.pack(*head, counts[0] + bump, *r, counts[1] + bump, *i)
+            out += layout.pack(error, index, leader, counts[0] + bump, *r, counts[1] + bump, *i)
     if version >= 8:
         out += _I32.pack(topic.authorized_operations)
     if flexible:
         out.append(0)
 
 
-@functools.cache
+# Per (epochs, flexible): the layouts met so far by their lists' lengths, found without a call.
+_LAYOUTS: dict[tuple[bool, bool], dict[tuple[int, ...], struct.Struct]] = {
+    (epochs, flexible): {} for epochs in (False, True) for flexible in (False, True)
+}
+_LAYOUTS_MAX = 4096  # the brokers' replica lists' shapes: few; bounded all the same
+
+
 def _partition_layout(epochs: bool, flexible: bool, counts: tuple[int, ...]) -> struct.Struct:
     """One partition's whole encoding as one struct, for its broker lists' lengths: the fixed
     head, then each list's length (a one-byte compact length when flexible) and its ids, then
