@@ -116,11 +116,17 @@ class BodyReading:
         try:
             async with asyncio.timeout(self.timeout_s):
                 return await granted
-        except TimeoutError:
+        except BaseException as exc:  # the timeout, or the request cancelled (client gone)
             waiter.cancel()
-            raise ApiError(
-                429, "the tenant's request bytes in flight are at their limit", 429, 1
-            ) from None
+            if granted.done() and not granted.cancelled():
+                granted.result().release()  # granted in the same turn the wait ended
+            else:
+                granted.cancel()  # a grant still on its way is given back by `deliver`
+            if isinstance(exc, TimeoutError):
+                raise ApiError(
+                    429, "the tenant's request bytes in flight are at their limit", 429, 1
+                ) from None
+            raise
 
     def release(self) -> None:
         """Give back every byte held (the request was answered, or its body is done with)."""

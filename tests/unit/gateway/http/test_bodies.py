@@ -319,3 +319,26 @@ def test_a_body_that_has_arrived_is_taken_without_a_read_within_the_same_bounds(
     coded.arrived = True
     assert asyncio.run(read_body(coded, 100)) == b"{}"  # type: ignore[arg-type]
     assert coded.read_chunks == 1
+
+
+def test_bytes_granted_in_the_turn_a_wait_ends_are_given_back() -> None:
+    """A wait for the tenant's pool that ends (its timeout, or the request cancelled because the
+    client left) in the same turn of the loop as the grant: the granted bytes go back to the
+    pool, not to nobody (every such race shrank the tenant's pool until a restart)."""
+    budget = ByteBudget(10)
+
+    async def scenario() -> None:
+        first = budget.try_take(10)
+        assert first is not None
+        reading = BodyReading(timeout_s=30, budget=budget)
+        waiting = asyncio.create_task(reading.hold(5))
+        await asyncio.sleep(0)  # it waits for the pool
+        first.release()  # the grant is queued for the next turn ...
+        asyncio.get_running_loop().call_soon(waiting.cancel)  # ... the wait's end after it
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        reading.release()
+        await asyncio.sleep(0)  # any delivery still queued has run
+
+    asyncio.run(scenario())
+    assert budget.used == 0
