@@ -29,11 +29,12 @@ behind it). Runs on the event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +82,12 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+def _not_found(group: str, name: str) -> ApiError:
+    return ApiError(
+        404, f"consumer instance {name!r} of group {group!r} not found", CONSUMER_INSTANCE_NOT_FOUND
+    )
+
+
 @dataclass
 class ConsumerInstance:
     tenant: str
@@ -102,6 +109,17 @@ class ConsumerInstance:
     max_poll_records: int = DEFAULT_MAX_POLL_RECORDS
     bookmarks: dict[TP, Bookmark] = field(default_factory=dict)  # where the last poll stopped
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    closed: bool = False  # set under the lock by `close`: the instance serves nothing more
+
+    @contextlib.asynccontextmanager
+    async def using(self) -> AsyncIterator[None]:
+        """The instance's lock for one request's work on it; 404 when the instance was closed
+        (a DELETE, its expiry or its key's revocation) after the request looked it up, so a
+        closed instance never reopens a group membership or a connection."""
+        async with self.lock:
+            if self.closed:
+                raise _not_found(self.group, self.name)
+            yield
 
     # -- what the instance reads -----------------------------------------------------------------
     def touch(self, caller: Caller) -> None:
@@ -162,6 +180,7 @@ class ConsumerInstance:
         self.positions = {tp: o for tp, o in self.positions.items() if tp in partitions}
 
     async def close(self) -> None:
+        self.closed = True
         await self.unsubscribe()
         self.manual = None
         await self.group_cluster.close()
@@ -512,11 +531,7 @@ class ConsumerRegistry:
             (caller.tenant_id, caller.principal.service_account_id, group, name)
         )
         if instance is None:
-            raise ApiError(
-                404,
-                f"consumer instance {name!r} of group {group!r} not found",
-                CONSUMER_INSTANCE_NOT_FOUND,
-            )
+            raise _not_found(group, name)
         instance.touch(caller)
         return instance
 

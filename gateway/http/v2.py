@@ -224,7 +224,7 @@ class V2:
             or not all(isinstance(t, str) and t for t in topics)
         ):
             raise ApiError(422, "topics must be a non-empty list of topic names", 42202)
-        async with instance.lock:
+        async with instance.using():
             await instance.subscribe(sorted(set(topics)))
         return web.Response(status=204)
 
@@ -234,7 +234,7 @@ class V2:
 
     async def unsubscribe(self, request: web.Request) -> web.StreamResponse:
         _caller, instance = await self._instance(request)
-        async with instance.lock:
+        async with instance.using():
             await instance.unsubscribe()
         return web.Response(status=204)
 
@@ -245,7 +245,7 @@ class V2:
         ]
         for topic in {t for t, _ in partitions}:
             caller.require("DESCRIBE", "TOPIC", topic)
-        async with instance.lock:
+        async with instance.using():
             await instance.assign(partitions)
         return web.Response(status=204)
 
@@ -258,7 +258,7 @@ class V2:
     async def commit(self, request: web.Request) -> web.StreamResponse:
         _caller, instance = await self._reading_instance(request)
         body = await read_json(request)
-        async with instance.lock:
+        async with instance.using():
             if body is None or (isinstance(body, dict) and not body.get("offsets")):
                 await instance.commit()
             else:
@@ -275,7 +275,7 @@ class V2:
             partitions = instance.assignment()
         else:
             partitions = [tp for tp, _ in _partitions(body, "partitions", offsets=False)]
-        async with instance.lock:
+        async with instance.using():
             found = await instance.committed(partitions) if partitions else {}
         return v2_response(
             {
@@ -289,7 +289,7 @@ class V2:
     async def seek(self, request: web.Request) -> web.StreamResponse:
         _caller, instance = await self._reading_instance(request)
         wanted = _partitions(await read_json(request), "offsets", offsets=True)
-        async with instance.lock:
+        async with instance.using():
             instance.positions.update(dict(wanted))
         return web.Response(status=204)
 
@@ -298,7 +298,7 @@ class V2:
         partitions = [
             tp for tp, _ in _partitions(await read_json(request), "partitions", offsets=False)
         ]
-        async with instance.lock:
+        async with instance.using():
             await instance.seek_to(partitions, spec)
         return web.Response(status=204)
 
@@ -326,7 +326,7 @@ class V2:
         max_records = _query_int(
             request, "max_records", instance.max_poll_records, MAX_MAX_POLL_RECORDS
         )
-        async with instance.lock:
+        async with instance.using():
             records = await instance.poll(timeout, max(1, max_bytes), max(1, max_records))
             body = await off_loop(caller.tenant_id, records_body, records)
             throttle = caller.policy.charge_fetch(caller.subject, len(body))
