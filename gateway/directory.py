@@ -18,16 +18,17 @@ thread-safe.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Protocol
 
 from gateway.kafka.authorizer import Authorizer
 from gateway.kafka.namespace import TenantNamespace
 from gateway.kafka.services import Closable, TenantState
-from tenancy.domain import Acl, ApiKey, Change, Page, Tenant
+from tenancy.domain import Acl, ApiKey, Change, Page, Principal, Tenant
 from tenancy.errors import NotFoundError
 
 log = logging.getLogger("pier.gateway.directory")
@@ -77,6 +78,7 @@ class TenantDirectory:
         self._generations: dict[str, int] = {}
         self._by_tenant: dict[str, set[Closable]] = defaultdict(set)
         self._tracked: dict[str, set[Closable]] = defaultdict(set)  # no slot: see `track`
+        self._admitting: dict[Closable, Principal] = {}  # logins not yet admitted: `admitting`
 
     async def state(self, tenant_id: str) -> TenantState:
         state = self._states.get(tenant_id)
@@ -142,6 +144,18 @@ class TenantDirectory:
         if self._on_admit is not None:
             await self._on_admit(tenant)
         return None
+
+    @contextlib.contextmanager
+    def admitting(self, session: Closable, principal: Principal) -> Iterator[None]:
+        """A login between its key's check and its admission (a tenant load and a store round
+        trip): a revocation of its key or a change of its tenant applied meanwhile closes it as
+        it closes the admitted ones, which it is not among yet (the login then sees itself
+        closed and gives back what it was granted)."""
+        self._admitting[session] = principal
+        try:
+            yield
+        finally:
+            self._admitting.pop(session, None)
 
     def release(self, session: Closable) -> None:
         if session.principal is None:
@@ -225,9 +239,16 @@ class TenantDirectory:
     def _close_tenant(self, tenant_id: str, reason: str) -> None:
         for session in self.sessions(tenant_id):
             session.close(reason)
+        self._close_admitting(lambda principal: principal.tenant_id == tenant_id, reason)
 
     def _close_key(self, key_id: str, reason: str) -> None:
         self._close(lambda s: s.principal is not None and s.principal.key_id == key_id, reason)
+        self._close_admitting(lambda principal: principal.key_id == key_id, reason)
+
+    def _close_admitting(self, match: Callable[[Principal], bool], reason: str) -> None:
+        for session, principal in list(self._admitting.items()):
+            if match(principal):
+                session.close(reason)
 
     def _close(self, match: Callable[[Closable], bool], reason: str) -> None:
         for _tenant, live in self._live():

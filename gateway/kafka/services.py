@@ -7,6 +7,7 @@ Runs on the event loop; not thread-safe.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +60,12 @@ class Directory(Protocol):
     async def admit(self, session: Closable, state: TenantState) -> str | None:
         """Register an authenticated session; a reason string if the tenant is at its limit
         (fleet-wide, held in the tenant store) or the limit cannot be checked."""
+        ...
+
+    def admitting(
+        self, session: Closable, principal: Principal
+    ) -> contextlib.AbstractContextManager[None]:
+        """While a login is checked and admitted: closed with its key or tenant meanwhile."""
         ...
 
     def release(self, session: Closable) -> None: ...

@@ -426,10 +426,12 @@ class Session:
         self._arm_expiry(lifetime)
         if self.principal is not None:  # re-authentication: same principal, nothing else
             return None
-        state = await self.services.directory.state(identity.principal.tenant_id)
-        await self.services.throttling.load(state.tenant.id)
-        self.principal = identity.principal
-        refused = await self.services.directory.admit(self, state)
+        directory = self.services.directory
+        with directory.admitting(self, identity.principal):  # revocations close it meanwhile
+            state = await directory.state(identity.principal.tenant_id)
+            await self.services.throttling.load(state.tenant.id)
+            self.principal = identity.principal
+            refused = await directory.admit(self, state)
         if refused is not None:
             log.info("event=connection_refused tenant=%s reason=%r", state.tenant.id, refused)
             return refused

@@ -140,3 +140,28 @@ def test_a_suspension_closes_the_tenants_sessions() -> None:
         assert session.closed == "tenant is no longer active"
 
     asyncio.run(scenario())
+
+
+def test_a_revocation_or_suspension_while_a_login_is_admitted_closes_it_too() -> None:
+    """A login between its key's check and its admission is not among the admitted sessions
+    yet; a revocation or a suspension applied then closes it all the same (it would otherwise
+    be admitted on a revoked key and live until its re-authentication, an hour by default)."""
+
+    async def scenario() -> None:
+        store = FakeStore(keys={"k": key("k"), "other": key("other")})
+        directory = TenantDirectory(store)
+        await directory.state("acme")
+        principal = Principal("acme", "sa-app", "k")
+        login, bystander = FakeSession(None), FakeSession(None)
+        other = Principal("acme", "sa-app", "other")
+        with directory.admitting(login, principal), directory.admitting(bystander, other):
+            await directory.apply(Change(1, "api_key.revoked", "acme", "k", NOW))
+            assert (login.closed, bystander.closed) == ("api key revoked", None)
+            store.tenant = replace(store.tenant, status="suspended")
+            await directory.apply(change("tenant.suspended"))
+            assert bystander.closed == "tenant is no longer active"
+        late = FakeSession(None)
+        await directory.apply(Change(2, "api_key.revoked", "acme", "k", NOW))
+        assert late.closed is None and directory._admitting == {}  # forgotten once admitted
+
+    asyncio.run(scenario())

@@ -7,6 +7,8 @@ connection each time, and one that finds no broker would drive the gauge negativ
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -35,6 +37,10 @@ class QuietChannel(SilentChannel):
 class Directory:
     def __init__(self) -> None:
         self.held = 0
+
+    @contextlib.contextmanager
+    def admitting(self, session: Session, principal: Principal) -> Iterator[None]:
+        yield
 
     async def state(self, tenant_id: str) -> Any:
         return SimpleNamespace(tenant=SimpleNamespace(id=tenant_id, tenant_id=tenant_id))
