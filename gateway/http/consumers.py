@@ -408,8 +408,10 @@ class _Connection:
 
     principal: Principal | None
     closer: Callable[[str], None]
+    closed: str | None = None  # why, once closed (before its instance exists, too)
 
     def close(self, reason: str) -> None:
+        self.closed = reason
         self.closer(reason)
 
 
@@ -472,14 +474,17 @@ class ConsumerRegistry:
             raise ApiError(
                 409, f"consumer instance {name!r} already exists", CONSUMER_ALREADY_EXISTS
             )
-        await self._admit(caller, key)
+        connection = await self._admit(caller, key)
         if self._directory is not None and not await self._directory.claim(key):
-            connection = self._connections.pop(key, None)
-            if connection is not None:
-                caller.services.session.directory.release(connection)
+            self._connections.pop(key, None)
+            caller.services.session.directory.release(connection)
             raise ApiError(
                 409, f"consumer instance {name!r} already exists", CONSUMER_ALREADY_EXISTS
             )
+        if connection.closed is not None:  # its key revoked or its tenant changed meanwhile
+            self._connections.pop(key, None)
+            caller.services.session.directory.release(connection)
+            raise ApiError(401, f"the consumer instance was not made: {connection.closed}", 401)
         client_id = caller.client_id or "pier-http"
         instance = ConsumerInstance(
             tenant=caller.tenant_id,
@@ -498,12 +503,13 @@ class ConsumerRegistry:
         log.info("event=consumer_created tenant=%s group=%s instance=%s", key[0], group, name)
         return instance
 
-    async def _admit(self, caller: Caller, key: Key) -> None:
+    async def _admit(self, caller: Caller, key: Key) -> _Connection:
         """Count the instance among its tenant's connections (a slot held in the tenant store,
         fleet-wide); 429 past `max_connections` or while the store cannot be asked."""
         connection = _Connection(caller.principal, lambda reason: self._close_soon(key, reason))
         directory = caller.services.session.directory
-        refused = await directory.admit(connection, caller.state)
+        with directory.admitting(connection, caller.principal):
+            refused = await directory.admit(connection, caller.state)
         if refused is not None:
             log.info("event=consumer_refused tenant=%s reason=%r", key[0], refused)
             raise ApiError(429, refused, TOO_MANY_CONNECTIONS, retry_after_s=1)
@@ -513,6 +519,7 @@ class ConsumerRegistry:
                 409, f"consumer instance {key[3]!r} already exists", CONSUMER_ALREADY_EXISTS
             )
         self._connections[key] = connection
+        return connection
 
     def _fetch_client(self, tenant: str, key: Key) -> Cluster:
         """The tenant's shared fleet client for fetches (made with its first instance)."""
