@@ -213,6 +213,15 @@ class TenantDirectory:
             if not await asyncio.to_thread(self._key_usable, key_id):
                 self._close_key(key_id, "api key revoked or expired")
 
+    async def key_usable(self, key_id: str) -> bool:
+        """Whether the key is neither revoked nor expired, read from the store now; False when
+        the store cannot say (fail closed)."""
+        try:
+            return await asyncio.to_thread(self._key_usable, key_id)
+        except Exception as exc:  # the store's driver errors, OSError, a closed pool
+            log.warning("event=key_check_failed key=%s error=%r", key_id, exc)
+            return False
+
     def _key_usable(self, key_id: str) -> bool:
         try:
             key = self._source.get_api_key(key_id)

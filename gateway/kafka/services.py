@@ -68,6 +68,10 @@ class Directory(Protocol):
         """While a login is checked and admitted: closed with its key or tenant meanwhile."""
         ...
 
+    async def key_usable(self, key_id: str) -> bool:
+        """The key neither revoked nor expired, read from the store now (False: cannot say)."""
+        ...
+
     def release(self, session: Closable) -> None: ...
 
     def track(self, session: Closable, state: TenantState) -> str | None:

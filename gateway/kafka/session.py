@@ -136,6 +136,7 @@ class Session:
         self._expiry: asyncio.TimerHandle | None = None
         self._closed = False
         self._usage_key: UsageKey | None = None
+        self._login_epoch: int | None = None  # the verification cache's, as the login began
 
     @property
     def tenant(self) -> TenantState | None:
@@ -388,9 +389,12 @@ class Session:
         return self._authenticate(exchange, request)
 
     async def _authenticate(self, exchange: Exchange, request: Any) -> None:
+        if self._login_epoch is None:  # before the key is first read (SCRAM: its first round)
+            self._login_epoch = self.services.authenticator.login_epoch()
         answer = await self.gate.authenticate(exchange.version, request, self._lifetime)
         if answer.authenticated is not None:
-            refused = await self._logged_in(answer.authenticated)
+            epoch, self._login_epoch = self._login_epoch, None
+            refused = await self._logged_in(answer.authenticated, epoch)
             if self._closed:
                 return
             if refused is not None:  # a valid key, but the tenant may not have this connection
@@ -398,8 +402,9 @@ class Session:
         self._gate_answer(exchange, answer)
 
     async def _raw_token(self, token: bytes) -> None:
+        epoch = self.services.authenticator.login_epoch()
         answer = await self.gate.raw_token(token)
-        if answer.authenticated is not None and await self._logged_in(answer.authenticated):
+        if answer.authenticated is not None and await self._logged_in(answer.authenticated, epoch):
             self.close("connection refused")  # bare tokens have no way to say why
             return
         if self._closed:
@@ -418,16 +423,24 @@ class Session:
         now = self.services.clock_ms()
         return session_lifetime_ms(now, self.services.max_reauth_ms, identity.key_expires_at_ms)
 
-    async def _logged_in(self, identity: Authenticated) -> str | None:
+    async def _logged_in(self, identity: Authenticated, epoch: int | None = None) -> str | None:
         """A first login or a re-authentication succeeded: admit, connect, arm the expiry. The
         reason when the tenant may not have this connection (the session is then still open, to
-        answer it); a session that cannot reach its broker is closed."""
+        answer it); a session that cannot reach its broker is closed. `epoch`: the verification
+        cache's as the key was first read; a change of the key or tenant since then (a
+        revocation while the key was checked) has the key read again."""
         lifetime = self._lifetime(identity)
         self._arm_expiry(lifetime)
         if self.principal is not None:  # re-authentication: same principal, nothing else
             return None
         directory = self.services.directory
-        with directory.admitting(self, identity.principal):  # revocations close it meanwhile
+        principal = identity.principal
+        with directory.admitting(self, principal):  # revocations close it meanwhile
+            changed = epoch is not None and (
+                self.services.authenticator.login_changed_since(principal, epoch)
+            )
+            if changed and not await directory.key_usable(principal.key_id):
+                return "api key revoked or expired"
             state = await directory.state(identity.principal.tenant_id)
             await self.services.throttling.load(state.tenant.id)
             self.principal = identity.principal

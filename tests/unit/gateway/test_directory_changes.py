@@ -51,6 +51,8 @@ class FakeStore:
         return Page(list(self.acls), None)
 
     def get_api_key(self, key_id: str) -> ApiKey:
+        if self.down:
+            raise ConnectionError("the store went away")
         if key_id not in self.keys:
             raise NotFoundError(key_id)
         return self.keys[key_id]
@@ -163,5 +165,18 @@ def test_a_revocation_or_suspension_while_a_login_is_admitted_closes_it_too() ->
         late = FakeSession(None)
         await directory.apply(Change(2, "api_key.revoked", "acme", "k", NOW))
         assert late.closed is None and directory._admitting == {}  # forgotten once admitted
+
+    asyncio.run(scenario())
+
+
+def test_a_key_read_again_is_usable_only_when_the_store_says_so() -> None:
+    async def scenario() -> None:
+        store = FakeStore(keys={"live": key("live"), "gone": key("gone", revoked=True)})
+        directory = TenantDirectory(store)
+        assert await directory.key_usable("live")
+        assert not await directory.key_usable("gone")
+        assert not await directory.key_usable("never-made")
+        store.down = True
+        assert not await directory.key_usable("live")  # the store cannot say: fail closed
 
     asyncio.run(scenario())

@@ -26,6 +26,7 @@ from tests.unit.gateway.kafka.test_connection_limits import SilentChannel
 
 pytestmark = pytest.mark.unit
 TENANT = "acme"
+CACHE_EPOCH = 7  # the verification cache's epoch now: a login that began before it may be stale
 IDENTITY = Authenticated(Principal(TENANT, "sa-1", "key-1"), "PLAIN", None)
 
 
@@ -37,6 +38,12 @@ class QuietChannel(SilentChannel):
 class Directory:
     def __init__(self) -> None:
         self.held = 0
+        self.usable = True  # what the store says of the key when asked again
+        self.asked: list[str] = []
+
+    async def key_usable(self, key_id: str) -> bool:
+        self.asked.append(key_id)
+        return self.usable
 
     @contextlib.contextmanager
     def admitting(self, session: Session, principal: Principal) -> Iterator[None]:
@@ -81,7 +88,9 @@ def login_session(
     directory = Directory()
     opened: list[Any] = []
     services = SimpleNamespace(
-        authenticator=None,
+        authenticator=SimpleNamespace(
+            login_changed_since=lambda principal, epoch: epoch < CACHE_EPOCH
+        ),
         directory=directory,
         throttling=Throttling(),
         fleet=Fleet(address),
@@ -168,5 +177,33 @@ def test_a_login_counts_its_connection_until_the_session_closes(
         session.close("done")
         assert upstream.closed
         assert directory.held == 0 and connections(registry) == 0 and opened == []
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("usable", [False, True])
+def test_a_key_changed_while_it_was_checked_is_read_again_before_the_login_is_admitted(
+    usable: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def scenario() -> None:
+        session, directory, registry, opened = login_session(("127.0.0.1", 9))
+        directory.usable = usable
+
+        async def connect(host: str, port: int, lost: Any) -> FakeUpstream:
+            return FakeUpstream()
+
+        monkeypatch.setattr(Upstream, "connect", connect)
+        unchanged = await session._logged_in(IDENTITY, CACHE_EPOCH)  # nothing changed since
+        assert unchanged is None and directory.asked == []
+        session.close("next")
+        session, directory, registry, opened = login_session(("127.0.0.1", 9))
+        directory.usable = usable
+        refused = await session._logged_in(IDENTITY, CACHE_EPOCH - 1)  # began before a change
+        assert directory.asked == ["key-1"]
+        if usable:
+            assert refused is None and directory.held == 1
+        else:
+            assert refused == "api key revoked or expired"
+            assert directory.held == 0 and connections(registry) == 0 and opened == []
 
     asyncio.run(scenario())
