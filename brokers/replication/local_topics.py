@@ -129,7 +129,7 @@ class LocalTopicRegistry:
 
     # ---- start-up -------------------------------------------------------------------------
     def load(self) -> None:
-        stored = json.loads(self._path.read_text()) if self._path.exists() else {"topics": {}}
+        stored = json.loads(self._path.read_bytes()) if self._path.exists() else {"topics": {}}
         for name, entry in stored["topics"].items():
             self._install(name, uuid.UUID(entry["id"]), int(entry["partitions"]), entry["configs"])
         for partition in self._replicas.partitions():  # logs on disk the registry never saw
