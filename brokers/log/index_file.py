@@ -14,6 +14,13 @@ is always a whole number of entries, which is what the load-time sanity check re
 `truncate_entries` (also the undo of a failed append) cuts the file back to a whole number of entries
 even after a torn write. Every call goes through the `FileOps` seam (file_ops).
 
+The indexes of a new partition's first segment are not made with it (`IndexFile.unmade`): the
+file is made by its first write, or by `materialize` once its segment holds data (at a flush,
+roll or close), so a restart finds an index beside every non-empty `.log` as before, and a
+segment whose `.log` is empty loads with empty indexes when their files are missing (segment).
+Each file costs a creation (an inode: 0.2-3 ms of kernel time on this machine's disk), and a
+topic churn makes thousands of partitions that are never written.
+
 Runs on the event loop; not thread-safe.
 """
 
@@ -39,12 +46,20 @@ class IndexFile:
         self._written_entries = 0
         self._unsynced = False
         self._torn = False  # a write failed: the file may hold bytes past `_written_entries`
+        self._made = True  # the file exists (False: `unmade`, until its first write)
 
     @classmethod
     def create(cls, path: Path, entry_size: int, files: FileOps = OS_FILES) -> IndexFile:
         """A new, empty index file (an existing one is emptied)."""
         os.close(files.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
         return cls(path, entry_size, files)
+
+    @classmethod
+    def unmade(cls, path: Path, entry_size: int, files: FileOps = OS_FILES) -> IndexFile:
+        """An empty index whose file is not made yet (module docstring)."""
+        index_file = cls(path, entry_size, files)
+        index_file._made = False
+        return index_file
 
     @classmethod
     def load(
@@ -113,13 +128,19 @@ class IndexFile:
         """Write what is staged (the file holds every entry from now on)."""
         self.write_staged()
 
+    def materialize(self) -> None:
+        """Make the file if it is not made yet (its segment holds data), with what is staged."""
+        if not self._made:
+            with self._opened() as fd:
+                self._write(fd)
+
     def release(self) -> None:
         """Forget what is staged without writing it (the log is released: nothing is written
         any more; its next start recovers the segment if it was not closed cleanly)."""
         self._staged.clear()
 
     def rename(self, path: Path) -> None:
-        if self.path.exists():
+        if self._made and self.path.exists():
             self._files.rename(self.path, path)
         self.path = path
 
@@ -131,6 +152,7 @@ class IndexFile:
     def _opened(self) -> Iterator[int]:
         """A descriptor for one call, closed after it (module doc)."""
         fd = self._files.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        self._made = True
         try:
             yield fd
         finally:
@@ -154,6 +176,9 @@ class IndexFileOwner:
 
     def close(self) -> None:
         self._file.close()
+
+    def materialize(self) -> None:
+        self._file.materialize()
 
     def release(self) -> None:
         self._file.release()

@@ -63,7 +63,7 @@ from brokers.log.config import LogConfig
 from brokers.log.errors import CorruptCheckpointError, LogDirError, StorageError
 from brokers.log.file_ops import OS_FILES, FileOps
 from brokers.log.log import Log, parse_topic_partition
-from brokers.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from brokers.log.segment import LOG_SUFFIX, segment_path
 
 log = logging.getLogger(__name__)
 
@@ -245,15 +245,13 @@ class LogManager:
 
     def _make_files(self, directories: list[Path]) -> list[int]:
         """On the file-maker thread: each new log's directory and its first segment's empty
-        files, the `.log` left open read-write for the log to take (its descriptors, in order).
-        Nothing but system calls, so the GIL is free while each waits for the file system."""
+        `.log`, left open read-write for the log to take (its descriptors, in order); its
+        indexes are made when it holds data (index_file). Nothing but system calls, so the GIL
+        is free while each waits for the file system."""
         descriptors: list[int] = []
         try:
             for directory in directories:
                 directory.mkdir()
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    path = segment_path(directory, 0, suffix)
-                    os.close(self._files.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
                 log_path = segment_path(directory, 0, LOG_SUFFIX)
                 descriptors.append(self._files.open(log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL))
         except BaseException:

@@ -48,8 +48,8 @@ class OffsetIndex(IndexFileOwner):
     def empty(
         cls, path: Path, base_offset: int, max_index_bytes: int, files: FileOps = OS_FILES
     ) -> OffsetIndex:
-        """Over an empty file that exists already (made with its segment's other files)."""
-        return cls(IndexFile(path, ENTRY_SIZE, files), base_offset, max_index_bytes)
+        """Empty, its file not made yet (index_file: made by the first write or `materialize`)."""
+        return cls(IndexFile.unmade(path, ENTRY_SIZE, files), base_offset, max_index_bytes)
 
     @classmethod
     def load(

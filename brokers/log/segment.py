@@ -27,7 +27,7 @@ import os
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from typing_extensions import Buffer
 
@@ -142,8 +142,8 @@ class LogSegment:
         index_interval_bytes: int, max_index_bytes: int, roll_jitter_ms: int = 0,
         files: FileOps = OS_FILES,
     ) -> LogSegment:  # fmt: skip
-        """A segment over empty files just made (`.log` open read-write as `log_fd`, which it
-        takes; `.index` and `.timeindex` empty): nothing is read back, no system call made."""
+        """A segment over an empty `.log` just made (open read-write as `log_fd`, which it
+        takes), its indexes not made yet (index_file): nothing read back, no system call made."""
         log_path, index_path, time_index_path = (
             segment_path(directory, base_offset, suffix)
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
@@ -161,16 +161,22 @@ class LogSegment:
         max_index_bytes: int, roll_jitter_ms: int = 0, files: FileOps = OS_FILES,
     ) -> tuple[LogSegment, int | None]:  # fmt: skip
         """Open existing files. The second item is None when the indexes loaded, else the bytes
-        cut while rebuilding them (Kafka's sanity check failed, or an index file is missing):
+        cut while rebuilding them (Kafka's sanity check failed, or an index file is missing
+        beside a non-empty `.log`; beside an empty one it is an index not made yet):
         a rebuild re-validates the data too and empties the `.txnindex`, which the caller must
         then refill from the markers (it needs the producer state; see producer_replay). A
         missing `.txnindex` is normal (created lazily), so it cannot itself trigger a rebuild."""
         records = FileRecords.open(segment_path(directory, base_offset, LOG_SUFFIX), files=files)
         paths = [segment_path(directory, base_offset, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
         txn_path = txn_index_path(records.path)
+        empty = records.size == 0  # its indexes may never have been made (index_file)
         try:
-            offset_index = OffsetIndex.load(paths[0], base_offset, max_index_bytes, files)
-            time_index = TimeIndex.load(paths[1], base_offset, max_index_bytes, files)
+            offset_index = _load_index(
+                OffsetIndex, paths[0], base_offset, max_index_bytes, files, empty
+            )
+            time_index = _load_index(
+                TimeIndex, paths[1], base_offset, max_index_bytes, files, empty
+            )
             segment = cls(
                 base_offset, records, offset_index, time_index, clock=clock,
                 index_interval_bytes=index_interval_bytes, roll_jitter_ms=roll_jitter_ms,
@@ -412,11 +418,19 @@ class LogSegment:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def on_become_inactive(self) -> None:
-        """The segment was rolled: record its final max timestamp, drop its descriptors."""
+        """The segment was rolled (or is closed): record its final max timestamp, make its
+        index files if it holds data, drop its descriptors."""
         self.time_index.maybe_append(
             self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
         )
+        self._materialize_indexes()
         self.release_descriptors()
+
+    def _materialize_indexes(self) -> None:
+        """A segment holding data has both index files on disk, as a restart expects."""
+        if self.records.size:
+            self.offset_index.materialize()
+            self.time_index.materialize()
 
     def release_descriptors(self) -> None:
         """Hold no descriptor: an inactive segment (rolled, loaded below the active one, or
@@ -429,6 +443,7 @@ class LogSegment:
 
     def flush(self) -> None:
         self.records.flush()
+        self._materialize_indexes()
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -466,6 +481,23 @@ class LogSegment:
         self.time_index.release()
         self.txn_index.release()
         return self.file_paths()
+
+
+_Index = TypeVar("_Index", OffsetIndex, TimeIndex)
+
+
+def _load_index(
+    kind: type[_Index], path: Path, base_offset: int, max_index_bytes: int, files: FileOps,
+    log_is_empty: bool,
+) -> _Index:  # fmt: skip
+    """The index loaded, or empty and not made yet when its file is missing beside an empty
+    `.log` (a missing file beside data raises FileNotFoundError: the segment is rebuilt)."""
+    try:
+        return kind.load(path, base_offset, max_index_bytes, files)
+    except FileNotFoundError:
+        if not log_is_empty:
+            raise
+        return kind.empty(path, base_offset, max_index_bytes, files)
 
 
 def _existing_txn_index(path: Path, base_offset: int, files: FileOps) -> TransactionIndex:

@@ -84,10 +84,9 @@ def test_the_event_loop_runs_while_a_topics_files_are_made(tmp_path: Path) -> No
         logs = [manager.create("t", index) for index in range(3)]
         assert [lg.log_end_offset for lg in logs] == [0, 0, 0]
         assert [lg.descriptors_held for lg in logs] == [1, 1, 1]
+        # one directory and one file: the indexes are made once the log holds data
         assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == [
-            "00000000000000000000.index",
-            "00000000000000000000.log",
-            "00000000000000000000.timeindex",
+            "00000000000000000000.log"
         ]
     finally:
         files.release.set()
@@ -116,6 +115,34 @@ def test_prepared_logs_append_read_and_survive_a_restart_as_opened_ones(tmp_path
         assert again.log_end_offset == 120
         empty = restarted.get("fresh", 1)
         assert empty is not None and empty.log_end_offset == 0
+    finally:
+        restarted.shutdown()
+
+
+def segment_files(directory: Path) -> set[str]:
+    return {p.suffix for p in directory.iterdir() if p.suffix in (".log", ".index", ".timeindex")}
+
+
+def test_a_prepared_log_never_written_restarts_without_making_files(tmp_path: Path) -> None:
+    """A churned topic's partitions: their restart neither rebuilds nor makes index files."""
+    clock = ManualClock()
+    manager = LogManager(tmp_path, clock=clock, default_config=CONFIG)
+    manager.startup()
+    asyncio.run(manager.prepare("idle", range(2), CONFIG))
+    logs = [manager.create("idle", index) for index in range(2)]
+    append(logs[1], make_batch(1))  # under one index interval: no index entry yet
+    manager.shutdown()
+    assert segment_files(tmp_path / "idle-0") == {".log"}
+    assert segment_files(tmp_path / "idle-1") == {".log", ".index", ".timeindex"}
+    restarted = LogManager(tmp_path, clock=clock, default_config=CONFIG)
+    restarted.startup()
+    try:
+        empty, written = (restarted.get("idle", index) for index in range(2))
+        assert empty is not None and empty.log_end_offset == 0
+        assert written is not None and written.log_end_offset == 1
+        assert segment_files(tmp_path / "idle-0") == {".log"}
+        append(empty, make_batch(3))
+        assert [(b.base_offset, b.last_offset) for b in read_all(empty)] == [(0, 2)]
     finally:
         restarted.shutdown()
 

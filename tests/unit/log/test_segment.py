@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,69 @@ def test_open_rebuilds_a_missing_or_corrupt_index(tmp_path: Path) -> None:
     assert truncated is None  # a sane index is loaded, not rebuilt
     assert clean.max_timestamp == T0 + len(headers) - 1
     clean.close()
+
+
+def adopted(tmp_path: Path, clock: ManualClock) -> LogSegment:
+    """A segment as a prepared log's first one: its `.log` made and open, nothing else."""
+    fd = os.open(tmp_path / "00000000000000000100.log", os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    return LogSegment.adopt_empty(
+        tmp_path, BASE, fd, clock=clock, index_interval_bytes=200, max_index_bytes=4096
+    )
+
+
+def names(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.iterdir())
+
+
+def test_an_adopted_segment_makes_its_indexes_only_once_it_holds_data(tmp_path: Path) -> None:
+    """A churned topic's partitions cost one file each until written (index_file)."""
+    clock = ManualClock()
+    segment = adopted(tmp_path, clock)
+    segment.flush()
+    segment.close()
+    assert names(tmp_path) == ["00000000000000000100.log"]
+    reopened, truncated = LogSegment.open(
+        tmp_path, BASE, clock=clock, index_interval_bytes=200, max_index_bytes=4096
+    )
+    assert truncated is None  # an empty log with no index files is loaded, not rebuilt
+    assert names(tmp_path) == ["00000000000000000100.log"]  # and opening made none
+    headers = append_batches(reopened, [make_batch(1, timestamp=T0)])  # under one interval
+    assert reopened.offset_index.entries == 0
+    reopened.close()
+    assert names(tmp_path) == [
+        "00000000000000000100.index",
+        "00000000000000000100.log",
+        "00000000000000000100.timeindex",
+    ]
+    clean, truncated = LogSegment.open(
+        tmp_path, BASE, clock=clock, index_interval_bytes=200, max_index_bytes=4096
+    )
+    assert truncated is None  # data beside both indexes: loaded as before, not rebuilt
+    assert clean.next_offset == headers[-1].next_offset and clean.max_timestamp == T0
+    clean.close()
+
+
+def test_a_flush_makes_the_indexes_of_a_segment_holding_data(tmp_path: Path) -> None:
+    segment = adopted(tmp_path, ManualClock())
+    append_batches(segment, [make_batch(1, timestamp=T0)])
+    segment.flush()  # the recovery point passes it: a crash after this must not rebuild it
+    assert names(tmp_path) == [
+        "00000000000000000100.index",
+        "00000000000000000100.log",
+        "00000000000000000100.timeindex",
+    ]
+    segment.close()
+
+
+def test_a_crash_before_the_indexes_were_made_rebuilds_them(tmp_path: Path) -> None:
+    clock = ManualClock()
+    segment = adopted(tmp_path, clock)
+    headers = append_batches(segment, [make_batch(2, timestamp=T0)])  # under one interval
+    segment.records.close()  # the process died: no flush, roll or close made the indexes
+    assert names(tmp_path) == ["00000000000000000100.log"]
+    reopened, truncated = LogSegment.open(
+        tmp_path, BASE, clock=clock, index_interval_bytes=200, max_index_bytes=4096
+    )
+    assert truncated == 0  # data beside a missing index: rebuilt from the log, nothing lost
+    assert reopened.next_offset == headers[-1].next_offset and reopened.max_timestamp == T0
+    reopened.close()
