@@ -85,9 +85,7 @@ def test_the_event_loop_runs_while_a_topics_files_are_made(tmp_path: Path) -> No
         assert [lg.log_end_offset for lg in logs] == [0, 0, 0]
         assert [lg.descriptors_held for lg in logs] == [1, 1, 1]
         # one directory and one file: the indexes are made once the log holds data
-        assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == [
-            "00000000000000000000.log"
-        ]
+        assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == ["00000000000000000000.log"]
     finally:
         files.release.set()
         manager.shutdown()
