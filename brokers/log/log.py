@@ -690,7 +690,9 @@ class Log:
         self.last_flush_ms = self._clock.time_ms()
 
     def close(self) -> None:
-        """Clean close: final time index entries, fsync, producer snapshot, descriptors freed.
+        """Clean close: final time index entries, fsync, producer snapshot (none for an empty
+        log with no producer: the next open rebuilds that empty table from nothing), descriptors
+        freed.
         A log that is (or goes) offline is only released, nothing written, and LogOfflineError
         raised: its next start must recover it."""
         if self._closed:
@@ -701,7 +703,8 @@ class Log:
                 for segment in self._segments:
                     segment.on_become_inactive()
                 self.flush()
-                self.producer_state.take_snapshot(self.log_end_offset)
+                if self.log_end_offset > self.log_start_offset or not self.producer_state.is_empty:
+                    self.producer_state.take_snapshot(self.log_end_offset)
         finally:
             self.release()
 

@@ -51,12 +51,13 @@ def roll_jitter_ms(config: LogConfig) -> int:
 
 
 def create_segment(
-    directory: Path, base_offset: int, config: LogConfig, clock: Clock, files: FileOps = OS_FILES
-) -> LogSegment:
+    directory: Path, base_offset: int, config: LogConfig, clock: Clock, files: FileOps = OS_FILES,
+    *, make_indexes: bool = True,
+) -> LogSegment:  # fmt: skip
     return LogSegment.create(
         directory, base_offset, clock=clock, index_interval_bytes=config.index_interval_bytes,
         max_index_bytes=config.segment_index_bytes, roll_jitter_ms=roll_jitter_ms(config),
-        files=files,
+        files=files, make_indexes=make_indexes,
     )  # fmt: skip
 
 
@@ -80,13 +81,19 @@ def load_log(
     recovered = set(rebuilt)
     if not had_clean_shutdown and segments:
         recovered.update(_recover_unflushed(directory, segments, recovery_point, rebuilt))
+    # A log's only segment, in a directory with no other segment file: its indexes are made
+    # once it holds data (a new partition costs its directory and one file).
     if not segments:
-        segments.append(create_segment(directory, log_start_offset, config, clock, files))
+        segments.append(
+            create_segment(directory, log_start_offset, config, clock, files, make_indexes=False)
+        )
     if log_start_offset > segments[-1].next_offset:
         log.warning("%s: log start %d is past the recovered end", directory.name, log_start_offset)
         for segment in segments:
             segment.delete_files()
-        segments = [create_segment(directory, log_start_offset, config, clock, files)]
+        segments = [
+            create_segment(directory, log_start_offset, config, clock, files, make_indexes=False)
+        ]
     log_end_offset = segments[-1].next_offset
     if not had_clean_shutdown:
         recovery_point = log_end_offset  # everything below was just re-validated and fsynced

@@ -117,13 +117,25 @@ class LogSegment:
     def create(
         cls, directory: Path, base_offset: int, *, clock: Clock, index_interval_bytes: int,
         max_index_bytes: int, roll_jitter_ms: int = 0, files: FileOps = OS_FILES,
+        make_indexes: bool = True,
     ) -> LogSegment:  # fmt: skip
         """New empty files for a segment starting at `base_offset` (`preallocate` is not
-        applied: files grow by appends, and the in-memory indexes need no preallocated mmap)."""
+        applied: files grow by appends, and the in-memory indexes need no preallocated mmap).
+        `make_indexes=False`: only the `.log`, its indexes made once it holds data
+        (index_file), for a directory with no other segment file in it (no stale index can be
+        at their paths)."""
         log_path, index_path, time_index_path = (
             segment_path(directory, base_offset, suffix)
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         )
+        if not make_indexes:
+            return cls(
+                base_offset, FileRecords.open(log_path, create=True, files=files),
+                OffsetIndex.empty(index_path, base_offset, max_index_bytes, files),
+                TimeIndex.empty(time_index_path, base_offset, max_index_bytes, files),
+                clock=clock, index_interval_bytes=index_interval_bytes,
+                roll_jitter_ms=roll_jitter_ms, files=files,
+            )  # fmt: skip
         with ExitStack() as undo:  # a file that cannot be made removes those made before it
             records = FileRecords.open(log_path, create=True, files=files)
             undo.callback(records.delete)

@@ -54,6 +54,9 @@ class ProducerStateManager:
         # The offset after the last producer batch (or snapshot) folded in: truncating the log
         # below it must forget state; batches without a producer id never move it.
         self.map_end_offset = 0
+        # The offset of the snapshot file that holds this table as it is (taken, or loaded with
+        # nothing replayed after it): a snapshot there again would write the same bytes.
+        self._saved_at: int | None = None
         if fresh:
             return
         for leftover in directory.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):
@@ -186,10 +189,20 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> Path:
         return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
+    @property
+    def is_empty(self) -> bool:
+        """No producer is known (a snapshot would hold nothing)."""
+        return not self._producers
+
     def take_snapshot(self, next_offset: int) -> None:
-        """Write the whole table as `<next_offset:020d>.snapshot` (atomically, fsynced)."""
+        """Write the whole table as `<next_offset:020d>.snapshot` (atomically, fsynced), unless
+        the snapshot at `next_offset` holds it already (as Kafka takes one only at a new offset:
+        a log closed again with nothing appended costs no file, write or fsync)."""
+        if next_offset == self._saved_at:
+            return
         data = encode_snapshot(self._producers.values())
         write_atomically(self._files, self.snapshot_path(next_offset), data)
+        self._saved_at = next_offset
 
     def load(self, log_start_offset: int, up_to_offset: int) -> int:
         """Reset to the newest readable snapshot in [log_start, up_to]; corrupt ones are deleted.
@@ -199,6 +212,7 @@ class ProducerStateManager:
         """
         self._producers.clear()
         self._txns.clear()
+        self._saved_at = None
         candidates = [o for o in self.snapshot_offsets() if log_start_offset <= o <= up_to_offset]
         now_ms = self._clock.time_ms()
         for offset in reversed(candidates):
@@ -215,6 +229,7 @@ class ProducerStateManager:
                     if entry.current_txn_first_offset is not None:
                         self._txns.begin(entry.producer_id, entry.current_txn_first_offset)
             self.map_end_offset = offset
+            self._saved_at = offset  # the caller's replay moves past it, if there is a tail
             return offset
         self.map_end_offset = log_start_offset
         return log_start_offset
@@ -228,6 +243,8 @@ class ProducerStateManager:
         for offset in self.snapshot_offsets():
             if offset > log_end_offset or offset < log_start_offset:
                 self.snapshot_path(offset).unlink(missing_ok=True)
+                if offset == self._saved_at:
+                    self._saved_at = None
         if log_end_offset < self.map_end_offset:
             return self.load(log_start_offset, log_end_offset)
         return log_end_offset
@@ -243,3 +260,5 @@ class ProducerStateManager:
         for snapshot in self.snapshot_offsets():
             if snapshot < offset:
                 self.snapshot_path(snapshot).unlink(missing_ok=True)
+        if self._saved_at is not None and self._saved_at < offset:
+            self._saved_at = None

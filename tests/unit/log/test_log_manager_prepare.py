@@ -199,3 +199,44 @@ def test_files_are_made_at_background_priority_and_the_loop_keeps_its_own(
     assert files.nice[maker] == min(19, loop_nice + BACKGROUND_NICE) > loop_nice
     assert all(nice == loop_nice for name, nice in files.nice.items() if name != maker)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == loop_nice
+
+
+def test_shutdowns_write_no_snapshot_that_would_hold_nothing_new(tmp_path: Path) -> None:
+    """An empty log with no producer writes no snapshot at close, and a log closed again with
+    nothing appended keeps the one it has (each is a file, a write and two fsyncs)."""
+    clock = ManualClock()
+
+    def run(write: bool) -> None:
+        manager = LogManager(tmp_path, clock=clock, default_config=CONFIG)
+        manager.startup()
+        if write:
+            asyncio.run(manager.prepare("t", range(2), CONFIG))
+            append(manager.create("t", 1), make_batch(2))
+            manager.create("t", 0)
+        manager.shutdown()
+
+    run(write=True)
+    assert not list((tmp_path / "t-0").glob("*.snapshot"))
+    (written,) = (tmp_path / "t-1").glob("*.snapshot")
+    assert written.name == "00000000000000000002.snapshot"
+    taken = written.stat()
+    run(write=False)
+    again = written.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (taken.st_ino, taken.st_mtime_ns)
+    assert not list((tmp_path / "t-0").glob("*.snapshot"))
+
+
+def test_a_log_opened_over_a_new_directory_makes_one_file_until_written(tmp_path: Path) -> None:
+    """The logs a restart (or a follower) makes for partitions it has no directory for yet."""
+    manager = LogManager(tmp_path, clock=ManualClock(), default_config=CONFIG)
+    manager.startup()
+    try:
+        opened = manager.create("opened", 0)
+        assert segment_files(tmp_path / "opened-0") == {".log"}
+        for _ in range(40):  # past a roll and several index entries
+            append(opened, make_batch(3))
+        assert opened.number_of_segments > 1
+        for segment in opened.segments[:-1]:  # rolled: each with both indexes on disk
+            assert segment.offset_index.path.exists() and segment.time_index.path.exists()
+    finally:
+        manager.shutdown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from brokers.log.errors import (
     LogError,
     OutOfOrderSequenceError,
 )
+from brokers.log.file_ops import FileOps
 from brokers.log.producer_state.entry import (
     INT32_MAX,
     BatchMetadata,
@@ -460,3 +462,50 @@ def test_expired_producers_are_not_loaded(
     reloaded = ProducerStateManager(tmp_path, clock=clock, producer_id_expiration_ms=HOUR_MS)
     reloaded.load(0, 2)
     assert reloaded.producer_ids() == [2]
+
+
+class CountedWrites(FileOps):
+    """Counts the files opened for writing (a snapshot's `.tmp`)."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        if flags & os.O_WRONLY:
+            self.writes += 1
+        return super().open(path, flags, mode)
+
+
+def test_a_snapshot_is_taken_only_at_a_new_offset(tmp_path: Path, clock: ManualClock) -> None:
+    """Kafka's rule: closing or rolling again with nothing appended writes no file (2 fsyncs
+    per partition at every shutdown of a broker with many idle partitions)."""
+    files = CountedWrites()
+    log = Partition(ProducerStateManager(tmp_path, clock=clock, files=files))
+    log.append(header(seq=0))
+    log.state.take_snapshot(log.next_offset)
+    log.state.take_snapshot(log.next_offset)
+    assert files.writes == 1
+    log.append(header(seq=1))
+    log.state.take_snapshot(log.next_offset)
+    assert files.writes == 2 and log.state.snapshot_offsets() == [1, 2]
+    reloaded = ProducerStateManager(tmp_path, clock=clock, files=files)
+    assert reloaded.load(0, 2) == 2  # nothing to replay after it: the file holds the table
+    reloaded.take_snapshot(2)
+    assert files.writes == 2
+    assert reloaded.load(0, 1) == 1  # loaded below the end: the replay moves on from there
+    reloaded.update(header(seq=1, offset=1))
+    reloaded.take_snapshot(2)
+    assert files.writes == 3
+
+
+def test_a_snapshot_deleted_is_written_again(tmp_path: Path, clock: ManualClock) -> None:
+    files = CountedWrites()
+    log = Partition(ProducerStateManager(tmp_path, clock=clock, files=files))
+    log.append(header(seq=0))
+    log.state.take_snapshot(1)
+    log.state.delete_snapshots_below(2)  # retention took the segment below it
+    log.state.take_snapshot(1)
+    assert files.writes == 2 and log.state.snapshot_offsets() == [1]
+    log.state.truncate_fully_and_start_at(1)
+    log.state.take_snapshot(1)
+    assert files.writes == 3 and log.state.snapshot_offsets() == [1]

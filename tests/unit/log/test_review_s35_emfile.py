@@ -52,7 +52,7 @@ def test_a_full_descriptor_table_at_a_reactivated_segment_s_append_refuses_it_an
     )
     first = make_batch(1, value=b"a" * 600, timestamp=T0)
     log.append_as_leader(first, headers_of(first), leader_epoch=0)
-    files.fail("open", name_suffix=".index")  # the roll's new segment: the roll is undone
+    files.fail("open", name_suffix=f"{1:020d}.index")  # the roll's new segment: undone
     second = make_batch(1, value=b"b" * 600, timestamp=T0)
     with pytest.raises(StorageError):
         log.append_as_leader(second, headers_of(second), leader_epoch=0)
