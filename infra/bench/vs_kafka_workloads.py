@@ -6,8 +6,8 @@ Owns, each against one running server (Pier or Kafka, the same code for both):
 - `connections`: 1,000 connections of which 100 produce: 900 idle Kafka connections (an
   ApiVersions exchange each, then silence) while 100 confluent-kafka producers (4 processes x 25)
   send 1 KiB records uncompressed, acks=1: throughput and the server's CPU per GB and RSS;
-- `churn`: 100 topics of 10 partitions created, then deleted, one request at a time, the
-  latency of each create (until every partition is led) and delete (until the topic is gone from
+- `churn`: 100 topics of 10 partitions created, then deleted, one request at a time, in rounds
+  until at least 10 s have passed (the idle window's length), the latency of each create (until every partition is led) and delete (until the topic is gone from
   metadata), and a bystander producer's p99 produce latency during the churn against its idle p99;
 - `wide`: (on the 3-node cluster) 10,000 partitions created, time until every one is led.
 The clients run on the same 2 cores as the servers: rows the clients saturate say so in the
@@ -57,7 +57,11 @@ class WorkloadSizes:
     active_processes: int = 4
     active_seconds: float = 15.0
     churn_topics: int = 100  # created one request each, then deleted one request each
-    churn_loops: int = 1
+    churn_loops: int = 1  # at least this many rounds (create all, then delete all)
+    # ...and rounds until this long has passed: the bystander's p99 during the churn is then
+    # over about as many samples as its idle one (~2,000), whichever server's speed (a faster
+    # server's one round gave ~200: its p99 was the second-worst sample)
+    churn_min_seconds: float = 10.0
     churn_partitions: int = 10
     wide: tuple[int, int] = (20, 500)  # topics x partitions on the 3-node cluster
 
@@ -67,7 +71,7 @@ SHORT_WORKLOADS = WorkloadSizes(
     omb_partitions=2, omb_producers=1, omb_consumers=1, omb_seconds=2.0, omb_warmup_seconds=0.5,
     omb_max_warmup_seconds=0.5,
     connections=20, active=4, active_processes=2, active_seconds=2.0,
-    churn_topics=3, churn_partitions=2, wide=(2, 10),
+    churn_topics=3, churn_partitions=2, churn_min_seconds=0.0, wide=(2, 10),
 )  # fmt: skip
 
 
@@ -281,7 +285,8 @@ def churn(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> 
     def loop() -> dict[str, Any]:
         creates: list[float] = []
         deletes: list[float] = []
-        for round_ in range(sizes.churn_loops):
+        began, round_ = time.monotonic(), 0
+        while round_ < sizes.churn_loops or time.monotonic() - began < sizes.churn_min_seconds:
             names = [
                 f"churn-{round_}-{i}-{uuid.uuid4().hex[:6]}" for i in range(sizes.churn_topics)
             ]
@@ -289,12 +294,14 @@ def churn(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> 
                 creates.append(_create_one(admin, name, sizes.churn_partitions))
             for name in names:
                 deletes.append(_delete_one(admin, name))
-        return {"create": quantiles(creates), "delete": quantiles(deletes)}
+            round_ += 1
+        return {"create": quantiles(creates), "delete": quantiles(deletes), "loops": round_,
+                "seconds": round(time.monotonic() - began, 2)}  # fmt: skip
 
     idle, _ = _bystander_p99(bootstrap, partial(time.sleep, max(2.0, sizes.omb_seconds / 2)))
     during, latencies = _bystander_p99(bootstrap, loop)
     ratio = during["p99_ms"] / idle["p99_ms"] if idle["p99_ms"] else float("nan")
-    return {"topics": sizes.churn_topics, "loops": sizes.churn_loops,
+    return {"topics": sizes.churn_topics,
             "bystander_p99_churn_over_idle": round(ratio, 2),
             "partitions": sizes.churn_partitions,
             "bystander_idle": idle, "bystander_churn": during, **latencies}  # fmt: skip
