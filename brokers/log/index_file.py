@@ -15,8 +15,9 @@ is always a whole number of entries, which is what the load-time sanity check re
 even after a torn write. Every call goes through the `FileOps` seam (file_ops).
 
 The indexes of a new partition's first segment are not made with it (`IndexFile.unmade`): the
-file is made by its first write, or by `materialize` once its segment holds data (at a flush,
-roll or close), so a restart finds an index beside every non-empty `.log` as before, and a
+file is made by its first write, or by `materialize` once its segment holds data (at a roll
+or close), so a clean restart finds an index beside every non-empty `.log` as before (an unclean
+one recovers the segments from the recovery point on, rebuilding their indexes), and a
 segment whose `.log` is empty loads with empty indexes when their files are missing (segment).
 Each file costs a creation (an inode: 0.2-3 ms of kernel time on this machine's disk), and a
 topic churn makes thousands of partitions that are never written.

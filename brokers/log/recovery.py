@@ -10,7 +10,8 @@ Owns: the rules that decide where a segment's valid data ends (Kafka's `LogSegme
   `.tmp` are half-written checkpoints or snapshots: all are removed. A `.swap` set is a finished
   compaction whose final rename was interrupted: it replaces the segments it covers (Kafka's
   swap completion), and its indexes are rebuilt; its `.txnindex` too, from the ABORT markers
-  (index `.swap` files are dropped: the swapped-in segment has no `.index`, so it is recovered).
+  (index `.swap` files are dropped: the swapped-in segment has no `.index`, so it is recovered
+  when it holds data; an empty one loads with empty indexes).
 
 Reads whole chunks with `preadv` into one reusable buffer and checks CRCs on memoryviews (no
 copies, no per-record work). Pure functions over files; run on the event loop; not thread-safe.

@@ -439,7 +439,8 @@ class LogSegment:
         self.release_descriptors()
 
     def _materialize_indexes(self) -> None:
-        """A segment holding data has both index files on disk, as a restart expects."""
+        """A segment holding data has both index files on disk once inactive or closed, as a
+        clean restart expects."""
         if self.records.size:
             self.offset_index.materialize()
             self.time_index.materialize()
@@ -454,8 +455,10 @@ class LogSegment:
         self.records.release_reader()
 
     def flush(self) -> None:
+        """fsync what is written; an index not made yet stays unmade (an unclean restart
+        recovers the segment at the recovery point and after it anyway, and a file made here
+        could fail with EMFILE after the data was appended)."""
         self.records.flush()
-        self._materialize_indexes()
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()

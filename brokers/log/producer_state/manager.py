@@ -168,6 +168,8 @@ class ProducerStateManager:
         expired = [pid for pid, e in self._producers.items() if self._is_expired(e, now_ms)]
         for pid in expired:
             del self._producers[pid]
+        if expired:  # the table changed at the same offset: its snapshot no longer holds it
+            self._saved_at = None
 
     def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
         if entry.current_txn_first_offset is not None:
@@ -229,7 +231,8 @@ class ProducerStateManager:
                     if entry.current_txn_first_offset is not None:
                         self._txns.begin(entry.producer_id, entry.current_txn_first_offset)
             self.map_end_offset = offset
-            self._saved_at = offset  # the caller's replay moves past it, if there is a tail
+            if len(self._producers) == len(entries):  # none dropped as expired: the file holds
+                self._saved_at = offset  # the table (the caller's replay moves past it)
             return offset
         self.map_end_offset = log_start_offset
         return log_start_offset

@@ -17,7 +17,7 @@ from brokers.log.config import LogConfig
 from brokers.log.file_ops import FileOps
 from brokers.log.log_manager import BACKGROUND_NICE, LogManager
 from tests.polling import wait_until_async
-from tests.unit.log.partition_helpers import append, make_batch, read_all
+from tests.unit.log.partition_helpers import append, make_batch, open_log, read_all
 
 pytestmark = pytest.mark.unit
 WAIT_S = 30.0
@@ -240,3 +240,27 @@ def test_a_log_opened_over_a_new_directory_makes_one_file_until_written(tmp_path
             assert segment.offset_index.path.exists() and segment.time_index.path.exists()
     finally:
         manager.shutdown()
+
+
+def test_a_first_segment_truncated_before_its_indexes_were_made_restarts_whole(
+    tmp_path: Path,
+) -> None:
+    """A follower's truncations of a log whose first segment never made its indexes."""
+    clock = ManualClock()
+    emptied = open_log(tmp_path, clock)
+    append(emptied, make_batch(3))
+    emptied.truncate_fully_and_start_at(0)
+    append(emptied, make_batch(2))
+    emptied.close()
+    again = open_log(tmp_path, clock, had_clean_shutdown=True, recovery_point=2)
+    assert [(b.base_offset, b.last_offset) for b in read_all(again)] == [(0, 1)]
+    again.flush()
+    again.truncate_to(0)
+    again.close()
+    last = open_log(tmp_path, clock, had_clean_shutdown=True, recovery_point=0)
+    try:
+        assert last.log_end_offset == 0
+        append(last, make_batch(1))
+        assert [(b.base_offset, b.last_offset) for b in read_all(last)] == [(0, 0)]
+    finally:
+        last.close()

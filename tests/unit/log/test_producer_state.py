@@ -509,3 +509,30 @@ def test_a_snapshot_deleted_is_written_again(tmp_path: Path, clock: ManualClock)
     log.state.truncate_fully_and_start_at(1)
     log.state.take_snapshot(1)
     assert files.writes == 3 and log.state.snapshot_offsets() == [1]
+
+
+def test_producers_expired_at_the_same_offset_are_snapshot_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Expiry changes the table without moving the offset: the next snapshot there is written
+    (else a restart with a longer `producer.id.expiration.ms` brought them back)."""
+    files = CountedWrites()
+    state = ProducerStateManager(tmp_path, clock=clock, producer_id_expiration_ms=HOUR_MS,
+                                 files=files)  # fmt: skip
+    log = Partition(state)
+    log.append(header(seq=0))
+    state.take_snapshot(1)
+    clock.advance(2 * HOUR_MS)
+    state.remove_expired(clock.time_ms())
+    state.take_snapshot(1)
+    assert files.writes == 2
+    assert decode_snapshot((tmp_path / f"{1:020d}.snapshot").read_bytes()) == []
+    log.append(header(pid=8, seq=0, offset=1, ts=clock.time_ms()))
+    state.take_snapshot(2)
+    clock.advance(2 * HOUR_MS)
+    reloaded = ProducerStateManager(tmp_path, clock=clock, producer_id_expiration_ms=HOUR_MS,
+                                    files=files)  # fmt: skip
+    assert reloaded.load(0, 2) == 2 and reloaded.producer_ids() == []  # 8 dropped as expired
+    reloaded.take_snapshot(2)  # so the file no longer holds the table: written again
+    assert files.writes == 4
+    assert decode_snapshot((tmp_path / f"{2:020d}.snapshot").read_bytes()) == []

@@ -65,3 +65,21 @@ def test_a_full_descriptor_table_at_a_reactivated_segment_s_append_refuses_it_an
     assert not log.offline
     assert log.append_as_leader(second, headers_of(second), leader_epoch=0).first_offset == 1
     assert [b.base_offset for b in read_all(log)] == [0, 1]
+
+
+def test_a_full_descriptor_table_at_a_new_partition_s_first_flush_keeps_it_online(
+    tmp_path: Path,
+) -> None:
+    """With `flush.messages=1` every append flushes: a new partition's first record (under one
+    index interval, so no index entry) must not need its index files made to be flushed."""
+    files = FaultyFiles()
+    log = Log.open(
+        tmp_path / "topic-0", LogConfig(flush_messages=1), clock=ManualClock(T0), files=files
+    )
+    for suffix in (".index", ".timeindex"):
+        files.fail("open", name_suffix=suffix, error=errno.EMFILE, sticky=True)
+    first = make_batch(1, value=b"first", timestamp=T0)
+    assert log.append_as_leader(first, headers_of(first), leader_epoch=0).first_offset == 0
+    assert not log.offline and not files.failed
+    files.heal()
+    assert [b.base_offset for b in read_all(log)] == [0]
