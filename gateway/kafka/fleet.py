@@ -12,9 +12,12 @@ What a tenant's request makes it look up (a topic's partition count, the name of
 asked of a broker naming those topics only (`partition_counts`, `topic_names`: one Metadata
 request for all the names or ids of a request), so its cost follows the request, not the fleet:
 a full answer for a fleet of 17,000 partitions cost the gateway ~130 ms of its loop, and a tenant
-naming 20 unknown ids in one Metadata request used to pay that 20 times (2.6 s). Only the
-periodic refresh (brokers, the id cache) and `tenant_partitions` (the partition ledger's count of
-whole tenants, one snapshot for a whole round of tenants) read every topic.
+naming 20 unknown ids in one Metadata request used to pay that 20 times (2.6 s). The periodic
+refresh (every `refresh_s`) asks for the brokers alone (a Metadata request naming no topic, whose
+cost does not grow with the fleet); every topic is read at start, by `tenant_partitions` (the
+partition ledger's count of whole tenants, one snapshot for a whole round of tenants) and by the
+periodic refresh once `FULL_READ_S` passed since the last full read, which rebuilds the id cache
+(ids of deleted topics go; new ones are also learnt on a miss).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ API_VERSIONS = 18
 ID_REFRESH_S = 1.0  # at most one look-up a second of the topic ids the gateway does not know
 MAX_MISSED_IDS = 1_000  # ids one look-up asks for (the rest of a flood wait for the next)
 MAX_REMEMBERED_IDS = 1_000_000
+FULL_READ_S = 60.0  # the periodic refresh reads every topic at most this often (module doc)
 
 
 class FleetDirectory:
@@ -68,6 +72,7 @@ class FleetDirectory:
         self._id_refresh: asyncio.Task[None] | None = None
         self._id_refresh_at = 0.0
         self._missed: set[uuid.UUID] = set()  # ids asked for on the hot path, not known
+        self._full_read_at = float("-inf")  # loop time of the last read of every topic
 
     async def start(self) -> None:
         """Learn the fleet once (raises ClientError when no broker answers), then keep current."""
@@ -80,21 +85,36 @@ class FleetDirectory:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def refresh(self) -> ClusterMetadata:
+        """Read every topic: the brokers, and the id cache rebuilt."""
         metadata = await self._cluster.metadata(refresh=True)
+        self._full_read_at = asyncio.get_running_loop().time()
+        self._ids = {t.topic_id: n for n, t in metadata.topics.items() if t.topic_id}
+        await self._learnt(metadata)
+        return metadata
+
+    async def refresh_brokers(self) -> ClusterMetadata:
+        """The brokers and the fleet's id alone (a Metadata request naming no topic)."""
+        metadata = await self._cluster.topics_metadata((), ())
+        await self._learnt(metadata)
+        return metadata
+
+    async def _learnt(self, metadata: ClusterMetadata) -> None:
         known = set(self._metadata.brokers) if self._metadata else set()
         self._metadata = metadata
-        self._ids = {t.topic_id: n for n, t in metadata.topics.items() if t.topic_id}
         if not self._table:
             self._table = advertised(await self._broker_ranges())
         if self._on_brokers is not None and set(metadata.brokers) != known:
             self._on_brokers(set(metadata.brokers))
-        return metadata
 
     async def _keep_current(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self._refresh_s)
             try:
-                await self.refresh()
+                if loop.time() - self._full_read_at >= FULL_READ_S:
+                    await self.refresh()
+                else:
+                    await self.refresh_brokers()
             except ClientError as exc:
                 log.warning("event=fleet_refresh_failed error=%r", str(exc))
 

@@ -16,6 +16,7 @@ from brokers.client import Cluster
 from brokers.client.admin import Admin
 from brokers.client.topics import NewTopic
 from gateway.http.topic_metadata import TopicMetadata
+from gateway.kafka import fleet as fleet_module
 from gateway.kafka.fleet import FleetDirectory
 from tests.integration.inproc import broker_thread
 from tests.polling import wait_until_async
@@ -87,9 +88,9 @@ def test_counts_and_ids_are_looked_up_without_reading_the_whole_fleet(tmp_path: 
         asyncio.run(scenario())
 
 
-def record_metadata_topics(cluster: Cluster) -> list[list[Any]]:
+def record_metadata_topics(cluster: Cluster) -> list[list[Any] | None]:
     """The topics (names or ids) of every Metadata request sent from now on; None for all."""
-    asked: list[list[Any]] = []
+    asked: list[list[Any] | None] = []
     connect = cluster.any_connection
 
     class Recording:
@@ -109,3 +110,44 @@ def record_metadata_topics(cluster: Cluster) -> list[list[Any]]:
 
     cluster.any_connection = recording  # type: ignore[method-assign]
     return asked
+
+
+def test_the_periodic_refresh_asks_for_the_brokers_alone_and_reads_every_topic_rarely(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every `fleet.refresh.interval.ms` a read of every topic cost the gateway's loop ~100 ms at
+    17,000 partitions; the brokers alone cost what the brokers are."""
+    monkeypatch.setattr(fleet_module, "FULL_READ_S", 0.5, raising=False)
+    with broker_thread(tmp_path) as broker:
+        bootstrap = f"127.0.0.1:{broker.port}"
+
+        async def scenario() -> None:
+            async with Admin.for_bootstrap(bootstrap) as admin:
+                assert await admin.create_topics([NewTopic("t", 3, 1, {})]) == {"t": None}
+            cluster = Cluster(bootstrap)
+            seen: list[set[int]] = []
+            fleet = FleetDirectory(
+                cluster, advertised_host="gw", port_base=9000, refresh_s=0.05,
+                on_brokers=seen.append,
+            )  # fmt: skip
+            try:
+                await fleet.start()  # a full read: brokers and ids
+                asked = record_metadata_topics(cluster)
+                t_id = (await cluster.metadata()).topics["t"].topic_id
+                assert t_id is not None and fleet.known_topic_name(t_id) == "t"
+
+                async def both_kinds() -> bool:
+                    return [] in asked and None in asked[asked.index([]) :]
+
+                await wait_until_async(both_kinds, what="brokers-only, then full", timeout=20)
+                assert set(map(repr, asked)) == {"[]", "None"}  # nothing else was asked
+                assert asked.count([]) > asked.count(None)  # the full read is the rare one
+                (node,) = fleet.broker_ids()
+                assert seen == [{node}]  # learnt once, unchanged since
+                assert fleet.endpoint(node) == ("gw", 9000 + node)
+                assert fleet.known_topic_name(t_id) == "t"  # the cache survives both kinds
+            finally:
+                await fleet.stop()
+                await cluster.close()
+
+        asyncio.run(scenario())
