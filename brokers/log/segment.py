@@ -128,13 +128,11 @@ class LogSegment:
             segment_path(directory, base_offset, suffix)
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         )
-        if not make_indexes:
-            return cls(
-                base_offset, FileRecords.open(log_path, create=True, files=files),
-                OffsetIndex.empty(index_path, base_offset, max_index_bytes, files),
-                TimeIndex.empty(time_index_path, base_offset, max_index_bytes, files),
+        if not make_indexes:  # as a prepared log's first segment, over a `.log` made here
+            return cls.adopt_empty(
+                directory, base_offset, files.open(log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC),
                 clock=clock, index_interval_bytes=index_interval_bytes,
-                roll_jitter_ms=roll_jitter_ms, files=files,
+                max_index_bytes=max_index_bytes, roll_jitter_ms=roll_jitter_ms, files=files,
             )  # fmt: skip
         with ExitStack() as undo:  # a file that cannot be made removes those made before it
             records = FileRecords.open(log_path, create=True, files=files)
