@@ -72,16 +72,18 @@ class FileOps:
 OS_FILES = FileOps()
 
 
-def write_atomically(files: FileOps, path: Path, data: bytes) -> None:
+def write_atomically(files: FileOps, path: Path, data: bytes, *, sync: bool = True) -> None:
     """`data` to `<path>.tmp`, fsync, rename over `path`, fsync the directory. On failure the
     `.tmp` is removed (best effort) and the OSError raised: `path` is the old file, or already the
-    new one when only the directory fsync failed."""
+    new one when only the directory fsync failed. `sync=False` leaves out both fsyncs (the
+    caller fsyncs the file and the directory later, elsewhere: `fsync_paths`)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         fd = files.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             files.write_fully(fd, data)
-            files.fsync(fd)
+            if sync:
+                files.fsync(fd)
         finally:
             os.close(fd)
         files.rename(tmp, path)
@@ -89,4 +91,21 @@ def write_atomically(files: FileOps, path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             files.unlink(tmp)
         raise
-    files.fsync_directory(path.parent)
+    if sync:
+        files.fsync_directory(path.parent)
+
+
+def fsync_paths(files: FileOps, paths: Sequence[Path], directory: Path | None) -> None:
+    """fsync each file through a descriptor of its own (a file renamed or deleted meanwhile is
+    skipped: retention or a truncation took it), then `directory` when given."""
+    for path in paths:
+        try:
+            fd = files.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            files.fsync(fd)
+        finally:
+            os.close(fd)
+    if directory is not None:
+        files.fsync_directory(directory)

@@ -18,7 +18,9 @@ of the segments from the fetch offset on. Data batches are never parsed for any 
 
 Loading and recovery live in log_loader, the segment list and its delayed deletes in
 log_segments, the retention rules in retention, header patching in offset_assignment.
-`high_watermark` is set by replication; retention and DeleteRecords never go past it (None: no
+A roll's producer snapshot is written without an fsync and fsynced with the rolled segment off
+the loop (`rolled_files`), or by a flush or clean close on it, before the recovery point passes
+it. `high_watermark` is set by replication; retention and DeleteRecords never go past it (None: no
 replication, the log end). Segments removed while the log is live are renamed `.deleted` and
 unlinked by `delete_expired_segment_files` after `file.delete.delay.ms`; an in-flight
 `FileRegion` holds its file open however long it waits (file_records' `FileHandle`).
@@ -419,7 +421,8 @@ class Log:
             self._segments.drop_empty_active()
         else:
             active.on_become_inactive()
-        self.producer_state.take_snapshot(base_offset)
+        # fsynced off the loop with the rolled segment (`rolled_files`), as Kafka does
+        self.producer_state.take_snapshot(base_offset, sync=False)
         self._segments.add(self._new_segment(base_offset))
 
     def _new_segment(self, base_offset: int) -> LogSegment:
@@ -663,29 +666,36 @@ class Log:
             return
         with self.health.offline_on_failure("fsync", self.log_end_offset):
             self._segments.flush(self.recovery_point, target)
+            self.producer_state.sync_unsynced()  # a roll's, before the point passes them
         self.recovery_point = target
         self.last_flush_ms = self._clock.time_ms()
 
     def rolled_files(self) -> tuple[int, list[Path], bool] | None:
         """For an fsync off the event loop: the offset the recovery point may move to (the
         active segment's base), the files of the rolled segments below it that it has not
-        passed, and whether the directory needs its fsync too; None when nothing waits.
-        `rolled_synced` applies the outcome (Kafka flushes a rolled segment asynchronously)."""
+        passed and the producer snapshots the rolls wrote unsynced, and whether the directory
+        needs its fsync too; None when nothing waits. `rolled_synced` applies the outcome
+        (Kafka flushes a rolled segment and its snapshot asynchronously)."""
         if self._closed or self.offline:
             return None
         target = self.active_segment.base_offset
+        snapshots = self.producer_state.unsynced
         if target <= self.recovery_point:
-            return None
+            if not snapshots:
+                return None
+            return self.recovery_point, snapshots, True
         paths, directory = self._segments.files_holding(self.recovery_point, target)
-        return target, paths, directory
+        return target, paths + snapshots, directory or bool(snapshots)
 
-    def rolled_synced(self, target: int, error: OSError | None) -> None:
-        """The fsync of `rolled_files` ended: the recovery point moves to `target` (never past
-        the log end: a follower may have truncated meanwhile), or the log goes offline."""
+    def rolled_synced(self, target: int, error: OSError | None, paths: Sequence[Path] = ()) -> None:
+        """The fsync of `rolled_files` (`paths`) ended: the recovery point moves to `target`
+        (never past the log end: a follower may have truncated meanwhile) and the snapshots
+        among `paths` are synced, or the log goes offline."""
         if self._closed or self.offline:
             return
         if error is not None:
             raise self.health.fail(f"fsync failed ({brief(error)})", self.log_end_offset, error)
+        self.producer_state.synced(paths)
         self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
         self.last_flush_ms = self._clock.time_ms()
 
@@ -703,6 +713,7 @@ class Log:
                 for segment in self._segments:
                     segment.on_become_inactive()
                 self.flush()
+                self.producer_state.sync_unsynced()  # a roll's, if the flush had nothing to do
                 if self.log_end_offset > self.log_start_offset or not self.producer_state.is_empty:
                     self.producer_state.take_snapshot(self.log_end_offset)
         finally:

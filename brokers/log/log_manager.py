@@ -61,7 +61,7 @@ from brokers.log.cleaner.config import CleanerConfig
 from brokers.log.cleaner.log_cleaner import LogCleaner
 from brokers.log.config import LogConfig
 from brokers.log.errors import CorruptCheckpointError, LogDirError, StorageError
-from brokers.log.file_ops import OS_FILES, FileOps
+from brokers.log.file_ops import OS_FILES, FileOps, fsync_paths
 from brokers.log.log import Log, parse_topic_partition
 from brokers.log.segment import LOG_SUFFIX, segment_path
 
@@ -378,12 +378,12 @@ class LogManager:
             error: OSError | None = None
             try:
                 await loop.run_in_executor(
-                    self._thread("flush"), _fsync_files, self._files, paths, sync_dir
+                    self._thread("flush"), fsync_paths, self._files, paths, sync_dir
                 )
             except OSError as exc:
                 error = exc
             try:
-                partition_log.rolled_synced(target, error)
+                partition_log.rolled_synced(target, error, paths)
             except StorageError:
                 continue  # offline now (logged)
 
@@ -431,22 +431,6 @@ def background_priority() -> None:
     left. Linux applies a thread's own nice value (`setpriority` on its thread id)."""
     with contextlib.suppress(OSError, AttributeError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
-
-
-def _fsync_files(files: FileOps, paths: list[Path], directory: Path | None) -> None:
-    """On the flush thread: fsync each file through a descriptor of its own (a file renamed
-    or deleted meanwhile is skipped: retention took it), then the directory."""
-    for path in paths:
-        try:
-            fd = files.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            files.fsync(fd)
-        finally:
-            os.close(fd)
-    if directory is not None:
-        files.fsync_directory(directory)
 
 
 def _unlink_files(files: FileOps, paths: list[Path]) -> None:

@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from brokers.common.clock import Clock
 from brokers.log.errors import CorruptSnapshotError
-from brokers.log.file_ops import OS_FILES, FileOps, write_atomically
+from brokers.log.file_ops import OS_FILES, FileOps, fsync_paths, write_atomically
 from brokers.log.producer_state.append_check import apply_batch, check_batch, check_marker
 from brokers.log.producer_state.entry import DuplicateBatch, ProducerStateEntry
 from brokers.log.producer_state.snapshot import (
@@ -57,6 +57,7 @@ class ProducerStateManager:
         # The offset of the snapshot file that holds this table as it is (taken, or loaded with
         # nothing replayed after it): a snapshot there again would write the same bytes.
         self._saved_at: int | None = None
+        self._unsynced: list[Path] = []  # written by a roll, not fsynced yet (`take_snapshot`)
         if fresh:
             return
         for leftover in directory.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):
@@ -196,15 +197,41 @@ class ProducerStateManager:
         """No producer is known (a snapshot would hold nothing)."""
         return not self._producers
 
-    def take_snapshot(self, next_offset: int) -> None:
+    def take_snapshot(self, next_offset: int, *, sync: bool = True) -> None:
         """Write the whole table as `<next_offset:020d>.snapshot` (atomically, fsynced), unless
         the snapshot at `next_offset` holds it already (as Kafka takes one only at a new offset:
-        a log closed again with nothing appended costs no file, write or fsync)."""
+        a log closed again with nothing appended costs no file, write or fsync).
+
+        `sync=False` (a roll, on the event loop) writes and renames it without an fsync and
+        keeps its path in `unsynced` until `synced` or `sync_unsynced`: the log fsyncs it off
+        the loop with the rolled segment, before its recovery point passes it (Kafka's
+        `takeSnapshot(false)` then `flushProducerStateSnapshot` on its scheduler). A crash
+        before that may leave the file torn; `load` ignores it (CRC) for an older one."""
         if next_offset == self._saved_at:
             return
         data = encode_snapshot(self._producers.values())
-        write_atomically(self._files, self.snapshot_path(next_offset), data)
+        path = self.snapshot_path(next_offset)
+        write_atomically(self._files, path, data, sync=sync)
+        if not sync:
+            self._unsynced.append(path)
         self._saved_at = next_offset
+
+    @property
+    def unsynced(self) -> list[Path]:
+        """The snapshots written without an fsync and not yet known synced (oldest first)."""
+        return list(self._unsynced)
+
+    def synced(self, paths: Sequence[Path]) -> None:
+        """`paths` (and their directory) were fsynced elsewhere: no longer unsynced."""
+        done = set(paths)
+        self._unsynced = [p for p in self._unsynced if p not in done]
+
+    def sync_unsynced(self) -> None:
+        """fsync every unsynced snapshot and the directory on the calling thread (a flush or a
+        clean close, which fsync on this thread anyway); one deleted meanwhile is skipped."""
+        if self._unsynced:
+            fsync_paths(self._files, self._unsynced, self.directory)
+            self._unsynced = []
 
     def load(self, log_start_offset: int, up_to_offset: int) -> int:
         """Reset to the newest readable snapshot in [log_start, up_to]; corrupt ones are deleted.
