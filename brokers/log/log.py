@@ -100,6 +100,16 @@ class ReadResult:
 
 
 @dataclass(frozen=True, slots=True)
+class RolledFiles:
+    """An fsync of a log's rolled segments and roll snapshots planned off the loop."""
+
+    target: int  # the offset the recovery point may move to once they are synced
+    paths: list[Path]
+    directory: bool  # the directory needs its fsync too
+    truncations: int  # the log's truncations when planned (none meanwhile, or it is void)
+
+
+@dataclass(frozen=True, slots=True)
 class TimestampOffset:
     offset: int
     timestamp: int
@@ -133,6 +143,9 @@ class Log:
         # local retention deletes only segments wholly below it (None: nothing copied).
         self.remote_copied_upto: int | None = None
         self.last_flush_ms = clock.time_ms()
+        # Truncations so far: an fsync planned off the loop before one (`rolled_files`) no longer
+        # covers what the log holds below its target, nor a snapshot rewritten at its path.
+        self._truncations = 0
         self._clock = clock
         self._files = files
         self._segments = LogSegments(directory, segments, files)
@@ -509,6 +522,7 @@ class Log:
     def _truncate_to(self, offset: int) -> None:
         if offset >= self.log_end_offset:
             return
+        self._truncations += 1
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
@@ -540,6 +554,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log, empty, at `offset`."""
         self._check_open()
+        self._truncations += 1
         with self.health.offline_on_failure("truncation", self.log_end_offset):
             self._remove_segments(self._segments.snapshot())  # first: new files may reuse a name
             self._segments.add(self._new_segment(offset))
@@ -663,6 +678,9 @@ class Log:
         self._check_open()
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         if target <= self.recovery_point:
+            if self.producer_state.unsynced:  # a roll's at the recovery point (flush.ms)
+                with self.health.offline_on_failure("fsync", self.log_end_offset):
+                    self.producer_state.sync_unsynced()
             return
         with self.health.offline_on_failure("fsync", self.log_end_offset):
             self._segments.flush(self.recovery_point, target)
@@ -670,7 +688,7 @@ class Log:
         self.recovery_point = target
         self.last_flush_ms = self._clock.time_ms()
 
-    def rolled_files(self) -> tuple[int, list[Path], bool] | None:
+    def rolled_files(self) -> RolledFiles | None:
         """For an fsync off the event loop: the offset the recovery point may move to (the
         active segment's base), the files of the rolled segments below it that it has not
         passed and the producer snapshots the rolls wrote unsynced, and whether the directory
@@ -683,20 +701,25 @@ class Log:
         if target <= self.recovery_point:
             if not snapshots:
                 return None
-            return self.recovery_point, snapshots, True
+            return RolledFiles(self.recovery_point, snapshots, True, self._truncations)
         paths, directory = self._segments.files_holding(self.recovery_point, target)
-        return target, paths + snapshots, directory or bool(snapshots)
+        return RolledFiles(
+            target, paths + snapshots, directory or bool(snapshots), self._truncations
+        )
 
-    def rolled_synced(self, target: int, error: OSError | None, paths: Sequence[Path] = ()) -> None:
-        """The fsync of `rolled_files` (`paths`) ended: the recovery point moves to `target`
-        (never past the log end: a follower may have truncated meanwhile) and the snapshots
-        among `paths` are synced, or the log goes offline."""
+    def rolled_synced(self, plan: RolledFiles, error: OSError | None) -> None:
+        """The fsync of `plan` ended: the recovery point moves to its target (never past the
+        log end) and its snapshots are synced, or the log goes offline. After a truncation
+        meanwhile (a follower's) nothing moves: what the log holds below the target, or a
+        snapshot at one of the paths, may have been written since; the next plan covers it."""
         if self._closed or self.offline:
             return
         if error is not None:
             raise self.health.fail(f"fsync failed ({brief(error)})", self.log_end_offset, error)
-        self.producer_state.synced(paths)
-        self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
+        if plan.truncations != self._truncations:
+            return
+        self.producer_state.synced(plan.paths)
+        self.recovery_point = max(self.recovery_point, min(plan.target, self.log_end_offset))
         self.last_flush_ms = self._clock.time_ms()
 
     def close(self) -> None:

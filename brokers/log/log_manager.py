@@ -373,17 +373,16 @@ class LogManager:
             plan = partition_log.rolled_files()
             if plan is None:
                 continue
-            target, paths, directory = plan
-            sync_dir = partition_log.directory if directory else None
+            sync_dir = partition_log.directory if plan.directory else None
             error: OSError | None = None
             try:
                 await loop.run_in_executor(
-                    self._thread("flush"), fsync_paths, self._files, paths, sync_dir
+                    self._thread("flush"), fsync_paths, self._files, plan.paths, sync_dir
                 )
             except OSError as exc:
                 error = exc
             try:
-                partition_log.rolled_synced(target, error, paths)
+                partition_log.rolled_synced(plan, error)
             except StorageError:
                 continue  # offline now (logged)
 

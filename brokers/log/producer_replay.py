@@ -26,14 +26,18 @@ from brokers.records.errors import RecordError
 
 def replay(
     segments: Iterable[LogSegment], from_offset: int, producers: ProducerStateManager,
-    *, rebuild: Collection[int] = frozenset(),
+    *, rebuild: Collection[int] = frozenset(), snapshot_at: Collection[int] = frozenset(),
 ) -> None:  # fmt: skip
     """Fold the batches from `from_offset` on into `producers`; the `.txnindex` of each segment
-    whose base offset is in `rebuild` (emptied by recovery) gets its aborted transactions."""
+    whose base offset is in `rebuild` (emptied by recovery) gets its aborted transactions, and
+    at the start of each segment whose base offset is in `snapshot_at` a snapshot is written
+    (unsynced: the caller syncs them)."""
     for segment in segments:
         location = segment.translate_offset(from_offset)
         if location is None:
             continue
+        if segment.base_offset in snapshot_at:
+            producers.take_snapshot(segment.base_offset, sync=False)
         rebuilding = segment.base_offset in rebuild
         for position, header in segment.records.headers(location.position):
             if header.producer_id < 0:
@@ -69,14 +73,22 @@ def load_producer_state(
     log_end_offset: int, rebuild: Collection[int],
 ) -> None:  # fmt: skip
     """At open: producer state from the newest usable snapshot, then the replay to the log end.
-    With segments to rebuild, the snapshot must be at or below the first of them."""
+    With segments to rebuild, the snapshot must be at or below the first of them, and those
+    past it are taken again by the replay at each later segment's start, fsynced: a roll writes
+    its snapshot before an fsync (Log), so after a crash one past the recovery point may be torn,
+    and nothing else would read it before a tiered upload or a later recovery trusted it."""
     producers.truncate(log_start_offset, log_end_offset)
     up_to = min(min(rebuild, default=log_end_offset), log_end_offset)
+    retake: frozenset[int] = frozenset()
+    if rebuild:
+        producers.delete_snapshots_above(up_to)
+        retake = frozenset(s.base_offset for s in segments if up_to < s.base_offset)
     from_offset = producers.load(log_start_offset, up_to)
     replay(
         (s for s in segments if s.next_offset > from_offset), from_offset, producers,
-        rebuild=rebuild,
+        rebuild=rebuild, snapshot_at=retake,
     )  # fmt: skip
+    producers.sync_unsynced()
     for segment in segments:
         if segment.base_offset in rebuild:
             segment.txn_index.flush()

@@ -272,9 +272,7 @@ class ProducerStateManager:
         """
         for offset in self.snapshot_offsets():
             if offset > log_end_offset or offset < log_start_offset:
-                self.snapshot_path(offset).unlink(missing_ok=True)
-                if offset == self._saved_at:
-                    self._saved_at = None
+                self._delete_snapshot(offset)
         if log_end_offset < self.map_end_offset:
             return self.load(log_start_offset, log_end_offset)
         return log_end_offset
@@ -289,6 +287,20 @@ class ProducerStateManager:
     def delete_snapshots_below(self, offset: int) -> None:
         for snapshot in self.snapshot_offsets():
             if snapshot < offset:
-                self.snapshot_path(snapshot).unlink(missing_ok=True)
+                self._delete_snapshot(snapshot)
         if self._saved_at is not None and self._saved_at < offset:
+            self._saved_at = None
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        """Drop the snapshots past `offset` (an unclean open: a roll may have left them torn;
+        the replay takes them again)."""
+        for snapshot in self.snapshot_offsets():
+            if snapshot > offset:
+                self._delete_snapshot(snapshot)
+
+    def _delete_snapshot(self, offset: int) -> None:
+        path = self.snapshot_path(offset)
+        path.unlink(missing_ok=True)
+        self._unsynced = [p for p in self._unsynced if p != path]
+        if offset == self._saved_at:
             self._saved_at = None

@@ -1,7 +1,8 @@
 """A roll's producer snapshot is written on the event loop without an fsync and fsynced off it,
 with the rolled segment, before the recovery point passes it (Kafka's `takeSnapshot(false)`, then
 `flushProducerStateSnapshot` on its scheduler); a flush or a clean close on the loop fsyncs it
-there; a crash that tears it costs nothing but replay."""
+there; a truncation while the fsync runs voids it; a crash that tears one costs nothing but
+replay, and an unclean open takes those past the recovery point again."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import pytest
 from brokers.common.clock import ManualClock
 from brokers.log.config import LogConfig
 from brokers.log.file_ops import FileOps
-from brokers.log.log import Log
+from brokers.log.log import Log, RolledFiles
 from brokers.log.log_manager import LogManager
+from brokers.log.producer_state.snapshot import decode_snapshot
 from tests.unit.log.partition_helpers import append, make_batch, open_log
 
 pytestmark = pytest.mark.unit
@@ -104,7 +106,7 @@ def test_a_clean_close_fsyncs_a_snapshot_the_flush_had_no_segment_for(tmp_path: 
     log.roll()  # at the log end, which the recovery point already reached
     end = log.log_end_offset
     assert [p.name for p in log.producer_state.unsynced] == [f"{end:020d}.snapshot"]
-    assert log.rolled_files() == (end, log.producer_state.unsynced, True)
+    assert log.rolled_files() == RolledFiles(end, log.producer_state.unsynced, True, 0)
     log.close()  # the flush inside has nothing to do; the snapshot is synced all the same
     assert files.snapshots() == [(f"{end:020d}.snapshot", threading.current_thread().name)]
     logs.shutdown()
@@ -129,5 +131,75 @@ def test_a_torn_roll_snapshot_is_ignored_and_the_producer_state_replayed(
         retried = append(again, _idempotent(58))  # the last batch's retry is still known
         assert retried.duplicate and retried.first_offset == end - 2
         assert append(again, _idempotent(60)).first_offset == end
+    finally:
+        again.close()
+
+
+def test_a_flush_ms_flush_syncs_a_snapshot_taken_at_the_recovery_point(tmp_path: Path) -> None:
+    files = FsyncLedger()
+    config = LogConfig(segment_bytes=1500, index_interval_bytes=128, flush_ms=0)
+    logs = LogManager(tmp_path, clock=ManualClock(), default_config=config, files=files)
+    logs.startup()
+    try:
+        log = logs.create("t", 0)
+        append(log, _idempotent(0))
+        log.flush()
+        files.fsyncs.clear()
+        log.roll()  # at the recovery point: no segment for the flush to sync
+        asyncio.run(logs.run_flush_async())  # flush.ms elapsed: the log's own flush runs
+        end = log.log_end_offset
+        assert files.snapshots() == [(f"{end:020d}.snapshot", threading.current_thread().name)]
+        assert log.producer_state.unsynced == []
+    finally:
+        logs.shutdown()
+
+
+def test_a_truncation_while_the_fsync_runs_voids_it(tmp_path: Path) -> None:
+    files = FsyncLedger()
+    logs, log = _rolled_log(files, tmp_path)
+    try:
+        plan = log.rolled_files()
+        assert plan is not None and plan.target == log.active_segment.base_offset
+        before = log.recovery_point
+        log.truncate_to(plan.target - 2)  # a follower's, while the flush thread fsyncs the plan
+        append(log, make_batch(2))  # the same offsets again, then past them, unsynced
+        log.roll()
+        rewritten = log.producer_state.unsynced
+        log.rolled_synced(plan, None)  # the plan's fsyncs cover none of that
+        assert log.recovery_point == before
+        assert log.producer_state.unsynced == rewritten and rewritten
+        asyncio.run(logs.run_flush_async())  # the next plan does
+        assert log.recovery_point == log.active_segment.base_offset
+        assert log.producer_state.unsynced == []
+    finally:
+        logs.shutdown()
+
+
+def test_an_unclean_open_takes_the_snapshots_past_the_recovery_point_again(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    log = open_log(tmp_path, clock, CONFIG)
+    for i in range(30):
+        append(log, _idempotent(2 * i))
+    bases = [s.base_offset for s in log.segments]
+    torn = log.producer_state.unsynced[-2]  # a roll's, past the recovery point below
+    recovery_point = bases[-3]
+    log.release()  # a crash
+    os.truncate(torn, 0)  # what an unsynced file may hold after one
+    files = FsyncLedger()
+    again = Log.open(
+        tmp_path / "topic-0", CONFIG, clock=clock, recovery_point=recovery_point,
+        log_start_offset=0, had_clean_shutdown=False, files=files,
+    )  # fmt: skip
+    try:
+        taken = [base for base in bases if base > recovery_point]
+        assert again.producer_state.snapshot_offsets()[-len(taken) :] == taken
+        assert decode_snapshot(torn.read_bytes())  # written again, whole: the producer in it
+        assert sorted(name for name, _ in files.snapshots()) == [
+            f"{base:020d}.snapshot" for base in taken
+        ]  # and fsynced before the log is served
+        retried = append(again, _idempotent(58))
+        assert retried.duplicate
     finally:
         again.close()
