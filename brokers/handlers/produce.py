@@ -52,13 +52,12 @@ import struct
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from typing_extensions import Buffer
 
 from brokers.common.clock import Clock
-from brokers.handlers.build import make, response_module, throttle, timestamp_or_none
+from brokers.handlers.build import response_module
 from brokers.handlers.errors import error_code_for, error_message_for
 from brokers.handlers.services import AppendWaiter, MetadataView, Replicas, TxnVerifier
 from brokers.handlers.topic_ids import TopicIds
@@ -73,13 +72,15 @@ from brokers.replication.isr import AckOutcome
 from brokers.replication.partition import Partition
 from brokers.server.context import RequestContext
 from brokers.server.dispatcher import CloseConnection
+from brokers.server.produce_response import (
+    PartitionAnswer,
+    TopicAnswer,
+    encode_answers,
+    kio_response,
+)
 from brokers.server.routes import Route
 from brokers.wire.errors import ErrorCode
 from brokers.wire.produce_request import ProduceRequestView, ProduceTopic, parse_produce_request
-
-if TYPE_CHECKING:
-    from types import ModuleType
-
 
 API_KEY = 0
 FIRST_SERVED_VERSION = 3
@@ -141,10 +142,9 @@ def route(
     broker = _Services(replicas, purgatory, clock, topic_metrics, verifier, TopicIds(metadata))
 
     async def handle(ctx: RequestContext, request: ProduceRequestView) -> Any:
-        module = response_module(API_KEY, ctx.api_version)
         acks = request.acks
         failed = False
-        answers: list[tuple[str, Any, list[Any]]] = []
+        answers: list[TopicAnswer] = []
         waiting: list[_Waiting] = []
         refused: Refusals = {}
         named = _named(broker, request, ctx.api_version)
@@ -154,18 +154,21 @@ def route(
         if acks in VALID_ACKS:
             _assign_epochs(broker, named)
         for name, topic in named:
-            partitions: list[Any] = []
+            partitions: list[PartitionAnswer] = []
             counted = [0, 0]  # the topic's bytes and records appended, counted once per request
             for data in topic.partitions:
                 if name is None:
-                    response, appended = _partition(module, data.index, _UNKNOWN_ID), None
+                    response, appended = PartitionAnswer(data.index, _UNKNOWN_ID), None
                 elif refused and (name, data.index) in refused:
                     code, message = refused[(name, data.index)]
                     broker.topic_metrics.failed_produce.labels(name).inc()
-                    response, appended = _partition(module, data.index, code, message), None
+                    response, appended = (
+                        PartitionAnswer(data.index, code, error_message=message),
+                        None,
+                    )
                 else:
                     response, appended = await _append(
-                        module, broker, name, data.index, data.records, acks, counted
+                        broker, name, data.index, data.records, acks, counted
                     )
                 failed = failed or response.error_code != ErrorCode.none
                 if appended is not None and acks == -1:
@@ -173,25 +176,18 @@ def route(
                 partitions.append(response)
             if counted[1]:
                 broker.appended(name or "", counted[0], counted[1])
-            answers.append((name or "", _topic_id(topic), partitions))
+            answers.append(TopicAnswer(name or "", topic.topic_id or None, partitions))
         if acks == 0:
             if failed:
                 raise CloseConnection("acks=0 produce failed")
             return None
-        pending = _settle(module, broker, waiting) if waiting else waiting
+        pending = _settle(broker, waiting) if waiting else waiting
         if pending:  # a standalone partition's acks=all append is decided at once: no await
-            await _await_replication(module, broker, pending, request.timeout_ms / 1000)
-        topics = [
-            _new(
-                module,
-                "TopicProduceResponse",
-                name=name,
-                topic_id=topic_id,
-                partition_responses=tuple(parts),
-            )
-            for name, topic_id, parts in answers
-        ]
-        return _new(module, "ProduceResponse", responses=tuple(topics), throttle_time=throttle())
+            await _await_replication(broker, pending, request.timeout_ms / 1000)
+        encoded = encode_answers(ctx.api_version, answers)
+        if encoded is not None:
+            return encoded
+        return kio_response(response_module(API_KEY, ctx.api_version), answers)
 
     return Route(
         API_KEY,
@@ -206,25 +202,6 @@ def route(
 
 
 _UNKNOWN_ID = ErrorCode.unknown_topic_id
-
-
-@cache
-def _fields_of(
-    module: ModuleType, name: str, given: tuple[str, ...]
-) -> tuple[type, frozenset[str]]:
-    """The class, and which of the `given` field names it has."""
-    cls = getattr(module, name)
-    return cls, frozenset(given) & {f.name for f in dataclasses.fields(cls)}
-
-
-def _new(module: ModuleType, name: str, /, **fields: Any) -> Any:
-    """`make` for the answers every request gets: the fields this version lacks dropped, without
-    `make`'s per-call name checks (these call sites name fields some version has: the tests
-    build every version's answer). Which fields stay is found once per call shape."""
-    cls, kept = _fields_of(module, name, tuple(fields))
-    if len(kept) == len(fields):
-        return cls(**fields)
-    return cls(**{k: v for k, v in fields.items() if k in kept})
 
 
 def _decode(version: int, body: memoryview) -> ProduceRequestView:
@@ -264,20 +241,19 @@ def _assign_epochs(broker: _Services, named: list[tuple[str | None, ProduceTopic
 
 
 async def _append(
-    module: ModuleType,
     broker: _Services,
     topic: str,
     index: int,
     records: memoryview | None,
     acks: int,
     counted: list[int],
-) -> tuple[Any, tuple[Partition, int] | None]:
+) -> tuple[PartitionAnswer, tuple[Partition, int] | None]:
     """The partition's answer, and (partition, required offset) when the append happened;
     what it appended is added to `counted` (bytes, records)."""
     metrics = broker.topic_metrics
     try:
         if acks not in VALID_ACKS:
-            return _partition(module, index, ErrorCode.invalid_required_acks), None
+            return PartitionAnswer(index, ErrorCode.invalid_required_acks), None
         partition = broker.replicas.get(topic, index)
         policy = partition.append_policy(acks)
         try:  # inline when cheap (no hop to the loop and back), else on a worker thread
@@ -287,29 +263,24 @@ async def _append(
         result = partition.append_prepared(prepared, acks)
     except Exception as exc:
         metrics.failed_produce.labels(topic).inc()
-        error = _partition(
-            module,
+        error = PartitionAnswer(
             index,
             error_code_for(exc),
-            message=error_message_for(exc),
-            record_errors=_record_errors(module, exc),
+            error_message=error_message_for(exc),
+            record_errors=_record_errors(exc),
         )
         return error, None
     if not result.duplicate:
         counted[0] += len(records or b"")
         counted[1] += result.last_offset - result.first_offset + 1
-    response = _new(
-        module,
-        "PartitionProduceResponse",
-        index=index,
-        error_code=ErrorCode.none,
-        base_offset=result.first_offset,
-        log_append_time=timestamp_or_none(result.log_append_time_ms),
-        log_start_offset=result.log_start_offset,
-        record_errors=(),
-        error_message=None,
+    answer = PartitionAnswer(
+        index,
+        ErrorCode.none,
+        result.first_offset,
+        result.log_append_time_ms,
+        result.log_start_offset,
     )
-    return response, (partition, result.last_offset + 1)
+    return answer, (partition, result.last_offset + 1)
 
 
 async def _verify(
@@ -436,21 +407,17 @@ def _worker_pool() -> ThreadPoolExecutor:
     return _workers
 
 
-def _record_errors(module: ModuleType, exc: Exception) -> tuple[Any, ...]:
+def _record_errors(exc: Exception) -> tuple[tuple[int, str | None], ...]:
+    """The record a refusal names (v8+ answers it in `record_errors`), as (index, message)."""
     index = exc.record_index if isinstance(exc, RecordError) else None
-    if index is None or not hasattr(module, "BatchIndexAndErrorMessage"):
-        return ()
-    entry = make(
-        module, "BatchIndexAndErrorMessage", batch_index=index, batch_index_error_message=str(exc)
-    )
-    return (entry,)
+    return () if index is None else ((index, str(exc)),)
 
 
 @dataclass(slots=True)
 class _Waiting:
     """An acks=all partition answer parked until replication decides it."""
 
-    answers: list[Any]  # the topic's partition answers; `slot` is replaced on failure
+    answers: list[PartitionAnswer]  # the topic's partition answers; `slot` replaced on failure
     slot: int
     partition: Partition
     required_offset: int
@@ -468,7 +435,7 @@ class _Waiting:
         return ErrorCode.not_enough_replicas_after_append
 
 
-def _settle(module: ModuleType, broker: _Services, waiting: list[_Waiting]) -> list[_Waiting]:
+def _settle(broker: _Services, waiting: list[_Waiting]) -> list[_Waiting]:
     """Answer the entries replication has decided (a failure replaces its answer); the rest."""
     pending = []
     for entry in waiting:
@@ -476,13 +443,11 @@ def _settle(module: ModuleType, broker: _Services, waiting: list[_Waiting]) -> l
         if code is None:
             pending.append(entry)
         elif code != ErrorCode.none:
-            _fail(module, broker, entry, code)
+            _fail(broker, entry, code)
     return pending
 
 
-async def _await_replication(
-    module: ModuleType, broker: _Services, pending: list[_Waiting], timeout_s: float
-) -> None:
+async def _await_replication(broker: _Services, pending: list[_Waiting], timeout_s: float) -> None:
     """Park until every pending entry is decided or `timeout_s` passes (REQUEST_TIMED_OUT)."""
     deadline = broker.clock.monotonic() + timeout_s
     while pending:
@@ -491,34 +456,14 @@ async def _await_replication(
             break
         keys = [(e.partition.topic, e.partition.index) for e in pending]
         await broker.purgatory.wait(keys, remaining)
-        pending = _settle(module, broker, pending)
+        pending = _settle(broker, pending)
     for entry in pending:
-        _fail(module, broker, entry, ErrorCode.request_timed_out)
+        _fail(broker, entry, ErrorCode.request_timed_out)
 
 
-def _fail(module: ModuleType, broker: _Services, entry: _Waiting, code: ErrorCode) -> None:
+def _fail(broker: _Services, entry: _Waiting, code: ErrorCode) -> None:
     broker.topic_metrics.failed_produce.labels(entry.partition.topic).inc()
-    entry.answers[entry.slot] = _partition(module, entry.partition.index, code)
-
-
-def _partition(
-    module: ModuleType,
-    index: int,
-    code: ErrorCode,
-    message: str | None = None,
-    record_errors: tuple[Any, ...] = (),
-) -> Any:
-    return make(
-        module,
-        "PartitionProduceResponse",
-        index=index,
-        error_code=code,
-        base_offset=-1,
-        log_append_time=None,
-        log_start_offset=-1,
-        record_errors=record_errors,
-        error_message=message,
-    )
+    entry.answers[entry.slot] = PartitionAnswer(entry.partition.index, code)
 
 
 # ---- versions 0–2: parse just enough to name every partition, then refuse -----------------

@@ -22,7 +22,7 @@ from brokers.records.builder import simple_batch
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
 from brokers.wire.headers import RequestHeader
-from brokers.wire.messages import encode_entity
+from brokers.wire.messages import encode_entity, response_schema
 
 
 @contextmanager
@@ -57,7 +57,8 @@ def entity(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any
 
 def call(route: Route, version: int, request: Any) -> Any:
     """Run the handler; the response must be of `version` and encode/decode losslessly. A route
-    that reads its requests itself (Produce) gets the kio request's bytes, read its way."""
+    that reads its requests itself (Produce) gets the kio request's bytes, read its way; one that
+    writes its answer itself is read back by kio, to its last byte."""
     assert route.serves(version)
     if route.decode is not None:
         request = route.decode(version, memoryview(encode_entity(request)))
@@ -68,6 +69,9 @@ def call(route: Route, version: int, request: Any) -> Any:
         return await route.handler(ctx, request)
 
     response = asyncio.run(handle())
+    if isinstance(response, bytes):  # written without kio (Produce): kio must read it back
+        response, read = entity_reader(response_schema(route.api_key, version))(response, 0)
+        assert read == len(response_body := encode_entity(response)), response_body
     assert type(response).__version__ == version
     decoded, _ = entity_reader(type(response))(encode_entity(response), 0)
     assert decoded == response

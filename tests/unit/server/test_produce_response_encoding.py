@@ -1,6 +1,7 @@
-"""The dispatcher's Produce response encoder against kio's, byte for byte, on every version:
-the answers it takes (ok, errors with and without messages, append times, several topics, topic
-ids) and None — kio's path — for those it leaves (record errors, a current leader, endpoints)."""
+"""The Produce response encoder against kio's, byte for byte, on every version: the answers it
+takes (ok, errors with and without messages, append times, several topics, topic ids), from kio
+objects and from the handler's plain answers, and None — kio's path — for those it leaves
+(record errors, a current leader, endpoints)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from brokers.server.produce_response import encode_produce_response
+from brokers.server.produce_response import (
+    PartitionAnswer,
+    TopicAnswer,
+    encode_answers,
+    encode_produce_response,
+    kio_response,
+)
 from brokers.wire.entities import has_field, make, response_module
 from brokers.wire.errors import ErrorCode
 from brokers.wire.messages import encode_entity
@@ -113,3 +120,38 @@ def test_answers_it_does_not_take_go_to_kio(version: int) -> None:
             node_endpoints=(node,),
         )
         assert encode_produce_response(pointed) is None
+
+
+def _plain_answers() -> list[list[TopicAnswer]]:
+    appended = int(APPENDED.timestamp() * 1000)
+    ok = [PartitionAnswer(i, ErrorCode.none, 1_000_000_007 * i, -1, i) for i in range(5)]
+    refused = PartitionAnswer(
+        1, ErrorCode.invalid_record, error_message="bad: é", record_errors=((3, "why"), (4, None))
+    )
+    topic_id = uuid.uuid5(uuid.NAMESPACE_DNS, "orders").bytes
+    return [
+        [],
+        [TopicAnswer("orders", topic_id, ok[:1])],
+        [TopicAnswer("orders", topic_id, [PartitionAnswer(0, 0, 5, appended, 0)])],
+        [
+            TopicAnswer("orders", topic_id, ok),
+            TopicAnswer("t" * 200, None, [PartitionAnswer(7, ErrorCode.not_leader_or_follower)]),
+            TopicAnswer("é-topic", None, [PartitionAnswer(2, ErrorCode.unknown_topic_id)]),
+        ],
+        [TopicAnswer("orders", topic_id, [ok[0], refused])],
+    ]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_plain_answers_are_written_as_kio_writes_them(version: int) -> None:
+    """What the Produce handler answers: the bytes kio writes for the same answer, or None (kio's
+    path) where a partition names a record (v8+)."""
+    module = response_module(0, version)
+    for topics in _plain_answers():
+        expected = encode_entity(kio_response(module, topics))
+        encoded = encode_answers(version, topics)
+        named = any(p.record_errors for t in topics for p in t.partitions)
+        if named and has_field(module, "PartitionProduceResponse", "record_errors"):
+            assert encoded is None
+        else:
+            assert encoded == expected
