@@ -735,8 +735,7 @@ class Log:
             with self.health.offline_on_failure("clean close", self.log_end_offset):
                 for segment in self._segments:
                     segment.on_become_inactive()
-                self.flush()
-                self.producer_state.sync_unsynced()  # a roll's, if the flush had nothing to do
+                self.flush()  # a roll's snapshots synced too, whether or not data was
                 if self.log_end_offset > self.log_start_offset or not self.producer_state.is_empty:
                     self.producer_state.take_snapshot(self.log_end_offset)
         finally:
