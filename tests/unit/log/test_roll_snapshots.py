@@ -51,14 +51,18 @@ def _idempotent(sequence: int) -> bytes:
     return make_batch(2, producer_id=PRODUCER, producer_epoch=0, base_sequence=sequence)
 
 
-def _rolled_log(files: FileOps, tmp_path: Path) -> tuple[LogManager, Log]:
-    logs = LogManager(tmp_path, clock=ManualClock(), default_config=CONFIG, files=files)
-    logs.startup()
-    log = logs.create("t", 0)
+def _filled(log: Log) -> Log:
+    """30 batches of one idempotent producer: several rolls, each with its snapshot."""
     for i in range(30):
         append(log, _idempotent(2 * i))
     assert log.number_of_segments > 2
-    return logs, log
+    return log
+
+
+def _rolled_log(files: FileOps, tmp_path: Path) -> tuple[LogManager, Log]:
+    logs = LogManager(tmp_path, clock=ManualClock(), default_config=CONFIG, files=files)
+    logs.startup()
+    return logs, _filled(logs.create("t", 0))
 
 
 def test_a_roll_fsyncs_no_snapshot_on_the_loop_the_flush_thread_does_before_the_point_moves(
@@ -116,9 +120,7 @@ def test_a_torn_roll_snapshot_is_ignored_and_the_producer_state_replayed(
     tmp_path: Path,
 ) -> None:
     clock = ManualClock()
-    log = open_log(tmp_path, clock, CONFIG)
-    for i in range(30):
-        append(log, _idempotent(2 * i))
+    log = _filled(open_log(tmp_path, clock, CONFIG))
     newest = log.producer_state.unsynced[-1]
     end = log.log_end_offset
     log.release()  # a crash: nothing more written
@@ -179,9 +181,7 @@ def test_an_unclean_open_takes_the_snapshots_past_the_recovery_point_again(
     tmp_path: Path,
 ) -> None:
     clock = ManualClock()
-    log = open_log(tmp_path, clock, CONFIG)
-    for i in range(30):
-        append(log, _idempotent(2 * i))
+    log = _filled(open_log(tmp_path, clock, CONFIG))
     bases = [s.base_offset for s in log.segments]
     torn = log.producer_state.unsynced[-2]  # a roll's, past the recovery point below
     recovery_point = bases[-3]
