@@ -8,9 +8,10 @@ while its request is in flight for the same reason). A handler that raises anyth
 with UNKNOWN_SERVER_ERROR in every entry (`brokers.server.error_response`), logged once as
 `event=handler_failed` with its traceback, and the connection stays open (an acks=0 produce,
 which has no response, closes it instead, as in Kafka).
-Produce and OffsetCommit answers are encoded by `produce_response` and `offset_commit_response`
-(struct-packed; kio's writer for the shapes they leave), and the per-API request metrics'
-labelled children are looked up once per API.
+Produce answers come encoded from their handler (`produce_response`; kio's writer for the shape
+it leaves), OffsetCommit answers are encoded by `offset_commit_response` (struct-packed; kio's
+writer for the shapes it leaves), and the per-API request metrics' labelled children are looked
+up once per API.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from brokers.server.context import RequestContext
 from brokers.server.error_response import error_response
 from brokers.server.metrics import ServerMetrics
 from brokers.server.offset_commit_response import encode_offset_commit_response
-from brokers.server.produce_response import encode_produce_response
 from brokers.server.response import RawResponse
 from brokers.server.routes import LegacyHandler, RouteTable
 from brokers.wire.errors import ErrorCode
@@ -101,8 +101,6 @@ class Dispatcher:
                 encoded = None
             elif isinstance(body, _ENCODED):
                 encoded = body
-            elif api_key == PRODUCE_KEY:
-                encoded = encode_produce_response(body) or encode_entity(body)
             elif api_key == OFFSET_COMMIT_KEY:
                 encoded = encode_offset_commit_response(body) or encode_entity(body)
             else:

@@ -6,9 +6,8 @@ per partition a few fixed-size fields, with no kio dataclass built (building and
 was about a ninth of the broker's CPU per one-partition Produce request: 5.8 µs of 51,
 docs/benchmarks.md). It takes the answers a leader gives: no `current_leader`, no
 `node_endpoints`, and returns None for an answer with record errors, which the caller builds
-with kio (`kio_response`) and kio encodes. `encode_produce_response(response)` is the same
-encoding of a kio ProduceResponse (None for what kio must write), so tests compare the two byte
-for byte on every version. Pure; thread-safe.
+with kio (`kio_response`) and kio encodes; tests compare the two byte for byte on every version.
+Pure; thread-safe.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ LAST_VERSION = 13
 FIRST_FLEXIBLE_VERSION = 9
 FIRST_LOG_START_VERSION = 5
 FIRST_RECORD_ERRORS_VERSION = 8
-FIRST_CURRENT_LEADER_VERSION = 10
 TOPIC_ID_VERSION = 13
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -37,6 +35,7 @@ _PARTITION_V5 = struct.Struct(">ihqqq")  # ... log_start_offset
 _NULL_ID = bytes(16)
 _NO_RECORD_ERRORS = b"\x01"  # a compact empty array (length + 1) in v9+; v8 writes int32 0
 _NO_TAGS = b"\x00"
+_NOT_THROTTLED = bytes(4)  # throttle_time_ms 0
 
 
 class PartitionAnswer(NamedTuple):
@@ -57,9 +56,7 @@ class TopicAnswer(NamedTuple):
     partitions: list[PartitionAnswer]
 
 
-def encode_answers(
-    version: int, topics: Sequence[TopicAnswer], throttle_ms: int = 0
-) -> bytes | None:
+def encode_answers(version: int, topics: Sequence[TopicAnswer]) -> bytes | None:
     """The body answering `topics`, or None when a partition has record errors (kio's path)."""
     if not FIRST_VERSION <= version <= LAST_VERSION:
         return None
@@ -77,7 +74,7 @@ def encode_answers(
             out += _partition(answer, version, flexible)
         if flexible:
             out += _NO_TAGS
-    out += _I32.pack(throttle_ms)
+    out += _NOT_THROTTLED  # a broker never throttles (the gateway does)
     if flexible:
         out += _NO_TAGS  # node_endpoints (v10+) absent: no tagged fields
     return bytes(out)
@@ -142,38 +139,6 @@ def _kio_partition(module: Any, answer: PartitionAnswer) -> Any:
     )
 
 
-def encode_produce_response(response: Any) -> bytes | None:
-    """`encode_answers` of a kio ProduceResponse, or None for kio's path (record errors, a
-    current leader, node endpoints)."""
-    version = int(response.__version__)
-    if not FIRST_VERSION <= version <= LAST_VERSION:
-        return None
-    if version >= FIRST_CURRENT_LEADER_VERSION and response.node_endpoints:
-        return None
-    topics = []
-    for topic in response.responses:
-        answers = []
-        for p in topic.partition_responses:
-            if version >= FIRST_RECORD_ERRORS_VERSION and p.record_errors:
-                return None
-            if version >= FIRST_CURRENT_LEADER_VERSION and _has_leader(p.current_leader):
-                return None
-            append_ms = -1 if p.log_append_time is None else _epoch_ms(p.log_append_time)
-            log_start = p.log_start_offset if version >= FIRST_LOG_START_VERSION else -1
-            message = p.error_message if version >= FIRST_RECORD_ERRORS_VERSION else None
-            answers.append(
-                PartitionAnswer(p.index, p.error_code, p.base_offset, append_ms, log_start, message)
-            )
-        topic_id = topic.topic_id.bytes if version >= TOPIC_ID_VERSION and topic.topic_id else None
-        name = topic.name if version < TOPIC_ID_VERSION else ""
-        topics.append(TopicAnswer(name, topic_id, answers))
-    return encode_answers(version, topics, _milliseconds(response.throttle_time))
-
-
-def _has_leader(leader: Any) -> bool:
-    return bool(leader.leader_id != -1 or leader.leader_epoch != -1)
-
-
 def _length(count: int, flexible: bool) -> bytes:
     return write_uvarint(count + 1) if flexible else _I32.pack(count)
 
@@ -189,7 +154,3 @@ def _milliseconds(delta: datetime.timedelta) -> int:
     if not delta:
         return 0  # the usual answer: not throttled
     return round(delta.total_seconds() * 1000)  # as kio's writer rounds
-
-
-def _epoch_ms(moment: datetime.datetime) -> int:
-    return round(moment.timestamp() * 1000)
