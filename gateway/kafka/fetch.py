@@ -60,6 +60,12 @@ STREAM_MIN_BYTES = 64 * 1024  # smaller answers are read whole (nothing to gain)
 STREAMED_VERSIONS = (FIRST_VERSION, LAST_VERSION)
 
 
+# A partition answered without data carries empty records, never null, as Kafka's
+# (`MemoryRecords.EMPTY`): librdkafka refuses a Fetch answer with a null record set whole
+# ("invalid MessageSetSize -1"), the partitions beside it included.
+_NO_RECORDS = b""
+
+
 def handle(session: RequestSession, exchange: Exchange, frame: memoryview, offset: int) -> None:
     policy = session.policy
     assert session.tenant is not None and exchange.subject is not None and policy is not None
@@ -387,7 +393,7 @@ def _merged(
                     log_start_offset=-1,
                     aborted_transactions=None,
                     preferred_read_replica=-1,
-                    records=None,
+                    records=_NO_RECORDS,
                 )
                 for p in topic.partitions
             )
@@ -406,7 +412,8 @@ def _merged(
         per_topic = {}
         topics = [
             dataclasses.replace(
-                t, partitions=tuple(dataclasses.replace(p, records=None) for p in t.partitions)
+                t,
+                partitions=tuple(dataclasses.replace(p, records=_NO_RECORDS) for p in t.partitions),
             )
             for t in topics
         ]

@@ -138,6 +138,9 @@ def fetched(wire: RawConnection, version: int, topic_id: uuid.UUID) -> tuple[int
     (topic,) = response.responses
     assert topic.topic_id == topic_id, topic
     (partition,) = topic.partitions
+    # empty, never null, even when refused: librdkafka fails the whole answer on a null record
+    # set ("invalid MessageSetSize -1"), as Kafka never sends one
+    assert partition.records is not None, partition
     return partition.error_code, partition.high_watermark, raw
 
 
