@@ -42,6 +42,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import fcntl
+import heapq
 import logging
 import os
 import shutil
@@ -88,7 +89,9 @@ class LogManager:
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._logs: dict[tuple[str, int], Log] = {}
         self._prepared: dict[tuple[str, int], Log] = {}  # made by `prepare`, not yet taken
-        self._doomed: list[tuple[int, Log, Path]] = []  # (due ms, log, renamed directory)
+        # Deleted partitions' renamed directories by removal time, a heap of (due ms, directory):
+        # their logs are dropped at deletion (a region in flight keeps its own file open).
+        self._doomed: list[tuple[int, Path]] = []
         self._lock_fd: int | None = None
         # One thread each, made on first use: "files" (new logs, deletions), "flush" (rolls).
         self._threads: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
@@ -173,9 +176,7 @@ class LogManager:
         except OSError as exc:
             log.error("event=checkpoint_failed log_dir=%s error=%r", self.log_dir, str(exc))
             clean = False
-        for _, doomed, directory in self._doomed:
-            doomed.release()
-            shutil.rmtree(directory, ignore_errors=True)
+        _remove_directories([directory for _, directory in self._doomed])
         self._doomed.clear()
         if clean:
             try:
@@ -304,7 +305,9 @@ class LogManager:
     def delete(self, topic: str, partition: int, *, sync: bool = True) -> bool:
         """Retire the log, rename its directory `...-delete`, remove it after the delay.
         `sync=False` leaves the log dir's fsync to the caller (`sync_log_dir`, once for a
-        topic's partitions)."""
+        topic's partitions). The log itself is dropped now: a topic churn kept ~40 objects a
+        partition alive for `file.delete.delay.ms`, which the collector scanned again and again
+        (docs/benchmarks.md, "Topic churn and the collector")."""
         doomed = self._logs.pop((topic, partition), None)
         if doomed is None:
             return False
@@ -315,7 +318,7 @@ class LogManager:
         if sync:
             _fsync_directory(self.log_dir)
         due = self._clock.time_ms() + doomed.config.file_delete_delay_ms
-        self._doomed.append((due, doomed, target))
+        heapq.heappush(self._doomed, (due, target))
         return True
 
     def sync_log_dir(self) -> None:
@@ -409,15 +412,9 @@ class LogManager:
             files.extend(paths)
         if files:  # unlinking a 1 GiB segment held the loop 241 ms on this disk
             self._thread("files").submit(_unlink_files, self._files, files)
-        keep: list[tuple[int, Log, Path]] = []
         gone: list[Path] = []
-        for due, doomed, directory in self._doomed:
-            if due > now:
-                keep.append((due, doomed, directory))
-                continue
-            doomed.release()
-            gone.append(directory)
-        self._doomed = keep
+        while self._doomed and self._doomed[0][0] <= now:
+            gone.append(heapq.heappop(self._doomed)[1])
         if gone:  # a thousand partition directories took the loop half a second here
             self._thread("files").submit(_remove_directories, gone)
         return removed + len(gone)

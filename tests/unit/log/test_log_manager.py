@@ -1,11 +1,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import errno
 import fcntl
+import gc
 import os
 import shutil
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -126,6 +130,70 @@ def test_delete_renames_then_removes_after_the_delay(tmp_path: Path) -> None:
         assert logs.run_delayed_deletes() == 1
         wait_until(lambda: not (tmp_path / renamed[0]).exists(), what="the directory removed")
     assert removed_by and all(name.startswith("pier-log-files") for name in removed_by)
+    logs.shutdown()
+
+
+def _descriptors_under(directory: Path) -> list[str]:
+    """This process's open descriptors naming a file under `directory`."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            names.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return [name for name in names if name.startswith(str(directory))]
+
+
+def test_a_deleted_log_is_dropped_at_once_a_region_in_flight_keeps_its_file(
+    tmp_path: Path,
+) -> None:
+    """Nothing of a deleted log stays alive for file.delete.delay.ms (a topic churn kept ~40
+    objects a partition for the collector to scan): freed by reference counting alone, its
+    descriptors closed, except the one an in-flight region holds until it is dropped."""
+    logs = manager(tmp_path, ManualClock())
+    doomed = logs.create("gone", 0)
+    for _ in range(30):
+        append(doomed, make_batch(2))
+    assert doomed.number_of_segments > 2
+    region = doomed.read(0, 100).region
+    assert region is not None
+    expected = region.read()
+    freed = weakref.ref(doomed)
+    collecting = gc.isenabled()
+    gc.disable()  # no cycle may be needed to free it
+    try:
+        assert logs.delete("gone", 0)
+        del doomed
+        assert freed() is None
+    finally:
+        if collecting:
+            gc.enable()
+    (renamed,) = [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    assert region.read() == expected  # the fetch in flight still sends it
+    assert len(_descriptors_under(renamed)) == 1
+    del region
+    assert _descriptors_under(renamed) == []
+    logs.shutdown()
+    assert not renamed.exists()  # a clean stop removes what was waiting for its delay
+
+
+def test_deleted_directories_go_in_the_order_their_delays_end(tmp_path: Path) -> None:
+    clock = ManualClock()
+    logs = manager(tmp_path, clock)
+    logs.create("slow", 0, dataclasses.replace(CONFIG, file_delete_delay_ms=5000))
+    logs.create("fast", 0, dataclasses.replace(CONFIG, file_delete_delay_ms=1000))
+    assert logs.delete("slow", 0) and logs.delete("fast", 0)
+
+    def waiting() -> set[str]:
+        return {p.name.split(".")[0] for p in tmp_path.iterdir() if p.name.endswith("-delete")}
+
+    assert waiting() == {"slow-0", "fast-0"}
+    clock.advance(1000)
+    assert logs.run_delayed_deletes() == 1
+    wait_until(lambda: waiting() == {"slow-0"}, what="the fast topic's directory removed")
+    clock.advance(3999)
+    assert logs.run_delayed_deletes() == 0
+    clock.advance(1)
+    assert logs.run_delayed_deletes() == 1
+    wait_until(lambda: waiting() == set(), what="the slow topic's directory removed")
     logs.shutdown()
 
 
