@@ -38,7 +38,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -53,6 +53,7 @@ from infra import reference_kafka
 from infra.bench.latency import latency_samples, percentile
 from infra.bench.throughput import consume_run, produce_run
 from infra.bench.vs_kafka_workloads import (
+    CHURN_ELSEWHERE,
     FLEET_ROWS,
     FULL_WORKLOADS,
     SHORT_WORKLOADS,
@@ -497,7 +498,8 @@ def single_node(
         latency = latency_part(system, server, sizes)
         extra = {"latency": latency, "peak_rss_mib": peak_rss_mib(server.pids())}
         if fleet:
-            extra["fleet"] = fleet_part(system, server, sizes.workloads)
+            second = partial(running, system, 1, scratch)
+            extra["fleet"] = fleet_part(system, server, sizes.workloads, second)
         if scale:
             extra["scale"] = partition_scale(system, server, sizes)
     return runs, extra
@@ -552,9 +554,16 @@ def latency_part(system: str, server: Server, sizes: Sizes) -> dict[str, float]:
     }
 
 
-def fleet_part(system: str, server: Server, sizes: WorkloadSizes) -> dict[str, Any]:
+def fleet_part(
+    system: str,
+    server: Server,
+    sizes: WorkloadSizes,
+    second: Callable[[], AbstractContextManager[Server]] | None = None,
+) -> dict[str, Any]:
     """OMB's shape, many connections, topic churn: each with the server CPU it cost and the
-    load average beside it (the clients share the machine)."""
+    load average beside it (the clients share the machine). `second` starts another server of
+    the system: the churn then runs once more against it, the bystander on `server` alone
+    (`churn_elsewhere`: what the churn costs the bystander through the machine only)."""
     found: dict[str, Any] = {}
     for name, workload in (
         ("omb", omb_workload),
@@ -567,6 +576,12 @@ def fleet_part(system: str, server: Server, sizes: WorkloadSizes) -> dict[str, A
         result["server_cpu_s"] = round(max(0.0, cpu_seconds(server.pids()) - before), 2)
         result["loadavg_1m"] = round(os.getloadavg()[0], 2)
         found[name] = result
+    if second is not None:
+        log(f"{system}: churn on a second server, the bystander on the first")
+        with second() as other:
+            found[CHURN_ELSEWHERE] = churn_workload(
+                other.bootstrap, sizes, create_topics, bystander_at=server.bootstrap
+            )
     moved_gb = sum(found["omb"][phase]["produced"] for phase in ("max", "half")) * 1024 / 1e9
     found["omb"]["server_cpu_s_per_gb"] = round(found["omb"]["server_cpu_s"] / moved_gb, 2)
     conns = found["connections"]

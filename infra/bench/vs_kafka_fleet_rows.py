@@ -3,14 +3,17 @@
 Owns the re-measurement of issue 25's "1,000 connections of which 100 produce" and topic churn
 rows, (`cluster`) of `vs_kafka.cluster_part` with the `--fleet` sizes: 3 nodes, an RF 3
 acks=all produce, then 10,000 partitions, with the peak RSS before and with them and the time
-until all are led, and (`partitions`) of 5,000 partitions created on one node, then restarted: each repetition starts Pier and Apache Kafka 4.1.1 afresh (alternating which goes first),
+until all are led, (`partitions`) of 5,000 partitions created on one node, then restarted, and
+(`churn_elsewhere`) of the churn against a second server while the bystander produces to the
+first alone (the machine's share of the churn row): each repetition starts Pier and Apache Kafka
+4.1.1 afresh (alternating which goes first),
 and optionally Pier from an earlier checkout as "pier-before" (a before/after under the same
 load), and runs the chosen workloads on each; per row it reports every system's median with the
 min-max spread, the ratios to Kafka and the 1-minute load average range (the clients share the
 machine with the servers).
 
-    .venv/bin/python -m infra.bench.vs_kafka_fleet_rows [--workloads connections churn cluster
-        partitions]
+    .venv/bin/python -m infra.bench.vs_kafka_fleet_rows [--workloads connections churn
+        churn_elsewhere cluster partitions]
         [--repetitions 3] [--short] [--baseline DIR]
 
 JSON on stdout, a Markdown table on stderr. Blocking; each server is stopped and its directory
@@ -26,6 +29,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,7 @@ from infra import zookeeper
 from infra.bench import vs_kafka as vk
 from infra.bench.vs_kafka_rows import _baseline_program
 from infra.bench.vs_kafka_workloads import (
+    CHURN_ELSEWHERE,
     FLEET_ROWS,
     FULL_WORKLOADS,
     RECORD,
@@ -48,7 +53,7 @@ WORKLOADS: dict[str, Callable[[str, WorkloadSizes, Callable[..., None]], dict[st
     "connections": connections,
     "churn": churn,
 }
-_SIDE_BY_SIDE_ROWS = tuple(row for row in FLEET_ROWS if row[1][0] in WORKLOADS)
+_SIDE_BY_SIDE_ROWS = tuple(row for row in FLEET_ROWS if row[1][0] in (*WORKLOADS, CHURN_ELSEWHERE))
 CLUSTER = "cluster"
 PARTITIONS = "partitions"  # vs_kafka's 5,000 partitions on one node: create, then restart
 # (row, path into one cluster run's result, better)
@@ -108,7 +113,11 @@ def side_by_side(
                     for name in single:
                         vk.log(f"repetition {rep + 1}/{repetitions}: {system} {name}")
                         before = vk.cpu_seconds(server.pids())
-                        result = WORKLOADS[name](server.bootstrap, sizes, vk.create_topics)
+                        if name == CHURN_ELSEWHERE:  # the churn on a second server
+                            second = partial(start, system, Path(tempfile.mkdtemp(dir=scratch)))
+                            result = _churn_elsewhere(server, second, sizes)
+                        else:
+                            result = WORKLOADS[name](server.bootstrap, sizes, vk.create_topics)
                         cpu_s = max(0.0, vk.cpu_seconds(server.pids()) - before)
                         result["server_cpu_s"] = round(cpu_s, 2)
                         result["loadavg_1m"] = round(os.getloadavg()[0], 2)
@@ -132,6 +141,17 @@ def side_by_side(
                         else float("nan") for s in systems if s != "kafka"}}  # fmt: skip
     loads = [run[name]["loadavg_1m"] for s in systems for run in runs[s] for name in names]
     return {"rows": rows, "loadavg_1m": [min(loads), max(loads)], "runs": runs}
+
+
+def _churn_elsewhere(
+    bystanders: Any, start: Callable[[], Any], sizes: WorkloadSizes
+) -> dict[str, Any]:
+    """`churn` against a second server `start` makes, the bystander on `bystanders` alone."""
+    other = start()
+    try:
+        return churn(other.bootstrap, sizes, vk.create_topics, bystander_at=bystanders.bootstrap)
+    finally:
+        other.close()
 
 
 # What ZooKeeper ran with before 2207b46 (-Xmn8m), for a pier-before of an earlier checkout.
@@ -171,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m infra.bench.vs_kafka_workloads [--workloads connections churn]
     [--repetitions 3] [--short]`: JSON on stdout, a Markdown table on stderr."""
     parser = argparse.ArgumentParser(description=side_by_side.__doc__)
-    parser.add_argument("--workloads", nargs="+", choices=sorted([*WORKLOADS, CLUSTER, PARTITIONS]),
+    parser.add_argument("--workloads", nargs="+", choices=sorted([*WORKLOADS, CHURN_ELSEWHERE, CLUSTER, PARTITIONS]),
                         default=sorted(WORKLOADS))  # fmt: skip
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--short", action="store_true", help="tiny sizes: proves the code path")

@@ -77,6 +77,7 @@ SHORT_WORKLOADS = WorkloadSizes(
 
 # The summary rows of these workloads: (row name, path into one system's results, which way is
 # better). "fleet" results are the single node's, "wide" the 3-node cluster's.
+CHURN_ELSEWHERE = "churn_elsewhere"
 FLEET_ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("OMB 1 topic x 100 partitions 1 KiB 16p/16c max MB/s", ("omb", "max", "mb_per_s"), "higher"),
     ("OMB max rate e2e p99 ms", ("omb", "max", "e2e", "p99_ms"), "lower"),
@@ -96,6 +97,12 @@ FLEET_ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("churn: bystander produce p99 during churn ms", ("churn", "bystander_churn", "p99_ms"),
      "lower"),
     ("churn: bystander p99 during / idle", ("churn", "bystander_p99_churn_over_idle"), "lower"),
+    # The same churn against a second server, the bystander alone on the first: the machine's
+    # share of the ratio above (no target; issue 25's item 3).
+    ("churn elsewhere: bystander p99 during churn ms",
+     (CHURN_ELSEWHERE, "bystander_churn", "p99_ms"), "lower"),
+    ("churn elsewhere: bystander p99 during / idle",
+     (CHURN_ELSEWHERE, "bystander_p99_churn_over_idle"), "lower"),
 )  # fmt: skip
 
 
@@ -257,11 +264,13 @@ def _bystander(bootstrap: str, topic: str, ready: Any, stop: Any, out: Any) -> N
     out.put(latencies)
 
 
-def _bystander_p99(bootstrap: str, during: Callable[[], Any]) -> tuple[dict[str, float], Any]:
+def _bystander_p99(
+    bootstrap: str, during: Callable[[], Any], topic: str = "bystander"
+) -> tuple[dict[str, float], Any]:
     """The bystander's latency quantiles while `during` runs, and what `during` returned."""
     ctx = _processes()
     ready, stop, outs = ctx.Event(), ctx.Event(), ctx.Queue()
-    worker = ctx.Process(target=_bystander, args=(bootstrap, "bystander", ready, stop, outs))
+    worker = ctx.Process(target=_bystander, args=(bootstrap, topic, ready, stop, outs))
     worker.start()
     try:
         # Its connection and metadata settle before the window measured (a fixed second was
@@ -278,8 +287,21 @@ def _bystander_p99(bootstrap: str, during: Callable[[], Any]) -> tuple[dict[str,
     return quantiles(latencies), result
 
 
-def churn(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> dict[str, Any]:
-    create(bootstrap, ["bystander"], partitions=1)
+def churn(
+    bootstrap: str,
+    sizes: WorkloadSizes,
+    create: Callable[..., None],
+    *,
+    bystander_at: str | None = None,
+) -> dict[str, Any]:
+    """Topics created and deleted in a loop on `bootstrap`, with a bystander producing beside it:
+    the latencies of each and the bystander's p99 idle and during. `bystander_at`: the
+    bystander's own server instead (another server of the same system doing nothing else), so
+    what the churn costs it through the machine alone (cores, kernel) is measured: the floor
+    of the row on this machine."""
+    bystander = bystander_at or bootstrap
+    topic = "bystander" if bystander_at is None else "bystander-elsewhere"
+    create(bystander, [topic], partitions=1)
     admin = _admin(bootstrap)
 
     def loop() -> dict[str, Any]:
@@ -298,8 +320,8 @@ def churn(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> 
         return {"create": quantiles(creates), "delete": quantiles(deletes), "loops": round_,
                 "seconds": round(time.monotonic() - began, 2)}  # fmt: skip
 
-    idle, _ = _bystander_p99(bootstrap, partial(time.sleep, max(2.0, sizes.omb_seconds / 2)))
-    during, latencies = _bystander_p99(bootstrap, loop)
+    idle, _ = _bystander_p99(bystander, partial(time.sleep, max(2.0, sizes.omb_seconds / 2)), topic)
+    during, latencies = _bystander_p99(bystander, loop, topic)
     ratio = during["p99_ms"] / idle["p99_ms"] if idle["p99_ms"] else float("nan")
     return {"topics": sizes.churn_topics,
             "bystander_p99_churn_over_idle": round(ratio, 2),
@@ -345,6 +367,7 @@ def wide(bootstrap: str, sizes: WorkloadSizes, create: Callable[..., None]) -> d
 
 
 __all__ = [
+    "CHURN_ELSEWHERE",
     "FLEET_ROWS",
     "FULL_WORKLOADS",
     "SHORT_WORKLOADS",

@@ -2,7 +2,8 @@
 proof that the benchmark works; its numbers are not asserted, only that every part measured
 something): single-node perf tools (compressed and uncompressed), confluent-kafka, latency, the
 3-node run, partition scale, issue 25's hosted-fleet rows (OMB's shape, 1,000 connections, topic
-churn with a bystander, many partitions over 3 nodes), the JSON document and the chart."""
+churn with a bystander, the same churn on a second server beside a bystander alone on the
+first, many partitions over 3 nodes), the JSON document and the chart."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def test_short_benchmark_measures_every_part(
     parts = {name.split(" ")[0] for name in summary}
     assert {"perf-produce", "perf-consume", "client-produce", "client-consume",
             "cluster-produce", "e2e", "single", "3", "20", "OMB", "1000", "churn:"} <= parts, sorted(summary)  # fmt: skip
+    # the churn once more against a second server, the bystander alone on the first
+    assert "churn elsewhere: bystander p99 during / idle" in summary
     workloads = {name.split(" ")[1] for name in summary if name.startswith("perf-produce")}
     assert any(w.endswith("/none") for w in workloads), workloads  # an uncompressed row
     assert any(name.startswith("3 nodes: ") and "partitions create" in name for name in summary)
