@@ -70,6 +70,7 @@ def build_standalone(
         broker_properties=config.properties,  # broker defaults of logs LeaderAndIsr creates
     )
     register_storage_metrics(registry, log_manager, replicas)
+    replicas.on_topic_gone(topic_metrics.forget)  # a deleted topic's series go with it
     topics = LocalTopicRegistry(
         config.data_dir,
         replicas,

@@ -131,6 +131,7 @@ def build_zk_broker(
         broker_properties=config.properties,  # broker defaults of logs LeaderAndIsr creates
     )
     register_storage_metrics(registry, log_manager, replicas)
+    replicas.on_topic_gone(topic_metrics.forget)  # a deleted topic's series go with it
     topics = ZkTopicAdmin(
         zk, metadata, log_manager, broker_defaults=config.properties, configs=topic_configs
     )

@@ -47,7 +47,6 @@ fsyncs after another per partition. Runs on the event loop.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import struct
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -116,19 +115,6 @@ class _Services:
     topic_metrics: BrokerTopicMetrics
     verifier: TxnVerifier | None = None
     topic_ids: TopicIds | None = None
-    counters: dict[str, tuple[Any, Any]] = dataclasses.field(default_factory=dict)
-
-    def appended(self, topic: str, size: int, records: int) -> None:
-        """Count a request's appends to a topic in its BytesIn/MessagesIn (their children found
-        once per topic: a label lookup takes a lock and builds a key; the labels are never
-        removed)."""
-        found = self.counters.get(topic)
-        if found is None:
-            metrics = self.topic_metrics
-            found = (metrics.bytes_in.labels(topic), metrics.messages_in.labels(topic))
-            self.counters[topic] = found
-        found[0].inc(size)
-        found[1].inc(records)
 
 
 def route(
@@ -175,7 +161,7 @@ def route(
                     waiting.append(_Waiting(partitions, len(partitions), *appended))
                 partitions.append(response)
             if counted[1]:
-                broker.appended(name or "", counted[0], counted[1])
+                broker.topic_metrics.appended(name or "", counted[0], counted[1])
             answers.append(TopicAnswer(name or "", topic.topic_id or None, partitions))
         if acks == 0:
             if failed:

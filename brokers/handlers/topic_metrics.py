@@ -1,11 +1,17 @@
 """Per-topic traffic counters named after Kafka's `kafka.server:type=BrokerTopicMetrics` MBeans.
 
 Owns: bytes in/out and messages in per topic, failed produce/fetch counts, and (as Kafka, for all
-topics only) the bytes sent to followers, counted by the produce and fetch handlers.
-prometheus-client counters: thread-safe.
+topics only) the bytes sent to followers, counted by the produce and fetch handlers. A topic's
+series go when its last partition here is deleted (`forget`, as Kafka's removeMetrics): a tenant
+creating, writing and deleting topics all day would otherwise grow the broker's memory and every
+scrape without bound.
+prometheus-client counters: thread-safe; the per-topic cache of `appended` and `forget` run on
+the event loop.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -47,3 +53,25 @@ class BrokerTopicMetrics:
             "Record bytes sent to follower replicas (ReplicationBytesOutPerSec; all topics).",
             registry=registry,
         )
+        self._per_topic = (
+            self.bytes_in, self.bytes_out, self.messages_in, self.failed_produce, self.failed_fetch
+        )  # fmt: skip
+        # BytesIn/MessagesIn children per topic, found once (a label lookup takes a lock and
+        # builds a key): what every Produce counts.
+        self._in: dict[str, tuple[Counter, Counter]] = {}
+
+    def appended(self, topic: str, size: int, records: int) -> None:
+        """Count a request's appends to `topic` in its BytesIn and MessagesIn."""
+        found = self._in.get(topic)
+        if found is None:
+            found = (self.bytes_in.labels(topic), self.messages_in.labels(topic))
+            self._in[topic] = found
+        found[0].inc(size)
+        found[1].inc(records)
+
+    def forget(self, topic: str) -> None:
+        """Drop every series of `topic` (its last partition here was deleted)."""
+        self._in.pop(topic, None)
+        for counter in self._per_topic:
+            with contextlib.suppress(KeyError):  # never counted for this topic
+                counter.remove(topic)

@@ -28,6 +28,7 @@ Runs on the event loop; not thread-safe.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import uuid
@@ -132,6 +133,9 @@ class ReplicaManager:
         self._deferred: dict[TopicPartition, LogConfig | DeferredLeader] = {}
         self._saved_high_watermarks: dict[TopicPartition, int] = {}
         self._leadership_listeners: list[LeadershipListener] = []
+        # Registered partitions per topic, and who is told when a topic has none left here.
+        self._hosted: collections.Counter[str] = collections.Counter()
+        self._topic_gone_listeners: list[Callable[[str], None]] = []
         self.fetchers = FetcherManager(
             node_id=node_id,
             clock=clock,
@@ -156,6 +160,8 @@ class ReplicaManager:
             replica_lag_time_max_ms=self.replica_lag_time_max_ms,
             awaiting_leadership=self.isr_writer is not None,  # ZooKeeper mode: wait for orders
         )
+        if key not in self._partitions:
+            self._hosted[key[0]] += 1
         self._partitions[key] = partition
         return partition
 
@@ -188,7 +194,7 @@ class ReplicaManager:
             )
             partition.become_leader(state)  # its epoch checkpoint, as at LeaderAndIsr
         except BaseException:
-            self._partitions.pop((topic, index), None)  # still deferred: the next lookup retries
+            self._unregister(topic, index)  # still deferred: the next lookup retries
             raise
         self._deferred.pop((topic, index), None)
         return partition
@@ -256,13 +262,33 @@ class ReplicaManager:
         if isinstance(deferred, DeferredLeader):
             self._leadership_changed(topic, index, False, deferred.leader_epoch)
         self.fetchers.unfollow(FetchedTopicPartition(topic, index))
-        deleted = self._partitions.pop((topic, index), None)
+        deleted = self._unregister(topic, index)
         if deleted is not None:
             self._logs.delete(topic, index, sync=sync)
             self._leadership_changed(topic, index, False, deleted.leader_epoch)
 
+    def _unregister(self, topic: str, index: int) -> Partition | None:
+        """Forget the partition; the topic-gone listeners hear of its topic once no partition of
+        it is left here (Kafka's maybeRemoveTopicMetrics)."""
+        partition = self._partitions.pop((topic, index), None)
+        if partition is None:
+            return None
+        self._hosted[topic] -= 1
+        if self._hosted[topic] <= 0:
+            del self._hosted[topic]
+            for listener in self._topic_gone_listeners:
+                try:
+                    listener(topic)
+                except Exception as exc:  # a listener's failure must not undo the deletion
+                    log.error("event=topic_gone_listener_failed topic=%s error=%r", topic, exc)
+        return partition
+
     def sync_log_dir(self) -> None:
         self._logs.sync_log_dir()
+
+    def on_topic_gone(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(topic)` once the last partition of `topic` hosted here is deleted."""
+        self._topic_gone_listeners.append(listener)
 
     def on_leadership_change(self, listener: LeadershipListener) -> None:
         """Call `listener` after each become-leader / become-follower / stop / delete."""

@@ -73,6 +73,63 @@ def test_produce_answers_and_counters(tmp_path: Path, version: int) -> None:
         )
 
 
+def test_a_deleted_topics_series_go_and_a_new_one_of_its_name_counts_afresh(
+    tmp_path: Path,
+) -> None:
+    """As Kafka's removeMetrics: a tenant creating, writing and deleting topics all day must not
+    grow the broker's memory and every scrape."""
+    with standalone_broker(tmp_path) as broker:
+        broker.topics.create_topic("orders", 2, 1, {})
+        broker.topics.create_topic("audit", 1, 1, {})
+        dispatcher = Dispatcher(broker.routes, broker.server_metrics)
+        batch = simple_batch([b"v" * 10] * 3, timestamps=[int(time.time() * 1000)] * 3)
+
+        def produce(topic: str) -> None:
+            frame = memoryview(produce_frame(12, 1, topic, batch, 7))
+            reply = asyncio.run(dispatcher.dispatch(frame, PEER))
+            assert reply is not None and isinstance(reply.body, bytes)
+            answer = decode_response(0, 12, memoryview(reply.body), 0)
+            assert answer.responses[0].partition_responses[0].error_code == ErrorCode.none
+
+        def series(topic: str) -> list[str]:
+            return [
+                sample.name
+                for metric in broker.registry.collect()
+                for sample in metric.samples
+                if sample.labels.get("topic") == topic
+            ]
+
+        produce("orders")
+        produce("audit")
+        assert "kafka_server_brokertopicmetrics_messages_in_total" in series("orders")
+        broker.topics.delete_topic("orders")
+        assert series("orders") == []
+        assert broker.registry.get_sample_value(
+            "kafka_server_brokertopicmetrics_messages_in_total", {"topic": "audit"}
+        ) == 3  # fmt: skip
+        broker.topics.create_topic("orders", 1, 1, {})
+        produce("orders")  # counted in a series the registry exports, from zero
+        assert broker.registry.get_sample_value(
+            "kafka_server_brokertopicmetrics_messages_in_total", {"topic": "orders"}
+        ) == 3  # fmt: skip
+
+
+def test_the_topic_gone_listeners_hear_of_a_topic_once_its_last_partition_here_goes(
+    tmp_path: Path,
+) -> None:
+    with standalone_broker(tmp_path) as broker:
+        broker.topics.create_topic("orders", 2, 1, {})
+        gone: list[str] = []
+        broker.replicas.on_topic_gone(gone.append)
+        broker.replicas.get("orders", 0)
+        broker.replicas.get("orders", 1)
+        broker.replicas.delete("orders", 0)
+        assert gone == []  # partition 1 is still hosted here
+        broker.replicas.delete("orders", 1)
+        broker.replicas.delete("orders", 1)  # already gone: heard once
+        assert gone == ["orders"]
+
+
 @pytest.mark.parametrize("codec", ["lz4", "zstd"])
 def test_java_compressed_batches_are_stored_as_sent(tmp_path: Path, codec: str) -> None:
     """A 1 KiB-record batch as ProducerPerformance's Java producer compresses it (too large for
