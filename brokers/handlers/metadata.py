@@ -22,6 +22,7 @@ from typing import Any
 from brokers.common.config import BrokerConfig
 from brokers.handlers.errors import error_code_for
 from brokers.handlers.services import MetadataView, TopicAdmin
+from brokers.replication.errors import TopicExistsError
 from brokers.replication.metadata_cache import PartitionMetadata, TopicMetadata
 from brokers.replication.topic_names import validate_topic_name
 from brokers.server.context import RequestContext
@@ -148,6 +149,8 @@ def _by_name(
         return name, None, ErrorCode.unknown_topic_or_partition
     try:
         created = broker.topics.create_topic(name, -1, -1, {})
+    except TopicExistsError:  # another broker created it; its metadata is on its way (Kafka:
+        return name, None, ErrorCode.leader_not_available  # retriable, not TOPIC_ALREADY_EXISTS)
     except Exception as exc:
         return name, None, error_code_for(exc)
     return name, created, ErrorCode.none
