@@ -30,7 +30,10 @@ batch on the partition) is checked with the transaction coordinator first — on
 call per producer for all such partitions of the request. A partition not in the transaction is
 refused (INVALID_TXN_STATE before v11, TRANSACTION_ABORTABLE from v11) and nothing is written; a
 coordinator that cannot answer yields the retriable NOT_ENOUGH_REPLICAS, as Kafka's
-ReplicaManager maps it. From v12 (KIP-890 part 2, `transaction.version` 2) the producer sends no
+ReplicaManager maps it. The partition remembers the lowest sequence sent to verification
+(`brokers/log/producer_state/verification.py`): a later batch of the transaction that reaches
+it before the retried first one is refused out of order, not written ahead of it; a final
+refusal forgets it. From v12 (KIP-890 part 2, `transaction.version` 2) the producer sends no
 AddPartitionsToTxn: the same call asks the coordinator to add the partitions to the transaction
 (Kafka's addPartition operation) instead of only verifying them. Only the first batch header is
 peeked; requests without a transactional id take the unchanged path.
@@ -290,11 +293,16 @@ async def _verify(
             partition = broker.replicas.find(name, data.index)
             if partition is None or not partition.is_leader:
                 continue  # the append answers with the partition's own error
-            entry = partition.log.producer_state.last_entry(header.producer_id)
+            producers = partition.log.producer_state
+            entry = producers.last_entry(header.producer_id)
             if needs_verification(header, entry):
                 key = (header.producer_id, header.producer_epoch)
                 asks.setdefault(key, []).append((name, data.index))
                 before[(name, data.index)] = _fingerprint(entry)
+                producers.start_verification(
+                    header.producer_id, header.base_sequence, header.producer_epoch,
+                    supports_epoch_bump=version >= IMPLICIT_ADD_SINCE,
+                )  # fmt: skip
     refused: Refusals = {}
     transactional_id = request.transactional_id
     assert transactional_id is not None  # only a transactional request is verified
@@ -307,12 +315,21 @@ async def _verify(
             add=version >= IMPLICIT_ADD_SINCE,
         )
         for tp in partitions:
-            code, message = produce_error(answers.get(tp, ErrorCode.unknown_server_error), version)
+            answer = answers.get(tp, ErrorCode.unknown_server_error)
+            code, message = produce_error(answer, version)
             if code == ErrorCode.none and _moved(broker, tp, producer_id, before[tp]):
                 code, message = ErrorCode.not_enough_replicas, STATE_MOVED
             if code != ErrorCode.none:
                 refused[tp] = (code, message)
+            if code not in (ErrorCode.none, ErrorCode.not_enough_replicas):
+                _end_verification(broker, tp, producer_id)  # final: no retry will follow
     return refused
+
+
+def _end_verification(broker: _Services, tp: tuple[str, int], producer_id: int) -> None:
+    partition = broker.replicas.find(*tp)
+    if partition is not None:
+        partition.log.producer_state.end_verification(producer_id)
 
 
 _Fingerprint = tuple[int, int, int, int | None, int] | None

@@ -9,6 +9,9 @@ Kafka 3.x/4.x behaviour mirrored:
 - an unknown producer id (or one with no epoch: its data was removed by retention or
   DeleteRecords) is accepted at any sequence: since KIP-360 brokers no longer answer
   UNKNOWN_PRODUCER_ID on produce;
+- while the producer's transaction is being verified on the partition (`verification.py`), a
+  first sequence above the lowest one sent to verification is out of order, known producer or
+  not (Kafka's check against the VerificationStateEntry);
 - a non-transactional batch while the producer's transaction is open -> InvalidTxnStateError.
   `current_txn_first_offset` is kept (and snapshotted): the LSO and the transaction index need it;
 - an end-transaction marker (`check_marker`, written by the leader for the transaction
@@ -33,14 +36,21 @@ from brokers.log.producer_state.entry import (
     in_sequence,
 )
 from brokers.log.producer_state.transactions import CompletedTxn
+from brokers.log.producer_state.verification import VerificationState
 from brokers.records.batch import NO_SEQUENCE, BatchHeader
 from brokers.records.control import EndTxnMarker
 
 
-def check_batch(entry: ProducerStateEntry | None, header: BatchHeader) -> DuplicateBatch | None:
-    if entry is None:
-        return None  # unknown producer: any sequence is accepted (KIP-360)
+def check_batch(
+    entry: ProducerStateEntry | None,
+    header: BatchHeader,
+    verifying: VerificationState | None = None,
+) -> DuplicateBatch | None:
     has_sequence = not header.is_control and header.base_sequence != NO_SEQUENCE
+    if entry is None:
+        if has_sequence:
+            check_verified_sequence(verifying, header)
+        return None  # unknown producer: any sequence is accepted (KIP-360)
     duplicate = entry.find_duplicate(header) if has_sequence else None
     if duplicate is not None:
         return DuplicateBatch(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp)
@@ -50,12 +60,22 @@ def check_batch(entry: ProducerStateEntry | None, header: BatchHeader) -> Duplic
             f"the current epoch {entry.producer_epoch}"
         )
     if has_sequence:  # coordinator-written batches carry no sequence: epoch check only
+        check_verified_sequence(verifying, header)
         check_sequence(entry, header)
     if entry.current_txn_first_offset is not None and not header.is_transactional:
         raise InvalidTxnStateError(
             f"producer {header.producer_id} has an open transaction; expected a transactional batch"
         )
     return None
+
+
+def check_verified_sequence(verifying: VerificationState | None, header: BatchHeader) -> None:
+    """A batch past the lowest sequence its transaction's verification saw waits for that one."""
+    if verifying is not None and header.base_sequence > verifying.lowest_sequence:
+        raise OutOfOrderSequenceError(
+            f"producer {header.producer_id}: sequence {header.base_sequence} is above "
+            f"{verifying.lowest_sequence}, the earliest sequence seen in verification"
+        )
 
 
 def check_sequence(entry: ProducerStateEntry, header: BatchHeader) -> None:

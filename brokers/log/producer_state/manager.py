@@ -2,7 +2,8 @@
 
 Owns: per producer id the entry (`entry.py`), the checks before an append (`append_check.py`),
 the partition's unstable transactions (`transactions.py`: open ones and completed ones whose
-marker is not yet below the high watermark, for the LSO and the `.txnindex`), expiry after
+marker is not yet below the high watermark, for the LSO and the `.txnindex`), the producers
+whose transaction is being verified here (`verification.py`; never snapshotted), expiry after
 `producer.id.expiration.ms` (never of a producer with an open transaction), and taking /
 loading / truncating the `.snapshot` files (`snapshot.py`) that let recovery replay only the
 tail. A snapshot keeps each open transaction's first offset; completed-but-unreplicated ones
@@ -30,6 +31,7 @@ from brokers.log.producer_state.snapshot import (
     encode_snapshot,
 )
 from brokers.log.producer_state.transactions import CompletedTxn, UnstableTxns
+from brokers.log.producer_state.verification import VerificationState
 from brokers.log.txn_index import AbortedTxn
 from brokers.records.batch import BatchHeader
 from brokers.records.control import EndTxnMarker
@@ -51,6 +53,7 @@ class ProducerStateManager:
         self._expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._txns = UnstableTxns()
+        self._verifying: dict[int, VerificationState] = {}
         # The offset after the last producer batch (or snapshot) folded in: truncating the log
         # below it must forget state; batches without a producer id never move it.
         self.map_end_offset = 0
@@ -69,22 +72,46 @@ class ProducerStateManager:
         """Validate a client batch before it is written; a duplicate returns its original offsets."""
         if header.producer_id < 0:
             return None
-        return check_batch(self._producers.get(header.producer_id), header)
+        pid = header.producer_id
+        return check_batch(self._producers.get(pid), header, self._verifying.get(pid))
 
     def check_all(self, headers: Sequence[BatchHeader]) -> list[DuplicateBatch | None]:
         """`check` for several batches of one request: later batches see the earlier ones."""
         pending: dict[int, ProducerStateEntry] = {}
+        verified: set[int] = set()  # a transactional batch passed: `update` will end the state
         results: list[DuplicateBatch | None] = []
         last = len(headers) - 1  # no later batch sees the last one (`update` folds it in)
         for i, header in enumerate(headers):
             pid = header.producer_id
             entry = pending.get(pid) or self._producers.get(pid)
-            duplicate = None if pid < 0 else check_batch(entry, header)
+            verifying = None if pid in verified else self._verifying.get(pid)
+            duplicate = None if pid < 0 else check_batch(entry, header, verifying)
             if pid >= 0 and duplicate is None and i < last:
                 pending[pid] = entry.copy() if entry else ProducerStateEntry(pid)
                 apply_batch(pending[pid], header, None)
+                if header.is_transactional:
+                    verified.add(pid)
             results.append(duplicate)
         return results
+
+    def start_verification(
+        self, producer_id: int, sequence: int, epoch: int, *, supports_epoch_bump: bool
+    ) -> None:
+        """A transaction's first batch here goes to the coordinator: remember its sequence
+        (Kafka's maybeCreateVerificationStateEntry) until a transactional batch is written."""
+        state = self._verifying.get(producer_id)
+        if state is None:
+            now_ms = self._clock.time_ms()
+            state = VerificationState(epoch, sequence, supports_epoch_bump, now_ms)
+            self._verifying[producer_id] = state
+        state.observe(sequence, epoch)
+
+    def end_verification(self, producer_id: int) -> None:
+        """The coordinator refused the transaction for good: nothing of it will be retried."""
+        self._verifying.pop(producer_id, None)
+
+    def verification(self, producer_id: int) -> VerificationState | None:
+        return self._verifying.get(producer_id)
 
     def check_marker(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker) -> None:
         """Fence a marker from an old producer or coordinator epoch (see append_check)."""
@@ -102,6 +129,12 @@ class ProducerStateManager:
         if entry is None:
             entry = self._producers[header.producer_id] = ProducerStateEntry(header.producer_id)
         completed = apply_batch(entry, header, marker)
+        if header.is_transactional and self._verifying:
+            verifying = self._verifying.get(header.producer_id)
+            if verifying is not None and verifying.ends_with(
+                header.is_control, header.producer_epoch
+            ):
+                del self._verifying[header.producer_id]
         if completed is not None:
             self._txns.complete(completed)
         elif entry.current_txn_first_offset is not None and header.is_transactional:
@@ -169,6 +202,13 @@ class ProducerStateManager:
         expired = [pid for pid, e in self._producers.items() if self._is_expired(e, now_ms)]
         for pid in expired:
             del self._producers[pid]
+        stale = [
+            pid
+            for pid, state in self._verifying.items()
+            if now_ms - state.created_ms >= self._expiration_ms
+        ]
+        for pid in stale:
+            del self._verifying[pid]
         if expired:  # the table changed at the same offset: its snapshot no longer holds it
             self._saved_at = None
 

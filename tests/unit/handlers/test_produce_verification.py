@@ -139,6 +139,7 @@ class Coordinator:
 
     def __init__(self, added: set[tuple[str, int]]) -> None:
         self.added = added
+        self.busy = False  # still writing the previous transaction's markers
         self.calls: list[list[tuple[str, int]]] = []
         self.meanwhile: Callable[[], object] | None = None
 
@@ -155,6 +156,8 @@ class Coordinator:
         self.calls.append(list(partitions))
         if self.meanwhile is not None:
             self.meanwhile()
+        if self.busy:
+            return dict.fromkeys(partitions, ErrorCode.concurrent_transactions)
         return {
             tp: ErrorCode.none if tp in self.added else ErrorCode.transaction_abortable
             for tp in partitions
@@ -224,3 +227,27 @@ def test_a_marker_written_during_verification_refuses_the_append(broker: Broker)
     assert send(broker, coordinator, {0: 0}) == {0: ErrorCode.not_enough_replicas}
     assert partition.log.log_end_offset == 1, "only the marker is in the log"
     assert partition.last_stable_offset == partition.high_watermark
+
+
+def test_a_later_batch_cannot_overtake_the_retried_first_one(broker: Broker) -> None:
+    """CI's TV2 failure: the transaction's first batch on a partition where the producer is
+    unknown is refused retriably (the coordinator still completing the previous transaction);
+    the next request's batch, verified a moment later, must not be written at its sequence
+    (any sequence fits an unknown producer), or the retried first batch is out of order for
+    ever. It is refused out of order until the first one is written."""
+    coordinator = Coordinator({("t", 1)})
+    coordinator.busy = True
+    assert send(broker, coordinator, {1: 0}) == {1: ErrorCode.not_enough_replicas}
+    coordinator.busy = False
+    assert send(broker, coordinator, {1: 1}) == {1: ErrorCode.out_of_order_sequence_number}
+    assert broker.replicas.get("t", 1).log.log_end_offset == 0
+    assert send(broker, coordinator, {1: 0}) == {1: ErrorCode.none}
+    assert send(broker, coordinator, {1: 1}) == {1: ErrorCode.none}
+    assert broker.replicas.get("t", 1).log.log_end_offset == 2
+
+
+def test_a_final_refusal_leaves_no_bound(broker: Broker) -> None:
+    coordinator = Coordinator(set())
+    assert send(broker, coordinator, {1: 0}) == {1: ErrorCode.invalid_txn_state}
+    partition = broker.replicas.get("t", 1)
+    assert partition.log.producer_state.verification(PID) is None
