@@ -38,6 +38,10 @@ AddPartitionsToTxn: the same call asks the coordinator to add the partitions to 
 (Kafka's addPartition operation) instead of only verifying them. Only the first batch header is
 peeked; requests without a transactional id take the unchanged path.
 
+Before any of that, the request-wide rules of `produce_txn_rules.py`: transactional batches
+need the request's transactional id and may name only one producer, else every partition is
+refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_PRODUCER_ID_MAPPING), as Kafka.
+
 Topic ids (KIP-516): v13 names each topic by id, and the answer carries the id; an id no topic
 has answers every partition of it UNKNOWN_TOPIC_ID, as Kafka.
 
@@ -61,6 +65,7 @@ from typing_extensions import Buffer
 from brokers.common.clock import Clock
 from brokers.handlers.build import response_module
 from brokers.handlers.errors import error_code_for, error_message_for
+from brokers.handlers.produce_txn_rules import request_refusal
 from brokers.handlers.services import AppendWaiter, MetadataView, Replicas, TxnVerifier
 from brokers.handlers.topic_ids import TopicIds
 from brokers.handlers.topic_metrics import BrokerTopicMetrics
@@ -138,7 +143,10 @@ def route(
         refused: Refusals = {}
         named = _named(broker, request, ctx.api_version)
         verifying = request.transactional_id is not None and acks in VALID_ACKS
-        if verifying and broker.verifier is not None:
+        refusal = request_refusal(request.transactional_id, named)
+        if refusal is not None:
+            refused = {(n, d.index): refusal for n, t in named if n for d in t.partitions}
+        elif verifying and broker.verifier is not None:
             refused = await _verify(broker, broker.verifier, request, named, ctx.api_version)
         if acks in VALID_ACKS:
             _assign_epochs(broker, named)

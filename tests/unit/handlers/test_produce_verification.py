@@ -251,3 +251,76 @@ def test_a_final_refusal_leaves_no_bound(broker: Broker) -> None:
     assert send(broker, coordinator, {1: 0}) == {1: ErrorCode.invalid_txn_state}
     partition = broker.replicas.get("t", 1)
     assert partition.log.producer_state.verification(PID) is None
+
+
+# ---- the request-wide rules (brokers/handlers/produce_txn_rules.py) ------------------------
+
+
+def send_batches(
+    broker: Broker,
+    coordinator: Coordinator,
+    transactional_id: str | None,
+    batches: dict[int, bytes],
+) -> dict[int, int]:
+    """Produce v9 of the given record set per partition."""
+    data = tuple(
+        entity(0, 9, "PartitionProduceData", index=index, records=records)
+        for index, records in batches.items()
+    )
+    topic = entity(0, 9, "TopicProduceData", name="t", partition_data=data)
+    request = entity(
+        0,
+        9,
+        "ProduceRequest",
+        transactional_id=transactional_id,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(topic,),
+    )
+    route = produce.route(
+        broker.replicas, broker.purgatory, broker.clock, broker.topic_metrics, coordinator
+    )
+    response = call(route, 9, request)
+    return {p.index: p.error_code for p in response.responses[0].partition_responses}
+
+
+def batch(pid: int = PID, *, transactional: bool = True) -> bytes:
+    return build_batch(
+        [(None, b"v")],
+        producer_id=pid,
+        producer_epoch=EPOCH,
+        base_sequence=0,
+        is_transactional=transactional,
+    )
+
+
+def test_a_transactional_batch_without_a_transactional_id_refuses_the_request(
+    broker: Broker,
+) -> None:
+    """Without the rule the batch was written unverified: a transaction no coordinator knows,
+    which no marker closes, held the partition's last stable offset below it for good."""
+    coordinator = Coordinator({("t", 0), ("t", 1)})
+    sent = {0: batch(), 1: batch(transactional=False)}
+    refused = ErrorCode.transactional_id_authorization_failed
+    assert send_batches(broker, coordinator, None, sent) == {0: refused, 1: refused}
+    for index in (0, 1):
+        partition = broker.replicas.get("t", index)
+        assert partition.log.log_end_offset == 0
+        assert partition.last_stable_offset == partition.high_watermark == 0
+    assert coordinator.calls == []
+    assert send_batches(broker, coordinator, None, {1: batch(transactional=False)}) == {
+        1: ErrorCode.none
+    }, "idempotent batches need no transactional id"
+
+
+def test_transactional_batches_of_two_producers_refuse_the_request(broker: Broker) -> None:
+    coordinator = Coordinator({("t", 0), ("t", 1)})
+    sent = {0: batch(), 1: batch(PID + 1)}
+    refused = ErrorCode.invalid_producer_id_mapping
+    assert send_batches(broker, coordinator, "tx", sent) == {0: refused, 1: refused}
+    assert coordinator.calls == [], "no coordinator call per producer"
+    assert broker.replicas.get("t", 0).log.log_end_offset == 0
+    assert send_batches(broker, coordinator, "tx", {0: batch(), 1: batch()}) == {
+        0: ErrorCode.none,
+        1: ErrorCode.none,
+    }
