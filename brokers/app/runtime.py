@@ -39,6 +39,7 @@ from brokers.log.cleaner.metrics import CleanerCollector
 from brokers.log.config import LogConfig
 from brokers.log.log_manager import LogManager
 from brokers.log.metrics import LogSizeCollector
+from brokers.log.producer_state.manager import DEFAULT_MAX_PRODUCERS
 from brokers.replication.metadata_cache import BrokerEndpoint, MetadataCache
 from brokers.replication.metrics import LastStableOffsetLagCollector, ReplicaManagerCollector
 from brokers.replication.replica_manager import ReplicaManager
@@ -80,6 +81,14 @@ def log_manager_for(config: BrokerConfig, clock: Clock) -> LogManager:
         # (checked with retention); one with an open transaction never is.
         producer_id_expiration_ms=int_setting(
             config.properties, "producer.id.expiration.ms", 86_400_000, 1, BrokerConfigError
+        ),
+        # Pier's: producers a partition's state holds; past it the longest-known idle one goes
+        max_producers=int_setting(
+            config.properties,
+            "pier.producer.state.max.producers",
+            DEFAULT_MAX_PRODUCERS,
+            1,
+            BrokerConfigError,
         ),
     )
 

@@ -64,7 +64,7 @@ from brokers.log.log_loader import create_segment, load_log, roll_jitter_ms
 from brokers.log.log_segments import LogSegments
 from brokers.log.offset_assignment import AssignedBatches, assign_offsets, check_follower_batches
 from brokers.log.producer_replay import load_producer_state, replay
-from brokers.log.producer_state.manager import ProducerStateManager
+from brokers.log.producer_state.manager import DEFAULT_MAX_PRODUCERS, ProducerStateManager
 from brokers.log.retention import deletable_segment_count
 from brokers.log.segment import LogSegment
 from brokers.log.storage_health import StorageHealth, brief
@@ -157,6 +157,7 @@ class Log:
         cls, directory: Path, config: LogConfig, *, clock: Clock, recovery_point: int = 0,
         log_start_offset: int = 0, had_clean_shutdown: bool = False,
         producer_id_expiration_ms: int = 86400000, files: FileOps = OS_FILES,
+        max_producers: int = DEFAULT_MAX_PRODUCERS,
     ) -> Log:  # fmt: skip
         parse_topic_partition(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -169,7 +170,7 @@ class Log:
         epochs.truncate_from_start(loaded.log_start_offset)
         producers = ProducerStateManager(
             directory, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms,
-            files=files,
+            files=files, max_producers=max_producers,
         )  # fmt: skip
         log = cls(
             directory, config, clock=clock, segments=loaded.segments,
@@ -189,6 +190,7 @@ class Log:
     def adopt_new(
         cls, directory: Path, config: LogConfig, log_fd: int, *, clock: Clock,
         producer_id_expiration_ms: int = 86400000, files: FileOps = OS_FILES,
+        max_producers: int = DEFAULT_MAX_PRODUCERS,
     ) -> Log:  # fmt: skip
         """A new, empty log over files just made for it (`LogManager.prepare`): its directory,
         and its first segment's empty files with the `.log` open read-write as `log_fd` (taken
@@ -201,7 +203,7 @@ class Log:
         )  # fmt: skip
         producers = ProducerStateManager(
             directory, clock=clock, producer_id_expiration_ms=producer_id_expiration_ms,
-            files=files, fresh=True,
+            files=files, fresh=True, max_producers=max_producers,
         )  # fmt: skip
         return cls(
             directory, config, clock=clock, segments=[segment], log_start_offset=0,

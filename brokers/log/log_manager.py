@@ -64,6 +64,7 @@ from brokers.log.config import LogConfig
 from brokers.log.errors import CorruptCheckpointError, LogDirError, StorageError
 from brokers.log.file_ops import OS_FILES, FileOps, fsync_paths
 from brokers.log.log import Log, parse_topic_partition
+from brokers.log.producer_state.manager import DEFAULT_MAX_PRODUCERS
 from brokers.log.segment import LOG_SUFFIX, segment_path
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class LogManager:
         self, log_dir: Path, *, clock: Clock, default_config: LogConfig,
         config_for: Callable[[str], LogConfig] | None = None,
         producer_id_expiration_ms: int = 86400000, cleaner_config: CleanerConfig | None = None,
-        files: FileOps = OS_FILES,
+        files: FileOps = OS_FILES, max_producers: int = DEFAULT_MAX_PRODUCERS,
     ) -> None:  # fmt: skip
         self.log_dir = log_dir
         self._files = files
@@ -87,6 +88,7 @@ class LogManager:
         self._clock = clock
         self._config_for = config_for
         self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._max_producers = max_producers  # per partition's producer state
         self._logs: dict[tuple[str, int], Log] = {}
         self._prepared: dict[tuple[str, int], Log] = {}  # made by `prepare`, not yet taken
         # Deleted partitions' renamed directories by removal time, a heap of (due ms, directory):
@@ -122,6 +124,7 @@ class LogManager:
                 directory, self._config(topic), clock=self._clock,
                 recovery_point=recovery_points.get(key, 0), log_start_offset=log_starts.get(key, 0),
                 had_clean_shutdown=clean, producer_id_expiration_ms=self._producer_id_expiration_ms,
+                max_producers=self._max_producers,
                 files=self._files,
             )  # fmt: skip
         marker.unlink(missing_ok=True)
@@ -214,7 +217,8 @@ class LogManager:
         created = Log.open(
             self.log_dir / f"{topic}-{partition}", config or self._config(topic),
             clock=self._clock, had_clean_shutdown=True,
-            producer_id_expiration_ms=self._producer_id_expiration_ms, files=self._files,
+            producer_id_expiration_ms=self._producer_id_expiration_ms,
+                max_producers=self._max_producers, files=self._files,
         )  # fmt: skip
         self._logs[key] = created
         return created
@@ -265,7 +269,8 @@ class LogManager:
         try:
             return Log.adopt_new(
                 directory, config, fd, clock=self._clock,
-                producer_id_expiration_ms=self._producer_id_expiration_ms, files=self._files,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
+                max_producers=self._max_producers, files=self._files,
             )  # fmt: skip
         except BaseException:
             os.close(fd)

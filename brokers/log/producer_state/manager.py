@@ -4,7 +4,13 @@ Owns: per producer id the entry (`entry.py`), the checks before an append (`appe
 the partition's unstable transactions (`transactions.py`: open ones and completed ones whose
 marker is not yet below the high watermark, for the LSO and the `.txnindex`), the producers
 whose transaction is being verified here (`verification.py`; never snapshotted), expiry after
-`producer.id.expiration.ms` (never of a producer with an open transaction), and taking /
+`producer.id.expiration.ms` (never of a producer with an open transaction), the cap on how many
+producers the table holds (`max_producers`, Pier's `pier.producer.state.max.producers`; Kafka has
+none: a client may write batches of any producer id, each new one an entry of about a kilobyte, so
+a tenant sending a new id with every request grew the broker by megabytes a second; past the cap
+the longest-known producer without an open transaction is forgotten, as if it had expired: only
+duplicate detection for that producer's in-flight retries is lost, its next batch is taken at any
+sequence as an unknown producer's), and taking /
 loading / truncating the `.snapshot` files (`snapshot.py`) that let recovery replay only the
 tail. A snapshot keeps each open transaction's first offset; completed-but-unreplicated ones
 are recomputed by the replay after it. Control batches are folded in with their marker
@@ -37,6 +43,7 @@ from brokers.records.batch import BatchHeader
 from brokers.records.control import EndTxnMarker
 
 log = logging.getLogger(__name__)
+DEFAULT_MAX_PRODUCERS = 1000  # per partition (pier.producer.state.max.producers)
 
 
 class ProducerStateManager:
@@ -44,14 +51,15 @@ class ProducerStateManager:
 
     def __init__(
         self, directory: Path, *, clock: Clock, producer_id_expiration_ms: int = 86400000,
-        files: FileOps = OS_FILES, fresh: bool = False,
+        files: FileOps = OS_FILES, fresh: bool = False, max_producers: int = DEFAULT_MAX_PRODUCERS,
     ) -> None:  # fmt: skip
         """`fresh`: a new log's directory, with no snapshot (or leftover) in it."""
         self.directory = directory
         self._clock = clock
         self._files = files
         self._expiration_ms = producer_id_expiration_ms
-        self._producers: dict[int, ProducerStateEntry] = {}
+        self._max_producers = max_producers
+        self._producers: dict[int, ProducerStateEntry] = {}  # in the order they became known
         self._txns = UnstableTxns()
         self._verifying: dict[int, VerificationState] = {}
         # The offset after the last producer batch (or snapshot) folded in: truncating the log
@@ -101,6 +109,8 @@ class ProducerStateManager:
         (Kafka's maybeCreateVerificationStateEntry) until a transactional batch is written."""
         state = self._verifying.get(producer_id)
         if state is None:
+            if len(self._verifying) >= self._max_producers:  # the longest-standing goes
+                del self._verifying[next(iter(self._verifying))]
             now_ms = self._clock.time_ms()
             state = VerificationState(epoch, sequence, supports_epoch_bump, now_ms)
             self._verifying[producer_id] = state
@@ -127,6 +137,8 @@ class ProducerStateManager:
         self.map_end_offset = max(self.map_end_offset, header.next_offset)
         entry = self._producers.get(header.producer_id)
         if entry is None:
+            if len(self._producers) >= self._max_producers:
+                self._forget_oldest_idle()
             entry = self._producers[header.producer_id] = ProducerStateEntry(header.producer_id)
         completed = apply_batch(entry, header, marker)
         if header.is_transactional and self._verifying:
@@ -211,6 +223,16 @@ class ProducerStateManager:
             del self._verifying[pid]
         if expired:  # the table changed at the same offset: its snapshot no longer holds it
             self._saved_at = None
+
+    def _forget_oldest_idle(self) -> None:
+        """Make room for a new producer: forget the longest-known one with no open transaction
+        (one with an open transaction stays, as expiry keeps it; the table may then exceed the
+        cap by the open transactions, each verified with the coordinator)."""
+        for pid, entry in self._producers.items():
+            if entry.current_txn_first_offset is None:
+                del self._producers[pid]
+                self._saved_at = None  # the table changed at the same offset
+                return
 
     def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
         if entry.current_txn_first_offset is not None:
