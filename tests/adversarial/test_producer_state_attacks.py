@@ -1,4 +1,6 @@
-"""A tenant that tries to hang its partitions' last stable offset through the gateway: a Produce
+"""Attacks on a partition's producer state through the gateway.
+
+A tenant that tries to hang its partitions' last stable offset: a Produce
 carrying a transactional batch but no transactional id (so the gateway has no id to authorize and
 the leader nothing to verify with a coordinator), and one whose transactional batches name two
 producers. Written, the first would open a transaction no coordinator knows and no marker ever
@@ -8,7 +10,13 @@ everything else that waits for the LSO).
 Defended (docs/transactions.md, `brokers/handlers/produce_txn_rules.py`): every partition of such a
 request is refused, TRANSACTIONAL_ID_AUTHORIZATION_FAILED and INVALID_PRODUCER_ID_MAPPING, as
 Kafka answers, and nothing is written; a record produced afterwards reaches a read_committed
-consumer. Real broker and `pier gateway`, a hand-made Produce v9 and confluent-kafka."""
+consumer.
+
+A tenant that writes a batch of a new producer id with every request, each kept by the partition
+for `producer.id.expiration.ms` (a day) at about a kilobyte: the broker grew without bound.
+Defended (`pier.producer.state.max.producers`, docs/transactions.md "Limits"): the partition holds
+at most 1,000 producers, the longest-known idle ones forgotten first, as DescribeProducers shows.
+Real broker and `pier gateway`, hand-made Produce v9 and DescribeProducers, confluent-kafka."""
 
 from __future__ import annotations
 
@@ -21,16 +29,17 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from brokers.log.producer_state.manager import DEFAULT_MAX_PRODUCERS
 from brokers.records.builder import build_batch
 from brokers.wire.entities import make, request_module, response_module
 from tests.e2e.gateway.sasl_wire import login
-from tests.e2e.raw_wire import RawConnection
+from tests.e2e.raw_wire import RawConnection, decode_response, frame, request_bytes
 from tests.gateway_stack import GatewayStack
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 TENANT, TOPIC = "acme", "ledger"
-PRODUCE, VERSION = 0, 9
+PRODUCE, VERSION, DESCRIBE_PRODUCERS = 0, 9, 61
 TIMEOUT_S = 30.0
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_PRODUCER_ID_MAPPING = 53, 49
 
@@ -109,3 +118,46 @@ def test_a_tenant_cannot_open_a_transaction_no_coordinator_knows(stack: GatewayS
     assert producer.flush(TIMEOUT_S) == 0
     seen = read_committed(stack, {b"after-0", b"after-1"})  # times out behind a hung LSO
     assert b"never-committed" not in seen
+
+
+def idempotent_produce(wire: RawConnection, producer_id: int) -> bytes:
+    """One frame of a Produce v9 (acks=1) of a batch of `producer_id` to partition 0."""
+    module = request_module(PRODUCE, VERSION)
+    records = build_batch([(None, b"x" * 100)], producer_id=producer_id, producer_epoch=0,
+                          base_sequence=0)  # fmt: skip
+    data = (make(module, "PartitionProduceData", index=0, records=records),)
+    request = make(
+        module,
+        "ProduceRequest",
+        transactional_id=None,
+        acks=1,
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(make(module, "TopicProduceData", name=TOPIC, partition_data=data),),
+    )
+    return frame(request_bytes(request, wire.correlation_id()))
+
+
+def producers_of_partition_0(wire: RawConnection) -> set[int]:
+    module = request_module(DESCRIBE_PRODUCERS, 0)
+    wanted = make(module, "TopicRequest", name=TOPIC, partition_indexes=(0,))
+    request = make(module, "DescribeProducersRequest", topics=(wanted,))
+    response = wire.call(request, response_module(DESCRIBE_PRODUCERS, 0).DescribeProducersResponse)
+    ((partition,),) = (topic.partitions for topic in response.topics)
+    assert partition.error_code == 0, partition
+    return {int(p.producer_id) for p in partition.active_producers}
+
+
+def test_a_flood_of_producer_ids_is_held_to_the_cap(stack: GatewayStack) -> None:
+    flood = DEFAULT_MAX_PRODUCERS + 500
+    answer_cls = response_module(PRODUCE, VERSION).ProduceResponse
+    with login(stack, TENANT) as wire:
+        for start in range(0, flood, 250):  # pipelined, 250 requests at a time
+            ids = range(1_000_000 + start, 1_000_000 + min(start + 250, flood))
+            wire.send(b"".join(idempotent_produce(wire, pid) for pid in ids))
+            for _ in ids:
+                _, answer = decode_response(answer_cls, wire.read_frame(TIMEOUT_S))
+                assert answer.responses[0].partition_responses[0].error_code == 0
+        known = producers_of_partition_0(wire)
+    assert len(known) <= DEFAULT_MAX_PRODUCERS
+    assert 1_000_000 + flood - 1 in known, "the newest producer is known"
+    assert 1_000_000 not in known, "the longest-known idle one was forgotten"
