@@ -48,6 +48,7 @@ from gateway.kafka.byte_budget import ByteBudget
 from gateway.kafka.client_connection import ClientConnection
 from gateway.kafka.connection_guard import ConnectionGuard
 from gateway.kafka.connection_limits import ConnectionLimits
+from gateway.kafka.coordinated_names import CoordinatedNames, NameLimits
 from gateway.kafka.fleet import FleetDirectory
 from gateway.kafka.listener import Listeners
 from gateway.kafka.metrics import GatewayMetrics
@@ -181,6 +182,13 @@ class Gateway:
             max_reauth_ms=config.setting("connections.max.reauth.ms") or None,
             max_request_bytes=config.setting("socket.request.max.bytes"),
             partitions=self.ledger,
+            names=CoordinatedNames(
+                fleet,
+                NameLimits(
+                    groups=config.setting("tenant.max.groups"),
+                    transactional_ids=config.setting("tenant.max.transactional.ids"),
+                ),
+            ),
         )
         metrics = GatewayMetrics(self.registry)
 

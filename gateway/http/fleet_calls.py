@@ -80,6 +80,7 @@ async def kafka_call(
         fleet=services.fleet,
         mutations=mutations_or_none(budget),
         partitions=services.partitions,
+        names=services.names,
     )
     outcome = await FILTERS[api_key].handle(ctx, request)
     caller.meter(None, requests=1)

@@ -15,8 +15,8 @@ Reply`. The request is the client's kio request entity, decoded; the filter retu
 `on_response` and `on_failure` run synchronously on the event loop; they must not block. The session sets `throttle_time_ms` on the final response itself, so filters leave it alone.
 
 Everything a filter may consult is on `FilterContext`: the caller's policy, the tenant's
-namespace, limits, the fleet view (endpoints, virtual cluster id, the tenant's partition count)
-and the mutation budget. Its ACL checks and topic-name rule are the policy stage's
+namespace, limits, the fleet view (endpoints, virtual cluster id, the tenant's partition count),
+the mutation budget and the tenant's limits on groups and transactional ids (`may_name`). Its ACL checks and topic-name rule are the policy stage's
 (`gateway.policy`): `allowed` / `allowed_any` ask the request's `TenantPolicy` (its
 `Authorization`), the one place a tenant's ACLs are consulted, under the policy's `Identity`,
 whose principal string is built there and nowhere else.
@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gateway.kafka.coordinated_names import NameKind
 from gateway.kafka.namespace import TenantNamespace
 from gateway.policy.identity import Identity
 from gateway.policy.names import topic_name_problem
@@ -84,6 +85,14 @@ class Fleet(Protocol):
         ...
 
 
+class NameAdmission(Protocol):
+    """The tenant's limits on coordinator state (`coordinated_names.CoordinatedNames`)."""
+
+    async def admit(self, kind: NameKind, tenant_id: str, fleet_name: str) -> bool: ...
+
+    def forget(self, kind: NameKind, tenant_id: str, fleet_names: Iterable[str]) -> None: ...
+
+
 class MutationBudget(Protocol):
     """The caller's `controller_mutation_rate` quota (KIP-599), one partition per token."""
 
@@ -106,6 +115,14 @@ class FilterContext:
     fleet: Fleet
     mutations: MutationBudget
     partitions: PartitionBudget | None = None  # None: creations are refused (fail closed)
+    names: NameAdmission | None = None  # None: no limit on groups and transactional ids
+
+    async def may_name(self, kind: NameKind, name: str) -> bool:
+        """Whether the request may name the tenant's group or transactional id `name`: one the
+        fleet holds, or one more within the tenant's limit."""
+        if self.names is None:
+            return True
+        return await self.names.admit(kind, self.namespace.tenant_id, self.namespace.fleet(name))
 
     @property
     def caller(self) -> Caller:

@@ -17,7 +17,9 @@ refresh (every `refresh_s`) asks for the brokers alone (a Metadata request namin
 cost does not grow with the fleet); every topic is read at start, by `tenant_partitions` (the
 partition ledger's count of whole tenants, one snapshot for a whole round of tenants) and by the
 periodic refresh once `FULL_READ_S` passed since the last full read, which rebuilds the id cache
-(ids of deleted topics go; new ones are also learnt on a miss).
+(ids of deleted topics go; new ones are also learnt on a miss). `coordinated_names` lists every
+broker's groups or transactional ids for `coordinated_names.CoordinatedNames` (whose listings
+are rare: at start and when a tenant is at its limit).
 """
 
 from __future__ import annotations
@@ -36,10 +38,13 @@ from brokers.client.errors import ClientError, UnsupportedVersionError
 from brokers.client.metadata import ClusterMetadata, TopicInfo
 from brokers.wire.entities import make, request_module
 from gateway.kafka.api_table import ApiRange, advertised, finalized_features
+from gateway.kafka.coordinated_names import NameKind
 from gateway.kafka.namespace import tenant_of
 
 log = logging.getLogger("pier.gateway.fleet")
 API_VERSIONS = 18
+LIST_GROUPS = 16
+LIST_TRANSACTIONS = 66
 ID_REFRESH_S = 1.0  # at most one look-up a second of the topic ids the gateway does not know
 MAX_MISSED_IDS = 1_000  # ids one look-up asks for (the rest of a flood wait for the next)
 MAX_REMEMBERED_IDS = 1_000_000
@@ -244,6 +249,41 @@ class FleetDirectory:
 
     def broker_ids(self) -> set[int]:
         return set(self._metadata.brokers) if self._metadata else set()
+
+    async def coordinated_names(self, kind: NameKind) -> tuple[set[str], bool]:
+        """`NameLister`: every group (ListGroups v4) or transactional id (ListTransactions v0)
+        each broker coordinates, asked of all brokers at once; whether all of them answered."""
+        brokers = sorted(self.broker_ids())
+        answers = await asyncio.gather(
+            *(self._names_of(node, kind) for node in brokers), return_exceptions=True
+        )
+        names: set[str] = set()
+        failed = 0
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, ClientError):
+                    raise answer
+                failed += 1
+                continue
+            names.update(answer)
+        if brokers and failed == len(brokers):
+            raise ClientError(f"no broker listed its {kind.value}s")
+        return names, failed == 0
+
+    async def _names_of(self, node_id: int, kind: NameKind) -> list[str]:
+        connection = await self._cluster.node(node_id)
+        if kind is NameKind.GROUP:
+            request = make(request_module(LIST_GROUPS, 4), "ListGroupsRequest", states_filter=())
+            answer: Any = await connection.send(request)
+            return [str(g.group_id) for g in answer.groups]
+        request = make(
+            request_module(LIST_TRANSACTIONS, 0),
+            "ListTransactionsRequest",
+            state_filters=(),
+            producer_id_filters=(),
+        )
+        answer = await connection.send(request)
+        return [str(t.transactional_id) for t in answer.transaction_states]
 
 
 def _partition_count(topic: TopicInfo | None) -> int | None:

@@ -44,6 +44,7 @@ async def handle(
         fleet=session.services.fleet,
         mutations=mutations_or_none(budget),
         partitions=session.services.partitions,
+        names=session.services.names,
     )
     outcome = await module.handle(ctx, request)
     mutation_throttle = 0 if budget is None else policy.mutation_throttle(subject)

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from gateway.auth.authenticator import Authenticator
 from gateway.kafka.api_table import ApiRange
+from gateway.kafka.coordinated_names import CoordinatedNames
 from gateway.kafka.filter import Access, Fleet, MutationBudget
 from gateway.kafka.namespace import TenantNamespace
 from gateway.metering.meter import UsageMeter
@@ -139,3 +140,4 @@ class SessionServices:
     max_reauth_ms: int | None = None
     max_request_bytes: int = 100 * 1024 * 1024
     partitions: PartitionBudget | None = None  # `max_partitions`, reserved in the store
+    names: CoordinatedNames | None = None  # `tenant.max.groups` / `.transactional.ids`

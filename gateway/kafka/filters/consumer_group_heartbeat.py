@@ -3,7 +3,8 @@ the tenant's (prefixed); the owned partitions' topic ids must name the tenant's 
 dropped: fail closed); a SubscribedTopicRegex is rewritten so that it can only match the tenant's
 own topics (`consumer_group_regex.to_fleet`; INVALID_REGULAR_EXPRESSION when it does not compile
 alone; v0 has no regex). The answer's assignment names only topics the group subscribed to or its regex matched,
-all the tenant's, so its topic ids pass; the error message is scrubbed. Kafka's ACL: READ on the group. Runs on the event loop.
+all the tenant's, so its topic ids pass; the error message is scrubbed. Kafka's ACL: READ on the group. A member joining (epoch 0) a group past the tenant's
+`tenant.max.groups` (`coordinated_names.py`) is GROUP_AUTHORIZATION_FAILED. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from brokers.wire.errors import ErrorCode
+from gateway.kafka.coordinated_names import NameKind
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_group_regex import RefusedRegex, to_fleet
@@ -27,6 +29,8 @@ MAX_VERSION = 1
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
     if not ctx.allowed("READ", "GROUP", request.group_id):
         return _refuse(ctx, request, ErrorCode.group_authorization_failed, None)
+    if request.member_epoch == 0 and not await ctx.may_name(NameKind.GROUP, request.group_id):
+        return _refuse(ctx, request, ErrorCode.group_authorization_failed, None)  # joining one
     regex = getattr(request, "subscribed_topic_regex", None)  # v1+
     if regex:  # librdkafka sends "" for none
         regex = to_fleet(ctx.namespace, regex)

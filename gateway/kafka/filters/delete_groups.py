@@ -1,7 +1,8 @@
 """DeleteGroups (key 42), versions 0-2 (Pier's brokers serve 0-2): group ids are the tenant's
 (RW); results stripped, any not the tenant's dropped. Kafka's ACL: DELETE on each group, else
 that group's result is GROUP_AUTHORIZATION_FAILED, answered locally while the rest is forwarded
-(merged in request order). Runs on the event loop.
+(merged in request order). A deleted group frees its place under the tenant's `tenant.max.groups`
+(`coordinated_names.py`). Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from brokers.wire.errors import ErrorCode
+from gateway.kafka.coordinated_names import NameKind
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import entity, response
 from gateway.kafka.filters.groups_common import in_request_order, stripped
@@ -34,6 +36,9 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
 
     def on_response(answer: Any) -> Any:
         results = [r for r in stripped(ctx, answer.results, "group_id") if r.group_id in allowed]
+        if ctx.names is not None:  # deleted groups free their places under the tenant's limit
+            gone = [ctx.namespace.fleet(r.group_id) for r in results if r.error_code == 0]
+            ctx.names.forget(NameKind.GROUP, ctx.namespace.tenant_id, gone)
         return replace(answer, results=in_request_order(results + refused, order, "group_id"))
 
     fleet_groups = tuple(ctx.namespace.fleet(g) for g in allowed)

@@ -4,7 +4,9 @@ and passes as null. Kafka's ACLs: a transactional id needs WRITE on it (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE on the
 cluster or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED). An empty transactional id is
 refused with INVALID_REQUEST, as Kafka's coordinator does (prefixed, it would reach the fleet
-as a valid id). The answer carries no names. Runs on the event loop.
+as a valid id). A transactional id past the tenant's `tenant.max.transactional.ids`
+(`coordinated_names.py`) is TRANSACTIONAL_ID_AUTHORIZATION_FAILED. The answer carries no names.
+Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from brokers.wire.errors import ErrorCode
+from gateway.kafka.coordinated_names import NameKind
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response, unchanged
 from tenancy.acls import CLUSTER_NAME
@@ -33,6 +36,8 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return Reply(_error(ctx, ErrorCode.transactional_id_authorization_failed))
     if not txn:
         return Reply(_error(ctx, ErrorCode.invalid_request))
+    if not await ctx.may_name(NameKind.TRANSACTIONAL_ID, txn):  # one past the tenant's limit
+        return Reply(_error(ctx, ErrorCode.transactional_id_authorization_failed))
     return Forward(replace(request, transactional_id=ctx.namespace.fleet(txn)), unchanged)
 
 

@@ -5,7 +5,8 @@ topics) are prefixed on the way in, since the brokers read them (offset expiry, 
 GROUP_SUBSCRIBED_TO_TOPIC); metadata that does not parse is refused with
 INCONSISTENT_GROUP_PROTOCOL, never forwarded. The members' metadata in the answer (sent to the
 leader) is stripped, topics not the tenant's dropped. Other protocol types (e.g. `connect`) pass
-their bytes unchanged. An empty group id is INVALID_GROUP_ID, as Kafka's coordinator answers.
+their bytes unchanged. An empty group id is INVALID_GROUP_ID, as Kafka's coordinator answers. A
+group past the tenant's `tenant.max.groups` (`coordinated_names.py`) is GROUP_AUTHORIZATION_FAILED.
 Runs on the event loop.
 """
 
@@ -15,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from brokers.wire.errors import ErrorCode
+from gateway.kafka.coordinated_names import NameKind
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_protocol import MalformedConsumerProtocol
@@ -31,6 +33,8 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return Reply(_error(ctx, ErrorCode.group_authorization_failed))
     if not request.group_id:  # Kafka's coordinator refuses it; prefixed, the brokers would not
         return Reply(_error(ctx, ErrorCode.invalid_group_id))
+    if not await ctx.may_name(NameKind.GROUP, request.group_id):  # one group past the limit
+        return Reply(_error(ctx, ErrorCode.group_authorization_failed))
     consumer = request.protocol_type == CONSUMER
     protocols = request.protocols
     if consumer:

@@ -3,7 +3,8 @@ the group id and topic names are the tenant's (RW), topics stripped in the answe
 not the tenant's dropped. Kafka's ACLs: READ on the group (else every partition gets
 GROUP_AUTHORIZATION_FAILED), READ on each topic (else that topic's partitions get
 TOPIC_AUTHORIZATION_FAILED locally while the rest is forwarded; answers merged in request order).
-Runs on the event loop.
+A group past the tenant's `tenant.max.groups` (`coordinated_names.py`: a commit makes a group)
+is refused like one without READ. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.wire.errors import ErrorCode
+from gateway.kafka.coordinated_names import NameKind
 from gateway.kafka.filter import FilterContext, Outcome
 from gateway.kafka.filters.groups_common import commit_outcome
 
@@ -21,7 +23,9 @@ MAX_VERSION = 9
 
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
     refusal = None
-    if not ctx.allowed("READ", "GROUP", request.group_id):
+    if not ctx.allowed("READ", "GROUP", request.group_id) or not await ctx.may_name(
+        NameKind.GROUP, request.group_id
+    ):
         refusal = ErrorCode.group_authorization_failed
     group = ctx.namespace.fleet(request.group_id)
     return commit_outcome(ctx, request, "OffsetCommitResponse", refusal, group_id=group)

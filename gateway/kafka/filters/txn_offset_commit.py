@@ -3,7 +3,8 @@ range, v0-4 today): the transactional id, group id and topic names are the
 tenant's (RW); topics stripped in the answer, any not the tenant's dropped. Kafka's ACLs, in
 Kafka's order: WRITE on the transactional id (else every partition gets
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (GROUP_AUTHORIZATION_FAILED), READ on
-each topic (TOPIC_AUTHORIZATION_FAILED for that topic's partitions, the rest forwarded).
+each topic (TOPIC_AUTHORIZATION_FAILED for that topic's partitions, the rest forwarded). A group
+past the tenant's `tenant.max.groups` (`coordinated_names.py`) is refused like one without READ.
 Runs on the event loop.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from brokers.wire.errors import ErrorCode
+from gateway.kafka.coordinated_names import NameKind
 from gateway.kafka.filter import FilterContext, Outcome
 from gateway.kafka.filters.groups_common import commit_outcome
 
@@ -24,7 +26,9 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     refusal = None
     if not ctx.allowed("WRITE", "TRANSACTIONAL_ID", request.transactional_id):
         refusal = ErrorCode.transactional_id_authorization_failed
-    elif not ctx.allowed("READ", "GROUP", request.group_id):
+    elif not ctx.allowed("READ", "GROUP", request.group_id) or not await ctx.may_name(
+        NameKind.GROUP, request.group_id
+    ):
         refusal = ErrorCode.group_authorization_failed
     return commit_outcome(
         ctx,

@@ -1,0 +1,153 @@
+"""How many consumer groups and transactional ids each tenant holds on the fleet, and whether a
+request may make one more (the gateway's `tenant.max.groups` and `tenant.max.transactional.ids`).
+
+Each is state a coordinator keeps for days whatever the tenant's plan: a group's metadata and
+offsets until `offsets.retention.minutes` (7 days), a transactional id's metadata until
+`transactional.id.expiration.ms` (7 days), ~0.7 KB of a coordinator's memory each and a record in
+its log. Kafka bounds neither, so a client naming a new group or transactional id with every
+request grew the coordinators without bound.
+
+Owns `CoordinatedNames`: per kind, the fleet names of every tenant as the brokers last listed them
+(ListGroups / ListTransactions to every broker, `NameLister`), plus the names this gateway let
+through since. `admit` answers at once for a name already known; a new one is let through while
+the tenant holds fewer than its limit; at the limit the fleet is listed again (at most every
+`relist_s`, so deleted groups and expired ids free their places) before the name is refused. The
+first `admit` lists the fleet; a listing that fails keeps what was known, and one a broker did
+not answer adds to it (names the gateway let through still count), so a broker outage refuses
+no group a tenant already has that this gateway has seen, and a flood stays bounded by what this
+gateway counts. Several gateways each
+start from the fleet's count: together they may let a tenant past its limit by what each admits
+between two listings, no further. `forget` drops names a DeleteGroups removed. Runs on the event
+loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from brokers.client.errors import ClientError
+from gateway.kafka.namespace import tenant_of
+
+log = logging.getLogger("pier.gateway.names")
+RELIST_S = 5.0
+DEFAULT_MAX_GROUPS = 10_000
+DEFAULT_MAX_TRANSACTIONAL_IDS = 10_000
+
+
+class NameKind(Enum):
+    GROUP = "group"
+    TRANSACTIONAL_ID = "transactional id"
+
+
+class NameLister(Protocol):
+    async def coordinated_names(self, kind: NameKind) -> tuple[set[str], bool]:
+        """The fleet names of `kind` the brokers coordinate now, and whether every broker
+        answered (raises ClientError when none did)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class NameLimits:
+    groups: int = DEFAULT_MAX_GROUPS
+    transactional_ids: int = DEFAULT_MAX_TRANSACTIONAL_IDS
+
+    def of(self, kind: NameKind) -> int:
+        return self.groups if kind is NameKind.GROUP else self.transactional_ids
+
+
+@dataclass(slots=True)
+class _Census:
+    by_tenant: dict[str, set[str]] = field(default_factory=dict)
+    listed_at: float | None = None  # monotonic seconds of the last listing tried
+    listing: asyncio.Future[None] | None = None
+    ready: bool = False  # the first listing ended (answered or failed)
+
+
+class CoordinatedNames:
+    def __init__(
+        self,
+        lister: NameLister,
+        limits: NameLimits = NameLimits(),
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        relist_s: float = RELIST_S,
+    ) -> None:
+        self._lister = lister
+        self.limits = limits
+        self._clock = clock
+        self._relist_s = relist_s
+        self._census = {kind: _Census() for kind in NameKind}
+
+    async def admit(self, kind: NameKind, tenant_id: str, fleet_name: str) -> bool:
+        """Whether a request may name `fleet_name` (one of `tenant_id`'s): known, or within the
+        tenant's limit."""
+        census = self._census[kind]
+        if not census.ready:  # the first listing, or wait for the one under way
+            await self._list(kind)
+        if self._fits(kind, tenant_id, fleet_name):
+            return True
+        if self._clock() - (census.listed_at or 0.0) >= self._relist_s:
+            await self._list(kind)
+            if self._fits(kind, tenant_id, fleet_name):
+                return True
+        log.info(
+            "event=name_refused kind=%s tenant=%s limit=%d",
+            kind.name.lower(), tenant_id, self.limits.of(kind),
+        )  # fmt: skip
+        return False
+
+    def forget(self, kind: NameKind, tenant_id: str, fleet_names: Iterable[str]) -> None:
+        """Names the fleet no longer holds (a DeleteGroups answered)."""
+        names = self._census[kind].by_tenant.get(tenant_id)
+        if names is not None:
+            names.difference_update(fleet_names)
+
+    def count(self, kind: NameKind, tenant_id: str) -> int:
+        return len(self._census[kind].by_tenant.get(tenant_id, ()))
+
+    def _fits(self, kind: NameKind, tenant_id: str, fleet_name: str) -> bool:
+        names = self._census[kind].by_tenant.setdefault(tenant_id, set())
+        if fleet_name in names:
+            return True
+        if len(names) < self.limits.of(kind):
+            names.add(fleet_name)
+            return True
+        return False
+
+    async def _list(self, kind: NameKind) -> None:
+        """One listing at a time per kind; callers during it wait for it."""
+        census = self._census[kind]
+        if census.listing is not None:
+            await asyncio.shield(census.listing)
+            return
+        census.listing = asyncio.get_running_loop().create_future()
+        census.listed_at = self._clock()
+        try:
+            listed, complete = await self._lister.coordinated_names(kind)
+        except ClientError as exc:  # keep what is known (module doc)
+            log.warning("event=names_not_listed kind=%s error=%r", kind.name.lower(), str(exc))
+        else:
+            fresh = _by_tenant(listed)
+            if not complete:  # a broker did not answer: its names are only in what was known
+                for tenant, names in census.by_tenant.items():
+                    fresh.setdefault(tenant, set()).update(names)
+            census.by_tenant = fresh
+        finally:
+            census.ready = True
+            census.listing.set_result(None)
+            census.listing = None
+
+
+def _by_tenant(fleet_names: Iterable[str]) -> dict[str, set[str]]:
+    by_tenant: dict[str, set[str]] = {}
+    for name in fleet_names:
+        owner = tenant_of(name)
+        if owner is not None:
+            by_tenant.setdefault(owner[0], set()).add(name)
+    return by_tenant

@@ -1,0 +1,81 @@
+"""A tenant that names a new consumer group or transactional id with every request, each kept by a
+coordinator for days (a group's offsets until `offsets.retention.minutes`, a transactional id
+until `transactional.id.expiration.ms`, ~0.7 KB of memory each): Kafka bounds neither, so the
+coordinators grew without bound.
+
+Defended (`gateway/kafka/coordinated_names.py`, gateway settings `tenant.max.groups`,
+`tenant.max.transactional.ids`): past the tenant's limit a request that would make one more is
+refused (GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) while the groups and
+ids the tenant holds keep working, another tenant is not affected, and a deleted group frees its
+place. Real broker and `pier gateway` (limits of 3 groups and 2 ids), confluent-kafka."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from tests.gateway_stack import GatewayStack
+
+pytestmark = pytest.mark.e2e
+TOPIC = "orders"
+TIMEOUT_S = 30.0
+MAX_GROUPS, MAX_IDS = 3, 2
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
+    limits = {"tenant.max.groups": str(MAX_GROUPS), "tenant.max.transactional.ids": str(MAX_IDS)}
+    with GatewayStack(Path(tmp_path_factory.mktemp("names")), gateway_settings=limits) as s:
+        for tenant in ("acme", "bolt"):
+            admin = AdminClient(s.client_config(tenant))
+            for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
+                future.result(TIMEOUT_S)
+        yield s
+
+
+def commit(stack: GatewayStack, tenant: str, group: str) -> int:
+    """The error code of committing offset 0 for `group` (0: committed)."""
+    consumer = Consumer({**stack.client_config(tenant), "group.id": group})
+    try:
+        consumer.commit(offsets=[TopicPartition(TOPIC, 0, 0)], asynchronous=False)
+    except KafkaException as exc:
+        return int(exc.args[0].code())
+    finally:
+        consumer.close()
+    return 0
+
+
+def init_transactions(stack: GatewayStack, tenant: str, transactional_id: str) -> int:
+    producer = Producer({**stack.client_config(tenant), "transactional.id": transactional_id})
+    try:
+        producer.init_transactions(TIMEOUT_S)
+    except KafkaException as exc:
+        return int(exc.args[0].code())
+    return 0
+
+
+def test_groups_past_the_limit_are_refused_and_a_deleted_one_frees_its_place(
+    stack: GatewayStack,
+) -> None:
+    for i in range(MAX_GROUPS):
+        assert commit(stack, "acme", f"g{i}") == 0
+    assert commit(stack, "acme", "g-extra") == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert commit(stack, "acme", "g0") == 0, "a group the tenant holds still works"
+    assert commit(stack, "bolt", "g-extra") == 0, "another tenant is not affected"
+    admin = AdminClient(stack.client_config("acme"))
+    for future in admin.delete_consumer_groups(["g1"]).values():
+        future.result(TIMEOUT_S)
+    assert commit(stack, "acme", "g-extra") == 0
+
+
+def test_transactional_ids_past_the_limit_are_refused(stack: GatewayStack) -> None:
+    for i in range(MAX_IDS):
+        assert init_transactions(stack, "acme", f"tx{i}") == 0
+    refused = KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert init_transactions(stack, "acme", "tx-extra") == refused
+    assert init_transactions(stack, "acme", "tx0") == 0, "an id the tenant holds still works"
+    assert init_transactions(stack, "bolt", "tx-extra") == 0
