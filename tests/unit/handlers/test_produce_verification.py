@@ -173,37 +173,9 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
 
 def send(broker: Broker, coordinator: Coordinator, batches: dict[int, int]) -> dict[int, int]:
     """Produce v9 of one transactional batch per partition (partition → base sequence)."""
-    data = tuple(
-        entity(
-            0,
-            9,
-            "PartitionProduceData",
-            index=index,
-            records=build_batch(
-                [(None, b"v")],
-                producer_id=PID,
-                producer_epoch=EPOCH,
-                base_sequence=sequence,
-                is_transactional=True,
-            ),
-        )
-        for index, sequence in batches.items()
+    return send_batches(
+        broker, coordinator, "tx", {i: batch(seq=seq) for i, seq in batches.items()}
     )
-    topic = entity(0, 9, "TopicProduceData", name="t", partition_data=data)
-    request = entity(
-        0,
-        9,
-        "ProduceRequest",
-        transactional_id="tx",
-        acks=-1,
-        timeout=datetime.timedelta(seconds=5),
-        topic_data=(topic,),
-    )
-    route = produce.route(
-        broker.replicas, broker.purgatory, broker.clock, broker.topic_metrics, coordinator
-    )
-    response = call(route, 9, request)
-    return {p.index: p.error_code for p in response.responses[0].partition_responses}
 
 
 def test_one_verification_per_request_and_none_once_the_transaction_is_open(
@@ -284,12 +256,12 @@ def send_batches(
     return {p.index: p.error_code for p in response.responses[0].partition_responses}
 
 
-def batch(pid: int = PID, *, transactional: bool = True) -> bytes:
+def batch(pid: int = PID, *, seq: int = 0, transactional: bool = True) -> bytes:
     return build_batch(
         [(None, b"v")],
         producer_id=pid,
         producer_epoch=EPOCH,
-        base_sequence=0,
+        base_sequence=seq,
         is_transactional=transactional,
     )
 
