@@ -36,6 +36,9 @@ from gateway.kafka.namespace import tenant_of
 
 log = logging.getLogger("pier.gateway.names")
 RELIST_S = 5.0
+# The longest group or transactional id a request that makes coordinator state may name (Kafka
+# has no bound: 10,000 ids of 32 KiB would hold 320 MB of a coordinator's memory).
+MAX_COORDINATED_NAME = 255
 DEFAULT_MAX_GROUPS = 10_000
 DEFAULT_MAX_TRANSACTIONAL_IDS = 10_000
 

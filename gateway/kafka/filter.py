@@ -16,7 +16,7 @@ Reply`. The request is the client's kio request entity, decoded; the filter retu
 
 Everything a filter may consult is on `FilterContext`: the caller's policy, the tenant's
 namespace, limits, the fleet view (endpoints, virtual cluster id, the tenant's partition count),
-the mutation budget and the tenant's limits on groups and transactional ids (`may_name`). Its ACL checks and topic-name rule are the policy stage's
+the mutation budget and the tenant's limits on groups and transactional ids (`name_refusal`). Its ACL checks and topic-name rule are the policy stage's
 (`gateway.policy`): `allowed` / `allowed_any` ask the request's `TenantPolicy` (its
 `Authorization`), the one place a tenant's ACLs are consulted, under the policy's `Identity`,
 whose principal string is built there and nowhere else.
@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gateway.kafka.coordinated_names import NameKind
+from brokers.wire.errors import ErrorCode
+from gateway.kafka.coordinated_names import MAX_COORDINATED_NAME, NameKind
 from gateway.kafka.namespace import TenantNamespace
 from gateway.policy.identity import Identity
 from gateway.policy.names import topic_name_problem
@@ -117,12 +118,23 @@ class FilterContext:
     partitions: PartitionBudget | None = None  # None: creations are refused (fail closed)
     names: NameAdmission | None = None  # None: no limit on groups and transactional ids
 
-    async def may_name(self, kind: NameKind, name: str) -> bool:
-        """Whether the request may name the tenant's group or transactional id `name`: one the
-        fleet holds, or one more within the tenant's limit."""
+    async def name_refusal(self, kind: NameKind, name: str) -> ErrorCode | None:
+        """Why a request that makes coordinator state may not name the tenant's group or
+        transactional id `name`, or None: longer than MAX_COORDINATED_NAME (INVALID_GROUP_ID,
+        INVALID_REQUEST), or one more past the tenant's limit (GROUP_ /
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED); one the fleet holds, or one more within the
+        limit, may be named."""
+        group = kind is NameKind.GROUP
+        if len(name) > MAX_COORDINATED_NAME:
+            return ErrorCode.invalid_group_id if group else ErrorCode.invalid_request
         if self.names is None:
-            return True
-        return await self.names.admit(kind, self.namespace.tenant_id, self.namespace.fleet(name))
+            return None
+        fleet_name = self.namespace.fleet(name)
+        if await self.names.admit(kind, self.namespace.tenant_id, fleet_name):
+            return None
+        if group:
+            return ErrorCode.group_authorization_failed
+        return ErrorCode.transactional_id_authorization_failed
 
     @property
     def caller(self) -> Caller:

@@ -29,8 +29,10 @@ MAX_VERSION = 1
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
     if not ctx.allowed("READ", "GROUP", request.group_id):
         return _refuse(ctx, request, ErrorCode.group_authorization_failed, None)
-    if request.member_epoch == 0 and not await ctx.may_name(NameKind.GROUP, request.group_id):
-        return _refuse(ctx, request, ErrorCode.group_authorization_failed, None)  # joining one
+    if request.member_epoch == 0:  # joining: too long, or one group past the tenant's limit
+        refused = await ctx.name_refusal(NameKind.GROUP, request.group_id)
+        if refused is not None:
+            return _refuse(ctx, request, refused, None)
     regex = getattr(request, "subscribed_topic_regex", None)  # v1+
     if regex:  # librdkafka sends "" for none
         regex = to_fleet(ctx.namespace, regex)

@@ -36,8 +36,9 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return Reply(_error(ctx, ErrorCode.transactional_id_authorization_failed))
     if not txn:
         return Reply(_error(ctx, ErrorCode.invalid_request))
-    if not await ctx.may_name(NameKind.TRANSACTIONAL_ID, txn):  # one past the tenant's limit
-        return Reply(_error(ctx, ErrorCode.transactional_id_authorization_failed))
+    refused = await ctx.name_refusal(NameKind.TRANSACTIONAL_ID, txn)
+    if refused is not None:  # too long, or one past the tenant's limit
+        return Reply(_error(ctx, refused))
     return Forward(replace(request, transactional_id=ctx.namespace.fleet(txn)), unchanged)
 
 

@@ -33,8 +33,9 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return Reply(_error(ctx, ErrorCode.group_authorization_failed))
     if not request.group_id:  # Kafka's coordinator refuses it; prefixed, the brokers would not
         return Reply(_error(ctx, ErrorCode.invalid_group_id))
-    if not await ctx.may_name(NameKind.GROUP, request.group_id):  # one group past the limit
-        return Reply(_error(ctx, ErrorCode.group_authorization_failed))
+    refused = await ctx.name_refusal(NameKind.GROUP, request.group_id)
+    if refused is not None:  # too long, or one group past the tenant's limit
+        return Reply(_error(ctx, refused))
     consumer = request.protocol_type == CONSUMER
     protocols = request.protocols
     if consumer:

@@ -26,10 +26,10 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     refusal = None
     if not ctx.allowed("WRITE", "TRANSACTIONAL_ID", request.transactional_id):
         refusal = ErrorCode.transactional_id_authorization_failed
-    elif not ctx.allowed("READ", "GROUP", request.group_id) or not await ctx.may_name(
-        NameKind.GROUP, request.group_id
-    ):
+    elif not ctx.allowed("READ", "GROUP", request.group_id):
         refusal = ErrorCode.group_authorization_failed
+    else:  # a commit makes the group: too long, or one past the tenant's limit
+        refusal = await ctx.name_refusal(NameKind.GROUP, request.group_id)
     return commit_outcome(
         ctx,
         request,
