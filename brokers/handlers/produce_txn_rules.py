@@ -50,6 +50,8 @@ def request_refusal(
 
 
 def _is_transactional(records: memoryview | None) -> bool:
+    """A v2 first batch flagged transactional (Kafka's RequestUtils.hasTransactionalRecords:
+    the attribute alone, control batches and batches without a producer id included)."""
     return (
         records is not None
         and len(records) >= HEADER_SIZE

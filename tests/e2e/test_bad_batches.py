@@ -7,6 +7,8 @@ Kafka's, per partition, with the connection kept open:
 - records count ≠ lastOffsetDelta + 1, a control batch from a client, a non-zero base offset, two
   batches in one partition: INVALID_RECORD (87) (`LogValidator.validateBatch`,
   `UnifiedLog.analyzeAndValidateRecords`, `ProduceRequest.validateRecords`);
+- a transactional batch (here a control batch) in a request without a transactional id:
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), KafkaApis' check before any validation;
 - a magic v1 message set: INVALID_RECORD (87), as Kafka answers from `ProduceRequest.validateRecords`
   (only magic v2 is allowed in Produce v3+);
 - records that disagree with their header (every record is walked, as LogValidator does): a count
@@ -46,7 +48,7 @@ from tests.e2e.raw_wire import RawConnection, frame
 pytestmark = [pytest.mark.e2e]
 
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP = 2, 10, 32
-UNSUPPORTED_VERSION, INVALID_RECORD = 35, 87
+UNSUPPORTED_VERSION, INVALID_RECORD, TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 35, 87, 53
 _RECORDS_COUNT_OFFSET = HEADER_SIZE - 4
 HOUR_MS = 3_600_000
 
@@ -92,18 +94,22 @@ def wrong_record_length() -> bytes:
     return with_fixed_crc(batch)
 
 
-def control_batch() -> bytes:
+def control_batch(*, transactional: bool = False) -> bytes:
     now = int(time.time() * 1000)
     return simple_batch(
         [b"\x00\x00\x00\x00"],
         keys=[b"\x00\x00\x00\x00"],
         timestamps=[now],
         is_control=True,
-        is_transactional=True,
+        is_transactional=transactional,
         producer_id=7,
         producer_epoch=0,
         base_sequence=0,
     )
+
+
+def transactional_control_batch() -> bytes:
+    return control_batch(transactional=True)
 
 
 def nonzero_base_offset() -> bytes:
@@ -123,6 +129,12 @@ BROKEN: dict[str, tuple[Callable[[], bytes], int]] = {
     "crc mismatch": (flipped_record_byte, CORRUPT_MESSAGE),
     "records count != lastOffsetDelta + 1": (count_too_high, INVALID_RECORD),
     "control batch from a client": (control_batch, INVALID_RECORD),
+    # KafkaApis refuses the whole request before any validation: a transactional first batch
+    # in a request without a transactional id
+    "transactional batch, no transactional id": (
+        transactional_control_batch,
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    ),
     "base offset 5": (nonzero_base_offset, INVALID_RECORD),
     "two batches in one partition": (lambda: valid_batch() + valid_batch(), INVALID_RECORD),
     "magic v1 message set": (magic_v1_message, INVALID_RECORD),

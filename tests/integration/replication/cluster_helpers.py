@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,9 +66,10 @@ class FakeIsrWriter:
 
 @contextmanager
 def node(
-    root: Path, node_id: int, *, isr_writer: FakeIsrWriter | None = None, lag_ms: int = 30_000
-) -> Iterator[Node]:
-    properties = {"replica.lag.time.max.ms": str(lag_ms)}
+    root: Path, node_id: int, *, isr_writer: FakeIsrWriter | None = None, lag_ms: int = 30_000,
+    properties: Mapping[str, str] | None = None,
+) -> Iterator[Node]:  # fmt: skip
+    properties = {"replica.lag.time.max.ms": str(lag_ms), **(properties or {})}
     config = BrokerConfig(
         data_dir=root / f"node{node_id}", node_id=node_id, port=0, properties=properties
     )
@@ -90,8 +91,13 @@ def node(
         loop.close()
 
 
-def produce(port: int, tp: TopicPartition, batch: bytes, *, acks: int, timeout_s: float) -> Any:
-    """One Produce request; returns the partition's answer (error_code, base_offset, …)."""
+def produce(
+    port: int, tp: TopicPartition, batch: bytes, *, acks: int, timeout_s: float,
+    transactional_id: str | None = None,
+) -> Any:  # fmt: skip
+    """One Produce request; returns the partition's answer (error_code, base_offset, …).
+    Transactional batches need a `transactional_id` (and, unless the broker's
+    `transaction.partition.verification.enable` is off, a coordinator that knows them)."""
 
     async def send() -> Any:
         connection = await BrokerConnection.connect("127.0.0.1", port, ClientConfig())
@@ -100,7 +106,7 @@ def produce(port: int, tp: TopicPartition, batch: bytes, *, acks: int, timeout_s
             data = make(module, "PartitionProduceData", index=tp.partition, records=batch)
             topic = make(module, "TopicProduceData", name=tp.topic, partition_data=(data,))
             request = make(
-                module, "ProduceRequest", transactional_id=None, acks=acks,
+                module, "ProduceRequest", transactional_id=transactional_id, acks=acks,
                 timeout=millis(timeout_s), topic_data=(topic,),
             )  # fmt: skip
             response = await connection.send(request, timeout_s=timeout_s + 10)

@@ -43,6 +43,8 @@ LEFT, RIGHT, LATE = "left", "right", "late"  # led by 1, by 2, by 2 once it is t
 TOPIC_IDS = {name: uuid.uuid4() for name in (LEFT, RIGHT, LATE)}
 LEADERS = {LEFT: ONE, RIGHT: TWO, LATE: TWO}
 OK = ErrorCode.none
+# the transactions are written by hand (no coordinator knows them): the leaders do not verify
+UNVERIFIED = {"transaction.partition.verification.enable": "false"}
 
 
 def update(topic: str, epoch: int, replicas: list[int]) -> PartitionStateUpdate:
@@ -112,7 +114,7 @@ def end_state(n: Node, topic: str) -> tuple[int, int]:
 
 
 def test_markers_reach_local_and_remote_leaders_with_retries(tmp_path: Path) -> None:
-    with node(tmp_path, ONE) as one:
+    with node(tmp_path, ONE, properties=UNVERIFIED) as one:
         cache = MetadataCache("c", ONE)
         remote = Recorded(cache)
         local = functools.partial(
@@ -125,7 +127,7 @@ def test_markers_reach_local_and_remote_leaders_with_retries(tmp_path: Path) -> 
             )
         )
         try:
-            with node(tmp_path, TWO) as two:
+            with node(tmp_path, TWO, properties=UNVERIFIED) as two:
                 commit_on_both_leaders(one, two, cache, channel)
                 retried_until_the_leader_knows(one, two, cache, channel, remote)
             retried_until_the_leader_is_back(tmp_path, one, cache, channel, remote)
@@ -140,7 +142,9 @@ def commit_on_both_leaders(
     apply([one, two], update(LEFT, 1, [ONE, TWO]))
     apply([one, two], update(RIGHT, 1, [TWO, ONE]))
     for n, topic in ((one, LEFT), (two, RIGHT)):
-        answer = produce(n.port, TopicPartition(topic, 0), txn(5), acks=-1, timeout_s=20)
+        answer = produce(
+            n.port, TopicPartition(topic, 0), txn(5), acks=-1, timeout_s=20, transactional_id="tx"
+        )
         assert answer.error_code == OK
     assert end_state(one, LEFT) == (1, 0) and end_state(two, RIGHT) == (1, 0)
     one.call(lambda: describe(cache, [one, two], [LEFT, RIGHT]))
@@ -179,7 +183,7 @@ def retried_until_the_leader_is_back(
         lambda: any(isinstance(o, Exception) for o in remote.outcomes[seen:]),
         what="a failed connection to the stopped broker 2",
     )
-    with node(root, TWO) as back:
+    with node(root, TWO, properties=UNVERIFIED) as back:
         apply([one, back], update(RIGHT, 2, [TWO, ONE]), epoch=2)
         one.call(lambda: point(cache, back))
         assert down.result(30) == {(RIGHT, 0): OK}
