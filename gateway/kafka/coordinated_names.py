@@ -12,7 +12,8 @@ Owns `CoordinatedNames`: per kind, the fleet names of every tenant as the broker
 through since. `admit` answers at once for a name already known; a new one is let through while
 the tenant holds fewer than its limit; at the limit the fleet is listed again (at most every
 `relist_s`, so deleted groups and expired ids free their places) before the name is refused. The
-first `admit` lists the fleet; a listing that fails keeps what was known, and one a broker did
+first `admit` lists the fleet; a listing that fails (or takes longer than `listing_timeout_s`)
+keeps what was known, and one a broker did
 not answer adds to it (names the gateway let through still count), so a broker outage refuses
 no group a tenant already has that this gateway has seen, and a flood stays bounded by what this
 gateway counts. Several gateways each
@@ -36,6 +37,7 @@ from gateway.kafka.namespace import tenant_of
 
 log = logging.getLogger("pier.gateway.names")
 RELIST_S = 5.0
+LISTING_TIMEOUT_S = 5.0  # a broker that does not answer delays no request longer than this
 # The longest group or transactional id a request that makes coordinator state may name (Kafka
 # has no bound: 10,000 ids of 32 KiB would hold 320 MB of a coordinator's memory).
 MAX_COORDINATED_NAME = 255
@@ -80,11 +82,13 @@ class CoordinatedNames:
         *,
         clock: Callable[[], float] = time.monotonic,
         relist_s: float = RELIST_S,
+        listing_timeout_s: float = LISTING_TIMEOUT_S,
     ) -> None:
         self._lister = lister
         self.limits = limits
         self._clock = clock
         self._relist_s = relist_s
+        self._listing_timeout_s = listing_timeout_s
         self._census = {kind: _Census() for kind in NameKind}
 
     async def admit(self, kind: NameKind, tenant_id: str, fleet_name: str) -> bool:
@@ -132,8 +136,10 @@ class CoordinatedNames:
         census.listing = asyncio.get_running_loop().create_future()
         census.listed_at = self._clock()
         try:
-            listed, complete = await self._lister.coordinated_names(kind)
-        except ClientError as exc:  # keep what is known (module doc)
+            listed, complete = await asyncio.wait_for(
+                self._lister.coordinated_names(kind), self._listing_timeout_s
+            )
+        except (ClientError, TimeoutError) as exc:  # keep what is known (module doc)
             log.warning("event=names_not_listed kind=%s error=%r", kind.name.lower(), str(exc))
         else:
             fresh = _by_tenant(listed)

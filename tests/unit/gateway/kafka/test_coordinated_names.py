@@ -117,3 +117,15 @@ def test_concurrent_requests_wait_for_one_listing() -> None:
 
     assert asyncio.run(main()) == [True, True, True, False, False]
     assert fleet.listings == 1, "the first listing, awaited by all; none again within relist_s"
+
+
+def test_a_listing_that_hangs_delays_the_first_request_no_longer_than_the_timeout() -> None:
+    fleet, clock = Fleet(groups={"acme_a"}), Clock()
+    names = CoordinatedNames(fleet, NameLimits(1, 1), clock=clock, listing_timeout_s=0.01)
+
+    async def main() -> bool:
+        fleet.gate = asyncio.Event()  # never set: a broker that does not answer
+        return await names.admit(GROUP, "acme", "acme_b")
+
+    assert asyncio.run(main()), "counted here, as after a failed listing"
+    assert names.count(GROUP, "acme") == 1
