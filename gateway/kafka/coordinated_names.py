@@ -42,7 +42,7 @@ LISTING_TIMEOUT_S = 5.0  # a broker that does not answer delays no request longe
 # has no bound: 10,000 ids of 32 KiB would hold 320 MB of a coordinator's memory).
 MAX_COORDINATED_NAME = 255
 DEFAULT_MAX_GROUPS = 10_000
-DEFAULT_MAX_TRANSACTIONAL_IDS = 10_000
+DEFAULT_MAX_TRANSACTIONAL_IDS = 50_000  # Streams EOS v2: new ids at every instance restart
 
 
 class NameKind(Enum):
