@@ -90,6 +90,7 @@ class CoordinatedNames:
         self._relist_s = relist_s
         self._listing_timeout_s = listing_timeout_s
         self._census = {kind: _Census() for kind in NameKind}
+        self._logged: dict[tuple[NameKind, str], float] = {}  # last refusal logged
 
     async def admit(self, kind: NameKind, tenant_id: str, fleet_name: str) -> bool:
         """Whether a request may name `fleet_name` (one of `tenant_id`'s): known, or within the
@@ -103,11 +104,21 @@ class CoordinatedNames:
             await self._list(kind)
             if self._fits(kind, tenant_id, fleet_name):
                 return True
+        self._log_refusal(kind, tenant_id)
+        return False
+
+    def _log_refusal(self, kind: NameKind, tenant_id: str) -> None:
+        """At most one line per tenant and kind every `relist_s`: a tenant at its limit may
+        send thousands of such requests a second."""
+        now = self._clock()
+        key = (kind, tenant_id)
+        if now - self._logged.get(key, float("-inf")) < self._relist_s:
+            return
+        self._logged[key] = now
         log.info(
             "event=name_refused kind=%s tenant=%s limit=%d",
             kind.name.lower(), tenant_id, self.limits.of(kind),
         )  # fmt: skip
-        return False
 
     def forget(self, kind: NameKind, tenant_id: str, fleet_names: Iterable[str]) -> None:
         """Names the fleet no longer holds (a DeleteGroups answered)."""

@@ -129,3 +129,15 @@ def test_a_listing_that_hangs_delays_the_first_request_no_longer_than_the_timeou
 
     assert asyncio.run(main()), "counted here, as after a failed listing"
     assert names.count(GROUP, "acme") == 1
+
+
+def test_refusals_are_logged_once_per_tenant_and_window(caplog: pytest.LogCaptureFixture) -> None:
+    fleet, clock = Fleet(groups={"acme_a"}), Clock()
+    names = census(fleet, clock, groups=1)
+    with caplog.at_level("INFO", logger="pier.gateway.names"):
+        for i in range(50):
+            assert not admit(names, GROUP, "acme", f"flood-{i}")
+        clock.now += 5.0
+        assert not admit(names, GROUP, "acme", "flood-again")
+    refused = [r for r in caplog.records if "event=name_refused" in r.getMessage()]
+    assert len(refused) == 2, [r.getMessage() for r in refused]
