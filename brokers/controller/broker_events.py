@@ -58,7 +58,8 @@ class BrokerEvents:
             await self._term.decide(
                 lambda: psm.elect_leaders(
                     ctx, offline, psm.Strategy.OFFLINE, unclean_default=unclean
-                )
+                ),
+                confirm_reachable=True,
             )
         pending = sorted(
             tp
@@ -103,7 +104,7 @@ class BrokerEvents:
                 failure = functools.partial(
                     rsm.broker_failure, ctx, broker, unclean_default=self.unclean_default
                 )
-                await term.decide(failure)
+                await term.decide(failure, confirm_reachable=True)
             except Exception:
                 # Not handled: keep it live in the context so the next broker change (or the
                 # resync after a reconnect) sees it dead again and re-elects its partitions.

@@ -19,7 +19,12 @@ brokers are already left out, so a decision taken while the probe runs cannot ch
 timeout or an unreachable host proves nothing. The watch itself wakes a few loop turns after the
 close arrives, so every decision first asks the kernel (`notice_closed`, one `poll` over the idle
 connections): a ControlledShutdown read in the same turn as a killed broker's close must not
-elect it.
+elect it. Even that close may not have arrived: the kernel delivers a killed process's FIN
+asynchronously (over loopback, through a per-CPU queue that a busy machine drains late), while a
+ControlledShutdown sent a moment later from another CPU can arrive first. A listener, though, is
+gone the moment the process exits, so elections that move leadership first `confirm_reachable`:
+one fresh connection to each broker not already left out, at once and bounded by
+`CONFIRM_TIMEOUT_S`; a refusal is the same proof as the probe's.
 Framing is Kafka's: request header v2 and response header v1 (the four control APIs are flexible
 at the versions in `requests.py`). Runs on the controller's event loop; not thread-safe.
 """
@@ -42,6 +47,9 @@ log = logging.getLogger(__name__)
 _HEADER = struct.Struct(">hhih")
 _INT32 = struct.Struct(">i")
 OnResponse = Callable[[int, Any], None]
+# How long an election waits for its fresh connections: a refusal comes back within a round trip;
+# a host that does not answer proves nothing, and an election must not wait on it for long.
+CONFIRM_TIMEOUT_S = 0.25
 Connect = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
 
 
@@ -171,6 +179,18 @@ class _BrokerSender:
             async with asyncio.timeout(self._channel.request_timeout_s):
                 await self._connect()
 
+    async def confirm(self) -> None:
+        """A fresh connection, closed at once: refused, the broker is unreachable (this
+        registration's process is gone); anything else changes nothing."""
+        try:
+            _reader, writer = await self._channel.connect(self.host, self.port)
+        except ConnectionRefusedError:
+            self._channel.mark_reachable(self, False)
+            return
+        except OSError:
+            return
+        writer.close()
+
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """A new connection. A refusal marks the broker unreachable for as long as this sender
         (registration) lasts; anything else (a success, a timeout, an unreachable host: no proof
@@ -276,6 +296,22 @@ class ControllerChannel:
             poller.register(fd, select.POLLIN)
         for fd, _events in poller.poll(0):
             self.suspect(watched[fd])
+
+    async def confirm_reachable(self, timeout_s: float = CONFIRM_TIMEOUT_S) -> None:
+        """Before an election: connect afresh to every broker not already left out, and leave
+        out those that refuse (see the module docstring). Returns within `timeout_s`."""
+        loop = asyncio.get_running_loop()
+        probes = [
+            loop.create_task(sender.confirm())
+            for broker_id, sender in self._senders.items()
+            if broker_id not in self.unreachable
+        ]
+        if not probes:
+            return
+        _done, pending = await asyncio.wait(probes, timeout=timeout_s)
+        for probe in pending:
+            probe.cancel()
+        await asyncio.gather(*probes, return_exceptions=True)
 
     def mark_reachable(self, sender: _BrokerSender, reachable: bool) -> None:
         """A sender's connection attempt succeeded (or proved nothing), or was refused."""

@@ -79,7 +79,7 @@ class LeadershipRequests:
                 )
                 return decision
 
-            await self._term.decide(decide)
+            await self._term.decide(decide, confirm_reachable=True)
             return [tp for tp in remaining if self._movable(tp, broker_id)]
 
         result: list[TopicPartition] = await self._term.submit(shutdown)
@@ -125,7 +125,8 @@ class LeadershipRequests:
         async def elect() -> Decision:
             ctx = self._term.context
             return await self._term.decide(
-                lambda: psm.elect_leaders(ctx, partitions, psm.Strategy.PREFERRED)
+                lambda: psm.elect_leaders(ctx, partitions, psm.Strategy.PREFERRED),
+                confirm_reachable=True,
             )
 
         result: Decision = await self._term.submit(elect)
@@ -140,7 +141,9 @@ class LeadershipRequests:
         async def elect() -> ElectionResults:
             ctx = self._term.context
             wanted = sorted(ctx.assignments) if partitions is None else partitions
-            decision = await self._term.decide(lambda: psm.elect_leaders(ctx, wanted, strategy))
+            decision = await self._term.decide(
+                lambda: psm.elect_leaders(ctx, wanted, strategy), confirm_reachable=True
+            )
             results: ElectionResults = {tp: None for tp in decision.changes}
             results.update({tp: why.as_error(tp) for tp, why in decision.failed.items()})
             if partitions is None:
@@ -158,5 +161,6 @@ class LeadershipRequests:
         if candidates:
             log.info("event=auto_leader_rebalance partitions=%d", len(candidates))
             await self._term.decide(
-                lambda: psm.elect_leaders(ctx, candidates, psm.Strategy.PREFERRED)
+                lambda: psm.elect_leaders(ctx, candidates, psm.Strategy.PREFERRED),
+                confirm_reachable=True,
             )

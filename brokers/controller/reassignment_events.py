@@ -146,7 +146,7 @@ class ReassignmentEvents:
             await self._term.store.write_assignments(fence, tp.topic, {tp.partition: chosen[0]})
             self._term.context.assignments[tp] = chosen[0]
 
-        await self._term.decide(decide, before_send=write_assignment)
+        await self._term.decide(decide, before_send=write_assignment, confirm_reachable=True)
 
     def _after_decision(self, decision: Decision) -> None:
         ctx = self._term.context

@@ -10,7 +10,8 @@ the `ControllerStore`, the `ControllerContext` of the current term and the clust
 - `submit`: run a request's work as an event and await its result (ControllerMovedError when this
   broker is not the controller, or stops being it before the work ran or finished: a request is
   always answered).
-- `decide`: refresh which brokers are reachable (`ControllerChannel.notice_closed`), ask a pure
+- `decide`: refresh which brokers are reachable (`ControllerChannel.notice_closed`; for an
+  election that moves leadership, `confirm_reachable` first: fresh connections), ask a pure
   state machine for a `Decision`, write its partition states with fenced
   multi-ops (in chunks; chunks written before a failure are still announced), record them in the context, run an optional `before_send` step
   (e.g. a reassignment's topic znode write), then queue the requests on the channel. A version
@@ -185,8 +186,14 @@ class ControllerTerm:
         self,
         make: Callable[[], Decision],
         before_send: Callable[[Decision], Awaitable[None]] | None = None,
+        *,
+        confirm_reachable: bool = False,
     ) -> Decision:
-        """Decide, write fenced, record, send; on a version conflict re-read and decide again."""
+        """Decide, write fenced, record, send; on a version conflict re-read and decide again.
+        `confirm_reachable`: the decision moves leadership, so first learn of any broker killed
+        so recently that its connection has not closed yet (`ControllerChannel`)."""
+        if confirm_reachable:
+            await self.channel.confirm_reachable()
         for _ in range(MAX_DECISION_ATTEMPTS):
             self.channel.notice_closed()  # a broker killed this very loop turn is no candidate
             decision = make()

@@ -176,6 +176,75 @@ def test_a_close_is_noticed_before_the_loop_turns_again() -> None:
     asyncio.run(scenario())
 
 
+def test_an_election_learns_of_a_kill_whose_close_has_not_arrived() -> None:
+    """A killed broker's close can reach the controller after a ControlledShutdown sent later
+    (the kernel delivers it asynchronously): its connection still looks open, so neither the
+    watch nor `notice_closed` can tell. Its listener is gone, though: the fresh connection
+    `confirm_reachable` makes before an election is refused. Here the broker's accepted
+    connection stays open (the close not delivered yet) while nothing listens any more."""
+
+    async def scenario() -> None:
+        listener = socket.create_server(("127.0.0.1", 0))
+        channel = ControllerChannel(retry_backoff_s=0.01)
+        accepted: socket.socket | None = None
+        try:
+            channel.add_broker(BROKER, "127.0.0.1", listener.getsockname()[1])
+            sender = channel._senders[BROKER]
+            await wait_until_async(
+                async_value(lambda: sender.watching), what="the sender idle on its connection"
+            )
+            accepted, _ = listener.accept()
+            listener.close()  # the process is gone; its connection's close not yet delivered
+            channel.notice_closed()
+            assert channel.unreachable == set(), "the old connection cannot tell"
+            await channel.confirm_reachable()
+            assert channel.unreachable == {BROKER}
+            assert sender.refused
+        finally:
+            listener.close()
+            if accepted is not None:
+                accepted.close()
+            await channel.close()
+
+    asyncio.run(scenario())
+
+
+def test_confirming_leaves_a_listening_broker_reachable_and_does_not_wait_on_a_silent_one() -> None:
+    async def scenario() -> None:
+        broker = ControlEndpoint()
+        port = await broker.start()
+        channel = ControllerChannel(retry_backoff_s=0.01)
+        try:
+            channel.add_broker(BROKER, "127.0.0.1", port)
+            await wait_until_async(
+                async_value(lambda: broker.connections == 1), what="the channel connects at once"
+            )
+            await channel.confirm_reachable()
+            assert channel.unreachable == set()
+            await wait_until_async(
+                async_value(lambda: broker.connections == 2), what="the fresh connection"
+            )
+            await broker.stop()
+        finally:
+            await channel.close()
+
+        never = asyncio.Event()
+
+        async def silent(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            await never.wait()  # a host that neither accepts nor refuses
+            raise AssertionError("unreachable")
+
+        silent_channel = ControllerChannel(connect=silent)
+        try:
+            silent_channel.add_broker(BROKER, "10.0.0.1", 9092)
+            await silent_channel.confirm_reachable(timeout_s=0.05)  # returns: nothing proven
+            assert silent_channel.unreachable == set()
+        finally:
+            await silent_channel.close()
+
+    asyncio.run(scenario())
+
+
 def async_value(check: Callable[[], T]) -> Callable[[], Awaitable[T]]:
     """`wait_until_async` polls a coroutine function; wrap a plain check."""
 

@@ -44,6 +44,9 @@ class FakeChannel:
     def notice_closed(self) -> None:
         return None
 
+    async def confirm_reachable(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 
@@ -183,5 +186,51 @@ def test_states_a_partial_write_recorded_are_announced_before_the_error() -> Non
         assert list(announced.changes) == [a]
         assert [o.tp for o in announced.leader_and_isr] == [a]
         assert announced.update_metadata == [UpdateMetadataOrder(3, (a,))]
+
+    asyncio.run(scenario())
+
+
+def test_a_controlled_shutdown_confirms_reachability_before_it_elects() -> None:
+    """Broker 3 was killed so recently that its connection still looks open: only the fresh
+    connections the election makes first (`confirm_reachable`) can tell, and they must come
+    before the decision, or broker 3 (first in the assignment after the stopping broker) leads."""
+
+    async def scenario() -> None:
+        order: list[str] = []
+
+        class KillNoticedOnConfirm(FakeChannel):
+            def __init__(self) -> None:
+                self.unreachable = set()
+
+            async def confirm_reachable(self) -> None:
+                order.append("confirm")
+                self.unreachable.add(3)
+
+        class RecordingStore:
+            async def write_states(
+                self, _fence: object, _ctx: object, changes: dict[TP, LeaderAndIsr]
+            ) -> dict[TP, LeaderAndIsr]:
+                order.append("write")
+                return dict(changes)
+
+        term = ControllerTerm(None, FakeElection(), KillNoticedOnConfirm())  # type: ignore[arg-type]
+
+        async def first() -> None:
+            return None
+
+        term.begin(1, first, [])
+        term.store = RecordingStore()  # type: ignore[assignment]
+        term.send = lambda decision: None  # type: ignore[method-assign]
+        ctx = term.context
+        for b in (1, 2, 3):
+            endpoint = BrokerEndpoint("PLAINTEXT", "h", 9000 + b)
+            ctx.live_brokers[b] = BrokerRegistration(b, (endpoint,), None, 0, epoch=100 + b)
+        tp = TP("t", 0)
+        ctx.add_topic("t", uuid.uuid4(), {0: ReplicaAssignment((2, 3, 1))})
+        ctx.leadership[tp] = LeaderAndIsr(2, 3, (2, 3, 1), 1, zk_version=0)
+        assert await LeadershipRequests(term).controlled_shutdown(2, 102) == []
+        assert order == ["confirm", "write"]
+        assert ctx.leadership[tp].leader == 1
+        await term.close()
 
     asyncio.run(scenario())
