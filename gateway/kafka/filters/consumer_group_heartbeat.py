@@ -4,7 +4,9 @@ dropped: fail closed); a SubscribedTopicRegex is rewritten so that it can only m
 own topics (`consumer_group_regex.to_fleet`; INVALID_REGULAR_EXPRESSION when it does not compile
 alone; v0 has no regex). The answer's assignment names only topics the group subscribed to or its regex matched,
 all the tenant's, so its topic ids pass; the error message is scrubbed. Kafka's ACL: READ on the group. A member joining (epoch 0) a group past the tenant's
-`tenant.max.groups` (`coordinated_names.py`) is GROUP_AUTHORIZATION_FAILED. Runs on the event loop.
+`tenant.max.groups` (`coordinated_names.py`) is GROUP_AUTHORIZATION_FAILED. A subscription
+(names, regex, rack, instance id, assignor) over `member_size.MAX_MEMBER_BYTES` is INVALID_REQUEST,
+with a message saying so. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_group_regex import RefusedRegex, to_fleet
 from gateway.kafka.filters.groups_common import message
+from gateway.kafka.filters.member_size import heartbeat_refusal
 from gateway.kafka.filters.topics_common import tenant_topics_by_id
 
 API_KEY = 68
@@ -29,6 +32,9 @@ MAX_VERSION = 1
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
     if not ctx.allowed("READ", "GROUP", request.group_id):
         return _refuse(ctx, request, ErrorCode.group_authorization_failed, None)
+    too_large = heartbeat_refusal(request)
+    if too_large is not None:
+        return _refuse(ctx, request, ErrorCode.invalid_request, too_large)
     if request.member_epoch == 0:  # joining: too long, or one group past the tenant's limit
         refused = await ctx.name_refusal(NameKind.GROUP, request.group_id)
         if refused is not None:

@@ -7,7 +7,8 @@ INCONSISTENT_GROUP_PROTOCOL, never forwarded. The members' metadata in the answe
 leader) is stripped, topics not the tenant's dropped. Other protocol types (e.g. `connect`) pass
 their bytes unchanged. An empty group id is INVALID_GROUP_ID, as Kafka's coordinator answers. A
 group past the tenant's `tenant.max.groups` (`coordinated_names.py`) is GROUP_AUTHORIZATION_FAILED.
-Runs on the event loop.
+A member that would hold more than `member_size.MAX_MEMBER_BYTES` (protocols and instance id) or
+offers more than `MAX_PROTOCOLS` protocols is INVALID_REQUEST. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_protocol import MalformedConsumerProtocol
 from gateway.kafka.filters.groups_common import CONSUMER, subscription_in, subscription_out
+from gateway.kafka.filters.member_size import join_group_refusal
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -33,6 +35,8 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return Reply(_error(ctx, ErrorCode.group_authorization_failed))
     if not request.group_id:  # Kafka's coordinator refuses it; prefixed, the brokers would not
         return Reply(_error(ctx, ErrorCode.invalid_group_id))
+    if join_group_refusal(request) is not None:
+        return Reply(_error(ctx, ErrorCode.invalid_request))
     refused = await ctx.name_refusal(NameKind.GROUP, request.group_id)
     if refused is not None:  # too long, or one group past the tenant's limit
         return Reply(_error(ctx, refused))

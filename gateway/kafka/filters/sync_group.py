@@ -5,7 +5,8 @@ are prefixed on the way in (bytes that do not parse: INCONSISTENT_GROUP_PROTOCOL
 and the member's assignment in the answer is stripped (topics not the tenant's dropped). Before
 v5 the protocol type is unknown: bytes that parse as a consumer assignment are renamed, others
 pass unchanged (`groups_common`). Other protocol types pass unchanged. An empty group id is
-INVALID_GROUP_ID, as Kafka's coordinator answers. Runs on the event loop.
+INVALID_GROUP_ID, as Kafka's coordinator answers. An assignment larger than
+`member_size.MAX_MEMBER_BYTES` is INVALID_REQUEST. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_protocol import MalformedConsumerProtocol
 from gateway.kafka.filters.groups_common import assignment_in, assignment_out
+from gateway.kafka.filters.member_size import sync_group_refusal
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -29,6 +31,8 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return Reply(_error(ctx, ErrorCode.group_authorization_failed))
     if not request.group_id:  # Kafka's coordinator refuses it; prefixed, the brokers would not
         return Reply(_error(ctx, ErrorCode.invalid_group_id))
+    if sync_group_refusal(request) is not None:
+        return Reply(_error(ctx, ErrorCode.invalid_request))
     kind = getattr(request, "protocol_type", None)
     try:
         assignments = tuple(
