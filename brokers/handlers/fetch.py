@@ -283,7 +283,8 @@ def _read_partition(
             log_start_offset=found.log.log_start_offset if found else -1,
         )
     except Exception as exc:
-        broker.topic_metrics.failed_fetch.labels(topic).inc()
+        if broker.replicas.find(topic, index) is not None:  # a name no partition has: no series
+            broker.topic_metrics.failed_fetch.labels(topic).inc()
         return PartitionData(index, error_code_for(exc))
     if region is not None and region.size > 0:
         budget.remaining -= region.size

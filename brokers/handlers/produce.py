@@ -157,12 +157,7 @@ def route(
                 if name is None:
                     response, appended = PartitionAnswer(data.index, _UNKNOWN_ID), None
                 elif refused and (name, data.index) in refused:
-                    code, message = refused[(name, data.index)]
-                    broker.topic_metrics.failed_produce.labels(name).inc()
-                    response, appended = (
-                        PartitionAnswer(data.index, code, error_message=message),
-                        None,
-                    )
+                    response, appended = _refused(broker, name, data.index, refused), None
                 else:
                     response, appended = await _append(
                         broker, name, data.index, data.records, acks, counted
@@ -199,6 +194,13 @@ def route(
 
 
 _UNKNOWN_ID = ErrorCode.unknown_topic_id
+
+
+def _refused(broker: _Services, name: str, index: int, refused: Refusals) -> PartitionAnswer:
+    code, message = refused[(name, index)]
+    if broker.replicas.find(name, index) is not None:  # a name no partition has: no series
+        broker.topic_metrics.failed_produce.labels(name).inc()
+    return PartitionAnswer(index, code, error_message=message)
 
 
 def _decode(version: int, body: memoryview) -> ProduceRequestView:
@@ -259,7 +261,8 @@ async def _append(
             prepared = await _prepare_on_worker(records or b"", policy)
         result = partition.append_prepared(prepared, acks)
     except Exception as exc:
-        metrics.failed_produce.labels(topic).inc()
+        if broker.replicas.find(topic, index) is not None:  # a name no partition has: no series
+            metrics.failed_produce.labels(topic).inc()
         error = PartitionAnswer(
             index,
             error_code_for(exc),

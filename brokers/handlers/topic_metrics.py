@@ -4,7 +4,9 @@ Owns: bytes in/out and messages in per topic, failed produce/fetch counts, and (
 topics only) the bytes sent to followers, counted by the produce and fetch handlers. A topic's
 series go when its last partition here is deleted (`forget`, as Kafka's removeMetrics): a tenant
 creating, writing and deleting topics all day would otherwise grow the broker's memory and every
-scrape without bound.
+scrape without bound. For the same reason a failure is counted only for a partition this broker
+has (Kafka counts no UnknownTopicOrPartition either): a Fetch or Produce naming topics that do
+not exist, each up to 32 KiB, would otherwise make a series per name until a restart.
 prometheus-client counters: thread-safe; the per-topic cache of `appended` and `forget` run on
 the event loop.
 """

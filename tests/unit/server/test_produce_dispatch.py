@@ -209,3 +209,54 @@ def _produce_frame(version: int, topic: str, topic_id: uuid.UUID, batch: bytes) 
         timeout=datetime.timedelta(seconds=30), topic_data=(named,),
     )  # fmt: skip
     return request_frame(0, version, request, 5)
+
+
+def test_names_no_partition_has_make_no_series(tmp_path: Path) -> None:
+    """A Fetch or Produce may name topics that do not exist, each up to 32 KiB: as Kafka (which
+    counts no UnknownTopicOrPartition), their failures are not counted per topic, or every name
+    would stay a series until a restart. A hosted topic's failures still count."""
+    with standalone_broker(tmp_path) as broker:
+        broker.topics.create_topic("orders", 1, 1, {})
+        dispatcher = Dispatcher(broker.routes, broker.server_metrics)
+        batch = simple_batch([b"v"], timestamps=[int(time.time() * 1000)])
+        fetch = request_module(1, 4)
+
+        def codes(frame: bytes, api_key: int, version: int) -> list[int]:
+            reply = asyncio.run(dispatcher.dispatch(memoryview(frame), PEER))
+            assert reply is not None
+            body = reply.body if isinstance(reply.body, bytes) else b"".join(reply.body.parts)
+            answer = decode_response(api_key, version, memoryview(body), 0)
+            if api_key == 0:
+                return [p.error_code for t in answer.responses for p in t.partition_responses]
+            return [p.error_code for t in answer.responses for p in t.partitions]
+
+        def fetch_frame(topic: str, partition: int) -> bytes:
+            wanted = make(fetch, "FetchPartition", partition=partition, fetch_offset=0,
+                          partition_max_bytes=1024)  # fmt: skip
+            request = make(
+                fetch, "FetchRequest", replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0,
+                max_bytes=1 << 20, isolation_level=0,
+                topics=(make(fetch, "FetchTopic", topic=topic, partitions=(wanted,)),),
+            )  # fmt: skip
+            return request_frame(1, 4, request, 9)
+
+        unknown = ErrorCode.unknown_topic_or_partition
+        for i in range(50):
+            ghost = f"ghost-{i}-" + "x" * 1000
+            assert codes(produce_frame(12, 1, ghost, batch, i), 0, 12) == [unknown]
+            assert codes(fetch_frame(ghost, 0), 1, 4) == [unknown]
+        assert codes(fetch_frame("orders", 5), 1, 4) == [unknown]  # no such partition either
+        labelled = {
+            sample.labels["topic"]
+            for metric in broker.registry.collect()
+            for sample in metric.samples
+            if "topic" in sample.labels
+        }
+        assert not any(topic.startswith("ghost-") for topic in labelled)
+        corrupt = batch[:-1] + bytes([batch[-1] ^ 0xFF])  # the CRC no longer matches
+        assert codes(produce_frame(12, 1, "orders", corrupt, 99), 0, 12) == [
+            ErrorCode.corrupt_message
+        ]
+        assert broker.registry.get_sample_value(
+            "kafka_server_brokertopicmetrics_failed_produce_requests_total", {"topic": "orders"}
+        ) == 1  # fmt: skip
