@@ -6,11 +6,18 @@ of the producer and stay pending until the transaction's marker commits or abort
 UNKNOWN_TOPIC_OR_PARTITION without reaching the coordinator, as OffsetCommit. v2+ carry a leader
 epoch; v3+ (KIP-447) the member id, generation and group instance id, checked when given. A
 fenced producer epoch is INVALID_PRODUCER_EPOCH on every partition, as Kafka passes the log's
-error through for every version. v5 (KIP-890 part 2, `transaction.version` 2): the producer sent
-no AddOffsetsToTxn, so the group's `__consumer_offsets` partition is first added to its
-transaction through the transaction coordinator (`TxnVerifier.verify(..., add=True)`, as a
-partition leader does for Produce v12); a refusal answers every partition (retriable answers as
-COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS, a fence as INVALID_PRODUCER_EPOCH).
+error through for every version. Transaction verification (KIP-890, unless
+`transaction.partition.verification.enable` is false), as Kafka's GroupCoordinator for every
+version: v0–4 first ask the transaction coordinator whether the group's `__consumer_offsets`
+partition is in the producer's ongoing transaction (AddOffsetsToTxn put it there;
+`TxnVerifier.verify`), since offsets written for a transaction no coordinator knows would never
+get a marker: the group's require_stable fetch would answer UNSTABLE_OFFSET_COMMIT for good,
+and the offsets partition's last stable offset would stay behind them, stopping its compaction
+for every group there, whoever's they are. v5
+(KIP-890 part 2, `transaction.version` 2): the producer sent no AddOffsetsToTxn, so the partition
+is added instead (`add=True`, as a partition leader does for Produce v12). A refusal answers
+every partition (retriable answers as COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS, a
+fence as INVALID_PRODUCER_EPOCH, a partition not in the transaction INVALID_TXN_STATE).
 Runs on the event loop.
 """
 
@@ -32,6 +39,7 @@ API_KEY = 28
 NO_GENERATION = -1
 NO_TIMESTAMP = -1  # the coordinator stamps the commit time
 IMPLICIT_ADD_SINCE = 5  # KIP-890 part 2
+ABORTABLE_SINCE = 4  # older versions get INVALID_TXN_STATE instead of TRANSACTION_ABORTABLE
 _ADD_ANSWERS = {
     ErrorCode.network_exception: ErrorCode.coordinator_not_available,
     ErrorCode.not_coordinator: ErrorCode.coordinator_not_available,
@@ -49,8 +57,8 @@ def route(
 ) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
-        if ctx.api_version >= IMPLICIT_ADD_SINCE and verifier is not None:
-            refused = await _add_offsets_partition(groups, verifier, request)
+        if verifier is not None:
+            refused = await _verify_offsets_partition(groups, verifier, request, ctx.api_version)
             if refused is not None:
                 return _refuse_all(module, request, refused)
         outcome: Outcome = {}
@@ -89,21 +97,25 @@ def route(
     return Route(API_KEY, 0, max_version, handle, name="TxnOffsetCommit")
 
 
-async def _add_offsets_partition(
-    groups: GroupService, verifier: TxnVerifier, request: Any
+async def _verify_offsets_partition(
+    groups: GroupService, verifier: TxnVerifier, request: Any, version: int
 ) -> ErrorCode | None:
-    """Add the group's offsets partition to the transaction; the code to refuse with, if any."""
+    """Verify (v5: add) the group's offsets partition in the producer's transaction; the code
+    to refuse with, if any (Kafka's txnOffsetCommitRequestVersionToTransactionSupportedOperation:
+    TRANSACTION_ABORTABLE from v4)."""
     offsets_partition = (OFFSETS_TOPIC, groups.coordinator.partition_for(request.group_id))
     answers = await verifier.verify(
         request.transactional_id,
         request.producer_id,
         request.producer_epoch,
         [offsets_partition],
-        add=True,
+        add=version >= IMPLICIT_ADD_SINCE,
     )
     code = answers.get(offsets_partition, ErrorCode.unknown_server_error)
     if code == ErrorCode.none:
         return None
+    if code == ErrorCode.transaction_abortable and version < ABORTABLE_SINCE:
+        return ErrorCode.invalid_txn_state
     return _ADD_ANSWERS.get(code, code)
 
 

@@ -26,6 +26,8 @@ TXN_COMMIT, FETCH, MARKERS = 28, 9, 27
 GROUP, PID, EPOCH = "txn-group", 9100, 2
 OFFSETS_PARTITIONS = 5
 PROPERTIES = {"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)}
+# Hand-written commits and markers, no transaction coordinator: not verified.
+UNVERIFIED = {**PROPERTIES, "transaction.partition.verification.enable": "false"}
 
 
 def create_topic(bootstrap: str) -> None:
@@ -92,7 +94,7 @@ def write_marker(bootstrap: str, commit: bool) -> Any:
 
 def test_txn_offsets_pending_until_the_marker_and_read_back(tmp_path: Path) -> None:
     unstable = ErrorCode.unstable_offset_commit
-    with broker_thread(tmp_path, PROPERTIES) as broker:
+    with broker_thread(tmp_path, UNVERIFIED) as broker:
         bootstrap = f"127.0.0.1:{broker.port}"
         create_topic(bootstrap)
         assert txn_commit(bootstrap, {0: 10, 1: 11}) == [ErrorCode.none, ErrorCode.none]
@@ -108,7 +110,7 @@ def test_txn_offsets_pending_until_the_marker_and_read_back(tmp_path: Path) -> N
         assert txn_commit(bootstrap, {0: 40}, epoch=EPOCH - 1) == [ErrorCode.invalid_producer_epoch]
         assert fetch_stable(bootstrap) == [(0, 10, 0), (1, -1, unstable)]
 
-    with broker_thread(tmp_path, PROPERTIES) as broker:
+    with broker_thread(tmp_path, UNVERIFIED) as broker:
         bootstrap = f"127.0.0.1:{broker.port}"
         assert fetch_stable(bootstrap) == [(0, 10, 0), (1, -1, unstable)]
         write_marker(bootstrap, commit=True)  # the coordinator completes it after the restart

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -55,9 +55,10 @@ class Api:
 
 
 @asynccontextmanager
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
+async def api(tmp_path: Path, extra: Mapping[str, str] | None = None) -> AsyncIterator[Api]:
     clock = ManualClock(time_ms=1_700_000_000_000)
     properties = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
+    properties.update(extra or {})
     config = BrokerConfig(data_dir=tmp_path / "data", port=0, properties=properties)
     broker = build_standalone(config, clock=clock)
     broker.log_manager.startup()

@@ -20,6 +20,9 @@ from tests.unit.handlers.admin_harness import entity
 pytestmark = pytest.mark.unit
 TXN_COMMIT, FETCH = 28, 9
 PID = 7001
+# These commits belong to no transaction coordinator's transaction (their markers are written by
+# hand), so the broker must not verify them (`tests/integration/transactions` covers that).
+UNVERIFIED = {"transaction.partition.verification.enable": "false"}
 
 
 def _topic(version: int, name: str, *offsets: tuple[int, int], metadata: str = "md") -> Any:
@@ -89,7 +92,7 @@ def complete(a: Api, group: str, commit: bool) -> None:
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 def test_commit_per_partition_errors_then_marker(tmp_path: Path, version: int) -> None:
     async def scenario() -> None:
-        async with api(tmp_path) as a:
+        async with api(tmp_path, UNVERIFIED) as a:
             codes = await txn_commit(
                 a, version, _topic(version, "t", (0, 10), (1, 11), (9, 1)),
                 _topic(version, "nope", (0, 1)),
@@ -117,7 +120,7 @@ def test_commit_per_partition_errors_then_marker(tmp_path: Path, version: int) -
 
 def test_the_log_fences_an_older_producer_epoch(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async with api(tmp_path) as a:
+        async with api(tmp_path, UNVERIFIED) as a:
             first = await txn_commit(a, 3, _topic(3, "t", (0, 1)), epoch=5)
             again = await txn_commit(
                 a, 3, _topic(3, "t", (0, 2)), epoch=5
@@ -144,7 +147,7 @@ def test_the_log_fences_an_older_producer_epoch(tmp_path: Path) -> None:
 
 def test_group_level_errors_go_to_every_partition(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async with api(tmp_path) as a:
+        async with api(tmp_path, UNVERIFIED) as a:
             topic = _topic(3, "t", (0, 1), (1, 1))
             unknown = await txn_commit(a, 3, topic, group="nobody", member_id="m", generation_id=3)
             assert set(unknown.values()) == {ErrorCode.illegal_generation}
@@ -158,7 +161,7 @@ def test_group_level_errors_go_to_every_partition(tmp_path: Path) -> None:
 
 def test_abort_leaves_the_committed_offset(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async with api(tmp_path) as a:
+        async with api(tmp_path, UNVERIFIED) as a:
             await txn_commit(a, 4, _topic(4, "t", (0, 10)))
             complete(a, "s", commit=True)
             await txn_commit(a, 4, _topic(4, "t", (0, 20)))
