@@ -6,7 +6,9 @@ is replaced on next use. Metadata is fetched for all topics (never auto-creating
 until a retriable error says it is stale; `topics_metadata` asks for some topics only and updates
 those in what is kept. Group coordinators come from FindCoordinator (v0–3
 single key; v4+ batched keys, KIP-699) and are forgotten on NOT_COORDINATOR /
-COORDINATOR_NOT_AVAILABLE, as Kafka's clients do. `call` runs an operation with the configured
+COORDINATOR_NOT_AVAILABLE, as Kafka's clients do; at most `MAX_KNOWN_COORDINATORS` are kept, the
+least recently used going first (the gateway's HTTP API asks for groups a tenant names in a URL,
+any number of them). `call` runs an operation with the configured
 retries and backoff. Runs on one event loop; not thread-safe.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -44,6 +47,7 @@ from brokers.wire.errors import ErrorCode
 T = TypeVar("T")
 Connector = Callable[[str, int, ClientConfig], Awaitable[BrokerConnection]]
 GROUP_KEY_TYPE = 0
+MAX_KNOWN_COORDINATORS = 1024
 FIRST_METADATA_BY_ID = 12  # Metadata looks topics up by id from v12 (KIP-516)
 _COORDINATOR_MOVED = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
 
@@ -80,7 +84,7 @@ class Cluster:
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
         self._connecting = asyncio.Lock()
         self._metadata: ClusterMetadata | None = None
-        self._coordinators: dict[str, BrokerAddress] = {}
+        self._coordinators: OrderedDict[str, BrokerAddress] = OrderedDict()
 
     async def __aenter__(self) -> Cluster:
         return self
@@ -190,6 +194,10 @@ class Cluster:
         if address is None:
             address = await self._find_coordinator(group_id)
             self._coordinators[group_id] = address
+            if len(self._coordinators) > MAX_KNOWN_COORDINATORS:
+                self._coordinators.popitem(last=False)
+        else:
+            self._coordinators.move_to_end(group_id)
         return await self.connect(address.host, address.port)
 
     async def _find_coordinator(self, group_id: str) -> BrokerAddress:

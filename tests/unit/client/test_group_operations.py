@@ -11,7 +11,7 @@ import pytest
 
 from brokers.client.admin import Admin
 from brokers.client.assignment import decode_assignment, encode_assignment
-from brokers.client.cluster import Cluster
+from brokers.client.cluster import MAX_KNOWN_COORDINATORS, Cluster
 from brokers.client.config import ClientConfig
 from brokers.client.errors import BrokerResponseError, OffsetResetError
 from brokers.client.metadata import TopicPartition
@@ -198,3 +198,30 @@ def test_assignment_round_trips_and_garbage_is_not_an_error(version: int) -> Non
         )
         == assigned
     )
+
+
+def test_known_coordinators_are_bounded_least_recently_used_first() -> None:
+    """The gateway's HTTP API looks up the coordinator of any group a URL names: the cluster
+    keeps at most `MAX_KNOWN_COORDINATORS`, so a stream of new names holds no memory."""
+    broker = seeded(FakeBroker())
+    finds = int(ApiKey.FIND_COORDINATOR)
+
+    async def main() -> tuple[int, int, int]:
+        cluster = Cluster("fake-broker:9092", ClientConfig(), connector=broker.connect)
+        await cluster.coordinator("kept")
+        for i in range(MAX_KNOWN_COORDINATORS + 50):
+            await cluster.coordinator(f"g-{i}")
+            if i % 100 == 0:
+                await cluster.coordinator("kept")  # recently used: stays
+        held = len(cluster._coordinators)
+        before = sum(1 for key, _ in broker.requests if key == finds)
+        await cluster.coordinator("kept")
+        after_kept = sum(1 for key, _ in broker.requests if key == finds)
+        await cluster.coordinator("g-0")  # the oldest: forgotten, looked up again
+        after_oldest = sum(1 for key, _ in broker.requests if key == finds)
+        await cluster.close()
+        return held, after_kept - before, after_oldest - after_kept
+
+    held, kept_lookups, oldest_lookups = asyncio.run(main())
+    assert held == MAX_KNOWN_COORDINATORS
+    assert (kept_lookups, oldest_lookups) == (0, 1)
