@@ -342,6 +342,8 @@ def assemble(
         registry=core.registry,
         zookeeper_mode=zookeeper_mode,
     )
+    # Deleted partitions' offsets go from every group (Kafka's onPartitionsDeleted).
+    core.metadata.on_partitions_deleted(groups.coordinator.partitions_deleted)
     transactions = TransactionWiring(
         core.config.properties,
         node_id=core.config.node_id,

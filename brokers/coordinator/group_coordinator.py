@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 
 from brokers.common.clock import Clock
@@ -92,6 +92,7 @@ class GroupCoordinator:
         self.offsets = OffsetStore(config, clock, self.log, self.rebalancer, self.transactions)
         # Markers that completed while their partition was loading: applied once it is loaded.
         self._deferred_markers: dict[int, list[tuple[int, bool]]] = {}
+        self._forgetting: set[asyncio.Task[int]] = set()  # deleted partitions' offsets going
 
     # ---- ownership of offsets partitions --------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -429,6 +430,35 @@ class GroupCoordinator:
             if group is not None and not group.is_in(S.DEAD):
                 self.rebalancer.expire(group)
 
+    def partitions_deleted(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions were deleted (Kafka's onPartitionsDeleted): every group this broker
+        coordinates forgets its offsets of them, committed and pending, with tombstones, as a
+        task (awaited at shutdown). Without it a tenant creating and deleting topics all day
+        left each group's offsets of every deleted partition in memory and in the log for
+        `offsets.retention.minutes`, and a topic created again under the name found them."""
+        deleted = frozenset(partitions)
+        if not deleted or not self.groups:
+            return
+        task = asyncio.get_running_loop().create_task(self.forget_partitions(deleted))
+        self._forgetting.add(task)
+        task.add_done_callback(self._forgetting.discard)
+
+    async def forget_partitions(self, deleted: Set[TopicPartition]) -> int:
+        """Forget every coordinated group's offsets of `deleted`; how many were removed."""
+        removed = 0
+        for group in list(self.groups.values()):
+            if self.check(group.group_id) is not None:
+                continue  # not coordinated here (any more)
+            try:
+                removed += await self.offsets.forget_partitions(group, deleted)
+            except GroupError as exc:
+                log.warning(
+                    "event=deleted_offsets_not_removed group=%s error=%r", group.group_id, exc
+                )
+        if removed:
+            log.info("event=deleted_partition_offsets_removed count=%d", removed)
+        return removed
+
     async def expire_offsets(self) -> int:
         """KIP-211 retention; Empty groups left without offsets are removed. Returns removals."""
         removed = 0
@@ -451,6 +481,8 @@ class GroupCoordinator:
 
     async def shutdown(self) -> None:
         """Answer parked requests (the broker is going away) and finish background writes."""
+        if self._forgetting:
+            await asyncio.gather(*self._forgetting, return_exceptions=True)
         await self.ownership.close()
         await self.rebalancer.drain()
         await self.consumer_store.drain()

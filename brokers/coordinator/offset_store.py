@@ -16,7 +16,7 @@ thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from brokers.common.clock import Clock
@@ -286,6 +286,21 @@ class OffsetStore:
         for tp in doomed:
             group.offsets.remove(tp)
         return results
+
+    # ---- deleted partitions (Kafka's onPartitionsDeleted) -----------------------------------
+    async def forget_partitions(self, group: Group, deleted: Set[TopicPartition]) -> int:
+        """Tombstone `group`'s offsets (committed and pending transactional) of partitions that
+        were deleted; how many partitions it had."""
+        held = {tp for tp, _ in group.offsets.items()} | group.offsets.txn_partitions()
+        doomed = sorted(held & deleted)
+        if not doomed:
+            return 0
+        await self._log.append(
+            group.group_id, [offset_entry(group.group_id, tp, None) for tp in doomed]
+        )
+        for tp in doomed:
+            group.offsets.remove(tp)
+        return len(doomed)
 
     # ---- retention (KIP-211) --------------------------------------------------------------
     def expire(self, group: Group) -> tuple[list[Entry], bool]:

@@ -6,7 +6,7 @@ applying the request to `MetadataCache`: the live brokers are replaced by the re
 goes to `inter_broker` for broker-to-broker use), the controller id is recorded, and each
 partition state in it replaces the cached one. A partition whose leader is -2 (Kafka's
 `LeaderDuringDelete`) is being deleted and leaves the cache, and its topic with its last
-partition. Topic configs are kept. Serves Metadata and
+partition; the cache's deletion listeners hear of them (Kafka's onPartitionsDeleted). Topic configs are kept. Serves Metadata and
 DescribeCluster on every broker, so clients re-route after leadership moves. The cached
 partitions' broker lists are interned (`_shared_list`, at most `SHARED_LISTS_MAX` distinct ones):
 replica sets repeat across partitions, and one list each made 10,000 partitions cost ~2 MiB on
@@ -74,6 +74,7 @@ def apply(request: rq.UpdateMetadataRequest, metadata: MetadataCache) -> None:
     metadata.inter_broker = {
         b.id: endpoint for b in live if (endpoint := _endpoint(b, INTER_BROKER_LISTENER))
     }
+    deleted: list[tuple[str, int]] = []
     for topic in request.topic_states:
         cached = metadata.topics.get(topic.topic_name)
         if cached is None or (topic.topic_id is not None and cached.topic_id != topic.topic_id):
@@ -83,7 +84,8 @@ def apply(request: rq.UpdateMetadataRequest, metadata: MetadataCache) -> None:
             metadata.topics[topic.topic_name] = cached
         for p in topic.partition_states:
             if p.leader == LEADER_DURING_DELETE:
-                cached.partitions.pop(p.partition_index, None)
+                if cached.partitions.pop(p.partition_index, None) is not None:
+                    deleted.append((topic.topic_name, p.partition_index))
                 continue
             cached.partitions[p.partition_index] = PartitionMetadata(
                 index=p.partition_index,
@@ -95,6 +97,7 @@ def apply(request: rq.UpdateMetadataRequest, metadata: MetadataCache) -> None:
             )
         if not cached.partitions:
             del metadata.topics[topic.topic_name]
+    metadata.partitions_deleted(deleted)
 
 
 def handle(

@@ -266,6 +266,7 @@ class LocalTopicRegistry:
         self._partition_count -= len(topic.partitions)
         del self._metadata.topics[name]
         self._save()
+        self._metadata.partitions_deleted([(name, index) for index in topic.partitions])
 
     def create_partitions(
         self,

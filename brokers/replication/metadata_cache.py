@@ -2,17 +2,24 @@
 
 Owns: `MetadataCache` and its value types, read by Metadata, DescribeCluster and every handler
 that must answer NOT_LEADER_OR_FOLLOWER. Standalone, the local topic registry fills it; in cluster
-mode UpdateMetadata from the controller will. A `PartitionMetadata`'s broker lists may be shared
+mode UpdateMetadata from the controller will. Whoever removes deleted partitions from it tells
+the `on_partitions_deleted` listeners (the group coordinator forgets their offsets, as Kafka's
+onPartitionsDeleted); a listener that fails is logged, the others still hear. A `PartitionMetadata`'s broker lists may be shared
 with other partitions (UpdateMetadata interns them): replace them, never change one in place.
 Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from brokers.common.internal_topics import is_internal
+
+log = logging.getLogger(__name__)
+DeletionListener = Callable[[Sequence[tuple[str, int]]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +61,20 @@ class MetadataCache:
     # Brokers' inter-broker (`REPLICATION` listener) endpoints, for broker-to-broker traffic
     # only; clients are always given `brokers`. A broker absent here has just the one endpoint.
     inter_broker: dict[int, BrokerEndpoint] = field(default_factory=dict)
+    deletion_listeners: list[DeletionListener] = field(default_factory=list)
+
+    def on_partitions_deleted(self, listener: DeletionListener) -> None:
+        self.deletion_listeners.append(listener)
+
+    def partitions_deleted(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Tell the listeners that `partitions` were deleted (and left the cache)."""
+        if not partitions:
+            return
+        for listener in self.deletion_listeners:
+            try:
+                listener(partitions)
+            except Exception as exc:
+                log.error("event=partition_deletion_listener_failed error=%r", exc)
 
     def inter_broker_endpoint(self, node_id: int) -> BrokerEndpoint | None:
         """Where this broker reaches broker `node_id` (Kafka's `inter.broker.listener.name`)."""

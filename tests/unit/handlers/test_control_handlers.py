@@ -182,8 +182,13 @@ def test_update_metadata_refreshes_brokers_controller_and_leaders() -> None:
     node.call(um(2, leader=3))
     moved = node.metadata.partition("orders", 0)
     assert moved is not None and moved.leader == 3
+    heard: list[list[tuple[str, int]]] = []
+    node.metadata.on_partitions_deleted(lambda deleted: heard.append(list(deleted)))
     node.call(um(2, leader=update_metadata.LEADER_DURING_DELETE))
     assert "orders" not in node.metadata.topics
+    assert heard == [[("orders", 0)]], "the deletion listeners hear of it (onPartitionsDeleted)"
+    node.call(um(2, leader=update_metadata.LEADER_DURING_DELETE))  # again: nothing left to delete
+    assert heard == [[("orders", 0)]]
 
 
 def test_stop_replica_groups_partitions_by_their_delete_flag() -> None:
