@@ -18,11 +18,20 @@ from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from infra.probes import PORT_RANGE_ENV, listen_ports
 from infra.process import log_tail
 from infra.stack import BrokerProcess, ZooKeeperProcess, start_broker, start_zookeeper
 from tests.polling import wait_until
+
+# Property tests assert properties, not speed: hypothesis' default 200 ms deadline per example
+# (and its too-slow health check) is a timing assertion that a busy CI machine fails at random
+# (a first example that imports kio's schema modules, say).
+settings.register_profile(
+    "pier", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("pier")
 
 _LOGS = pytest.StashKey[dict[str, Path]]()
 
