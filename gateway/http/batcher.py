@@ -29,7 +29,13 @@ settled, the failed ones (and any after them) are sent again one at a time, in o
   written: 503, as Kafka's producer reports a delivery timeout) and takes a new producer id, so
   nothing sent later can be mistaken for it.
 Every batch holds records of one tenant topic (the key is the prefixed fleet name), so tenants
-never share a batch. Runs on the event loop; not thread-safe.
+never share a batch.
+
+The state kept per partition is bounded: past `MAX_KNOWN_PARTITIONS` (a tenant creating, writing
+and deleting topics all day adds partitions without end) every idle partition is forgotten and
+the producer id retired, so that no partition's next batch can meet a sequence the broker has
+already seen under it: the next batch anywhere asks for a new id and starts at sequence 0, as
+after a reset. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ MAX_IN_FLIGHT = 5  # Kafka's cap with idempotence: the broker dedups its last fi
 LINGER_S = 0.005  # how long records wait for company while batches are in flight (linger.ms)
 DELIVERY_TIMEOUT_S = 30.0  # a failed batch is retried this long (Kafka's delivery.timeout.ms)
 SEQUENCE_LIMIT = 2**31  # sequences are int32 and wrap to 0
+MAX_KNOWN_PARTITIONS = 10_000  # then idle partitions are forgotten (module docstring)
 _RESET = frozenset(
     {
         ErrorCode.out_of_order_sequence_number,
@@ -118,9 +125,12 @@ class ProducerIds:
 
 
 class PartitionBatcher:
-    def __init__(self, send: Send, ids: ProducerIds) -> None:
+    def __init__(
+        self, send: Send, ids: ProducerIds, *, max_partitions: int = MAX_KNOWN_PARTITIONS
+    ) -> None:
         self._send = send
         self._ids = ids
+        self._max_partitions = max_partitions
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._tasks: set[asyncio.Future[object]] = set()
 
@@ -154,8 +164,23 @@ class PartitionBatcher:
     def _partition(self, tp: TopicPartition) -> _Partition:
         part = self._partitions.get(tp)
         if part is None:
+            if len(self._partitions) >= self._max_partitions:
+                self._forget_idle()
             part = self._partitions[tp] = _Partition()
         return part
+
+    def _forget_idle(self) -> None:
+        """Drop every idle partition's state and retire the producer id (module docstring)."""
+        idle = [
+            tp
+            for tp, part in self._partitions.items()
+            if not (part.queue or part.in_flight or part.recovering or part.linger is not None)
+        ]
+        for tp in idle:
+            del self._partitions[tp]
+        if idle:
+            self._ids.current = None  # the next batch anywhere takes a new id, from sequence 0
+            log.info("event=http_producer_partitions_forgotten count=%d", len(idle))
 
     @staticmethod
     def _queue(part: _Partition, entry: Pending | Run) -> None:

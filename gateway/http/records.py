@@ -185,11 +185,20 @@ def key_partition(key: bytes, partitions: int) -> int:
 
 
 class RoundRobin:
+    """The next partition per topic; at most `MAX_TOPICS` topics are remembered (then every
+    count starts again at 0: topics come and go all day)."""
+
+    MAX_TOPICS = 10_000
+
     def __init__(self) -> None:
         self._next: dict[str, int] = {}
 
     def partition(self, topic: str, partitions: int) -> int:
-        value = self._next.get(topic, 0)
+        value = self._next.get(topic)
+        if value is None:
+            if len(self._next) >= self.MAX_TOPICS:
+                self._next.clear()
+            value = 0
         self._next[topic] = value + 1
         return value % partitions
 
