@@ -291,8 +291,9 @@ class OffsetStore:
     async def forget_partitions(self, group: Group, deleted: Set[TopicPartition]) -> int:
         """Tombstone `group`'s offsets (committed and pending transactional) of partitions that
         were deleted; how many partitions it had."""
-        held = {tp for tp, _ in group.offsets.items()} | group.offsets.txn_partitions()
-        doomed = sorted(held & deleted)
+        offsets = group.offsets  # looked up per deleted partition: groups hold many offsets
+        pending = offsets.txn_partitions() if offsets.open_transactions() else frozenset()
+        doomed = sorted(tp for tp in deleted if offsets.get(tp) is not None or tp in pending)
         if not doomed:
             return 0
         await self._log.append(

@@ -6,8 +6,9 @@ applying the request to `MetadataCache`: the live brokers are replaced by the re
 goes to `inter_broker` for broker-to-broker use), the controller id is recorded, and each
 partition state in it replaces the cached one. A partition whose leader is -2 (Kafka's
 `LeaderDuringDelete`) is being deleted and leaves the cache, and its topic with its last
-partition; the cache's deletion listeners hear of them (Kafka's onPartitionsDeleted). Topic configs are kept. Serves Metadata and
-DescribeCluster on every broker, so clients re-route after leadership moves. The cached
+partition; the cache's deletion listeners hear of them (Kafka's onPartitionsDeleted). Topic
+configs are kept. Serves Metadata and DescribeCluster on every broker, so clients re-route after
+leadership moves. The cached
 partitions' broker lists are interned (`_shared_list`, at most `SHARED_LISTS_MAX` distinct ones):
 replica sets repeat across partitions, and one list each made 10,000 partitions cost ~2 MiB on
 every broker (issue 25). Runs on the event loop; not thread-safe.

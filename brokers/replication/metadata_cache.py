@@ -4,8 +4,9 @@ Owns: `MetadataCache` and its value types, read by Metadata, DescribeCluster and
 that must answer NOT_LEADER_OR_FOLLOWER. Standalone, the local topic registry fills it; in cluster
 mode UpdateMetadata from the controller will. Whoever removes deleted partitions from it tells
 the `on_partitions_deleted` listeners (the group coordinator forgets their offsets, as Kafka's
-onPartitionsDeleted); a listener that fails is logged, the others still hear. A `PartitionMetadata`'s broker lists may be shared
-with other partitions (UpdateMetadata interns them): replace them, never change one in place.
+onPartitionsDeleted); a listener that fails is logged, the others still hear. A
+`PartitionMetadata`'s broker lists may be shared with other partitions (UpdateMetadata interns
+them): replace them, never change one in place.
 Runs on the event loop; not thread-safe.
 """
 
