@@ -20,9 +20,22 @@ def targets(pair: SideBySide) -> tuple[Target, Target]:
     return pair.pier, pair.kafka
 
 
-def create_topic(target: Target, topic: str, partitions: int, replicas: int = 1) -> None:
+# `produce` stamps records years in the past: without this, time retention deletes them whenever
+# the server's retention pass happens to run (Kafka's first runs 30 s after start, then every
+# 5 min, rolling an expired active segment too), and the two servers answer differently.
+KEEP_RECORDS = {"retention.ms": "-1"}
+
+
+def create_topic(
+    target: Target,
+    topic: str,
+    partitions: int,
+    replicas: int = 1,
+    config: Mapping[str, str] | None = None,
+) -> None:
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, replicas)])[topic].result(timeout=60)
+    new = NewTopic(topic, partitions, replicas, config=dict(config or {}))
+    admin.create_topics([new])[topic].result(timeout=60)
     wait_until(
         lambda: (
             len(admin.list_topics(topic, timeout=5).topics[topic].partitions) == partitions

@@ -91,7 +91,7 @@ def test_java_consumer_joins_reads_commits_and_leaves(
     group = f"{topic_name}-java848"
     names = {topic_name: "<T>", group: "<G>"}
     for target in data.targets(side_by_side):
-        data.create_topic(target, topic_name, 2)
+        data.create_topic(target, topic_name, 2, config=data.KEEP_RECORDS)
         data.produce(target, topic_name, 2, 5)
     consumed = side_by_side.run(
         "tool", CONSOLE_CONSUMER, "--bootstrap-server", "{bootstrap}", "--topic", topic_name,

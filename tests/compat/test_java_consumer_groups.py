@@ -34,7 +34,7 @@ def groups(pair: SideBySide, *args: str) -> tuple[Ran, Ran]:
 def group(side_by_side: SideBySide, topic_name: str) -> str:
     name = f"{topic_name}-group"
     for target in data.targets(side_by_side):
-        data.create_topic(target, topic_name, 2)
+        data.create_topic(target, topic_name, 2, config=data.KEEP_RECORDS)
         data.produce(target, topic_name, 2, RECORDS)
         data.commit(target, name, {(topic_name, 0): 3, (topic_name, 1): 2})
     return name

@@ -38,7 +38,7 @@ def offsets(pair: SideBySide, topic: str, time: str) -> tuple[Ran, Ran]:
 @pytest.fixture
 def topic(side_by_side: SideBySide, topic_name: str) -> str:
     for target in data.targets(side_by_side):
-        data.create_topic(target, topic_name, 2)
+        data.create_topic(target, topic_name, 2, config=data.KEEP_RECORDS)
         data.produce(target, topic_name, 2, RECORDS)
     return topic_name
 
