@@ -288,12 +288,17 @@ class OffsetStore:
         return results
 
     # ---- deleted partitions (Kafka's onPartitionsDeleted) -----------------------------------
-    async def forget_partitions(self, group: Group, deleted: Set[TopicPartition]) -> int:
-        """Tombstone `group`'s offsets (committed and pending transactional) of partitions that
-        were deleted; how many partitions it had."""
-        offsets = group.offsets  # looked up per deleted partition: groups hold many offsets
+    @staticmethod
+    def held_of(group: Group, deleted: Set[TopicPartition]) -> list[TopicPartition]:
+        """Which of `deleted` `group` has offsets of (committed or pending transactional): looked
+        up per deleted partition, since a group may hold many offsets."""
+        offsets = group.offsets
         pending = offsets.txn_partitions() if offsets.open_transactions() else frozenset()
-        doomed = sorted(tp for tp in deleted if offsets.get(tp) is not None or tp in pending)
+        return sorted(tp for tp in deleted if offsets.get(tp) is not None or tp in pending)
+
+    async def forget_partitions(self, group: Group, doomed: Sequence[TopicPartition]) -> int:
+        """Tombstone `group`'s offsets of `doomed` (`held_of`: partitions that were deleted);
+        how many."""
         if not doomed:
             return 0
         await self._log.append(
