@@ -51,6 +51,7 @@ from gateway.kafka.connection_limits import ConnectionLimits
 from gateway.kafka.coordinated_names import CoordinatedNames, NameLimits
 from gateway.kafka.fleet import FleetDirectory
 from gateway.kafka.listener import Listeners
+from gateway.kafka.member_ledger import MemberLedger
 from gateway.kafka.metrics import GatewayMetrics
 from gateway.kafka.namespace import tenant_of
 from gateway.kafka.services import SessionServices
@@ -189,6 +190,7 @@ class Gateway:
                     transactional_ids=config.setting("tenant.max.transactional.ids"),
                 ),
             ),
+            members=MemberLedger(config.setting("tenant.max.group.member.bytes")),
         )
         metrics = GatewayMetrics(self.registry)
 

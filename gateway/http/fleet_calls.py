@@ -81,6 +81,7 @@ async def kafka_call(
         mutations=mutations_or_none(budget),
         partitions=services.partitions,
         names=services.names,
+        members=services.members,
     )
     outcome = await FILTERS[api_key].handle(ctx, request)
     caller.meter(None, requests=1)

@@ -16,7 +16,8 @@ Reply`. The request is the client's kio request entity, decoded; the filter retu
 
 Everything a filter may consult is on `FilterContext`: the caller's policy, the tenant's
 namespace, limits, the fleet view (endpoints, virtual cluster id, the tenant's partition count),
-the mutation budget and the tenant's limits on groups and transactional ids (`name_refusal`). Its ACL checks and topic-name rule are the policy stage's
+the mutation budget, the tenant's limits on groups and transactional ids (`name_refusal`) and on
+the bytes of its group members (`members`). Its ACL checks and topic-name rule are the policy stage's
 (`gateway.policy`): `allowed` / `allowed_any` ask the request's `TenantPolicy` (its
 `Authorization`), the one place a tenant's ACLs are consulted, under the policy's `Identity`,
 whose principal string is built there and nowhere else.
@@ -32,6 +33,7 @@ from typing import Any, Protocol
 
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.coordinated_names import MAX_COORDINATED_NAME, NameKind
+from gateway.kafka.member_ledger import MemberLedger
 from gateway.kafka.namespace import TenantNamespace
 from gateway.policy.identity import Identity
 from gateway.policy.names import topic_name_problem
@@ -117,6 +119,7 @@ class FilterContext:
     mutations: MutationBudget
     partitions: PartitionBudget | None = None  # None: creations are refused (fail closed)
     names: NameAdmission | None = None  # None: no limit on groups and transactional ids
+    members: MemberLedger | None = None  # None: no limit on the bytes of group members
 
     async def name_refusal(self, kind: NameKind, name: str) -> ErrorCode | None:
         """Why a request that makes coordinator state may not name the tenant's group or

@@ -45,6 +45,7 @@ async def handle(
         mutations=mutations_or_none(budget),
         partitions=session.services.partitions,
         names=session.services.names,
+        members=session.services.members,
     )
     outcome = await module.handle(ctx, request)
     mutation_throttle = 0 if budget is None else policy.mutation_throttle(subject)

@@ -17,6 +17,7 @@ from gateway.auth.authenticator import Authenticator
 from gateway.kafka.api_table import ApiRange
 from gateway.kafka.coordinated_names import CoordinatedNames
 from gateway.kafka.filter import Access, Fleet, MutationBudget
+from gateway.kafka.member_ledger import MemberLedger
 from gateway.kafka.namespace import TenantNamespace
 from gateway.metering.meter import UsageMeter
 from gateway.policy.identity import QuotaSubject
@@ -141,3 +142,4 @@ class SessionServices:
     max_request_bytes: int = 100 * 1024 * 1024
     partitions: PartitionBudget | None = None  # `max_partitions`, reserved in the store
     names: CoordinatedNames | None = None  # `tenant.max.groups` / `.transactional.ids`
+    members: MemberLedger | None = None  # `tenant.max.group.member.bytes`

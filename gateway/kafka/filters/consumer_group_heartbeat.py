@@ -6,7 +6,10 @@ alone; v0 has no regex). The answer's assignment names only topics the group sub
 all the tenant's, so its topic ids pass; the error message is scrubbed. Kafka's ACL: READ on the group. A member joining (epoch 0) a group past the tenant's
 `tenant.max.groups` (`coordinated_names.py`) is GROUP_AUTHORIZATION_FAILED. A subscription
 (names, regex, rack, instance id, assignor) over `member_size.MAX_MEMBER_BYTES` is INVALID_REQUEST,
-with a message saying so. Runs on the event loop.
+with a message saying so; one that would take the tenant's members past
+`tenant.max.group.member.bytes` (`member_ledger.py`: a member joining at epoch 0, or one whose
+subscription grows) is GROUP_MAX_SIZE_REACHED; a leave (epoch -1) answered NONE, or an
+UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH answer, drops the member there. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_group_regex import RefusedRegex, to_fleet
 from gateway.kafka.filters.groups_common import message
-from gateway.kafka.filters.member_size import heartbeat_refusal
+from gateway.kafka.filters.member_size import heartbeat_parts, heartbeat_refusal
 from gateway.kafka.filters.topics_common import tenant_topics_by_id
+from gateway.kafka.member_ledger import CONSUMER_HOLD_S, GONE, NO_LEDGER, Admission
+
+LEAVING = -1
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -58,11 +64,42 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     )
     if regex is not None:
         forwarded = replace(forwarded, subscribed_topic_regex=regex)
+    admission = _admit(ctx, request)
+    if admission is None:
+        return _refuse(ctx, request, ErrorCode.group_max_size_reached, _PAST_LIMIT)
 
     def on_response(answer: Any) -> Any:
+        _settle(ctx, request, admission, answer)
         return replace(answer, error_message=message(ctx, answer.error_message))
 
-    return Forward(forwarded, on_response)
+    return Forward(forwarded, on_response, admission.failed)
+
+
+_PAST_LIMIT = "the tenant's group members would hold more than tenant.max.group.member.bytes"
+
+
+def _admit(ctx: FilterContext, request: Any) -> Admission | None:
+    """The member's place under the tenant's member bytes (None: past the limit)."""
+    members = ctx.members
+    if members is None or request.member_epoch == LEAVING:
+        return NO_LEDGER
+    tenant, group, parts = ctx.namespace.tenant_id, request.group_id, heartbeat_parts(request)
+    member_id, instance = request.member_id, request.instance_id
+    if request.member_epoch == 0:
+        return members.join(tenant, group, member_id, instance, parts, CONSUMER_HOLD_S)
+    if members.heartbeat(tenant, group, member_id, instance, parts):
+        return NO_LEDGER
+    return None
+
+
+def _settle(ctx: FilterContext, request: Any, admission: Admission, answer: Any) -> None:
+    """What the coordinator's answer tells the member ledger."""
+    admission.answered(answer.member_id, answer.error_code)
+    members = ctx.members
+    leaving = request.member_epoch == LEAVING and answer.error_code == ErrorCode.none
+    if members is not None and (leaving or answer.error_code in GONE):
+        tenant, group = ctx.namespace.tenant_id, request.group_id
+        members.left(tenant, group, request.member_id, request.instance_id)
 
 
 def _refuse(ctx: FilterContext, request: Any, code: ErrorCode, text: str | None) -> Outcome:

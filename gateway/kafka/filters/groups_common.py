@@ -13,6 +13,7 @@ Pure; thread-safe; runs on the event loop.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -203,3 +204,8 @@ def commit_outcome(
 
     forwarded = replace(request, topics=prefixed(ctx, allowed), **fleet_ids)
     return Forward(forwarded, on_response)
+
+
+def held_for(timeout: datetime.timedelta) -> float:
+    """A request's timeout in seconds, as long as a coordinator may keep a member by it."""
+    return max(0.0, timeout.total_seconds())

@@ -1,6 +1,7 @@
 """Heartbeat (key 12): the group id is the tenant's (RW); READ on the group (Kafka's ACL).
 
-Runs on the event loop.
+A heartbeat keeps its member alive in the tenant's member ledger (`member_ledger.py`); an
+UNKNOWN_MEMBER_ID answer drops it there. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response, unchanged
+from gateway.kafka.member_ledger import GONE
 
 API_KEY = 12
 MIN_VERSION = 0
@@ -23,4 +25,16 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
             response(ctx, "HeartbeatResponse", error_code=ErrorCode.group_authorization_failed)
         )
     fleet_group = ctx.namespace.fleet(request.group_id)
-    return Forward(dataclasses.replace(request, group_id=fleet_group), unchanged)
+    forwarded = dataclasses.replace(request, group_id=fleet_group)
+    members = ctx.members
+    if members is None:
+        return Forward(forwarded, unchanged)
+    tenant, group, member_id = ctx.namespace.tenant_id, request.group_id, request.member_id
+    members.seen(tenant, group, member_id)
+
+    def on_response(answer: Any) -> Any:
+        if answer.error_code in GONE:
+            members.left(tenant, group, member_id, None)
+        return answer
+
+    return Forward(forwarded, on_response)

@@ -8,7 +8,9 @@ leader) is stripped, topics not the tenant's dropped. Other protocol types (e.g.
 their bytes unchanged. An empty group id is INVALID_GROUP_ID, as Kafka's coordinator answers. A
 group past the tenant's `tenant.max.groups` (`coordinated_names.py`) is GROUP_AUTHORIZATION_FAILED.
 A member that would hold more than `member_size.MAX_MEMBER_BYTES` (protocols and instance id) or
-offers more than `MAX_PROTOCOLS` protocols is INVALID_REQUEST. Runs on the event loop.
+offers more than `MAX_PROTOCOLS` protocols is INVALID_REQUEST; one that would take the tenant's
+members past `tenant.max.group.member.bytes` (`member_ledger.py`) is GROUP_MAX_SIZE_REACHED, and
+the answer's member id files the member there. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -21,8 +23,14 @@ from gateway.kafka.coordinated_names import NameKind
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_protocol import MalformedConsumerProtocol
-from gateway.kafka.filters.groups_common import CONSUMER, subscription_in, subscription_out
-from gateway.kafka.filters.member_size import join_group_refusal
+from gateway.kafka.filters.groups_common import (
+    CONSUMER,
+    held_for,
+    subscription_in,
+    subscription_out,
+)
+from gateway.kafka.filters.member_size import join_group_bytes, join_group_refusal
+from gateway.kafka.member_ledger import NO_LEDGER, Admission
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -49,10 +57,14 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
             )
         except MalformedConsumerProtocol:
             return Reply(_error(ctx, ErrorCode.inconsistent_group_protocol))
+    admission = _admit(ctx, request)
+    if admission is None:
+        return Reply(_error(ctx, ErrorCode.group_max_size_reached))
     group = ctx.namespace.fleet(request.group_id)
     forwarded = replace(request, group_id=group, protocols=protocols)
 
     def on_response(answer: Any) -> Any:
+        admission.answered(answer.member_id, answer.error_code)
         if not consumer:
             return answer
         members = tuple(
@@ -60,7 +72,23 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         )
         return replace(answer, members=members)
 
-    return Forward(forwarded, on_response)
+    return Forward(forwarded, on_response, admission.failed)
+
+
+def _admit(ctx: FilterContext, request: Any) -> Admission | None:
+    """The member's place under the tenant's member bytes (None: past the limit)."""
+    if ctx.members is None:
+        return NO_LEDGER
+    session = request.session_timeout
+    rebalance = getattr(request, "rebalance_timeout", session)  # v0: the session timeout
+    return ctx.members.join(
+        ctx.namespace.tenant_id,
+        request.group_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        {"join": join_group_bytes(request)},
+        held_for(session) + held_for(rebalance),
+    )
 
 
 def _error(ctx: FilterContext, code: ErrorCode) -> Any:

@@ -30,31 +30,58 @@ def _total(values: Iterable[str | bytes | None]) -> int:
     return sum(_length(v) for v in values)
 
 
+def join_group_bytes(request: Any) -> int:
+    """What a JoinGroup's member holds at its coordinator: its instance id and protocols."""
+    return _length(getattr(request, "group_instance_id", None)) + _total(
+        v for p in request.protocols for v in (p.name, p.metadata)
+    )
+
+
+def assignment_sizes(request: Any) -> list[tuple[str, int]]:
+    """A leader's SyncGroup assignments: (member id, bytes) each."""
+    return [(a.member_id, _length(a.assignment)) for a in request.assignments]
+
+
+HEARTBEAT_FIELDS = (
+    "subscribed_topic_names",
+    "subscribed_topic_regex",
+    "instance_id",
+    "rack_id",
+    "server_assignor",
+)
+
+
+def heartbeat_parts(request: Any) -> dict[str, int | None]:
+    """What a ConsumerGroupHeartbeat's subscription holds, by field; None for a field it leaves
+    as it was (null)."""
+    parts: dict[str, int | None] = {}
+    for name in HEARTBEAT_FIELDS:
+        value = getattr(request, name, None)
+        if value is None:
+            parts[name] = None
+        elif name == "subscribed_topic_names":
+            parts[name] = _total(value)
+        else:
+            parts[name] = _length(value)
+    return parts
+
+
 def join_group_refusal(request: Any) -> str | None:
     """Why a JoinGroup's member would hold too much, or None."""
     protocols = request.protocols
     if len(protocols) > MAX_PROTOCOLS:
         return f"{len(protocols)} protocols, more than {MAX_PROTOCOLS}"
-    held = _length(getattr(request, "group_instance_id", None)) + _total(
-        v for p in protocols for v in (p.name, p.metadata)
-    )
-    return _over(held)
+    return _over(join_group_bytes(request))
 
 
 def sync_group_refusal(request: Any) -> str | None:
     """Why a SyncGroup's assignment for some member would be too large, or None."""
-    largest = max((_length(a.assignment) for a in request.assignments), default=0)
-    return _over(largest)
+    return _over(max((size for _, size in assignment_sizes(request)), default=0))
 
 
 def heartbeat_refusal(request: Any) -> str | None:
     """Why a ConsumerGroupHeartbeat's member subscription would hold too much, or None."""
-    names = request.subscribed_topic_names or ()
-    held = _total(names) + _total(
-        getattr(request, field, None)
-        for field in ("instance_id", "rack_id", "server_assignor", "subscribed_topic_regex")
-    )
-    return _over(held)
+    return _over(sum(v for v in heartbeat_parts(request).values() if v is not None))
 
 
 def _over(held: int) -> str | None:

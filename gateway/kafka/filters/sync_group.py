@@ -6,7 +6,9 @@ and the member's assignment in the answer is stripped (topics not the tenant's d
 v5 the protocol type is unknown: bytes that parse as a consumer assignment are renamed, others
 pass unchanged (`groups_common`). Other protocol types pass unchanged. An empty group id is
 INVALID_GROUP_ID, as Kafka's coordinator answers. An assignment larger than
-`member_size.MAX_MEMBER_BYTES` is INVALID_REQUEST. Runs on the event loop.
+`member_size.MAX_MEMBER_BYTES` is INVALID_REQUEST; assignments that would take the tenant's
+members past `tenant.max.group.member.bytes` (`member_ledger.py`) are GROUP_MAX_SIZE_REACHED. A
+SyncGroup keeps its member alive there while it waits. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_protocol import MalformedConsumerProtocol
 from gateway.kafka.filters.groups_common import assignment_in, assignment_out
-from gateway.kafka.filters.member_size import sync_group_refusal
+from gateway.kafka.filters.member_size import assignment_sizes, sync_group_refusal
+from gateway.kafka.member_ledger import NO_LEDGER, Admission
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -41,14 +44,26 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         )
     except MalformedConsumerProtocol:
         return Reply(_error(ctx, ErrorCode.inconsistent_group_protocol))
+    admission = _admit(ctx, request)
+    if admission is None:
+        return Reply(_error(ctx, ErrorCode.group_max_size_reached))
     group = ctx.namespace.fleet(request.group_id)
     forwarded = replace(request, group_id=group, assignments=assignments)
 
     def on_response(answer: Any) -> Any:
+        admission.answered(None, answer.error_code)
         answered = getattr(answer, "protocol_type", None) or kind
         return replace(answer, assignment=assignment_out(ctx, answer.assignment, answered))
 
-    return Forward(forwarded, on_response)
+    return Forward(forwarded, on_response, admission.failed)
+
+
+def _admit(ctx: FilterContext, request: Any) -> Admission | None:
+    """The assignments' place under the tenant's member bytes (None: past the limit)."""
+    if ctx.members is None:
+        return NO_LEDGER
+    tenant, sizes = ctx.namespace.tenant_id, assignment_sizes(request)
+    return ctx.members.sync(tenant, request.group_id, request.member_id, sizes)
 
 
 def _error(ctx: FilterContext, code: ErrorCode) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 
 from brokers.wire.entities import has_field, known_fields, make, request_module, response_module
 from gateway.kafka.filter import Caller, FilterContext, FilterModule, Forward, Outcome, Reply
+from gateway.kafka.member_ledger import MemberLedger
 from gateway.kafka.namespace import TenantNamespace
 from gateway.policy import TenantPolicy
 from gateway.reservations import LedgerUnavailable
@@ -136,6 +137,7 @@ def context(
     limits: TenantLimits = DEFAULT_LIMITS,
     budget: FakeBudget | None = None,
     partitions: FakePartitions | None = None,
+    members: MemberLedger | None = None,
 ) -> FilterContext:
     fleet = fleet or FakeFleet()
     return FilterContext(
@@ -147,6 +149,7 @@ def context(
         fleet=fleet,
         mutations=budget or FakeBudget(),
         partitions=partitions or FakePartitions(fleet, limit=limits.max_partitions),
+        members=members,
     )
 
 

@@ -1,0 +1,211 @@
+"""The group APIs keep the tenant's member ledger (`gateway/kafka/member_ledger.py`): a JoinGroup,
+SyncGroup or ConsumerGroupHeartbeat past `tenant.max.group.member.bytes` is GROUP_MAX_SIZE_REACHED
+and never forwarded; answers file members under their ids and leaves and unknown members free
+their places."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from brokers.wire.errors import ErrorCode
+from gateway.kafka.filters import (
+    consumer_group_heartbeat,
+    heartbeat,
+    join_group,
+    leave_group,
+    sync_group,
+)
+from gateway.kafka.member_ledger import OVERHEAD_BYTES, MemberLedger
+from tests.unit.gateway.filters.harness import (
+    context,
+    forwarded,
+    replied,
+    request,
+    response,
+    run,
+)
+from tests.unit.gateway.filters.test_join_group import _join
+from tests.unit.gateway.filters.test_sync_group import _sync
+
+pytestmark = pytest.mark.unit
+SIZE = 10_000
+NAME = len("range")
+EACH = OVERHEAD_BYTES + SIZE + NAME  # a JoinGroup member of SIZE metadata with protocol "range"
+
+
+def call(module: Any, version: int, book: MemberLedger, req: Any) -> Any:
+    return asyncio.run(run(module, context(module, version, members=book), req))
+
+
+def joined(book: MemberLedger, member_id: str, version: int = 9) -> Any:
+    """A member's JoinGroup (connect protocol), forwarded and answered NONE under its id."""
+    sent = forwarded(call(join_group, version, book, _join_as(version, member_id)))
+    sent.on_response(_join_answer(version, member_id, ErrorCode.none))
+    return sent
+
+
+def _join_as(version: int, member_id: str) -> Any:
+    return replace(_join(version, "connect", b"x" * SIZE), member_id=member_id)  # type: ignore[type-var]
+
+
+def _join_answer(version: int, member_id: str, error: ErrorCode) -> Any:
+    return response(
+        join_group,
+        version,
+        "JoinGroupResponse",
+        error_code=error,
+        generation_id=1,
+        protocol_type="connect",
+        protocol_name="range",
+        leader=member_id,
+        skip_assignment=False,
+        member_id=member_id,
+        members=(),
+    )
+
+
+@pytest.mark.parametrize("version", [0, 4, 9])
+def test_a_join_past_the_tenant_s_member_bytes_is_refused(version: int) -> None:
+    book = MemberLedger(2 * EACH)
+    joined(book, "m1", version)
+    joined(book, "m2", version)
+    refused = replied(call(join_group, version, book, _join_as(version, "m3")))
+    assert refused.error_code == ErrorCode.group_max_size_reached
+    assert book.members("acme") == 2
+    joined(book, "m1", version)  # a member the tenant holds rejoins at the limit
+
+
+def test_a_join_whose_answer_never_comes_keeps_its_place() -> None:
+    book = MemberLedger(EACH)
+    sent = forwarded(call(join_group, 9, book, _join_as(9, "")))
+    sent.on_failure()
+    assert replied(call(join_group, 9, book, _join_as(9, ""))).error_code == (
+        ErrorCode.group_max_size_reached
+    )
+
+
+def test_a_leader_s_assignments_past_the_limit_are_refused() -> None:
+    book = MemberLedger(EACH + SIZE)
+    joined(book, "m-1")
+    assert forwarded(call(sync_group, 5, book, _sync(5, b"y" * SIZE, "connect")))
+    over = _sync(5, b"y" * (SIZE + 1), "connect")
+    assert replied(call(sync_group, 5, book, over)).error_code == ErrorCode.group_max_size_reached
+
+
+def test_a_leave_answered_none_frees_the_member_and_a_refused_one_does_not() -> None:
+    book = MemberLedger(2 * EACH)
+    joined(book, "m1")
+    joined(book, "m2")
+    identities = tuple(
+        request(leave_group, 5, "MemberIdentity", member_id=m, group_instance_id=None, reason=None)
+        for m in ("m1", "m2")
+    )
+    leave = request(leave_group, 5, "LeaveGroupRequest", group_id="g", members=identities)
+    sent = forwarded(call(leave_group, 5, book, leave))
+    results = (
+        response(
+            leave_group,
+            5,
+            "MemberResponse",
+            member_id="m1",
+            group_instance_id=None,
+            error_code=ErrorCode.none,
+        ),
+        response(
+            leave_group,
+            5,
+            "MemberResponse",
+            member_id="m2",
+            group_instance_id=None,
+            error_code=ErrorCode.unknown_member_id,
+        ),
+    )
+    sent.on_response(
+        response(leave_group, 5, "LeaveGroupResponse", error_code=ErrorCode.none, members=results)
+    )
+    assert book.members("acme") == 1, "m2's leave failed: its coordinator may still hold it"
+    old = request(leave_group, 0, "LeaveGroupRequest", group_id="g", member_id="m2")
+    forwarded(call(leave_group, 0, book, old)).on_response(
+        response(leave_group, 0, "LeaveGroupResponse", error_code=ErrorCode.none)
+    )
+    assert book.members("acme") == 0
+
+
+def test_a_heartbeat_answered_unknown_member_frees_it() -> None:
+    book = MemberLedger(EACH)
+    joined(book, "m1")
+    beat = request(
+        heartbeat,
+        4,
+        "HeartbeatRequest",
+        group_id="g",
+        generation_id=1,
+        member_id="m1",
+        group_instance_id=None,
+    )
+    sent = forwarded(call(heartbeat, 4, book, beat))
+    sent.on_response(response(heartbeat, 4, "HeartbeatResponse", error_code=ErrorCode.none))
+    assert book.members("acme") == 1
+    sent = forwarded(call(heartbeat, 4, book, beat))
+    sent.on_response(
+        response(heartbeat, 4, "HeartbeatResponse", error_code=ErrorCode.unknown_member_id)
+    )
+    assert book.members("acme") == 0
+
+
+def _consumer(member_id: str, epoch: int, names: tuple[str, ...] | None) -> Any:
+    return request(
+        consumer_group_heartbeat,
+        1,
+        "ConsumerGroupHeartbeatRequest",
+        group_id="g",
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=30),
+        subscribed_topic_names=names,
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=(),
+    )
+
+
+def _consumer_answer(member_id: str, error: ErrorCode) -> Any:
+    return response(
+        consumer_group_heartbeat,
+        1,
+        "ConsumerGroupHeartbeatResponse",
+        error_code=error,
+        error_message=None,
+        member_id=member_id,
+        member_epoch=1,
+        heartbeat_interval=datetime.timedelta(seconds=5),
+        assignment=None,
+    )
+
+
+def test_kip_848_members_join_up_to_the_limit_and_a_leave_frees_one() -> None:
+    names = ("t" * SIZE,)
+    book = MemberLedger(2 * (OVERHEAD_BYTES + SIZE))
+    for member in ("a", "b"):
+        sent = forwarded(call(consumer_group_heartbeat, 1, book, _consumer(member, 0, names)))
+        sent.on_response(_consumer_answer(member, ErrorCode.none))
+    refused = replied(call(consumer_group_heartbeat, 1, book, _consumer("c", 0, names)))
+    assert refused.error_code == ErrorCode.group_max_size_reached
+    assert "tenant.max.group.member.bytes" in refused.error_message
+    bigger = _consumer("a", 1, (*names, "u"))
+    assert replied(call(consumer_group_heartbeat, 1, book, bigger)).error_code == (
+        ErrorCode.group_max_size_reached
+    )
+    leave = forwarded(call(consumer_group_heartbeat, 1, book, _consumer("a", -1, None)))
+    leave.on_response(_consumer_answer("a", ErrorCode.none))
+    assert book.members("acme") == 1
+    sent = forwarded(call(consumer_group_heartbeat, 1, book, _consumer("c", 0, names)))
+    sent.on_response(_consumer_answer("c", ErrorCode.none))
+    assert book.members("acme") == 2

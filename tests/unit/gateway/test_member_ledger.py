@@ -1,0 +1,184 @@
+"""The bytes of group members a tenant holds (`gateway/kafka/member_ledger.py`): joins, rejoins,
+static replacement, assignments, leaves, answers and expiry, on a clock the test moves."""
+
+from __future__ import annotations
+
+import pytest
+
+from brokers.wire.errors import ErrorCode
+from gateway.kafka.member_ledger import (
+    CONSUMER_HOLD_S,
+    OVERHEAD_BYTES,
+    SWEEP_INTERVAL_S,
+    MemberLedger,
+)
+
+pytestmark = pytest.mark.unit
+KIB = 1024
+SIZE = 100 * KIB
+EACH = SIZE + OVERHEAD_BYTES
+NONE, REQUIRED = ErrorCode.none, ErrorCode.member_id_required
+HOLD_S = 40.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def ledger(members: int) -> tuple[MemberLedger, Clock]:
+    """A ledger with room for `members` members of SIZE and no more."""
+    clock = Clock()
+    return MemberLedger(members * EACH, clock=clock), clock
+
+
+def join(
+    book: MemberLedger,
+    member_id: str = "",
+    *,
+    size: int = SIZE,
+    group: str = "g",
+    instance: str | None = None,
+    tenant: str = "acme",
+    answer: str | None = None,
+    error: ErrorCode = NONE,
+) -> bool:
+    """Join (answered with `answer`, or the member's own id) and say whether it was let through."""
+    admission = book.join(tenant, group, member_id, instance, {"join": size}, HOLD_S)
+    if admission is None:
+        return False
+    admission.answered(answer if answer is not None else member_id, error)
+    return True
+
+
+def test_a_tenant_holds_members_up_to_its_limit_and_other_tenants_are_apart() -> None:
+    book, _ = ledger(3)
+    assert [join(book, f"m{i}") for i in range(4)] == [True, True, True, False]
+    assert book.held("acme") == 3 * EACH and book.members("acme") == 3
+    assert join(book, "m0"), "a rejoin that holds no more passes at the limit"
+    assert join(book, "m0", size=SIZE // 2), "a rejoin that shrinks passes"
+    assert book.held("acme") == 3 * EACH - SIZE // 2
+    assert join(book, "x", tenant="bolt")
+    assert book.held("acme") == 3 * EACH - SIZE // 2
+
+
+def test_a_new_member_is_filed_under_the_id_its_answer_names() -> None:
+    book, _ = ledger(2)
+    assert join(book, "", answer="m-1", error=REQUIRED)  # KIP-394: the id, then the rejoin
+    assert join(book, "m-1")
+    assert book.members("acme") == 1 and book.held("acme") == EACH
+    assert join(book, "", answer="", error=ErrorCode.invalid_session_timeout)
+    assert book.members("acme") == 1, "a join refused without a member id holds nothing"
+
+
+def test_a_join_waiting_for_its_answer_holds_its_place() -> None:
+    book, _ = ledger(1)
+    waiting = book.join("acme", "g", "", None, {"join": SIZE}, HOLD_S)
+    assert waiting is not None
+    assert not join(book, "other"), "the waiting join's bytes count before it is answered"
+    waiting.answered("m-1", NONE)
+    waiting.answered("m-2", NONE)  # a second settlement changes nothing
+    assert book.members("acme") == 1
+
+
+def test_a_static_member_rejoining_under_a_new_id_replaces_its_old_one() -> None:
+    book, _ = ledger(2)
+    assert join(book, "", instance="i-1", answer="m-1")
+    assert join(book, "", instance="i-1", answer="m-2")  # restarted: the same instance
+    assert book.members("acme") == 1 and book.held("acme") == EACH
+    book.left("acme", "g", "", "i-1")
+    assert book.members("acme") == 0 and book.held("acme") == 0
+
+
+def test_a_leader_s_assignments_count_and_are_refused_past_the_limit() -> None:
+    book, _ = ledger(3)
+    for member in ("m1", "m2"):
+        assert join(book, member, size=0)
+    assert book.sync("acme", "g", "m1", [("m1", SIZE), ("m2", SIZE)]) is not None
+    assert book.held("acme") == 2 * EACH
+    assert book.sync("acme", "g", "m1", [("m1", SIZE), ("m2", 3 * SIZE)]) is None
+    assert book.held("acme") == 2 * EACH, "a refused SyncGroup changes nothing"
+    follower = book.sync("acme", "g", "m2", [])
+    assert follower is not None
+    follower.answered(None, ErrorCode.unknown_member_id)
+    assert book.members("acme") == 1, "the coordinator no longer knows m2"
+
+
+def test_assignments_to_members_not_known_here_are_charged() -> None:
+    book, _ = ledger(2)
+    assert join(book, "leader", size=0)
+    assert book.sync("acme", "g", "leader", [("elsewhere", SIZE)]) is not None
+    assert book.members("acme") == 2 and book.held("acme") == 2 * OVERHEAD_BYTES + SIZE
+
+
+def test_a_leave_frees_a_place() -> None:
+    book, _ = ledger(2)
+    assert join(book, "m1") and join(book, "m2") and not join(book, "m3")
+    book.left("acme", "g", "m1", None)
+    book.left("acme", "g", "unknown", None)
+    book.left("other-tenant", "g", "m2", None)
+    assert join(book, "m3") and book.members("acme") == 2
+
+
+def test_members_not_heard_of_for_their_hold_are_swept_at_the_limit() -> None:
+    book, clock = ledger(2)
+    assert join(book, "quiet") and join(book, "alive")
+    clock.now += HOLD_S / 2
+    book.seen("acme", "g", "alive")
+    clock.now += HOLD_S / 2 + 1
+    assert join(book, "new"), "the quiet member's coordinator has let it go"
+    assert book.members("acme") == 2
+    assert not join(book, "newer"), "the member heard of recently is still held"
+
+
+def test_a_sweep_runs_at_most_once_a_second() -> None:
+    book, clock = ledger(1)
+    assert join(book, "m1")
+    assert not join(book, "m2")  # sweeps: m1 is alive
+    clock.now += HOLD_S + SWEEP_INTERVAL_S / 2  # m1 expired, but a sweep ran half a second ago
+    book._tenants["acme"].swept_at = clock.now - SWEEP_INTERVAL_S / 2
+    assert not join(book, "m2")
+    clock.now += SWEEP_INTERVAL_S
+    assert join(book, "m2")
+
+
+def test_a_member_parked_in_a_join_never_expires_and_one_whose_answer_is_lost_keeps_its_hold() -> (
+    None
+):
+    book, clock = ledger(1)
+    parked = book.join("acme", "g", "m1", None, {"join": SIZE}, HOLD_S)
+    assert parked is not None
+    clock.now += 10 * HOLD_S
+    assert not join(book, "m2"), "a JoinGroup waiting at the coordinator keeps its member"
+    parked.failed()
+    clock.now += HOLD_S - 1
+    assert not join(book, "m2"), "the coordinator may keep it for its hold after the loss"
+    clock.now += 2 + SWEEP_INTERVAL_S
+    assert join(book, "m2")
+
+
+def test_a_timeout_only_grows() -> None:
+    book, clock = ledger(1)
+    assert join(book, "m1")
+    short = book.join("acme", "g", "m1", None, {"join": SIZE}, 0.001)
+    assert short is not None
+    short.answered("", ErrorCode.invalid_session_timeout)  # refused: the member keeps its old one
+    clock.now += HOLD_S - 1
+    assert not join(book, "m2")
+
+
+def test_a_kip_848_heartbeat_replaces_only_the_fields_it_sends() -> None:
+    book, _ = ledger(2)
+    names = {"subscribed_topic_names": SIZE, "rack_id": None, "instance_id": None}
+    admission = book.join("acme", "g", "m1", None, names, CONSUMER_HOLD_S)
+    assert admission is not None
+    admission.answered("m1", NONE)
+    assert book.heartbeat("acme", "g", "m1", None, {"rack_id": 2, "subscribed_topic_names": None})
+    assert book.held("acme") == EACH + 2, "a heartbeat naming only its rack keeps the names"
+    grown = {"subscribed_topic_names": 2 * SIZE + OVERHEAD_BYTES}
+    assert not book.heartbeat("acme", "g", "m1", None, grown)
+    assert book.heartbeat("acme", "g", "stranger", None, grown), "not known here: not charged"
+    assert book.held("acme") == EACH + 2
