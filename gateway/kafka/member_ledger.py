@@ -1,27 +1,38 @@
 """The bytes of group members each tenant holds at the fleet's coordinators, and whether a request
-may make them more (the gateway's `tenant.max.group.member.bytes`; docs/security.md, limits).
+may make them more (the gateway's `tenant.max.group.member.bytes`; docs/gateway.md, "Groups and
+transactional ids").
 
-A coordinator keeps a classic member's JoinGroup protocols, its static instance id and the
-assignment its leader sent it, and a KIP-848 member's subscription, for as long as the member
-lives; `member_size` bounds each member to a MiB, and this ledger bounds how many bytes of members
-a tenant holds in all (Kafka bounds neither: `group.max.size` is per group and unlimited by
-default, so a tenant joining members at its request rate parked a GiB in minutes).
+A coordinator keeps a classic member's JoinGroup protocols, its static instance id, its client
+id and member id and the assignment its leader sent it, and a KIP-848 member's subscription, for
+as long as the member lives; `member_size` bounds each member to a MiB, and this ledger bounds
+how many bytes of members a tenant holds in all (Kafka bounds neither: `group.max.size` is per
+group and unlimited by default, so a tenant joining members at its request rate parked a GiB in
+minutes).
 
-Owns `MemberLedger`: per tenant, every member this gateway let through, keyed by (the tenant's
-group, member id), with its bytes (`OVERHEAD_BYTES` plus what the coordinator holds of it), when
-it was last heard of and how long its coordinator keeps it without a word. A JoinGroup or joining
-ConsumerGroupHeartbeat of a member not known yet is held under a ticket until its answer names
-the member id (a KIP-394 MEMBER_ID_REQUIRED answer too: the rejoin replaces it); a static member's
-new id replaces its old one; the leader's SyncGroup charges each member's assignment; Heartbeat,
-SyncGroup and JoinGroup refresh a member; a LeaveGroup or a KIP-848 leave the coordinator
-answered NONE for, and UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH answers, drop it. A member not
-heard of for its session plus rebalance timeout (classic; a KIP-848 one `CONSUMER_HOLD_S`) and
-with no JoinGroup or SyncGroup waiting is gone at its coordinator too, and is dropped when the
-tenant next reaches its limit (at most every `SWEEP_INTERVAL_S`). A request that would take the
-tenant past its limit is refused (GROUP_MAX_SIZE_REACHED) before it is forwarded; one that keeps
-or shrinks what a member holds always passes. Fails closed: a timeout only grows, an answer that
-never comes keeps the member for its full hold. Members that joined through another gateway are
-not known here (each gateway counts what it let through, like `coordinated_names`).
+Owns `MemberLedger`: per tenant, every member this gateway process let through, keyed by (the
+tenant's group, member id), with what it charges (`OVERHEAD_BYTES` plus its parts, as the
+filters measure them on the forwarded request) and when it was last heard of. It fails closed:
+- a request charges the larger of what the member held and what it asks for; only an answer of
+  NONE (MEMBER_ID_REQUIRED for a new member) makes the new sizes what the member holds, since a
+  refused request leaves the coordinator's state as it was;
+- a new member waits under a ticket until its answer names its id; an error answer naming an id
+  keeps the ticket for the member's whole hold (the coordinator may have made it), one naming
+  none drops it;
+- members leave the ledger only by a LeaveGroup or KIP-848 leave the coordinator answered NONE
+  for (by member id; by instance id only when no member id was given), or by expiry: a classic
+  member not heard of (JoinGroup, SyncGroup, Heartbeat, OffsetCommit) for its session timeout
+  plus the longest of its group's rebalance timeouts and Kafka's five minutes for a new member,
+  with no JoinGroup or SyncGroup of it waiting, a KIP-848 member after `CONSUMER_HOLD_S`;
+  expired members are dropped when the tenant next reaches its limit (at most every
+  `SWEEP_INTERVAL_S`);
+- only the leader a JoinGroup answer named may shrink assignments (a follower's SyncGroup is
+  ignored by the coordinator, so it only ever grows them here);
+- a member this process does not know (`knows`) may not keep itself alive here: the filters
+  answer its Heartbeat or OffsetCommit REBALANCE_IN_PROGRESS, and its KIP-848 heartbeat
+  UNKNOWN_MEMBER_ID, so it rejoins through this gateway and is charged here (otherwise members
+  joined through one gateway process and kept alive through another would be charged nowhere).
+A request that would take the tenant past its limit is refused GROUP_MAX_SIZE_REACHED by the
+filter; one that keeps or shrinks what a member holds always passes.
 
 Runs on the event loop; not thread-safe.
 """
@@ -36,19 +47,23 @@ from itertools import count
 from brokers.wire.errors import ErrorCode
 
 DEFAULT_MAX_MEMBER_BYTES = 64 << 20
-OVERHEAD_BYTES = 2048  # a member's ids, timers and bookkeeping at its coordinator, beyond its bytes
+OVERHEAD_BYTES = 2048  # a member's timers and bookkeeping at its coordinator, beyond its bytes
 CONSUMER_HOLD_S = 60.0  # KIP-848: Kafka's ceiling on group.consumer.session.timeout.ms
+NEW_MEMBER_JOIN_S = 300.0  # Kafka's wait for a new member's rejoin (KIP-394, KIP-345)
 SWEEP_INTERVAL_S = 1.0
-GONE = frozenset({ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch})
+STORED = frozenset({ErrorCode.none, ErrorCode.member_id_required})
 
 Key = tuple[str, str | int]  # (the tenant's group, member id) or (group, ticket) until answered
+Parts = Mapping[str, int | None]  # a part's bytes; None: the request leaves it as it was
 
 
 @dataclass(slots=True)
 class _Member:
-    parts: dict[str, int]  # what it holds, by part: "join", or a KIP-848 subscription's fields
+    group: str
+    parts: dict[str, int]  # what it is charged for, by part (at least what its coordinator holds)
     assignment: int
-    hold_s: float  # its coordinator keeps it this long after the last word from it
+    session_s: float
+    rebalance_s: float  # its own rebalance timeout (classic; at least NEW_MEMBER_JOIN_S), or 0
     seen: float
     instance: str | None = None
     waiting: int = 0  # JoinGroup / SyncGroup requests of it parked at the coordinator
@@ -63,32 +78,46 @@ class _Member:
 class _Tenant:
     members: dict[Key, _Member] = field(default_factory=dict)
     statics: dict[tuple[str, str], Key] = field(default_factory=dict)  # (group, instance) -> key
+    leaders: dict[str, str] = field(default_factory=dict)  # group -> member id a JoinGroup named
+    rebalance_s: dict[str, float] = field(default_factory=dict)  # group -> longest timeout asked
     held: int = 0
     swept_at: float = float("-inf")
 
 
 class Admission:
-    """A request the ledger let through for one member; its answer settles the member's key."""
+    """A request the ledger let through for one member; its answer settles what the member holds."""
 
-    __slots__ = ("_fresh", "_group", "_ledger", "_member", "_tenant")
+    __slots__ = ("_fresh", "_ledger", "_member", "_settle", "_tenant")
 
     def __init__(
-        self, ledger: MemberLedger, tenant: _Tenant, group: str, member: _Member | None, fresh: bool
+        self,
+        ledger: MemberLedger,
+        tenant: _Tenant,
+        member: _Member | None,
+        fresh: bool,
+        settle: Callable[[], None] | None = None,
     ) -> None:
-        self._ledger, self._tenant, self._group = ledger, tenant, group
-        self._member, self._fresh = member, fresh
+        self._ledger, self._tenant, self._member = ledger, tenant, member
+        self._fresh, self._settle = fresh, settle
         if member is not None:
             member.waiting += 1
 
-    def answered(self, member_id: str | None, error: ErrorCode) -> None:
-        """The coordinator's answer: the member id it names (empty or None: none) and its error."""
+    def answered(self, member_id: str | None, error: ErrorCode, leader: str | None = None) -> None:
+        """The coordinator's answer: the member id it names (empty or None: none), its error, and
+        for a JoinGroup the leader it names."""
         member = self._close()
         if member is None:
             return
-        if error in GONE or (not member_id and self._fresh):
-            self._ledger._drop(self._tenant, member)
-        elif member_id:
-            self._ledger._place(self._tenant, self._group, member_id, member)
+        ledger, tenant = self._ledger, self._tenant
+        if error in STORED:
+            if self._settle is not None:
+                self._settle()
+            if member_id:
+                ledger._place(tenant, member_id, member)
+                if leader and error == ErrorCode.none:
+                    tenant.leaders[member.group] = leader
+        elif self._fresh and not member_id:
+            ledger._drop(tenant, member)  # refused before the coordinator made anything
 
     def failed(self) -> None:
         """No answer will come: the coordinator may hold the member for its whole hold."""
@@ -110,7 +139,7 @@ class _Unheld(Admission):
     def __init__(self) -> None:
         pass
 
-    def answered(self, member_id: str | None, error: ErrorCode) -> None:
+    def answered(self, member_id: str | None, error: ErrorCode, leader: str | None = None) -> None:
         return None
 
     def failed(self) -> None:
@@ -138,34 +167,42 @@ class MemberLedger:
         tenant = self._tenants.get(tenant_id)
         return 0 if tenant is None else len(tenant.members)
 
+    def knows(self, tenant_id: str, group: str, member_id: str) -> bool:
+        """Whether this gateway let the member through (and has not dropped it)."""
+        tenant = self._tenants.get(tenant_id)
+        return tenant is not None and (group, member_id) in tenant.members
+
     def join(
         self,
         tenant_id: str,
         group: str,
         member_id: str,
         instance_id: str | None,
-        parts: Mapping[str, int | None],
-        hold_s: float,
+        parts: Parts,
+        session_s: float,
+        rebalance_s: float = 0.0,
     ) -> Admission | None:
-        """A member joining (classic JoinGroup; KIP-848 heartbeat at epoch 0), or rejoining, with
-        `parts` (a None part: unchanged); None when the tenant would pass its limit."""
+        """A member joining (classic JoinGroup, with its rebalance timeout; KIP-848 heartbeat at
+        epoch 0), or rejoining, with `parts`; None when the tenant would pass its limit."""
         tenant = self._tenants.setdefault(tenant_id, _Tenant())
-        known = self._known(tenant, group, member_id, instance_id)
-        fresh = known is None
-        member = known or _Member({}, 0, hold_s, self._clock(), instance_id)
-        grown = {**member.parts, **{k: v for k, v in parts.items() if v is not None}}
+        member = self._known(tenant, group, member_id, instance_id)
+        fresh = member is None
+        if member is None:
+            member = _Member(group, {}, 0, session_s, rebalance_s, self._clock(), instance_id)
+        grown = _grown(member.parts, parts)
         extra = sum(grown.values()) - sum(member.parts.values())
-        if fresh:
-            extra += member.charge
-        if not self._room(tenant, extra):
+        if not self._room(tenant, member, extra + (OVERHEAD_BYTES if fresh else 0)):
             return None
         self._resize(tenant, member, grown, member.assignment, add=fresh)
         if fresh:
             self._file(tenant, member, (group, next(self._tickets)))
-        member.hold_s = max(member.hold_s, hold_s)
+        member.session_s = max(member.session_s, session_s)
+        member.rebalance_s = max(member.rebalance_s, rebalance_s)
+        if rebalance_s:
+            tenant.rebalance_s[group] = max(tenant.rebalance_s.get(group, 0.0), rebalance_s)
         member.seen = self._clock()
         member.instance = member.instance or instance_id
-        return Admission(self, tenant, group, member, fresh)
+        return Admission(self, tenant, member, fresh, self._settler(tenant, member, parts))
 
     def heartbeat(
         self,
@@ -173,20 +210,20 @@ class MemberLedger:
         group: str,
         member_id: str,
         instance_id: str | None,
-        parts: Mapping[str, int | None],
-    ) -> bool:
-        """A KIP-848 member's heartbeat past its join: refreshes it and replaces the parts it
-        sends; False when that would take the tenant past its limit."""
-        tenant = self._tenants.get(tenant_id)
-        member = None if tenant is None else self._known(tenant, group, member_id, instance_id)
-        if tenant is None or member is None:
-            return True  # joined through another gateway, or gone: nothing known to charge
-        grown = {**member.parts, **{k: v for k, v in parts.items() if v is not None}}
-        if not self._room(tenant, sum(grown.values()) - sum(member.parts.values())):
-            return False
+        parts: Parts,
+    ) -> Admission | None:
+        """A KIP-848 member's heartbeat past its join (the member known here): refreshes it and
+        charges the parts it sends; None when that would take the tenant past its limit."""
+        tenant = self._tenants.setdefault(tenant_id, _Tenant())
+        member = self._known(tenant, group, member_id, instance_id)
+        if member is None:
+            return NO_LEDGER
+        grown = _grown(member.parts, parts)
+        if not self._room(tenant, member, sum(grown.values()) - sum(member.parts.values())):
+            return None
         self._resize(tenant, member, grown, member.assignment)
         member.seen = self._clock()
-        return True
+        return _Settling(self, tenant, self._settler(tenant, member, parts))
 
     def sync(
         self,
@@ -201,40 +238,53 @@ class MemberLedger:
         the sender."""
         tenant = self._tenants.setdefault(tenant_id, _Tenant())
         sender = tenant.members.get((group, member_id))
-        hold_s = sender.hold_s if sender is not None else 0.0
         sizes = dict(assignments)
         extra = 0
         for target, size in sizes.items():
             known = tenant.members.get((group, target))
-            extra += size - known.assignment if known else OVERHEAD_BYTES + size
-        if not self._room(tenant, extra):
+            extra += max(0, size - known.assignment) if known else OVERHEAD_BYTES + size
+        if not self._room(tenant, sender, extra):
             return None
         now = self._clock()
         for target, size in sizes.items():
             known = tenant.members.get((group, target))
             if known is None:
-                known = _Member({}, 0, hold_s, now)
-                self._resize(tenant, known, known.parts, size, add=True)
+                session, rebalance = (sender.session_s, sender.rebalance_s) if sender else (0, 0)
+                known = _Member(group, {}, 0, session, max(rebalance, NEW_MEMBER_JOIN_S), now)
+                self._resize(tenant, known, {}, size, add=True)
                 self._file(tenant, known, (group, target))
-            else:
+            elif size > known.assignment:
                 self._resize(tenant, known, known.parts, size)
         if sender is not None:
             sender.seen = now
-        return Admission(self, tenant, group, sender, fresh=False)
+
+        def settle() -> None:  # the coordinator took the leader's assignments: they may shrink
+            if tenant.leaders.get(group) != member_id:
+                return
+            for target, size in sizes.items():
+                known = tenant.members.get((group, target))
+                if known is not None:
+                    self._resize(tenant, known, known.parts, size)
+
+        return Admission(self, tenant, sender, False, settle)
 
     def seen(self, tenant_id: str, group: str, member_id: str) -> None:
-        """A classic Heartbeat: the member is alive."""
+        """A classic Heartbeat or OffsetCommit of a member known here: it is alive."""
         tenant = self._tenants.get(tenant_id)
         member = None if tenant is None else tenant.members.get((group, member_id))
         if member is not None:
             member.seen = self._clock()
 
     def left(self, tenant_id: str, group: str, member_id: str, instance_id: str | None) -> None:
-        """Its coordinator removed the member (a LeaveGroup or KIP-848 leave answered NONE)."""
+        """Its coordinator removed the member: a LeaveGroup or KIP-848 leave answered NONE for
+        it (by member id; by instance id only when the member id was empty)."""
         tenant = self._tenants.get(tenant_id)
         if tenant is None:
             return
-        member = self._known(tenant, group, member_id, instance_id)
+        key: Key | None = (group, member_id) if member_id else None
+        if key is None and instance_id:
+            key = tenant.statics.get((group, instance_id))
+        member = None if key is None else tenant.members.get(key)
         if member is not None:
             self._drop(tenant, member)
 
@@ -247,15 +297,30 @@ class MemberLedger:
             member = None if key is None else tenant.members.get(key)
         return member
 
-    def _room(self, tenant: _Tenant, extra: int) -> bool:
+    def _room(self, tenant: _Tenant, admitting: _Member | None, extra: int) -> bool:
         if extra <= 0 or tenant.held + extra <= self.limit_bytes:
             return True
         now = self._clock()
         if now - tenant.swept_at >= SWEEP_INTERVAL_S:
             tenant.swept_at = now
-            for member in [m for m in tenant.members.values() if _expired(m, now)]:
-                self._drop(tenant, member)
+            self._sweep(tenant, admitting, now)
         return tenant.held + extra <= self.limit_bytes
+
+    def _sweep(self, tenant: _Tenant, admitting: _Member | None, now: float) -> None:
+        """Drop the members whose coordinators have let them go (never `admitting`)."""
+        for member in list(tenant.members.values()):
+            if member is not admitting and self._expired(tenant, member, now):
+                self._drop(tenant, member)
+        groups = {m.group for m in tenant.members.values()}
+        for mapping in (tenant.leaders, tenant.rebalance_s):
+            for group in [g for g in mapping if g not in groups]:
+                del mapping[group]
+
+    def _expired(self, tenant: _Tenant, member: _Member, now: float) -> bool:
+        if member.waiting:
+            return False
+        rebalance = max(member.rebalance_s, tenant.rebalance_s.get(member.group, 0.0))
+        return now - member.seen > member.session_s + rebalance
 
     def _resize(
         self,
@@ -266,17 +331,28 @@ class MemberLedger:
         *,
         add: bool = False,
     ) -> None:
-        if not add:
+        if not add and member.key is not None:
             tenant.held -= member.charge
         member.parts, member.assignment = parts, assignment
-        tenant.held += member.charge
+        if add or member.key is not None:
+            tenant.held += member.charge
+
+    def _settler(self, tenant: _Tenant, member: _Member, parts: Parts) -> Callable[[], None]:
+        """What makes the parts asked for what the coordinator holds of `member` (on NONE)."""
+        asked = {k: v for k, v in parts.items() if v is not None}
+
+        def settle() -> None:
+            self._resize(tenant, member, {**member.parts, **asked}, member.assignment)
+
+        return settle
 
     def _file(self, tenant: _Tenant, member: _Member, key: Key) -> None:
         tenant.members[key] = member
         member.key = key
 
-    def _place(self, tenant: _Tenant, group: str, member_id: str, member: _Member) -> None:
+    def _place(self, tenant: _Tenant, member_id: str, member: _Member) -> None:
         """File `member` under the id its coordinator gave it, replacing any other there."""
+        group = member.group
         key: Key = (group, member_id)
         if member.key != key:
             if member.key is None:
@@ -300,9 +376,32 @@ class MemberLedger:
             return
         del tenant.members[key]
         tenant.held -= member.charge
-        if member.instance and tenant.statics.get((key[0], member.instance)) == key:
-            del tenant.statics[(key[0], member.instance)]
+        if member.instance and tenant.statics.get((member.group, member.instance)) == key:
+            del tenant.statics[(member.group, member.instance)]
 
 
-def _expired(member: _Member, now: float) -> bool:
-    return member.waiting == 0 and now - member.seen > member.hold_s
+class _Settling(Admission):
+    """A KIP-848 heartbeat past the join: its answer of NONE settles the subscription it sent;
+    the member is not held waiting (the coordinator answers at once)."""
+
+    __slots__ = ()
+
+    def __init__(self, ledger: MemberLedger, tenant: _Tenant, settle: Callable[[], None]) -> None:
+        super().__init__(ledger, tenant, None, False, settle)
+
+    def answered(self, member_id: str | None, error: ErrorCode, leader: str | None = None) -> None:
+        settle, self._settle = self._settle, None
+        if settle is not None and error == ErrorCode.none:
+            settle()
+
+    def failed(self) -> None:
+        self._settle = None
+
+
+def _grown(held: Mapping[str, int], asked: Parts) -> dict[str, int]:
+    """Each part at the larger of what is held and what is asked (a None part stays)."""
+    grown = dict(held)
+    for name, size in asked.items():
+        if size is not None:
+            grown[name] = max(grown.get(name, 0), size)
+    return grown

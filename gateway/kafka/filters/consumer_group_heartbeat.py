@@ -8,8 +8,10 @@ all the tenant's, so its topic ids pass; the error message is scrubbed. Kafka's 
 (names, regex, rack, instance id, assignor) over `member_size.MAX_MEMBER_BYTES` is INVALID_REQUEST,
 with a message saying so; one that would take the tenant's members past
 `tenant.max.group.member.bytes` (`member_ledger.py`: a member joining at epoch 0, or one whose
-subscription grows) is GROUP_MAX_SIZE_REACHED; a leave (epoch -1) answered NONE, or an
-UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH answer, drops the member there. Runs on the event loop.
+subscription grows) is GROUP_MAX_SIZE_REACHED; a leave (epoch -1) answered NONE drops the
+member there; a heartbeat past the join of a member this gateway process did not let through is
+UNKNOWN_MEMBER_ID, not forwarded, so it rejoins (epoch 0) here and is charged here. Runs on the
+event loop.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_group_regex import RefusedRegex, to_fleet
 from gateway.kafka.filters.groups_common import message
-from gateway.kafka.filters.member_size import heartbeat_parts, heartbeat_refusal
+from gateway.kafka.filters.member_size import heartbeat_charge, heartbeat_refusal
 from gateway.kafka.filters.topics_common import tenant_topics_by_id
-from gateway.kafka.member_ledger import CONSUMER_HOLD_S, GONE, NO_LEDGER, Admission
+from gateway.kafka.member_ledger import CONSUMER_HOLD_S, NO_LEDGER, Admission
 
 LEAVING = -1
 
@@ -64,7 +66,12 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     )
     if regex is not None:
         forwarded = replace(forwarded, subscribed_topic_regex=regex)
-    admission = _admit(ctx, request)
+    too_large = heartbeat_refusal(forwarded)  # the tenant's prefixes made it larger
+    if too_large is not None:
+        return _refuse(ctx, request, ErrorCode.invalid_request, too_large)
+    if not _known(ctx, request):
+        return _refuse(ctx, request, ErrorCode.unknown_member_id, _ELSEWHERE)
+    admission = _admit(ctx, request, forwarded)
     if admission is None:
         return _refuse(ctx, request, ErrorCode.group_max_size_reached, _PAST_LIMIT)
 
@@ -76,28 +83,37 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
 
 
 _PAST_LIMIT = "the tenant's group members would hold more than tenant.max.group.member.bytes"
+_ELSEWHERE = "member not joined through this gateway: rejoin"
 
 
-def _admit(ctx: FilterContext, request: Any) -> Admission | None:
+def _known(ctx: FilterContext, request: Any) -> bool:
+    """A member past its join (or leaving for a while, -2) must have joined through this gateway
+    process: its heartbeats keep it alive at the coordinator, so it is charged where it beats."""
+    members = ctx.members
+    if members is None or request.member_epoch in (0, LEAVING):
+        return True
+    return members.knows(ctx.namespace.tenant_id, request.group_id, request.member_id)
+
+
+def _admit(ctx: FilterContext, request: Any, forwarded: Any) -> Admission | None:
     """The member's place under the tenant's member bytes (None: past the limit)."""
     members = ctx.members
     if members is None or request.member_epoch == LEAVING:
         return NO_LEDGER
-    tenant, group, parts = ctx.namespace.tenant_id, request.group_id, heartbeat_parts(request)
+    tenant, group = ctx.namespace.tenant_id, request.group_id
+    parts = heartbeat_charge(forwarded, ctx.caller.client_id)
     member_id, instance = request.member_id, request.instance_id
     if request.member_epoch == 0:
         return members.join(tenant, group, member_id, instance, parts, CONSUMER_HOLD_S)
-    if members.heartbeat(tenant, group, member_id, instance, parts):
-        return NO_LEDGER
-    return None
+    return members.heartbeat(tenant, group, member_id, instance, parts)
 
 
 def _settle(ctx: FilterContext, request: Any, admission: Admission, answer: Any) -> None:
     """What the coordinator's answer tells the member ledger."""
     admission.answered(answer.member_id, answer.error_code)
     members = ctx.members
-    leaving = request.member_epoch == LEAVING and answer.error_code == ErrorCode.none
-    if members is not None and (leaving or answer.error_code in GONE):
+    left = request.member_epoch == LEAVING and answer.error_code == ErrorCode.none
+    if members is not None and left:
         tenant, group = ctx.namespace.tenant_id, request.group_id
         members.left(tenant, group, request.member_id, request.instance_id)
 

@@ -1,7 +1,9 @@
 """Heartbeat (key 12): the group id is the tenant's (RW); READ on the group (Kafka's ACL).
 
-A heartbeat keeps its member alive in the tenant's member ledger (`member_ledger.py`); an
-UNKNOWN_MEMBER_ID answer drops it there. Runs on the event loop.
+A heartbeat keeps its member alive in the tenant's member ledger (`member_ledger.py`); one of a
+member this gateway process did not let through (it joined through another) is answered
+REBALANCE_IN_PROGRESS and not forwarded, so the member rejoins here and is charged here. Runs on
+the event loop.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from typing import Any
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response, unchanged
-from gateway.kafka.member_ledger import GONE
 
 API_KEY = 12
 MIN_VERSION = 0
@@ -30,11 +31,7 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     if members is None:
         return Forward(forwarded, unchanged)
     tenant, group, member_id = ctx.namespace.tenant_id, request.group_id, request.member_id
+    if not members.knows(tenant, group, member_id):
+        return Reply(response(ctx, "HeartbeatResponse", error_code=ErrorCode.rebalance_in_progress))
     members.seen(tenant, group, member_id)
-
-    def on_response(answer: Any) -> Any:
-        if answer.error_code in GONE:
-            members.left(tenant, group, member_id, None)
-        return answer
-
-    return Forward(forwarded, on_response)
+    return Forward(forwarded, unchanged)

@@ -29,8 +29,8 @@ from gateway.kafka.filters.groups_common import (
     subscription_in,
     subscription_out,
 )
-from gateway.kafka.filters.member_size import join_group_bytes, join_group_refusal
-from gateway.kafka.member_ledger import NO_LEDGER, Admission
+from gateway.kafka.filters.member_size import join_group_charge, join_group_refusal
+from gateway.kafka.member_ledger import NEW_MEMBER_JOIN_S, NO_LEDGER, Admission
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -57,14 +57,16 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
             )
         except MalformedConsumerProtocol:
             return Reply(_error(ctx, ErrorCode.inconsistent_group_protocol))
-    admission = _admit(ctx, request)
-    if admission is None:
-        return Reply(_error(ctx, ErrorCode.group_max_size_reached))
     group = ctx.namespace.fleet(request.group_id)
     forwarded = replace(request, group_id=group, protocols=protocols)
+    if join_group_refusal(forwarded) is not None:  # the tenant's prefixes made it larger
+        return Reply(_error(ctx, ErrorCode.invalid_request))
+    admission = _admit(ctx, request, forwarded)
+    if admission is None:
+        return Reply(_error(ctx, ErrorCode.group_max_size_reached))
 
     def on_response(answer: Any) -> Any:
-        admission.answered(answer.member_id, answer.error_code)
+        admission.answered(answer.member_id, answer.error_code, answer.leader)
         if not consumer:
             return answer
         members = tuple(
@@ -75,7 +77,7 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     return Forward(forwarded, on_response, admission.failed)
 
 
-def _admit(ctx: FilterContext, request: Any) -> Admission | None:
+def _admit(ctx: FilterContext, request: Any, forwarded: Any) -> Admission | None:
     """The member's place under the tenant's member bytes (None: past the limit)."""
     if ctx.members is None:
         return NO_LEDGER
@@ -86,8 +88,9 @@ def _admit(ctx: FilterContext, request: Any) -> Admission | None:
         request.group_id,
         request.member_id,
         getattr(request, "group_instance_id", None),
-        {"join": join_group_bytes(request)},
-        held_for(session) + held_for(rebalance),
+        join_group_charge(forwarded, ctx.caller.client_id),
+        held_for(session),
+        max(held_for(rebalance), NEW_MEMBER_JOIN_S),
     )
 
 

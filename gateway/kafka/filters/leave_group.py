@@ -2,7 +2,8 @@
 (RW); READ on the group (Kafka's ACL: GROUP_AUTHORIZATION_FAILED for the whole request, no
 member results); an empty group id is INVALID_GROUP_ID, as Kafka's coordinator answers. Member
 ids and instance ids carry no tenant prefix: they pass as they are. A member the coordinator
-answers NONE for leaves the tenant's member ledger (`member_ledger.py`). Runs on the event loop.
+answers NONE for leaves the tenant's member ledger (`member_ledger.py`; by its member id, by its
+instance id only when it named no member id). Runs on the event loop.
 """
 
 from __future__ import annotations

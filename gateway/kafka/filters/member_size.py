@@ -20,6 +20,10 @@ from typing import Any
 
 MAX_MEMBER_BYTES = 1 << 20
 MAX_PROTOCOLS = 32
+# What a coordinator keeps per subscribed topic beyond its name (a str in the group's set of
+# subscribed topics: object header, hash slot), charged by the member ledger.
+TOPIC_OVERHEAD_BYTES = 128
+CONSUMER = "consumer"
 
 
 def _length(value: str | bytes | None) -> int:
@@ -35,6 +39,30 @@ def join_group_bytes(request: Any) -> int:
     return _length(getattr(request, "group_instance_id", None)) + _total(
         v for p in request.protocols for v in (p.name, p.metadata)
     )
+
+
+def join_group_charge(forwarded: Any, client_id: str) -> dict[str, int | None]:
+    """What a forwarded JoinGroup's member costs its coordinator, by part (the member ledger's):
+    its protocols and instance id, each subscribed topic's overhead, and its ids."""
+    topics = 0
+    if forwarded.protocol_type == CONSUMER:
+        topics = sum(_topic_count(p.metadata) for p in forwarded.protocols)
+    return {
+        "join": join_group_bytes(forwarded) + topics * TOPIC_OVERHEAD_BYTES,
+        "ids": ids_bytes(forwarded.member_id, client_id),
+    }
+
+
+def ids_bytes(member_id: str, client_id: str) -> int:
+    """A member's ids at its coordinator: its client id, kept and (classic) in its member id."""
+    return len(member_id) + 3 * len(client_id)
+
+
+def _topic_count(metadata: bytes) -> int:
+    """The topic count a ConsumerProtocolSubscription starts with (after its version)."""
+    if len(metadata) < 6:
+        return 0
+    return max(0, int.from_bytes(metadata[2:6], "big", signed=True))
 
 
 def assignment_sizes(request: Any) -> list[tuple[str, int]]:
@@ -63,6 +91,17 @@ def heartbeat_parts(request: Any) -> dict[str, int | None]:
             parts[name] = _total(value)
         else:
             parts[name] = _length(value)
+    return parts
+
+
+def heartbeat_charge(forwarded: Any, client_id: str) -> dict[str, int | None]:
+    """What a forwarded ConsumerGroupHeartbeat's member costs its coordinator, by field (None:
+    unchanged): its subscription, each subscribed name's overhead, and its ids."""
+    parts = heartbeat_parts(forwarded)
+    names = forwarded.subscribed_topic_names
+    if names is not None:
+        parts["subscribed_topic_names"] = _total(names) + len(names) * TOPIC_OVERHEAD_BYTES
+    parts["ids"] = ids_bytes(forwarded.member_id, client_id)
     return parts
 
 

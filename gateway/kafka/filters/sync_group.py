@@ -44,11 +44,13 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         )
     except MalformedConsumerProtocol:
         return Reply(_error(ctx, ErrorCode.inconsistent_group_protocol))
-    admission = _admit(ctx, request)
-    if admission is None:
-        return Reply(_error(ctx, ErrorCode.group_max_size_reached))
     group = ctx.namespace.fleet(request.group_id)
     forwarded = replace(request, group_id=group, assignments=assignments)
+    if sync_group_refusal(forwarded) is not None:  # the tenant's prefixes made one larger
+        return Reply(_error(ctx, ErrorCode.invalid_request))
+    admission = _admit(ctx, request, forwarded)
+    if admission is None:
+        return Reply(_error(ctx, ErrorCode.group_max_size_reached))
 
     def on_response(answer: Any) -> Any:
         admission.answered(None, answer.error_code)
@@ -58,11 +60,11 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     return Forward(forwarded, on_response, admission.failed)
 
 
-def _admit(ctx: FilterContext, request: Any) -> Admission | None:
+def _admit(ctx: FilterContext, request: Any, forwarded: Any) -> Admission | None:
     """The assignments' place under the tenant's member bytes (None: past the limit)."""
     if ctx.members is None:
         return NO_LEDGER
-    tenant, sizes = ctx.namespace.tenant_id, assignment_sizes(request)
+    tenant, sizes = ctx.namespace.tenant_id, assignment_sizes(forwarded)
     return ctx.members.sync(tenant, request.group_id, request.member_id, sizes)
 
 

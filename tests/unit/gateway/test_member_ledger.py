@@ -89,6 +89,8 @@ def test_a_static_member_rejoining_under_a_new_id_replaces_its_old_one() -> None
     assert join(book, "", instance="i-1", answer="m-1")
     assert join(book, "", instance="i-1", answer="m-2")  # restarted: the same instance
     assert book.members("acme") == 1 and book.held("acme") == EACH
+    book.left("acme", "g", "someone-else", "i-1")
+    assert book.members("acme") == 1, "a leave naming a member id leaves only that member"
     book.left("acme", "g", "", "i-1")
     assert book.members("acme") == 0 and book.held("acme") == 0
 
@@ -104,7 +106,47 @@ def test_a_leader_s_assignments_count_and_are_refused_past_the_limit() -> None:
     follower = book.sync("acme", "g", "m2", [])
     assert follower is not None
     follower.answered(None, ErrorCode.unknown_member_id)
-    assert book.members("acme") == 1, "the coordinator no longer knows m2"
+    assert book.members("acme") == 2, "an error answer drops nothing: only leaves and expiry do"
+
+
+def test_only_the_leader_s_answered_assignments_shrink() -> None:
+    book, _ = ledger(3)
+    leader = book.join("acme", "g", "m1", None, {"join": 0}, HOLD_S)
+    assert leader is not None
+    leader.answered("m1", NONE, leader="m1")
+    assert join(book, "m2", size=0)
+    assert book.sync("acme", "g", "m1", [("m2", SIZE)]) is not None
+    follower = book.sync("acme", "g", "m2", [("m2", 0)])  # the coordinator ignores it
+    assert follower is not None
+    follower.answered(None, NONE)
+    assert book.held("acme") == 2 * OVERHEAD_BYTES + SIZE
+    refused = book.sync("acme", "g", "m1", [("m2", 0)])
+    assert refused is not None
+    refused.answered(None, ErrorCode.rebalance_in_progress)
+    assert book.held("acme") == 2 * OVERHEAD_BYTES + SIZE, "nothing shrinks before NONE"
+    taken = book.sync("acme", "g", "m1", [("m2", 0)])
+    assert taken is not None
+    taken.answered(None, NONE)
+    assert book.held("acme") == 2 * OVERHEAD_BYTES
+    consistent(book)
+
+
+def test_a_rejoin_shrinks_only_once_its_coordinator_took_it() -> None:
+    book, _ = ledger(2)
+    assert join(book, "m1")
+    assert join(book, "m1", size=0, error=ErrorCode.inconsistent_group_protocol)
+    assert book.held("acme") == EACH, "a refused rejoin leaves the coordinator's bytes as they were"
+    assert join(book, "m1", size=0)
+    assert book.held("acme") == OVERHEAD_BYTES
+    consistent(book)
+
+
+def test_an_error_answer_naming_a_member_keeps_it_for_its_hold() -> None:
+    book, clock = ledger(2)
+    assert join(book, "", answer="m-1", error=ErrorCode.coordinator_not_available)
+    assert book.members("acme") == 1 and not book.knows("acme", "g", "m-1")
+    clock.now += HOLD_S + SWEEP_INTERVAL_S + 1
+    assert join(book, "m2") and join(book, "m3"), "it expired with its hold"
 
 
 def test_assignments_to_members_not_known_here_are_charged() -> None:
@@ -132,6 +174,15 @@ def test_members_not_heard_of_for_their_hold_are_swept_at_the_limit() -> None:
     assert join(book, "new"), "the quiet member's coordinator has let it go"
     assert book.members("acme") == 2
     assert not join(book, "newer"), "the member heard of recently is still held"
+
+
+def test_a_member_the_sweep_finds_expired_while_it_rejoins_is_kept_and_counted_once() -> None:
+    book, clock = ledger(2)
+    assert join(book, "quiet") and join(book, "other")
+    clock.now += HOLD_S + 1
+    assert join(book, "quiet", size=2 * SIZE)  # at the limit: the sweep drops "other" only
+    assert book.members("acme") == 1 and book.held("acme") == 2 * SIZE + OVERHEAD_BYTES
+    consistent(book)
 
 
 def test_a_sweep_runs_at_most_once_a_second() -> None:
@@ -176,9 +227,32 @@ def test_a_kip_848_heartbeat_replaces_only_the_fields_it_sends() -> None:
     admission = book.join("acme", "g", "m1", None, names, CONSUMER_HOLD_S)
     assert admission is not None
     admission.answered("m1", NONE)
-    assert book.heartbeat("acme", "g", "m1", None, {"rack_id": 2, "subscribed_topic_names": None})
+    beat = book.heartbeat("acme", "g", "m1", None, {"rack_id": 2, "subscribed_topic_names": None})
+    assert beat is not None
+    beat.answered("m1", NONE)
     assert book.held("acme") == EACH + 2, "a heartbeat naming only its rack keeps the names"
     grown = {"subscribed_topic_names": 2 * SIZE + OVERHEAD_BYTES}
-    assert not book.heartbeat("acme", "g", "m1", None, grown)
-    assert book.heartbeat("acme", "g", "stranger", None, grown), "not known here: not charged"
+    assert book.heartbeat("acme", "g", "m1", None, grown) is None
     assert book.held("acme") == EACH + 2
+    smaller = book.heartbeat("acme", "g", "m1", None, {"subscribed_topic_names": 0})
+    assert smaller is not None
+    assert book.held("acme") == EACH + 2, "charged at the larger until its answer"
+    smaller.answered("m1", NONE)
+    assert book.held("acme") == OVERHEAD_BYTES + 2
+    consistent(book)
+
+
+def test_a_group_s_longest_rebalance_timeout_holds_every_member() -> None:
+    book, clock = ledger(2)
+    slow = book.join("acme", "g", "slow", None, {"join": 0}, HOLD_S, rebalance_s=1000.0)
+    assert slow is not None
+    slow.answered("slow", NONE)
+    assert join(book, "parked")  # its own rebalance timeout is short
+    clock.now += HOLD_S + 500
+    assert not join(book, "new", group="h"), "the group's rebalance may still hold it"
+
+
+def consistent(book: MemberLedger) -> None:
+    for tenant in book._tenants.values():
+        assert tenant.held == sum(m.charge for m in tenant.members.values())
+        assert all(m.key == k for k, m in tenant.members.items())

@@ -1,7 +1,8 @@
 """The group APIs keep the tenant's member ledger (`gateway/kafka/member_ledger.py`): a JoinGroup,
 SyncGroup or ConsumerGroupHeartbeat past `tenant.max.group.member.bytes` is GROUP_MAX_SIZE_REACHED
-and never forwarded; answers file members under their ids and leaves and unknown members free
-their places."""
+and never forwarded; answers file members under their ids, leaves answered NONE free their places,
+and a member this gateway did not let through may not keep itself alive here (Heartbeat and
+OffsetCommit REBALANCE_IN_PROGRESS, a KIP-848 heartbeat UNKNOWN_MEMBER_ID: it rejoins here)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from gateway.kafka.filters import (
     heartbeat,
     join_group,
     leave_group,
+    offset_commit,
     sync_group,
 )
+from gateway.kafka.filters.member_size import TOPIC_OVERHEAD_BYTES
 from gateway.kafka.member_ledger import OVERHEAD_BYTES, MemberLedger
 from tests.unit.gateway.filters.harness import (
     context,
@@ -30,12 +33,14 @@ from tests.unit.gateway.filters.harness import (
     run,
 )
 from tests.unit.gateway.filters.test_join_group import _join
+from tests.unit.gateway.filters.test_offset_commit import _commit
 from tests.unit.gateway.filters.test_sync_group import _sync
 
 pytestmark = pytest.mark.unit
 SIZE = 10_000
 NAME = len("range")
-EACH = OVERHEAD_BYTES + SIZE + NAME  # a JoinGroup member of SIZE metadata with protocol "range"
+IDS = 2 + 3 * len("app")  # a two-character member id and the harness's client id
+EACH = OVERHEAD_BYTES + SIZE + NAME + IDS  # a JoinGroup member "mN" of SIZE metadata ("range")
 
 
 def call(module: Any, version: int, book: MemberLedger, req: Any) -> Any:
@@ -90,7 +95,7 @@ def test_a_join_whose_answer_never_comes_keeps_its_place() -> None:
 
 
 def test_a_leader_s_assignments_past_the_limit_are_refused() -> None:
-    book = MemberLedger(EACH + SIZE)
+    book = MemberLedger(EACH + 1 + SIZE)  # "m-1": one character more than EACH's ids
     joined(book, "m-1")
     assert forwarded(call(sync_group, 5, book, _sync(5, b"y" * SIZE, "connect")))
     over = _sync(5, b"y" * (SIZE + 1), "connect")
@@ -136,26 +141,28 @@ def test_a_leave_answered_none_frees_the_member_and_a_refused_one_does_not() -> 
     assert book.members("acme") == 0
 
 
-def test_a_heartbeat_answered_unknown_member_frees_it() -> None:
-    book = MemberLedger(EACH)
+def test_a_member_not_let_through_here_must_rejoin_to_keep_itself_alive() -> None:
+    book = MemberLedger(2 * EACH)
     joined(book, "m1")
     beat = request(
-        heartbeat,
-        4,
-        "HeartbeatRequest",
-        group_id="g",
-        generation_id=1,
-        member_id="m1",
+        heartbeat, 4, "HeartbeatRequest", group_id="g", generation_id=1, member_id="m1",
         group_instance_id=None,
-    )
-    sent = forwarded(call(heartbeat, 4, book, beat))
-    sent.on_response(response(heartbeat, 4, "HeartbeatResponse", error_code=ErrorCode.none))
-    assert book.members("acme") == 1
-    sent = forwarded(call(heartbeat, 4, book, beat))
-    sent.on_response(
-        response(heartbeat, 4, "HeartbeatResponse", error_code=ErrorCode.unknown_member_id)
-    )
-    assert book.members("acme") == 0
+    )  # fmt: skip
+    assert forwarded(call(heartbeat, 4, book, beat)).request.group_id == "acme_g"
+    stranger = replace(beat, member_id="m9")
+    answer = replied(call(heartbeat, 4, book, stranger))
+    assert answer.error_code == ErrorCode.rebalance_in_progress
+    commit: Any = _commit(8, "t")
+    assert forwarded(call(offset_commit, 8, book, replace(commit, member_id="m1")))
+    refused = replied(call(offset_commit, 8, book, replace(commit, member_id="m9")))
+    assert {p.error_code for t in refused.topics for p in t.partitions} == {
+        ErrorCode.rebalance_in_progress
+    }
+    simple = replace(commit, member_id="", generation_id_or_member_epoch=-1)
+    assert forwarded(call(offset_commit, 8, book, simple)), "a commit of no member passes"
+    unknown_beat = _consumer("z", 3, None)
+    answer = replied(call(consumer_group_heartbeat, 1, book, unknown_beat))
+    assert answer.error_code == ErrorCode.unknown_member_id
 
 
 def _consumer(member_id: str, epoch: int, names: tuple[str, ...] | None) -> Any:
@@ -192,14 +199,15 @@ def _consumer_answer(member_id: str, error: ErrorCode) -> Any:
 
 def test_kip_848_members_join_up_to_the_limit_and_a_leave_frees_one() -> None:
     names = ("t" * SIZE,)
-    book = MemberLedger(2 * (OVERHEAD_BYTES + SIZE))
+    each = OVERHEAD_BYTES + len("acme_") + SIZE + TOPIC_OVERHEAD_BYTES + 1 + 3 * len("app")
+    book = MemberLedger(2 * each)
     for member in ("a", "b"):
         sent = forwarded(call(consumer_group_heartbeat, 1, book, _consumer(member, 0, names)))
         sent.on_response(_consumer_answer(member, ErrorCode.none))
     refused = replied(call(consumer_group_heartbeat, 1, book, _consumer("c", 0, names)))
     assert refused.error_code == ErrorCode.group_max_size_reached
     assert "tenant.max.group.member.bytes" in refused.error_message
-    bigger = _consumer("a", 1, (*names, "u"))
+    bigger = _consumer("a", 1, (*names, "u"))  # one more topic: over, by its prefix and overhead
     assert replied(call(consumer_group_heartbeat, 1, book, bigger)).error_code == (
         ErrorCode.group_max_size_reached
     )

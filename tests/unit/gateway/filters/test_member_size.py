@@ -13,7 +13,14 @@ import pytest
 
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filters import consumer_group_heartbeat, join_group, sync_group
-from gateway.kafka.filters.member_size import MAX_MEMBER_BYTES, MAX_PROTOCOLS
+from gateway.kafka.filters.consumer_protocol import Subscription, build_subscription
+from gateway.kafka.filters.member_size import (
+    MAX_MEMBER_BYTES,
+    MAX_PROTOCOLS,
+    TOPIC_OVERHEAD_BYTES,
+    join_group_charge,
+    join_group_refusal,
+)
 from tests.unit.gateway.filters.harness import context, forwarded, replied, request, run
 from tests.unit.gateway.filters.test_join_group import _join
 from tests.unit.gateway.filters.test_sync_group import _sync
@@ -73,7 +80,8 @@ def heartbeat(version: int, names: tuple[str, ...], rack: str | None = None) -> 
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_a_kip_848_subscription_is_held_to_the_limit(version: int) -> None:
-    names = tuple("t" * 1024 for _ in range(MAX_MEMBER_BYTES // 1024))
+    # 1 MiB once each name carries the tenant's prefix (the coordinator's bytes)
+    names = tuple("t" * (1024 - len("acme_")) for _ in range(MAX_MEMBER_BYTES // 1024))
     sent = forwarded(outcome(consumer_group_heartbeat, version, heartbeat(version, names)))
     assert len(sent.request.subscribed_topic_names) == len(names)
     answer = replied(outcome(consumer_group_heartbeat, version, heartbeat(version, names, "r")))
@@ -81,3 +89,25 @@ def test_a_kip_848_subscription_is_held_to_the_limit(version: int) -> None:
     assert answer.error_message == (
         f"a member's group state of {MAX_MEMBER_BYTES + 1} bytes, more than {MAX_MEMBER_BYTES}"
     )
+
+
+def _consumer_join(topics: tuple[str, ...]) -> Any:
+    metadata = build_subscription(Subscription(0, topics, None, (), -1, None, b""))
+    return _join(9, "consumer", metadata)
+
+
+def test_a_join_is_measured_as_forwarded_with_the_tenant_s_prefixes() -> None:
+    # 80,000 names of one character: 240 KB from the client, 640 KB with "acme_" each
+    small = _consumer_join(tuple(str(i % 10) for i in range(80_000)))
+    forwarded(outcome(join_group, 9, small))
+    many = _consumer_join(tuple(str(i % 10) for i in range(200_000)))  # 600 KB -> 1.6 MB
+    assert join_group_refusal(many) is None, "under the limit as the client sent it"
+    assert replied(outcome(join_group, 9, many)).error_code == ErrorCode.invalid_request
+
+
+def test_each_subscribed_topic_is_charged_its_overhead() -> None:
+    sent = forwarded(outcome(join_group, 9, _consumer_join(("a", "b", "c"))))
+    charge = join_group_charge(sent.request, "app")
+    protocols = sum(len(p.name) + len(p.metadata) for p in sent.request.protocols)
+    assert charge["join"] == protocols + 3 * TOPIC_OVERHEAD_BYTES
+    assert charge["ids"] == len("m-1") + 3 * len("app")
