@@ -22,13 +22,16 @@ filters measure them on the forwarded request) and when it was last heard of. It
   for (by member id; by instance id only when no member id was given), or by expiry: a classic
   member not heard of (JoinGroup, SyncGroup, Heartbeat, OffsetCommit) for its session timeout
   plus the longest of its group's rebalance timeouts and Kafka's five minutes for a new member,
-  with no JoinGroup or SyncGroup of it waiting, a KIP-848 member after `CONSUMER_HOLD_S`;
-  expired members are dropped when the tenant next reaches its limit (at most every
+  with no JoinGroup or SyncGroup of it waiting (one whose waiting request lost its connection:
+  its session plus `MAX_REBALANCE_S`, the longest rebalance the filters forward), a KIP-848
+  member after `CONSUMER_HOLD_S`; expired members are dropped when the tenant next reaches its limit (at most every
   `SWEEP_INTERVAL_S`);
-- only the leader a JoinGroup answer named may shrink assignments (a follower's SyncGroup is
-  ignored by the coordinator, so it only ever grows them here);
-- a member this process does not know (`knows`) may not keep itself alive here: the filters
-  answer its Heartbeat or OffsetCommit REBALANCE_IN_PROGRESS, and its KIP-848 heartbeat
+- only the first SyncGroup of the leader a JoinGroup answer named, in that generation, may
+  shrink assignments (the coordinator ignores a follower's and a stable group's later ones);
+  a static member's instance id counts once an answer of NONE confirmed it;
+- a member this process did not let join (`knows`; one known only by an assignment does not
+  count) may not keep itself alive here: the filters answer its Heartbeat, SyncGroup or
+  OffsetCommit REBALANCE_IN_PROGRESS, and its KIP-848 heartbeat
   UNKNOWN_MEMBER_ID, so it rejoins through this gateway and is charged here (otherwise members
   joined through one gateway process and kept alive through another would be charged nowhere).
 A request that would take the tenant past its limit is refused GROUP_MAX_SIZE_REACHED by the
@@ -50,6 +53,9 @@ DEFAULT_MAX_MEMBER_BYTES = 64 << 20
 OVERHEAD_BYTES = 2048  # a member's timers and bookkeeping at its coordinator, beyond its bytes
 CONSUMER_HOLD_S = 60.0  # KIP-848: Kafka's ceiling on group.consumer.session.timeout.ms
 NEW_MEMBER_JOIN_S = 300.0  # Kafka's wait for a new member's rejoin (KIP-394, KIP-345)
+# The longest rebalance timeout forwarded (group.max.session.timeout.ms's default): a rebalance,
+# and so a member parked in it, lasts no longer at any coordinator, whichever gateway asked.
+MAX_REBALANCE_S = 1800.0
 SWEEP_INTERVAL_S = 1.0
 STORED = frozenset({ErrorCode.none, ErrorCode.member_id_required})
 
@@ -65,9 +71,10 @@ class _Member:
     session_s: float
     rebalance_s: float  # its own rebalance timeout (classic; at least NEW_MEMBER_JOIN_S), or 0
     seen: float
-    instance: str | None = None
+    instance: str | None = None  # a static member's, once an answer of NONE confirmed it
     waiting: int = 0  # JoinGroup / SyncGroup requests of it parked at the coordinator
     key: Key | None = None  # where it is filed; None once dropped
+    joined: bool = True  # False: only an assignment a leader sent it is known here
 
     @property
     def charge(self) -> int:
@@ -78,8 +85,10 @@ class _Member:
 class _Tenant:
     members: dict[Key, _Member] = field(default_factory=dict)
     statics: dict[tuple[str, str], Key] = field(default_factory=dict)  # (group, instance) -> key
-    leaders: dict[str, str] = field(default_factory=dict)  # group -> member id a JoinGroup named
+    # group -> (leader, generation) a JoinGroup answer named, until that leader's SyncGroup
+    leaders: dict[str, tuple[str, int]] = field(default_factory=dict)
     rebalance_s: dict[str, float] = field(default_factory=dict)  # group -> longest timeout asked
+    filed: dict[str, int] = field(default_factory=dict)  # group -> members filed
     held: int = 0
     swept_at: float = float("-inf")
 
@@ -87,7 +96,7 @@ class _Tenant:
 class Admission:
     """A request the ledger let through for one member; its answer settles what the member holds."""
 
-    __slots__ = ("_fresh", "_ledger", "_member", "_settle", "_tenant")
+    __slots__ = ("_fresh", "_instance", "_ledger", "_member", "_settle", "_tenant")
 
     def __init__(
         self,
@@ -96,15 +105,22 @@ class Admission:
         member: _Member | None,
         fresh: bool,
         settle: Callable[[], None] | None = None,
+        instance: str | None = None,
     ) -> None:
         self._ledger, self._tenant, self._member = ledger, tenant, member
-        self._fresh, self._settle = fresh, settle
+        self._fresh, self._settle, self._instance = fresh, settle, instance
         if member is not None:
             member.waiting += 1
 
-    def answered(self, member_id: str | None, error: ErrorCode, leader: str | None = None) -> None:
+    def answered(
+        self,
+        member_id: str | None,
+        error: ErrorCode,
+        leader: str | None = None,
+        generation: int = -1,
+    ) -> None:
         """The coordinator's answer: the member id it names (empty or None: none), its error, and
-        for a JoinGroup the leader it names."""
+        for a JoinGroup the leader and generation it names."""
         member = self._close()
         if member is None:
             return
@@ -113,15 +129,18 @@ class Admission:
             if self._settle is not None:
                 self._settle()
             if member_id:
-                ledger._place(tenant, member_id, member)
-                if leader and error == ErrorCode.none:
-                    tenant.leaders[member.group] = leader
+                ledger._place(tenant, member_id, member, self._instance)
+                if leader and leader == member_id and error == ErrorCode.none:
+                    tenant.leaders[member.group] = (leader, generation)
         elif self._fresh and not member_id:
             ledger._drop(tenant, member)  # refused before the coordinator made anything
 
     def failed(self) -> None:
-        """No answer will come: the coordinator may hold the member for its whole hold."""
-        self._close()
+        """No answer will come: the coordinator may hold the member parked for as long as a
+        rebalance lasts, then for its session."""
+        member = self._close()
+        if member is not None:
+            member.rebalance_s = max(member.rebalance_s, MAX_REBALANCE_S)
 
     def _close(self) -> _Member | None:
         member, self._member = self._member, None
@@ -139,7 +158,13 @@ class _Unheld(Admission):
     def __init__(self) -> None:
         pass
 
-    def answered(self, member_id: str | None, error: ErrorCode, leader: str | None = None) -> None:
+    def answered(
+        self,
+        member_id: str | None,
+        error: ErrorCode,
+        leader: str | None = None,
+        generation: int = -1,
+    ) -> None:
         return None
 
     def failed(self) -> None:
@@ -168,9 +193,10 @@ class MemberLedger:
         return 0 if tenant is None else len(tenant.members)
 
     def knows(self, tenant_id: str, group: str, member_id: str) -> bool:
-        """Whether this gateway let the member through (and has not dropped it)."""
+        """Whether this gateway let the member join (and has not dropped it)."""
         tenant = self._tenants.get(tenant_id)
-        return tenant is not None and (group, member_id) in tenant.members
+        member = None if tenant is None else tenant.members.get((group, member_id))
+        return member is not None and member.joined
 
     def join(
         self,
@@ -188,7 +214,7 @@ class MemberLedger:
         member = self._known(tenant, group, member_id, instance_id)
         fresh = member is None
         if member is None:
-            member = _Member(group, {}, 0, session_s, rebalance_s, self._clock(), instance_id)
+            member = _Member(group, {}, 0, session_s, rebalance_s, self._clock())
         grown = _grown(member.parts, parts)
         extra = sum(grown.values()) - sum(member.parts.values())
         if not self._room(tenant, member, extra + (OVERHEAD_BYTES if fresh else 0)):
@@ -201,8 +227,8 @@ class MemberLedger:
         if rebalance_s:
             tenant.rebalance_s[group] = max(tenant.rebalance_s.get(group, 0.0), rebalance_s)
         member.seen = self._clock()
-        member.instance = member.instance or instance_id
-        return Admission(self, tenant, member, fresh, self._settler(tenant, member, parts))
+        settle = self._settler(tenant, member, parts)
+        return Admission(self, tenant, member, fresh, settle, instance_id)
 
     def heartbeat(
         self,
@@ -230,6 +256,7 @@ class MemberLedger:
         tenant_id: str,
         group: str,
         member_id: str,
+        generation: int,
         assignments: Iterable[tuple[str, int]],
     ) -> Admission | None:
         """A SyncGroup from `member_id`, with the leader's assignment sizes by member id (none
@@ -250,7 +277,8 @@ class MemberLedger:
             known = tenant.members.get((group, target))
             if known is None:
                 session, rebalance = (sender.session_s, sender.rebalance_s) if sender else (0, 0)
-                known = _Member(group, {}, 0, session, max(rebalance, NEW_MEMBER_JOIN_S), now)
+                rebalance = max(rebalance, NEW_MEMBER_JOIN_S)
+                known = _Member(group, {}, 0, session, rebalance, now, joined=False)
                 self._resize(tenant, known, {}, size, add=True)
                 self._file(tenant, known, (group, target))
             elif size > known.assignment:
@@ -259,8 +287,9 @@ class MemberLedger:
             sender.seen = now
 
         def settle() -> None:  # the coordinator took the leader's assignments: they may shrink
-            if tenant.leaders.get(group) != member_id:
-                return
+            if tenant.leaders.get(group) != (member_id, generation):
+                return  # a follower's, or a second one (ignored by the coordinator)
+            del tenant.leaders[group]
             for target, size in sizes.items():
                 known = tenant.members.get((group, target))
                 if known is not None:
@@ -311,10 +340,6 @@ class MemberLedger:
         for member in list(tenant.members.values()):
             if member is not admitting and self._expired(tenant, member, now):
                 self._drop(tenant, member)
-        groups = {m.group for m in tenant.members.values()}
-        for mapping in (tenant.leaders, tenant.rebalance_s):
-            for group in [g for g in mapping if g not in groups]:
-                del mapping[group]
 
     def _expired(self, tenant: _Tenant, member: _Member, now: float) -> bool:
         if member.waiting:
@@ -349,20 +374,40 @@ class MemberLedger:
     def _file(self, tenant: _Tenant, member: _Member, key: Key) -> None:
         tenant.members[key] = member
         member.key = key
+        tenant.filed[member.group] = tenant.filed.get(member.group, 0) + 1
 
-    def _place(self, tenant: _Tenant, member_id: str, member: _Member) -> None:
-        """File `member` under the id its coordinator gave it, replacing any other there."""
+    def _unfile(self, tenant: _Tenant, member: _Member, *, refiling: bool = False) -> None:
+        key, member.key = member.key, None
+        if key is None:
+            return
+        del tenant.members[key]
+        group = member.group
+        tenant.filed[group] -= 1
+        if not tenant.filed[group] and not refiling:  # its last member here: forget the group
+            for mapping in (tenant.filed, tenant.leaders, tenant.rebalance_s):
+                mapping.pop(group, None)
+
+    def _place(
+        self, tenant: _Tenant, member_id: str, member: _Member, instance: str | None = None
+    ) -> None:
+        """File `member` under the id its coordinator gave it (and its confirmed instance id),
+        replacing any other there."""
         group = member.group
         key: Key = (group, member_id)
+        member.joined = True
         if member.key != key:
             if member.key is None:
                 tenant.held += member.charge  # dropped while its request waited: held again
             else:
-                del tenant.members[member.key]  # its ticket, or a static member's earlier id
+                self._unfile(tenant, member, refiling=True)  # its ticket, or an earlier id
             other = tenant.members.get(key)
             if other is not None:
                 self._drop(tenant, other)
             self._file(tenant, member, key)
+        if instance and instance != member.instance:
+            if member.instance and tenant.statics.get((group, member.instance)) == key:
+                del tenant.statics[(group, member.instance)]
+            member.instance = instance
         if member.instance:
             previous = tenant.statics.get((group, member.instance))
             replaced = None if previous in (None, key) else tenant.members.get(previous)
@@ -371,10 +416,10 @@ class MemberLedger:
             tenant.statics[(group, member.instance)] = key
 
     def _drop(self, tenant: _Tenant, member: _Member) -> None:
-        key, member.key = member.key, None
+        key = member.key
         if key is None:
             return
-        del tenant.members[key]
+        self._unfile(tenant, member)
         tenant.held -= member.charge
         if member.instance and tenant.statics.get((member.group, member.instance)) == key:
             del tenant.statics[(member.group, member.instance)]
@@ -389,7 +434,13 @@ class _Settling(Admission):
     def __init__(self, ledger: MemberLedger, tenant: _Tenant, settle: Callable[[], None]) -> None:
         super().__init__(ledger, tenant, None, False, settle)
 
-    def answered(self, member_id: str | None, error: ErrorCode, leader: str | None = None) -> None:
+    def answered(
+        self,
+        member_id: str | None,
+        error: ErrorCode,
+        leader: str | None = None,
+        generation: int = -1,
+    ) -> None:
         settle, self._settle = self._settle, None
         if settle is not None and error == ErrorCode.none:
             settle()

@@ -10,11 +10,14 @@ group past the tenant's `tenant.max.groups` (`coordinated_names.py`) is GROUP_AU
 A member that would hold more than `member_size.MAX_MEMBER_BYTES` (protocols and instance id) or
 offers more than `MAX_PROTOCOLS` protocols is INVALID_REQUEST; one that would take the tenant's
 members past `tenant.max.group.member.bytes` (`member_ledger.py`) is GROUP_MAX_SIZE_REACHED, and
-the answer's member id files the member there. Runs on the event loop.
+the answer's member id files the member there. A rebalance timeout longer than
+`member_ledger.MAX_REBALANCE_S` (30 min, `group.max.session.timeout.ms`'s default) is forwarded as
+that: a rebalance, and the members parked in it, last no longer. Runs on the event loop.
 """
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import replace
 from typing import Any
 
@@ -30,12 +33,14 @@ from gateway.kafka.filters.groups_common import (
     subscription_out,
 )
 from gateway.kafka.filters.member_size import join_group_charge, join_group_refusal
-from gateway.kafka.member_ledger import NEW_MEMBER_JOIN_S, NO_LEDGER, Admission
+from gateway.kafka.member_ledger import MAX_REBALANCE_S, NEW_MEMBER_JOIN_S, NO_LEDGER, Admission
 
 API_KEY = 11
 MIN_VERSION = 0
 MAX_VERSION = 9
 FIRST_NULLABLE_PROTOCOL_NAME = 7
+ZERO = datetime.timedelta(0)
+MAX_REBALANCE = datetime.timedelta(seconds=MAX_REBALANCE_S)
 
 
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
@@ -59,6 +64,8 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
             return Reply(_error(ctx, ErrorCode.inconsistent_group_protocol))
     group = ctx.namespace.fleet(request.group_id)
     forwarded = replace(request, group_id=group, protocols=protocols)
+    if held_for(getattr(request, "rebalance_timeout", ZERO)) > MAX_REBALANCE_S:
+        forwarded = replace(forwarded, rebalance_timeout=MAX_REBALANCE)
     if join_group_refusal(forwarded) is not None:  # the tenant's prefixes made it larger
         return Reply(_error(ctx, ErrorCode.invalid_request))
     admission = _admit(ctx, request, forwarded)
@@ -66,7 +73,7 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         return Reply(_error(ctx, ErrorCode.group_max_size_reached))
 
     def on_response(answer: Any) -> Any:
-        admission.answered(answer.member_id, answer.error_code, answer.leader)
+        admission.answered(answer.member_id, answer.error_code, answer.leader, answer.generation_id)
         if not consumer:
             return answer
         members = tuple(
@@ -81,8 +88,8 @@ def _admit(ctx: FilterContext, request: Any, forwarded: Any) -> Admission | None
     """The member's place under the tenant's member bytes (None: past the limit)."""
     if ctx.members is None:
         return NO_LEDGER
-    session = request.session_timeout
-    rebalance = getattr(request, "rebalance_timeout", session)  # v0: the session timeout
+    session = forwarded.session_timeout
+    rebalance = getattr(forwarded, "rebalance_timeout", session)  # v0: the session timeout
     return ctx.members.join(
         ctx.namespace.tenant_id,
         request.group_id,

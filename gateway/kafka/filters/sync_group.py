@@ -8,7 +8,9 @@ pass unchanged (`groups_common`). Other protocol types pass unchanged. An empty 
 INVALID_GROUP_ID, as Kafka's coordinator answers. An assignment larger than
 `member_size.MAX_MEMBER_BYTES` is INVALID_REQUEST; assignments that would take the tenant's
 members past `tenant.max.group.member.bytes` (`member_ledger.py`) are GROUP_MAX_SIZE_REACHED. A
-SyncGroup keeps its member alive there while it waits. Runs on the event loop.
+SyncGroup keeps its member alive there while it waits; one from a member this gateway process did
+not let join is REBALANCE_IN_PROGRESS, not forwarded (it rejoins here and is charged here). Runs
+on the event loop.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     forwarded = replace(request, group_id=group, assignments=assignments)
     if sync_group_refusal(forwarded) is not None:  # the tenant's prefixes made one larger
         return Reply(_error(ctx, ErrorCode.invalid_request))
+    members, tenant = ctx.members, ctx.namespace.tenant_id
+    if members is not None and not members.knows(tenant, request.group_id, request.member_id):
+        return Reply(_error(ctx, ErrorCode.rebalance_in_progress))  # rejoin here, charged here
     admission = _admit(ctx, request, forwarded)
     if admission is None:
         return Reply(_error(ctx, ErrorCode.group_max_size_reached))
@@ -65,7 +70,8 @@ def _admit(ctx: FilterContext, request: Any, forwarded: Any) -> Admission | None
     if ctx.members is None:
         return NO_LEDGER
     tenant, sizes = ctx.namespace.tenant_id, assignment_sizes(forwarded)
-    return ctx.members.sync(tenant, request.group_id, request.member_id, sizes)
+    generation = request.generation_id
+    return ctx.members.sync(tenant, request.group_id, request.member_id, generation, sizes)
 
 
 def _error(ctx: FilterContext, code: ErrorCode) -> Any:

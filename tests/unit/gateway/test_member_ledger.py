@@ -8,6 +8,7 @@ import pytest
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.member_ledger import (
     CONSUMER_HOLD_S,
+    MAX_REBALANCE_S,
     OVERHEAD_BYTES,
     SWEEP_INTERVAL_S,
     MemberLedger,
@@ -99,11 +100,11 @@ def test_a_leader_s_assignments_count_and_are_refused_past_the_limit() -> None:
     book, _ = ledger(3)
     for member in ("m1", "m2"):
         assert join(book, member, size=0)
-    assert book.sync("acme", "g", "m1", [("m1", SIZE), ("m2", SIZE)]) is not None
+    assert book.sync("acme", "g", "m1", 1, [("m1", SIZE), ("m2", SIZE)]) is not None
     assert book.held("acme") == 2 * EACH
-    assert book.sync("acme", "g", "m1", [("m1", SIZE), ("m2", 3 * SIZE)]) is None
+    assert book.sync("acme", "g", "m1", 1, [("m1", SIZE), ("m2", 3 * SIZE)]) is None
     assert book.held("acme") == 2 * EACH, "a refused SyncGroup changes nothing"
-    follower = book.sync("acme", "g", "m2", [])
+    follower = book.sync("acme", "g", "m2", 1, [])
     assert follower is not None
     follower.answered(None, ErrorCode.unknown_member_id)
     assert book.members("acme") == 2, "an error answer drops nothing: only leaves and expiry do"
@@ -113,18 +114,18 @@ def test_only_the_leader_s_answered_assignments_shrink() -> None:
     book, _ = ledger(3)
     leader = book.join("acme", "g", "m1", None, {"join": 0}, HOLD_S)
     assert leader is not None
-    leader.answered("m1", NONE, leader="m1")
+    leader.answered("m1", NONE, leader="m1", generation=1)
     assert join(book, "m2", size=0)
-    assert book.sync("acme", "g", "m1", [("m2", SIZE)]) is not None
-    follower = book.sync("acme", "g", "m2", [("m2", 0)])  # the coordinator ignores it
+    assert book.sync("acme", "g", "m1", 1, [("m2", SIZE)]) is not None
+    follower = book.sync("acme", "g", "m2", 1, [("m2", 0)])  # the coordinator ignores it
     assert follower is not None
     follower.answered(None, NONE)
     assert book.held("acme") == 2 * OVERHEAD_BYTES + SIZE
-    refused = book.sync("acme", "g", "m1", [("m2", 0)])
+    refused = book.sync("acme", "g", "m1", 1, [("m2", 0)])
     assert refused is not None
     refused.answered(None, ErrorCode.rebalance_in_progress)
     assert book.held("acme") == 2 * OVERHEAD_BYTES + SIZE, "nothing shrinks before NONE"
-    taken = book.sync("acme", "g", "m1", [("m2", 0)])
+    taken = book.sync("acme", "g", "m1", 1, [("m2", 0)])
     assert taken is not None
     taken.answered(None, NONE)
     assert book.held("acme") == 2 * OVERHEAD_BYTES
@@ -152,7 +153,7 @@ def test_an_error_answer_naming_a_member_keeps_it_for_its_hold() -> None:
 def test_assignments_to_members_not_known_here_are_charged() -> None:
     book, _ = ledger(2)
     assert join(book, "leader", size=0)
-    assert book.sync("acme", "g", "leader", [("elsewhere", SIZE)]) is not None
+    assert book.sync("acme", "g", "leader", 1, [("elsewhere", SIZE)]) is not None
     assert book.members("acme") == 2 and book.held("acme") == 2 * OVERHEAD_BYTES + SIZE
 
 
@@ -205,10 +206,58 @@ def test_a_member_parked_in_a_join_never_expires_and_one_whose_answer_is_lost_ke
     clock.now += 10 * HOLD_S
     assert not join(book, "m2"), "a JoinGroup waiting at the coordinator keeps its member"
     parked.failed()
-    clock.now += HOLD_S - 1
-    assert not join(book, "m2"), "the coordinator may keep it for its hold after the loss"
+    clock.now += HOLD_S + MAX_REBALANCE_S - 1
+    assert not join(book, "m2"), "a rebalance may keep it parked, then its session"
     clock.now += 2 + SWEEP_INTERVAL_S
     assert join(book, "m2")
+
+
+def test_a_leader_shrinks_assignments_once_per_generation() -> None:
+    book, _ = ledger(3)
+    leader = book.join("acme", "g", "m1", None, {"join": 0}, HOLD_S)
+    assert leader is not None
+    leader.answered("m1", NONE, leader="m1", generation=4)
+    stale = book.sync("acme", "g", "m1", 3, [("m1", 0)])
+    assert stale is not None
+    first = book.sync("acme", "g", "m1", 4, [("m1", SIZE)])
+    assert first is not None
+    first.answered(None, NONE)
+    stale.answered(None, NONE)  # an earlier generation's: the coordinator refused or ignored it
+    again = book.sync("acme", "g", "m1", 4, [("m1", 0)])  # stable: the coordinator ignores it
+    assert again is not None
+    again.answered(None, NONE)
+    assert book.held("acme") == OVERHEAD_BYTES + SIZE
+    consistent(book)
+
+
+def test_members_known_only_by_an_assignment_are_not_joined_here() -> None:
+    book, _ = ledger(3)
+    assert join(book, "leader", size=0)
+    assert book.sync("acme", "g", "leader", 1, [("elsewhere", SIZE)]) is not None
+    assert book.knows("acme", "g", "leader") and not book.knows("acme", "g", "elsewhere")
+    assert join(book, "elsewhere")
+    assert book.knows("acme", "g", "elsewhere")
+    assert book.held("acme") == 2 * OVERHEAD_BYTES + 2 * SIZE
+
+
+def test_an_instance_id_counts_only_once_an_answer_confirmed_it() -> None:
+    book, _ = ledger(3)
+    assert join(book, "", instance="i-1", answer="s1")
+    assert join(book, "d1", instance="i-1", error=ErrorCode.fenced_instance_id)
+    assert join(book, "d1")  # the dynamic member rejoins without the instance
+    assert book.members("acme") == 2, "the static member s1 is still held"
+    consistent(book)
+
+
+def test_a_group_s_entries_go_with_its_last_member() -> None:
+    book, _ = ledger(3)
+    for i in range(100):
+        admission = book.join("acme", f"g{i}", "m", None, {"join": 0}, HOLD_S, 60.0)
+        assert admission is not None
+        admission.answered("m", NONE, leader="m", generation=1)
+        book.left("acme", f"g{i}", "m", None)
+    tenant = book._tenants["acme"]
+    assert (tenant.members, tenant.leaders, tenant.rebalance_s, tenant.filed) == ({}, {}, {}, {})
 
 
 def test_a_timeout_only_grows() -> None:

@@ -217,3 +217,21 @@ def test_kip_848_members_join_up_to_the_limit_and_a_leave_frees_one() -> None:
     sent = forwarded(call(consumer_group_heartbeat, 1, book, _consumer("c", 0, names)))
     sent.on_response(_consumer_answer("c", ErrorCode.none))
     assert book.members("acme") == 2
+
+
+def test_a_sync_of_a_member_not_let_through_here_must_rejoin() -> None:
+    book = MemberLedger(2 * EACH)
+    stranger = replace(_sync(5, b"", "connect"), member_id="m9")  # type: ignore[type-var]
+    answer = replied(call(sync_group, 5, book, stranger))
+    assert answer.error_code == ErrorCode.rebalance_in_progress
+    joined(book, "m-1")
+    assert forwarded(call(sync_group, 5, book, _sync(5, b"", "connect")))
+
+
+def test_a_rebalance_timeout_past_thirty_minutes_is_forwarded_as_thirty() -> None:
+    book = MemberLedger(2 * EACH)
+    long: Any = replace(_join_as(9, "m1"), rebalance_timeout=datetime.timedelta(days=24))
+    sent = forwarded(call(join_group, 9, book, long))
+    assert sent.request.rebalance_timeout == datetime.timedelta(minutes=30)
+    short = forwarded(call(join_group, 9, book, _join_as(9, "m1")))
+    assert short.request.rebalance_timeout == datetime.timedelta(seconds=30)
