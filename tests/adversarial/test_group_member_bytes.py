@@ -7,8 +7,11 @@ and 1 MB assignment in 100 groups grew the broker's RSS 51 -> 636 MB.
 Defended (`gateway/kafka/member_ledger.py`, gateway setting `tenant.max.group.member.bytes`,
 here 4 MiB): a JoinGroup that would take the tenant's members past it is GROUP_MAX_SIZE_REACHED
 and never forwarded, another tenant's groups are not affected, and a member that leaves frees its
-place for the tenant's real consumer group. Real broker and `pier gateway`, raw JoinGroup v9 /
-LeaveGroup v5 frames, then confluent-kafka consumer groups."""
+place for the tenant's real consumer group. A member let in by one gateway may not keep itself
+alive through another (which would free its place at the first while the broker keeps it): its
+Heartbeat, SyncGroup and OffsetCommit there are REBALANCE_IN_PROGRESS until it rejoins there.
+Real broker and two `pier gateway`s, raw JoinGroup v9 / SyncGroup v5 / Heartbeat v4 /
+OffsetCommit v8 / LeaveGroup v5 frames, then confluent-kafka consumer groups."""
 
 from __future__ import annotations
 
@@ -23,16 +26,18 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from brokers.wire.entities import make, request_module, response_module
-from tests.e2e.gateway.sasl_wire import login
+from infra.gateway import start_gateway
+from tests.e2e.gateway.sasl_wire import authenticate, login
 from tests.e2e.raw_wire import RawConnection
-from tests.gateway_stack import GatewayStack
+from tests.gateway_stack import TEST_GATEWAY_SETTINGS, GatewayStack
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 TOPIC = "orders"
-JOIN_GROUP, LEAVE_GROUP = 11, 13
-NONE, MEMBER_ID_REQUIRED, GROUP_MAX_SIZE_REACHED = 0, 79, 81
+JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP, HEARTBEAT, OFFSET_COMMIT = 11, 13, 14, 12, 8
+NONE, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED, GROUP_MAX_SIZE_REACHED = 0, 27, 79, 81
 LIMIT = 4 << 20
+SETTINGS = {"tenant.max.group.member.bytes": str(LIMIT)}
 SIZE = 1_000_000  # four such members fit in LIMIT, a fifth does not
 TIMEOUT_S = 30.0
 
@@ -42,7 +47,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
     with GatewayStack(
         Path(tmp_path_factory.mktemp("member-bytes")),
         broker_config={"group.initial.rebalance.delay.ms": "0"},
-        gateway_settings={"tenant.max.group.member.bytes": str(LIMIT)},
+        gateway_settings=SETTINGS,
     ) as s:
         for tenant in ("acme", "bolt"):
             admin = AdminClient(s.client_config(tenant))
@@ -120,3 +125,73 @@ def test_members_past_the_tenant_s_bytes_are_refused_and_a_leave_frees_a_place(
         left = leave(wire, "g0", held["g0"] or "")
         assert left.error_code == NONE and left.members[0].error_code == NONE
         reads(stack, "acme")  # the place the leave freed takes a real consumer group
+
+
+def beat(wire: RawConnection, group: str, member_id: str, generation: int) -> int:
+    module = request_module(HEARTBEAT, 4)
+    request = make(
+        module, "HeartbeatRequest", group_id=group, generation_id=generation,
+        member_id=member_id, group_instance_id=None,
+    )  # fmt: skip
+    return int(wire.call(request, response_module(HEARTBEAT, 4).HeartbeatResponse).error_code)
+
+
+def sync(wire: RawConnection, group: str, member_id: str, generation: int) -> int:
+    module = request_module(SYNC_GROUP, 5)
+    request = make(
+        module, "SyncGroupRequest", group_id=group, generation_id=generation,
+        member_id=member_id, group_instance_id=None, protocol_type="connect",
+        protocol_name="p", assignments=(),
+    )  # fmt: skip
+    answer = wire.call(request, response_module(SYNC_GROUP, 5).SyncGroupResponse, TIMEOUT_S)
+    return int(answer.error_code)
+
+
+def commit(wire: RawConnection, group: str, member_id: str, generation: int) -> set[int]:
+    module = request_module(OFFSET_COMMIT, 8)
+    partition = make(
+        module, "OffsetCommitRequestPartition", partition_index=0, committed_offset=0,
+        committed_leader_epoch=-1, committed_metadata=None,
+    )  # fmt: skip
+    topic = make(module, "OffsetCommitRequestTopic", name=TOPIC, partitions=(partition,))
+    request = make(
+        module, "OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=generation,
+        member_id=member_id, group_instance_id=None, topics=(topic,),
+    )  # fmt: skip
+    answer = wire.call(request, response_module(OFFSET_COMMIT, 8).OffsetCommitResponse)
+    return {int(p.error_code) for t in answer.topics for p in t.partitions}
+
+
+def test_a_member_let_in_by_one_gateway_rejoins_before_another_keeps_it_alive(
+    stack: GatewayStack, tmp_path: Path
+) -> None:
+    assert stack.broker is not None
+    other = start_gateway(
+        tmp_path / "other-gateway",
+        stack.broker.bootstrap,
+        stack.db_url,
+        node_ids=[stack.broker.node_id],
+        properties={**TEST_GATEWAY_SETTINGS, **SETTINGS},
+    )
+    try:
+        with login(stack, "acme") as here, RawConnection(other.host, other.port) as there:
+            there.api_versions()
+            authenticate(there, stack.credentials["acme"])
+            first = join(here, "roaming", "")
+            assert first.error_code == MEMBER_ID_REQUIRED
+            member_id = first.member_id
+            joined = join(here, "roaming", member_id)
+            assert joined.error_code == NONE
+            generation = joined.generation_id
+            assert sync(here, "roaming", member_id, generation) == NONE
+            assert beat(here, "roaming", member_id, generation) == NONE
+            assert beat(there, "roaming", member_id, generation) == REBALANCE_IN_PROGRESS
+            assert sync(there, "roaming", member_id, generation) == REBALANCE_IN_PROGRESS
+            assert commit(there, "roaming", member_id, generation) == {REBALANCE_IN_PROGRESS}
+            rejoined = join(there, "roaming", member_id)  # charged at the other gateway now
+            assert rejoined.error_code == NONE
+            assert sync(there, "roaming", member_id, rejoined.generation_id) == NONE
+            assert beat(there, "roaming", member_id, rejoined.generation_id) == NONE
+            assert commit(there, "roaming", member_id, rejoined.generation_id) == {NONE}
+    finally:
+        other.stop()
