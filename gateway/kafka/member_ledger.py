@@ -94,21 +94,24 @@ class _Tenant:
 
 
 class Admission:
-    """A request the ledger let through for one member; its answer settles what the member holds."""
+    """A request the ledger let through; its answer settles what the member holds. `member` is
+    the member it keeps waiting (a JoinGroup's, a SyncGroup's sender), or None (a KIP-848
+    heartbeat: answered at once)."""
 
-    __slots__ = ("_fresh", "_instance", "_ledger", "_member", "_settle", "_tenant")
+    __slots__ = ("_fresh", "_instance", "_ledger", "_member", "_open", "_settle", "_tenant")
 
     def __init__(
         self,
         ledger: MemberLedger,
         tenant: _Tenant,
         member: _Member | None,
-        fresh: bool,
+        fresh: bool = False,
         settle: Callable[[], None] | None = None,
         instance: str | None = None,
     ) -> None:
         self._ledger, self._tenant, self._member = ledger, tenant, member
         self._fresh, self._settle, self._instance = fresh, settle, instance
+        self._open = True
         if member is not None:
             member.waiting += 1
 
@@ -121,57 +124,35 @@ class Admission:
     ) -> None:
         """The coordinator's answer: the member id it names (empty or None: none), its error, and
         for a JoinGroup the leader and generation it names."""
-        member = self._close()
+        if not self._close():
+            return
+        ledger, tenant, member = self._ledger, self._tenant, self._member
+        if error in STORED and self._settle is not None:
+            self._settle()
         if member is None:
             return
-        ledger, tenant = self._ledger, self._tenant
-        if error in STORED:
-            if self._settle is not None:
-                self._settle()
-            if member_id:
-                ledger._place(tenant, member_id, member, self._instance)
-                if leader and leader == member_id and error == ErrorCode.none:
-                    tenant.leaders[member.group] = (leader, generation)
-        elif self._fresh and not member_id:
+        if error in STORED and member_id:
+            ledger._place(tenant, member_id, member, self._instance)
+            if leader == member_id and error == ErrorCode.none:
+                tenant.leaders[member.group] = (leader, generation)
+        elif error not in STORED and self._fresh and not member_id:
             ledger._drop(tenant, member)  # refused before the coordinator made anything
 
     def failed(self) -> None:
         """No answer will come: the coordinator may hold the member parked for as long as a
         rebalance lasts, then for its session."""
-        member = self._close()
-        if member is not None:
-            member.rebalance_s = max(member.rebalance_s, MAX_REBALANCE_S)
+        if self._close() and self._member is not None:
+            self._member.rebalance_s = max(self._member.rebalance_s, MAX_REBALANCE_S)
 
-    def _close(self) -> _Member | None:
-        member, self._member = self._member, None
-        if member is not None:
-            member.waiting -= 1
-            member.seen = self._ledger._clock()
-        return member
-
-
-class _Unheld(Admission):
-    """What a filter holds when the gateway keeps no ledger: nothing to settle."""
-
-    __slots__ = ()
-
-    def __init__(self) -> None:
-        pass
-
-    def answered(
-        self,
-        member_id: str | None,
-        error: ErrorCode,
-        leader: str | None = None,
-        generation: int = -1,
-    ) -> None:
-        return None
-
-    def failed(self) -> None:
-        return None
-
-
-NO_LEDGER: Admission = _Unheld()
+    def _close(self) -> bool:
+        """Whether this is the first settlement (the member is no longer waiting)."""
+        if not self._open:
+            return False
+        self._open = False
+        if self._member is not None:
+            self._member.waiting -= 1
+            self._member.seen = self._ledger._clock()
+        return True
 
 
 class MemberLedger:
@@ -243,13 +224,13 @@ class MemberLedger:
         tenant = self._tenants.setdefault(tenant_id, _Tenant())
         member = self._known(tenant, group, member_id, instance_id)
         if member is None:
-            return NO_LEDGER
+            return Admission(self, tenant, None)
         grown = _grown(member.parts, parts)
         if not self._room(tenant, member, sum(grown.values()) - sum(member.parts.values())):
             return None
         self._resize(tenant, member, grown, member.assignment)
         member.seen = self._clock()
-        return _Settling(self, tenant, self._settler(tenant, member, parts))
+        return Admission(self, tenant, None, settle=self._settler(tenant, member, parts))
 
     def sync(
         self,
@@ -295,7 +276,7 @@ class MemberLedger:
                 if known is not None:
                     self._resize(tenant, known, known.parts, size)
 
-        return Admission(self, tenant, sender, False, settle)
+        return Admission(self, tenant, sender, settle=settle)
 
     def seen(self, tenant_id: str, group: str, member_id: str) -> None:
         """A classic Heartbeat or OffsetCommit of a member known here: it is alive."""
@@ -425,30 +406,6 @@ class MemberLedger:
             del tenant.statics[(member.group, member.instance)]
 
 
-class _Settling(Admission):
-    """A KIP-848 heartbeat past the join: its answer of NONE settles the subscription it sent;
-    the member is not held waiting (the coordinator answers at once)."""
-
-    __slots__ = ()
-
-    def __init__(self, ledger: MemberLedger, tenant: _Tenant, settle: Callable[[], None]) -> None:
-        super().__init__(ledger, tenant, None, False, settle)
-
-    def answered(
-        self,
-        member_id: str | None,
-        error: ErrorCode,
-        leader: str | None = None,
-        generation: int = -1,
-    ) -> None:
-        settle, self._settle = self._settle, None
-        if settle is not None and error == ErrorCode.none:
-            settle()
-
-    def failed(self) -> None:
-        self._settle = None
-
-
 def _grown(held: Mapping[str, int], asked: Parts) -> dict[str, int]:
     """Each part at the larger of what is held and what is asked (a None part stays)."""
     grown = dict(held)
@@ -456,3 +413,6 @@ def _grown(held: Mapping[str, int], asked: Parts) -> dict[str, int]:
         if size is not None:
             grown[name] = max(grown.get(name, 0), size)
     return grown
+
+
+NO_LEDGER = Admission(MemberLedger(), _Tenant(), None)  # what filters hold with no ledger kept
