@@ -137,6 +137,13 @@ def parse_subscription(data: bytes) -> Subscription:
     return Subscription(version, topics, user_data, owned, generation, rack, reader.tail(version))
 
 
+def subscription_topic_count(data: bytes) -> int:
+    """How many topics a subscription names, read from its head alone (0 when too short)."""
+    if len(data) < 6:
+        return 0
+    return max(0, int(struct.unpack_from(">i", data, 2)[0]))
+
+
 def build_subscription(sub: Subscription) -> bytes:
     topics = b"".join(_string(t) for t in sub.topics)
     out = [struct.pack(">hi", sub.version, len(sub.topics)), topics, _bytes(sub.user_data)]

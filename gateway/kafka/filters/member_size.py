@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from gateway.kafka.filters.consumer_protocol import subscription_topic_count
+from gateway.kafka.filters.groups_common import CONSUMER
+
 MAX_MEMBER_BYTES = 1 << 20
 MAX_PROTOCOLS = 32
 # What a coordinator keeps per subscribed topic beyond its name (a str in the group's set of
 # subscribed topics: object header, hash slot), charged by the member ledger.
 TOPIC_OVERHEAD_BYTES = 128
-CONSUMER = "consumer"
 
 
 def _length(value: str | bytes | None) -> int:
@@ -46,7 +48,7 @@ def join_group_charge(forwarded: Any, client_id: str) -> dict[str, int | None]:
     its protocols and instance id, each subscribed topic's overhead, and its ids."""
     topics = 0
     if forwarded.protocol_type == CONSUMER:
-        topics = sum(_topic_count(p.metadata) for p in forwarded.protocols)
+        topics = sum(subscription_topic_count(p.metadata) for p in forwarded.protocols)
     return {
         "join": join_group_bytes(forwarded) + topics * TOPIC_OVERHEAD_BYTES,
         "ids": ids_bytes(forwarded.member_id, client_id),
@@ -56,13 +58,6 @@ def join_group_charge(forwarded: Any, client_id: str) -> dict[str, int | None]:
 def ids_bytes(member_id: str, client_id: str) -> int:
     """A member's ids at its coordinator: its client id, kept and (classic) in its member id."""
     return len(member_id) + 3 * len(client_id)
-
-
-def _topic_count(metadata: bytes) -> int:
-    """The topic count a ConsumerProtocolSubscription starts with (after its version)."""
-    if len(metadata) < 6:
-        return 0
-    return max(0, int.from_bytes(metadata[2:6], "big", signed=True))
 
 
 def assignment_sizes(request: Any) -> list[tuple[str, int]]:
