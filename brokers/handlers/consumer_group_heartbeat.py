@@ -65,7 +65,7 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
             client_host=client_host(ctx),
             instance_id=request.instance_id,
             rack_id=request.rack_id,
-            subscribed_regex=request.subscribed_topic_regex,
+            subscribed_regex=_regex(request),
             rebalance_timeout_ms=millis(request.rebalance_timeout),
         )
         result = coordinator.consumer_groups.heartbeat(
@@ -90,7 +90,7 @@ def _invalid(request: Any, version: int) -> Exception | None:
     if epoch < -2:
         return InvalidRequestError(f"MemberEpoch {epoch} is invalid")
     topics = request.subscribed_topic_names
-    if epoch == 0 and topics is None and request.subscribed_topic_regex is None:
+    if epoch == 0 and topics is None and _regex(request) is None:
         return InvalidRequestError(
             "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
         )
@@ -105,8 +105,13 @@ class InvalidRegularExpressionError(Exception):
     """A SubscribedTopicRegex refused by `check_regex` (INVALID_REGULAR_EXPRESSION)."""
 
 
+def _regex(request: Any) -> str | None:
+    """The request's SubscribedTopicRegex: v1+ (v0, as Kafka 3.7-3.9's clients send it, has none)."""
+    return getattr(request, "subscribed_topic_regex", None)
+
+
 def _regex_error(groups: GroupService, request: Any) -> Exception | None:
-    regex = request.subscribed_topic_regex
+    regex = _regex(request)
     if not regex or request.member_epoch < 0:  # librdkafka sends "" for none
         return None
     group = groups.coordinator.consumer_groups.groups.get(request.group_id)

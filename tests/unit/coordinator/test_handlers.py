@@ -305,3 +305,36 @@ def test_describe_list_delete_and_offset_delete(tmp_path: Path) -> None:
             ]
 
     asyncio.run(scenario())
+
+
+CONSUMER_HEARTBEAT = 68
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_consumer_group_heartbeat_joins_beats_and_leaves_by_version(
+    tmp_path: Path, version: int
+) -> None:
+    """KIP-848 heartbeats of every served version: v0 (Kafka 3.7-3.9's clients) has no
+    SubscribedTopicRegex and may leave the member id to the coordinator; v1 names its own."""
+
+    async def scenario() -> None:
+        async with api(tmp_path) as a:
+
+            async def beat(member_id: str, epoch: int, names: tuple[str, ...] | None) -> Any:
+                return await a.call(
+                    CONSUMER_HEARTBEAT, version, "ConsumerGroupHeartbeatRequest",
+                    group_id="k", member_id=member_id, member_epoch=epoch, instance_id=None,
+                    rack_id=None, rebalance_timeout=ms(30_000), subscribed_topic_names=names,
+                    subscribed_topic_regex=None, server_assignor=None,
+                    topic_partitions=None if names is None else (),
+                )  # fmt: skip
+
+            joined = await beat("" if version == 0 else "member-1", 0, ("t",))
+            assert joined.error_code == ErrorCode.none, joined.error_message
+            assert joined.member_id and joined.member_epoch >= 1
+            again = await beat(joined.member_id, joined.member_epoch, None)
+            assert again.error_code == ErrorCode.none
+            left = await beat(joined.member_id, -1, None)
+            assert left.error_code == ErrorCode.none and left.member_epoch == -1
+
+    asyncio.run(scenario())
