@@ -53,6 +53,7 @@ __all__ = [
     "FilterModule",
     "Fleet",
     "Forward",
+    "HeldGroup",
     "MutationBudget",
     "Outcome",
     "Reply",
@@ -86,6 +87,20 @@ class Fleet(Protocol):
     def remember_topic_id(self, fleet_name: str, topic_id: uuid.UUID) -> None:
         """An id a broker's answer just showed, for the hot path's look-ups."""
         ...
+
+    async def consumer_group_members(self, fleet_group: str) -> HeldGroup | None:
+        """The members a KIP-848 group's coordinator holds now (ConsumerGroupDescribe of this
+        group alone); None when it cannot tell (no answer in time, not a consumer group)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HeldGroup:
+    """A KIP-848 group as its coordinator described it: its assignor's name and its members (the
+    answer's kio entities, in the fleet's names) by member id."""
+
+    assignor: str
+    members: dict[str, Any]
 
 
 class NameAdmission(Protocol):

@@ -39,12 +39,15 @@ from brokers.client.metadata import ClusterMetadata, TopicInfo
 from brokers.wire.entities import make, request_module
 from gateway.kafka.api_table import ApiRange, advertised, finalized_features
 from gateway.kafka.coordinated_names import NameKind
+from gateway.kafka.filter import HeldGroup
 from gateway.kafka.namespace import tenant_of
 
 log = logging.getLogger("pier.gateway.fleet")
 API_VERSIONS = 18
 LIST_GROUPS = 16
 LIST_TRANSACTIONS = 66
+CONSUMER_GROUP_DESCRIBE = 69
+MEMBER_LOOKUP_TIMEOUT_S = 2.0  # a member adopted late is asked to rejoin instead (module doc)
 ID_REFRESH_S = 1.0  # at most one look-up a second of the topic ids the gateway does not know
 MAX_MISSED_IDS = 1_000  # ids one look-up asks for (the rest of a flood wait for the next)
 MAX_REMEMBERED_IDS = 1_000_000
@@ -78,6 +81,7 @@ class FleetDirectory:
         self._id_refresh_at = 0.0
         self._missed: set[uuid.UUID] = set()  # ids asked for on the hot path, not known
         self._full_read_at = float("-inf")  # loop time of the last read of every topic
+        self._member_lookups: dict[str, asyncio.Future[HeldGroup | None]] = {}  # by fleet group
 
     async def start(self) -> None:
         """Learn the fleet once (raises ClientError when no broker answers), then keep current."""
@@ -246,6 +250,37 @@ class FleetDirectory:
             await self.topic_names(missed)  # remembers each id found
         except ClientError as exc:
             log.warning("event=fleet_refresh_failed error=%r", str(exc))
+
+    async def consumer_group_members(self, fleet_group: str) -> HeldGroup | None:
+        """`Fleet.consumer_group_members`: one ConsumerGroupDescribe v0 to the group's coordinator,
+        shared by the requests asking about the same group meanwhile, bounded by
+        `MEMBER_LOOKUP_TIMEOUT_S`."""
+        pending = self._member_lookups.get(fleet_group)
+        if pending is None:
+            pending = asyncio.ensure_future(self._describe_consumer_group(fleet_group))
+            self._member_lookups[fleet_group] = pending
+            pending.add_done_callback(lambda _: self._member_lookups.pop(fleet_group, None))
+        return await asyncio.shield(pending)
+
+    async def _describe_consumer_group(self, fleet_group: str) -> HeldGroup | None:
+        request = make(
+            request_module(CONSUMER_GROUP_DESCRIBE, 0),
+            "ConsumerGroupDescribeRequest",
+            group_ids=(fleet_group,),
+            include_authorized_operations=False,
+        )
+        try:
+            async with asyncio.timeout(MEMBER_LOOKUP_TIMEOUT_S):
+                connection = await self._cluster.coordinator(fleet_group)
+                answer: Any = await connection.send(request)
+        except (ClientError, TimeoutError, OSError) as exc:
+            log.info("event=member_lookup_failed error=%r", type(exc).__name__)
+            return None
+        groups = [g for g in answer.groups if g.group_id == fleet_group]
+        if len(groups) != 1 or groups[0].error_code != 0:
+            return None
+        group = groups[0]
+        return HeldGroup(str(group.assignor_name), {str(m.member_id): m for m in group.members})
 
     def broker_ids(self) -> set[int]:
         return set(self._metadata.brokers) if self._metadata else set()

@@ -30,10 +30,12 @@ filters measure them on the forwarded request) and when it was last heard of. It
   shrink assignments (the coordinator ignores a follower's and a stable group's later ones);
   a static member's instance id counts once an answer of NONE confirmed it;
 - a member this process did not let join (`knows`; one known only by an assignment does not
-  count) may not keep itself alive here: the filters answer its Heartbeat, SyncGroup or
-  OffsetCommit REBALANCE_IN_PROGRESS, and its KIP-848 heartbeat
-  UNKNOWN_MEMBER_ID, so it rejoins through this gateway and is charged here (otherwise members
-  joined through one gateway process and kept alive through another would be charged nowhere).
+  count) may not keep itself alive here uncharged (otherwise members joined through one gateway
+  process and kept alive through another would be charged nowhere): a KIP-848 member its
+  coordinator describes is `adopt`ed, charged for all it holds there, when the tenant has room
+  (`filters/member_adoption.py`; the look-ups a tenant causes are bounded, `may_look_up`); the
+  filters answer any other's Heartbeat, SyncGroup or OffsetCommit REBALANCE_IN_PROGRESS, and its
+  KIP-848 heartbeat UNKNOWN_MEMBER_ID, so it rejoins through this gateway and is charged here.
 A request that would take the tenant past its limit is refused GROUP_MAX_SIZE_REACHED by the
 filter; one that keeps or shrinks what a member holds always passes.
 
@@ -57,6 +59,9 @@ NEW_MEMBER_JOIN_S = 300.0  # Kafka's wait for a new member's rejoin (KIP-394, KI
 # and so a member parked in it, lasts no longer at any coordinator, whichever gateway asked.
 MAX_REBALANCE_S = 1800.0
 SWEEP_INTERVAL_S = 1.0
+# Coordinator look-ups (`adopt`) a tenant's requests may cause per second, and in one burst.
+LOOKUPS_PER_S = 5.0
+LOOKUP_BURST = 20.0
 STORED = frozenset({ErrorCode.none, ErrorCode.member_id_required})
 
 Key = tuple[str, str | int]  # (the tenant's group, member id) or (group, ticket) until answered
@@ -91,6 +96,8 @@ class _Tenant:
     filed: dict[str, int] = field(default_factory=dict)  # group -> members filed
     held: int = 0
     swept_at: float = float("-inf")
+    lookups: float = LOOKUP_BURST  # look-ups it may still cause now (a token bucket)
+    lookups_at: float = float("-inf")
 
 
 class Admission:
@@ -277,6 +284,45 @@ class MemberLedger:
                     self._resize(tenant, known, known.parts, size)
 
         return Admission(self, tenant, sender, settle=settle)
+
+    def may_look_up(self, tenant_id: str) -> bool:
+        """Whether the tenant may cause one more look-up of a member at its coordinator now
+        (`LOOKUPS_PER_S`, `LOOKUP_BURST`); taken if so."""
+        tenant = self._tenants.setdefault(tenant_id, _Tenant())
+        now = self._clock()
+        refill = (now - tenant.lookups_at) * LOOKUPS_PER_S
+        tenant.lookups = min(LOOKUP_BURST, tenant.lookups + refill)
+        tenant.lookups_at = now
+        if tenant.lookups < 1:
+            return False
+        tenant.lookups -= 1
+        return True
+
+    def adopt(
+        self,
+        tenant_id: str,
+        group: str,
+        member_id: str,
+        instance_id: str | None,
+        parts: Mapping[str, int],
+        session_s: float,
+    ) -> bool:
+        """A member that joined through another gateway process, as its coordinator described it
+        holding `parts` (every part of it: nothing is hidden from a KIP-848 description), charged
+        from now like one that joined here; False (nothing kept) when the tenant has no room."""
+        tenant = self._tenants.setdefault(tenant_id, _Tenant())
+        known = tenant.members.get((group, member_id))
+        if known is not None and known.joined:
+            return True
+        assignment = 0 if known is None else known.assignment  # known by an assignment alone
+        member = _Member(group, dict(parts), assignment, session_s, 0.0, self._clock())
+        extra = member.charge - (0 if known is None else known.charge)
+        if not self._room(tenant, known, extra):
+            return False
+        if known is not None:
+            self._drop(tenant, known)
+        self._place(tenant, member_id, member, instance_id)
+        return True
 
     def seen(self, tenant_id: str, group: str, member_id: str) -> None:
         """A classic Heartbeat or OffsetCommit of a member known here: it is alive."""

@@ -9,7 +9,9 @@ here 4 MiB): a JoinGroup that would take the tenant's members past it is GROUP_M
 and never forwarded, another tenant's groups are not affected, and a member that leaves frees its
 place for the tenant's real consumer group. A member let in by one gateway may not keep itself
 alive through another (which would free its place at the first while the broker keeps it): its
-Heartbeat, SyncGroup and OffsetCommit there are REBALANCE_IN_PROGRESS until it rejoins there.
+Heartbeat, SyncGroup and OffsetCommit there are REBALANCE_IN_PROGRESS until it rejoins there; a
+KIP-848 member is described at its coordinator there and charged, or asked to rejoin when it
+does not fit.
 Real broker and two `pier gateway`s, raw JoinGroup v9 / SyncGroup v5 / Heartbeat v4 /
 OffsetCommit v8 / LeaveGroup v5 frames, then confluent-kafka consumer groups."""
 
@@ -195,3 +197,76 @@ def test_a_member_let_in_by_one_gateway_rejoins_before_another_keeps_it_alive(
             assert commit(there, "roaming", member_id, rejoined.generation_id) == {NONE}
     finally:
         other.stop()
+
+
+CONSUMER_HEARTBEAT = 68
+UNKNOWN_MEMBER_ID = 25
+
+
+def consumer_beat(
+    wire: RawConnection, group: str, member_id: str, epoch: int, names: tuple[str, ...] | None
+) -> Any:
+    """A KIP-848 ConsumerGroupHeartbeat v0 (epoch 0 joins; names None: unchanged)."""
+    request = make(
+        request_module(CONSUMER_HEARTBEAT, 0),
+        "ConsumerGroupHeartbeatRequest",
+        group_id=group,
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=60),
+        subscribed_topic_names=names,
+        server_assignor=None,
+        topic_partitions=None if names is None else (),
+    )
+    answer = response_module(CONSUMER_HEARTBEAT, 0).ConsumerGroupHeartbeatResponse
+    return wire.call(request, answer, TIMEOUT_S)
+
+
+def test_a_kip_848_member_moving_to_another_gateway_is_charged_there_if_it_fits(
+    stack: GatewayStack, tmp_path: Path
+) -> None:
+    """A KIP-848 member's heartbeats reaching a gateway process it did not join through (a
+    restart, another worker) are not asked to rejoin (which would cost it its partitions): that
+    gateway describes the member at its coordinator and charges it from then on, if the tenant
+    has room there; one that does not fit is asked to rejoin (UNKNOWN_MEMBER_ID) as before."""
+    assert stack.broker is not None
+    gateways = [
+        start_gateway(
+            tmp_path / name,
+            stack.broker.bootstrap,
+            stack.db_url,
+            node_ids=[stack.broker.node_id],
+            properties={**TEST_GATEWAY_SETTINGS, **SETTINGS},
+        )
+        for name in ("a", "b")
+    ]
+    try:
+        with (
+            RawConnection(gateways[0].host, gateways[0].port) as here,
+            RawConnection(gateways[1].host, gateways[1].port) as there,
+        ):
+            for wire in (here, there):
+                wire.api_versions()
+                authenticate(wire, stack.credentials["acme"])
+            big = tuple(f"{i:04d}".ljust(200, "t") for i in range(1000))  # ≈ 330 KB charged
+            joined = {
+                name: consumer_beat(here, f"k-{name}", "", 0, names)
+                for name, names in (("small", (TOPIC,)), ("big", big))
+            }
+            assert {name: a.error_code for name, a in joined.items()} == {"small": 0, "big": 0}
+            for i in range(4):  # four 1 MB members: the other gateway has ~190 KB left
+                assert member(there, f"full-{i}") is not None
+            small, large = joined["small"], joined["big"]
+            moved = consumer_beat(there, "k-small", small.member_id, small.member_epoch, None)
+            assert moved.error_code == NONE, "described at its coordinator and charged here"
+            again = consumer_beat(there, "k-small", small.member_id, moved.member_epoch, None)
+            assert again.error_code == NONE
+            refused = consumer_beat(there, "k-big", large.member_id, large.member_epoch, None)
+            assert refused.error_code == UNKNOWN_MEMBER_ID, "no room for it there: it rejoins"
+            stays = consumer_beat(here, "k-big", large.member_id, large.member_epoch, None)
+            assert stays.error_code == NONE, "where it joined it beats on"
+    finally:
+        for gateway in gateways:
+            gateway.stop()

@@ -10,8 +10,9 @@ with a message saying so; one that would take the tenant's members past
 `tenant.max.group.member.bytes` (`member_ledger.py`: a member joining at epoch 0, or one whose
 subscription grows) is GROUP_MAX_SIZE_REACHED; a leave (epoch -1) answered NONE drops the
 member there; a heartbeat past the join of a member this gateway process did not let through is
-UNKNOWN_MEMBER_ID, not forwarded, so it rejoins (epoch 0) here and is charged here. Runs on the
-event loop.
+looked up at its coordinator and charged here as described there (`member_adoption.py`), and
+only when that cannot be done UNKNOWN_MEMBER_ID, not forwarded, so it rejoins (epoch 0) here and
+is charged here. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
 from gateway.kafka.filters.consumer_group_regex import RefusedRegex, to_fleet
 from gateway.kafka.filters.groups_common import message
+from gateway.kafka.filters.member_adoption import adopted
 from gateway.kafka.filters.member_size import heartbeat_charge, heartbeat_refusal
 from gateway.kafka.filters.topics_common import tenant_topics_by_id
 from gateway.kafka.member_ledger import CONSUMER_HOLD_S, NO_LEDGER, Admission
@@ -69,7 +71,7 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     too_large = heartbeat_refusal(forwarded)  # the tenant's prefixes made it larger
     if too_large is not None:
         return _refuse(ctx, request, ErrorCode.invalid_request, too_large)
-    if not _known(ctx, request):
+    if not _known(ctx, request) and not await adopted(ctx, request.group_id, request.member_id):
         return _refuse(ctx, request, ErrorCode.unknown_member_id, _ELSEWHERE)
     admission = _admit(ctx, request, forwarded)
     if admission is None:

@@ -122,3 +122,18 @@ def _over(held: int) -> str | None:
     if held <= MAX_MEMBER_BYTES:
         return None
     return f"a member's group state of {held} bytes, more than {MAX_MEMBER_BYTES}"
+
+
+def described_charge(member: Any, assignor: str) -> dict[str, int]:
+    """What a KIP-848 member its coordinator described (ConsumerGroupDescribe) holds there, by the
+    parts `heartbeat_charge` names; its server assignor is one the coordinator serves, counted at
+    the length of the group's (`assignor`)."""
+    names = member.subscribed_topic_names or ()
+    return {
+        "subscribed_topic_names": _total(names) + len(names) * TOPIC_OVERHEAD_BYTES,
+        "subscribed_topic_regex": _length(member.subscribed_topic_regex),
+        "instance_id": _length(member.instance_id),
+        "rack_id": _length(member.rack_id),
+        "server_assignor": len(assignor),
+        "ids": ids_bytes(member.member_id, member.client_id),
+    }

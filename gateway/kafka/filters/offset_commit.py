@@ -6,8 +6,9 @@ TOPIC_AUTHORIZATION_FAILED locally while the rest is forwarded; answers merged i
 A group past the tenant's `tenant.max.groups` (`coordinated_names.py`: a commit makes a group)
 is refused like one without READ. A commit keeps its member alive (as it does at the coordinator)
 in the tenant's member ledger (`member_ledger.py`); one of a member this gateway process did not
-let through is REBALANCE_IN_PROGRESS, so the member rejoins here and is charged here. Runs on the
-event loop.
+let through is REBALANCE_IN_PROGRESS, so the member rejoins here and is charged here, unless it is
+a KIP-848 member its coordinator holds (`member_adoption.py`: then charged here as described
+there). Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from brokers.wire.errors import ErrorCode
 from gateway.kafka.coordinated_names import NameKind
 from gateway.kafka.filter import FilterContext, Outcome
 from gateway.kafka.filters.groups_common import commit_outcome
+from gateway.kafka.filters.member_adoption import adopted
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -30,19 +32,20 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         refusal = ErrorCode.group_authorization_failed
     else:  # a commit makes the group: too long, or one past the tenant's limit
         refusal = await ctx.name_refusal(NameKind.GROUP, request.group_id)
-    if refusal is None and not _alive(ctx, request):
+    if refusal is None and not await _alive(ctx, request):
         refusal = ErrorCode.rebalance_in_progress
     group = ctx.namespace.fleet(request.group_id)
     return commit_outcome(ctx, request, "OffsetCommitResponse", refusal, group_id=group)
 
 
-def _alive(ctx: FilterContext, request: Any) -> bool:
-    """Whether the committing member (if any) is one this gateway let through; refreshed."""
+async def _alive(ctx: FilterContext, request: Any) -> bool:
+    """Whether the committing member (if any) is one this gateway let through, or a KIP-848
+    member its coordinator holds and this gateway now charges; refreshed."""
     members, member_id = ctx.members, request.member_id
     if members is None or not member_id or request.generation_id_or_member_epoch < 0:
         return True  # a commit of no member (a simple consumer, an admin tool)
     tenant, group = ctx.namespace.tenant_id, request.group_id
-    if not members.knows(tenant, group, member_id):
+    if not members.knows(tenant, group, member_id) and not await adopted(ctx, group, member_id):
         return False
     members.seen(tenant, group, member_id)
     return True

@@ -1,5 +1,6 @@
 """The bytes of group members a tenant holds (`gateway/kafka/member_ledger.py`): joins, rejoins,
-static replacement, assignments, leaves, answers and expiry, on a clock the test moves."""
+static replacement, assignments, leaves, answers, expiry, members adopted as their coordinator
+described them and the look-ups that takes, on a clock the test moves."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.member_ledger import (
     CONSUMER_HOLD_S,
+    LOOKUP_BURST,
+    LOOKUPS_PER_S,
     MAX_REBALANCE_S,
     OVERHEAD_BYTES,
     SWEEP_INTERVAL_S,
@@ -305,3 +308,47 @@ def consistent(book: MemberLedger) -> None:
     for tenant in book._tenants.values():
         assert tenant.held == sum(m.charge for m in tenant.members.values())
         assert all(m.key == k for k, m in tenant.members.items())
+
+
+def test_an_adopted_member_is_charged_known_and_expires_like_one_joined_here() -> None:
+    book, clock = ledger(2)
+    assert book.adopt("acme", "g", "z", None, {"subscribed_topic_names": SIZE}, CONSUMER_HOLD_S)
+    assert book.knows("acme", "g", "z") and book.held("acme") == EACH
+    assert book.adopt("acme", "g", "z", None, {"subscribed_topic_names": 1}, CONSUMER_HOLD_S)
+    assert book.held("acme") == EACH, "adopting a known member changes nothing"
+    assert join(book, "m1")
+    assert not book.adopt("acme", "g", "y", None, {"x": SIZE}, CONSUMER_HOLD_S), "no room"
+    assert not book.knows("acme", "g", "y") and book.members("acme") == 2
+    clock.now += max(CONSUMER_HOLD_S, HOLD_S) + 1  # z's hold, m1's session (no rebalance)
+    assert book.adopt("acme", "g", "y", None, {"x": SIZE}, CONSUMER_HOLD_S), "both swept"
+    assert book.members("acme") == 1
+    consistent(book)
+
+
+def test_an_adopted_static_member_is_replaced_by_its_rejoin_under_a_new_id() -> None:
+    book, _ = ledger(2)
+    assert book.adopt("acme", "g", "z", "i-1", {"x": SIZE}, CONSUMER_HOLD_S)
+    assert book.held("acme") == EACH  # the instance id's bytes are in the parts measured
+    assert join(book, "z2", instance="i-1")
+    assert not book.knows("acme", "g", "z") and book.members("acme") == 1
+    consistent(book)
+
+
+def test_an_adopted_member_known_by_an_assignment_keeps_it() -> None:
+    book, _ = ledger(3)
+    assert join(book, "leader")
+    admission = book.sync("acme", "g", "leader", 1, [("z", SIZE)])
+    assert admission is not None and not book.knows("acme", "g", "z")
+    assert book.adopt("acme", "g", "z", None, {"x": SIZE}, CONSUMER_HOLD_S)
+    assert book.knows("acme", "g", "z") and book.held("acme") == 2 * EACH + SIZE
+    consistent(book)
+
+
+def test_look_ups_are_a_burst_then_a_few_a_second_per_tenant() -> None:
+    book, clock = ledger(1)
+    assert all(book.may_look_up("acme") for _ in range(int(LOOKUP_BURST)))
+    assert not book.may_look_up("acme")
+    assert book.may_look_up("bolt"), "another tenant's are its own"
+    clock.now += 1.0
+    allowed = sum(book.may_look_up("acme") for _ in range(100))
+    assert allowed == int(LOOKUPS_PER_S)

@@ -13,7 +13,15 @@ from types import SimpleNamespace
 from typing import Any
 
 from brokers.wire.entities import has_field, known_fields, make, request_module, response_module
-from gateway.kafka.filter import Caller, FilterContext, FilterModule, Forward, Outcome, Reply
+from gateway.kafka.filter import (
+    Caller,
+    FilterContext,
+    FilterModule,
+    Forward,
+    HeldGroup,
+    Outcome,
+    Reply,
+)
 from gateway.kafka.member_ledger import MemberLedger
 from gateway.kafka.namespace import TenantNamespace
 from gateway.policy import TenantPolicy
@@ -51,6 +59,7 @@ class FakeFleet:
     topic_counts: dict[str, int] = field(default_factory=dict)  # fleet topic -> partitions
     ids: dict[uuid.UUID, str] = field(default_factory=dict)  # topic id -> fleet topic
     lookups: list[tuple[str, int]] = field(default_factory=list)  # (what, how many) asked
+    groups: dict[str, HeldGroup] = field(default_factory=dict)  # fleet group -> its coordinator's
 
     def cluster_id(self, tenant_id: str) -> str:
         return f"virtual-{tenant_id}"
@@ -70,6 +79,10 @@ class FakeFleet:
 
     def remember_topic_id(self, fleet_name: str, topic_id: uuid.UUID) -> None:
         self.ids.setdefault(topic_id, fleet_name)
+
+    async def consumer_group_members(self, fleet_group: str) -> HeldGroup | None:
+        self.lookups.append(("members", 1))
+        return self.groups.get(fleet_group)
 
 
 @dataclass

@@ -2,7 +2,8 @@
 SyncGroup or ConsumerGroupHeartbeat past `tenant.max.group.member.bytes` is GROUP_MAX_SIZE_REACHED
 and never forwarded; answers file members under their ids, leaves answered NONE free their places,
 and a member this gateway did not let through may not keep itself alive here (Heartbeat and
-OffsetCommit REBALANCE_IN_PROGRESS, a KIP-848 heartbeat UNKNOWN_MEMBER_ID: it rejoins here)."""
+OffsetCommit REBALANCE_IN_PROGRESS, a KIP-848 heartbeat UNKNOWN_MEMBER_ID: it rejoins here) unless
+it is a KIP-848 member its coordinator describes: then it is charged here as described there."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from brokers.wire.entities import make, response_module
 from brokers.wire.errors import ErrorCode
+from gateway.kafka.filter import HeldGroup
 from gateway.kafka.filters import (
     consumer_group_heartbeat,
     heartbeat,
@@ -23,8 +26,9 @@ from gateway.kafka.filters import (
     sync_group,
 )
 from gateway.kafka.filters.member_size import TOPIC_OVERHEAD_BYTES
-from gateway.kafka.member_ledger import OVERHEAD_BYTES, MemberLedger
+from gateway.kafka.member_ledger import LOOKUP_BURST, OVERHEAD_BYTES, MemberLedger
 from tests.unit.gateway.filters.harness import (
+    FakeFleet,
     context,
     forwarded,
     replied,
@@ -43,8 +47,10 @@ IDS = 2 + 3 * len("app")  # a two-character member id and the harness's client i
 EACH = OVERHEAD_BYTES + SIZE + NAME + IDS  # a JoinGroup member "mN" of SIZE metadata ("range")
 
 
-def call(module: Any, version: int, book: MemberLedger, req: Any) -> Any:
-    return asyncio.run(run(module, context(module, version, members=book), req))
+def call(
+    module: Any, version: int, book: MemberLedger, req: Any, fleet: FakeFleet | None = None
+) -> Any:
+    return asyncio.run(run(module, context(module, version, members=book, fleet=fleet), req))
 
 
 def joined(book: MemberLedger, member_id: str, version: int = 9) -> Any:
@@ -235,3 +241,68 @@ def test_a_rebalance_timeout_past_thirty_minutes_is_forwarded_as_thirty() -> Non
     assert sent.request.rebalance_timeout == datetime.timedelta(minutes=30)
     short = forwarded(call(join_group, 9, book, _join_as(9, "m1")))
     assert short.request.rebalance_timeout == datetime.timedelta(seconds=30)
+
+
+def _described(member_id: str, names: tuple[str, ...], instance: str | None = None) -> Any:
+    """A member as ConsumerGroupDescribe v0 shows it (fleet names)."""
+    assignment = make(response_module(69, 0), "Assignment", topic_partitions=())
+    return make(
+        response_module(69, 0),
+        "Member",
+        member_id=member_id,
+        instance_id=instance,
+        rack_id=None,
+        member_epoch=3,
+        client_id="app",
+        client_host="/10.0.0.1",
+        subscribed_topic_names=names,
+        subscribed_topic_regex=None,
+        assignment=assignment,
+        target_assignment=assignment,
+    )
+
+
+def _held(*members: Any) -> FakeFleet:
+    return FakeFleet(groups={"acme_g": HeldGroup("uniform", {m.member_id: m for m in members})})
+
+
+def test_a_kip_848_member_its_coordinator_holds_is_charged_here_and_beats_on() -> None:
+    names = ("acme_" + "t" * SIZE,)
+    held = OVERHEAD_BYTES + len(names[0]) + TOPIC_OVERHEAD_BYTES + len("uniform") + 1 + 9
+    book = MemberLedger(2 * held + len("i-1"))  # z, and y with its instance id
+    fleet = _held(_described("z", names), _described("y", names, instance="i-1"))
+    beat = _consumer("z", 3, None)
+    sent = forwarded(call(consumer_group_heartbeat, 1, book, beat, fleet))
+    assert sent.request.member_id == "z" and sent.request.group_id == "acme_g"
+    assert book.knows("acme", "g", "z") and book.held("acme") == held
+    assert fleet.lookups == [("members", 1)]
+    forwarded(call(consumer_group_heartbeat, 1, book, beat, fleet))  # known now: no look-up
+    assert fleet.lookups == [("members", 1)]
+    commit: Any = _commit(9, "t")
+    commit = replace(commit, member_id="y", generation_id_or_member_epoch=3)
+    assert forwarded(call(offset_commit, 9, book, commit, fleet)), "its commit adopts it too"
+    assert book.held("acme") == 2 * held + len("i-1")
+    third = _held(_described("x", names))
+    answer = replied(call(consumer_group_heartbeat, 1, book, _consumer("x", 3, None), third))
+    assert answer.error_code == ErrorCode.unknown_member_id, "no room: it rejoins here"
+    assert not book.knows("acme", "g", "x") and book.held("acme") == 2 * held + len("i-1")
+
+
+def test_a_member_its_coordinator_does_not_hold_rejoins_and_look_ups_are_bounded() -> None:
+    book = MemberLedger(1 << 20)
+    fleet = _held(_described("z", ("acme_t",)))
+    stranger = _consumer("w", 3, None)
+    answer = replied(call(consumer_group_heartbeat, 1, book, stranger, fleet))
+    assert answer.error_code == ErrorCode.unknown_member_id
+    for _ in range(int(LOOKUP_BURST)):  # the tenant's look-ups: a burst, then none
+        replied(call(consumer_group_heartbeat, 1, book, stranger, fleet))
+    asked = len(fleet.lookups)
+    answer = replied(call(consumer_group_heartbeat, 1, book, _consumer("z", 3, None), fleet))
+    assert answer.error_code == ErrorCode.unknown_member_id, "held, but no look-up left"
+    assert len(fleet.lookups) == asked == LOOKUP_BURST
+    classic = replied(call(heartbeat, 4, book, request(
+        heartbeat, 4, "HeartbeatRequest", group_id="g", generation_id=1, member_id="z",
+        group_instance_id=None,
+    ), fleet))  # fmt: skip
+    assert classic.error_code == ErrorCode.rebalance_in_progress, "a classic member: no look-up"
+    assert len(fleet.lookups) == asked
