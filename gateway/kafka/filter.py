@@ -54,6 +54,7 @@ __all__ = [
     "Fleet",
     "Forward",
     "HeldGroup",
+    "LookupBudget",
     "MutationBudget",
     "Outcome",
     "Reply",
@@ -88,16 +89,32 @@ class Fleet(Protocol):
         """An id a broker's answer just showed, for the hot path's look-ups."""
         ...
 
-    async def consumer_group_members(self, fleet_group: str) -> HeldGroup | None:
-        """The members a KIP-848 group's coordinator holds now (ConsumerGroupDescribe of this
-        group alone); None when it cannot tell (no answer in time, not a consumer group)."""
+    async def consumer_group_members(
+        self, fleet_group: str, budget: LookupBudget
+    ) -> HeldGroup | None:
+        """The KIP-848 members a group's coordinator holds (ConsumerGroupDescribe of this group
+        alone, or its answer of a moment ago); None when it cannot tell (no answer in time, not a
+        consumer group, or `budget` spent: a describe is sent only if it gives a token)."""
+        ...
+
+
+class LookupBudget(Protocol):
+    """The look-ups at coordinators a tenant may still cause (`MemberLedger.look_ups`)."""
+
+    def take(self) -> bool:
+        """One look-up more now, if the tenant has one left."""
+        ...
+
+    def spend(self, size: int) -> None:
+        """What the look-up's answer weighed (bytes): large ones count for more."""
         ...
 
 
 @dataclass(frozen=True, slots=True)
 class HeldGroup:
-    """A KIP-848 group as its coordinator described it: its assignor's name and its members (the
-    answer's kio entities, in the fleet's names) by member id."""
+    """A KIP-848 group as its coordinator described it: its assignor's name and its KIP-848
+    members (the answer's kio entities, in the fleet's names; classic members of a mixed group
+    left out) by member id."""
 
     assignor: str
     members: dict[str, Any]

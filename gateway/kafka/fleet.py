@@ -34,12 +34,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from brokers.client import Cluster
-from brokers.client.errors import ClientError, UnsupportedVersionError
+from brokers.client.errors import BrokerResponseError, ClientError, UnsupportedVersionError
 from brokers.client.metadata import ClusterMetadata, TopicInfo
 from brokers.wire.entities import make, request_module
+from brokers.wire.errors import ErrorCode
 from gateway.kafka.api_table import ApiRange, advertised, finalized_features
 from gateway.kafka.coordinated_names import NameKind
-from gateway.kafka.filter import HeldGroup
+from gateway.kafka.filter import HeldGroup, LookupBudget
 from gateway.kafka.namespace import tenant_of
 
 log = logging.getLogger("pier.gateway.fleet")
@@ -47,7 +48,17 @@ API_VERSIONS = 18
 LIST_GROUPS = 16
 LIST_TRANSACTIONS = 66
 CONSUMER_GROUP_DESCRIBE = 69
-MEMBER_LOOKUP_TIMEOUT_S = 2.0  # a member adopted late is asked to rejoin instead (module doc)
+MEMBER_LOOKUP_TIMEOUT_S = 2.0  # past it the member is asked to rejoin instead
+MEMBER_LOOKUP_FRESH_S = 2.0  # a group's description answers its members' look-ups this long
+MAX_DESCRIBED_GROUPS = 1_024  # descriptions remembered; the oldest go first
+CLASSIC_MEMBER = 0  # ConsumerGroupDescribe v1's MemberType of a classic member in a mixed group
+COORDINATOR_MOVED = frozenset(
+    {
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+    }
+)
 ID_REFRESH_S = 1.0  # at most one look-up a second of the topic ids the gateway does not know
 MAX_MISSED_IDS = 1_000  # ids one look-up asks for (the rest of a flood wait for the next)
 MAX_REMEMBERED_IDS = 1_000_000
@@ -82,6 +93,7 @@ class FleetDirectory:
         self._missed: set[uuid.UUID] = set()  # ids asked for on the hot path, not known
         self._full_read_at = float("-inf")  # loop time of the last read of every topic
         self._member_lookups: dict[str, asyncio.Future[HeldGroup | None]] = {}  # by fleet group
+        self._described: dict[str, tuple[float, HeldGroup | None]] = {}  # (loop time, answer)
 
     async def start(self) -> None:
         """Learn the fleet once (raises ClientError when no broker answers), then keep current."""
@@ -251,36 +263,67 @@ class FleetDirectory:
         except ClientError as exc:
             log.warning("event=fleet_refresh_failed error=%r", str(exc))
 
-    async def consumer_group_members(self, fleet_group: str) -> HeldGroup | None:
-        """`Fleet.consumer_group_members`: one ConsumerGroupDescribe v0 to the group's coordinator,
-        shared by the requests asking about the same group meanwhile, bounded by
-        `MEMBER_LOOKUP_TIMEOUT_S`."""
+    async def consumer_group_members(
+        self, fleet_group: str, budget: LookupBudget
+    ) -> HeldGroup | None:
+        """`Fleet.consumer_group_members`: one ConsumerGroupDescribe v1 to the group's coordinator,
+        shared by the requests asking about the same group meanwhile and for
+        `MEMBER_LOOKUP_FRESH_S` after (the members of a group all moving at once, after a restart,
+        cost one), bounded by `MEMBER_LOOKUP_TIMEOUT_S`; a moved coordinator is looked up again."""
+        loop = asyncio.get_running_loop()
+        remembered = self._described.get(fleet_group)
+        if remembered is not None and loop.time() - remembered[0] < MEMBER_LOOKUP_FRESH_S:
+            return remembered[1]
         pending = self._member_lookups.get(fleet_group)
         if pending is None:
-            pending = asyncio.ensure_future(self._describe_consumer_group(fleet_group))
+            if not budget.take():
+                return None
+            pending = asyncio.ensure_future(self._describe_consumer_group(fleet_group, budget))
             self._member_lookups[fleet_group] = pending
-            pending.add_done_callback(lambda _: self._member_lookups.pop(fleet_group, None))
+            pending.add_done_callback(lambda done: self._described_now(fleet_group, done))
         return await asyncio.shield(pending)
 
-    async def _describe_consumer_group(self, fleet_group: str) -> HeldGroup | None:
+    def _described_now(self, fleet_group: str, done: asyncio.Future[HeldGroup | None]) -> None:
+        self._member_lookups.pop(fleet_group, None)
+        if done.cancelled() or done.exception() is not None:
+            return
+        described = self._described
+        described.pop(fleet_group, None)
+        described[fleet_group] = (asyncio.get_running_loop().time(), done.result())
+        while len(described) > MAX_DESCRIBED_GROUPS:
+            del described[next(iter(described))]  # the oldest
+
+    async def _describe_consumer_group(
+        self, fleet_group: str, budget: LookupBudget
+    ) -> HeldGroup | None:
         request = make(
-            request_module(CONSUMER_GROUP_DESCRIBE, 0),
+            request_module(CONSUMER_GROUP_DESCRIBE, 1),
             "ConsumerGroupDescribeRequest",
             group_ids=(fleet_group,),
             include_authorized_operations=False,
         )
+
+        async def attempt() -> Any:
+            connection = await self._cluster.coordinator(fleet_group)
+            answer: Any = await connection.send(request)
+            for group in answer.groups:
+                if group.error_code in COORDINATOR_MOVED:  # forget it, ask again
+                    raise BrokerResponseError(ErrorCode(group.error_code), fleet_group)
+            return answer
+
         try:
             async with asyncio.timeout(MEMBER_LOOKUP_TIMEOUT_S):
-                connection = await self._cluster.coordinator(fleet_group)
-                answer: Any = await connection.send(request)
+                answer = await self._cluster.call(attempt)
         except (ClientError, TimeoutError, OSError) as exc:
             log.info("event=member_lookup_failed error=%r", type(exc).__name__)
             return None
         groups = [g for g in answer.groups if g.group_id == fleet_group]
-        if len(groups) != 1 or groups[0].error_code != 0:
+        if len(groups) != 1 or groups[0].error_code != ErrorCode.none:
             return None
         group = groups[0]
-        return HeldGroup(str(group.assignor_name), {str(m.member_id): m for m in group.members})
+        budget.spend(sum(_described_bytes(m) for m in group.members))
+        members = {str(m.member_id): m for m in group.members if m.member_type != CLASSIC_MEMBER}
+        return HeldGroup(str(group.assignor_name), members)
 
     def broker_ids(self) -> set[int]:
         return set(self._metadata.brokers) if self._metadata else set()
@@ -319,6 +362,16 @@ class FleetDirectory:
         )
         answer = await connection.send(request)
         return [str(t.transactional_id) for t in answer.transaction_states]
+
+
+def _described_bytes(member: Any) -> int:
+    """About what a described member weighs in the answer (its strings and assignments)."""
+    texts = (member.member_id, member.client_id, member.instance_id, member.rack_id)
+    size = sum(len(t) for t in texts if t) + len(member.subscribed_topic_regex or "")
+    size += sum(len(name) for name in member.subscribed_topic_names)
+    for assignment in (member.assignment, member.target_assignment):
+        size += sum(32 + 4 * len(t.partitions) for t in assignment.topic_partitions)
+    return size
 
 
 def _partition_count(topic: TopicInfo | None) -> int | None:

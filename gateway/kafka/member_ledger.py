@@ -33,7 +33,7 @@ filters measure them on the forwarded request) and when it was last heard of. It
   count) may not keep itself alive here uncharged (otherwise members joined through one gateway
   process and kept alive through another would be charged nowhere): a KIP-848 member its
   coordinator describes is `adopt`ed, charged for all it holds there, when the tenant has room
-  (`filters/member_adoption.py`; the look-ups a tenant causes are bounded, `may_look_up`); the
+  (`filters/member_adoption.py`; the look-ups a tenant causes are bounded, `look_ups`); the
   filters answer any other's Heartbeat, SyncGroup or OffsetCommit REBALANCE_IN_PROGRESS, and its
   KIP-848 heartbeat UNKNOWN_MEMBER_ID, so it rejoins through this gateway and is charged here.
 A request that would take the tenant past its limit is refused GROUP_MAX_SIZE_REACHED by the
@@ -59,9 +59,11 @@ NEW_MEMBER_JOIN_S = 300.0  # Kafka's wait for a new member's rejoin (KIP-394, KI
 # and so a member parked in it, lasts no longer at any coordinator, whichever gateway asked.
 MAX_REBALANCE_S = 1800.0
 SWEEP_INTERVAL_S = 1.0
-# Coordinator look-ups (`adopt`) a tenant's requests may cause per second, and in one burst.
+# Coordinator look-ups (`adopt`) a tenant's requests may cause per second, and in one burst; an
+# answer counts one more for each `LOOKUP_BYTES` it weighs.
 LOOKUPS_PER_S = 5.0
 LOOKUP_BURST = 20.0
+LOOKUP_BYTES = 1 << 20
 STORED = frozenset({ErrorCode.none, ErrorCode.member_id_required})
 
 Key = tuple[str, str | int]  # (the tenant's group, member id) or (group, ticket) until answered
@@ -160,6 +162,33 @@ class Admission:
             self._member.waiting -= 1
             self._member.seen = self._ledger._clock()
         return True
+
+
+class LookUps:
+    """A tenant's look-ups at coordinators: a token bucket (`LOOKUPS_PER_S`, `LOOKUP_BURST`), one
+    token a look-up and one more for each `LOOKUP_BYTES` of its answer (`filter.LookupBudget`)."""
+
+    __slots__ = ("_clock", "_tenant")
+
+    def __init__(self, tenant: _Tenant, clock: Callable[[], float]) -> None:
+        self._tenant, self._clock = tenant, clock
+
+    def take(self) -> bool:
+        tenant = self._refilled()
+        if tenant.lookups < 1:
+            return False
+        tenant.lookups -= 1
+        return True
+
+    def spend(self, size: int) -> None:
+        self._refilled().lookups -= size / LOOKUP_BYTES
+
+    def _refilled(self) -> _Tenant:
+        tenant, now = self._tenant, self._clock()
+        refill = (now - tenant.lookups_at) * LOOKUPS_PER_S
+        tenant.lookups = min(LOOKUP_BURST, tenant.lookups + refill)
+        tenant.lookups_at = now
+        return tenant
 
 
 class MemberLedger:
@@ -285,18 +314,9 @@ class MemberLedger:
 
         return Admission(self, tenant, sender, settle=settle)
 
-    def may_look_up(self, tenant_id: str) -> bool:
-        """Whether the tenant may cause one more look-up of a member at its coordinator now
-        (`LOOKUPS_PER_S`, `LOOKUP_BURST`); taken if so."""
-        tenant = self._tenants.setdefault(tenant_id, _Tenant())
-        now = self._clock()
-        refill = (now - tenant.lookups_at) * LOOKUPS_PER_S
-        tenant.lookups = min(LOOKUP_BURST, tenant.lookups + refill)
-        tenant.lookups_at = now
-        if tenant.lookups < 1:
-            return False
-        tenant.lookups -= 1
-        return True
+    def look_ups(self, tenant_id: str) -> LookUps:
+        """The look-ups at coordinators the tenant may still cause (`adopt`)."""
+        return LookUps(self._tenants.setdefault(tenant_id, _Tenant()), self._clock)
 
     def adopt(
         self,
@@ -314,6 +334,9 @@ class MemberLedger:
         known = tenant.members.get((group, member_id))
         if known is not None and known.joined:
             return True
+        static = tenant.statics.get((group, instance_id)) if instance_id else None
+        if static is not None and static != (group, member_id):
+            return False  # a stale description: the instance has rejoined here under a new id
         assignment = 0 if known is None else known.assignment  # known by an assignment alone
         member = _Member(group, dict(parts), assignment, session_s, 0.0, self._clock())
         extra = member.charge - (0 if known is None else known.charge)

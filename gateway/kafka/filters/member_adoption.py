@@ -6,13 +6,15 @@ restarts, the client reconnects to another worker, or the coordinator moves; the
 lands on did not let it join, so its ledger does not know it. Asking such a member to rejoin
 (UNKNOWN_MEMBER_ID) costs a KIP-848 consumer its partitions, so its heartbeat and its commits
 first look the member up: one ConsumerGroupDescribe of its group at the coordinator (shared by the
-group's members asking meanwhile, at most `member_ledger.LOOKUPS_PER_S` a second per tenant),
-and a member the coordinator holds is charged from then on for everything it holds there (a
-KIP-848 description shows all of it: subscription, regex, rack, instance id, ids;
-`member_size.described_charge`). When the look-up cannot be made (the tenant's look-ups spent, no
-answer, a classic group: its other protocols are not described, so its size cannot be known), the
-coordinator does not hold the member, or the tenant has no room, the caller answers as before:
-rejoin here and be charged here. Runs on the event loop.
+group's members asking meanwhile and for two seconds after; a tenant's look-ups are a token bucket,
+`member_ledger.LookUps`, large answers costing more), and a KIP-848 member the coordinator holds
+is charged from then on for everything it holds there (a KIP-848 description shows all of it:
+subscription, regex, rack, instance id, ids; `member_size.described_charge`). When the look-up
+cannot be made (the tenant's look-ups spent, no answer), the coordinator does not hold the member
+as a KIP-848 one (a classic member, also of a mixed group, is never adopted: the description
+shows only its chosen protocol's metadata and the coordinator keeps all of them), a static
+member's instance id has rejoined here under another id since, or the tenant has no room, the
+caller answers as before: rejoin here and be charged here. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ async def adopted(ctx: FilterContext, group: str, member_id: str) -> bool:
     if members is None or not member_id:
         return False
     tenant = ctx.namespace.tenant_id
-    if not members.may_look_up(tenant):
-        return False
-    held = await ctx.fleet.consumer_group_members(ctx.namespace.fleet(group))
+    held = await ctx.fleet.consumer_group_members(
+        ctx.namespace.fleet(group), members.look_ups(tenant)
+    )
     described = None if held is None else held.members.get(member_id)
     if held is None or described is None:
         return False

@@ -6,6 +6,7 @@ topics alone, never by reading every topic of the fleet, and answers exactly as 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import pytest
 from brokers.client import Cluster
 from brokers.client.admin import Admin
 from brokers.client.topics import NewTopic
+from brokers.coordinator.consumer_protocol import encode_subscription
+from brokers.wire.entities import make, request_module
 from gateway.http.topic_metadata import TopicMetadata
 from gateway.kafka import fleet as fleet_module
 from gateway.kafka.fleet import FleetDirectory
@@ -151,3 +154,115 @@ def test_the_periodic_refresh_asks_for_the_brokers_alone_and_reads_every_topic_r
                 await cluster.close()
 
         asyncio.run(scenario())
+
+
+class Budget:
+    """A `LookupBudget` with `tokens` look-ups, recording what the answers weighed."""
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+        self.spent: list[int] = []
+
+    def take(self) -> bool:
+        if self.tokens <= 0:
+            return False
+        self.tokens -= 1
+        return True
+
+    def spend(self, size: int) -> None:
+        self.spent.append(size)
+
+
+def test_a_consumer_group_s_kip_848_members_are_described_once_for_a_moment(
+    tmp_path: Path,
+) -> None:
+    """`consumer_group_members` (the member ledger's adoption): one ConsumerGroupDescribe for the
+    requests asking meanwhile and for `MEMBER_LOOKUP_FRESH_S` after, a token only when one is sent,
+    the answer's weight spent; classic members of a mixed group left out; no group, None."""
+    with broker_thread(tmp_path, {"group.initial.rebalance.delay.ms": "0"}) as broker:
+        bootstrap = f"127.0.0.1:{broker.port}"
+
+        async def scenario() -> None:
+            async with Admin.for_bootstrap(bootstrap) as admin:
+                assert await admin.create_topics([NewTopic("acme_t", 2, 1, {})]) == {"acme_t": None}
+            cluster = Cluster(bootstrap)
+            fleet = FleetDirectory(cluster, advertised_host="gw", port_base=9000)
+            try:
+                await fleet.refresh()
+                connection = await cluster.coordinator("acme_k")
+                joined = await connection.send(consumer_join("acme_k", "member-1"))
+                assert joined.error_code == 0, joined.error_message
+                classic = asyncio.ensure_future(connection.send(classic_join("acme_k")))
+                budget = Budget(tokens=2)
+                both = await asyncio.gather(
+                    fleet.consumer_group_members("acme_k", budget),
+                    fleet.consumer_group_members("acme_k", budget),
+                )
+                assert both[0] is both[1] and both[0] is not None
+                assert set(both[0].members) == {"member-1"}
+                assert both[0].members["member-1"].subscribed_topic_names == ("acme_t",)
+                assert budget.tokens == 1 and len(budget.spent) == 1 and budget.spent[0] > 0
+                again = await fleet.consumer_group_members("acme_k", budget)
+                assert again is both[0] and budget.tokens == 1, "remembered: no token, no ask"
+                fleet._described.clear()
+                mixed = await described_with_a_classic_member(fleet, budget, classic)
+                assert set(mixed.members) == {"member-1"}, "a classic member is never adopted"
+                assert await fleet.consumer_group_members("acme_none", Budget(1)) is None
+                assert await fleet.consumer_group_members("acme_other", Budget(0)) is None
+            finally:
+                await cluster.close()
+
+        asyncio.run(scenario())
+
+
+async def described_with_a_classic_member(
+    fleet: FleetDirectory, budget: Budget, classic: asyncio.Future[Any]
+) -> Any:
+    """The group described once the classic member's JoinGroup made it mixed (the join itself
+    is parked until the group rebalances; it is not awaited)."""
+    answer = await classic
+    assert answer.error_code == 79  # MEMBER_ID_REQUIRED: the KIP-394 round trip
+    connection = await fleet._cluster.coordinator("acme_k")
+    parked = asyncio.ensure_future(connection.send(classic_join("acme_k", answer.member_id)))
+    try:
+        for _ in range(100):
+            budget.tokens = 1
+            fleet._described.clear()
+            raw = await connection.send(describe("acme_k"))
+            if len(raw.groups[0].members) == 2:
+                held = await fleet.consumer_group_members("acme_k", budget)
+                assert held is not None
+                return held
+            await asyncio.sleep(0.05)
+        raise AssertionError("the classic member never joined the consumer group")
+    finally:
+        parked.cancel()
+
+
+def consumer_join(group: str, member_id: str) -> Any:
+    return make(
+        request_module(68, 1), "ConsumerGroupHeartbeatRequest",
+        group_id=group, member_id=member_id, member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=("acme_t",),
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=(),
+    )  # fmt: skip
+
+
+def classic_join(group: str, member_id: str = "") -> Any:
+    module = request_module(11, 9)
+    protocol = make(module, "JoinGroupRequestProtocol", name="range", metadata=SUBSCRIPTION)
+    return make(
+        module, "JoinGroupRequest", group_id=group, session_timeout=datetime.timedelta(seconds=30),
+        rebalance_timeout=datetime.timedelta(seconds=30), member_id=member_id,
+        group_instance_id=None, protocol_type="consumer", protocols=(protocol,), reason=None,
+    )  # fmt: skip
+
+
+def describe(group: str) -> Any:
+    return make(
+        request_module(69, 1), "ConsumerGroupDescribeRequest",
+        group_ids=(group,), include_authorized_operations=False,
+    )  # fmt: skip
+
+
+SUBSCRIPTION = encode_subscription(["acme_t"])

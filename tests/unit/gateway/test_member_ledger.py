@@ -10,6 +10,7 @@ from brokers.wire.errors import ErrorCode
 from gateway.kafka.member_ledger import (
     CONSUMER_HOLD_S,
     LOOKUP_BURST,
+    LOOKUP_BYTES,
     LOOKUPS_PER_S,
     MAX_REBALANCE_S,
     OVERHEAD_BYTES,
@@ -344,11 +345,24 @@ def test_an_adopted_member_known_by_an_assignment_keeps_it() -> None:
     consistent(book)
 
 
-def test_look_ups_are_a_burst_then_a_few_a_second_per_tenant() -> None:
+def test_look_ups_are_a_burst_then_a_few_a_second_per_tenant_and_large_answers_cost_more() -> None:
     book, clock = ledger(1)
-    assert all(book.may_look_up("acme") for _ in range(int(LOOKUP_BURST)))
-    assert not book.may_look_up("acme")
-    assert book.may_look_up("bolt"), "another tenant's are its own"
+    acme = book.look_ups("acme")
+    assert all(acme.take() for _ in range(int(LOOKUP_BURST)))
+    assert not acme.take()
+    assert book.look_ups("bolt").take(), "another tenant's are its own"
     clock.now += 1.0
-    allowed = sum(book.may_look_up("acme") for _ in range(100))
-    assert allowed == int(LOOKUPS_PER_S)
+    assert sum(acme.take() for _ in range(100)) == int(LOOKUPS_PER_S)
+    clock.now += 10.0  # the bucket full again
+    acme.spend(30 * LOOKUP_BYTES)  # an answer of 30 MiB: 30 look-ups' worth
+    assert not acme.take()
+    clock.now += (30 - LOOKUP_BURST + 1) / LOOKUPS_PER_S
+    assert acme.take()
+
+
+def test_a_stale_description_does_not_replace_the_instance_that_rejoined_here() -> None:
+    book, _ = ledger(3)
+    assert join(book, "z2", instance="i-1")
+    assert not book.adopt("acme", "g", "z", "i-1", {"x": SIZE}, CONSUMER_HOLD_S)
+    assert book.knows("acme", "g", "z2") and not book.knows("acme", "g", "z")
+    consistent(book)

@@ -19,6 +19,7 @@ from gateway.kafka.filter import (
     FilterModule,
     Forward,
     HeldGroup,
+    LookupBudget,
     Outcome,
     Reply,
 )
@@ -80,7 +81,11 @@ class FakeFleet:
     def remember_topic_id(self, fleet_name: str, topic_id: uuid.UUID) -> None:
         self.ids.setdefault(topic_id, fleet_name)
 
-    async def consumer_group_members(self, fleet_group: str) -> HeldGroup | None:
+    async def consumer_group_members(
+        self, fleet_group: str, budget: LookupBudget
+    ) -> HeldGroup | None:
+        if not budget.take():
+            return None
         self.lookups.append(("members", 1))
         return self.groups.get(fleet_group)
 
