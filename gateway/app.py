@@ -49,7 +49,7 @@ from gateway.kafka.client_connection import ClientConnection
 from gateway.kafka.connection_guard import ConnectionGuard
 from gateway.kafka.connection_limits import ConnectionLimits
 from gateway.kafka.coordinated_names import CoordinatedNames, NameLimits
-from gateway.kafka.fleet import FleetDirectory
+from gateway.kafka.fleet import MEMBER_LOOKUP_MAX_BYTES, FleetDirectory
 from gateway.kafka.listener import Listeners
 from gateway.kafka.member_ledger import MemberLedger
 from gateway.kafka.metrics import GatewayMetrics
@@ -92,6 +92,7 @@ class Gateway:
         self._metrics_server: Any = None
         self.http: HttpServer | None = None
         self._http_cluster: Cluster | None = None
+        self._members_cluster: Cluster | None = None
         self._hash_pool: HashingPool | None = None
         self.follower: FeedFollower | None = None
         self.ledger: PartitionLedger | None = None
@@ -109,8 +110,17 @@ class Gateway:
                 f"the tenant store {store!r} has no schema: run `pier tenancy init --db URL`"
             )
         self._cluster = cluster = Cluster(config.bootstrap, ClientConfig(client_id="pier-gateway"))
+        # Member look-ups (`FleetDirectory.consumer_group_members`) on their own connections: a
+        # tenant's large group answer neither waits in line with nor fails everyone's look-ups.
+        self._members_cluster = Cluster(
+            config.bootstrap,
+            ClientConfig(
+                client_id="pier-gateway-members", max_response_bytes=MEMBER_LOOKUP_MAX_BYTES
+            ),
+        )
         self.fleet = fleet = FleetDirectory(
             cluster,
+            members_cluster=self._members_cluster,
             advertised_host=config.public_host,
             port_base=config.port_base,
             default_partitions=config.setting("num.partitions"),
@@ -397,8 +407,6 @@ class Gateway:
             await self.listeners.stop()
         if self.http is not None:
             await self.http.stop()
-        if self._http_cluster is not None:
-            await self._http_cluster.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -414,8 +422,9 @@ class Gateway:
             await self.connections.stop()
         if self.fleet is not None:
             await self.fleet.stop()
-        if self._cluster is not None:
-            await self._cluster.close()
+        for cluster in (self._http_cluster, self._cluster, self._members_cluster):
+            if cluster is not None:
+                await cluster.close()
         if self._metrics_server is not None:
             with contextlib.suppress(Exception):
                 self._metrics_server[0].shutdown()

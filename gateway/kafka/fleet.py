@@ -51,6 +51,9 @@ CONSUMER_GROUP_DESCRIBE = 69
 MEMBER_LOOKUP_TIMEOUT_S = 2.0  # past it the member is asked to rejoin instead
 MEMBER_LOOKUP_FRESH_S = 2.0  # a group's description answers its members' look-ups this long
 MAX_DESCRIBED_GROUPS = 1_024  # descriptions remembered; the oldest go first
+# The largest description a member look-up reads (its own connections: one larger fails only
+# them, and the member is asked to rejoin): ~1,000 members of a thousand subscribed topics.
+MEMBER_LOOKUP_MAX_BYTES = 32 << 20
 CLASSIC_MEMBER = 0  # ConsumerGroupDescribe v1's MemberType of a classic member in a mixed group
 COORDINATOR_MOVED = frozenset(
     {
@@ -75,8 +78,10 @@ class FleetDirectory:
         default_partitions: int = 1,
         refresh_s: float = 10.0,
         on_brokers: Callable[[set[int]], None] | None = None,
+        members_cluster: Cluster | None = None,
     ) -> None:
         self._cluster = cluster
+        self._members_cluster = members_cluster or cluster  # where member look-ups go
         self._host = advertised_host
         self._port_base = port_base
         self.default_partitions = default_partitions
@@ -303,8 +308,10 @@ class FleetDirectory:
             include_authorized_operations=False,
         )
 
+        cluster = self._members_cluster
+
         async def attempt() -> Any:
-            connection = await self._cluster.coordinator(fleet_group)
+            connection = await cluster.coordinator(fleet_group)
             answer: Any = await connection.send(request)
             for group in answer.groups:
                 if group.error_code in COORDINATOR_MOVED:  # forget it, ask again
@@ -313,7 +320,7 @@ class FleetDirectory:
 
         try:
             async with asyncio.timeout(MEMBER_LOOKUP_TIMEOUT_S):
-                answer = await self._cluster.call(attempt)
+                answer = await cluster.call(attempt)
         except (ClientError, TimeoutError, OSError) as exc:
             log.info("event=member_lookup_failed error=%r", type(exc).__name__)
             return None
