@@ -207,8 +207,8 @@ class ZkTopicAdmin:
         previous = self.topic_overrides(name)
         validate_remote_storage_change(previous, overrides, self._broker_defaults)
         self.log_config(overrides)
-        if validate_only:
-            return
+        if validate_only or overrides == previous:
+            return  # nothing changes: no write, and no notice every broker would act on
         self._write_config(name, overrides)
         self._notify(name)
         self.configs.apply(name, overrides)
