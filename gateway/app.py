@@ -173,6 +173,7 @@ class Gateway:
             window_s=config.setting("quota.window.size.seconds"),
             registry=self.registry,
             fleet=peers,
+            config_changes_per_s=config.setting("tenant.config.changes.per.second"),
         )
         if peers is not None:
             self._share_rates(peers, throttling)

@@ -3,7 +3,8 @@ client quotas, and the throttle time they earn.
 
 Owns: `GatewayThrottling`, the facade sessions call (`gateway.kafka.services.Throttling`): one
 `ClientQuotaManager` per rate quota (producer bytes, consumer bytes, request percentage) and the
-controller-mutation token buckets, fed with the quotas `QuotaBook` resolves for (tenant, user,
+controller-mutation token buckets and the tenants' config-change pacing
+(`gateway.quotas.config_changes`), fed with the quotas `QuotaBook` resolves for (tenant, user,
 client-id) through Kafka's 8-level chain, plus the tenant's own caps over all its principals
 (`max_producer_byte_rate` / `max_consumer_byte_rate` of its limits; the larger throttle wins).
 Alone, quotas are enforced per gateway process, as Kafka enforces them per broker
@@ -21,6 +22,8 @@ from prometheus_client import CollectorRegistry
 
 from gateway.kafka.services import QuotaSubject
 from gateway.quotas.client_quotas import ClientQuotaManager, RateSensors, SensorKey
+from gateway.quotas.config_changes import DEFAULT_PER_SECOND as DEFAULT_CONFIG_CHANGES_PER_S
+from gateway.quotas.config_changes import ConfigChangePacing
 from gateway.quotas.fleet_share import FleetView, PeerRate
 from gateway.quotas.metrics import QuotaMetrics
 from gateway.quotas.mutation_quota import ControllerMutationQuota, MutationBudget
@@ -37,6 +40,7 @@ class GatewayThrottling:
         window_s: int,
         registry: CollectorRegistry,
         fleet: FleetView | None = None,
+        config_changes_per_s: float = DEFAULT_CONFIG_CHANGES_PER_S,
     ) -> None:
         self._book = book
         self._produce, self._fetch, self._request = (
@@ -44,6 +48,7 @@ class GatewayThrottling:
             for name in ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
         )
         self._mutations = ControllerMutationQuota(samples=samples, window_s=window_s)
+        self._config_changes = ConfigChangePacing(config_changes_per_s)
         self._metrics = QuotaMetrics(registry)
 
     async def load(self, tenant_id: str) -> None:
@@ -120,6 +125,10 @@ class GatewayThrottling:
             quotas.mutation_key, quotas.controller_mutation_rate, now_ms
         )
         return self._noted(subject, "controller_mutation_rate", throttle)
+
+    def config_changes(self, subject: QuotaSubject, changes: int, now_ms: int) -> int:
+        throttle = self._config_changes.charge(subject.tenant, changes, now_ms)
+        return self._noted(subject, "config_changes", throttle)
 
     def _noted(self, subject: QuotaSubject, quota: str, throttle_ms: int) -> int:
         if throttle_ms > 0:

@@ -7,7 +7,8 @@ rewriting and scrubbing) decides, with the caller's `TenantPolicy` (identity, mu
 metering) as on the Kafka path, and a forwarded request is sent to the broker that serves it
 (`Route`: any broker, the controller, or a group's coordinator) over the gateway's fleet client.
 A coordinator that moved or is loading is retried (`Cluster.call`), as Kafka clients do. The
-mutation quota's throttle delays the answer (an HTTP client cannot be muted). Every call counts
+mutation quota's and the config-change pacing's throttles delay the answer (an HTTP client
+cannot be muted). Every call counts
 one request in the tenant's usage. Runs on the event loop; not thread-safe.
 """
 
@@ -110,9 +111,9 @@ async def kafka_call(
         response = outcome.on_response(answer)
     else:
         response = outcome.response
-    if budget is not None:
-        throttle = policy.mutation_throttle(subject)
-        if throttle > 0:
-            caller.meter(None, throttle_ms=throttle)
-            await asyncio.sleep(throttle / 1000)
+    throttle = 0 if budget is None else policy.mutation_throttle(subject)
+    throttle = max(throttle, policy.config_change_throttle(subject, api_key, request))
+    if throttle > 0:
+        caller.meter(None, throttle_ms=throttle)
+        await asyncio.sleep(throttle / 1000)
     return response

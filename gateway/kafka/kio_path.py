@@ -1,11 +1,11 @@
 """Every API other than Produce and Fetch: decode with kio, run the API's filter, forward or
 answer, rewrite the broker's answer, encode.
 
-Owns: building the `FilterContext` of a request from the session's `TenantPolicy` (the policy
-stage: the filters' ACL checks go through it, the controller-mutation budget for the
-APIs that create or delete partitions, strict from the versions KIP-599 names, usage metering and
-charging request time, `request_percentage`). APIs that wait in the broker (JoinGroup and
-SyncGroup rebalances) are charged only the gateway's own work. Runs on the event loop; not
+Owns: building the `FilterContext` of a request from the session's `TenantPolicy` (the policy stage:
+the filters' ACL checks go through it, the controller-mutation budget for the APIs that create or
+delete partitions, strict from the versions KIP-599 names, the pacing of config changes, usage
+metering and charging request time, `request_percentage`). APIs that wait in the broker (JoinGroup
+and SyncGroup rebalances) are charged only the gateway's own work. Runs on the event loop; not
 thread-safe.
 """
 
@@ -48,10 +48,11 @@ async def handle(
         members=session.services.members,
     )
     outcome = await module.handle(ctx, request)
-    mutation_throttle = 0 if budget is None else policy.mutation_throttle(subject)
+    throttle = 0 if budget is None else policy.mutation_throttle(subject)
+    throttle = max(throttle, policy.config_change_throttle(subject, exchange.api_key, request))
     policy.meter(None, requests=1)
     if not isinstance(outcome, Forward):
-        _finish(session, exchange, outcome.response, mutation_throttle, work_ms=_since(exchange))
+        _finish(session, exchange, outcome.response, throttle, work_ms=_since(exchange))
         return
     body = encode_entity(outcome.request)
     handled_at = time.perf_counter()
@@ -69,7 +70,7 @@ async def handle(
             work_ms = ((handled_at - exchange.started) + (time.perf_counter() - started)) * 1000
         else:
             work_ms = _since(exchange)
-        _finish(session, exchange, rewritten, mutation_throttle, work_ms=work_ms)
+        _finish(session, exchange, rewritten, throttle, work_ms=work_ms)
 
     session.forward(exchange, [body], len(body), on_response)
 

@@ -114,6 +114,10 @@ class Throttling(Protocol):
         """After the mutations of a request were charged: its throttle time."""
         ...
 
+    def config_changes(self, subject: QuotaSubject, changes: int, now_ms: int) -> int:
+        """Count a request's config changes (`tenant.config.changes.per.second`); its throttle."""
+        ...
+
 
 class FleetView(Fleet, Protocol):
     def api_table(self) -> dict[int, ApiRange]: ...

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from brokers.wire.errors import ErrorCode
 from gateway.metering.meter import UsageMeter
@@ -78,6 +78,8 @@ class Quotas(Protocol):
 
     def mutation_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int: ...
 
+    def config_changes(self, subject: QuotaSubject, changes: int, now_ms: int) -> int: ...
+
 
 class MutationBudget(Protocol):
     """The caller's `controller_mutation_rate` quota for one request (KIP-599)."""
@@ -111,6 +113,9 @@ class StorageUse(Protocol):
 # CreateTopics, DeleteTopics, CreatePartitions: charged to the controller mutation quota, strict
 # (THROTTLING_QUOTA_EXCEEDED instead of a throttle) from these versions on (KIP-599).
 STRICT_MUTATIONS_FROM: Final = {19: 6, 20: 5, 37: 3}
+# AlterConfigs, IncrementalAlterConfigs: each resource changed is paced per tenant
+# (`gateway.quotas.config_changes`).
+CONFIG_CHANGES: Final = frozenset({33, 44})
 
 
 class Reason(enum.Enum):
@@ -280,6 +285,13 @@ class TenantPolicy:
     def mutation_throttle(self, subject: QuotaSubject) -> int:
         """After a request's mutations were charged: its throttle (ms)."""
         return self._quotas.mutation_throttle_ms(subject, self._clock_ms())
+
+    def config_change_throttle(self, subject: QuotaSubject, api_key: int, request: Any) -> int:
+        """Charge the config changes an AlterConfigs / IncrementalAlterConfigs asks for (each
+        resource, unless `validate_only`); its throttle (ms). 0 for every other API."""
+        if api_key not in CONFIG_CHANGES or request.validate_only:
+            return 0
+        return self._quotas.config_changes(subject, len(request.resources), self._clock_ms())
 
     # -- usage ---------------------------------------------------------------------------------
     def meter(self, topic: str | None, **counters: int) -> None:
