@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from gateway.kafka.services import QuotaSubject
 from gateway.quotas.client_quotas import ClientQuotaManager, RateSensors, SensorKey
 from gateway.quotas.config_changes import DEFAULT_PER_SECOND as DEFAULT_CONFIG_CHANGES_PER_S
-from gateway.quotas.config_changes import ConfigChangePacing
+from gateway.quotas.config_changes import ConfigChangeBudget, ConfigChangePacing
 from gateway.quotas.fleet_share import FleetView, PeerRate
 from gateway.quotas.metrics import QuotaMetrics
 from gateway.quotas.mutation_quota import ControllerMutationQuota, MutationBudget
@@ -126,8 +126,13 @@ class GatewayThrottling:
         )
         return self._noted(subject, "controller_mutation_rate", throttle)
 
-    def config_changes(self, subject: QuotaSubject, changes: int, now_ms: int) -> int:
-        throttle = self._config_changes.charge(subject.tenant, changes, now_ms)
+    def config_change_budget(
+        self, subject: QuotaSubject, strict: bool, now_ms: int
+    ) -> ConfigChangeBudget:
+        return self._config_changes.budget(subject.tenant, now_ms, strict=strict)
+
+    def config_change_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int:
+        throttle = self._config_changes.throttle_ms(subject.tenant, now_ms)
         return self._noted(subject, "config_changes", throttle)
 
     def _noted(self, subject: QuotaSubject, quota: str, throttle_ms: int) -> int:

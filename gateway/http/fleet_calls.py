@@ -7,8 +7,8 @@ rewriting and scrubbing) decides, with the caller's `TenantPolicy` (identity, mu
 metering) as on the Kafka path, and a forwarded request is sent to the broker that serves it
 (`Route`: any broker, the controller, or a group's coordinator) over the gateway's fleet client.
 A coordinator that moved or is loading is retried (`Cluster.call`), as Kafka clients do. The
-mutation quota's and the config-change pacing's throttles delay the answer (an HTTP client
-cannot be muted). Every call counts
+mutation quota's throttle delays the answer (an HTTP client cannot be muted); config changes
+past the tenant's pacing burst are refused (429) rather than held. Every call counts
 one request in the tenant's usage. Runs on the event loop; not thread-safe.
 """
 
@@ -70,7 +70,7 @@ async def kafka_call(
     services = caller.services.session
     policy = caller.policy
     subject = caller.subject
-    budget = policy.mutation_budget(subject, api_key, version)
+    budget = policy.mutation_budget(subject, api_key, version, strict=True)
     state = caller.state
     ctx = FilterContext(
         api_key=api_key,
@@ -111,8 +111,7 @@ async def kafka_call(
         response = outcome.on_response(answer)
     else:
         response = outcome.response
-    throttle = 0 if budget is None else policy.mutation_throttle(subject)
-    throttle = max(throttle, policy.config_change_throttle(subject, api_key, request))
+    throttle = 0 if budget is None else policy.mutation_throttle(subject, api_key)
     if throttle > 0:
         caller.meter(None, throttle_ms=throttle)
         await asyncio.sleep(throttle / 1000)

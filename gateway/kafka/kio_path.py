@@ -48,8 +48,8 @@ async def handle(
         members=session.services.members,
     )
     outcome = await module.handle(ctx, request)
-    throttle = 0 if budget is None else policy.mutation_throttle(subject)
-    throttle = max(throttle, policy.config_change_throttle(subject, exchange.api_key, request))
+    throttle = 0 if budget is None else policy.mutation_throttle(subject, exchange.api_key)
+    session.throttled(throttle)  # muted from now: no request behind this one is taken meanwhile
     policy.meter(None, requests=1)
     if not isinstance(outcome, Forward):
         _finish(session, exchange, outcome.response, throttle, work_ms=_since(exchange))

@@ -114,8 +114,15 @@ class Throttling(Protocol):
         """After the mutations of a request were charged: its throttle time."""
         ...
 
-    def config_changes(self, subject: QuotaSubject, changes: int, now_ms: int) -> int:
-        """Count a request's config changes (`tenant.config.changes.per.second`); its throttle."""
+    def config_change_budget(
+        self, subject: QuotaSubject, strict: bool, now_ms: int
+    ) -> MutationBudget:
+        """The config-change pacing of one AlterConfigs / IncrementalAlterConfigs
+        (`tenant.config.changes.per.second`), as a mutation budget."""
+        ...
+
+    def config_change_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int:
+        """After a request's config changes were charged: its throttle time."""
         ...
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from brokers.wire.errors import ErrorCode
 from gateway.metering.meter import UsageMeter
@@ -78,7 +78,11 @@ class Quotas(Protocol):
 
     def mutation_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int: ...
 
-    def config_changes(self, subject: QuotaSubject, changes: int, now_ms: int) -> int: ...
+    def config_change_budget(
+        self, subject: QuotaSubject, strict: bool, now_ms: int
+    ) -> MutationBudget: ...
+
+    def config_change_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int: ...
 
 
 class MutationBudget(Protocol):
@@ -273,25 +277,23 @@ class TenantPolicy:
         return self._quotas.request_time(subject, elapsed_ms, self._clock_ms())
 
     def mutation_budget(
-        self, subject: QuotaSubject, api_key: int, version: int
+        self, subject: QuotaSubject, api_key: int, version: int, *, strict: bool = False
     ) -> MutationBudget | None:
-        """The controller mutation budget of a request that creates or deletes partitions; None
-        for every other API."""
+        """The controller mutation budget of a request that creates or deletes partitions, or
+        the config-change pacing of one that alters configs (`strict`: refused as soon as the
+        burst is spent, for callers that cannot be muted); None for every other API."""
+        if api_key in CONFIG_CHANGES:
+            return self._quotas.config_change_budget(subject, strict, self._clock_ms())
         strict_from = STRICT_MUTATIONS_FROM.get(api_key)
         if strict_from is None:
             return None
         return self._quotas.mutations(subject, version >= strict_from, self._clock_ms())
 
-    def mutation_throttle(self, subject: QuotaSubject) -> int:
-        """After a request's mutations were charged: its throttle (ms)."""
+    def mutation_throttle(self, subject: QuotaSubject, api_key: int) -> int:
+        """After a request's mutations (or config changes) were charged: its throttle (ms)."""
+        if api_key in CONFIG_CHANGES:
+            return self._quotas.config_change_throttle_ms(subject, self._clock_ms())
         return self._quotas.mutation_throttle_ms(subject, self._clock_ms())
-
-    def config_change_throttle(self, subject: QuotaSubject, api_key: int, request: Any) -> int:
-        """Charge the config changes an AlterConfigs / IncrementalAlterConfigs asks for (each
-        resource, unless `validate_only`); its throttle (ms). 0 for every other API."""
-        if api_key not in CONFIG_CHANGES or request.validate_only:
-            return 0
-        return self._quotas.config_changes(subject, len(request.resources), self._clock_ms())
 
     # -- usage ---------------------------------------------------------------------------------
     def meter(self, topic: str | None, **counters: int) -> None:

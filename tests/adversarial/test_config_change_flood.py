@@ -6,9 +6,11 @@ it (KIP-599 counts partitions).
 
 Defended (`gateway/quotas/config_changes.py`, gateway setting `tenant.config.changes.per.second`,
 5 a second after a burst of 50): past the burst every AlterConfigs / IncrementalAlterConfigs
-answer carries a throttle (and the connection is muted that long), so the tenant's changes follow
-the rate; nothing is refused, `validate_only` is free, and another tenant is not slowed. Real
-broker and `pier gateway`, raw IncrementalAlterConfigs v1 frames."""
+answer carries a throttle (and the connection is muted from the moment it is earned), so the
+tenant's changes follow the rate; `validate_only` is free and another tenant is not slowed. Once
+the tenant is 30 s past its burst (one request naming many topics) the rest of its changes are
+refused THROTTLING_QUOTA_EXCEEDED, also on a fresh connection. Real broker and `pier gateway`,
+raw IncrementalAlterConfigs v1 frames."""
 
 from __future__ import annotations
 
@@ -28,22 +30,31 @@ from tests.gateway_stack import GatewayStack
 pytestmark = pytest.mark.e2e
 ALTER = 44  # IncrementalAlterConfigs
 TOPIC_RESOURCE, SET = 2, 0
+THROTTLING_QUOTA_EXCEEDED = 89
 TOPIC = "tuned"
-PAST_BURST = 8
+
+
+TOPICS = tuple(f"t{i:02d}" for i in range(DEFAULT_BURST + 40))
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
     with GatewayStack(Path(tmp_path_factory.mktemp("config-flood"))) as s:
-        for tenant in ("acme", "bolt"):
+        for tenant, names in (("acme", TOPICS), ("bolt", (TOPIC,))):
             admin = AdminClient(s.client_config(tenant))
-            for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
+            for future in admin.create_topics([NewTopic(t, 1, 1) for t in names]).values():
                 future.result(30)
         yield s
 
 
-def alter(wire: RawConnection, retention_ms: int, *, validate_only: bool = False) -> Any:
-    """One IncrementalAlterConfigs v1 setting the topic's `retention.ms`."""
+def alter(
+    wire: RawConnection,
+    retention_ms: int,
+    *,
+    validate_only: bool = False,
+    topics: tuple[str, ...] = (TOPIC,),
+) -> Any:
+    """One IncrementalAlterConfigs v1 setting `retention.ms` of `topics`."""
     module = request_module(ALTER, 1)
     config = make(
         module,
@@ -52,18 +63,28 @@ def alter(wire: RawConnection, retention_ms: int, *, validate_only: bool = False
         config_operation=SET,
         value=str(retention_ms),
     )
-    resource = make(
-        module, "AlterConfigsResource", resource_type=TOPIC_RESOURCE, resource_name=TOPIC,
-        configs=(config,),
-    )  # fmt: skip
+    resources = tuple(
+        make(
+            module,
+            "AlterConfigsResource",
+            resource_type=TOPIC_RESOURCE,
+            resource_name=topic,
+            configs=(config,),
+        )
+        for topic in topics
+    )
     request = make(
         module,
         "IncrementalAlterConfigsRequest",
-        resources=(resource,),
+        resources=resources,
         validate_only=validate_only,
     )
-    answer = wire.call(request, response_module(ALTER, 1).IncrementalAlterConfigsResponse, 30)
-    assert [r.error_code for r in answer.responses] == [0], answer
+    return wire.call(request, response_module(ALTER, 1).IncrementalAlterConfigsResponse, 30)
+
+
+def made(answer: Any) -> Any:
+    """`answer`, whose every resource was changed (or checked)."""
+    assert {r.error_code for r in answer.responses} == {0}, answer
     return answer
 
 
@@ -74,11 +95,31 @@ def throttle_ms(answer: Any) -> float:
 def test_config_changes_past_the_burst_are_throttled_and_other_tenants_are_not(
     stack: GatewayStack,
 ) -> None:
+    burst, past = TOPICS[:DEFAULT_BURST], TOPICS[DEFAULT_BURST:]
     with login(stack, "acme") as acme, login(stack, "bolt") as bolt:
-        checks = [throttle_ms(alter(acme, 60_000, validate_only=True)) for _ in range(60)]
-        assert checks == [0.0] * 60, "validate_only changes nothing and costs nothing"
-        burst = [throttle_ms(alter(acme, 60_000 + i % 2)) for i in range(DEFAULT_BURST)]
-        assert burst == [0.0] * DEFAULT_BURST, "a burst goes through unslowed"
-        past = [throttle_ms(alter(acme, 60_000 + i % 2)) for i in range(PAST_BURST)]
-        assert all(t > 0 for t in past), past
-        assert throttle_ms(alter(bolt, 70_000)) == 0.0, "another tenant is not slowed"
+        for _ in range(5):
+            checked = made(alter(acme, 60_000, validate_only=True, topics=TOPICS))
+            assert throttle_ms(checked) == 0.0, "validate_only changes nothing and costs nothing"
+        assert throttle_ms(made(alter(acme, 60_000, topics=burst))) == 0.0, "a burst goes through"
+        # 40 changes past the burst at once: 8 s of the 5-a-second rate (less the time since)
+        assert throttle_ms(made(alter(acme, 60_000, topics=past))) > 0
+        assert throttle_ms(made(alter(bolt, 70_000))) == 0.0, "another tenant is not slowed"
+
+
+SLOW = {"tenant.config.changes.per.second": "1"}  # a burst of 50, then 30 changes of backlog
+MANY = tuple(f"t{i:02d}" for i in range(90))
+
+
+def test_changes_past_the_backlog_are_refused_also_on_a_fresh_connection(tmp_path: Path) -> None:
+    with GatewayStack(tmp_path, gateway_settings=SLOW) as s:
+        admin = AdminClient(s.client_config("acme"))
+        for future in admin.create_topics([NewTopic(t, 1, 1) for t in MANY]).values():
+            future.result(30)
+        with login(s, "acme") as first:
+            answer = alter(first, 60_000, topics=MANY)
+        codes = [r.error_code for r in answer.responses]
+        assert codes == [0] * 81 + [THROTTLING_QUOTA_EXCEEDED] * 9, codes
+        assert throttle_ms(answer) > 30_000
+        with login(s, "acme") as fresh:
+            again = alter(fresh, 70_000, topics=MANY[:1])
+        assert [r.error_code for r in again.responses] == [THROTTLING_QUOTA_EXCEEDED]

@@ -4,7 +4,8 @@ names RW.
 ACL: ALTER_CONFIGS on the TOPIC or GROUP (`config_resources`); BROKER, BROKER_LOGGER and other
 resource types are answered here with CLUSTER_AUTHORIZATION_FAILED and never forwarded. Every
 config set must pass the tenant config allowlist (`topic_configs`: POLICY_VIOLATION or
-INVALID_CONFIG for the resource). `validate_only` passes through. Runs on the event loop.
+INVALID_CONFIG for the resource). `validate_only` passes through, uncharged; each topic change is paced per tenant
+(`tenant.config.changes.per.second`: past it THROTTLING_QUOTA_EXCEEDED for the resource). Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -27,5 +28,12 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     def configs(resource: Any) -> list[tuple[str, str | None]]:
         return [(c.name, c.value) for c in resource.configs]
 
-    split = split_resources(ctx, request.resources, "ALTER_CONFIGS", alter_refusal(ctx), configs)
+    split = split_resources(
+        ctx,
+        request.resources,
+        "ALTER_CONFIGS",
+        alter_refusal(ctx),
+        configs,
+        paced=not request.validate_only,
+    )
     return config_outcome(ctx, request, split, "AlterConfigsResponse", "responses")

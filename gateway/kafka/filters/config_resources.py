@@ -5,8 +5,9 @@ Owns: TOPIC (2) and GROUP (32) resources are the tenant's (names RW; the ACL ope
 resource, else TOPIC_/GROUP_AUTHORIZATION_FAILED, as Kafka's ConfigAdminManager); every other type
 (BROKER, BROKER_LOGGER, CLIENT_METRICS, …) holds fleet settings and is answered here with
 CLUSTER_AUTHORIZATION_FAILED, never forwarded; a default (empty-named) resource is INVALID_REQUEST.
-Alters also pass the topic config allowlist (`topic_configs.refusal`). Results keep request
-order, keyed by (type, name). Pure; runs on the event loop.
+Alters also pass the topic config allowlist (`topic_configs.refusal`), and each topic change is
+paced (`gateway.quotas.config_changes`, through the request's mutation budget). Results keep
+request order, keyed by (type, name). Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -50,11 +51,18 @@ def split_resources(
     operation: str,
     refused: Refused,
     configs: Configs | None = None,
+    *,
+    paced: bool = False,
 ) -> tuple[Batch, tuple[Any, ...]]:
+    """The resources refused here and those forwarded; `paced`: each topic resource forwarded
+    is a config change charged to the request's budget (`ctx.mutations`), refused
+    THROTTLING_QUOTA_EXCEEDED when the tenant is past its pacing."""
     batch, sent = Batch(), []
     for resource in resources:
         key = (resource.resource_type, resource.resource_name)
         problem = _refusal(ctx, resource, operation, configs)
+        if problem is None and paced and resource.resource_type == TOPIC:
+            problem = _paced(ctx)
         if problem is not None:
             batch.refuse(key, refused(resource, *problem))
             continue
@@ -62,6 +70,17 @@ def split_resources(
         fleet_name = ctx.namespace.fleet(resource.resource_name)
         sent.append(dataclasses.replace(resource, resource_name=fleet_name))
     return batch, tuple(sent)
+
+
+PACED = "config changes past the tenant's tenant.config.changes.per.second: retry later"
+
+
+def _paced(ctx: FilterContext) -> tuple[ErrorCode, str | None] | None:
+    """A topic config change charged to the request's budget, or why it may not be made now."""
+    if ctx.mutations.exceeded():
+        return ErrorCode.throttling_quota_exceeded, PACED
+    ctx.mutations.record(1)
+    return None
 
 
 def _answered(

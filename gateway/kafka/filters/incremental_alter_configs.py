@@ -4,7 +4,8 @@ of the tenant's topics (and groups); names RW.
 ACL: ALTER_CONFIGS on the TOPIC or GROUP (`config_resources`); BROKER, BROKER_LOGGER and other
 resource types are answered here with CLUSTER_AUTHORIZATION_FAILED and never forwarded. Every
 config named must pass the tenant config allowlist (`topic_configs`); a DELETE (op 1) is checked
-by name only, since it restores the default. `validate_only` passes through.
+by name only, since it restores the default. `validate_only` passes through, uncharged; each topic change is paced per tenant
+(`tenant.config.changes.per.second`: past it THROTTLING_QUOTA_EXCEEDED for the resource).
 Runs on the event loop.
 """
 
@@ -31,5 +32,12 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
             (c.name, None if c.config_operation == DELETE else c.value) for c in resource.configs
         ]
 
-    split = split_resources(ctx, request.resources, "ALTER_CONFIGS", alter_refusal(ctx), configs)
+    split = split_resources(
+        ctx,
+        request.resources,
+        "ALTER_CONFIGS",
+        alter_refusal(ctx),
+        configs,
+        paced=not request.validate_only,
+    )
     return config_outcome(ctx, request, split, "IncrementalAlterConfigsResponse", "responses")

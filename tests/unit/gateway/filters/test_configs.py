@@ -13,6 +13,7 @@ from brokers.wire.errors import ErrorCode
 from gateway.kafka.filters import alter_configs, describe_configs, incremental_alter_configs
 from tests.unit.gateway.filters.harness import (
     FakeAccess,
+    FakeBudget,
     context,
     forwarded,
     replied,
@@ -180,3 +181,33 @@ def test_alters_check_acl_and_allowlist(module: Any, version: int) -> None:
         ("g", ErrorCode.group_authorization_failed),
         ("1", ErrorCode.cluster_authorization_failed),
     ]
+
+
+@pytest.mark.parametrize(("module", "version"), ALTERS)
+def test_topic_config_changes_are_charged_and_refused_past_the_tenant_s_pacing(
+    module: Any, version: int
+) -> None:
+    name = "AlterConfigsRequest" if module is alter_configs else "IncrementalAlterConfigsRequest"
+    resources = (
+        _resource(module, version, TOPIC, "a", [("retention.ms", 0, "1000")]),
+        _resource(module, version, GROUP, "g", []),
+        _resource(module, version, BROKER, "1", [("retention.ms", 0, "1")]),
+    )
+    budget = FakeBudget()
+    ctx = context(module, version, budget=budget)
+    sent = forwarded(asyncio.run(run(module, ctx, request(
+        module, version, name, resources=resources, validate_only=False
+    ))))  # fmt: skip
+    assert [r.resource_name for r in sent.request.resources] == ["acme_a", "acme_g"]
+    assert budget.charged == 1, "each topic forwarded is a change; groups and refusals are not"
+    checked = forwarded(asyncio.run(run(module, context(module, version, budget=budget), request(
+        module, version, name, resources=resources[:1], validate_only=True
+    ))))  # fmt: skip
+    assert checked.request.validate_only and budget.charged == 1, "validate_only is free"
+    over = context(module, version, budget=FakeBudget(over=True))
+    refused = replied(asyncio.run(run(module, over, request(
+        module, version, name, resources=resources[:1], validate_only=False
+    ))))  # fmt: skip
+    (answer,) = refused.responses
+    assert answer.error_code == ErrorCode.throttling_quota_exceeded
+    assert "tenant.config.changes.per.second" in answer.error_message

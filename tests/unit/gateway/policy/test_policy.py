@@ -254,7 +254,7 @@ def test_usage_client_id(sent: str | None, metered: str) -> None:
     assert usage_client_id(sent) == metered
 
 
-def test_only_partition_mutations_get_a_mutation_budget() -> None:
+def test_only_partition_mutations_and_config_changes_get_a_mutation_budget() -> None:
     stage = Stage(WRITE_ORDERS)
     subject = stage.policy.subject()
     assert stage.policy.mutation_budget(subject, 0, 9) is None  # Produce
@@ -262,7 +262,13 @@ def test_only_partition_mutations_get_a_mutation_budget() -> None:
         budget = stage.policy.mutation_budget(subject, api_key, version)
         assert budget is not None and not budget.exceeded()  # no quota configured
         budget.record(3)
-    assert stage.policy.mutation_throttle(subject) == 0
+    assert stage.policy.mutation_throttle(subject, 19) == 0
+    changes = stage.policy.mutation_budget(subject, 44, 1)  # paced even with no quota set
+    assert changes is not None and not changes.exceeded()
+    changes.record(60)  # ten past the burst of 50, at 5 a second
+    assert stage.policy.mutation_throttle(subject, 44) == 2000
+    strict = stage.policy.mutation_budget(subject, 33, 2, strict=True)
+    assert strict is not None and strict.exceeded(), "a strict caller is refused past the burst"
 
 
 def test_a_request_naming_its_own_client_id_gets_its_own_identity() -> None:
