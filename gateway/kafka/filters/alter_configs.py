@@ -13,11 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.kafka.filter import FilterContext, Outcome
-from gateway.kafka.filters.config_resources import (
-    alter_refusal,
-    config_outcome,
-    split_resources,
-)
+from gateway.kafka.filters.config_resources import config_outcome, split_alters
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -28,12 +24,5 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     def configs(resource: Any) -> list[tuple[str, str | None]]:
         return [(c.name, c.value) for c in resource.configs]
 
-    split = split_resources(
-        ctx,
-        request.resources,
-        "ALTER_CONFIGS",
-        alter_refusal(ctx),
-        configs,
-        paced=not request.validate_only,
-    )
+    split = split_alters(ctx, request, configs)
     return config_outcome(ctx, request, split, "AlterConfigsResponse", "responses")

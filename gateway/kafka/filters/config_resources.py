@@ -111,6 +111,21 @@ def config_outcome(
     return Forward(dataclasses.replace(request, resources=sent), on_response)
 
 
+def split_alters(
+    ctx: FilterContext, request: Any, configs: Configs
+) -> tuple[Batch, tuple[Any, ...]]:
+    """`split_resources` of an AlterConfigs or IncrementalAlterConfigs: ALTER_CONFIGS, the
+    allowlist, and each topic change paced unless `validate_only`."""
+    return split_resources(
+        ctx,
+        request.resources,
+        "ALTER_CONFIGS",
+        alter_refusal(ctx),
+        configs,
+        paced=not request.validate_only,
+    )
+
+
 def alter_refusal(ctx: FilterContext) -> Callable[[Any, ErrorCode, str | None], Any]:
     """The per-resource refusal of AlterConfigs and IncrementalAlterConfigs (same entity)."""
 

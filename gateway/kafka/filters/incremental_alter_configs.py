@@ -14,11 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.kafka.filter import FilterContext, Outcome
-from gateway.kafka.filters.config_resources import (
-    alter_refusal,
-    config_outcome,
-    split_resources,
-)
+from gateway.kafka.filters.config_resources import config_outcome, split_alters
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -32,12 +28,5 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
             (c.name, None if c.config_operation == DELETE else c.value) for c in resource.configs
         ]
 
-    split = split_resources(
-        ctx,
-        request.resources,
-        "ALTER_CONFIGS",
-        alter_refusal(ctx),
-        configs,
-        paced=not request.validate_only,
-    )
+    split = split_alters(ctx, request, configs)
     return config_outcome(ctx, request, split, "IncrementalAlterConfigsResponse", "responses")
