@@ -5,9 +5,10 @@ Owns: the notification codec — sequential znodes `/config/changes/config_chang
 holding `{"version":2,"entity_path":"topics/<t>"}` —, `notify_topic_change` (written by the
 topic admin after `/config/topics/<t>`), and `ConfigChangeListener`, which every broker runs: a
 children watch on `/config/changes` wakes it; it handles each notification whose sequence number
-is above the last one it handled, in order, by awaiting `on_topic_change(topic)` (the caller
-re-reads the topic's config; entity types other than topics are skipped, as Pier has no dynamic
-client/user/broker configs yet). Notifications present at `start` are history: the caller loads
+is above the last one it handled by awaiting `on_topic_change(topic)` once per topic they name,
+in the order of each topic's first notification (the caller re-reads the topic's config, so one
+read serves all of a round's notices of it; entity types other than topics are skipped, as Pier
+has no dynamic client/user/broker configs yet). Notifications present at `start` are history: the caller loads
 the current configs itself. Handled notifications older than `expiration_ms` are deleted; Kafka
 uses 15 minutes measured from the znode's ctime, we measure from when this broker first saw the
 notification (an injected clock), which only delays a purge. After a session expiry the watch is
@@ -137,25 +138,35 @@ class ConfigChangeListener:
                 log.error("event=config_changes_failed error=%r", exc)
 
     async def process(self) -> None:
-        """Handle new notifications in sequence order (re-arming the watch), then purge."""
+        """Handle new notifications (re-arming the watch): each topic they name is re-read once,
+        in the order of its first notification (a topic changed many times since the last round
+        costs one read and one apply); then purge. A failure leaves the round to be handled
+        again (re-reading a topic is idempotent)."""
         names = await self._zk.children(CONFIG_CHANGES, self._changed)
         self._remember(names)
-        pending = sorted((s, n) for n in names if (s := sequence_of(n)) is not None)
-        for sequence, name in pending:
-            if sequence > self._last_handled:
-                await self._handle(name)
-                self._last_handled = sequence
+        pending = sorted(
+            (s, n) for n in names if (s := sequence_of(n)) is not None and s > self._last_handled
+        )
+        topics: dict[str, None] = {}  # ordered: first notified first
+        for _sequence, name in pending:
+            topic = await self._topic_of(name)
+            if topic is not None:
+                topics[topic] = None
+        for topic in topics:
+            await self._on_topic_change(topic)
+        if pending:
+            self._last_handled = pending[-1][0]
         await self._purge(names)
 
-    async def _handle(self, name: str) -> None:
+    async def _topic_of(self, name: str) -> str | None:
+        """The topic a notification names; None for another entity type or a bad notice."""
         try:
             node = await self._zk.get(f"{CONFIG_CHANGES}/{name}")
             entity_type, entity_name = decode_change(node.data)
         except (ZNodeMissingError, ZNodeFormatError) as exc:
             log.warning("event=config_change_skipped name=%s error=%s", name, exc)
-            return
-        if entity_type == TOPICS_ENTITY:
-            await self._on_topic_change(entity_name)
+            return None
+        return entity_name if entity_type == TOPICS_ENTITY else None
 
     def _remember(self, names: list[str]) -> None:
         now = self._clock.time_ms()
