@@ -25,16 +25,10 @@ from gateway.http.context import Caller
 from gateway.http.errors import ApiError
 from gateway.kafka.filter import FilterContext, Forward
 from gateway.kafka.filters import FILTERS
+from gateway.kafka.fleet import COORDINATOR_MOVED
 from gateway.policy.requests import mutations_or_none
 
 Route = Callable[[Cluster], Awaitable[BrokerConnection]]
-COORDINATOR_MOVED = frozenset(
-    {
-        ErrorCode.not_coordinator,
-        ErrorCode.coordinator_not_available,
-        ErrorCode.coordinator_load_in_progress,
-    }
-)
 
 
 def any_broker(cluster: Cluster) -> Awaitable[BrokerConnection]:

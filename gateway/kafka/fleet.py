@@ -55,6 +55,7 @@ MAX_DESCRIBED_GROUPS = 1_024  # descriptions remembered; the oldest go first
 # them, and the member is asked to rejoin): ~1,000 members of a thousand subscribed topics.
 MEMBER_LOOKUP_MAX_BYTES = 32 << 20
 CLASSIC_MEMBER = 0  # ConsumerGroupDescribe v1's MemberType of a classic member in a mixed group
+# A group coordinator that moved or is loading: forgotten and asked again (also HTTP's calls).
 COORDINATOR_MOVED = frozenset(
     {
         ErrorCode.not_coordinator,

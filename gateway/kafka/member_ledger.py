@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from itertools import count
 
 from brokers.wire.errors import ErrorCode
+from gateway.quotas.mutation_quota import TokenBucket
 
 DEFAULT_MAX_MEMBER_BYTES = 64 << 20
 OVERHEAD_BYTES = 2048  # a member's timers and bookkeeping at its coordinator, beyond its bytes
@@ -98,8 +99,7 @@ class _Tenant:
     filed: dict[str, int] = field(default_factory=dict)  # group -> members filed
     held: int = 0
     swept_at: float = float("-inf")
-    lookups: float = LOOKUP_BURST  # look-ups it may still cause now (a token bucket)
-    lookups_at: float = float("-inf")
+    lookups: TokenBucket = field(default_factory=TokenBucket)  # look-ups it may still cause
 
 
 class Admission:
@@ -174,21 +174,19 @@ class LookUps:
         self._tenant, self._clock = tenant, clock
 
     def take(self) -> bool:
-        tenant = self._refilled()
-        if tenant.lookups < 1:
+        bucket, now_ms = self._tenant.lookups, self._now_ms()
+        if bucket.measure(LOOKUPS_PER_S, LOOKUP_BURST, now_ms) < 1:
             return False
-        tenant.lookups -= 1
+        bucket.record(1, LOOKUPS_PER_S, LOOKUP_BURST, now_ms)
         return True
 
     def spend(self, size: int) -> None:
-        self._refilled().lookups -= size / LOOKUP_BYTES
+        self._tenant.lookups.record(
+            size / LOOKUP_BYTES, LOOKUPS_PER_S, LOOKUP_BURST, self._now_ms()
+        )
 
-    def _refilled(self) -> _Tenant:
-        tenant, now = self._tenant, self._clock()
-        refill = (now - tenant.lookups_at) * LOOKUPS_PER_S
-        tenant.lookups = min(LOOKUP_BURST, tenant.lookups + refill)
-        tenant.lookups_at = now
-        return tenant
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
 
 
 class MemberLedger:
