@@ -174,6 +174,7 @@ class Gateway:
             registry=self.registry,
             fleet=peers,
             config_changes_per_s=config.setting("tenant.config.changes.per.second"),
+            partition_mutations_per_s=config.setting("tenant.partition.mutations.per.second"),
         )
         if peers is not None:
             self._share_rates(peers, throttling)

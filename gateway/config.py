@@ -46,7 +46,8 @@ Properties (Java-properties file, all optional):
 | `tenant.max.groups` | 10000 | consumer groups a tenant may hold on the fleet (coordinator state kept for days, which Kafka does not bound); a request that would make one more is refused GROUP_AUTHORIZATION_FAILED (`gateway/kafka/coordinated_names.py`) |
 | `tenant.max.transactional.ids` | 50000 | transactional ids likewise (InitProducerId of one more: TRANSACTIONAL_ID_AUTHORIZATION_FAILED); Kafka Streams with exactly-once v2 takes new ids at every restart of an instance (one per stream thread), which stay until `transactional.id.expiration.ms` |
 | `tenant.max.group.member.bytes` | 67108864 | bytes of consumer group members a tenant may hold at the fleet's coordinators through this gateway (each member's protocols, instance id and assignment, or KIP-848 subscription, plus 2 KiB; Kafka bounds only each group's member count, unlimited by default); a JoinGroup, SyncGroup or ConsumerGroupHeartbeat that would take it past is refused GROUP_MAX_SIZE_REACHED (`gateway/kafka/member_ledger.py`) |
-| `tenant.config.changes.per.second` | 5 | topic config changes a tenant may make per second through this gateway process, after a burst of 50 (each topic resource an AlterConfigs or IncrementalAlterConfigs forwards; in ZooKeeper mode each is a notice every broker reads, kept 15 min; Kafka has no quota for it); past the burst the answer carries a throttle and the connection is muted, 30 s past it (HTTP: at once) THROTTLING_QUOTA_EXCEEDED (`gateway/quotas/config_changes.py`) |
+| `tenant.config.changes.per.second` | 5 | topic config changes a tenant may make per second through this gateway process, after a burst of 50 (each topic resource an AlterConfigs or IncrementalAlterConfigs forwards; in ZooKeeper mode each is a notice every broker reads, kept 15 min; Kafka has no quota for it); past the burst the answer carries a throttle and the connection is muted, 30 s past it (HTTP: at once) THROTTLING_QUOTA_EXCEEDED (`gateway/quotas/tenant_pacing.py`) |
+| `tenant.partition.mutations.per.second` | 100 | partitions a tenant may create or delete per second through this gateway process, after a burst of 20 seconds' worth (2,000), whatever its `controller_mutation_rate` (each is ZooKeeper writes and a metadata round on the brokers; a tenant's topic churn slows every tenant's produce); past the burst the answer carries a throttle and the connection is muted, 30 s past it (HTTP: at once) THROTTLING_QUOTA_EXCEEDED (`gateway/quotas/tenant_pacing.py`) |
 | `limit.holding.timeout.ms` | 10000 | the connection slots and storage headroom a gateway holds in the tenant store expire once its heartbeat is this old (it died); at least 2× `gateway.heartbeat.interval.ms` |
 | `connection.release.interval.ms` | 500 | closed connections' slots are written back to the tenant store in batches this often |
 | `storage.lease.bytes` | 8388608 | storage headroom a gateway leases from the tenant store at a time (at most an eighth of the tenant's `max_storage_bytes`, at least the request) |
@@ -112,6 +113,7 @@ _INT_SETTINGS: dict[str, tuple[int, int, int | None]] = {
     "tenant.max.transactional.ids": (50_000, 1, 2**31 - 1),
     "tenant.max.group.member.bytes": (64 << 20, 64 << 10, 2**40),
     "tenant.config.changes.per.second": (5, 1, 1_000_000),
+    "tenant.partition.mutations.per.second": (100, 1, 1_000_000),
     "limit.holding.timeout.ms": (10_000, 1000, 3_600_000),
     "connection.release.interval.ms": (500, 10, 1000),
     "storage.lease.bytes": (8 * 1024 * 1024, 1024, 2**40),

@@ -3,8 +3,8 @@ client quotas, and the throttle time they earn.
 
 Owns: `GatewayThrottling`, the facade sessions call (`gateway.kafka.services.Throttling`): one
 `ClientQuotaManager` per rate quota (producer bytes, consumer bytes, request percentage) and the
-controller-mutation token buckets and the tenants' config-change pacing
-(`gateway.quotas.config_changes`), fed with the quotas `QuotaBook` resolves for (tenant, user,
+controller-mutation token buckets and the tenants' pacing of config changes and of partitions
+created or deleted (`gateway.quotas.tenant_pacing`), fed with the quotas `QuotaBook` resolves for (tenant, user,
 client-id) through Kafka's 8-level chain, plus the tenant's own caps over all its principals
 (`max_producer_byte_rate` / `max_consumer_byte_rate` of its limits; the larger throttle wins).
 Alone, quotas are enforced per gateway process, as Kafka enforces them per broker
@@ -22,12 +22,16 @@ from prometheus_client import CollectorRegistry
 
 from gateway.kafka.services import QuotaSubject
 from gateway.quotas.client_quotas import ClientQuotaManager, RateSensors, SensorKey
-from gateway.quotas.config_changes import DEFAULT_PER_SECOND as DEFAULT_CONFIG_CHANGES_PER_S
-from gateway.quotas.config_changes import ConfigChangeBudget, ConfigChangePacing
 from gateway.quotas.fleet_share import FleetView, PeerRate
 from gateway.quotas.metrics import QuotaMetrics
 from gateway.quotas.mutation_quota import ControllerMutationQuota, MutationBudget
 from gateway.quotas.quota_book import ClientQuotas, QuotaBook
+from gateway.quotas.tenant_pacing import (
+    CONFIG_CHANGES_PER_SECOND,
+    PARTITION_MUTATIONS_PER_SECOND,
+    PacedBudget,
+    TenantPacing,
+)
 from gateway.quotas.throttle import request_percentage
 
 
@@ -40,7 +44,8 @@ class GatewayThrottling:
         window_s: int,
         registry: CollectorRegistry,
         fleet: FleetView | None = None,
-        config_changes_per_s: float = DEFAULT_CONFIG_CHANGES_PER_S,
+        config_changes_per_s: float = CONFIG_CHANGES_PER_SECOND,
+        partition_mutations_per_s: float = PARTITION_MUTATIONS_PER_SECOND,
     ) -> None:
         self._book = book
         self._produce, self._fetch, self._request = (
@@ -48,7 +53,8 @@ class GatewayThrottling:
             for name in ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
         )
         self._mutations = ControllerMutationQuota(samples=samples, window_s=window_s)
-        self._config_changes = ConfigChangePacing(config_changes_per_s)
+        self._config_changes = TenantPacing(config_changes_per_s)
+        self._partition_pacing = TenantPacing.for_partitions(partition_mutations_per_s)
         self._metrics = QuotaMetrics(registry)
 
     async def load(self, tenant_id: str) -> None:
@@ -113,22 +119,29 @@ class GatewayThrottling:
         )
         return self._noted(subject, "request_percentage", throttle)
 
-    def mutations(self, subject: QuotaSubject, strict: bool, now_ms: int) -> MutationBudget:
+    def mutations(
+        self, subject: QuotaSubject, strict: bool, now_ms: int, *, caller_strict: bool = False
+    ) -> MutationBudgets:
+        """The request's KIP-599 budget (`strict`: from the versions that refuse) and its
+        tenant's partition pacing (`caller_strict`: refused as soon as its burst is spent)."""
         quotas = self._quotas(subject)
-        return self._mutations.budget(
+        quota = self._mutations.budget(
             quotas.mutation_key, quotas.controller_mutation_rate, strict=strict, now_ms=now_ms
         )
+        pacing = self._partition_pacing.budget(subject.tenant, now_ms, strict=caller_strict)
+        return MutationBudgets(quota, pacing)
 
     def mutation_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int:
         quotas = self._quotas(subject)
         throttle = self._mutations.throttle_time_ms(
             quotas.mutation_key, quotas.controller_mutation_rate, now_ms
         )
+        paced = self._partition_pacing.throttle_ms(subject.tenant, now_ms)
+        if paced > throttle:
+            return self._noted(subject, "partition_mutations", paced)
         return self._noted(subject, "controller_mutation_rate", throttle)
 
-    def config_change_budget(
-        self, subject: QuotaSubject, strict: bool, now_ms: int
-    ) -> ConfigChangeBudget:
+    def config_change_budget(self, subject: QuotaSubject, strict: bool, now_ms: int) -> PacedBudget:
         return self._config_changes.budget(subject.tenant, now_ms, strict=strict)
 
     def config_change_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int:
@@ -139,3 +152,20 @@ class GatewayThrottling:
         if throttle_ms > 0:
             self._metrics.throttled(subject.tenant, quota, throttle_ms)
         return throttle_ms
+
+
+class MutationBudgets:
+    """One request's KIP-599 quota budget and its tenant's partition pacing, asked and charged
+    together (the filters' `MutationBudget`)."""
+
+    __slots__ = ("pacing", "quota")
+
+    def __init__(self, quota: MutationBudget, pacing: PacedBudget) -> None:
+        self.quota, self.pacing = quota, pacing
+
+    def exceeded(self) -> bool:
+        return self.quota.exceeded() or self.pacing.exceeded()
+
+    def record(self, partitions: int) -> None:
+        self.quota.record(partitions)
+        self.pacing.record(partitions)

@@ -106,8 +106,12 @@ class Throttling(Protocol):
         """Record time spent on a request (request_percentage); the throttle time it earns."""
         ...
 
-    def mutations(self, subject: QuotaSubject, strict: bool, now_ms: int) -> MutationBudget:
-        """The controller mutation budget for one CreateTopics/DeleteTopics/CreatePartitions."""
+    def mutations(
+        self, subject: QuotaSubject, strict: bool, now_ms: int, *, caller_strict: bool = False
+    ) -> MutationBudget:
+        """The controller mutation budget for one CreateTopics/DeleteTopics/CreatePartitions:
+        the caller's KIP-599 quota (`strict`: a version that refuses) and the tenant's
+        `tenant.partition.mutations.per.second` (`caller_strict`: refused past its burst)."""
         ...
 
     def mutation_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int:

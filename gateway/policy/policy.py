@@ -74,7 +74,9 @@ class Quotas(Protocol):
 
     def request_time(self, subject: QuotaSubject, elapsed_ms: float, now_ms: int) -> int: ...
 
-    def mutations(self, subject: QuotaSubject, strict: bool, now_ms: int) -> MutationBudget: ...
+    def mutations(
+        self, subject: QuotaSubject, strict: bool, now_ms: int, *, caller_strict: bool = False
+    ) -> MutationBudget: ...
 
     def mutation_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int: ...
 
@@ -118,7 +120,7 @@ class StorageUse(Protocol):
 # (THROTTLING_QUOTA_EXCEEDED instead of a throttle) from these versions on (KIP-599).
 STRICT_MUTATIONS_FROM: Final = {19: 6, 20: 5, 37: 3}
 # AlterConfigs, IncrementalAlterConfigs: each resource changed is paced per tenant
-# (`gateway.quotas.config_changes`).
+# (`gateway.quotas.tenant_pacing`).
 CONFIG_CHANGES: Final = frozenset({33, 44})
 
 
@@ -279,15 +281,18 @@ class TenantPolicy:
     def mutation_budget(
         self, subject: QuotaSubject, api_key: int, version: int, *, strict: bool = False
     ) -> MutationBudget | None:
-        """The controller mutation budget of a request that creates or deletes partitions, or
-        the config-change pacing of one that alters configs (`strict`: refused as soon as the
-        burst is spent, for callers that cannot be muted); None for every other API."""
+        """The controller mutation budget of a request that creates or deletes partitions (the
+        KIP-599 quota and the tenant's partition pacing), or the config-change pacing of one
+        that alters configs (`strict`: a pacing refuses as soon as its burst is spent, for
+        callers that cannot be muted); None for every other API."""
         if api_key in CONFIG_CHANGES:
             return self._quotas.config_change_budget(subject, strict, self._clock_ms())
         strict_from = STRICT_MUTATIONS_FROM.get(api_key)
         if strict_from is None:
             return None
-        return self._quotas.mutations(subject, version >= strict_from, self._clock_ms())
+        return self._quotas.mutations(
+            subject, version >= strict_from, self._clock_ms(), caller_strict=strict
+        )
 
     def mutation_throttle(self, subject: QuotaSubject, api_key: int) -> int:
         """After a request's mutations (or config changes) were charged: its throttle (ms)."""

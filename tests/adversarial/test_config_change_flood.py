@@ -4,7 +4,7 @@ all of them at every new one. Measured straight at a broker (one confluent-kafka
 `retention.ms` alternating): 232 changes a second, 4,650 notices in 20 s. Kafka has no quota for
 it (KIP-599 counts partitions).
 
-Defended (`gateway/quotas/config_changes.py`, gateway setting `tenant.config.changes.per.second`,
+Defended (`gateway/quotas/tenant_pacing.py`, gateway setting `tenant.config.changes.per.second`,
 5 a second after a burst of 50): past the burst every AlterConfigs / IncrementalAlterConfigs
 answer carries a throttle (and the connection is muted from the moment it is earned), so the
 tenant's changes follow the rate; `validate_only` is free and another tenant is not slowed. Once
@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from brokers.wire.entities import make, request_module, response_module
-from gateway.quotas.config_changes import DEFAULT_BURST
+from gateway.quotas.tenant_pacing import CONFIG_CHANGES_BURST
 from tests.e2e.gateway.sasl_wire import login
 from tests.e2e.raw_wire import RawConnection
 from tests.gateway_stack import GatewayStack
@@ -34,7 +34,7 @@ THROTTLING_QUOTA_EXCEEDED = 89
 TOPIC = "tuned"
 
 
-TOPICS = tuple(f"t{i:02d}" for i in range(DEFAULT_BURST + 40))
+TOPICS = tuple(f"t{i:02d}" for i in range(CONFIG_CHANGES_BURST + 40))
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def throttle_ms(answer: Any) -> float:
 def test_config_changes_past_the_burst_are_throttled_and_other_tenants_are_not(
     stack: GatewayStack,
 ) -> None:
-    burst, past = TOPICS[:DEFAULT_BURST], TOPICS[DEFAULT_BURST:]
+    burst, past = TOPICS[:CONFIG_CHANGES_BURST], TOPICS[CONFIG_CHANGES_BURST:]
     with login(stack, "acme") as acme, login(stack, "bolt") as bolt:
         for _ in range(5):
             checked = made(alter(acme, 60_000, validate_only=True, topics=TOPICS))

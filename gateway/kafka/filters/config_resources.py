@@ -6,7 +6,7 @@ resource, else TOPIC_/GROUP_AUTHORIZATION_FAILED, as Kafka's ConfigAdminManager)
 (BROKER, BROKER_LOGGER, CLIENT_METRICS, …) holds fleet settings and is answered here with
 CLUSTER_AUTHORIZATION_FAILED, never forwarded; a default (empty-named) resource is INVALID_REQUEST.
 Alters also pass the topic config allowlist (`topic_configs.refusal`), and each topic change is
-paced (`gateway.quotas.config_changes`, through the request's mutation budget). Results keep
+paced (`gateway.quotas.tenant_pacing`, through the request's mutation budget). Results keep
 request order, keyed by (type, name). Runs on the event loop.
 """
 

@@ -2,7 +2,8 @@
 
 Per topic, in order: ALTER on the topic (Kafka's KafkaApis/ControllerApis, else
 TOPIC_AUTHORIZATION_FAILED); no manual assignment (INVALID_REQUEST: placement is the fleet's);
-the strict controller mutation quota from v3 (KIP-599: THROTTLING_QUOTA_EXCEEDED); the tenant's
+the controller mutation budget (KIP-599's quota, strict from v3, and the tenant's
+`tenant.partition.mutations.per.second` on every version: THROTTLING_QUOTA_EXCEEDED); the tenant's
 partition limit: the growth of every topic left is reserved in the tenant store in one transaction
 before anything is forwarded (`partition_limit`; POLICY_VIOLATION for what does not fit) and
 settled with the growth the broker made when it answers (or, when its answer never comes, with
@@ -32,7 +33,6 @@ from gateway.kafka.filters.topics_common import Batch, stripped, topic_partition
 API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
-FIRST_STRICT_VERSION = 3
 
 
 def _refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | None] | None:
@@ -40,7 +40,7 @@ def _refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | None] | N
         return ErrorCode.topic_authorization_failed, None
     if topic.assignments:
         return ErrorCode.invalid_request, "Manual partition assignments are not supported."
-    if ctx.api_version >= FIRST_STRICT_VERSION and ctx.mutations.exceeded():
+    if ctx.mutations.exceeded():
         return ErrorCode.throttling_quota_exceeded, "The controller mutation quota is exceeded."
     return None
 

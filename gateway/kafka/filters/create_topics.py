@@ -4,8 +4,9 @@ Per topic, in order: CREATE on the cluster or the topic (Kafka's KafkaApis/Contr
 else TOPIC_AUTHORIZATION_FAILED); a legal name that fits the tenant's `max_topic_length`
 (`gateway.policy.names`, else INVALID_TOPIC_EXCEPTION with Kafka's message); no manual
 assignment (INVALID_REQUEST: placement is the fleet's); configs within the allowlist
-(`topic_configs`); the strict controller mutation quota from v6 (KIP-599:
-THROTTLING_QUOTA_EXCEEDED); the tenant's partition limit, counting the broker default for -1:
+(`topic_configs`); the controller mutation budget (KIP-599's quota, strict from v6, and the
+tenant's `tenant.partition.mutations.per.second` on every version: THROTTLING_QUOTA_EXCEEDED);
+the tenant's partition limit, counting the broker default for -1:
 the topics left are RESERVED in the tenant store in one transaction before anything is
 forwarded (`partition_limit`; POLICY_VIOLATION for those that do not fit), and the reservation
 is settled with what the broker really created when it answers (or, when its answer never
@@ -38,7 +39,6 @@ from gateway.kafka.filters.topics_common import Batch, stripped, topic_partition
 API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
-FIRST_STRICT_VERSION = 6
 COLLISION = "Topic '{}' collides with an existing topic ('.' and '_' collide in topic names)."
 
 
@@ -57,7 +57,7 @@ def _static_refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | No
 
 def _early_refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | None] | None:
     refused = _static_refusal(ctx, topic)
-    if refused is None and ctx.api_version >= FIRST_STRICT_VERSION and ctx.mutations.exceeded():
+    if refused is None and ctx.mutations.exceeded():
         return ErrorCode.throttling_quota_exceeded, "The controller mutation quota is exceeded."
     return refused
 

@@ -2,8 +2,9 @@
 resolved and checked.
 
 ACL as Kafka's ControllerApis.deleteTopics: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED
-(the others are forwarded; with none left, the gateway answers alone). Strict controller mutation
-quota from v5 (KIP-599): THROTTLING_QUOTA_EXCEEDED for each topic once the budget is exceeded;
+(the others are forwarded; with none left, the gateway answers alone). The controller mutation
+budget (KIP-599's quota, strict from v5, and the tenant's `tenant.partition.mutations.per.second`
+on every version): THROTTLING_QUOTA_EXCEEDED for each topic once the budget is exceeded;
 each forwarded topic is charged its partitions (one when the fleet cannot tell). The partitions
 of the topics the broker deleted are given back to the tenant's reserved count
 (`partition_limit.release`; the ledger's reconcile corrects any it could not tell).
@@ -37,7 +38,6 @@ from gateway.kafka.filters.topics_common import (
 API_KEY = 20
 MIN_VERSION = 1
 MAX_VERSION = 6
-FIRST_STRICT_VERSION = 5
 FIRST_TOPIC_ID_VERSION = 6
 Wanted = tuple[str | None, uuid.UUID | None]
 
@@ -45,7 +45,6 @@ Wanted = tuple[str | None, uuid.UUID | None]
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
     batch, sent, charges = Batch(), [], 0
     sizes: dict[str, int] = {}  # fleet name -> its partitions now (0 when the fleet cannot tell)
-    strict = ctx.api_version >= FIRST_STRICT_VERSION
     wanted = _wanted(request)
     by_id = [topic_id for given, topic_id in wanted if given is None and topic_id is not None]
     resolved = await tenant_topics_by_id(ctx, by_id) if by_id else {}
@@ -58,7 +57,7 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
             shown = None if isinstance(key, tuple) else name
             result = _result(ctx, shown, ErrorCode.topic_authorization_failed, None, topic_id)
             batch.refuse(key, result)
-        elif strict and ctx.mutations.exceeded():
+        elif ctx.mutations.exceeded():
             message = "The controller mutation quota is exceeded."
             result = _result(ctx, name, ErrorCode.throttling_quota_exceeded, message, topic_id)
             batch.refuse(key, result)

@@ -65,3 +65,36 @@ def test_a_throttled_fetch_is_taken_back() -> None:
     assert gate.fetch(ALICE, 1000, now + 1) == 0
     assert gate.fetch_max_bytes(ALICE) == 10 * MB  # quota × (samples − 1) × window
     assert gate.fetch_max_bytes(QuotaSubject("acme", "sa-x", "")) == 10 * MB  # <default> user
+
+
+def test_partitions_are_paced_per_tenant_whatever_the_quota_and_the_version() -> None:
+    """`tenant.partition.mutations.per.second` (here 10: a burst of 200, then 30 s of backlog)
+    holds with no `controller_mutation_rate` set and on a permissive (pre-KIP-599) version: past
+    the burst a throttle, past the backlog a refusal; a strict caller is refused at the burst;
+    another tenant is not slowed."""
+    gate = GatewayThrottling(
+        QuotaBook(FakeSource({"acme": {}, "bolt": {}})),
+        samples=11,
+        window_s=1,
+        registry=CollectorRegistry(),
+        partition_mutations_per_s=10,
+    )
+    asyncio.run(gate.load("acme"))
+    asyncio.run(gate.load("bolt"))
+    now = 1_000_000
+    budget = gate.mutations(ALICE, False, now)  # a version that KIP-599 only throttles
+    assert not budget.exceeded()
+    budget.record(200)  # the burst
+    assert gate.mutation_throttle_ms(ALICE, now) == 0
+    strict = gate.mutations(BOB, True, now, caller_strict=True)  # the HTTP API's
+    assert not strict.exceeded()
+    budget.record(100)  # 10 s past the burst: throttled, still taken
+    assert gate.mutation_throttle_ms(ALICE, now) == 10_000
+    assert not gate.mutations(ALICE, False, now).exceeded()
+    assert gate.mutations(BOB, True, now, caller_strict=True).exceeded()
+    budget.record(250)  # 35 s past it: refused on any version, from any connection
+    assert gate.mutations(BOB, False, now).exceeded()
+    assert not gate.mutations(BOB, False, now + 5_001).exceeded()  # 50 partitions paid back
+    other = QuotaSubject("bolt", "sa-carol", "app")
+    assert not gate.mutations(other, True, now, caller_strict=True).exceeded()
+    assert gate.mutation_throttle_ms(other, now) == 0

@@ -150,16 +150,18 @@ def test_create_topics_refusals_merge_in_order(version: int) -> None:
 
 
 @pytest.mark.parametrize("version", list(versions(create_topics)))
-def test_create_topics_quota_is_strict_from_v6_and_validate_only_is_free(version: int) -> None:
+def test_create_topics_refuses_what_the_budget_refuses_and_validate_only_is_free(
+    version: int,
+) -> None:
+    """The budget says when a topic is refused (KIP-599's quota only from v6, the tenant's
+    partition pacing on every version: `gateway.throttling.MutationBudgets`); the filter asks it
+    on every version."""
     budget = FakeBudget(over=True)
     ctx = context(create_topics, version, budget=budget)
     outcome = asyncio.run(
         run(create_topics, ctx, _create(version, _topic(version, "a"), validate_only=True))
     )
-    if version >= 6:
-        assert replied(outcome).topics[0].error_code == ErrorCode.throttling_quota_exceeded
-    else:
-        forwarded(outcome)
+    assert replied(outcome).topics[0].error_code == ErrorCode.throttling_quota_exceeded
     assert budget.charged == 0
 
 
@@ -253,8 +255,7 @@ def test_delete_topics(version: int) -> None:
     ]
     over = context(delete_topics, version, budget=FakeBudget(over=True))
     outcome_over = asyncio.run(run(delete_topics, over, req))
-    if version >= 5:
-        assert replied(outcome_over).responses[0].error_code == ErrorCode.throttling_quota_exceeded
+    assert replied(outcome_over).responses[0].error_code == ErrorCode.throttling_quota_exceeded
 
 
 @pytest.mark.parametrize("version", list(versions(create_partitions)))
@@ -340,5 +341,4 @@ def test_create_partitions(version: int) -> None:
             req,
         )
     )
-    if version >= 3:
-        assert replied(strict).results[0].error_code == ErrorCode.throttling_quota_exceeded
+    assert replied(strict).results[0].error_code == ErrorCode.throttling_quota_exceeded

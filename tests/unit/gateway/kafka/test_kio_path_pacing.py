@@ -1,7 +1,7 @@
 """The kio path mutes a connection as soon as a request earns a throttle (the controller-mutation
 quota, the pacing of config changes), before the request is forwarded: requests pipelined behind
 it are not taken, so they cannot pass the pacing before the first answer mutes the connection.
-The real `Session` pump and `kio_path.handle` with the real `ConfigChangePacing`; the filter,
+The real `Session` pump and `kio_path.handle` with the real `TenantPacing`; the filter,
 policy and upstream are stand-ins (the broker never answers)."""
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from brokers.wire.messages import encode_entity
 from gateway.kafka import kio_path
 from gateway.kafka.exchange import Exchange
 from gateway.kafka.filter import FilterContext, Forward
+from gateway.kafka.filters import FILTERS
 from gateway.kafka.metrics import GatewayMetrics
 from gateway.kafka.services import QuotaSubject, SessionServices
 from gateway.kafka.session import Session
-from gateway.quotas.config_changes import DEFAULT_BURST, ConfigChangePacing
+from gateway.quotas.tenant_pacing import CONFIG_CHANGES_BURST, TenantPacing
 from tests.unit.gateway.kafka.test_session_throttle import FakeChannel
 
 pytestmark = pytest.mark.unit
@@ -43,7 +44,7 @@ class ChargingFilter:
 
 
 class Policy:
-    def __init__(self, pacing: ConfigChangePacing) -> None:
+    def __init__(self, pacing: TenantPacing) -> None:
         self.pacing = pacing
 
     def mutation_budget(self, subject: QuotaSubject, api_key: int, version: int) -> Any:
@@ -99,7 +100,7 @@ def _request() -> memoryview:
 def test_pipelined_config_changes_stop_at_the_first_throttle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(kio_path.FILTERS, ALTER, ChargingFilter)
+    monkeypatch.setitem(FILTERS, ALTER, ChargingFilter)
     asyncio.run(_pipelined())
 
 
@@ -113,12 +114,12 @@ async def _pipelined() -> None:
     session = PipelinedSession(
         services, channel, peer_host="h", node_id=0, metrics=GatewayMetrics(CollectorRegistry())
     )
-    session.policy = cast(Any, Policy(ConfigChangePacing()))
+    session.policy = cast(Any, Policy(TenantPacing()))
     session.upstream = cast(Any, type("U", (), {"in_flight": 0, "unsent_bytes": 0})())
     body = _request()
     for _ in range(100):  # 1,000 changes pipelined on one connection
         session.on_frame(body)
         await asyncio.sleep(0)
-    first_throttled = DEFAULT_BURST // RESOURCES + 1  # the one that passes the burst
+    first_throttled = CONFIG_CHANGES_BURST // RESOURCES + 1  # the one that passes the burst
     assert session.forwarded == first_throttled
     assert channel.paused, "muted: the rest wait in the connection, not read"

@@ -1,4 +1,4 @@
-"""A tenant's config changes paced (`gateway/quotas/config_changes.py`): a burst goes through
+"""A tenant's config changes paced (`gateway/quotas/tenant_pacing.py`): a burst goes through
 unslowed, then each change earns its share of the rate as a throttle; past `MAX_BACKLOG_MS`
 changes are refused (at once past the burst for a strict caller), so the throttle stays bounded;
 tenants are apart; with many connections pipelining requests (each muted as soon as a throttle is
@@ -10,12 +10,12 @@ import heapq
 
 import pytest
 
-from gateway.quotas.config_changes import MAX_BACKLOG_MS, ConfigChangePacing
+from gateway.quotas.tenant_pacing import MAX_BACKLOG_MS, TenantPacing
 
 pytestmark = pytest.mark.unit
 
 
-def change(pacing: ConfigChangePacing, tenant: str, now_ms: int, *, strict: bool = False) -> bool:
+def change(pacing: TenantPacing, tenant: str, now_ms: int, *, strict: bool = False) -> bool:
     """One topic change asked at `now_ms`: whether it was made (charged)."""
     budget = pacing.budget(tenant, now_ms, strict=strict)
     if budget.exceeded():
@@ -25,7 +25,7 @@ def change(pacing: ConfigChangePacing, tenant: str, now_ms: int, *, strict: bool
 
 
 def test_a_burst_then_the_rate_and_tenants_apart() -> None:
-    pacing = ConfigChangePacing(per_second=5, burst=10)
+    pacing = TenantPacing(per_second=5, burst=10)
     assert all(change(pacing, "acme", 0) for _ in range(10))
     assert pacing.throttle_ms("acme", 0) == 0
     assert change(pacing, "acme", 0)
@@ -35,11 +35,11 @@ def test_a_burst_then_the_rate_and_tenants_apart() -> None:
 
 
 def test_past_the_backlog_changes_are_refused_and_the_throttle_stays_bounded() -> None:
-    pacing = ConfigChangePacing(per_second=5, burst=10)
+    pacing = TenantPacing(per_second=5, burst=10)
     made = sum(change(pacing, "acme", 0) for _ in range(10_000))
     assert made == 10 + MAX_BACKLOG_MS // 200 + 1
     assert pacing.throttle_ms("acme", 0) <= MAX_BACKLOG_MS + 200
-    strict = ConfigChangePacing(per_second=5, burst=10)
+    strict = TenantPacing(per_second=5, burst=10)
     assert sum(change(strict, "acme", 0, strict=True) for _ in range(100)) == 11
 
 
@@ -47,7 +47,7 @@ def test_past_the_backlog_changes_are_refused_and_the_throttle_stays_bounded() -
 def test_many_pipelining_connections_follow_the_rate(connections: int) -> None:
     """Each connection sends a request of one change as soon as it may: at once after a refusal
     or an unthrottled answer, after its mute otherwise."""
-    pacing = ConfigChangePacing(per_second=5, burst=50)
+    pacing = TenantPacing(per_second=5, burst=50)
     events = [(0, k) for k in range(connections)]
     made = 0
     while True:
@@ -61,4 +61,4 @@ def test_many_pipelining_connections_follow_the_rate(connections: int) -> None:
 
 def test_a_rate_must_be_positive() -> None:
     with pytest.raises(ValueError):
-        ConfigChangePacing(per_second=0)
+        TenantPacing(per_second=0)
