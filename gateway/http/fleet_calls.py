@@ -80,6 +80,8 @@ async def kafka_call(
     )
     outcome = await FILTERS[api_key].handle(ctx, request)
     caller.meter(None, requests=1)
+    if ctx.refusal_detail is not None:  # a limit, which a Kafka error code would show as an ACL
+        raise ApiError(403, ctx.refusal_detail)
     if isinstance(outcome, Forward):
         fleet = cluster or caller.services.cluster
         forwarded = outcome.request

@@ -120,6 +120,9 @@ class CoordinatedNames:
             kind.name.lower(), tenant_id, self.limits.of(kind),
         )  # fmt: skip
 
+    def limit(self, kind: NameKind) -> int:
+        return self.limits.of(kind)
+
     def forget(self, kind: NameKind, tenant_id: str, fleet_names: Iterable[str]) -> None:
         """Names the fleet no longer holds (a DeleteGroups answered)."""
         names = self._census[kind].by_tenant.get(tenant_id)

@@ -127,6 +127,10 @@ class NameAdmission(Protocol):
 
     def forget(self, kind: NameKind, tenant_id: str, fleet_names: Iterable[str]) -> None: ...
 
+    def limit(self, kind: NameKind) -> int:
+        """How many of `kind` a tenant may hold."""
+        ...
+
 
 class MutationBudget(Protocol):
     """The caller's `controller_mutation_rate` quota (KIP-599), one partition per token."""
@@ -152,6 +156,9 @@ class FilterContext:
     partitions: PartitionBudget | None = None  # None: creations are refused (fail closed)
     names: NameAdmission | None = None  # None: no limit on groups and transactional ids
     members: MemberLedger | None = None  # None: no limit on the bytes of group members
+    # Why the request was refused, where its error code cannot say (a limit, not an ACL): the
+    # HTTP API shows it; Kafka's protocol has no message field for it.
+    refusal_detail: str | None = None
 
     async def name_refusal(self, kind: NameKind, name: str) -> ErrorCode | None:
         """Why a request that makes coordinator state may not name the tenant's group or
@@ -167,6 +174,11 @@ class FilterContext:
         fleet_name = self.namespace.fleet(name)
         if await self.names.admit(kind, self.namespace.tenant_id, fleet_name):
             return None
+        what = "consumer groups" if group else "transactional ids"
+        self.refusal_detail = (
+            f"the tenant holds as many {what} as it may ({self.names.limit(kind)}): "
+            f"{name!r} would be one more (delete one, or let one expire, first)"
+        )
         if group:
             return ErrorCode.group_authorization_failed
         return ErrorCode.transactional_id_authorization_failed

@@ -7,7 +7,8 @@ Defended (`gateway/kafka/coordinated_names.py`, gateway settings `tenant.max.gro
 `tenant.max.transactional.ids`): past the tenant's limit a request that would make one more is
 refused (GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) while the groups and
 ids the tenant holds keep working, another tenant is not affected, and a deleted group frees its
-place. Real broker and `pier gateway` (limits of 3 groups and 2 ids), confluent-kafka."""
+place; over HTTP the refusal says it is the limit (the error code alone reads as an ACL refusal).
+Real broker and `pier gateway` (limits of 3 groups and 2 ids), confluent-kafka, the HTTP API."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from tests.e2e.gateway.http_stack import TenantHttp, http_gateway_stack, wait_http
 from tests.gateway_stack import GatewayStack
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +31,7 @@ MAX_GROUPS, MAX_IDS = 3, 2
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayStack]:
     limits = {"tenant.max.groups": str(MAX_GROUPS), "tenant.max.transactional.ids": str(MAX_IDS)}
-    with GatewayStack(Path(tmp_path_factory.mktemp("names")), gateway_settings=limits) as s:
+    with http_gateway_stack(Path(tmp_path_factory.mktemp("names")), limits) as s:
         for tenant in ("acme", "bolt"):
             admin = AdminClient(s.client_config(tenant))
             for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
@@ -79,3 +81,18 @@ def test_transactional_ids_past_the_limit_are_refused(stack: GatewayStack) -> No
     assert init_transactions(stack, "acme", "tx-extra") == refused
     assert init_transactions(stack, "acme", "tx0") == 0, "an id the tenant holds still works"
     assert init_transactions(stack, "bolt", "tx-extra") == 0
+
+
+def test_over_http_a_group_past_the_limit_is_refused_saying_why(stack: GatewayStack) -> None:
+    for i in range(MAX_GROUPS + 1):  # bolt at its limit, whatever the other tests left it
+        if commit(stack, "bolt", f"h{i}") == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            break
+    else:
+        pytest.fail("bolt was never refused a group")
+    wait_http(stack)
+    http = TenantHttp(stack, stack.credentials["bolt"])
+    instance = http.consumer("h-http", format="json")
+    offsets = {"offsets": [{"topic": TOPIC, "partition": 0, "offset": 0}]}
+    answer = http.post(f"{instance}/offsets", offsets)
+    assert answer.status_code == 403, answer.text
+    assert f"as many consumer groups as it may ({MAX_GROUPS})" in answer.json()["message"]

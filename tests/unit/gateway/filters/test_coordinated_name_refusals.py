@@ -56,8 +56,13 @@ def outcome(module: FilterModule, version: int, req: Any) -> Any:
 
 def test_join_group() -> None:
     forwarded(outcome(join_group, 9, _join(9, "connect", b"", group="g")))
-    refused = replied(outcome(join_group, 9, _join(9, "connect", b"", group="other")))
+    ctx = at_limit(join_group, 9)
+    refused = replied(asyncio.run(run(join_group, ctx, _join(9, "connect", b"", group="other"))))
     assert refused.error_code == ErrorCode.group_authorization_failed
+    # The HTTP API says why (the error code alone reads as an ACL refusal).
+    assert ctx.refusal_detail is not None
+    assert "as many consumer groups as it may (1)" in ctx.refusal_detail
+    assert "'other'" in ctx.refusal_detail
     too_long = replied(outcome(join_group, 9, _join(9, "connect", b"", group=LONG)))
     assert too_long.error_code == ErrorCode.invalid_group_id
 
@@ -86,7 +91,9 @@ def test_txn_offset_commit() -> None:
 
 
 def test_init_producer_id() -> None:
-    forwarded(outcome(init_producer_id, 5, _init(5, "tx")))
+    ctx = at_limit(init_producer_id, 5)
+    forwarded(asyncio.run(run(init_producer_id, ctx, _init(5, "tx"))))
+    assert ctx.refusal_detail is None
     refused = replied(outcome(init_producer_id, 5, _init(5, "tx2")))
     assert refused.error_code == ErrorCode.transactional_id_authorization_failed
     assert replied(outcome(init_producer_id, 5, _init(5, LONG))).error_code == (
