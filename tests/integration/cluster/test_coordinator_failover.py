@@ -273,6 +273,19 @@ def run_failover(
             retry_on=(KafkaException,),  # OffsetFetch refused while the coordinator loads
         )
         assert before
+        # Each child prints a record before it commits past it, but this process reads their
+        # output on threads that may lag (a loaded CI machine): wait until the last committed
+        # record of every partition has been read, so what is read from here on was printed
+        # after the commits above (sampling at once counted records printed before them as
+        # re-reads: CI saw (2, 26) with 28 committed).
+        wait_until(
+            lambda: all(
+                any(q == p and o >= offset - 1 for m in members for q, o, _ in list(m.records))
+                for p, offset in before.items()
+            ),
+            what="every member's output read up to its committed records",
+            timeout=SETTLE_S,
+        )
         seen_before = [len(m.records) for m in members]
         victim = coordinator_of(brokers[1], group)
         sent_at_failure = stream.sent
