@@ -4,9 +4,10 @@ client quotas, and the throttle time they earn.
 Owns: `GatewayThrottling`, the facade sessions call (`gateway.kafka.services.Throttling`): one
 `ClientQuotaManager` per rate quota (producer bytes, consumer bytes, request percentage) and the
 controller-mutation token buckets and the tenants' pacing of config changes and of partitions
-created or deleted (`gateway.quotas.tenant_pacing`), fed with the quotas `QuotaBook` resolves for (tenant, user,
-client-id) through Kafka's 8-level chain, plus the tenant's own caps over all its principals
-(`max_producer_byte_rate` / `max_consumer_byte_rate` of its limits; the larger throttle wins).
+created or deleted (`gateway.quotas.tenant_pacing`), fed with the quotas `QuotaBook` resolves for
+(tenant, user, client-id) through Kafka's 8-level chain, plus the tenant's own caps over all its
+principals (`max_producer_byte_rate` / `max_consumer_byte_rate` of its limits; the larger
+throttle wins).
 Alone, quotas are enforced per gateway process, as Kafka enforces them per broker
 (docs/gateway-options.md); given a `FleetView`, each rate quota is this gateway's share of it
 across the fleet (docs/gateway.md, "Quotas across gateways") and `live_rates` is what the fleet is
@@ -53,7 +54,7 @@ class GatewayThrottling:
             for name in ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
         )
         self._mutations = ControllerMutationQuota(samples=samples, window_s=window_s)
-        self._config_changes = TenantPacing(config_changes_per_s)
+        self._config_changes = TenantPacing.for_config_changes(config_changes_per_s)
         self._partition_pacing = TenantPacing.for_partitions(partition_mutations_per_s)
         self._metrics = QuotaMetrics(registry)
 

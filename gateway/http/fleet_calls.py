@@ -80,8 +80,6 @@ async def kafka_call(
     )
     outcome = await FILTERS[api_key].handle(ctx, request)
     caller.meter(None, requests=1)
-    if ctx.refusal_detail is not None:  # a limit, which a Kafka error code would show as an ACL
-        raise ApiError(403, ctx.refusal_detail)
     if isinstance(outcome, Forward):
         fleet = cluster or caller.services.cluster
         forwarded = outcome.request
@@ -105,6 +103,8 @@ async def kafka_call(
             outcome.on_failure()
             raise
         response = outcome.on_response(answer)
+    elif ctx.refusal_detail is not None:  # a limit, which a Kafka error code reads as an ACL
+        raise ApiError(403, ctx.refusal_detail)
     else:
         response = outcome.response
     throttle = 0 if budget is None else policy.mutation_throttle(subject, api_key)

@@ -36,14 +36,16 @@ MAX_BACKLOG_MS = 30_000  # the longest throttle a request earns; past it topics 
 
 
 class TenantPacing:
-    def __init__(
-        self, per_second: float = CONFIG_CHANGES_PER_SECOND, burst: float = CONFIG_CHANGES_BURST
-    ) -> None:
+    def __init__(self, per_second: float, burst: float) -> None:
         if per_second <= 0:
             raise ValueError("a pacing's rate must be positive")
         self._interval_ms = 1000.0 / per_second
         self._burst_ms = burst * self._interval_ms
         self._arrival: dict[str, float] = {}  # tenant → theoretical arrival time (ms)
+
+    @classmethod
+    def for_config_changes(cls, per_second: float = CONFIG_CHANGES_PER_SECOND) -> TenantPacing:
+        return cls(per_second, CONFIG_CHANGES_BURST)
 
     @classmethod
     def for_partitions(cls, per_second: float = PARTITION_MUTATIONS_PER_SECOND) -> TenantPacing:

@@ -114,7 +114,7 @@ async def _pipelined() -> None:
     session = PipelinedSession(
         services, channel, peer_host="h", node_id=0, metrics=GatewayMetrics(CollectorRegistry())
     )
-    session.policy = cast(Any, Policy(TenantPacing()))
+    session.policy = cast(Any, Policy(TenantPacing.for_config_changes()))
     session.upstream = cast(Any, type("U", (), {"in_flight": 0, "unsent_bytes": 0})())
     body = _request()
     for _ in range(100):  # 1,000 changes pipelined on one connection

@@ -61,4 +61,4 @@ def test_many_pipelining_connections_follow_the_rate(connections: int) -> None:
 
 def test_a_rate_must_be_positive() -> None:
     with pytest.raises(ValueError):
-        TenantPacing(per_second=0)
+        TenantPacing(per_second=0, burst=10)
