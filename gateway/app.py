@@ -166,13 +166,14 @@ class Gateway:
         backoff = LoginBackoff(policy, shared=addresses)
         peers = None
         if config.zookeeper_connect is not None:
-            peers = PeerTable(hold_ms=config.setting("fleet.rates.hold.ms"))
+            peers = PeerTable(hold_ms=config.setting("fleet.rates.hold.ms"), started_ms=clock_ms())
         throttling = GatewayThrottling(
             quota_book,
             samples=config.setting("quota.window.num"),
             window_s=config.setting("quota.window.size.seconds"),
             registry=self.registry,
             fleet=peers,
+            fleet_units=peers,
             config_changes_per_s=config.setting("tenant.config.changes.per.second"),
             partition_mutations_per_s=config.setting("tenant.partition.mutations.per.second"),
         )
@@ -292,8 +293,8 @@ class Gateway:
         return table
 
     def _share_rates(self, peers: PeerTable, throttling: GatewayThrottling) -> None:
-        """Register in the fleet's ZooKeeper and hold rate quotas with the other gateways
-        (docs/gateway.md, "Quotas across gateways"); stopped by `stop`."""
+        """Register in the fleet's ZooKeeper and hold rate quotas and metadata-change limits with
+        the other gateways (docs/gateway.md, "Quotas across gateways"); stopped by `stop`."""
         config = self.config
         assert config.zookeeper_connect is not None
         self.rates = RateExchange(
@@ -301,6 +302,7 @@ class Gateway:
             f"{config.id}.{self.incarnation}",
             peers,
             throttling.live_rates,
+            units=throttling.live_units,
             interval_s=config.setting("fleet.rates.interval.ms") / 1000,
             clock_ms=clock_ms,
             registry=self.registry,

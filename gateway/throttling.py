@@ -11,8 +11,10 @@ throttle wins).
 Alone, quotas are enforced per gateway process, as Kafka enforces them per broker
 (docs/gateway-options.md); given a `FleetView`, each rate quota is this gateway's share of it
 across the fleet (docs/gateway.md, "Quotas across gateways") and `live_rates` is what the fleet is
-told. A throttled fetch's bytes are taken back (Kafka's `unrecordQuotaSensor`). Runs on the event
-loop; not thread-safe.
+told; given `FleetUnits`, the controller-mutation buckets and both pacings are charged with what
+the other gateways charged before they are asked, and `live_units` is what this one charged
+(`gateway.quotas.shared_units`). A throttled fetch's bytes are taken back (Kafka's
+`unrecordQuotaSensor`). Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -25,8 +27,13 @@ from gateway.kafka.services import QuotaSubject
 from gateway.quotas.client_quotas import ClientQuotaManager, RateSensors, SensorKey
 from gateway.quotas.fleet_share import FleetView, PeerRate
 from gateway.quotas.metrics import QuotaMetrics
-from gateway.quotas.mutation_quota import ControllerMutationQuota, MutationBudget
+from gateway.quotas.mutation_quota import (
+    CONTROLLER_MUTATION_RATE,
+    ControllerMutationQuota,
+    MutationBudget,
+)
 from gateway.quotas.quota_book import ClientQuotas, QuotaBook
+from gateway.quotas.shared_units import FleetUnits, UnitCounters
 from gateway.quotas.tenant_pacing import (
     CONFIG_CHANGES_PER_SECOND,
     PARTITION_MUTATIONS_PER_SECOND,
@@ -45,6 +52,7 @@ class GatewayThrottling:
         window_s: int,
         registry: CollectorRegistry,
         fleet: FleetView | None = None,
+        fleet_units: FleetUnits | None = None,
         config_changes_per_s: float = CONFIG_CHANGES_PER_SECOND,
         partition_mutations_per_s: float = PARTITION_MUTATIONS_PER_SECOND,
     ) -> None:
@@ -53,9 +61,13 @@ class GatewayThrottling:
             ClientQuotaManager(name, samples=samples, window_s=window_s, fleet=fleet)
             for name in ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
         )
-        self._mutations = ControllerMutationQuota(samples=samples, window_s=window_s)
-        self._config_changes = TenantPacing.for_config_changes(config_changes_per_s)
-        self._partition_pacing = TenantPacing.for_partitions(partition_mutations_per_s)
+        self._fleet_units = fleet_units
+        counters = self._counters = None if fleet_units is None else UnitCounters()
+        self._mutations = ControllerMutationQuota(
+            samples=samples, window_s=window_s, counters=counters
+        )
+        self._config_changes = TenantPacing.for_config_changes(config_changes_per_s, counters)
+        self._partition_pacing = TenantPacing.for_partitions(partition_mutations_per_s, counters)
         self._metrics = QuotaMetrics(registry)
 
     async def load(self, tenant_id: str) -> None:
@@ -71,6 +83,29 @@ class GatewayThrottling:
         for family in sensors:
             for key, rate in family.live_rates(now_ms):
                 yield family.kind, key, rate
+
+    def live_units(self, now_ms: int) -> Iterator[tuple[str, Hashable, int, int]]:
+        """(limit, key, units, since) of what this gateway charged to its metadata-change limits
+        recently (nothing without `FleetUnits`)."""
+        if self._counters is not None:
+            yield from self._counters.live(now_ms)
+
+    def _catch_up_pacing(self, pacing: TenantPacing, tenant_id: str) -> None:
+        """Charge the pacing with what the other gateways charged to it since last asked."""
+        if self._fleet_units is not None:
+            for at_ms, units in self._fleet_units.drain_units(pacing.kind, tenant_id):
+                pacing.apply(tenant_id, units, at_ms)
+
+    def _catch_up_mutations(self, quotas: ClientQuotas) -> None:
+        """Charge the KIP-599 bucket with the tokens the other gateways took since last asked
+        (none to apply while the principal has no quota)."""
+        if self._fleet_units is None:
+            return
+        taken = self._fleet_units.drain_units(CONTROLLER_MUTATION_RATE, quotas.mutation_key)
+        rate = quotas.controller_mutation_rate
+        if rate is not None:
+            for at_ms, units in taken:
+                self._mutations.apply(quotas.mutation_key, units, rate, at_ms)
 
     def _quotas(self, subject: QuotaSubject) -> ClientQuotas:
         return self._book.quotas_for(subject.tenant, subject.user, subject.client_id)
@@ -126,6 +161,8 @@ class GatewayThrottling:
         """The request's KIP-599 budget (`strict`: from the versions that refuse) and its
         tenant's partition pacing (`caller_strict`: refused as soon as its burst is spent)."""
         quotas = self._quotas(subject)
+        self._catch_up_mutations(quotas)
+        self._catch_up_pacing(self._partition_pacing, subject.tenant)
         quota = self._mutations.budget(
             quotas.mutation_key, quotas.controller_mutation_rate, strict=strict, now_ms=now_ms
         )
@@ -134,20 +171,24 @@ class GatewayThrottling:
 
     def mutation_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int:
         quotas = self._quotas(subject)
+        self._catch_up_mutations(quotas)
+        self._catch_up_pacing(self._partition_pacing, subject.tenant)
         throttle = self._mutations.throttle_time_ms(
             quotas.mutation_key, quotas.controller_mutation_rate, now_ms
         )
         paced = self._partition_pacing.throttle_ms(subject.tenant, now_ms)
         if paced > throttle:
-            return self._noted(subject, "partition_mutations", paced)
-        return self._noted(subject, "controller_mutation_rate", throttle)
+            return self._noted(subject, self._partition_pacing.kind, paced)
+        return self._noted(subject, CONTROLLER_MUTATION_RATE, throttle)
 
     def config_change_budget(self, subject: QuotaSubject, strict: bool, now_ms: int) -> PacedBudget:
+        self._catch_up_pacing(self._config_changes, subject.tenant)
         return self._config_changes.budget(subject.tenant, now_ms, strict=strict)
 
     def config_change_throttle_ms(self, subject: QuotaSubject, now_ms: int) -> int:
+        self._catch_up_pacing(self._config_changes, subject.tenant)
         throttle = self._config_changes.throttle_ms(subject.tenant, now_ms)
-        return self._noted(subject, "config_changes", throttle)
+        return self._noted(subject, self._config_changes.kind, throttle)
 
     def _noted(self, subject: QuotaSubject, quota: str, throttle_ms: int) -> int:
         if throttle_ms > 0:

@@ -3,7 +3,8 @@ gateways").
 
 Owns: this gateway's ephemeral znode `/pier/gateways/<gateway id>.<incarnation>` (under the
 chroot of `zookeeper.connect`, beside the brokers' Kafka paths), rewritten every `interval_s` with
-the rates of its quota sensors that had traffic (`gateway.fleet.codec`), and the periodic read of
+the rates of its quota sensors that had traffic and the units it charged to its metadata-change
+limits (`gateway.fleet.codec`, `gateway.quotas.shared_units`), and the periodic read of
 every other gateway's znode into the `PeerTable`; Prometheus: the peers counted, failed rounds and
 sensors left out by the cap. Polling, not watches: one write, one `get_children` and one read per
 peer each interval, and a peer that stops writing is noticed by its unchanged version. An
@@ -28,7 +29,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from gateway.fleet.codec import encode_rates, sensor_id
+from gateway.fleet.codec import UnitCount, encode_rates, sensor_id
 from gateway.fleet.peers import PeerTable
 from gateway.quotas.fleet_share import PeerRate
 
@@ -36,6 +37,7 @@ log = logging.getLogger("pier.gateway.fleet")
 GATEWAYS_PATH = "/pier/gateways"
 CONNECT_TIMEOUT_S = 10.0
 Rates = Callable[[int], Iterable[tuple[str, Hashable, PeerRate]]]  # now_ms → (kind, key, rate)
+Units = Callable[[int], Iterable[tuple[str, Hashable, int, int]]]  # → (kind, key, units, since)
 
 
 class ZooKeeperUnavailable(Exception):
@@ -50,6 +52,7 @@ class RateExchange:
         table: PeerTable,
         rates: Rates,
         *,
+        units: Units | None = None,
         interval_s: float,
         clock_ms: Callable[[], int],
         registry: CollectorRegistry | None = None,
@@ -59,6 +62,7 @@ class RateExchange:
         self._name = name
         self._table = table
         self._rates = rates
+        self._units = units
         self._interval_s = interval_s
         self._clock_ms = clock_ms
         self._zk = KazooClient(hosts=connect, timeout=CONNECT_TIMEOUT_S)
@@ -109,8 +113,13 @@ class RateExchange:
             await asyncio.sleep(0.05)
 
     async def exchange_once(self) -> None:
-        rates = self._rates(self._clock_ms())
-        data, dropped = encode_rates((sensor_id(kind, key), rate) for kind, key, rate in rates)
+        now_ms = self._clock_ms()
+        rates = self._rates(now_ms)
+        counts = () if self._units is None else self._units(now_ms)
+        data, dropped = encode_rates(
+            ((sensor_id(kind, key), rate) for kind, key, rate in rates),
+            ((sensor_id(kind, key), UnitCount(units, since)) for kind, key, units, since in counts),
+        )
         if dropped:
             log.warning("event=fleet_rates_capped dropped=%d", dropped)
             self._capped.inc(dropped)

@@ -7,16 +7,20 @@ THROTTLING_QUOTA_EXCEEDED while the bucket is below zero and otherwise take what
 into debt; older versions are always accepted and throttled once the bucket is below zero
 (`StrictControllerMutationQuota` / `PermissiveControllerMutationQuota`). The throttle time is how
 long the bucket takes to climb back to zero. A new bucket starts full: Kafka's starts empty at
-epoch 0 and so is full at any real clock. Idle buckets expire like rate sensors. Runs on the
-event loop; not thread-safe.
+epoch 0 and so is full at any real clock. Idle buckets expire like rate sensors. Given
+`UnitCounters`, the tokens taken here are counted for the fleet and other gateways' come back
+through `apply` (`gateway.quotas.shared_units`): one bucket per sensor across the fleet. Runs on
+the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
 from gateway.quotas.client_quotas import INACTIVE_SENSOR_EXPIRY_MS, IdleSensors, SensorKey
+from gateway.quotas.shared_units import UnitCounters
 from gateway.quotas.throttle import token_throttle_time_ms
 
 THROTTLING_QUOTA_EXCEEDED = 89
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 STRICT_SINCE = {19: 6, 20: 5, 37: 3}  # CreateTopics, DeleteTopics, CreatePartitions (KIP-599)
 
 
@@ -40,8 +44,10 @@ class TokenBucket:
         return self._refill(rate, burst, now_ms)
 
     def record(self, permits: float, rate: float, burst: float, now_ms: int) -> float:
-        """Take `permits`; the tokens left."""
-        self.tokens = min(burst, self._refill(rate, burst, now_ms) - permits)
+        """Take `permits`; the tokens left (at `now_ms`, or at the last update if that is later:
+        permits learnt late are taken then)."""
+        at_ms = max(now_ms, self.last_update_ms)
+        self.tokens = min(burst, self._refill(rate, burst, at_ms) - permits)
         return self.tokens
 
     def _refill(self, rate: float, burst: float, now_ms: int) -> float:
@@ -62,9 +68,11 @@ class ControllerMutationQuota:
         samples: int = 11,
         window_s: int = 1,
         expire_after_ms: int = INACTIVE_SENSOR_EXPIRY_MS,
+        counters: UnitCounters | None = None,
     ) -> None:
         self.samples = samples
         self.window_s = window_s
+        self._counters = counters
         self.buckets: IdleSensors[SensorKey, TokenBucket] = IdleSensors(
             TokenBucket, expire_after_ms
         )
@@ -76,9 +84,16 @@ class ControllerMutationQuota:
         """The tokens left in `key`'s bucket at `now_ms` (a new bucket is full)."""
         return self.buckets.touch(key, now_ms).measure(rate, self.burst(rate), now_ms)
 
-    def take(self, key: SensorKey, permits: float, rate: float, now_ms: int) -> float:
-        """Take `permits` tokens (the bucket may go below zero); the tokens left."""
-        return self.buckets.touch(key, now_ms).record(permits, rate, self.burst(rate), now_ms)
+    def take(self, key: SensorKey, permits: int, rate: float, now_ms: int) -> float:
+        """Take `permits` tokens (the bucket may go below zero; counted for the fleet); the
+        tokens left."""
+        if self._counters is not None:
+            self._counters.add(CONTROLLER_MUTATION_RATE, key, permits, now_ms)
+        return self.apply(key, permits, rate, now_ms)
+
+    def apply(self, key: SensorKey, permits: int, rate: float, at_ms: int) -> float:
+        """Take `permits` another gateway took (learnt at `at_ms`) without counting them here."""
+        return self.buckets.touch(key, at_ms).record(permits, rate, self.burst(rate), at_ms)
 
     def throttle_time_ms(self, key: SensorKey, rate: float | None, now_ms: int) -> int:
         """How long until `key`'s bucket is back to zero (0 when it is not below zero)."""

@@ -1,4 +1,4 @@
-"""How fast a tenant may change the fleet's metadata through this gateway process: topic configs
+"""How fast a tenant may change the fleet's metadata through the gateways: topic configs
 (the gateway's `tenant.config.changes.per.second`) and partitions created or deleted
 (`tenant.partition.mutations.per.second`); docs/security.md, limits.
 
@@ -22,11 +22,15 @@ difference (`throttle_ms`): its answer says so and its connection is muted from 
 the next request is taken. A topic is refused THROTTLING_QUOTA_EXCEEDED (not forwarded) once the
 tenant is `MAX_BACKLOG_MS` past its burst on the Kafka path, and as soon as it is past its burst
 for a strict caller (the HTTP API, which answers 429 rather than hold a request), so no request,
-pipeline or fresh connection gets more through than the rate, the burst and that backlog. Runs
-on the event loop; not thread-safe.
+pipeline or fresh connection gets more through than the rate, the burst and that backlog. Given
+`UnitCounters`, each unit charged here is counted for the fleet under the pacing's `kind`, and the
+units other gateways charged come back through `apply` (`gateway.quotas.shared_units`), so the
+pacing holds across every gateway and worker. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
+
+from gateway.quotas.shared_units import UnitCounters
 
 CONFIG_CHANGES_PER_SECOND = 5  # `tenant.config.changes.per.second`'s default
 CONFIG_CHANGES_BURST = 50
@@ -35,21 +39,41 @@ PARTITION_MUTATIONS_BURST_SECONDS = 20  # its burst: this many seconds' worth (2
 MAX_BACKLOG_MS = 30_000  # the longest throttle a request earns; past it topics are refused
 
 
+CONFIG_CHANGES = "config_changes"  # the pacings' names (metrics, the fleet's unit counts)
+PARTITION_MUTATIONS = "partition_mutations"
+
+
 class TenantPacing:
-    def __init__(self, per_second: float, burst: float) -> None:
+    def __init__(
+        self,
+        per_second: float,
+        burst: float,
+        *,
+        kind: str = "",
+        counters: UnitCounters | None = None,
+    ) -> None:
         if per_second <= 0:
             raise ValueError("a pacing's rate must be positive")
         self._interval_ms = 1000.0 / per_second
         self._burst_ms = burst * self._interval_ms
         self._arrival: dict[str, float] = {}  # tenant → theoretical arrival time (ms)
+        self.kind = kind
+        self._counters = counters
 
     @classmethod
-    def for_config_changes(cls, per_second: float = CONFIG_CHANGES_PER_SECOND) -> TenantPacing:
-        return cls(per_second, CONFIG_CHANGES_BURST)
+    def for_config_changes(
+        cls, per_second: float = CONFIG_CHANGES_PER_SECOND, counters: UnitCounters | None = None
+    ) -> TenantPacing:
+        return cls(per_second, CONFIG_CHANGES_BURST, kind=CONFIG_CHANGES, counters=counters)
 
     @classmethod
-    def for_partitions(cls, per_second: float = PARTITION_MUTATIONS_PER_SECOND) -> TenantPacing:
-        return cls(per_second, per_second * PARTITION_MUTATIONS_BURST_SECONDS)
+    def for_partitions(
+        cls,
+        per_second: float = PARTITION_MUTATIONS_PER_SECOND,
+        counters: UnitCounters | None = None,
+    ) -> TenantPacing:
+        burst = per_second * PARTITION_MUTATIONS_BURST_SECONDS
+        return cls(per_second, burst, kind=PARTITION_MUTATIONS, counters=counters)
 
     def budget(self, tenant_id: str, now_ms: int, *, strict: bool = False) -> PacedBudget:
         """One request's budget: `strict` refuses as soon as the burst is spent."""
@@ -60,7 +84,14 @@ class TenantPacing:
         return max(0, int(self._backlog(tenant_id, now_ms)))
 
     def record(self, tenant_id: str, units: int, now_ms: int) -> None:
-        arrival = max(self._arrival.get(tenant_id, 0.0), float(now_ms))
+        """Charge `units` taken through this gateway (counted for the fleet)."""
+        self.apply(tenant_id, units, now_ms)
+        if self._counters is not None:
+            self._counters.add(self.kind, tenant_id, units, now_ms)
+
+    def apply(self, tenant_id: str, units: int, at_ms: int) -> None:
+        """Charge `units` (another gateway's, learnt at `at_ms`) without counting them here."""
+        arrival = max(self._arrival.get(tenant_id, 0.0), float(at_ms))
         self._arrival[tenant_id] = arrival + units * self._interval_ms
 
     def _backlog(self, tenant_id: str, now_ms: int) -> float:

@@ -7,6 +7,9 @@ gateways"): two real gateways on one ZooKeeper, one tenant store and one broker.
   whole quota: ≈ 2×).
 - The same with the producer on one gateway only (the other idle): the quota ± 15 %, not half
   of it; the share follows where the traffic arrives (a fixed 1/N split would give 0.5×).
+- A tenant's partition pacing (`tenant.partition.mutations.per.second`, here 1: a burst of 20,
+  then 30 s of backlog) is one across the gateways: partitions created through one leave the
+  tenant past its backlog on the other too (each alone would grant its own burst and backlog).
 
 How it is measured: the partition's size on the broker (DescribeLogDirs, straight to the broker)
 read at the start and the end of the span; the size is record-batch bytes, which is what the
@@ -29,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
@@ -51,7 +54,12 @@ VALUE_BYTES = 10_000
 BACKLOG_RECORDS = 200  # 2 MB queued per producer: ≈ 8 × the quota's second, kept full
 WARM_UP_S = 8.0  # both gateways have published and the first burst has left the window
 SPAN_S = 30.0
-SETTINGS = {"quota.window.num": "3", "quota.window.size.seconds": "1"}
+SETTINGS = {
+    "quota.window.num": "3",
+    "quota.window.size.seconds": "1",
+    "tenant.partition.mutations.per.second": "1",  # a burst of 20, then 30 s of backlog
+}
+WIDE_PARTITIONS = 75  # through one gateway: 55 s past the burst, 25 s past the backlog
 
 
 @dataclass
@@ -220,3 +228,36 @@ def test_producers_on_two_gateways_share_one_quota(fleet: Fleet) -> None:
 def test_a_producer_on_one_gateway_of_two_gets_the_whole_quota(fleet: Fleet) -> None:
     rate = acknowledged_rate(fleet, "fleet-one", "fleet-one", [fleet.gateways[1]])
     assert rate == pytest.approx(QUOTA, rel=TOLERANCE), f"{rate / QUOTA:.3f} × the quota"
+
+
+def create_topic(gateway: GatewayProcess, creds: Credentials, name: str, partitions: int) -> int:
+    """CreateTopics through `gateway` on a connection of its own (a throttled answer mutes its
+    connection): the topic's error code (0: created)."""
+    admin = AdminClient(config(gateway, creds))
+    future = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name]
+    try:
+        future.result(30)
+    except KafkaException as exc:
+        return int(exc.args[0].code())
+    return 0
+
+
+def test_a_tenant_s_partition_churn_is_paced_across_gateways(fleet: Fleet) -> None:
+    """75 partitions through gateway A leave the tenant 25 s past its backlog; gateway B, which
+    alone would still grant its whole burst (20 topics of 1 partition before even a throttle),
+    refuses the tenant's next topic THROTTLING_QUOTA_EXCEEDED within a few probes, once the
+    gateways have exchanged their counts; another tenant is not refused."""
+    first, second = fleet.gateways
+    with fleet.stack.store() as store:
+        churn = GatewayStack.add_tenant(store, "churn", "admin")
+        calm = GatewayStack.add_tenant(store, "calm", "admin")
+    assert create_topic(first, churn, "wide", WIDE_PARTITIONS) == 0
+    probes: list[int] = []
+
+    def refused_on_second() -> bool:
+        probes.append(create_topic(second, churn, f"probe-{len(probes)}", 1))
+        return probes[-1] == KafkaError.THROTTLING_QUOTA_EXCEEDED
+
+    wait_until(refused_on_second, what="gateway B pacing the tenant", timeout=10, interval=1)
+    assert len(probes) < 20 and set(probes[:-1]) <= {0}, probes
+    assert create_topic(second, calm, "calm", 1) == 0, "another tenant is not paced"
