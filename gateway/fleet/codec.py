@@ -9,8 +9,8 @@ most `MAX_ENTRIES` sensors are written, the fastest first (≈ 40 bytes each, so
 their gateway is then unseen by its peers for those sensors, which only lets the fleet give them
 more. A unit count (`gateway.quotas.shared_units`) is the units charged here since `since` (an
 opaque token of the writer's: a count that starts again has a new one); at most
-`MAX_UNIT_ENTRIES` are written, the largest first (≈ 45 bytes each), and "units" may be absent
-(a gateway of an earlier version). A peer's znode that is not this format is ignored whole.
+`MAX_UNIT_ENTRIES` are written, the first given (the writer orders them, ≈ 45 bytes each), a count
+at most `MAX_UNITS`, and "units" may be absent (a gateway of an earlier version). A peer's znode that is not this format is ignored whole.
 Pure; thread-safe.
 """
 
@@ -26,6 +26,7 @@ from gateway.quotas.fleet_share import PeerRate
 VERSION = 1
 MAX_ENTRIES = 10_000
 MAX_UNIT_ENTRIES = 5_000
+MAX_UNITS = 2**53  # a count past it (or a `since` past ±2^63) makes the document malformed
 MAX_ZNODE_BYTES = 1_000_000  # what a peer's data may be at most to be read at all
 
 
@@ -57,11 +58,11 @@ class Report:
 def encode_rates(
     rates: Iterable[tuple[str, PeerRate]], units: Iterable[tuple[str, UnitCount]] = ()
 ) -> tuple[bytes, int]:
-    """The znode data for `(sensor id, rate)` pairs and `(sensor id, unit count)` pairs, and how
-    many of either were left out by the caps."""
+    """The znode data for `(sensor id, rate)` pairs (the fastest kept) and `(sensor id, unit
+    count)` pairs (the first kept), and how many of either were left out by the caps."""
     rows = sorted(rates, key=lambda row: row[1].rate, reverse=True)
     kept = [[sid, round(peer.rate, 3), int(peer.saturated)] for sid, peer in rows[:MAX_ENTRIES]]
-    counts = sorted(units, key=lambda row: row[1].units, reverse=True)
+    counts = list(units)
     body: dict[str, object] = {"v": VERSION, "rates": kept}
     if counts:
         body["units"] = [[sid, c.units, c.since] for sid, c in counts[:MAX_UNIT_ENTRIES]]
@@ -76,11 +77,13 @@ def decode_rates(data: bytes) -> dict[str, PeerRate]:
 
 def decode_report(data: bytes) -> Report:
     """A peer's rates and unit counts; RatesFormatError when the data is not a rates document."""
+    if not isinstance(data, bytes | bytearray):  # an empty znode reads as None
+        raise RatesFormatError("no data")
     if len(data) > MAX_ZNODE_BYTES:
         raise RatesFormatError(f"{len(data)} bytes is over {MAX_ZNODE_BYTES}")
     try:
         body = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise RatesFormatError("not JSON") from exc
     if not isinstance(body, dict) or body.get("v") != VERSION:
         raise RatesFormatError("not a version 1 rates document")
@@ -106,7 +109,11 @@ def _count(row: object) -> tuple[str, UnitCount]:
     if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str)):
         raise RatesFormatError(f"bad unit row {row!r:.80}")
     units, since = row[1], row[2]
-    if not (_is_int(units) and _is_int(since)) or units < 0:
+    if (
+        not (_is_int(units) and _is_int(since))
+        or not 0 <= units <= MAX_UNITS
+        or abs(since) >= 2**63
+    ):
         raise RatesFormatError(f"bad unit row {row!r:.80}")
     return row[0], UnitCount(units, since)
 

@@ -32,12 +32,21 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from gateway.fleet.codec import UnitCount, encode_rates, sensor_id
 from gateway.fleet.peers import PeerTable
 from gateway.quotas.fleet_share import PeerRate
+from gateway.quotas.mutation_quota import CONTROLLER_MUTATION_RATE
 
 log = logging.getLogger("pier.gateway.fleet")
 GATEWAYS_PATH = "/pier/gateways"
 CONNECT_TIMEOUT_S = 10.0
 Rates = Callable[[int], Iterable[tuple[str, Hashable, PeerRate]]]  # now_ms → (kind, key, rate)
 Units = Callable[[int], Iterable[tuple[str, Hashable, int, int]]]  # → (kind, key, units, since)
+
+
+def _unit_priority(count: tuple[str, Hashable, int, int]) -> tuple[bool, int]:
+    """The tenants' own pacings first (one count per tenant and pacing: what holds the fleet),
+    then KIP-599's buckets (one per principal or client id: a tenant's many client ids must not
+    push other tenants' counts out of the znode), each the largest first."""
+    kind, _, units, _ = count
+    return kind == CONTROLLER_MUTATION_RATE, -units
 
 
 class ZooKeeperUnavailable(Exception):
@@ -101,7 +110,11 @@ class RateExchange:
     async def _run(self) -> None:
         await self._first_connection()
         while True:
-            await self.exchange_once()
+            try:
+                await self.exchange_once()
+            except Exception as exc:  # a round that fails for any reason must not end the rounds
+                log.error("event=fleet_exchange_failed error=%r", type(exc).__name__)
+                self._failures.inc()
             await asyncio.sleep(self._interval_s)
 
     async def _first_connection(self) -> None:
@@ -115,7 +128,7 @@ class RateExchange:
     async def exchange_once(self) -> None:
         now_ms = self._clock_ms()
         rates = self._rates(now_ms)
-        counts = () if self._units is None else self._units(now_ms)
+        counts = [] if self._units is None else sorted(self._units(now_ms), key=_unit_priority)
         data, dropped = encode_rates(
             ((sensor_id(kind, key), rate) for kind, key, rate in rates),
             ((sensor_id(kind, key), UnitCount(units, since)) for kind, key, units, since in counts),

@@ -10,17 +10,9 @@ are kept for `hold_ms` after the last good read, then dropped: every sensor gets
 quota (logged once, and again when the fleet is back), so a ZooKeeper outage can at worst give a
 tenant its quota once per gateway, never starve it.
 
-Unit counts: each read compares a peer's counts with the last it showed (remembered per peer
-name until reads have not listed the peer for `PENDING_HOLD_MS`, so a peer left out for a while,
-a znode written again after its session expired or a ZooKeeper outage does not count anything
-twice); what grew is kept for its sensor with the time it was learnt until
-the limiter drains it. A count not seen before (or started again under a new `since`) is taken
-whole when it began after this gateway started (`started_ms`, on the writers' wall clocks), and
-otherwise only sets where it stands: what a peer charged before this gateway was there was
-enforced by the peers and cannot be placed in time here. Undrained units older than
-`PENDING_HOLD_MS` are dropped (a limiter this gateway never asks has nothing to apply them to),
-and a sensor keeps at most `MAX_PENDING` entries (the oldest two merge, at the later time). Runs on
-the event loop; not thread-safe.
+Unit counts: each peer's counts read are handed to `PeerCounts` (`gateway.fleet.peer_counts`),
+which keeps what they grew by until the limiters drain it (`drain_units`). Runs on the event
+loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -29,13 +21,12 @@ import logging
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
-from gateway.fleet.codec import RatesFormatError, UnitCount, decode_report, sensor_id
+from gateway.fleet.codec import RatesFormatError, decode_report, sensor_id
+from gateway.fleet.peer_counts import PeerCounts
 from gateway.quotas.fleet_share import PeerRate, fleet_share
 
 log = logging.getLogger("pier.gateway.fleet")
 MAX_CACHED_IDS = 100_000  # sensor ids remembered; past it the memo starts over
-PENDING_HOLD_MS = 300_000  # peers' units not drained within this are dropped
-MAX_PENDING = 16  # entries kept per sensor before the oldest merge
 
 
 @dataclass(slots=True)
@@ -48,15 +39,12 @@ class _Peer:
 class PeerTable:
     def __init__(self, *, hold_ms: int, started_ms: int = 0) -> None:
         self.hold_ms = hold_ms
-        self.started_ms = started_ms
+        self.counts = PeerCounts(gap_ms=hold_ms, started_ms=started_ms)
         self._peers: dict[str, _Peer] = {}
         self._by_sensor: dict[str, list[PeerRate]] = {}
         self._last_ok_ms: int | None = None
         self._falling_back = False
         self._ids: dict[tuple[str, Hashable], str] = {}
-        self._pending: dict[str, list[tuple[int, int]]] = {}  # sensor id → [(learnt ms, units)]
-        self._counts: dict[str, dict[str, UnitCount]] = {}  # peer → its counts last read
-        self._listed_ms: dict[str, int] = {}  # peer → when a read last listed it
 
     @property
     def peers(self) -> int:
@@ -77,15 +65,9 @@ class PeerTable:
             except RatesFormatError as exc:
                 log.warning("event=fleet_peer_ignored peer=%s reason=%r", name, str(exc))
                 continue
-            self._learn(self._counts.get(name, {}), report.units, now_ms)
-            self._counts[name] = report.units
+            self.counts.learn(name, report.units, now_ms)
             peers[name] = _Peer(version, now_ms, report.rates)
-        for name in nodes:
-            self._listed_ms[name] = now_ms
-        for gone in [n for n, at in self._listed_ms.items() if now_ms - at > PENDING_HOLD_MS]:
-            self._counts.pop(gone, None)
-            del self._listed_ms[gone]
-        self._drop_old_pending(now_ms)
+        self.counts.sweep(now_ms)
         self._peers = peers
         self._index()
         self._last_ok_ms = now_ms
@@ -105,31 +87,7 @@ class PeerTable:
 
     def drain_units(self, kind: str, key: Hashable) -> list[tuple[int, int]]:
         """The units peers charged to `kind`/`key` not yet applied here: (learnt ms, units)."""
-        if not self._pending:
-            return []
-        return self._pending.pop(self._sensor_id(kind, key), [])
-
-    def _learn(self, before: dict[str, UnitCount], now: dict[str, UnitCount], now_ms: int) -> None:
-        for sid, count in now.items():
-            seen = before.get(sid)
-            if seen is not None and seen.since == count.since:
-                grown = count.units - seen.units
-            else:
-                grown = count.units if count.since >= self.started_ms else 0
-            if grown > 0:
-                pending = self._pending.setdefault(sid, [])
-                pending.append((now_ms, grown))
-                if len(pending) > MAX_PENDING:
-                    (_, first), (at, second) = pending[0], pending[1]
-                    pending[:2] = [(at, first + second)]
-
-    def _drop_old_pending(self, now_ms: int) -> None:
-        for sid in list(self._pending):
-            kept = [e for e in self._pending[sid] if now_ms - e[0] <= PENDING_HOLD_MS]
-            if kept:
-                self._pending[sid] = kept
-            else:
-                del self._pending[sid]
+        return self.counts.drain(self._sensor_id(kind, key))
 
     def _sensor_id(self, kind: str, key: Hashable) -> str:
         """`sensor_id`, remembered (a digest per charged request would cost more than the share)."""

@@ -114,8 +114,8 @@ async def kafka_call(
     throttle = 0 if budget is None else policy.mutation_throttle(subject, api_key)
     if throttle > 0:
         caller.meter(None, throttle_ms=throttle)
-        if _paced_out(response):
-            raise ApiError(429, PACED_OUT, 429, retry_after_s=math.ceil(throttle / 1000))
+    if budget is not None and _paced_out(response):
+        raise ApiError(429, PACED_OUT, 429, retry_after_s=max(1, math.ceil(throttle / 1000)))
     return response
 
 

@@ -283,15 +283,16 @@ class TenantPolicy:
     ) -> MutationBudget | None:
         """The controller mutation budget of a request that creates or deletes partitions (the
         KIP-599 quota and the tenant's partition pacing), or the config-change pacing of one
-        that alters configs (`strict`: a pacing refuses as soon as its burst is spent, for
-        callers that cannot be muted); None for every other API."""
+        that alters configs (`strict`: for callers that cannot be muted, the KIP-599 quota
+        refuses whatever the version and a pacing as soon as its burst is spent); None for every
+        other API."""
         if api_key in CONFIG_CHANGES:
             return self._quotas.config_change_budget(subject, strict, self._clock_ms())
         strict_from = STRICT_MUTATIONS_FROM.get(api_key)
         if strict_from is None:
             return None
         return self._quotas.mutations(
-            subject, version >= strict_from, self._clock_ms(), caller_strict=strict
+            subject, strict or version >= strict_from, self._clock_ms(), caller_strict=strict
         )
 
     def mutation_throttle(self, subject: QuotaSubject, api_key: int) -> int:

@@ -16,7 +16,7 @@ the event loop; not thread-safe.
 from __future__ import annotations
 
 from gateway.quotas.client_quotas import INACTIVE_SENSOR_EXPIRY_MS, IdleSensors, SensorKey
-from gateway.quotas.shared_units import UnitCounters
+from gateway.quotas.shared_units import PEER_DEBT_MS, UnitCounters
 from gateway.quotas.throttle import token_throttle_time_ms
 
 THROTTLING_QUOTA_EXCEEDED = 89
@@ -44,18 +44,19 @@ class TokenBucket:
         return self._refill(rate, burst, now_ms)
 
     def record(self, permits: float, rate: float, burst: float, now_ms: int) -> float:
-        """Take `permits`; the tokens left (at `now_ms`, or at the last update if that is later:
-        permits learnt late are taken then)."""
-        at_ms = max(now_ms, self.last_update_ms)
-        self.tokens = min(burst, self._refill(rate, burst, at_ms) - permits)
+        """Take `permits`; the tokens left."""
+        self.tokens = min(burst, self._refill(rate, burst, now_ms) - permits)
         return self.tokens
 
     def _refill(self, rate: float, burst: float, now_ms: int) -> float:
+        """Refill up to `now_ms`; a time before the last update (permits learnt late) refills
+        nothing and is taken as that update's."""
         if self.tokens is None:
             tokens = burst
         else:
-            tokens = min(burst, self.tokens + rate * (now_ms - self.last_update_ms) / 1000)
-        self.tokens, self.last_update_ms = tokens, now_ms
+            elapsed = max(0, now_ms - self.last_update_ms)
+            tokens = min(burst, self.tokens + rate * elapsed / 1000)
+        self.tokens, self.last_update_ms = tokens, max(now_ms, self.last_update_ms)
         return tokens
 
 
@@ -92,8 +93,13 @@ class ControllerMutationQuota:
         return self.apply(key, permits, rate, now_ms)
 
     def apply(self, key: SensorKey, permits: int, rate: float, at_ms: int) -> float:
-        """Take `permits` another gateway took (learnt at `at_ms`) without counting them here."""
-        return self.buckets.touch(key, at_ms).record(permits, rate, self.burst(rate), at_ms)
+        """Take `permits` another gateway took (learnt at `at_ms`) without counting them here,
+        leaving the bucket at most `PEER_DEBT_MS` of the rate below zero."""
+        bucket = self.buckets.touch(key, at_ms)
+        burst = self.burst(rate)
+        floor = -rate * PEER_DEBT_MS / 1000
+        tokens = bucket.measure(rate, burst, at_ms)
+        return bucket.record(min(permits, max(0.0, tokens - floor)), rate, burst, at_ms)
 
     def throttle_time_ms(self, key: SensorKey, rate: float | None, now_ms: int) -> int:
         """How long until `key`'s bucket is back to zero (0 when it is not below zero)."""

@@ -14,8 +14,10 @@ each limit (`UnitCounters`, published with the rates: `gateway.fleet.codec`), an
 charges its own limiters with what its peers charged (`FleetUnits.drain_units`, applied at the
 time it was learnt, before the limiter is next asked). Every limiter then holds the fleet's state,
 late by one exchange: over any span the fleet admits the limit's rate and burst plus what the
-other gateways admitted in one interval, and whatever was admitted is paid back (a limiter's debt
-is kept). A count is published while it moved in the last `HELD_MS`; one that starts again gets a
+other gateways admitted in one interval, and what was admitted is paid back (a limiter's debt is
+kept), except that units learnt from peers take a limiter at most `PEER_DEBT_MS` of its rate past
+its burst (10 s past where a pacing refuses): a peer's one huge request, or a bad count, cannot
+lock a tenant out of every gateway for longer. A count is published while it moved in the last `HELD_MS`; one that starts again gets a
 new `since`, so a peer never takes a fresh count for more of the old one. Runs on the event loop;
 not thread-safe.
 """
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 HELD_MS = 120_000  # a count is published this long after it last moved
+PEER_DEBT_MS = 40_000  # the most debt (in time at the limit's rate) peers' units can make here
 
 
 class FleetUnits(Protocol):

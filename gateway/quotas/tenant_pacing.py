@@ -30,7 +30,8 @@ pacing holds across every gateway and worker. Runs on the event loop; not thread
 
 from __future__ import annotations
 
-from gateway.quotas.shared_units import UnitCounters
+from gateway.quotas.shared_units import PEER_DEBT_MS, UnitCounters
+from gateway.quotas.throttle import INT32_MAX
 
 CONFIG_CHANGES_PER_SECOND = 5  # `tenant.config.changes.per.second`'s default
 CONFIG_CHANGES_BURST = 50
@@ -81,18 +82,22 @@ class TenantPacing:
 
     def throttle_ms(self, tenant_id: str, now_ms: int) -> int:
         """How far the tenant is past its burst (ms; 0: not past it)."""
-        return max(0, int(self._backlog(tenant_id, now_ms)))
+        return min(max(0, int(self._backlog(tenant_id, now_ms))), INT32_MAX)
 
     def record(self, tenant_id: str, units: int, now_ms: int) -> None:
         """Charge `units` taken through this gateway (counted for the fleet)."""
-        self.apply(tenant_id, units, now_ms)
+        arrival = max(self._arrival.get(tenant_id, 0.0), float(now_ms))
+        self._arrival[tenant_id] = arrival + units * self._interval_ms
         if self._counters is not None:
             self._counters.add(self.kind, tenant_id, units, now_ms)
 
     def apply(self, tenant_id: str, units: int, at_ms: int) -> None:
-        """Charge `units` (another gateway's, learnt at `at_ms`) without counting them here."""
-        arrival = max(self._arrival.get(tenant_id, 0.0), float(at_ms))
-        self._arrival[tenant_id] = arrival + units * self._interval_ms
+        """Charge `units` (another gateway's, learnt at `at_ms`) without counting them here, at
+        most up to `PEER_DEBT_MS` past the burst."""
+        before = self._arrival.get(tenant_id, 0.0)
+        arrival = max(before, float(at_ms)) + units * self._interval_ms
+        edge = at_ms + self._burst_ms + PEER_DEBT_MS
+        self._arrival[tenant_id] = max(before, min(arrival, edge))
 
     def _backlog(self, tenant_id: str, now_ms: int) -> float:
         return self._arrival.get(tenant_id, 0.0) - now_ms - self._burst_ms

@@ -47,7 +47,9 @@ def test_a_principal_over_its_quota_is_throttled_and_one_under_is_not() -> None:
 
 
 def test_the_tenant_cap_holds_principals_that_are_each_within_their_quota() -> None:
-    quotas = {QuotaEntity("<default>", None): {"producer_byte_rate": 2 * MB}}
+    quotas: dict[QuotaEntity, dict[str, float]] = {
+        QuotaEntity("<default>", None): {"producer_byte_rate": 2 * MB}
+    }
     source = FakeSource({"acme": quotas})
     uncapped = throttling(source)
     assert drive(uncapped, [ALICE, BOB], int(1.5 * MB), 15) == 0

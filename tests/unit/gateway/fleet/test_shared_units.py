@@ -15,16 +15,22 @@ from prometheus_client import CollectorRegistry
 
 from gateway.fleet.codec import (
     MAX_UNIT_ENTRIES,
+    MAX_UNITS,
     RatesFormatError,
     UnitCount,
     decode_report,
     encode_rates,
     sensor_id,
 )
-from gateway.fleet.peers import MAX_PENDING, PENDING_HOLD_MS, PeerTable
+from gateway.fleet.exchange import _unit_priority
+from gateway.fleet.peer_counts import FRESH_MS, MAX_PENDING, PENDING_HOLD_MS
+from gateway.fleet.peers import PeerTable
 from gateway.kafka.services import QuotaSubject
+from gateway.quotas.client_quotas import SensorKey
+from gateway.quotas.mutation_quota import ControllerMutationQuota
 from gateway.quotas.quota_book import QuotaBook
-from gateway.quotas.shared_units import HELD_MS, UnitCounters
+from gateway.quotas.shared_units import HELD_MS, PEER_DEBT_MS, UnitCounters
+from gateway.quotas.tenant_pacing import TenantPacing
 from gateway.throttling import GatewayThrottling
 from tenancy.domain import QuotaEntity
 from tests.unit.gateway.quotas.fakes import FakeSource
@@ -49,21 +55,44 @@ def test_unit_counts_round_trip_and_may_be_absent() -> None:
     assert decode_report(b'{"v": 1, "rates": []}').units == {}  # a gateway of an earlier version
 
 
-def test_the_znode_keeps_the_largest_counts() -> None:
+def test_the_znode_keeps_the_first_counts_and_the_tenants_pacings_come_first() -> None:
     counts = [(f"{i:016x}", UnitCount(i + 1, 0)) for i in range(MAX_UNIT_ENTRIES + 10)]
     data, dropped = encode_rates([], counts)
     assert dropped == 10
     kept = decode_report(data).units
-    assert len(kept) == MAX_UNIT_ENTRIES and f"{0:016x}" not in kept
+    assert len(kept) == MAX_UNIT_ENTRIES and f"{MAX_UNIT_ENTRIES:016x}" not in kept
+    rows = [("controller_mutation_rate", "k", 900, 0), ("partition_mutations", "t", 5, 0)]
+    rows += [("config_changes", "t", 50, 0)]
+    assert [r[0] for r in sorted(rows, key=_unit_priority)] == [
+        "config_changes",
+        "partition_mutations",
+        "controller_mutation_rate",  # a tenant's many client ids never push a pacing out
+    ]
 
 
 @pytest.mark.parametrize(
     "units",
-    [{}, [["x", -1, 0]], [["x", 1.5, 0]], [["x", 1, "0"]], [["x", True, 0]], [[1, 1, 0]], [["x"]]],
+    [
+        {},
+        [["x", -1, 0]],
+        [["x", 1.5, 0]],
+        [["x", 1, "0"]],
+        [["x", True, 0]],
+        [[1, 1, 0]],
+        [["x"]],
+        [["x", MAX_UNITS + 1, 0]],
+        [["x", 1, 2**63]],
+    ],
 )
 def test_a_document_with_bad_unit_rows_is_refused(units: object) -> None:
     with pytest.raises(RatesFormatError):
         decode_report(json.dumps({"v": 1, "rates": [], "units": units}).encode())
+
+
+@pytest.mark.parametrize("data", [None, b"[" * 100_000 + b"]" * 100_000])
+def test_an_empty_or_deeply_nested_znode_is_refused(data: bytes | None) -> None:
+    with pytest.raises(RatesFormatError):
+        decode_report(data)  # type: ignore[arg-type]
 
 
 def test_a_peer_s_counts_from_before_this_gateway_started_only_set_where_they_stand() -> None:
@@ -93,12 +122,54 @@ def test_undrained_units_are_dropped_after_a_hold_and_merge_past_a_cap() -> None
     table = PeerTable(hold_ms=PENDING_HOLD_MS * 2)
     table.update({"gw-b.1": node(1)}, T0)
     for step in range(1, MAX_PENDING + 3):
-        table.update({"gw-b.1": node(1 + step, (SID, step, 7))}, T0 + step)
+        table.update({"gw-b.1": node(1 + step, (SID, step, T0))}, T0 + step)
     pending = table.drain_units(KIND, "acme")
     assert len(pending) == MAX_PENDING and sum(u for _, u in pending) == MAX_PENDING + 2
-    table.update({"gw-b.1": node(100, (SID, 500, 7))}, T0 + 100)
-    table.update({"gw-b.1": node(101, (SID, 500, 7))}, T0 + 100 + PENDING_HOLD_MS + 1)
+    table.update({"gw-b.1": node(100, (SID, 500, T0))}, T0 + 100)
+    table.update({"gw-b.1": node(101, (SID, 500, T0))}, T0 + 100 + PENDING_HOLD_MS + 1)
     assert table.drain_units(KIND, "acme") == []
+
+
+def test_after_a_gap_counts_only_set_where_they_stand() -> None:
+    """Across a ZooKeeper outage (or a peer left out) every gateway enforced alone: what the
+    peer's count grew by meanwhile is not charged here at once; growth after it is."""
+    table = PeerTable(hold_ms=5000, started_ms=T0)
+    table.update({"gw-b.1": node(1, (SID, 10, T0))}, T0)
+    table.update({"gw-b.1": node(2, (SID, 20, T0))}, T0 + 500)
+    assert table.drain_units(KIND, "acme") == [(T0, 10), (T0 + 500, 10)]  # fresh, then growth
+    table.failed(T0 + 1000)
+    table.update({"gw-b.1": node(3, (SID, 60_000, T0))}, T0 + 600_000)  # ten minutes later
+    table.update({"gw-b.1": node(4, (SID, 60_050, T0))}, T0 + 600_500)
+    assert table.drain_units(KIND, "acme") == [(T0 + 600_500, 50)]
+
+
+def test_a_count_left_out_of_the_znode_and_shown_again_is_not_taken_twice() -> None:
+    table = PeerTable(hold_ms=5000, started_ms=T0)
+    table.update({"gw-b.1": node(1, (SID, 3, T0))}, T0)
+    table.update({"gw-b.1": node(2)}, T0 + 500)  # crowded out by the entry cap
+    table.update({"gw-b.1": node(3, (SID, 5, T0))}, T0 + 1000)
+    assert table.drain_units(KIND, "acme") == [(T0, 3), (T0 + 1000, 2)]
+
+
+def test_a_count_first_seen_long_after_it_began_only_sets_where_it_stands() -> None:
+    """A peer back after its memory here was forgotten, or a count older than `FRESH_MS` when
+    first seen: its units were enforced elsewhere."""
+    table = PeerTable(hold_ms=5000, started_ms=T0)
+    table.update({"gw-b.1": node(1, (SID, 1000, T0 + 10))}, T0 + 10 + FRESH_MS + 1)
+    assert table.drain_units(KIND, "acme") == []
+
+
+def test_peers_units_leave_a_limiter_at_most_its_peer_debt_past_the_edge() -> None:
+    """A peer's one huge request (or a bad count) cannot lock a tenant out for longer."""
+    pacing = TenantPacing(10, 200)  # a burst of 20 s
+    pacing.apply("acme", 1_000_000, T0)
+    assert pacing.throttle_ms("acme", T0) == PEER_DEBT_MS
+    pacing.record("acme", 100, T0)  # its own units are charged in full
+    assert pacing.throttle_ms("acme", T0) == PEER_DEBT_MS + 10_000
+    quota = ControllerMutationQuota()
+    key = SensorKey("acme", "sa", "")
+    assert quota.apply(key, 1_000_000, 2.0, T0) == -2.0 * PEER_DEBT_MS / 1000
+    assert quota.apply(key, 5, 2.0, T0 - 1000) == -2.0 * PEER_DEBT_MS / 1000  # learnt late
 
 
 def test_a_count_is_published_while_it_moves_and_starts_again_after() -> None:

@@ -88,13 +88,18 @@ def tenant(**limits: int) -> Tenant:
 class Stage:
     """A policy over a real authorizer, real throttling and a real meter, on a fake clock."""
 
-    def __init__(self, acls: list[Acl], client_id: str = "app", **limits: int) -> None:
+    def __init__(
+        self,
+        acls: list[Acl],
+        client_id: str = "app",
+        quotas: dict[str, float] | None = None,
+        **limits: int,
+    ) -> None:
         self.clock = Clock()
         self.storage = Storage()
         self.meter = UsageMeter("gw-1", "inc1", self.clock)
-        source = FakeSource(
-            {"acme": {QuotaEntity("<default>", None): {"producer_byte_rate": 1_000_000}}}
-        )
+        default_quotas = {"producer_byte_rate": 1_000_000, **(quotas or {})}
+        source = FakeSource({"acme": {QuotaEntity("<default>", None): default_quotas}})
         self.quotas = GatewayThrottling(
             QuotaBook(source), samples=11, window_s=1, registry=CollectorRegistry()
         )
@@ -269,6 +274,22 @@ def test_only_partition_mutations_and_config_changes_get_a_mutation_budget() -> 
     assert stage.policy.mutation_throttle(subject, 44) == 2000
     strict = stage.policy.mutation_budget(subject, 33, 2, strict=True)
     assert strict is not None and strict.exceeded(), "a strict caller is refused past the burst"
+
+
+def test_a_strict_caller_is_refused_by_the_kip_599_quota_on_any_version() -> None:
+    """The HTTP API (a caller that cannot be muted) sends CreateTopics v5, a version KIP-599
+    only throttles: its budget refuses once the bucket is spent, as from v6, where a Kafka
+    client's v5 request is still only throttled."""
+    stage = Stage(WRITE_ORDERS, quotas={"controller_mutation_rate": 1.0})  # 11 tokens
+    subject = stage.policy.subject()
+    first = stage.policy.mutation_budget(subject, 19, 5, strict=True)
+    assert first is not None and not first.exceeded()
+    first.record(15)
+    again = stage.policy.mutation_budget(subject, 19, 5, strict=True)
+    assert again is not None and again.exceeded()
+    kafka_client = stage.policy.mutation_budget(subject, 19, 5)
+    assert kafka_client is not None and not kafka_client.exceeded()
+    assert stage.policy.mutation_throttle(subject, 19) == 4000
 
 
 def test_a_request_naming_its_own_client_id_gets_its_own_identity() -> None:
