@@ -82,7 +82,7 @@ class TenantPacing:
 
     def throttle_ms(self, tenant_id: str, now_ms: int) -> int:
         """How far the tenant is past its burst (ms; 0: not past it)."""
-        return min(max(0, int(self._backlog(tenant_id, now_ms))), INT32_MAX)
+        return min(max(0, int(self.backlog_ms(tenant_id, now_ms))), INT32_MAX)
 
     def record(self, tenant_id: str, units: int, now_ms: int) -> None:
         """Charge `units` taken through this gateway (counted for the fleet)."""
@@ -99,7 +99,8 @@ class TenantPacing:
         edge = at_ms + self._burst_ms + PEER_DEBT_MS
         self._arrival[tenant_id] = max(before, min(arrival, edge))
 
-    def _backlog(self, tenant_id: str, now_ms: int) -> float:
+    def backlog_ms(self, tenant_id: str, now_ms: int) -> float:
+        """How far the tenant's theoretical arrival is past its burst (negative: burst left)."""
         return self._arrival.get(tenant_id, 0.0) - now_ms - self._burst_ms
 
 
@@ -115,7 +116,7 @@ class PacedBudget:
         self._backlog_ms = backlog_ms
 
     def exceeded(self) -> bool:
-        return self._pacing._backlog(self._tenant, self._now_ms) > self._backlog_ms
+        return self._pacing.backlog_ms(self._tenant, self._now_ms) > self._backlog_ms
 
     def record(self, partitions: int) -> None:
         self._pacing.record(self._tenant, partitions, self._now_ms)

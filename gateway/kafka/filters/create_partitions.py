@@ -28,7 +28,12 @@ from gateway.kafka.filters.partition_limit import (
     settle,
     settle_on_failure,
 )
-from gateway.kafka.filters.topics_common import Batch, stripped, topic_partition_counts
+from gateway.kafka.filters.topics_common import (
+    MUTATIONS_EXCEEDED,
+    Batch,
+    stripped,
+    topic_partition_counts,
+)
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -41,7 +46,7 @@ def _refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | None] | N
     if topic.assignments:
         return ErrorCode.invalid_request, "Manual partition assignments are not supported."
     if ctx.mutations.exceeded():
-        return ErrorCode.throttling_quota_exceeded, "The controller mutation quota is exceeded."
+        return ErrorCode.throttling_quota_exceeded, MUTATIONS_EXCEEDED
     return None
 
 

@@ -34,7 +34,12 @@ from gateway.kafka.filters.partition_limit import (
     settle_on_failure,
 )
 from gateway.kafka.filters.topic_configs import refusal, shown_source
-from gateway.kafka.filters.topics_common import Batch, stripped, topic_partition_counts
+from gateway.kafka.filters.topics_common import (
+    MUTATIONS_EXCEEDED,
+    Batch,
+    stripped,
+    topic_partition_counts,
+)
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -58,7 +63,7 @@ def _static_refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | No
 def _early_refusal(ctx: FilterContext, topic: Any) -> tuple[ErrorCode, str | None] | None:
     refused = _static_refusal(ctx, topic)
     if refused is None and ctx.mutations.exceeded():
-        return ErrorCode.throttling_quota_exceeded, "The controller mutation quota is exceeded."
+        return ErrorCode.throttling_quota_exceeded, MUTATIONS_EXCEEDED
     return refused
 
 

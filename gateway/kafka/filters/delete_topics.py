@@ -29,6 +29,7 @@ from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import entity, response
 from gateway.kafka.filters.partition_limit import release
 from gateway.kafka.filters.topics_common import (
+    MUTATIONS_EXCEEDED,
     Batch,
     stripped,
     tenant_topics_by_id,
@@ -58,7 +59,7 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
             result = _result(ctx, shown, ErrorCode.topic_authorization_failed, None, topic_id)
             batch.refuse(key, result)
         elif ctx.mutations.exceeded():
-            message = "The controller mutation quota is exceeded."
+            message = MUTATIONS_EXCEEDED
             result = _result(ctx, name, ErrorCode.throttling_quota_exceeded, message, topic_id)
             batch.refuse(key, result)
         else:

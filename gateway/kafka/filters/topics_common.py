@@ -4,7 +4,8 @@ keys, config resources), and the name rewrites every one of them does.
 Owns: `Batch` (which request entries were refused locally, with their results, and the request
 order, so `merge` puts the local results back among the brokers' answers), `strip` (a response
 entry with the tenant's prefix removed, or None when it is not the tenant's: fail closed) and
-`safe_message` (an error message that names nothing outside the tenant's namespace); `split_topics`
+`safe_message` (an error message that names nothing outside the tenant's namespace),
+`MUTATIONS_EXCEEDED` (the message of a topic the mutation budget refused); `split_topics`
 and `outcome` for the common shape "refuse the topics the caller may not touch, forward the rest";
 `tenant_topics_by_id` (KIP-516 topic ids: a tenant sees the brokers' ids of its own topics; an id
 resolves to the tenant's name only when the fleet topic with that id is in the tenant's
@@ -23,6 +24,13 @@ from typing import Any
 from brokers.wire.errors import ErrorCode
 from gateway.kafka.filter import FilterContext, Forward, Outcome, Reply
 from gateway.kafka.filters.common import response
+
+# A topic refused THROTTLING_QUOTA_EXCEEDED by the request's mutation budget (KIP-599's quota and
+# the tenant's partition pacing), whichever it was.
+MUTATIONS_EXCEEDED = (
+    "The controller mutation quota or the tenant's partition pacing is exceeded: retry after "
+    "the throttle time."
+)
 
 
 def safe_message(ctx: FilterContext, message: str | None, generic: str | None = None) -> str | None:
