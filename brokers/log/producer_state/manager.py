@@ -8,7 +8,9 @@ whose transaction is being verified here (`verification.py`; never snapshotted),
 producers the table holds (`max_producers`, Pier's `pier.producer.state.max.producers`; Kafka has
 none: a client may write batches of any producer id, each new one an entry of about a kilobyte, so
 a tenant sending a new id with every request grew the broker by megabytes a second; past the cap
-the longest-known producer without an open transaction is forgotten, as if it had expired: only
+the least recently written producer without an open transaction is forgotten, as if it had
+expired (a client that takes a new id per process, as a function-as-a-service producer does, no
+longer pushes out a busy long-lived one): only
 duplicate detection for that producer's in-flight retries is lost, its next batch is taken at any
 sequence as an unknown producer's), and taking /
 loading / truncating the `.snapshot` files (`snapshot.py`) that let recovery replay only the
@@ -59,7 +61,7 @@ class ProducerStateManager:
         self._files = files
         self._expiration_ms = producer_id_expiration_ms
         self._max_producers = max_producers
-        self._producers: dict[int, ProducerStateEntry] = {}  # in the order they became known
+        self._producers: dict[int, ProducerStateEntry] = {}  # in the order of their last write
         self._txns = UnstableTxns()
         self._verifying: dict[int, VerificationState] = {}
         # The offset after the last producer batch (or snapshot) folded in: truncating the log
@@ -135,11 +137,14 @@ class ProducerStateManager:
         if header.producer_id < 0:
             return None
         self.map_end_offset = max(self.map_end_offset, header.next_offset)
-        entry = self._producers.get(header.producer_id)
+        # the table is kept in order of last write (popped and put back at the end), so that
+        # past the cap the least recently written producer goes, not a busy long-lived one
+        entry = self._producers.pop(header.producer_id, None)
         if entry is None:
             if len(self._producers) >= self._max_producers:
                 self._forget_oldest_idle()
-            entry = self._producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+            entry = ProducerStateEntry(header.producer_id)
+        self._producers[header.producer_id] = entry
         completed = apply_batch(entry, header, marker)
         if header.is_transactional and self._verifying:
             verifying = self._verifying.get(header.producer_id)
@@ -225,9 +230,9 @@ class ProducerStateManager:
             self._saved_at = None
 
     def _forget_oldest_idle(self) -> None:
-        """Make room for a new producer: forget the longest-known one with no open transaction
-        (one with an open transaction stays, as expiry keeps it; the table may then exceed the
-        cap by the open transactions, each verified with the coordinator)."""
+        """Make room for a new producer: forget the least recently written one with no open
+        transaction (one with an open transaction stays, as expiry keeps it; the table may then
+        exceed the cap by the open transactions, each verified with the coordinator)."""
         for pid, entry in self._producers.items():
             if entry.current_txn_first_offset is None:
                 del self._producers[pid]

@@ -8,11 +8,16 @@ is refused like one without READ. A commit keeps its member alive (as it does at
 in the tenant's member ledger (`member_ledger.py`); one of a member this gateway process did not
 let through is REBALANCE_IN_PROGRESS, so the member rejoins here and is charged here, unless it is
 a KIP-848 member its coordinator holds (`member_adoption.py`: then charged here as described
-there). Runs on the event loop.
+there). v2-4's `retention_time` (how long the group's offsets outlive it; v5 dropped it, KIP-211)
+is honoured only up to `MAX_RETENTION`: a longer one, or "forever", is forwarded as -1, the
+fleet's `offsets.retention.minutes`, so a tenant cannot keep offsets on the coordinators longer
+than any other tenant. Runs on the event loop.
 """
 
 from __future__ import annotations
 
+import datetime
+from dataclasses import replace
 from typing import Any
 
 from brokers.wire.errors import ErrorCode
@@ -24,6 +29,9 @@ from gateway.kafka.filters.member_adoption import adopted
 API_KEY = 8
 MIN_VERSION = 2
 MAX_VERSION = 9
+# Kafka's default `offsets.retention.minutes`: the longest a tenant may ask its offsets be kept
+MAX_RETENTION = datetime.timedelta(days=7)
+FLEET_RETENTION = datetime.timedelta(milliseconds=-1)  # "the broker's offsets.retention.minutes"
 
 
 async def handle(ctx: FilterContext, request: Any) -> Outcome:
@@ -35,7 +43,18 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     if refusal is None and not await _alive(ctx, request):
         refusal = ErrorCode.rebalance_in_progress
     group = ctx.namespace.fleet(request.group_id)
-    return commit_outcome(ctx, request, "OffsetCommitResponse", refusal, group_id=group)
+    return commit_outcome(ctx, bounded(request), "OffsetCommitResponse", refusal, group_id=group)
+
+
+def bounded(request: Any) -> Any:
+    """`request` with a v2-4 `retention_time` past MAX_RETENTION, or negative but not -1 (the
+    only negative Kafka documents), replaced by -1, the fleet's retention."""
+    retention = getattr(request, "retention_time", None)
+    if retention is None or retention == FLEET_RETENTION:
+        return request
+    if datetime.timedelta(0) <= retention <= MAX_RETENTION:
+        return request
+    return replace(request, retention_time=FLEET_RETENTION)
 
 
 async def _alive(ctx: FilterContext, request: Any) -> bool:

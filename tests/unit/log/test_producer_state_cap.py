@@ -1,7 +1,7 @@
 """The cap on a partition's producer table (`pier.producer.state.max.producers`): a client may
 write batches of any producer id, and each new one was an entry kept for a day, so a tenant
-sending a new id with every request grew the broker without bound. Past the cap the longest-known
-producer without an open transaction is forgotten, as if expired (its next batch is taken at any
+sending a new id with every request grew the broker without bound. Past the cap the least
+recently written producer without an open transaction is forgotten, as if expired (its next batch is taken at any
 sequence); one with an open transaction stays. The verification states are capped alike."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from brokers.common.clock import ManualClock
 from brokers.common.config import BrokerConfig, BrokerConfigError
 from brokers.log.log_manager import LogManager
 from brokers.log.producer_state.manager import DEFAULT_MAX_PRODUCERS, ProducerStateManager
+from brokers.records.batch import BatchHeader
 from tests.unit.log.test_producer_state import T0, Partition, header
 
 pytestmark = pytest.mark.unit
@@ -24,14 +25,48 @@ def table(tmp_path: Path, cap: int) -> Partition:
     return Partition(ProducerStateManager(tmp_path, clock=ManualClock(T0), max_producers=cap))
 
 
-def test_a_new_producer_past_the_cap_forgets_the_longest_known_idle_one(tmp_path: Path) -> None:
+def test_a_new_producer_past_the_cap_forgets_the_least_recently_written_one(
+    tmp_path: Path,
+) -> None:
     log = table(tmp_path, 3)
     for pid in (1, 2, 3):
         log.append(header(pid=pid))
-    log.append(header(pid=1, seq=1))  # active again: still the longest known
+    log.append(header(pid=1, seq=1))  # written again: now the most recent
     log.append(header(pid=4))
-    assert log.state.producer_ids() == [2, 3, 4]
-    assert log.state.check(header(pid=1, seq=7)) is None, "forgotten: taken at any sequence"
+    assert log.state.producer_ids() == [1, 3, 4]
+    assert log.state.check(header(pid=2, seq=7)) is None, "forgotten: taken at any sequence"
+    duplicate = log.state.check(header(pid=1, seq=1))
+    assert duplicate is not None, "the busy producer's retry is still known as a duplicate"
+
+
+def test_a_busy_producer_outlasts_a_flood_of_one_batch_producers(tmp_path: Path) -> None:
+    """A client taking a new producer id per process (a function per event) beside one
+    long-lived producer: the long-lived one keeps its sequence through the flood."""
+    log = table(tmp_path, 50)
+    sequence = 0
+    log.append(header(pid=7, seq=sequence))
+    for pid in range(100, 10_100):
+        log.append(header(pid=pid))
+        if pid % 40 == 0:  # the long-lived producer writes once per 40 others
+            assert log.state.last_entry(7) is not None, f"forgotten by {pid}"
+            sequence += 1
+            assert isinstance(log.append(header(pid=7, seq=sequence)), BatchHeader)
+    assert 7 in log.state.producer_ids()
+    assert log.state.check(header(pid=7, seq=sequence)) is not None, "its retry: a duplicate"
+    assert len(log.state.producer_ids()) == 50
+
+
+def test_the_order_of_last_writes_survives_a_snapshot(tmp_path: Path) -> None:
+    log = table(tmp_path, 3)
+    for pid in (1, 2, 3):
+        log.append(header(pid=pid))
+    log.append(header(pid=1, seq=1))
+    log.state.take_snapshot(log.next_offset)
+    again = table(tmp_path, 3)
+    again.state.load(0, log.next_offset)
+    again.next_offset = log.next_offset
+    again.append(header(pid=4))
+    assert again.state.producer_ids() == [1, 3, 4]
 
 
 def test_a_producer_with_an_open_transaction_is_never_forgotten(tmp_path: Path) -> None:

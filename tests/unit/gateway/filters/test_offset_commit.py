@@ -5,6 +5,8 @@ in request order."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 
 import pytest
 
@@ -106,3 +108,34 @@ def test_denied_group_fails_every_partition(version: int) -> None:
         ("a", ErrorCode.group_authorization_failed),
         ("b", ErrorCode.group_authorization_failed),
     ]
+
+
+DAY = datetime.timedelta(days=1)
+FLEET = datetime.timedelta(milliseconds=-1)
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize(
+    ("asked", "sent"),
+    [
+        (FLEET, FLEET),  # the fleet's retention, as asked
+        (datetime.timedelta(0), datetime.timedelta(0)),
+        (DAY, DAY),  # shorter than the fleet's: the tenant's own choice
+        (7 * DAY, 7 * DAY),
+        (7 * DAY + datetime.timedelta(milliseconds=1), FLEET),  # longer: the fleet's
+        (datetime.timedelta.max, FLEET),  # "forever"
+        (datetime.timedelta(milliseconds=-2), FLEET),  # a negative Kafka does not document
+    ],
+)
+def test_a_retention_time_past_a_week_is_sent_as_the_fleet_s(
+    version: int, asked: datetime.timedelta, sent: datetime.timedelta
+) -> None:
+    commit = dataclasses.replace(_commit(version, "a"), retention_time=asked)  # type: ignore[type-var]
+    outcome = forwarded(asyncio.run(run(M, context(M, version), commit)))
+    assert outcome.request.retention_time == sent
+    assert outcome.request.group_id == "acme_g"
+
+
+def test_versions_without_a_retention_time_are_forwarded_as_they_are() -> None:
+    outcome = forwarded(asyncio.run(run(M, context(M, 5), _commit(5, "a"))))
+    assert not hasattr(outcome.request, "retention_time")
