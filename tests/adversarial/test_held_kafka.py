@@ -821,6 +821,9 @@ HARMFUL_CONFIGS = [
     # (name, value, code): a file per few records, a frame per message, settings of the fleet
     ("segment.bytes", "1024", ErrorCode.invalid_config),
     ("segment.ms", "1", ErrorCode.invalid_config),
+    # a compaction pass rewriting the whole log for every few bytes written
+    ("min.cleanable.dirty.ratio", "0.001", ErrorCode.invalid_config),
+    ("max.compaction.lag.ms", "1", ErrorCode.invalid_config),
     ("max.message.bytes", "104857600", ErrorCode.invalid_config),
     ("unclean.leader.election.enable", "true", ErrorCode.policy_violation),
     ("leader.replication.throttled.replicas", "*", ErrorCode.policy_violation),
