@@ -33,7 +33,8 @@ BYTE_RATE_QUOTAS = ("producer_byte_rate", "consumer_byte_rate")  # Kafka: longs,
 DEFAULT_ENTITY = "<default>"  # Kafka's default user / client-id entity
 LIMIT_FLAGS = ("max_partitions", "max_storage_bytes", "max_connections", "max_request_bytes")
 RATE_CAP_FLAGS = ("max_producer_byte_rate", "max_consumer_byte_rate")  # bytes/s; optional
-NO_CAP = "none"  # a rate-cap flag's value that sends null: no cap (update: remove the cap)
+NAME_LIMIT_FLAGS = ("max_groups", "max_transactional_ids")  # optional: none = the gateway's
+NO_CAP = "none"  # a rate-cap or name-limit flag's value that sends null (update: remove it)
 
 
 class OperationError(Exception):
@@ -65,7 +66,7 @@ def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def _limits(args: argparse.Namespace) -> dict[str, int | None]:
     limits: dict[str, int | None] = _drop_none({name: getattr(args, name) for name in LIMIT_FLAGS})
-    for name in RATE_CAP_FLAGS:
+    for name in (*RATE_CAP_FLAGS, *NAME_LIMIT_FLAGS):
         value = getattr(args, name)
         if value is not None:
             limits[name] = None if value == NO_CAP else value

@@ -26,6 +26,7 @@ from pier.admin_client import (
     BYTE_RATE_QUOTAS,
     DEFAULT_ENTITY,
     LIMIT_FLAGS,
+    NAME_LIMIT_FLAGS,
     NO_CAP,
     QUOTA_NAMES,
     RATE_CAP_FLAGS,
@@ -170,6 +171,16 @@ def _with_limits(parser: argparse.ArgumentParser, absent: str) -> None:
             default=None,
             metavar="BYTES_PER_S",
             help="tenant-wide cap over all its principals (none: no cap)",
+        )
+    for name in NAME_LIMIT_FLAGS:
+        held = "consumer groups" if name == "max_groups" else "transactional ids"
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=_rate_cap,
+            default=None,
+            metavar="N",
+            help=f"{held} the tenant may hold on the fleet (none: the gateway's setting)",
         )
 
 

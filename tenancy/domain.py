@@ -30,7 +30,9 @@ class Secret(str):
 @dataclass(frozen=True)
 class TenantLimits:
     """What one tenant may use. The two rate caps (bytes/s, as Kafka's byte-rate quotas) bound the
-    tenant's produce and fetch traffic summed over all its principals; None = no cap."""
+    tenant's produce and fetch traffic summed over all its principals; None = no cap. The
+    consumer groups and transactional ids the tenant may hold on the fleet's coordinators (revision
+    0010); None = the gateway's `tenant.max.groups` / `tenant.max.transactional.ids`."""
 
     max_partitions: int
     max_storage_bytes: int
@@ -38,6 +40,8 @@ class TenantLimits:
     max_request_bytes: int
     max_producer_byte_rate: int | None = None
     max_consumer_byte_rate: int | None = None
+    max_groups: int | None = None
+    max_transactional_ids: int | None = None
 
 
 DEFAULT_LIMITS = TenantLimits(

@@ -54,6 +54,8 @@ class TenantRow(Base):
     max_request_bytes: Mapped[int] = mapped_column(BigInteger)
     max_producer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)  # revision 0003
     max_consumer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)  # revision 0003
+    max_groups: Mapped[int | None] = mapped_column(BigInteger)  # revision 0010
+    max_transactional_ids: Mapped[int | None] = mapped_column(BigInteger)  # revision 0010
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
     # revision 0007: "acls" (its service accounts need ACLs) or "open"; never inferred from its ACLs
@@ -146,6 +148,8 @@ class PlanRow(Base):
     max_request_bytes: Mapped[int] = mapped_column(BigInteger)
     max_producer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)
     max_consumer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)
+    max_groups: Mapped[int | None] = mapped_column(BigInteger)  # revision 0010
+    max_transactional_ids: Mapped[int | None] = mapped_column(BigInteger)  # revision 0010
     producer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)
     consumer_byte_rate: Mapped[int | None] = mapped_column(BigInteger)
     request_percentage: Mapped[float | None] = mapped_column(Float)

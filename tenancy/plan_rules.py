@@ -22,7 +22,7 @@ from typing import Any
 
 from tenancy.domain import DEFAULT_LIMITS, Plan, PlanDimension, PlanTier, TenantLimits
 from tenancy.errors import ValidationError
-from tenancy.limits import RATE_CAPS, check_limits
+from tenancy.limits import OPTIONAL_LIMITS, check_limits
 from tenancy.quota_chain import check_quotas
 
 PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
@@ -149,7 +149,8 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
 
 
 def limits_from_json(data: object, field: str = "limits") -> TenantLimits:
-    """A plan document's `limits`: the four limits required, the two rate caps optional."""
+    """A plan document's `limits`: the four limits required, the rate caps and the group and
+    transactional-id counts optional."""
     if data is None:
         return DEFAULT_LIMITS
     if not isinstance(data, Mapping):
@@ -160,7 +161,7 @@ def limits_from_json(data: object, field: str = "limits") -> TenantLimits:
             raise ValidationError(
                 f"{field}.{name}", f"unknown limit; the limits are {', '.join(known)}"
             )
-    missing = [name for name in known if name not in data and name not in RATE_CAPS]
+    missing = [name for name in known if name not in data and name not in OPTIONAL_LIMITS]
     if missing:
         raise ValidationError(f"{field}.{missing[0]}", "is required")
     return check_limits(TenantLimits(**data), field)

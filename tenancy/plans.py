@@ -28,6 +28,8 @@ _LIMIT_COLUMNS = (
     "max_request_bytes",
     "max_producer_byte_rate",
     "max_consumer_byte_rate",
+    "max_groups",
+    "max_transactional_ids",
 )
 
 

@@ -50,6 +50,8 @@ def tenant_from_row(row: TenantRow) -> Tenant:
         row.max_request_bytes,
         row.max_producer_byte_rate,
         row.max_consumer_byte_rate,
+        row.max_groups,
+        row.max_transactional_ids,
     )
     return Tenant(
         row.id,
@@ -70,6 +72,8 @@ def _apply_limits(row: TenantRow, limits: TenantLimits) -> None:
     row.max_request_bytes = limits.max_request_bytes
     row.max_producer_byte_rate = limits.max_producer_byte_rate
     row.max_consumer_byte_rate = limits.max_consumer_byte_rate
+    row.max_groups = limits.max_groups
+    row.max_transactional_ids = limits.max_transactional_ids
 
 
 class TenantCommands(StoreCore):

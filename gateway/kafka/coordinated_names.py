@@ -1,5 +1,7 @@
 """How many consumer groups and transactional ids each tenant holds on the fleet, and whether a
-request may make one more (the gateway's `tenant.max.groups` and `tenant.max.transactional.ids`).
+request may make one more (the tenant's own `max_groups` / `max_transactional_ids`, from its plan
+or set for it in the tenant store, else the gateway's `tenant.max.groups` and
+`tenant.max.transactional.ids`).
 
 Each is state a coordinator keeps for days whatever the tenant's plan: a group's metadata and
 offsets until `offsets.retention.minutes` (7 days), a transactional id's metadata until
@@ -92,22 +94,25 @@ class CoordinatedNames:
         self._census = {kind: _Census() for kind in NameKind}
         self._logged: dict[tuple[NameKind, str], float] = {}  # last refusal logged
 
-    async def admit(self, kind: NameKind, tenant_id: str, fleet_name: str) -> bool:
+    async def admit(
+        self, kind: NameKind, tenant_id: str, fleet_name: str, own: int | None = None
+    ) -> bool:
         """Whether a request may name `fleet_name` (one of `tenant_id`'s): known, or within the
-        tenant's limit."""
+        tenant's limit (`own`, the tenant's; None: this gateway's)."""
         census = self._census[kind]
+        limit = self.limit(kind, own)
         if not census.ready:  # the first listing, or wait for the one under way
             await self._list(kind)
-        if self._fits(kind, tenant_id, fleet_name):
+        if self._fits(kind, tenant_id, fleet_name, limit):
             return True
         if self._clock() - (census.listed_at or 0.0) >= self._relist_s:
             await self._list(kind)
-            if self._fits(kind, tenant_id, fleet_name):
+            if self._fits(kind, tenant_id, fleet_name, limit):
                 return True
-        self._log_refusal(kind, tenant_id)
+        self._log_refusal(kind, tenant_id, limit)
         return False
 
-    def _log_refusal(self, kind: NameKind, tenant_id: str) -> None:
+    def _log_refusal(self, kind: NameKind, tenant_id: str, limit: int) -> None:
         """At most one line per tenant and kind every `relist_s`: a tenant at its limit may
         send thousands of such requests a second."""
         now = self._clock()
@@ -117,11 +122,13 @@ class CoordinatedNames:
         self._logged[key] = now
         log.info(
             "event=name_refused kind=%s tenant=%s limit=%d",
-            kind.name.lower(), tenant_id, self.limits.of(kind),
+            kind.name.lower(), tenant_id, limit,
         )  # fmt: skip
 
-    def limit(self, kind: NameKind) -> int:
-        return self.limits.of(kind)
+    def limit(self, kind: NameKind, own: int | None = None) -> int:
+        """A tenant's limit: its own (`own`, from its plan or the tenant store) or this
+        gateway's."""
+        return self.limits.of(kind) if own is None else own
 
     def forget(self, kind: NameKind, tenant_id: str, fleet_names: Iterable[str]) -> None:
         """Names the fleet no longer holds (a DeleteGroups answered)."""
@@ -132,11 +139,11 @@ class CoordinatedNames:
     def count(self, kind: NameKind, tenant_id: str) -> int:
         return len(self._census[kind].by_tenant.get(tenant_id, ()))
 
-    def _fits(self, kind: NameKind, tenant_id: str, fleet_name: str) -> bool:
+    def _fits(self, kind: NameKind, tenant_id: str, fleet_name: str, limit: int) -> bool:
         names = self._census[kind].by_tenant.setdefault(tenant_id, set())
         if fleet_name in names:
             return True
-        if len(names) < self.limits.of(kind):
+        if len(names) < limit:
             names.add(fleet_name)
             return True
         return False

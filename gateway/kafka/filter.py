@@ -123,12 +123,14 @@ class HeldGroup:
 class NameAdmission(Protocol):
     """The tenant's limits on coordinator state (`coordinated_names.CoordinatedNames`)."""
 
-    async def admit(self, kind: NameKind, tenant_id: str, fleet_name: str) -> bool: ...
+    async def admit(
+        self, kind: NameKind, tenant_id: str, fleet_name: str, own: int | None = None
+    ) -> bool: ...
 
     def forget(self, kind: NameKind, tenant_id: str, fleet_names: Iterable[str]) -> None: ...
 
-    def limit(self, kind: NameKind) -> int:
-        """How many of `kind` a tenant may hold."""
+    def limit(self, kind: NameKind, own: int | None = None) -> int:
+        """How many of `kind` a tenant may hold: `own` (the tenant's), else the gateway's."""
         ...
 
 
@@ -172,11 +174,12 @@ class FilterContext:
         if self.names is None:
             return None
         fleet_name = self.namespace.fleet(name)
-        if await self.names.admit(kind, self.namespace.tenant_id, fleet_name):
+        own = self.limits.max_groups if group else self.limits.max_transactional_ids
+        if await self.names.admit(kind, self.namespace.tenant_id, fleet_name, own):
             return None
         what = "consumer groups" if group else "transactional ids"
         self.refusal_detail = (
-            f"the tenant holds as many {what} as it may ({self.names.limit(kind)}): "
+            f"the tenant holds as many {what} as it may ({self.names.limit(kind, own)}): "
             f"{name!r} would be one more (delete one, or let one expire, first)"
         )
         if group:

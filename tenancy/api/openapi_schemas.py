@@ -66,6 +66,7 @@ _DECIMAL: JsonSchema = {"type": "string", "pattern": DECIMAL_PATTERN}
 _ENTITY_NAME: JsonSchema = {"type": ["string", "null"], "minLength": 1, "maxLength": 255}
 _LIMIT_NAMES = ["max_partitions", "max_storage_bytes", "max_connections", "max_request_bytes"]
 _RATE_CAP_NAMES = ["max_producer_byte_rate", "max_consumer_byte_rate"]
+_NAME_LIMIT_NAMES = ["max_groups", "max_transactional_ids"]
 _AUTHORIZATION: JsonSchema = {
     "enum": ["acls", "open"],
     "description": "Whether the tenant's service accounts need ACLs. acls: only what an ALLOW "
@@ -78,6 +79,15 @@ _RATE_CAP: JsonSchema = {
     "maximum": INT64_MAX,
     "description": "Tenant-wide cap in bytes/s over all the tenant's principals (Produce request "
     "bytes, or Fetch record bytes), enforced with the client quotas; null = no cap",
+}
+_NAME_LIMIT: JsonSchema = {
+    "type": ["integer", "null"],
+    "minimum": 1,
+    "maximum": INT64_MAX,
+    "description": "Consumer groups (max_groups) or transactional ids (max_transactional_ids) the "
+    "tenant may hold on the fleet's coordinators; one more is refused GROUP_ / "
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED; null = the gateway's tenant.max.groups / "
+    "tenant.max.transactional.ids",
 }
 
 
@@ -93,13 +103,17 @@ def _tenancy_schemas() -> dict[str, JsonSchema]:
     limits = {
         **{name: _COUNT for name in _LIMIT_NAMES},
         **{name: _RATE_CAP for name in _RATE_CAP_NAMES},
+        **{name: _NAME_LIMIT for name in _NAME_LIMIT_NAMES},
     }
     return {
-        "TenantLimits": _obj([*_LIMIT_NAMES, *_RATE_CAP_NAMES], limits),
-        # On create the rate caps may be left out (no cap); the other limits come together.
+        "TenantLimits": _obj([*_LIMIT_NAMES, *_RATE_CAP_NAMES, *_NAME_LIMIT_NAMES], limits),
+        # On create the rate caps and name limits may be left out (null); the others together.
         "TenantLimitsCreate": _obj(_LIMIT_NAMES, limits),
         "TenantLimitsPatch": _obj(
-            [], limits, description="Only the limits given change; null removes a rate cap"
+            [],
+            limits,
+            description="Only the limits given change; null removes a rate cap or a "
+            "name limit (the gateway's setting applies)",
         ),
         "Tenant": _obj(
             [

@@ -7,11 +7,13 @@ Defended (`gateway/kafka/coordinated_names.py`, gateway settings `tenant.max.gro
 `tenant.max.transactional.ids`): past the tenant's limit a request that would make one more is
 refused (GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) while the groups and
 ids the tenant holds keep working, another tenant is not affected, and a deleted group frees its
-place; over HTTP the refusal says it is the limit (the error code alone reads as an ACL refusal).
+place; over HTTP the refusal says it is the limit (the error code alone reads as an ACL refusal);
+a tenant whose record (or plan) sets `max_transactional_ids` is held to its own number instead.
 Real broker and `pier gateway` (limits of 3 groups and 2 ids), confluent-kafka, the HTTP API."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +22,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.e2e.gateway.http_stack import TenantHttp, http_gateway_stack, wait_http
-from tests.gateway_stack import GatewayStack
+from tests.gateway_stack import OPERATOR, GatewayStack
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 TOPIC = "orders"
@@ -96,3 +99,32 @@ def test_over_http_a_group_past_the_limit_is_refused_saying_why(stack: GatewaySt
     answer = http.post(f"{instance}/offsets", offsets)
     assert answer.status_code == 403, answer.text
     assert f"as many consumer groups as it may ({MAX_GROUPS})" in answer.json()["message"]
+
+
+def set_own_limit(stack: GatewayStack, tenant: str, max_transactional_ids: int | None) -> None:
+    with stack.store() as store:
+        limits = store.get_tenant(tenant).limits
+        own = dataclasses.replace(limits, max_transactional_ids=max_transactional_ids)
+        store.update_tenant(tenant, limits=own, actor=OPERATOR)
+
+
+def test_a_tenant_s_own_limit_replaces_the_gateway_s(stack: GatewayStack) -> None:
+    """bolt's record allows 4 transactional ids where the gateway allows 2: the change reaches
+    the gateway through the tenant store's change feed, and bolt is held to 4."""
+    held = [f"own{i}" for i in range(MAX_IDS)]
+    for transactional_id in held:  # bolt at the gateway's limit, whatever other tests left
+        init_transactions(stack, "bolt", transactional_id)
+    refused = KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert init_transactions(stack, "bolt", "own-extra") == refused
+    set_own_limit(stack, "bolt", 4)
+    try:
+        wait_until(
+            lambda: init_transactions(stack, "bolt", "own-extra") == 0,
+            what="bolt's own limit in force",
+            timeout=TIMEOUT_S,
+        )
+        extra = [init_transactions(stack, "bolt", f"own-more{i}") for i in range(3)]
+        assert extra.count(refused) >= 1, "bolt is held to its own limit too"
+        assert init_transactions(stack, "bolt", "own-extra") == 0, "an id it holds still works"
+    finally:
+        set_own_limit(stack, "bolt", None)

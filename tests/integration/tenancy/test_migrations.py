@@ -24,9 +24,10 @@ from tests.integration.tenancy.helpers import OPERATOR, account, tenant
 from tests.tenancy_fixtures import TenancyClock
 
 pytestmark = pytest.mark.integration
-HEAD, PREVIOUS, FIRST = "0009", "0002", "0001"  # PREVIOUS: the one before 0003 (rate caps)
+HEAD, PREVIOUS, FIRST = "0010", "0002", "0001"  # PREVIOUS: the one before 0003 (rate caps)
 SECRET = "s3cretS3cretS3cretS3cretS3cretS3cretS3cret"
 RATE_CAPS = ("max_producer_byte_rate", "max_consumer_byte_rate")  # revision 0003
+NAME_LIMITS = ("max_groups", "max_transactional_ids")  # revision 0010
 OLD_LIMITS = TenantLimits(7, 2**40, 9, 65536)  # as stored before 0003: no rate caps (None)
 
 
@@ -95,6 +96,33 @@ def test_downgrade_to_previous_drops_the_caps_and_keeps_tenants(
         store.upgrade()
         assert store.get_tenant("acme").limits == OLD_LIMITS  # the caps went with the columns
         assert len(store.list_service_accounts("acme").items) == 1
+
+
+def test_name_limits_start_as_the_gateway_s_and_go_with_a_downgrade(
+    empty_store_url: str, tenancy_clock: TenancyClock
+) -> None:
+    """Revision 0010: every tenant and plan from before keeps the gateway's group and
+    transactional-id limits (NULL); a tenant's own survive an update; a downgrade drops them."""
+    with TenantStore.open(empty_store_url, clock=tenancy_clock) as store:
+        store.upgrade("0009")
+        _insert_tenant_at_old_revision(store, "acme", tenancy_clock)
+        store.upgrade()
+        assert store.schema_revision() == HEAD
+        assert store.get_tenant("acme").limits == OLD_LIMITS  # both None
+        assert all(
+            (p.limits.max_groups, p.limits.max_transactional_ids) == (None, None)
+            for p in store.list_plans()
+        )
+        limited = replace(OLD_LIMITS, max_groups=5, max_transactional_ids=7)
+        assert store.update_tenant("acme", limits=limited, actor=OPERATOR).limits == limited
+        assert store.get_tenant("acme").limits == limited
+        with store._db.engine.begin() as connection:
+            command.downgrade(_alembic_config(connection), "0009")
+        for name in ("tenants", "plans"):
+            columns = {c["name"] for c in inspect(store._db.engine).get_columns(name)}
+            assert not columns & set(NAME_LIMITS)
+        store.upgrade()
+        assert store.get_tenant("acme").limits == OLD_LIMITS
 
 
 def test_first_revision_with_data_upgrades(

@@ -107,6 +107,13 @@ def test_rate_caps_on_create_come_with_the_other_limits() -> None:
         call(*create, "--max-producer-byte-rate", "5")  # caps alone: the API needs all four
 
 
+def test_update_sets_or_removes_the_group_and_transactional_id_limits() -> None:
+    made = call("tenants", "update", "acme", "--max-groups", "20", "--max-transactional-ids", "5")
+    assert made.body == {"limits": {"max_groups": 20, "max_transactional_ids": 5}}
+    removed = call("tenants", "update", "acme", "--max-groups", "none")
+    assert removed.body == {"limits": {"max_groups": None}}
+
+
 def test_update_sets_or_removes_a_rate_cap() -> None:
     made = call("tenants", "update", "acme", "--max-consumer-byte-rate", "2048")
     assert made.body == {"limits": {"max_consumer_byte_rate": 2048}}

@@ -15,7 +15,12 @@ from tests.unit.tenancy_api.harness import Reply, ServedApi
 
 pytestmark = pytest.mark.unit
 PROBLEM = "application/problem+json"
-NO_CAPS = {"max_producer_byte_rate": None, "max_consumer_byte_rate": None}
+NO_CAPS = {
+    "max_producer_byte_rate": None,
+    "max_consumer_byte_rate": None,
+    "max_groups": None,  # the gateway's tenant.max.groups
+    "max_transactional_ids": None,
+}
 
 
 def problem(reply: Reply, status: int) -> dict[str, Any]:
@@ -67,6 +72,29 @@ def test_tenant_lifecycle(api: ServedApi) -> None:
     assert api.get("/v1/tenants/acme").json["status"] == "deleted"
 
 
+def test_tenant_group_and_transactional_id_limits(api: ServedApi) -> None:
+    """`max_groups` / `max_transactional_ids`: null (the gateway's setting) unless set, set and
+    removed by PATCH, positive integers only."""
+    created = new_tenant(api)
+    assert (created["limits"]["max_groups"], created["limits"]["max_transactional_ids"]) == (
+        None,
+        None,
+    )
+    set_ = api.patch("/v1/tenants/acme", {"limits": {"max_groups": 20, "max_transactional_ids": 5}})
+    assert set_.status == 200, set_.body
+    assert (set_.json["limits"]["max_groups"], set_.json["limits"]["max_transactional_ids"]) == (
+        20,
+        5,
+    )
+    removed = api.patch("/v1/tenants/acme", {"limits": {"max_groups": None}})
+    assert removed.json["limits"]["max_groups"] is None
+    assert removed.json["limits"]["max_transactional_ids"] == 5
+    for bad in (0, -1, 1.5, "10", 2**63):
+        reply = api.patch("/v1/tenants/acme", {"limits": {"max_groups": bad}})
+        assert problem(reply, 400)["errors"][0]["field"] == "body.limits.max_groups"
+    assert api.get("/v1/tenants/acme").json == removed.json
+
+
 def test_tenant_rate_caps(api: ServedApi) -> None:
     assert new_tenant(api, "aaa")["limits"]["max_producer_byte_rate"] is None  # default: no cap
     limits = {
@@ -77,12 +105,13 @@ def test_tenant_rate_caps(api: ServedApi) -> None:
         "max_producer_byte_rate": 1_048_576,
     }
     created = new_tenant(api, limits=limits)
-    assert created["limits"] == {**limits, "max_consumer_byte_rate": None}
+    assert created["limits"] == {**NO_CAPS, **limits}
     patched = api.patch("/v1/tenants/acme", {"limits": {"max_consumer_byte_rate": 2048}})
     assert patched.status == 200, patched.body
-    assert patched.json["limits"] == {**limits, "max_consumer_byte_rate": 2048}
+    assert patched.json["limits"] == {**NO_CAPS, **limits, "max_consumer_byte_rate": 2048}
     removed = api.patch("/v1/tenants/acme", {"limits": {"max_producer_byte_rate": None}})
     assert removed.json["limits"] == {
+        **NO_CAPS,
         **limits,
         "max_producer_byte_rate": None,
         "max_consumer_byte_rate": 2048,
@@ -401,6 +430,8 @@ DEFAULT_TERMS: dict[str, Any] = {
         "max_request_bytes": 2**20,
         "max_producer_byte_rate": None,
         "max_consumer_byte_rate": None,
+        "max_groups": None,
+        "max_transactional_ids": None,
     },
     "quotas": {},
     "authorization": "acls",  # a plan's tenants need ACLs unless it says "open"

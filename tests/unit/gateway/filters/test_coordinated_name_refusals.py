@@ -113,3 +113,23 @@ def test_a_deleted_group_frees_its_place() -> None:
     result = response(delete_groups, 2, "DeletableGroupResult", group_id="acme_g", error_code=0)
     sent.on_response(response(delete_groups, 2, "DeleteGroupsResponse", results=(result,)))
     forwarded(asyncio.run(run(join_group, ctx, _join(9, "connect", b"", group="other"))))
+
+
+def test_the_tenant_s_own_limits_replace_the_gateway_s() -> None:
+    """A tenant whose plan (or tenant record) sets `max_groups` / `max_transactional_ids` is held
+    to those, above or below the gateway's setting; None keeps the gateway's."""
+    roomier = context(join_group, 9)
+    roomier.limits = replace(roomier.limits, max_groups=3)
+    roomier.names = CoordinatedNames(Lister({"acme_g"}, set()), NameLimits(groups=1))
+    for group in ("other", "third"):  # the gateway's limit (1) would refuse both
+        forwarded(asyncio.run(run(join_group, roomier, _join(9, "connect", b"", group=group))))
+    refused = replied(asyncio.run(run(join_group, roomier, _join(9, "connect", b"", group="x"))))
+    assert refused.error_code == ErrorCode.group_authorization_failed
+    assert roomier.refusal_detail is not None and "as it may (3)" in roomier.refusal_detail
+
+    tighter = context(init_producer_id, 4)
+    tighter.limits = replace(tighter.limits, max_transactional_ids=1)
+    tighter.names = CoordinatedNames(Lister(set(), {"acme_tx"}), NameLimits(transactional_ids=50))
+    answer = replied(asyncio.run(run(init_producer_id, tighter, _init(4, "tx2"))))
+    assert answer.error_code == ErrorCode.transactional_id_authorization_failed
+    forwarded(asyncio.run(run(init_producer_id, tighter, _init(4, "tx"))))
