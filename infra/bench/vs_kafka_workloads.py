@@ -5,7 +5,11 @@ Owns, each against one running server (Pier or Kafka, the same code for both):
   the maximum sustainable rate, then latencies per message at 50 % of it);
 - `connections`: 1,000 connections of which 100 produce: 900 idle Kafka connections (an
   ApiVersions exchange each, then silence) while 100 confluent-kafka producers (4 processes x 25)
-  send 1 KiB records uncompressed, acks=1: throughput and the server's CPU per GB and RSS;
+  send 1 KiB records uncompressed, acks=1, as fast as they can enqueue them for 15 s, then flush:
+  throughput (every record acknowledged over the whole run, flush included), the server's CPU per
+  GB, and what was acknowledged within the 15 s (a server whose answers lag lets the clients queue
+  millions of records, sent afterwards in full batches; one that answers at once keeps their
+  batches small: docs/benchmarks.md);
 - `churn`: 100 topics of 10 partitions created, then deleted, one request at a time, in rounds
   until at least 10 s have passed (the idle window's length), the latency of each create (until every partition is led) and delete (until the topic is gone from
   metadata), and a bystander producer's p99 produce latency during the churn against its idle p99;
@@ -89,6 +93,8 @@ FLEET_ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("OMB server CPU s/GB", ("omb", "server_cpu_s_per_gb"), "lower"),
     ("1000 connections (100 producing) 1 KiB MB/s", ("connections", "mb_per_s"), "higher"),
     ("1000 connections server CPU s/GB", ("connections", "server_cpu_s_per_gb"), "lower"),
+    ("1000 connections: acknowledged while producing MB/s", ("connections", "window_mb_per_s"),
+     "higher"),
     ("churn: create topic (10 partitions) p50 ms", ("churn", "create", "p50_ms"), "lower"),
     ("churn: create topic p99 ms", ("churn", "create", "p99_ms"), "lower"),
     ("churn: delete topic p50 ms", ("churn", "delete", "p50_ms"), "lower"),
@@ -178,22 +184,28 @@ def _active_producers(bootstrap: str, topic: str, count: int, seconds: float, ou
     producers = [confluent_kafka.Producer(conf) for _ in range(count)]
     record = bytes(RECORD)
     acked = [0]
+    produced = 0
 
     def delivered(err: Any, _msg: Any) -> None:
         acked[0] += err is None
 
     began = time.monotonic()
-    while time.monotonic() - began < seconds:
+    while (window := time.monotonic() - began) < seconds:
         for producer in producers:
             for _ in range(20):
                 try:
                     producer.produce(topic, record, on_delivery=delivered)
                 except BufferError:
                     break
+                produced += 1
             producer.poll(0)
     for producer in producers:
+        producer.poll(0)  # the acknowledgements that arrived within the window
+    in_window = acked[0]
+    for producer in producers:
         producer.flush(60)
-    out.put({"acked": acked[0], "seconds": time.monotonic() - began})
+    out.put({"acked": acked[0], "seconds": time.monotonic() - began, "produced": produced,
+             "acked_in_window": in_window, "window_s": window})  # fmt: skip
 
 
 def connections(
@@ -216,6 +228,8 @@ def connections(
         still_open = sum(1 for s in idle if _still_open(s))
     finally:
         for worker in workers:
+            if worker.pid is None:
+                continue  # never started (the start itself failed)
             worker.join(30)
             if worker.is_alive():
                 worker.kill()
@@ -223,12 +237,18 @@ def connections(
             sock.close()
     acked = sum(r["acked"] for r in results)
     seconds = max(r["seconds"] for r in results)
+    in_window = sum(r["acked_in_window"] for r in results)
+    window_s = max(r["window_s"] for r in results)
     return {
         "connections": sizes.connections,
         "active": each * sizes.active_processes,
         "idle_still_open": still_open,
         "records": acked,
+        "seconds": round(seconds, 2),
         "mb_per_s": round(acked * RECORD / seconds / 1e6, 2),
+        "produced_in_window": sum(r["produced"] for r in results),
+        "acked_in_window": in_window,
+        "window_mb_per_s": round(in_window * RECORD / window_s / 1e6, 2),
     }
 
 
