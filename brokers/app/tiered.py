@@ -124,9 +124,11 @@ def build_tiered(
     writer = MetadataTopicWriter(
         topic, replicas, metadata, node_id=config.node_id, zookeeper_mode=zookeeper_mode
     )
+    remote_metrics = RemoteStorageMetrics(registry)
+    replicas.on_topic_gone(remote_metrics.forget)  # a deleted topic's series go with it
     manager = RemoteLogManager(
         build_store(settings), RemoteLogMetadataManager(writer, replicas), replicas,
-        clock=clock, node_id=config.node_id, metrics=RemoteStorageMetrics(registry),
+        clock=clock, node_id=config.node_id, metrics=remote_metrics,
         index_cache_segments=settings.index_cache_segments,
         copy_max_bytes_per_second=settings.copy_max_bytes_per_second,
         topic_id_of=lambda name: _topic_id(metadata, name),

@@ -7,11 +7,15 @@ Kafka's are, in the exporter style of brokers/handlers/topic_metrics.py: RemoteC
 `kafka_server_brokertopicmetrics_remote_copy_lag_bytes`.
 
 Owns: the counters and the copy-lag gauge (bytes and segments of closed local segments not yet
-in the remote tier: when the store is down, these grow and local deletion waits). Thread-safe
-(prometheus_client).
+in the remote tier: when the store is down, these grow and local deletion waits), and dropping a
+topic's series once its last partition here is deleted (`forget`, as topic_metrics does: topics
+created and deleted all day would otherwise leave their series for good). Thread-safe
+(prometheus_client); `record_lag` and `forget` run on the event loop.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -40,3 +44,24 @@ class RemoteStorageMetrics:
         self.copy_lag_segments = gauge(
             "remote_copy_lag_segments", "Closed local segments not yet copied."
         )
+        self._counters = (
+            self.copy_bytes, self.copy_requests, self.copy_errors, self.fetch_bytes,
+            self.fetch_requests, self.fetch_errors, self.delete_requests, self.delete_errors,
+        )  # fmt: skip
+        self._lagging: dict[str, set[str]] = {}  # topic -> partitions with a copy-lag series
+
+    def record_lag(self, topic: str, partition: int, pending_bytes: int, segments: int) -> None:
+        index = str(partition)
+        self._lagging.setdefault(topic, set()).add(index)
+        self.copy_lag_bytes.labels(topic, index).set(pending_bytes)
+        self.copy_lag_segments.labels(topic, index).set(segments)
+
+    def forget(self, topic: str) -> None:
+        """Drop every series of `topic` (its last partition here was deleted)."""
+        for counter in self._counters:
+            with contextlib.suppress(KeyError):  # never counted for this topic
+                counter.remove(topic)
+        for index in self._lagging.pop(topic, ()):
+            for gauge in (self.copy_lag_bytes, self.copy_lag_segments):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(topic, index)

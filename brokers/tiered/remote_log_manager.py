@@ -127,6 +127,8 @@ class RemoteLogManager:
             for segment in list(tier.segments.values()):
                 if not await self._delete(segment):
                     break
+            if not self._topic_id_of(topic):  # no topic of that name now: the deletes counted
+                self.metrics.forget(topic)  # for it would otherwise stay as its series for good
 
     async def _lead(self, partition: Partition, tier: PartitionTier) -> None:
         topic_id = self._topic_id_of(partition.topic)
@@ -230,9 +232,9 @@ class RemoteLogManager:
         pending = [
             s for s in partition.log.segments[:-1] if copied is None or s.next_offset > copied
         ]
-        labels = (partition.topic, str(partition.index))
-        self.metrics.copy_lag_bytes.labels(*labels).set(sum(s.size for s in pending))
-        self.metrics.copy_lag_segments.labels(*labels).set(len(pending))
+        self.metrics.record_lag(
+            partition.topic, partition.index, sum(s.size for s in pending), len(pending)
+        )
 
     # -- what handlers ask ------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from tests.e2e.tiered import (
     produce,
     remote_objects,
     tiered_broker_config,
+    topic_series,
 )
 from tests.polling import wait_until
 
@@ -283,12 +284,18 @@ def test_deleting_a_tiered_topic_deletes_its_remote_segments(
     produce(broker.bootstrap, topic_name, RECORDS)
     wait_local_start_past(broker, topic_name, 0)
     assert remote_objects(remote, topic_name, "log")
+    assert topic_series(broker, topic_name, "remote_copy_requests")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.delete_topics([topic_name])[topic_name].result(30)
     wait_until(
         lambda: not remote_objects(remote, topic_name, "log")
         and not remote_objects(remote, topic_name, "index"),
         what="the deleted topic's remote segments gone", timeout=DEADLINE_S, interval=0.2,
+    )  # fmt: skip
+    # ...and its series, remote tier's included (a topic churned all day left them for good)
+    wait_until(
+        lambda: not topic_series(broker, topic_name),
+        what="the deleted topic's metric series gone", timeout=DEADLINE_S, interval=0.2,
     )  # fmt: skip
 
 

@@ -188,15 +188,18 @@ def s3_broker_config(server: S3Server, bucket: str, **extra: str) -> dict[str, s
 
 def metric(broker: BrokerProcess, name: str, topic: str) -> float:
     """A broker metric summed over its series of `topic` (Prometheus text format)."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in topic_series(broker, topic, name))
+
+
+def topic_series(broker: BrokerProcess, topic: str, name: str = "") -> list[str]:
+    """The broker's `kafka_server_brokertopicmetrics_<name>...` series lines of `topic`."""
     assert broker.metrics_port is not None
     url = f"http://{broker.host}:{broker.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as answer:
         text = answer.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if (
-            line.startswith(f"kafka_server_brokertopicmetrics_{name}{{")
-            and f'topic="{topic}"' in line
-        ):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    head = f"kafka_server_brokertopicmetrics_{name}"
+    return [
+        line
+        for line in text.splitlines()
+        if line.startswith(head) and not line.startswith("#") and f'topic="{topic}"' in line
+    ]
