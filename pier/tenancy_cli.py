@@ -153,6 +153,20 @@ _LIMIT_HELP = {
 }
 
 
+_OPTIONAL_HELP = {  # flag: (metavar, help); `none` sends null
+    "max_producer_byte_rate": (
+        "BYTES_PER_S",
+        "tenant-wide cap over all its principals (none: no cap)",
+    ),
+    "max_consumer_byte_rate": (
+        "BYTES_PER_S",
+        "tenant-wide cap over all its principals (none: no cap)",
+    ),
+    "max_groups": ("N", "consumer groups the tenant may hold (none: the gateway's setting)"),
+    "max_transactional_ids": ("N", "transactional ids it may hold (none: the gateway's setting)"),
+}
+
+
 def _with_limits(parser: argparse.ArgumentParser, absent: str) -> None:
     for name in LIMIT_FLAGS:
         parser.add_argument(
@@ -163,24 +177,15 @@ def _with_limits(parser: argparse.ArgumentParser, absent: str) -> None:
             metavar="N",
             help=f"{_LIMIT_HELP[name]} ({absent})",
         )
-    for name in RATE_CAP_FLAGS:
+    for name in (*RATE_CAP_FLAGS, *NAME_LIMIT_FLAGS):
+        metavar, help_text = _OPTIONAL_HELP[name]
         parser.add_argument(
             "--" + name.replace("_", "-"),
             dest=name,
             type=_rate_cap,
             default=None,
-            metavar="BYTES_PER_S",
-            help="tenant-wide cap over all its principals (none: no cap)",
-        )
-    for name in NAME_LIMIT_FLAGS:
-        held = "consumer groups" if name == "max_groups" else "transactional ids"
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            dest=name,
-            type=_rate_cap,
-            default=None,
-            metavar="N",
-            help=f"{held} the tenant may hold on the fleet (none: the gateway's setting)",
+            metavar=metavar,
+            help=help_text,
         )
 
 
