@@ -92,8 +92,8 @@ def _tenant_call(args: argparse.Namespace) -> Call:
         limits = _limits(args)
         if limits and not all(name in limits for name in LIMIT_FLAGS):
             raise UsageError(
-                "tenants create: give all four --max-* limits or none "
-                "(the --max-*-byte-rate caps need them too)"
+                "tenants create: give all four --max-* limits or none (--max-*-byte-rate, "
+                "--max-groups and --max-transactional-ids need them too)"
             )
         if limits:
             body["limits"] = limits

@@ -16,7 +16,7 @@ never inferred from whether the tenant has ACLs, so deleting its last ACL opens 
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -62,6 +62,20 @@ def tenant_from_row(row: TenantRow) -> Tenant:
         row.created_at,
         row.updated_at,
         row.authorization,
+    )
+
+
+def _with_plan_counts(limits: TenantLimits, plan: TenantLimits) -> TenantLimits:
+    """A new tenant's `limits` with the group and transactional-id counts it leaves out (None)
+    taken from its plan (None there too: the gateway's setting)."""
+    return replace(
+        limits,
+        max_groups=plan.max_groups if limits.max_groups is None else limits.max_groups,
+        max_transactional_ids=(
+            plan.max_transactional_ids
+            if limits.max_transactional_ids is None
+            else limits.max_transactional_ids
+        ),
     )
 
 
@@ -116,7 +130,7 @@ class TenantCommands(StoreCore):
         try:
             with self._db.write() as session:
                 terms = known_plan(session, plan)
-                limits = limits if limits is not None else terms.limits
+                limits = terms.limits if limits is None else _with_plan_counts(limits, terms.limits)
                 authorization = authorization or terms.authorization
                 if session.get(TenantRow, tenant_id) is not None:
                     raise ConflictError(f"tenant {tenant_id!r} already exists")

@@ -9,8 +9,12 @@ Kafka's are, in the exporter style of brokers/handlers/topic_metrics.py: RemoteC
 Owns: the counters and the copy-lag gauge (bytes and segments of closed local segments not yet
 in the remote tier: when the store is down, these grow and local deletion waits), and dropping a
 topic's series once its last partition here is deleted (`forget`, as topic_metrics does: topics
-created and deleted all day would otherwise leave their series for good). Thread-safe
-(prometheus_client); `record_lag` and `forget` run on the event loop.
+created and deleted all day would otherwise leave their series for good), and again at each run
+of the remote task for every topic neither hosted here nor with remote segments left to delete
+(`sweep`: a copy, read or delete that was under way when the topic went counts after `forget`).
+Per-topic counts go through `count` and `record_lag`, which remember the topics that have series.
+Thread-safe (prometheus_client); `count`, `record_lag`, `forget` and `sweep` run on the event
+loop.
 """
 
 from __future__ import annotations
@@ -49,6 +53,12 @@ class RemoteStorageMetrics:
             self.fetch_requests, self.fetch_errors, self.delete_requests, self.delete_errors,
         )  # fmt: skip
         self._lagging: dict[str, set[str]] = {}  # topic -> partitions with a copy-lag series
+        self._counted: set[str] = set()  # topics with counter series
+
+    def count(self, counter: Counter, topic: str, amount: float = 1.0) -> None:
+        """Add `amount` to `counter`'s series of `topic` (one of this class's counters)."""
+        self._counted.add(topic)
+        counter.labels(topic).inc(amount)
 
     def record_lag(self, topic: str, partition: int, pending_bytes: int, segments: int) -> None:
         index = str(partition)
@@ -56,8 +66,14 @@ class RemoteStorageMetrics:
         self.copy_lag_bytes.labels(topic, index).set(pending_bytes)
         self.copy_lag_segments.labels(topic, index).set(segments)
 
+    def sweep(self, kept: set[str]) -> None:
+        """Drop the series of every topic not in `kept`."""
+        for topic in (self._counted | self._lagging.keys()) - kept:
+            self.forget(topic)
+
     def forget(self, topic: str) -> None:
         """Drop every series of `topic` (its last partition here was deleted)."""
+        self._counted.discard(topic)
         for counter in self._counters:
             with contextlib.suppress(KeyError):  # never counted for this topic
                 counter.remove(topic)

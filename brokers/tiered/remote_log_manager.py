@@ -98,7 +98,15 @@ class RemoteLogManager:
                         partition.topic, partition.index, str(exc),
                     )  # fmt: skip
             log.remote_copied_upto = tier.copied_upto
-            self._record_lag(partition, tier)
+            if not log.closed:  # deleted during the copies: its series are gone and stay gone
+                self._record_lag(partition, tier)
+        self.metrics.sweep(self._topics_with_series())
+
+    def _topics_with_series(self) -> set[str]:
+        """Topics whose remote-tier series stay: hosted here, or with remote segments left to
+        delete (a deleted topic's delete errors stay visible until its orphans are gone)."""
+        hosted = {p.topic for p in self._replicas.partitions() if not p.log.closed}
+        return hosted | {topic for (topic, _, _), tier in self.metadata.tiers() if tier.segments}
 
     async def _delete_tier(self, partition: Partition, topic_id: str) -> None:
         """remote.storage.enable turned off with remote.log.delete.on.disable (KIP-950)."""
@@ -127,8 +135,6 @@ class RemoteLogManager:
             for segment in list(tier.segments.values()):
                 if not await self._delete(segment):
                     break
-            if not self._topic_id_of(topic):  # no topic of that name now: the deletes counted
-                self.metrics.forget(topic)  # for it would otherwise stay as its series for good
 
     async def _lead(self, partition: Partition, tier: PartitionTier) -> None:
         topic_id = self._topic_id_of(partition.topic)
@@ -159,14 +165,14 @@ class RemoteLogManager:
             SegmentState.COPY_SEGMENT_STARTED, self._topic_id_of(partition.topic),
         )  # fmt: skip
         await self.metadata.publish(started)
-        self.metrics.copy_requests.labels(partition.topic).inc()
+        self.metrics.count(self.metrics.copy_requests, partition.topic)
         files = dataclasses.replace(
             segment_files(log, candidate, epochs), max_bytes_per_second=self._copy_rate
         )
         try:
             await asyncio.to_thread(self.store.copy_segment, started, files)
         except RemoteStorageError as exc:
-            self.metrics.copy_errors.labels(partition.topic).inc()
+            self.metrics.count(self.metrics.copy_errors, partition.topic)
             _log.warning(
                 "event=remote_copy_failed topic=%s partition=%d start_offset=%d error=%r",
                 partition.topic, partition.index, segment.base_offset, str(exc),
@@ -177,7 +183,7 @@ class RemoteLogManager:
         await self.metadata.publish(started.with_state(
             SegmentState.COPY_SEGMENT_FINISHED, self._clock.time_ms()
         ))  # fmt: skip
-        self.metrics.copy_bytes.labels(partition.topic).inc(segment.size)
+        self.metrics.count(self.metrics.copy_bytes, partition.topic, segment.size)
         _log.info(
             "event=remote_copy topic=%s partition=%d start_offset=%d end_offset=%d bytes=%d",
             partition.topic, partition.index, segment.base_offset, end, segment.size,
@@ -211,11 +217,11 @@ class RemoteLogManager:
             await self.metadata.publish(
                 segment.with_state(SegmentState.DELETE_SEGMENT_STARTED, now)
             )
-        self.metrics.delete_requests.labels(segment.topic).inc()
+        self.metrics.count(self.metrics.delete_requests, segment.topic)
         try:
             await asyncio.to_thread(self.store.delete_segment, segment)
         except RemoteStorageError as exc:
-            self.metrics.delete_errors.labels(segment.topic).inc()
+            self.metrics.count(self.metrics.delete_errors, segment.topic)
             _log.warning(
                 "event=remote_delete_failed topic=%s partition=%d start_offset=%d error=%r",
                 segment.topic, segment.partition, segment.start_offset, str(exc),
@@ -287,14 +293,14 @@ class RemoteLogManager:
         tier = self._tier_below(log)
         if tier is None:
             return None
-        self.metrics.fetch_requests.labels(log.topic).inc()
+        self.metrics.count(self.metrics.fetch_requests, log.topic)
         try:
             read = await self.reader.read(tier, offset, max_bytes, min_one_batch=min_one_batch)
         except RemoteStorageError:
-            self.metrics.fetch_errors.labels(log.topic).inc()
+            self.metrics.count(self.metrics.fetch_errors, log.topic)
             raise
         if read is not None:
-            self.metrics.fetch_bytes.labels(log.topic).inc(read.records.size)
+            self.metrics.count(self.metrics.fetch_bytes, log.topic, read.records.size)
         return read
 
     async def aux_state(self, log: Log, next_offset: int) -> RemoteAuxState | None:

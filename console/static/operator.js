@@ -68,13 +68,16 @@
     return h("div", null, header, tabs, body);
   }
 
+  // a null limit: no cap for the rate caps; the gateway's setting for the group and id counts
+  const NULL_LIMIT = { max_groups: "gateway default", max_transactional_ids: "gateway default" };
+
   function overview(tenant) {
     const limits = Object.entries(tenant.limits);
     return h("div", null,
       card("Tenant", h("dl", { class: "kv" },
         ["id", "display_name", "plan", "status", "authorization", "created_at", "updated_at"].map((k) =>
           [h("dt", null, k.replace("_", " ")), h("dd", null, k.endsWith("_at") ? time(tenant[k]) : tenant[k])]))),
-      card("Limits", table([{ title: "Limit", cell: (r) => r[0] }, { title: "Value", num: true, cell: (r) => (r[1] === null ? "none" : String(r[1])) }], limits, "No limits")));
+      card("Limits", table([{ title: "Limit", cell: (r) => r[0] }, { title: "Value", num: true, cell: (r) => (r[1] === null ? NULL_LIMIT[r[0]] || "none" : String(r[1])) }], limits, "No limits")));
   }
 
   async function keys(tenant, created) {

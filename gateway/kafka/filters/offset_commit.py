@@ -9,9 +9,10 @@ in the tenant's member ledger (`member_ledger.py`); one of a member this gateway
 let through is REBALANCE_IN_PROGRESS, so the member rejoins here and is charged here, unless it is
 a KIP-848 member its coordinator holds (`member_adoption.py`: then charged here as described
 there). v2-4's `retention_time` (how long the group's offsets outlive it; v5 dropped it, KIP-211)
-is honoured only up to `MAX_RETENTION`: a longer one, or "forever", is forwarded as -1, the
-fleet's `offsets.retention.minutes`, so a tenant cannot keep offsets on the coordinators longer
-than any other tenant. Runs on the event loop.
+is honoured only up to `MAX_RETENTION` (7 days, Kafka's default `offsets.retention.minutes`): a
+longer one is forwarded as -1, the fleet's retention, so a tenant cannot keep offsets on the
+coordinators for months (one past about 2^56 ms does not decode and is refused as malformed).
+Runs on the event loop.
 """
 
 from __future__ import annotations

@@ -56,6 +56,33 @@ def test_tenant_rate_caps_are_kept_changed_and_removed(store: TenantStore) -> No
     assert entry.details["limits"]["max_consumer_byte_rate"] == 1
 
 
+def test_a_plan_s_group_and_transactional_id_limits_reach_its_new_tenants(
+    store: TenantStore,
+) -> None:
+    """A plan's `max_groups` / `max_transactional_ids` go to a tenant created on it, with or
+    without explicit limits (explicit counts win; None in both: the gateway's setting)."""
+    standard = store.get_plan("standard")
+    counted = replace(standard.limits, max_groups=100, max_transactional_ids=40)
+    store.put_plan(replace(standard, name="pro", limits=counted), actor=OPERATOR)
+    plain = store.create_tenant(display_name="A", plan="pro", tenant_id="aaa", actor=OPERATOR)
+    assert plain.limits == counted
+    four = TenantLimits(10, 2**30, 5, 65536)
+    explicit = store.create_tenant(
+        display_name="B", plan="pro", limits=four, tenant_id="bbb", actor=OPERATOR
+    )
+    assert explicit.limits == replace(four, max_groups=100, max_transactional_ids=40)
+    own = store.create_tenant(
+        display_name="C", plan="pro", limits=replace(four, max_groups=3), tenant_id="ccc",
+        actor=OPERATOR,
+    )  # fmt: skip
+    assert store.get_tenant("ccc").limits == replace(four, max_groups=3, max_transactional_ids=40)
+    assert own.limits.max_groups == 3
+    uncounted = store.create_tenant(
+        display_name="D", plan="free", limits=four, tenant_id="ddd", actor=OPERATOR
+    )
+    assert uncounted.limits == four  # the free plan sets none: the gateway's
+
+
 def test_duplicate_id_conflicts(store: TenantStore) -> None:
     tenant(store, "acme")
     with pytest.raises(ConflictError):
