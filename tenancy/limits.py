@@ -8,7 +8,7 @@ Pure; safe from any thread.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 from tenancy.domain import TenantLimits
 from tenancy.errors import ValidationError
@@ -16,6 +16,14 @@ from tenancy.errors import ValidationError
 RATE_CAPS = ("max_producer_byte_rate", "max_consumer_byte_rate")  # bytes/s, optional (None)
 NAME_LIMITS = ("max_groups", "max_transactional_ids")  # optional (None: the gateway's setting)
 OPTIONAL_LIMITS = (*RATE_CAPS, *NAME_LIMITS)
+LIMIT_NAMES = tuple(f.name for f in fields(TenantLimits))  # also the tenants' and plans' columns
+
+
+def limits_from(row: object) -> TenantLimits:
+    """The limits a tenant or plan row holds (its columns are named as the limits)."""
+    return TenantLimits(**{name: getattr(row, name) for name in LIMIT_NAMES})
+
+
 MAX_REQUEST_BYTES = 100 * 2**20  # Kafka's socket.request.max.bytes: no request may be larger
 
 

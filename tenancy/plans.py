@@ -14,27 +14,13 @@ from __future__ import annotations
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from tenancy.domain import Plan, PlanDimension, PlanTier, TenantLimits
+from tenancy.domain import Plan, PlanDimension, PlanTier
 from tenancy.errors import NotFoundError, ValidationError
+from tenancy.limits import LIMIT_NAMES, limits_from
 from tenancy.models import PlanDimensionRow, PlanRow, PlanTierRow
 from tenancy.plan_rules import check_plan, plan_to_json
 from tenancy.quota_chain import QUOTA_NAMES, stored_value
 from tenancy.store_base import StoreCore
-
-_LIMIT_COLUMNS = (
-    "max_partitions",
-    "max_storage_bytes",
-    "max_connections",
-    "max_request_bytes",
-    "max_producer_byte_rate",
-    "max_consumer_byte_rate",
-    "max_groups",
-    "max_transactional_ids",
-)
-
-
-def _limits(row: PlanRow) -> TenantLimits:
-    return TenantLimits(**{name: getattr(row, name) for name in _LIMIT_COLUMNS})
 
 
 def _quotas(row: PlanRow) -> dict[str, float]:
@@ -43,7 +29,7 @@ def _quotas(row: PlanRow) -> dict[str, float]:
 
 
 def _write_terms(row: PlanRow, plan: Plan) -> None:
-    for name in _LIMIT_COLUMNS:
+    for name in LIMIT_NAMES:
         setattr(row, name, getattr(plan.limits, name))
     for name in QUOTA_NAMES:
         setattr(row, name, plan.quotas.get(name))
@@ -80,7 +66,9 @@ def _load(session: Session, row: PlanRow) -> Plan:
         dimensions[dimension.dimension] = PlanDimension(
             dimension.included, tuple(tiers.get(dimension.dimension, ()))
         )
-    return Plan(row.name, row.currency, dimensions, _limits(row), _quotas(row), row.authorization)
+    return Plan(
+        row.name, row.currency, dimensions, limits_from(row), _quotas(row), row.authorization
+    )
 
 
 class PlanCommands(StoreCore):

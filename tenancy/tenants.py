@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from tenancy.domain import Page, Tenant, TenantLimits
 from tenancy.errors import ConflictError, TenantDeletedError, ValidationError
 from tenancy.ids import check_tenant_id, new_tenant_id
-from tenancy.limits import check_limits
+from tenancy.limits import LIMIT_NAMES, NAME_LIMITS, check_limits, limits_from
 from tenancy.models import TenantRow
 from tenancy.pagination import keyset_page
 from tenancy.plan_rules import PLAN_NAME, check_authorization
@@ -43,16 +43,7 @@ def check_plan_name(field: str, name: object) -> str:
 
 
 def tenant_from_row(row: TenantRow) -> Tenant:
-    limits = TenantLimits(
-        row.max_partitions,
-        row.max_storage_bytes,
-        row.max_connections,
-        row.max_request_bytes,
-        row.max_producer_byte_rate,
-        row.max_consumer_byte_rate,
-        row.max_groups,
-        row.max_transactional_ids,
-    )
+    limits = limits_from(row)
     return Tenant(
         row.id,
         row.display_name,
@@ -68,26 +59,13 @@ def tenant_from_row(row: TenantRow) -> Tenant:
 def _with_plan_counts(limits: TenantLimits, plan: TenantLimits) -> TenantLimits:
     """A new tenant's `limits` with the group and transactional-id counts it leaves out (None)
     taken from its plan (None there too: the gateway's setting)."""
-    return replace(
-        limits,
-        max_groups=plan.max_groups if limits.max_groups is None else limits.max_groups,
-        max_transactional_ids=(
-            plan.max_transactional_ids
-            if limits.max_transactional_ids is None
-            else limits.max_transactional_ids
-        ),
-    )
+    left_out = {name: getattr(plan, name) for name in NAME_LIMITS if getattr(limits, name) is None}
+    return replace(limits, **left_out)
 
 
 def _apply_limits(row: TenantRow, limits: TenantLimits) -> None:
-    row.max_partitions = limits.max_partitions
-    row.max_storage_bytes = limits.max_storage_bytes
-    row.max_connections = limits.max_connections
-    row.max_request_bytes = limits.max_request_bytes
-    row.max_producer_byte_rate = limits.max_producer_byte_rate
-    row.max_consumer_byte_rate = limits.max_consumer_byte_rate
-    row.max_groups = limits.max_groups
-    row.max_transactional_ids = limits.max_transactional_ids
+    for name in LIMIT_NAMES:
+        setattr(row, name, getattr(limits, name))
 
 
 class TenantCommands(StoreCore):
