@@ -12,7 +12,12 @@ has no dynamic client/user/broker configs yet). Notifications present at `start`
 the current configs itself. Handled notifications older than `expiration_ms` are deleted; Kafka
 uses 15 minutes measured from the znode's ctime, we measure from when this broker first saw the
 notification (an injected clock), which only delays a purge. After a session expiry the watch is
-re-armed and the backlog handled. Runs on the event loop; not thread-safe.
+re-armed and the backlog handled. Every listing names every notice kept (the fleet's sum: each
+tenant's changes are paced at the gateway, their number is not), so a round parses only the
+names its listing adds and visits only the expired ones, and after each round the listener pauses
+`ROUND_GAP_FACTOR` times the round's duration (at most `MAX_ROUND_GAP_S`): the next round takes
+every notice that came meanwhile, and the listener's share of the loop stays bounded however many
+notices are kept. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 from brokers.common.clock import Clock
@@ -35,6 +41,12 @@ TOPICS_ENTITY = "topics"
 CHANGE_PATH_PREFIX = f"{CONFIG_CHANGES}/{CHANGE_PREFIX}"
 DEFAULT_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's DefaultChangeExpirationMs
 EXPIRATION_PROPERTY = "config.changes.expiration.ms"
+# After each round the listener pauses this many times the round's own duration, at most
+# `MAX_ROUND_GAP_S`: the notices a round coalesces grow with the pause (every listing names all
+# of them), so the listener's share of the loop stays at ~10 % (measured, 20,000 notices pending
+# and 50 new a second: 74 % of a core before, docs/benchmarks.md "Config change notices").
+ROUND_GAP_FACTOR = 9.0
+MAX_ROUND_GAP_S = 2.0
 
 
 def encode_change(entity_type: str, entity_name: str) -> bytes:
@@ -87,13 +99,16 @@ class ConfigChangeListener:
         on_topic_change: Callable[[str], Awaitable[None]],
         *,
         expiration_ms: int = DEFAULT_EXPIRATION_MS,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._zk = zk
         self._clock = clock
         self._on_topic_change = on_topic_change
         self._expiration_ms = expiration_ms
+        self._sleep = sleep
         self._last_handled = -1
-        self._first_seen: dict[str, int] = {}
+        self._present: set[str] = set()  # the names of the last listing
+        self._aging: deque[tuple[int, int, str]] = deque()  # (first seen ms, sequence, name)
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -105,10 +120,8 @@ class ConfigChangeListener:
         """Arm the watch; what is there now counts as handled."""
         await self._zk.ensure_path(CONFIG_CHANGES)
         names = await self._zk.children(CONFIG_CHANGES, self._changed)
-        self._last_handled = max(
-            (s for n in names if (s := sequence_of(n)) is not None), default=-1
-        )
-        self._remember(names)
+        fresh = self._take_listing(names)
+        self._last_handled = fresh[-1][0] if fresh else -1
         self._zk.add_session_listener(self._on_session)
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -130,23 +143,23 @@ class ConfigChangeListener:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            started = self._clock.monotonic()
             try:
                 await self.process()
             except ControllerError as exc:  # ZooKeeper unreachable: retried on reconnection
                 log.warning("event=config_changes_failed error=%s", exc)
             except Exception as exc:  # one bad notification must not stop the listener
                 log.error("event=config_changes_failed error=%r", exc)
+            await self._sleep(round_gap_s(self._clock.monotonic() - started))
 
     async def process(self) -> None:
         """Handle new notifications (re-arming the watch): each topic they name is re-read once,
         in the order of its first notification (a topic changed many times since the last round
         costs one read and one apply); then purge. A failure leaves the round to be handled
-        again (re-reading a topic is idempotent)."""
+        again (re-reading a topic is idempotent). Only the names this listing adds are parsed
+        and only expired ones visited: the rest of the round is set arithmetic in C."""
         names = await self._zk.children(CONFIG_CHANGES, self._changed)
-        self._remember(names)
-        pending = sorted(
-            (s, n) for n in names if (s := sequence_of(n)) is not None and s > self._last_handled
-        )
+        pending = [(s, n) for s, n in self._take_listing(names) if s > self._last_handled]
         topics: dict[str, None] = {}  # ordered: first notified first
         for _sequence, name in pending:
             topic = await self._topic_of(name)
@@ -156,7 +169,7 @@ class ConfigChangeListener:
             await self._on_topic_change(topic)
         if pending:
             self._last_handled = pending[-1][0]
-        await self._purge(names)
+        await self._purge()
 
     async def _topic_of(self, name: str) -> str | None:
         """The topic a notification names; None for another entity type or a bad notice."""
@@ -168,16 +181,33 @@ class ConfigChangeListener:
             return None
         return entity_name if entity_type == TOPICS_ENTITY else None
 
-    def _remember(self, names: list[str]) -> None:
+    def _take_listing(self, names: list[str]) -> list[tuple[int, str]]:
+        """Remember a listing; the notifications it adds, by sequence number, each put in the
+        purge queue as first seen now (a name another broker deleted leaves `_present` here and
+        the queue when its turn comes)."""
+        present = set(names)
+        fresh = sorted((s, n) for n in present - self._present if (s := sequence_of(n)) is not None)
+        self._present = present
         now = self._clock.time_ms()
-        self._first_seen = {n: self._first_seen.get(n, now) for n in names}
+        self._aging.extend((now, s, n) for s, n in fresh)
+        return fresh
 
-    async def _purge(self, names: list[str]) -> None:
-        now = self._clock.time_ms()
-        for name in names:
-            sequence = sequence_of(name)
-            expired = now - self._first_seen.get(name, now) >= self._expiration_ms
-            if sequence is not None and sequence <= self._last_handled and expired:
+    async def _purge(self) -> None:
+        """Delete the handled notifications first seen `expiration_ms` ago or more (the queue is
+        in order of first sight, so this visits only those and the one that stops it)."""
+        expired_before = self._clock.time_ms() - self._expiration_ms
+        aging = self._aging
+        while aging and aging[0][0] <= expired_before and aging[0][1] <= self._last_handled:
+            _seen, _sequence, name = aging.popleft()
+            if name in self._present:
                 with contextlib.suppress(ZNodeMissingError):
                     await self._zk.delete(f"{CONFIG_CHANGES}/{name}")
-                self._first_seen.pop(name, None)
+                self._present.discard(name)
+
+
+def round_gap_s(round_s: float) -> float:
+    """The pause after a round that took `round_s`: the listener spends at most
+    1 / (1 + `ROUND_GAP_FACTOR`) of the loop on notices whatever their number (a listing of
+    45,000 names takes ~20 ms), and a cheap round (a few ms) delays the next change by tens of
+    milliseconds at most."""
+    return min(max(round_s, 0.0) * ROUND_GAP_FACTOR, MAX_ROUND_GAP_S)

@@ -33,12 +33,16 @@ from brokers.client import TopicPartition
 from brokers.common.clock import ManualClock
 from brokers.controller.zk_client import ZkClient
 from brokers.wire.errors import ErrorCode
+from brokers.zk import config_changes
 from brokers.zk.config_changes import (
     CHANGE_PREFIX,
     CONFIG_CHANGES,
+    MAX_ROUND_GAP_S,
+    ROUND_GAP_FACTOR,
     ConfigChangeListener,
     encode_change,
     notify_topic_change,
+    round_gap_s,
 )
 from infra.stack import BrokerProcess
 from tests.cluster_probes import BROKER_UNREACHABLE, SETTLE_S, TOPIC_SETTLING, metadata_of
@@ -326,6 +330,110 @@ def test_a_round_of_notices_re_reads_each_topic_once_in_first_notified_order(chr
             await notify_topic_change(zk, "a")
             await listener.process()
             assert seen == ["a", "b", "c", "a"], "handled notices are not handled again"
+        finally:
+            await zk.close()
+
+    asyncio.run(scenario())
+
+
+def test_after_each_round_the_listener_pauses_in_proportion_to_the_round(chroot: str) -> None:
+    """Every listing names every notice kept (the fleet's sum of all tenants' changes, up to 15
+    minutes of them): the listener pauses `ROUND_GAP_FACTOR` times a round's duration after it,
+    so its share of the loop is bounded whatever the number; the next round takes what came."""
+
+    async def scenario() -> None:
+        zk = ZkClient(chroot)
+        await zk.start()
+        clock = ManualClock()
+        seen: list[str] = []
+        pauses: list[float] = []
+
+        async def on_topic(topic: str) -> None:
+            seen.append(topic)
+            clock.advance(100)  # a round that took 100 ms
+
+        async def sleep(seconds: float) -> None:
+            pauses.append(seconds)
+            await asyncio.sleep(0)
+
+        try:
+            await zk.ensure_path(CONFIG_CHANGES)
+            listener = ConfigChangeListener(zk, clock, on_topic, sleep=sleep)
+            await listener.start()
+            await notify_topic_change(zk, "a")
+            await wait_until_async(lambda: _true_when(seen == ["a"]), what="change a handled")
+            await wait_until_async(lambda: _true_when(bool(pauses)), what="the pause after it")
+            assert pauses[0] == pytest.approx(0.1 * ROUND_GAP_FACTOR)
+            await listener.stop()
+        finally:
+            await zk.close()
+
+    asyncio.run(scenario())
+    assert round_gap_s(0.002) == pytest.approx(0.002 * ROUND_GAP_FACTOR)
+    assert round_gap_s(60.0) == MAX_ROUND_GAP_S
+    assert round_gap_s(-1.0) == 0.0
+
+
+async def _true_when(value: bool) -> bool:
+    return value
+
+
+def test_a_round_parses_only_new_names_and_leaves_others_deletions_alone(
+    chroot: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With thousands of notices kept, a round reads the names its listing adds, not all of
+    them; a notice another broker purged first is not deleted again here."""
+
+    async def scenario() -> None:
+        zk = ZkClient(chroot)
+        await zk.start()
+        clock = ManualClock()
+        seen: list[str] = []
+
+        async def on_topic(topic: str) -> None:
+            seen.append(topic)
+
+        try:
+            await zk.ensure_path(CONFIG_CHANGES)
+            history = [notify_topic_change(zk, f"h{i}") for i in range(2_000)]
+            await asyncio.gather(*history)
+            ours = ConfigChangeListener(zk, clock, on_topic, expiration_ms=1_000)
+            other = ConfigChangeListener(zk, clock, on_topic, expiration_ms=1_000)
+            for listener in (ours, other):
+                await listener.start()
+                await listener.stop()  # rounds run below, by hand
+            parsed: list[str] = []
+            real = config_changes.sequence_of
+
+            def counted(name: str) -> int | None:
+                parsed.append(name)
+                return real(name)
+
+            monkeypatch.setattr(config_changes, "sequence_of", counted)
+            await notify_topic_change(zk, "a")
+            await ours.process()
+            assert seen == ["a"] and len(parsed) == 1, "only the new name is parsed"
+
+            await other.process()
+            assert seen == ["a", "a"]
+            clock.advance(1_000)  # every notice expired: the other broker purges them first
+            await other.process()
+            assert await zk.children(CONFIG_CHANGES) == []
+            deletes: list[str] = []
+            real_delete = zk.delete
+
+            async def counted_delete(path: str, version: int = -1) -> None:
+                deletes.append(path)
+                await real_delete(path, version)
+
+            monkeypatch.setattr(zk, "delete", counted_delete)
+            last = await notify_topic_change(zk, "b")
+            clock.advance(1_000)
+            await ours.process()  # sees the purge in its listing: nothing left to delete
+            assert seen == ["a", "a", "b"] and deletes == []
+            clock.advance(1_000)
+            await ours.process()
+            assert deletes == [last], "its own expired notice is still purged"
         finally:
             await zk.close()
 
