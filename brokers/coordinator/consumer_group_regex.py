@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +36,6 @@ log = logging.getLogger("pier.coordinator.consumer")
 MAX_REGEX_CHARS = MAX_PATTERN_CHARS
 MAX_GROUP_REGEXES = 100
 REGEX_MIN_REFRESH_MS = 10_000  # Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS
-TopicNames = Callable[[], Iterable[str]]
 RANGE_PREFIX_BYTES = 256  # PossibleMatchRange's look-ahead: longer than any topic name
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False
@@ -70,31 +69,49 @@ def check_regex(regex: str, group_regexes: Iterable[str]) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class SortedTopicNames:
+    """Topic names already in order, kept so by their owner (the metadata cache's
+    `TopicTable`): a resolution bisects them instead of sorting every name of the fleet
+    (100,000 topics: 20 ms a resolution, each time a member brought a new regex). Python orders
+    strings by code point, as UTF-8 orders their bytes."""
+
+    names: Sequence[str]
+
+
+TopicNames = Callable[[], Iterable[str] | SortedTopicNames]
+
+
 class TopicIndex:
-    """Topic names sorted by their UTF-8 bytes, so a regex is matched only against the names
-    inside RE2's PossibleMatchRange (its literal prefix: through the gateway, the tenant's
-    names only) instead of every name in the fleet."""
+    """Topic names in order, so a regex is matched only against the names inside RE2's
+    PossibleMatchRange (its literal prefix: through the gateway, the tenant's names only)
+    instead of every name in the fleet."""
 
-    def __init__(self, names: Iterable[str]) -> None:
-        self.keys = sorted(n.encode() for n in names if not is_internal(n))
+    def __init__(self, names: Iterable[str] | SortedTopicNames) -> None:
+        if isinstance(names, SortedTopicNames):
+            self.names = names.names  # internal names left out as they are met
+        else:
+            self.names = sorted(n for n in names if not is_internal(n))
 
-    def candidates(self, pattern: Any) -> Sequence[bytes]:
+    def candidates(self, pattern: Any) -> Iterator[str]:
+        names = self.names
         try:
             low, high = pattern.possiblematchrange(RANGE_PREFIX_BYTES)
         except (re2.error, ValueError):
-            return self.keys
-        start = bisect.bisect_left(self.keys, low)
-        return self.keys[start : bisect.bisect_right(self.keys, high, lo=start)]
+            start, end = 0, len(names)
+        else:
+            start = bisect.bisect_left(names, low, key=str.encode)
+            end = bisect.bisect_right(names, high, lo=start, key=str.encode)
+        return (names[i] for i in range(start, end) if not is_internal(names[i]))
 
 
-def resolve(regex: str, names: Iterable[str] | TopicIndex) -> frozenset[str]:
+def resolve(regex: str, names: Iterable[str] | SortedTopicNames | TopicIndex) -> frozenset[str]:
     """The names `regex` matches whole (internal topics never)."""
     pattern = compiled(regex)
     if pattern is None:
         return frozenset()
     index = names if isinstance(names, TopicIndex) else TopicIndex(names)
-    found = (key.decode() for key in index.candidates(pattern))
-    return frozenset(name for name in found if pattern.fullmatch(name) is not None)
+    return frozenset(n for n in index.candidates(pattern) if pattern.fullmatch(n) is not None)
 
 
 @dataclass(slots=True)

@@ -27,7 +27,7 @@ from brokers.coordinator.consumer_group import (
     HeartbeatResult,
     Partitions,
 )
-from brokers.coordinator.consumer_group_regex import check_regex
+from brokers.coordinator.consumer_group_regex import SortedTopicNames, check_regex
 from brokers.coordinator.errors import GroupError, GroupIdNotFoundError
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.errors import InvalidRequestError, error_code_for
@@ -69,7 +69,9 @@ def route(groups: GroupService, metadata: MetadataView) -> Route:
             rebalance_timeout_ms=millis(request.rebalance_timeout),
         )
         result = coordinator.consumer_groups.heartbeat(
-            heartbeat, lambda t: _count(metadata, t), metadata.topics.keys
+            heartbeat,
+            lambda t: _count(metadata, t),
+            lambda: SortedTopicNames(metadata.sorted_topic_names()),
         )
         result = await coordinator.consumer_store.persist(
             result, request.group_id, lambda t: _topic_id(metadata, t)

@@ -15,6 +15,7 @@ from typing import Any
 
 from brokers.coordinator import consumer_group_migration as mixed
 from brokers.coordinator.consumer_group import HeartbeatResult
+from brokers.coordinator.consumer_group_regex import SortedTopicNames
 from brokers.coordinator.joining import JoinRequest
 from brokers.coordinator.results import JoinResult
 from brokers.handlers.build import make, response_module, throttle
@@ -104,7 +105,11 @@ async def _mixed(
         require_known_member_id=join.require_known_member_id,
     )  # fmt: skip
     result = mixed.join(
-        consumer_groups, group, request, lambda t: _count(metadata, t), metadata.topics.keys
+        consumer_groups,
+        group,
+        request,
+        lambda t: _count(metadata, t),
+        lambda: SortedTopicNames(metadata.sorted_topic_names()),
     )
     if result.error is None:
         written = await coordinator.consumer_store.persist(

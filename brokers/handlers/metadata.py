@@ -15,7 +15,7 @@ named are fixed when the request is read). Runs on the event loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,7 +116,8 @@ def _requested(
     for item in wanted:
         name = item.name
         if name and name.endswith(PREFIX_WILDCARD):
-            result += _with_prefix(cache.topics.values(), name[: -len(PREFIX_WILDCARD)])
+            prefix = name[: -len(PREFIX_WILDCARD)]
+            result += [(t.name, t, ErrorCode.none) for t in cache.topics_with_prefix(prefix)]
             continue
         topic_id = getattr(item, "topic_id", None)
         # By id when an id is given without a name: Kafka's Java client leaves the name "" then.
@@ -127,12 +128,6 @@ def _requested(
             continue
         result.append(_by_name(broker, name or "", allow_create))
     return result
-
-
-def _with_prefix(
-    topics: Iterable[TopicMetadata], prefix: str
-) -> list[tuple[str | None, TopicMetadata | None, ErrorCode]]:
-    return [(t.name, t, ErrorCode.none) for t in topics if t.name.startswith(prefix)]
 
 
 def _by_name(

@@ -40,7 +40,7 @@ the objects behind them (all live on the broker's event loop).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +165,10 @@ class MetadataView(Protocol):
     def topic(self, name: str) -> TopicMetadata | None: ...
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+
+    def topics_with_prefix(self, prefix: str) -> Iterator[TopicMetadata]: ...
+
+    def sorted_topic_names(self) -> Sequence[str]: ...
 
     def partition(self, topic: str, index: int) -> PartitionMetadata | None: ...
 

@@ -7,15 +7,22 @@ the `on_partitions_deleted` listeners (the group coordinator forgets their offse
 onPartitionsDeleted); a listener that fails is logged, the others still hear. A
 `PartitionMetadata`'s broker lists may be shared with other partitions (UpdateMetadata interns
 them): replace them, never change one in place.
-Runs on the event loop; not thread-safe.
+`MetadataCache.topics` is a `TopicTable`: a dict by name that also keeps its topics by id and
+its names in order, so a topic named by id (KIP-516: Metadata v12, DeleteTopics v6, a KIP-848
+heartbeat's owned partitions) and the topics under a prefix (the gateway's `<tenant>_*` look-up)
+are found without a scan of every topic of the fleet (measured, 100,000 topics: 7.7 ms a look-up
+by id, 15 ms a prefix, each time a tenant asked). Whoever writes it through any dict method
+keeps both indexes right. Runs on the event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from brokers.common.internal_topics import is_internal
 
@@ -53,16 +60,101 @@ class TopicMetadata:
         return is_internal(self.name)
 
 
+class TopicTable(dict[str, TopicMetadata]):
+    """Topics by name, with an index by id and the names kept sorted (each write keeps both:
+    an insertion or a deletion moves a list's pointers, not its strings)."""
+
+    def __init__(self, topics: Mapping[str, TopicMetadata] | None = None) -> None:
+        super().__init__()
+        self._by_id: dict[uuid.UUID, str] = {}
+        self._names: list[str] = []
+        if topics:
+            self.update(topics)
+
+    def __setitem__(self, name: str, topic: TopicMetadata) -> None:
+        old = self.get(name)
+        if old is None:
+            bisect.insort(self._names, name)
+        elif self._by_id.get(old.topic_id) == name:
+            del self._by_id[old.topic_id]
+        super().__setitem__(name, topic)
+        self._by_id[topic.topic_id] = name
+
+    def __delitem__(self, name: str) -> None:
+        topic = self[name]
+        super().__delitem__(name)
+        if self._by_id.get(topic.topic_id) == name:
+            del self._by_id[topic.topic_id]
+        at = bisect.bisect_left(self._names, name)
+        del self._names[at]
+
+    def pop(self, name: str, *default: Any) -> Any:
+        if name not in self:
+            if default:
+                return default[0]
+            raise KeyError(name)
+        topic = self[name]
+        del self[name]
+        return topic
+
+    def popitem(self) -> tuple[str, TopicMetadata]:
+        name = next(reversed(self))
+        return name, self.pop(name)
+
+    def setdefault(self, name: str, default: TopicMetadata) -> TopicMetadata:
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def update(self, *others: Any, **named: TopicMetadata) -> None:
+        for other in others:
+            pairs = other.items() if isinstance(other, Mapping) else other
+            for name, topic in pairs:
+                self[name] = topic
+        for name, topic in named.items():
+            self[name] = topic
+
+    def __ior__(self, other: Any) -> TopicTable:  # type: ignore[override, misc]
+        self.update(other)
+        return self
+
+    def clear(self) -> None:
+        super().clear()
+        self._by_id.clear()
+        self._names.clear()
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        name = self._by_id.get(topic_id)
+        return None if name is None else self.get(name)
+
+    def sorted_names(self) -> Sequence[str]:
+        """Every name in order: the table's own list, to read at once and not keep (the next
+        write changes it)."""
+        return self._names
+
+    def with_prefix(self, prefix: str) -> Iterator[TopicMetadata]:
+        """The topics whose names start with `prefix`, in name order."""
+        names = self._names
+        at = bisect.bisect_left(names, prefix)
+        while at < len(names) and names[at].startswith(prefix):
+            yield self[names[at]]
+            at += 1
+
+
 @dataclass(slots=True)
 class MetadataCache:
     cluster_id: str
     controller_id: int
     brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
-    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    topics: TopicTable = field(default_factory=TopicTable)
     # Brokers' inter-broker (`REPLICATION` listener) endpoints, for broker-to-broker traffic
     # only; clients are always given `brokers`. A broker absent here has just the one endpoint.
     inter_broker: dict[int, BrokerEndpoint] = field(default_factory=dict)
     deletion_listeners: list[DeletionListener] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topics, TopicTable):  # given a plain dict: indexed from here on
+            self.topics = TopicTable(self.topics)
 
     def on_partitions_deleted(self, listener: DeletionListener) -> None:
         self.deletion_listeners.append(listener)
@@ -85,10 +177,13 @@ class MetadataCache:
         return self.topics.get(name)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
-        for topic in self.topics.values():
-            if topic.topic_id == topic_id:
-                return topic
-        return None
+        return self.topics.by_id(topic_id)
+
+    def topics_with_prefix(self, prefix: str) -> Iterator[TopicMetadata]:
+        return self.topics.with_prefix(prefix)
+
+    def sorted_topic_names(self) -> Sequence[str]:
+        return self.topics.sorted_names()
 
     def partition(self, topic: str, index: int) -> PartitionMetadata | None:
         meta = self.topics.get(topic)

@@ -5,17 +5,21 @@ member subscribing by names and regex at once."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brokers.common.clock import ManualClock
 from brokers.common.internal_topics import is_internal
+from brokers.coordinator import consumer_group_regex as regexes_module
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_group import ConsumerGroups, HeartbeatRequest, HeartbeatResult
 from brokers.coordinator.consumer_group_regex import (
     MAX_GROUP_REGEXES,
     MAX_REGEX_CHARS,
+    SortedTopicNames,
     check_regex,
     compiled,
     resolve,
@@ -119,3 +123,26 @@ def test_the_index_finds_what_a_full_scan_finds(regex: str) -> None:
         return
     scanned = {n for n in NAMES if not is_internal(n) and pattern.fullmatch(n) is not None}
     assert resolve(regex, NAMES) == scanned
+    # The metadata cache's own ordered names (internal ones included), bisected as they are.
+    assert resolve(regex, SortedTopicNames(sorted(NAMES))) == scanned
+
+
+def test_names_kept_in_order_are_bisected_not_sorted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member's new regex resolved over the metadata cache's ordered names visits its
+    tenant's names only: no sort, no walk of the fleet's (before, 20 ms at 100,000 topics)."""
+    names = sorted([f"t{i:05d}_x" for i in range(20_000)] + ["__consumer_offsets"])
+    visited: list[str] = []
+
+    class Watched(list[str]):
+        def __getitem__(self, at: Any) -> Any:
+            found = super().__getitem__(at)
+            visited.append(found)
+            return found
+
+    def no_sort(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("the fleet's names were sorted")
+
+    monkeypatch.setattr(regexes_module, "sorted", no_sort, raising=False)
+    found = resolve("t1234[0-9]_x", SortedTopicNames(Watched(names)))
+    assert found == {f"t1234{d}_x" for d in range(10)}
+    assert len(visited) < 100, "bisection and the ten candidates only"
