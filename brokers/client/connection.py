@@ -71,12 +71,15 @@ class BrokerConnection(asyncio.Protocol):
         """The negotiated version of an API; UnsupportedVersionError if there is none."""
         return version_for(self.versions, api_key)
 
-    async def send(self, request: Any, *, timeout_s: float | None = None) -> Any:
-        """Send a kio request and return its decoded response."""
+    async def send(
+        self, request: Any, *, timeout_s: float | None = None, name_scope: str | None = None
+    ) -> Any:
+        """Send a kio request and return its decoded response (`name_scope`: see
+        `ClientProtocol.request`)."""
         if not self._writable.is_set():
             await self._writable.wait()
         self._raise_if_failed()
-        correlation_id, parts = self._protocol.request(request)
+        correlation_id, parts = self._protocol.request(request, name_scope=name_scope)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[correlation_id] = future
         self._write(parts)

@@ -24,6 +24,7 @@ from brokers.client.errors import (
 from brokers.client.messages import decode_response
 from brokers.wire.errors import ErrorCode
 from brokers.wire.framing import size_prefix
+from brokers.wire.headers import scoped_header
 from brokers.wire.messages import (
     encode_entity,
     is_flexible_request,
@@ -68,15 +69,21 @@ class ClientProtocol:
     def in_flight(self) -> int:
         return len(self._in_flight)
 
-    def request(self, entity: Any, *, expect_response: bool = True) -> tuple[int, list[bytes]]:
+    def request(
+        self, entity: Any, *, expect_response: bool = True, name_scope: str | None = None
+    ) -> tuple[int, list[bytes]]:
         """Frame a kio request; returns its correlation id and the bytes to write, in order.
 
         `expect_response=False` is for acks=0 produce, which the broker never answers.
+        `name_scope` (flexible versions only) limits a listing to names with that prefix
+        (`brokers.wire.headers.NAME_SCOPE_TAG`).
         """
         api_key, version = int(entity.__api_key__), int(entity.__version__)
         correlation_id = self._next_correlation
         self._next_correlation = (correlation_id + 1) % _CORRELATION_LIMIT
         header = self._header(api_key, version, correlation_id)
+        if name_scope is not None and is_flexible_request(api_key, version):
+            header = scoped_header(header, name_scope)
         body = encode_entity(entity)
         if expect_response:
             self._in_flight.append(InFlight(correlation_id, api_key, version))

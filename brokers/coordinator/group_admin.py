@@ -50,13 +50,16 @@ def describe_group(coordinator: GroupCoordinator, group_id: str) -> GroupSummary
 
 
 def list_groups(
-    coordinator: GroupCoordinator, states: Iterable[str] = ()
+    coordinator: GroupCoordinator, states: Iterable[str] = (), prefix: str = ""
 ) -> tuple[GroupError | None, list[ListedGroup]]:
-    """Groups this broker coordinates; an empty `states` lists every state."""
+    """Groups this broker coordinates whose ids start with `prefix`; an empty `states` lists
+    every state. The prefix is tested first: a tenant's listing builds its own groups only."""
     wanted = {s.lower() for s in states}
+    groups = coordinator.groups
+    ids = [i for i in groups if i.startswith(prefix)] if prefix else list(groups)
     listed = [
         ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-        for g in list(coordinator.groups.values())
+        for g in (groups[i] for i in ids)
         if not g.is_in(S.DEAD) and (not wanted or g.state.value.lower() in wanted)
     ]
     error = CoordinatorLoadInProgressError() if coordinator.loading else None

@@ -1,7 +1,9 @@
 """ListGroups (key 16, v0–5): the groups this broker coordinates, with state (v4+) and type (v5).
 
 v4 filters by state (KIP-518), v5 by type (KIP-848); both case-insensitive. Classic groups
-and KIP-848 consumer groups (type and protocol type `consumer`). Runs on the event loop.
+and KIP-848 consumer groups (type and protocol type `consumer`). A request header's name scope
+(`brokers.wire.headers.NAME_SCOPE_TAG`, the gateway's tenant prefix) lists only the ids that start
+with it. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def route(group_service: GroupService) -> Route:
         states = getattr(request, "states_filter", ())
         types = {t.strip().lower() for t in getattr(request, "types_filter", ())}
         coordinator = group_service.coordinator
-        error, listed = list_groups(coordinator, states)
+        prefix = ctx.header.name_scope or ""
+        error, listed = list_groups(coordinator, states, prefix)
         consumer = coordinator.consumer_groups.groups
         # a consumer group's offsets live in a member-less classic group of the same id
         listed = [g for g in listed if g.group_id not in consumer]
@@ -36,9 +39,10 @@ def route(group_service: GroupService) -> Route:
         entries = [(g.group_id, g.protocol_type, g.state, CLASSIC) for g in listed]
         if error is None and (not types or CONSUMER in types):
             wanted_states = {s.lower() for s in states}
+            scoped = [i for i in consumer if i.startswith(prefix)] if prefix else list(consumer)
             entries += [
                 (group_id, CONSUMER, group.state, CONSUMER)
-                for group_id, group in consumer.items()
+                for group_id, group in ((i, consumer[i]) for i in scoped)
                 if coordinator.check(group_id) is None
                 and (not wanted_states or group.state.lower() in wanted_states)
             ]

@@ -4,7 +4,9 @@ Filters by state names (unknown ones are echoed in `unknown_state_filters`), pro
 (v1) how long the transaction has run and (v2, KIP-1152) a regular expression the whole id must
 match (empty or null: all; RE2 as Kafka's RE2/J, `brokers.wire.request_patterns`; one that does
 not compile, or is too long, is INVALID_REGULAR_EXPRESSION); COORDINATOR_LOAD_IN_PROGRESS while a partition loads
-(`TransactionCoordinator.list_transactions`). The admin client asks every broker and merges.
+(`TransactionCoordinator.list_transactions`). The admin client asks every broker and merges. A
+request header's name scope (`brokers.wire.headers.NAME_SCOPE_TAG`, the gateway's tenant
+prefix) lists only the ids that start with it.
 Runs on the event loop.
 """
 
@@ -39,6 +41,7 @@ def route(transactions: TransactionService) -> Route:
             states=tuple(request.state_filters),
             producer_ids=frozenset(request.producer_id_filters),
             duration_filter_ms=getattr(request, "duration_filter", -1),
+            prefix=ctx.header.name_scope or "",
         )
         return make(
             module,

@@ -90,7 +90,9 @@ async def kafka_call(
 
         async def attempt() -> Any:
             connection = await route(fleet)
-            answer = await connection.send(forwarded, timeout_s=timeout_s)
+            answer = await connection.send(
+                forwarded, timeout_s=timeout_s, name_scope=outcome.name_scope
+            )
             code = _top_error(answer)
             if code in COORDINATOR_MOVED:
                 raise BrokerResponseError(ErrorCode(code), "group coordinator")

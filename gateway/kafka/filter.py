@@ -215,6 +215,10 @@ class Forward:
     request: Any
     on_response: ResponseRewrite
     on_failure: Failure = _nothing_held  # the answer will never come (see the module doc)
+    # Listings only: the fleet-name prefix the broker may limit the request to (sent in the
+    # request header, `brokers.wire.headers.NAME_SCOPE_TAG`, on flexible versions); the answer
+    # is still filtered to the tenant's names here.
+    name_scope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from kio.serial import entity_reader
 from brokers.app.runtime import Broker
 from brokers.app.standalone import build_standalone
 from brokers.common.config import BrokerConfig
+from brokers.wire.headers import scoped_header
 from brokers.wire.messages import (
     encode_entity,
     is_flexible_request,
@@ -55,14 +56,19 @@ def broker_thread(tmp_path: Path, properties: Mapping[str, str] | None = None) -
         loop.close()
 
 
-def raw_call(bootstrap: str, request: Any, correlation_id: int = 1) -> Any:
-    """Send one kio request object and return the decoded response."""
+def raw_call(
+    bootstrap: str, request: Any, correlation_id: int = 1, *, name_scope: str | None = None
+) -> Any:
+    """Send one kio request object and return the decoded response (`name_scope`: the header's
+    name scope, as the gateway sends it on listings)."""
     api_key, version = int(request.__api_key__), int(request.__version__)
     host, port = bootstrap.rsplit(":", 1)
     client_id = b"pier-test"
     header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
     if is_flexible_request(api_key, version):
         header += b"\x00"  # no tagged fields
+        if name_scope is not None:
+            header = scoped_header(header, name_scope)
     payload = header + encode_entity(request)
     with socket.create_connection((host, int(port)), timeout=START_TIMEOUT_S) as sock:
         sock.sendall(struct.pack(">i", len(payload)) + payload)

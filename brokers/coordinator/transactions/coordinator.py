@@ -472,6 +472,7 @@ class TransactionCoordinator:
         states: Collection[str] = (),
         producer_ids: Collection[int] = (),
         duration_filter_ms: int = -1,
+        prefix: str = "",
     ) -> TransactionListing:
         return list_transactions(
             self.state,
@@ -480,6 +481,7 @@ class TransactionCoordinator:
             states=states,
             producer_ids=producer_ids,
             duration_filter_ms=duration_filter_ms,
+            prefix=prefix,
         )
 
     # ---- housekeeping ---------------------------------------------------------------------

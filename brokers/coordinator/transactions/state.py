@@ -86,6 +86,14 @@ class TransactionLog:
             for meta in list(entry.transactions.values()):
                 yield entry, meta
 
+    def metadata_with_prefix(self, prefix: str) -> list[TransactionMetadata]:
+        """The served ids that start with `prefix` (tested on the keys before any entry is read)."""
+        found: list[TransactionMetadata] = []
+        for entry in self.partitions.values():
+            transactions = entry.transactions
+            found += [transactions[i] for i in [i for i in transactions if i.startswith(prefix)]]
+        return found
+
     async def _load(self, index: int, epoch: int) -> Loaded:
         started = self._clock.monotonic()
         loaded = await load_partition(self.topic, index)

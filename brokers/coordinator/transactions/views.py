@@ -85,7 +85,10 @@ def list_transactions(
     states: Collection[str] = (),
     producer_ids: Collection[int] = (),
     duration_filter_ms: int = -1,
+    prefix: str = "",
 ) -> TransactionListing:
+    """The ids this coordinator holds that start with `prefix` (tested first: a tenant's
+    listing visits every id in a C loop but builds only its own) and pass the filters."""
     if not active:
         return TransactionListing(ErrorCode.coordinator_not_available)
     if state.ownership.loading:
@@ -102,9 +105,10 @@ def list_transactions(
             return False
         return not (duration_filter_ms >= 0 and now_ms - meta.start_ms <= duration_filter_ms)
 
+    metas = state.metadata_with_prefix(prefix) if prefix else (m for _, m in state.metadata())
     listed = tuple(
         ListedTransaction(meta.transactional_id, meta.producer_id, meta.state.label)
-        for _, meta in state.metadata()
+        for meta in metas
         if included(meta)
     )
     return TransactionListing(ErrorCode.none, unknown, listed)

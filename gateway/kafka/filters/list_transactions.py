@@ -5,7 +5,9 @@ the caller may DESCRIBE (Kafka's ACL: transactions are filtered by DESCRIBE on e
 never sent to the brokers (there it would run over every tenant's prefixed ids); the gateway asks
 without it and matches the stripped ids itself, whole-id, with RE2 as Kafka's RE2/J does (linear
 time, so no pattern can stall the gateway: `brokers.wire.request_patterns`); a pattern RE2 refuses,
-or a too long one, is INVALID_REGULAR_EXPRESSION from the gateway. Runs on the event loop.
+or a too long one, is INVALID_REGULAR_EXPRESSION from the gateway. The request goes upstream with
+the tenant's prefix as the header's name scope (`brokers.wire.headers`; every version is
+flexible), so a broker builds the tenant's ids only, not every tenant's. Runs on the event loop.
 """
 
 from __future__ import annotations
@@ -49,4 +51,4 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
         )
         return replace(answer, transaction_states=states)
 
-    return Forward(upstream, on_response)
+    return Forward(upstream, on_response, name_scope=ctx.namespace.prefix)

@@ -88,6 +88,18 @@ def test_flexible_request_gets_header_v2_tagged_section() -> None:
     assert raw[offset - 1 : offset] == b"\x00"  # empty tagged-field section ends the header
 
 
+def test_a_name_scope_goes_in_a_flexible_header_only() -> None:
+    """The gateway's HTTP listings (`gateway.http.fleet_calls`) send the tenant's prefix."""
+    protocol = ClientProtocol("gw")
+    _cid, parts = protocol.request(ListGroupsV5(), name_scope="acme_")
+    raw = b"".join(parts)[4:]
+    header, offset = parse_request_header(memoryview(raw), flexible=True)
+    assert (header.client_id, header.name_scope) == ("gw", "acme_")
+    assert raw[offset:] == encode_entity(ListGroupsV5())
+    _cid, parts = protocol.request(ListGroupsV0(), name_scope="acme_")
+    assert b"".join(parts)[4:].endswith(b"gw"), "v0 has no header tags: sent without one"
+
+
 def test_pipelined_responses_are_answered_in_order() -> None:
     protocol = ClientProtocol("c")
     ids = [protocol.request(ListGroupsV0())[0] for _ in range(3)]

@@ -5,7 +5,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from brokers.wire.framing import SIZE_PREFIX, FrameSizeError, check_request_size
-from brokers.wire.headers import parse_request_header, response_header
+from brokers.wire.headers import (
+    NAME_SCOPE_TAG,
+    parse_request_header,
+    response_header,
+    scoped_header,
+)
 from brokers.wire.messages import MalformedRequestError, read_uvarint, write_uvarint
 
 pytestmark = pytest.mark.unit
@@ -71,3 +76,22 @@ def test_uvarint_round_trip(value: int) -> None:
 def test_uvarint_refuses_endless_continuation() -> None:
     with pytest.raises(MalformedRequestError):
         read_uvarint(memoryview(b"\xff" * 10), 0)
+
+
+def test_a_scoped_header_carries_the_name_scope_and_keeps_the_rest() -> None:
+    """The gateway replaces a flexible header's tagged fields with the tenant's prefix; the
+    broker reads it back, and skips any other tag as before."""
+    client = _header(16, 4, 9, b"app", tagged=b"\x01\x05\x02ab")
+    scoped = scoped_header(client, "acme_")
+    header, offset = parse_request_header(memoryview(scoped + b"BODY"), flexible=True)
+    assert (header.api_key, header.api_version, header.correlation_id) == (16, 4, 9)
+    assert header.client_id == "app" and header.name_scope == "acme_"
+    assert offset == len(scoped)
+    unscoped, _ = parse_request_header(memoryview(client), flexible=True)
+    assert unscoped.name_scope is None
+    other_tag = _header(16, 4, 9, None, tagged=b"\x02\x05\x02ab" + _tag(NAME_SCOPE_TAG, b"x_"))
+    assert parse_request_header(memoryview(other_tag), flexible=True)[0].name_scope == "x_"
+
+
+def _tag(tag: int, value: bytes) -> bytes:
+    return write_uvarint(tag) + write_uvarint(len(value)) + value

@@ -29,6 +29,7 @@ def test_only_the_tenants_describable_groups(version: int) -> None:
     req = request(M, version, "ListGroupsRequest", states_filter=("Stable",), types_filter=())
     outcome = forwarded(asyncio.run(run(M, ctx, req)))
     assert outcome.request == req
+    assert outcome.name_scope == "acme_", "the broker lists the tenant's groups only"
     groups = tuple(
         response(
             M,

@@ -35,6 +35,7 @@ def test_only_the_tenants_describable_ids(version: int) -> None:
     )
     outcome = forwarded(asyncio.run(run(M, ctx, req)))
     assert outcome.request == req
+    assert outcome.name_scope == "acme_", "the broker lists the tenant's ids only"
     states = tuple(
         response(
             M,
