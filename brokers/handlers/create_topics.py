@@ -31,6 +31,7 @@ from brokers.replication.errors import (
     InvalidTopicError,
     TopicExistsError,
 )
+from brokers.replication.metadata_cache import unified_name
 from brokers.replication.topic_names import validate_topic_name
 from brokers.server.context import RequestContext
 from brokers.server.routes import Route
@@ -59,7 +60,7 @@ def route(
         with broker.topics.batch():  # one registry write per request
             module = response_module(API_KEY, ctx.api_version)
             counts = Counter(topic.name for topic in request.topics)
-            unified = {_unified(name): name for name in broker.metadata.topics}
+            unified: dict[str, str] = {}  # this request's own creations; the cache's by index
             results: dict[str, Any] = {}
             for topic in request.topics:
                 if topic.name in results:
@@ -106,7 +107,7 @@ async def _create(
     except Exception as exc:
         return _failed(module, topic.name, exc)
     if created is not None:
-        unified[_unified(topic.name)] = topic.name
+        unified[unified_name(topic.name)] = topic.name
     configs = _config_entries(module, overrides, properties)
     return make(
         module,
@@ -144,14 +145,9 @@ def _check_name(broker: _Services, name: str, unified: Mapping[str, str]) -> Non
     validate_topic_name(name)
     if broker.metadata.topic(name) is not None:
         raise TopicExistsError(f"Topic '{name}' already exists.")
-    existing = unified.get(_unified(name))
+    existing = unified.get(unified_name(name)) or broker.metadata.topic_name_like(name)
     if existing is not None:
         raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {existing}")
-
-
-def _unified(name: str) -> str:
-    """Kafka refuses names that differ only by '.' vs '_': both map to the same metric names."""
-    return name.replace(".", "_")
 
 
 def _overrides(configs: Sequence[Any], properties: Mapping[str, str]) -> dict[str, str]:

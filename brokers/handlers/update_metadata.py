@@ -76,6 +76,7 @@ def apply(request: rq.UpdateMetadataRequest, metadata: MetadataCache) -> None:
         b.id: endpoint for b in live if (endpoint := _endpoint(b, INTER_BROKER_LISTENER))
     }
     deleted: list[tuple[str, int]] = []
+    placed = False  # a partition came, went or moved: the cache's replica counts are stale
     for topic in request.topic_states:
         cached = metadata.topics.get(topic.topic_name)
         if cached is None or (topic.topic_id is not None and cached.topic_id != topic.topic_id):
@@ -83,21 +84,28 @@ def apply(request: rq.UpdateMetadataRequest, metadata: MetadataCache) -> None:
                 continue  # a topic first seen without an id cannot be served
             cached = TopicMetadata(topic.topic_name, topic.topic_id, {}, {})
             metadata.topics[topic.topic_name] = cached
+        partitions = cached.partitions
         for p in topic.partition_states:
             if p.leader == LEADER_DURING_DELETE:
-                if cached.partitions.pop(p.partition_index, None) is not None:
+                if partitions.pop(p.partition_index, None) is not None:
                     deleted.append((topic.topic_name, p.partition_index))
+                    placed = True
                 continue
-            cached.partitions[p.partition_index] = PartitionMetadata(
+            replicas = _shared_list(p.replicas)
+            before = partitions.get(p.partition_index)
+            placed = placed or before is None or before.replicas != replicas
+            partitions[p.partition_index] = PartitionMetadata(
                 index=p.partition_index,
                 leader=p.leader,
                 leader_epoch=p.leader_epoch,
-                replicas=_shared_list(p.replicas),
+                replicas=replicas,
                 isr=_shared_list(p.isr),
                 offline_replicas=_shared_list(p.offline_replicas),
             )
-        if not cached.partitions:
+        if not partitions:
             del metadata.topics[topic.topic_name]
+    if placed:
+        metadata.partition_changes += 1
     metadata.partitions_deleted(deleted)
 
 

@@ -250,7 +250,9 @@ class LocalTopicRegistry:
             del self._preparing[unified]
         try:
             if self._installed != installed:  # topics came meanwhile: one may collide
-                _check_collision(name, self._metadata.topics)
+                topics = self._metadata.topics
+                like = topics.name_like(name)
+                _check_collision(name, [o for o in (name, like) if o is not None and o in topics])
             return create(validate_only=False, descriptors_checked=True)
         finally:
             self._replicas.drop_prepared(name)
@@ -286,6 +288,7 @@ class LocalTopicRegistry:
         self._open_logs(name, range(existing, count), self.log_config(topic.configs))
         for index in range(existing, count):
             topic.partitions[index] = self._leader_here(index)
+        self._metadata.partition_changes += 1
         self._partition_count += count - existing
         self._save()
 

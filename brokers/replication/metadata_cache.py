@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,8 @@ class TopicTable(dict[str, TopicMetadata]):
         super().__init__()
         self._by_id: dict[uuid.UUID, str] = {}
         self._names: list[str] = []
+        self._by_unified: dict[str, list[str]] = {}  # colliding names: one, save in a race
+        self.writes = 0  # every write counts: what is derived from the table knows it is stale
         if topics:
             self.update(topics)
 
@@ -75,18 +78,26 @@ class TopicTable(dict[str, TopicMetadata]):
         old = self.get(name)
         if old is None:
             bisect.insort(self._names, name)
+            self._by_unified.setdefault(unified_name(name), []).append(name)
         elif self._by_id.get(old.topic_id) == name:
             del self._by_id[old.topic_id]
         super().__setitem__(name, topic)
         self._by_id[topic.topic_id] = name
+        self.writes += 1
 
     def __delitem__(self, name: str) -> None:
         topic = self[name]
         super().__delitem__(name)
         if self._by_id.get(topic.topic_id) == name:
             del self._by_id[topic.topic_id]
+        key = unified_name(name)
+        alike = self._by_unified[key]
+        alike.remove(name)
+        if not alike:
+            del self._by_unified[key]
         at = bisect.bisect_left(self._names, name)
         del self._names[at]
+        self.writes += 1
 
     def pop(self, name: str, *default: Any) -> Any:
         if name not in self:
@@ -122,6 +133,14 @@ class TopicTable(dict[str, TopicMetadata]):
         super().clear()
         self._by_id.clear()
         self._names.clear()
+        self._by_unified.clear()
+        self.writes += 1
+
+    def name_like(self, name: str) -> str | None:
+        """A topic whose name is `name` with '.' and '_' taken as one (Kafka refuses a second:
+        both would have the same metric names), or None."""
+        alike = self._by_unified.get(unified_name(name))
+        return alike[0] if alike else None
 
     def by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
         name = self._by_id.get(topic_id)
@@ -141,6 +160,11 @@ class TopicTable(dict[str, TopicMetadata]):
             at += 1
 
 
+def unified_name(name: str) -> str:
+    """A topic name with '.' read as '_' (Kafka's collision rule)."""
+    return name.replace(".", "_")
+
+
 @dataclass(slots=True)
 class MetadataCache:
     cluster_id: str
@@ -151,6 +175,11 @@ class MetadataCache:
     # only; clients are always given `brokers`. A broker absent here has just the one endpoint.
     inter_broker: dict[int, BrokerEndpoint] = field(default_factory=dict)
     deletion_listeners: list[DeletionListener] = field(default_factory=list)
+    # Bumped by whoever changes a cached topic's partitions in place (UpdateMetadata, a topic
+    # growing): with the table's own writes, it says when `replica_load` must be counted again.
+    partition_changes: int = field(default=0, init=False)
+    _load: Counter[int] = field(default_factory=Counter, init=False, repr=False)
+    _load_key: tuple[int, int] = field(default=(-1, -1), init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.topics, TopicTable):  # given a plain dict: indexed from here on
@@ -179,11 +208,29 @@ class MetadataCache:
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
         return self.topics.by_id(topic_id)
 
+    def replica_load(self) -> Mapping[int, int]:
+        """How many partition replicas each broker holds by this cache: counted again only after
+        a write (a topic's creation checks every receiving broker against its cap; counting the
+        fleet per topic was 34 ms at 10,000 topics of 3 partitions × 3 replicas)."""
+        key = (self.topics.writes, self.partition_changes)
+        if key != self._load_key:
+            self._load = Counter(
+                b
+                for topic in self.topics.values()
+                for partition in topic.partitions.values()
+                for b in partition.replicas
+            )
+            self._load_key = key
+        return self._load
+
     def topics_with_prefix(self, prefix: str) -> Iterator[TopicMetadata]:
         return self.topics.with_prefix(prefix)
 
     def sorted_topic_names(self) -> Sequence[str]:
         return self.topics.sorted_names()
+
+    def topic_name_like(self, name: str) -> str | None:
+        return self.topics.name_like(name)
 
     def partition(self, topic: str, index: int) -> PartitionMetadata | None:
         meta = self.topics.get(topic)

@@ -231,12 +231,11 @@ class ZkTopicAdmin:
     def _check_broker_load(self, added: Mapping[int, Sequence[int]]) -> None:
         """The standalone registry's per-broker cap, for each broker given new replicas (its
         current load is what this broker's metadata cache knows)."""
-        receiving = {b for replicas in added.values() for b in replicas}
+        held = self._metadata.replica_load()
         load = Counter(b for replicas in added.values() for b in replicas)
-        for topic in self._metadata.topics.values():
-            for partition in topic.partitions.values():
-                load.update(b for b in partition.replicas if b in receiving)
-        over = sorted(b for b in receiving if load[b] > self._limits.max_partitions_per_broker)
+        for b in load:
+            load[b] += held.get(b, 0)
+        over = sorted(b for b in load if load[b] > self._limits.max_partitions_per_broker)
         if over:
             raise PolicyViolationError(
                 f"broker {over[0]} would hold {load[over[0]]} partitions, over its limit of "
@@ -248,16 +247,10 @@ class ZkTopicAdmin:
         if self._descriptors.read_limit() is None:
             return
         wanted = Counter(b for replicas in added.values() for b in replicas)
-        held = Counter(
-            b
-            for topic in self._metadata.topics.values()
-            for partition in topic.partitions.values()
-            for b in partition.replicas
-            if b in wanted
-        )
+        held = self._metadata.replica_load()
         logs = list(self._logs.logs())
         held_here = len(logs)
-        needed = max((wanted[b] + held[b] - held_here for b in wanted), default=0)
+        needed = max((wanted[b] + held.get(b, 0) - held_here for b in wanted), default=0)
         # What a log does not hold now (its active segment's descriptor, after a follower's
         # truncation, until its next read or write) is promised to it (common/descriptors.py).
         per = self._descriptors.per_partition

@@ -99,7 +99,12 @@ def lai(controller_epoch: int, broker_epoch: int, partitions: tuple[int, ...] = 
     )
 
 
-def um(controller_epoch: int, leader: int = 2, broker_epoch: int = 500) -> Any:
+def um(
+    controller_epoch: int,
+    leader: int = 2,
+    broker_epoch: int = 500,
+    replicas: tuple[int, ...] = (1, 2, 3),
+) -> Any:
     state = rq.UpdateMetadataPartitionState(
         partition_index=0,
         controller_epoch=controller_epoch,
@@ -107,7 +112,7 @@ def um(controller_epoch: int, leader: int = 2, broker_epoch: int = 500) -> Any:
         leader_epoch=6,
         isr=(2, 3),
         zk_version=8,
-        replicas=(1, 2, 3),
+        replicas=replicas,
         offline_replicas=(1,),
     )
     brokers = tuple(
@@ -189,6 +194,21 @@ def test_update_metadata_refreshes_brokers_controller_and_leaders() -> None:
     assert heard == [[("orders", 0)]], "the deletion listeners hear of it (onPartitionsDeleted)"
     node.call(um(2, leader=update_metadata.LEADER_DURING_DELETE))  # again: nothing left to delete
     assert heard == [[("orders", 0)]]
+
+
+def test_the_replica_load_follows_placements_not_leaders() -> None:
+    """A topic's creation checks each broker's replica count (`MetadataCache.replica_load`):
+    counted again after a partition comes, goes or moves, kept across a leader change."""
+    node = Node()
+    node.call(um(2))
+    assert node.metadata.replica_load() == {1: 1, 2: 1, 3: 1}
+    placed = node.metadata.partition_changes
+    node.call(um(2, leader=3))
+    assert node.metadata.partition_changes == placed, "a new leader moves no replica"
+    node.call(um(2, replicas=(2, 3, 4)))
+    assert node.metadata.replica_load() == {2: 1, 3: 1, 4: 1}
+    node.call(um(2, leader=update_metadata.LEADER_DURING_DELETE))
+    assert node.metadata.replica_load() == {}
 
 
 def test_stop_replica_groups_partitions_by_their_delete_flag() -> None:

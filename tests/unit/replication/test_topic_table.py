@@ -11,9 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brokers.handlers import metadata as metadata_handler
-from brokers.replication.metadata_cache import MetadataCache, TopicMetadata, TopicTable
+from brokers.replication.metadata_cache import (
+    MetadataCache,
+    PartitionMetadata,
+    TopicMetadata,
+    TopicTable,
+)
 
-NAMES = ["a", "a_x", "a_y", "ab", "b", "b_a", "bolt_orders", "bolt", "acme_orders", ""]
+NAMES = ["a", "a_x", "a.x", "a_y", "ab", "b", "b_a", "bolt_orders", "bolt.orders", "bolt", ""]
 IDS = [uuid.UUID(int=i + 1) for i in range(6)]
 GENERATIONS = range(3)  # a name deleted and recreated gets a new id; no two names share one
 PREFIXES = ["", "a", "a_", "b", "bolt_", "acme_", "z", "ab"]
@@ -74,6 +79,10 @@ def test_the_indexes_agree_with_a_scan_after_any_writes(writes: list[Any]) -> No
     for prefix in PREFIXES:
         expected = sorted(n for n in model if n.startswith(prefix))
         assert [t.name for t in table.with_prefix(prefix)] == expected
+    for name in [*NAMES, "a.y"]:
+        alike = {n for n in model if n.replace(".", "_") == name.replace(".", "_")}
+        found = table.name_like(name)
+        assert (found is None) == (not alike) and (found is None or found in alike)
 
 
 def test_a_cache_given_a_plain_dict_indexes_it() -> None:
@@ -111,3 +120,18 @@ def test_lookups_by_id_and_prefix_scan_no_topic(monkeypatch: pytest.MonkeyPatch)
     assert cache.topic_by_id(uuid.UUID(int=12_346)) is cache.topics["t12345_x"]
     assert [t.name for t in cache.topics_with_prefix("t1234")] == [f"t1234{d}_x" for d in range(10)]
     assert not hasattr(metadata_handler, "_with_prefix")
+
+
+def test_the_replica_load_is_counted_once_between_writes() -> None:
+    """CreateTopics asks it for every topic of a request (a validate-only request of 100 topics
+    walked every replica of the fleet 100 times): the count is kept until the cache changes."""
+    cache = MetadataCache("c", 0)
+    partition = PartitionMetadata(0, 1, 0, [1, 2], [1, 2])
+    cache.topics["a"] = TopicMetadata("a", IDS[0], {0: partition})
+    first = cache.replica_load()
+    assert first == {1: 1, 2: 1} and cache.replica_load() is first
+    cache.topics["b"] = TopicMetadata("b", IDS[1], {0: partition, 1: partition})
+    assert cache.replica_load() == {1: 3, 2: 3}
+    cache.topics["b"].partitions.pop(1)
+    cache.partition_changes += 1  # as UpdateMetadata does when a partition goes
+    assert cache.replica_load() == {1: 2, 2: 2}
