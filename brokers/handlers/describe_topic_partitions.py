@@ -11,12 +11,15 @@ ones, or whose partition is negative, makes the whole request INVALID_REQUEST (e
 answered with it), as Kafka's `getErrorResponse` does. Pier keeps no eligible leader replicas,
 so every partition shows empty ELR and last-known-ELR lists, as Kafka does with ELR off. With no
 authorizer, each topic's authorized operations are every operation Kafka defines for topics.
-Runs on the event loop.
+The all-topics form bisects the metadata cache's ordered names to the cursor and, given a request
+header's name scope (`brokers.wire.headers.NAME_SCOPE_TAG`, the gateway's tenant prefix), stops
+at the last name under it. Runs on the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import bisect
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -59,7 +62,7 @@ def route(config: BrokerConfig, metadata: MetadataView) -> Route:
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         try:
-            page = describe(metadata, request, cap)
+            page = describe(metadata, request, cap, ctx.header.name_scope or "")
         except _InvalidRequest:
             return _refused(module, request)
         cursor = None
@@ -77,17 +80,20 @@ def route(config: BrokerConfig, metadata: MetadataView) -> Route:
     return Route(API_KEY, 0, 0, handle, name="DescribeTopicPartitions")
 
 
-def describe(metadata: MetadataView, request: Any, cap: int) -> Page:
-    """The page `request` asks for (raises _InvalidRequest for a cursor Kafka refuses)."""
+def describe(metadata: MetadataView, request: Any, cap: int, scope: str = "") -> Page:
+    """The page `request` asks for (raises _InvalidRequest for a cursor Kafka refuses); the
+    all-topics form walks the cache's ordered names from the cursor on, and only those starting
+    with `scope` (the header's name scope), never every topic of the fleet."""
     cursor = request.cursor
     start_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not request.topics
-    candidates: Iterable[str] = (
-        metadata.topics.keys() if fetch_all else (t.name for t in request.topics)
-    )
-    names = sorted({name for name in candidates if name >= start_topic})
-    if cursor is not None and not fetch_all and cursor.topic_name not in names:
-        raise _InvalidRequest("the topic list must contain the cursor's topic")
+    names: Iterable[str]
+    if fetch_all:
+        names = _ordered_from(metadata.sorted_topic_names(), max(start_topic, scope), scope)
+    else:
+        names = named = sorted({t.name for t in request.topics if t.name >= start_topic})
+        if cursor is not None and cursor.topic_name not in named:
+            raise _InvalidRequest("the topic list must contain the cursor's topic")
     if cursor is not None and cursor.partition_index < 0:
         raise _InvalidRequest("the cursor's partition must not be negative")
     remaining = max(min(cap, int(request.response_partition_limit)), 1)
@@ -109,6 +115,14 @@ def describe(metadata: MetadataView, request: Any, cap: int) -> Page:
             return Page(topics, (name, upper))
         remaining -= len(shown)
     return Page(topics, None)
+
+
+def _ordered_from(ordered: Sequence[str], first: str, scope: str) -> Iterator[str]:
+    """The names of `ordered` from `first` on, while they start with `scope`."""
+    at = bisect.bisect_left(ordered, first)
+    while at < len(ordered) and ordered[at].startswith(scope):
+        yield ordered[at]
+        at += 1
 
 
 def _missing_error(name: str) -> ErrorCode:

@@ -10,9 +10,10 @@ the tenant's namespace.
 
 Paging stays the tenant's: a tenant's fleet names share its prefix, so they sort together and in
 the tenant's own order. Named topics are forwarded prefixed. The all-topics form is forwarded as
-all topics from the cursor (or from the bare prefix when there is none): the broker walks the
-tenant's names first, and whatever follows them is another tenant's and dropped; a next cursor on
-another tenant's topic means the tenant's names are done (no cursor). A next cursor on a topic
+all topics from the cursor (or from the bare prefix when there is none), with the tenant's prefix
+as the request header's name scope (`brokers.wire.headers`): the broker walks the tenant's names
+only and stops after the last (a broker that walked on would give others' topics, dropped here; a
+next cursor on another tenant's topic means the tenant's names are done: no cursor). A next cursor on a topic
 the caller may not DESCRIBE (all-topics form) is replaced by the smallest name after it
 (`name + "\\0"`), so it never names the topic. Such hidden topics and the dropped topics still
 count against the broker's partition limit, so a page may hold fewer partitions than asked; the
@@ -47,7 +48,11 @@ async def handle(ctx: FilterContext, request: Any) -> Outcome:
     start = ctx.namespace.fleet(cursor.topic_name if cursor is not None else "")
     partition = cursor.partition_index if cursor is not None else 0
     upstream = dataclasses.replace(request, cursor=_cursor(ctx, start, partition, request=True))
-    return Forward(upstream, lambda answer: _answer(ctx, answer, refused=()))
+    return Forward(
+        upstream,
+        lambda answer: _answer(ctx, answer, refused=()),
+        name_scope=ctx.namespace.prefix,
+    )
 
 
 def _named(ctx: FilterContext, request: Any) -> Outcome:

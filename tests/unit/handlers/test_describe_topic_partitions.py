@@ -159,3 +159,38 @@ def test_configured_cap(tmp_path: Path) -> None:
         b.topics.create_topic("many", 5, 1, {})
         response = describe(b, ["many"], limit=100)
         assert shown(response) == [("many", [0, 1])] and cursor_of(response) == ("many", 2)
+
+
+def test_a_name_scope_walks_only_the_names_under_it(broker: Broker) -> None:
+    """The gateway's all-topics form carries the tenant's prefix as the header's name scope:
+    the page holds that tenant's topics and ends after its last, without a cursor."""
+    looked_up: list[str] = []
+    metadata = broker.metadata
+    real = metadata.topic
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(metadata, name)
+
+        def topic(self, name: str) -> Any:
+            looked_up.append(name)
+            return real(name)
+
+    def page(scope: str, limit: int = 2000, cursor: tuple[str, int] | None = None) -> Any:
+        request = entity(
+            KEY, 0, "DescribeTopicPartitionsRequest", topics=(), response_partition_limit=limit,
+            cursor=None if cursor is None
+            else entity(KEY, 0, "Cursor", topic_name=cursor[0], partition_index=cursor[1]),
+        )  # fmt: skip
+        return dtp.describe(Counting(), request, 2000, scope)  # type: ignore[arg-type]
+
+    only_b = page("b")
+    assert [(n, shown) for n, _m, shown, _e in only_b.topics] == [("bravo", [0])]
+    assert only_b.next_cursor is None and looked_up == ["bravo"]
+    first = page("a", limit=2)
+    assert [(n, shown) for n, _m, shown, _e in first.topics] == [("alpha", [0, 1])]
+    assert first.next_cursor == ("alpha", 2)
+    rest = page("a", cursor=("alpha", 2))
+    assert [(n, shown) for n, _m, shown, _e in rest.topics] == [("alpha", [2])]
+    assert rest.next_cursor is None, "bravo is not under the scope: the walk stops"
+    assert [n for n, *_ in page("").topics] == ["alpha", "bravo", "charlie"]

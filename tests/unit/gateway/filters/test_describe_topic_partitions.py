@@ -161,6 +161,7 @@ def test_all_topics_start_at_the_tenants_prefix_or_its_cursor() -> None:
     plain = forwarded(asyncio.run(run(dtp, ctx, ask([], limit=5))))
     assert (plain.request.topics, cursor_of(plain.request)) == ((), ("acme_", 0))
     assert plain.request.response_partition_limit == 5
+    assert plain.name_scope == "acme_", "the broker walks the tenant's names only"
     resumed = forwarded(asyncio.run(run(dtp, ctx, ask([], cursor=("bolt_x", 2)))))
     assert cursor_of(resumed.request) == ("acme_bolt_x", 2)  # never another tenant's name
 
