@@ -336,12 +336,13 @@ class FleetDirectory:
     def broker_ids(self) -> set[int]:
         return set(self._metadata.brokers) if self._metadata else set()
 
-    async def coordinated_names(self, kind: NameKind) -> tuple[set[str], bool]:
+    async def coordinated_names(self, kind: NameKind, prefix: str = "") -> tuple[set[str], bool]:
         """`NameLister`: every group (ListGroups v4) or transactional id (ListTransactions v0)
-        each broker coordinates, asked of all brokers at once; whether all of them answered."""
+        each broker coordinates (those starting with `prefix`, sent as the requests' name
+        scope), asked of all brokers at once; whether all of them answered."""
         brokers = sorted(self.broker_ids())
         answers = await asyncio.gather(
-            *(self._names_of(node, kind) for node in brokers), return_exceptions=True
+            *(self._names_of(node, kind, prefix) for node in brokers), return_exceptions=True
         )
         names: set[str] = set()
         failed = 0
@@ -356,20 +357,22 @@ class FleetDirectory:
             raise ClientError(f"no broker listed its {kind.value}s")
         return names, failed == 0
 
-    async def _names_of(self, node_id: int, kind: NameKind) -> list[str]:
+    async def _names_of(self, node_id: int, kind: NameKind, prefix: str) -> list[str]:
         connection = await self._cluster.node(node_id)
+        scope = prefix or None
         if kind is NameKind.GROUP:
             request = make(request_module(LIST_GROUPS, 4), "ListGroupsRequest", states_filter=())
-            answer: Any = await connection.send(request)
-            return [str(g.group_id) for g in answer.groups]
+            answer: Any = await connection.send(request, name_scope=scope)
+            return [str(g.group_id) for g in answer.groups if g.group_id.startswith(prefix)]
         request = make(
             request_module(LIST_TRANSACTIONS, 0),
             "ListTransactionsRequest",
             state_filters=(),
             producer_id_filters=(),
         )
-        answer = await connection.send(request)
-        return [str(t.transactional_id) for t in answer.transaction_states]
+        answer = await connection.send(request, name_scope=scope)
+        states = answer.transaction_states
+        return [str(t.transactional_id) for t in states if t.transactional_id.startswith(prefix)]
 
 
 def _described_bytes(member: Any) -> int:

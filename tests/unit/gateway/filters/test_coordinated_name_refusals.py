@@ -38,8 +38,8 @@ class Lister:
     def __init__(self, groups: set[str], txns: set[str]) -> None:
         self.names = {NameKind.GROUP: groups, NameKind.TRANSACTIONAL_ID: txns}
 
-    async def coordinated_names(self, kind: NameKind) -> tuple[set[str], bool]:
-        return set(self.names[kind]), True
+    async def coordinated_names(self, kind: NameKind, prefix: str = "") -> tuple[set[str], bool]:
+        return {n for n in self.names[kind] if n.startswith(prefix)}, True
 
 
 def at_limit(module: FilterModule, version: int) -> FilterContext:

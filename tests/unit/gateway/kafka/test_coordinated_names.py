@@ -21,17 +21,19 @@ class Fleet:
     def __init__(self, groups: set[str] = frozenset(), txns: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         self.names = {GROUP: set(groups), TXN: set(txns)}
         self.listings = 0
+        self.prefixes: list[str] = []
         self.fail = False
         self.complete = True
         self.gate: asyncio.Event | None = None
 
-    async def coordinated_names(self, kind: NameKind) -> tuple[set[str], bool]:
+    async def coordinated_names(self, kind: NameKind, prefix: str = "") -> tuple[set[str], bool]:
         self.listings += 1
+        self.prefixes.append(prefix)
         if self.gate is not None:
             await self.gate.wait()
         if self.fail:
             raise BrokerConnectionError("no broker")
-        return set(self.names[kind]), self.complete
+        return {n for n in self.names[kind] if n.startswith(prefix)}, self.complete
 
 
 class Clock:
@@ -70,6 +72,26 @@ def test_at_the_limit_the_fleet_is_listed_again_so_deleted_names_free_places() -
     clock.now += 5.0
     assert admit(names, GROUP, "acme", "c")
     assert fleet.listings == 2
+
+
+def test_a_tenant_at_its_limit_is_listed_alone() -> None:
+    """Relisting at the limit asks the brokers for that tenant's names only (its prefix as the
+    listings' scope), however many names the other tenants hold; their counts stay."""
+    others = {f"bolt_{i}" for i in range(1_000)}
+    fleet, clock = Fleet(groups={"acme_a", "acme_b", *others}), Clock()
+    names = census(fleet, clock)
+    assert not admit(names, GROUP, "acme", "c")
+    assert fleet.prefixes == [""], "the first listing is the whole fleet's"
+    fleet.names[GROUP].discard("acme_b")
+    fleet.names[GROUP].discard("bolt_1")
+    clock.now += 5.0
+    assert admit(names, GROUP, "acme", "c")
+    assert fleet.prefixes == ["", "acme_"]
+    assert names.count(GROUP, "bolt") == 1_000, "bolt's count is not acme's listing's business"
+    assert names.count(GROUP, "acme") == 2
+    clock.now += 1.0
+    assert not admit(names, GROUP, "acme", "d"), "listed again only after relist_s"
+    assert fleet.prefixes == ["", "acme_"]
 
 
 def test_names_let_through_count_until_the_next_listing() -> None:
