@@ -451,10 +451,11 @@ class GroupCoordinator:
         group is looked at (as Kafka does), giving the loop a turn every `FORGET_BATCH` groups:
         10,000 groups took 49 ms in one go."""
         removed = 0
+        topics = {topic for topic, _ in deleted}
         for count, group in enumerate(list(self.groups.values()), 1):
             if count % FORGET_BATCH == 0:
                 await asyncio.sleep(0)
-            doomed = self.offsets.held_of(group, deleted)
+            doomed = self.offsets.held_of(group, deleted, topics)
             if not doomed or self.check(group.group_id) is not None:
                 continue  # nothing of them, or not coordinated here (any more)
             try:

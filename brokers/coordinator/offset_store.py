@@ -289,11 +289,18 @@ class OffsetStore:
 
     # ---- deleted partitions (Kafka's onPartitionsDeleted) -----------------------------------
     @staticmethod
-    def held_of(group: Group, deleted: Set[TopicPartition]) -> list[TopicPartition]:
+    def held_of(
+        group: Group, deleted: Set[TopicPartition], topics: Set[str] | None = None
+    ) -> list[TopicPartition]:
         """Which of `deleted` `group` has offsets of (committed or pending transactional): looked
-        up per deleted partition, since a group may hold many offsets."""
+        up per deleted partition, since a group may hold many offsets; `topics` (the deleted
+        partitions' topics) first, so a group with nothing of them costs a look-up per topic,
+        not per partition (every broker asks every group it coordinates at each deletion)."""
         offsets = group.offsets
-        pending = offsets.txn_partitions() if offsets.open_transactions() else frozenset()
+        transactional = bool(offsets.open_transactions())
+        if topics is not None and not transactional and not any(map(offsets.holds_topic, topics)):
+            return []
+        pending = offsets.txn_partitions() if transactional else frozenset()
         return sorted(tp for tp in deleted if offsets.get(tp) is not None or tp in pending)
 
     async def forget_partitions(self, group: Group, doomed: Sequence[TopicPartition]) -> int:

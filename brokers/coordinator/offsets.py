@@ -47,6 +47,7 @@ class LoggedOffset:
 class GroupOffsets:
     def __init__(self) -> None:
         self._committed: dict[TopicPartition, LoggedOffset] = {}
+        self._topics: Counter[str] = Counter()  # committed partitions per topic
         self._pending: Counter[TopicPartition] = Counter()
         self._txn: dict[int, dict[TopicPartition, LoggedOffset]] = {}  # producer id → pending
 
@@ -61,7 +62,11 @@ class GroupOffsets:
         return iter([(tp, logged.value) for tp, logged in self._committed.items()])
 
     def topics(self) -> set[str]:
-        return {topic for topic, _ in self._committed}
+        return set(self._topics)
+
+    def holds_topic(self, topic: str) -> bool:
+        """Whether an offset of `topic` is committed here (a dict look-up, not a walk)."""
+        return topic in self._topics
 
     def put(self, tp: TopicPartition, value: OffsetAndMetadata, record_offset: int) -> bool:
         """Store a written commit unless a later record already set this partition."""
@@ -71,6 +76,8 @@ class GroupOffsets:
         current = self._committed.get(tp)
         if current is not None and logged.older_than(current):
             return False
+        if current is None:
+            self._topics[tp[0]] += 1
         self._committed[tp] = logged
         return True
 
@@ -78,7 +85,14 @@ class GroupOffsets:
         """A tombstone: the committed offset and every pending transactional one go."""
         for producer_id in list(self._txn):
             self._drop_txn_offset(producer_id, tp)
-        return self._committed.pop(tp, None) is not None
+        if self._committed.pop(tp, None) is None:
+            return False
+        left = self._topics[tp[0]] - 1
+        if left:
+            self._topics[tp[0]] = left
+        else:
+            del self._topics[tp[0]]
+        return True
 
     # ---- plain commits in flight (require_stable) -----------------------------------------
     def begin_commit(self, tps: Iterable[TopicPartition]) -> None:

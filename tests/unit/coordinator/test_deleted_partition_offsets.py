@@ -10,8 +10,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from brokers.coordinator.group_records import OffsetAndMetadata
+from brokers.coordinator.offsets import GroupOffsets
 from tests.unit.coordinator.test_handlers import COMMIT, FETCH, Api, _commit_topic, api, ms
 from tests.unit.handlers.admin_harness import entity
 
@@ -78,3 +81,28 @@ def test_the_tombstones_outlive_a_reload(tmp_path: Path) -> None:
             assert await fetched(again, "s", "t", (0,)) == [-1]
 
     asyncio.run(scenario())
+
+
+_TPS = [(t, p) for t in ("a", "b", "c") for p in range(3)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from(_TPS), st.integers(0, 5)), max_size=40))
+def test_a_group_knows_which_topics_it_holds_after_any_commits_and_tombstones(
+    writes: list[tuple[bool, tuple[str, int], int]],
+) -> None:
+    """At each deletion every broker asks every group it coordinates whether it holds offsets of
+    the deleted topics: a look-up per topic (`GroupOffsets.holds_topic`), kept right by every
+    commit (older records ignored) and tombstone."""
+    offsets = GroupOffsets()
+    model: dict[tuple[str, int], int] = {}
+    for put, tp, record in writes:
+        if put:
+            if offsets.put(tp, OffsetAndMetadata(record, -1, "", 0), record):
+                model[tp] = record
+        else:
+            offsets.remove(tp)
+            model.pop(tp, None)
+    assert offsets.topics() == {t for t, _ in model}
+    for topic in ("a", "b", "c"):
+        assert offsets.holds_topic(topic) == any(t == topic for t, _ in model)
