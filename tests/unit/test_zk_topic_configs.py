@@ -12,7 +12,7 @@ from brokers.controller import zk_paths
 from brokers.controller.errors import ZooKeeperUnavailableError
 from brokers.controller.zk_client import Versioned
 from brokers.replication.metadata_cache import MetadataCache, TopicMetadata
-from brokers.zk.topic_configs import TopicConfigs
+from brokers.zk.topic_configs import SWEEP_MIN_ENTRIES, TopicConfigs
 
 pytestmark = pytest.mark.unit
 
@@ -64,7 +64,9 @@ def test_zookeeper_away_gives_none_and_caches_nothing() -> None:
     assert configs.for_new_log("t", topic_id) == {"cleanup.policy": "compact"}
 
 
-def test_deleted_topics_leave_the_cache() -> None:
+def test_deleted_topics_leave_the_cache_and_it_stays_bounded() -> None:
+    """Swept of deleted topics once it has doubled: never more than twice the live topics (or
+    the sweep's floor), and a new topic does not walk every cached one."""
     zk = FakeZk()
     configs, metadata = make(zk)
     first, second = uuid.uuid4(), uuid.uuid4()
@@ -73,4 +75,11 @@ def test_deleted_topics_leave_the_cache() -> None:
     del metadata.topics["gone"]
     known(metadata, "kept", second)
     configs.for_new_log("kept", second)
-    assert set(configs._for_new_logs) == {"kept"}
+    assert set(configs._for_new_logs) == {"gone", "kept"}, "below the floor: not swept yet"
+    for i in range(5 * SWEEP_MIN_ENTRIES):  # churn: each topic created, then deleted
+        topic_id = uuid.uuid4()
+        known(metadata, f"t{i}", topic_id)
+        configs.for_new_log(f"t{i}", topic_id)
+        del metadata.topics[f"t{i}"]
+        assert len(configs._for_new_logs) <= SWEEP_MIN_ENTRIES + 1
+    assert "gone" not in configs._for_new_logs and "kept" in configs._for_new_logs
