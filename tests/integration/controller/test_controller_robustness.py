@@ -3,6 +3,7 @@ decision too large for one multi-op, and partition caps of ZooKeeper-mode topic 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from brokers.controller.state import LeaderAndIsr, ReplicaAssignment, TopicParti
 from brokers.controller.zk_client import CreateOp, Op, SetOp, ZkClient
 from brokers.log.config import LogConfig
 from brokers.log.log_manager import LogManager
-from brokers.replication.errors import PolicyViolationError
+from brokers.replication.errors import PolicyViolationError, TopicExistsError
 from brokers.replication.local_topics import TopicLimits
 from brokers.replication.metadata_cache import (
     BrokerEndpoint,
@@ -346,6 +347,45 @@ def test_zookeeper_mode_caps_partitions_per_topic_and_per_broker(
             assert sorted(fits.partitions) == [0, 1, 2]
             with pytest.raises(PolicyViolationError):  # the default cap, before any placement
                 topic_admin(zk, tmp_path, None).create_topic("huge", 1_000_000, 1, {})
+        finally:
+            await zk.close()
+
+    run(scenario())
+
+
+def test_creations_awaiting_zookeeper_refuse_a_name_twice_and_a_topic_being_deleted(
+    chroot: str, tmp_path: Path
+) -> None:
+    """CreateTopics awaits its ZooKeeper round trips (the loop serves other requests meanwhile):
+    two creations of one name at once make one topic; a name being deleted is refused, also
+    validate-only; the config is written before the topic, as the blocking form writes it."""
+
+    async def scenario() -> None:
+        zk = await started(chroot)
+        try:
+            admin = topic_admin(zk, tmp_path, None)
+            creating = asyncio.create_task(admin.create_topic_async("first", 1, 1, {}))
+            await asyncio.sleep(0)  # the creation's first step: up to its first round trip
+            assert not creating.done(), "awaiting ZooKeeper, not holding the loop for it"
+            assert isinstance(await creating, TopicMetadata)
+            results = await asyncio.gather(
+                admin.create_topic_async("twice", 1, 1, {"retention.ms": "1000"}),
+                admin.create_topic_async("twice", 1, 1, {"retention.ms": "2000"}),
+                return_exceptions=True,
+            )
+            made = [r for r in results if isinstance(r, TopicMetadata)]
+            refused = [r for r in results if isinstance(r, TopicExistsError)]
+            assert len(made) == 1 and len(refused) == 1
+            config = zk_paths.decode_topic_config(
+                (await zk.get(zk_paths.topic_config_path("twice"))).data
+            )
+            assert config == made[0].configs, "the config of the topic that was made"
+            await zk.create(zk_paths.delete_topic_path("going"), b"")
+            for validate_only in (True, False):
+                with pytest.raises(TopicExistsError, match="marked for deletion"):
+                    await admin.create_topic_async("going", 1, 1, {}, validate_only=validate_only)
+            assert await admin.create_topic_async("checked", 1, 1, {}, validate_only=True) is None
+            assert not await zk.exists(zk_paths.topic_path("checked"))
         finally:
             await zk.close()
 
