@@ -5,8 +5,11 @@ controlled shutdown, registered brokers the controller cannot reach (`unreachabl
 channel's set, shared, see `leader_candidates`), topics with ids, replica assignments and each
 partition's leader/ISR.
 The controller loads it from ZooKeeper when it is elected and keeps it in step with every write it
-makes; the state machines read it and return decisions, they never mutate it. Runs on the event
-loop of the controller; not thread-safe.
+makes; the state machines read it and return decisions, they never mutate it. `assignments` is an
+`AssignmentTable`: a dict that also keeps each topic's partitions, so a topic's deletion or
+growth costs its own partitions, not a walk of every partition of the fleet (300,000: 8.5 ms a
+walk, two or three per deleted topic). Runs on the event loop of the controller; not
+thread-safe.
 """
 
 from __future__ import annotations
@@ -14,9 +17,68 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from brokers.controller.state import LeaderAndIsr, ReplicaAssignment, TopicPartition
 from brokers.controller.zk_paths import BrokerRegistration
+
+
+class AssignmentTable(dict[TopicPartition, ReplicaAssignment]):
+    """Replica assignments by partition, with each topic's partition keys (kept by every
+    write, through any dict method)."""
+
+    def __init__(self, assignments: Mapping[TopicPartition, ReplicaAssignment] | None = None):
+        super().__init__()
+        self._by_topic: dict[str, set[TopicPartition]] = {}
+        if assignments:
+            self.update(assignments)
+
+    def __setitem__(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        if tp not in self:
+            self._by_topic.setdefault(tp.topic, set()).add(tp)
+        super().__setitem__(tp, assignment)
+
+    def __delitem__(self, tp: TopicPartition) -> None:
+        super().__delitem__(tp)
+        keys = self._by_topic[tp.topic]
+        keys.discard(tp)
+        if not keys:
+            del self._by_topic[tp.topic]
+
+    def pop(self, tp: TopicPartition, *default: Any) -> Any:
+        if tp not in self:
+            if default:
+                return default[0]
+            raise KeyError(tp)
+        assignment = self[tp]
+        del self[tp]
+        return assignment
+
+    def popitem(self) -> tuple[TopicPartition, ReplicaAssignment]:
+        tp = next(reversed(self))
+        return tp, self.pop(tp)
+
+    def setdefault(self, tp: TopicPartition, default: ReplicaAssignment) -> ReplicaAssignment:
+        if tp not in self:
+            self[tp] = default
+        return self[tp]
+
+    def update(self, *others: Any) -> None:
+        for other in others:
+            for tp, assignment in other.items() if isinstance(other, Mapping) else other:
+                self[tp] = assignment
+
+    def __ior__(self, other: Any) -> AssignmentTable:  # type: ignore[override, misc]
+        self.update(other)
+        return self
+
+    def clear(self) -> None:
+        super().clear()
+        self._by_topic.clear()
+
+    def of_topic(self, topic: str) -> list[TopicPartition]:
+        """The topic's partition keys, in order."""
+        return sorted(self._by_topic.get(topic, ()))
 
 
 @dataclass
@@ -29,7 +91,7 @@ class ControllerContext:
     # not expired its session yet. The `ControllerChannel` keeps this set; the context reads it.
     unreachable: set[int] = field(default_factory=set)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
-    assignments: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
+    assignments: AssignmentTable = field(default_factory=AssignmentTable)
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     topic_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
@@ -78,12 +140,12 @@ class ControllerContext:
         self.topic_ids.pop(topic, None)
         self.topic_configs.pop(topic, None)
         self.topics_to_delete.discard(topic)
-        for tp in [tp for tp in self.assignments if tp.topic == topic]:
+        for tp in self.assignments.of_topic(topic):
             del self.assignments[tp]
             self.leadership.pop(tp, None)
 
     def partitions_of(self, topic: str) -> list[TopicPartition]:
-        return sorted(tp for tp in self.assignments if tp.topic == topic)
+        return self.assignments.of_topic(topic)
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         assignment = self.assignments.get(tp)
