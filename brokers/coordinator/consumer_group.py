@@ -336,14 +336,22 @@ class ConsumerGroups:
         their rebalance timeout, and classic members that did not rejoin or sync within theirs
         (as Kafka: their partitions are freed, the group epoch bumps and their next heartbeat is
         answered UNKNOWN_MEMBER_ID). Returns how many."""
+        return sum(len(removed) for removed in self.expire_members().values())
+
+    def expire_members(self) -> dict[str, list[str]]:
+        """`expire`, by group: the members removed from each group that lost any. Runs every
+        tick (100 ms) over every group this broker coordinates, so a group without members
+        (kept until its offsets expire: a tenant may hold thousands) costs one test."""
         now = self.clock.monotonic()
-        removed = 0
+        removed: dict[str, list[str]] = {}
         for group in self.groups.values():
+            if not group.members:
+                continue
             for member in list(group.members.values()):
                 why = _expired(group, member, now)
                 if why is not None:
                     self._remove(group, member.member_id, why)
-                    removed += 1
+                    removed.setdefault(group.group_id, []).append(member.member_id)
         return removed
 
     def forget(self, group_ids: Iterable[str]) -> None:

@@ -109,11 +109,9 @@ class ConsumerGroupStore:
 
     def expire(self) -> list[str]:
         """`ConsumerGroups.expire`, then the changed groups written; returns their ids."""
-        epochs = {g: group.epoch for g, group in self.groups.groups.items()}
-        if not self.groups.expire():
-            return []
-        changed = [g for g, group in self.groups.groups.items() if epochs.get(g) != group.epoch]
-        self.flush_later(changed)
+        changed = list(self.groups.expire_members())
+        if changed:
+            self.flush_later(changed)
         return changed
 
     async def delete(self, group_id: str) -> None:

@@ -10,6 +10,7 @@ from brokers.common.clock import ManualClock
 from brokers.coordinator.config import GroupConfig
 from brokers.coordinator.consumer_assignors import assign
 from brokers.coordinator.consumer_group import (
+    ConsumerGroup,
     ConsumerGroups,
     HeartbeatRequest,
     HeartbeatResult,
@@ -120,6 +121,20 @@ def test_session_timeout_frees_a_dead_members_partitions(
     b4 = beat(groups, "b", b.member_epoch, None)
     assert b4.assignment == {TOPIC: {0, 1, 2, 3}}
     assert b4.member_epoch > a3.member_epoch
+
+
+def test_expiry_names_the_groups_that_lost_members_and_passes_empty_ones(
+    groups: ConsumerGroups, clock: ManualClock
+) -> None:
+    """Every tick (100 ms) visits every consumer group this broker coordinates: the groups
+    that lost members are named (their records written), a group without members is passed
+    over (a tenant may keep thousands until their offsets expire)."""
+    join(groups, "a")
+    for i in range(1_000):
+        groups.groups[f"empty-{i}"] = ConsumerGroup(f"empty-{i}")
+    clock.advance(4_000)
+    assert groups.expire_members() == {"g": ["a"]}
+    assert groups.expire_members() == {}
 
 
 def test_offset_commit_and_fetch_check_member_and_epoch(groups: ConsumerGroups) -> None:
