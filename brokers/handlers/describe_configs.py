@@ -10,11 +10,15 @@ name it after the first broker synonym with the topic's default value (`log.rete
 are read-only and the cluster-default resource (empty name) is empty. BROKER_LOGGER resources are
 checked like Kafka's and answered with no loggers: Python logging levels are not adjustable here.
 In ZooKeeper mode a topic's overrides are read from `/config/topics/<t>` on each request (Kafka's
-ZkConfigRepository; `current_overrides`), so every broker answers the same. Runs on the event loop.
+ZkConfigRepository), so every broker answers the same: each topic named once, the reads awaited
+`READS_IN_FLIGHT` at a time (they were blocking reads on the loop, one per resource: a request
+of 10,000 resources held the broker for seconds). Runs on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -42,6 +46,8 @@ from brokers.zk.topics import ZkTopicAdmin
 
 API_KEY = 32
 MAX_RESOURCES = 10_000
+READS_IN_FLIGHT = 256  # ZooKeeper reads of one request awaited at once
+Overrides = Mapping[str, dict[str, str] | Exception]  # ZooKeeper's, by topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,21 +65,53 @@ def route(config: BrokerConfig, metadata: MetadataView, topics: TopicAdmin) -> R
     async def handle(ctx: RequestContext, request: Any) -> Any:
         module = response_module(API_KEY, ctx.api_version)
         too_many = len(request.resources) > MAX_RESOURCES
+        read = {} if too_many else await _zookeeper_overrides(broker, request.resources)
         results = tuple(
-            _result(module, broker, request, resource, too_many) for resource in request.resources
+            _result(module, broker, request, resource, too_many, read)
+            for resource in request.resources
         )
         return make(module, "DescribeConfigsResponse", throttle_time=throttle(), results=results)
 
     return Route(API_KEY, 1, 4, handle, name="DescribeConfigs")
 
 
+async def _zookeeper_overrides(broker: _Services, resources: Iterable[Any]) -> Overrides:
+    """In ZooKeeper mode, the overrides of every known topic the request names (once each)."""
+    topics = broker.topics
+    if not isinstance(topics, ZkTopicAdmin):
+        return {}
+    names = sorted(
+        {
+            r.resource_name
+            for r in resources
+            if r.resource_type == TOPIC and broker.metadata.topic(r.resource_name) is not None
+        }
+    )
+    read: dict[str, dict[str, str] | Exception] = {}
+    for start in range(0, len(names), READS_IN_FLIGHT):
+        chunk = names[start : start + READS_IN_FLIGHT]
+        answers = await asyncio.gather(
+            *(topics.configs.read(n) for n in chunk), return_exceptions=True
+        )
+        for name, answer in zip(chunk, answers, strict=True):
+            if isinstance(answer, BaseException) and not isinstance(answer, Exception):
+                raise answer  # cancelled: the request ends, not one resource
+            read[name] = answer
+    return read
+
+
 def _result(
-    module: ModuleType, broker: _Services, request: Any, resource: Any, too_many: bool
+    module: ModuleType,
+    broker: _Services,
+    request: Any,
+    resource: Any,
+    too_many: bool,
+    read: Overrides,
 ) -> Any:
     try:
         if too_many:
             raise InvalidRequestError(f"More than {MAX_RESOURCES} resources in one request")
-        entries = _entries(broker, resource.resource_type, resource.resource_name)
+        entries = _entries(broker, resource.resource_type, resource.resource_name, read)
     except Exception as exc:
         return _described(module, resource, error_code_for(exc), error_message_for(exc), ())
     wanted = set(resource.configuration_keys or ())  # null or empty: every config
@@ -83,15 +121,20 @@ def _result(
     return _described(module, resource, ErrorCode.none, None, configs)
 
 
-def _entries(broker: _Services, resource_type: int, name: str) -> list[ConfigEntry]:
+def _entries(
+    broker: _Services, resource_type: int, name: str, read: Overrides
+) -> list[ConfigEntry]:
     if resource_type == TOPIC:
         validate_topic_name(name)
         topic = broker.metadata.topic(name)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-        return topic_config_entries(
-            current_overrides(broker.topics, topic), broker.config.properties
-        )
+        overrides = read.get(name)
+        if isinstance(overrides, Exception):
+            raise overrides
+        if overrides is None:  # standalone, or a topic that came after the reads
+            overrides = current_overrides(broker.topics, topic)
+        return topic_config_entries(overrides, broker.config.properties)
     if resource_type == BROKER:
         if not name:  # cluster-wide dynamic defaults: Pier has none
             return []

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from brokers.common.clock import ManualClock
+from brokers.common.config import BrokerConfig
 from brokers.controller import zk_paths
 from brokers.controller.context import ControllerContext
 from brokers.controller.controller import Controller
@@ -20,6 +21,7 @@ from brokers.controller.election import ControllerElection
 from brokers.controller.errors import ZNodeVersionError, ZooKeeperUnavailableError
 from brokers.controller.state import LeaderAndIsr, ReplicaAssignment, TopicPartition
 from brokers.controller.zk_client import CreateOp, Op, SetOp, ZkClient
+from brokers.handlers import describe_configs
 from brokers.log.config import LogConfig
 from brokers.log.log_manager import LogManager
 from brokers.replication.errors import PolicyViolationError, TopicExistsError
@@ -30,6 +32,8 @@ from brokers.replication.metadata_cache import (
     PartitionMetadata,
     TopicMetadata,
 )
+from brokers.server.context import RequestContext
+from brokers.wire.headers import RequestHeader
 from brokers.zk.topics import ZkTopicAdmin
 from tests.integration.cluster.test_controller import RecordingChannel, register
 from tests.integration.controller.test_zookeeper_controller import (
@@ -40,6 +44,7 @@ from tests.integration.controller.test_zookeeper_controller import (
     started,
 )
 from tests.polling import wait_until_async
+from tests.unit.handlers.admin_harness import entity
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 CLOCK = ManualClock()
@@ -386,6 +391,42 @@ def test_creations_awaiting_zookeeper_refuse_a_name_twice_and_a_topic_being_dele
                     await admin.create_topic_async("going", 1, 1, {}, validate_only=validate_only)
             assert await admin.create_topic_async("checked", 1, 1, {}, validate_only=True) is None
             assert not await zk.exists(zk_paths.topic_path("checked"))
+        finally:
+            await zk.close()
+
+    run(scenario())
+
+
+def test_describe_configs_awaits_its_zookeeper_reads(chroot: str, tmp_path: Path) -> None:
+    """DescribeConfigs in ZooKeeper mode reads each named topic's overrides once, awaited (they
+    were blocking reads on the loop, one per resource): the loop serves others meanwhile, and
+    every resource, duplicates included, is answered with ZooKeeper's overrides."""
+
+    async def scenario() -> None:
+        zk = await started(chroot)
+        try:
+            admin = topic_admin(zk, tmp_path, None)
+            await zk.create(zk_paths.topic_config_path("busy"), b"")
+            await zk.set(
+                zk_paths.topic_config_path("busy"),
+                zk_paths.encode_topic_config({"retention.ms": "1234"}),
+            )
+            route = describe_configs.route(BrokerConfig(data_dir=tmp_path), admin._metadata, admin)
+            resource = entity(
+                32, 4, "DescribeConfigsResource", resource_type=2, resource_name="busy",
+                configuration_keys=("retention.ms",),
+            )  # fmt: skip
+            request = entity(
+                32, 4, "DescribeConfigsRequest", resources=(resource,) * 300,
+                include_synonyms=False, include_documentation=False,
+            )  # fmt: skip
+            ctx = RequestContext(RequestHeader(32, 4, 1, "t"), "127.0.0.1", "c")
+            answering = asyncio.create_task(route.handler(ctx, request))
+            await asyncio.sleep(0)
+            assert not answering.done(), "awaiting ZooKeeper, not holding the loop for it"
+            answer = await answering
+            values = {c.value for r in answer.results for c in r.configs}
+            assert len(answer.results) == 300 and values == {"1234"}
         finally:
             await zk.close()
 
