@@ -105,10 +105,10 @@ def kafka_ready(host: str, port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(_API_VERSIONS_V0)
-            (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
+            (size,) = struct.unpack(">i", recv_exactly(sock, 4))
             if not 4 <= size <= _MAX_PROBE_RESPONSE:
                 return False
-            (correlation_id,) = struct.unpack_from(">i", _recv_exactly(sock, size))
+            (correlation_id,) = struct.unpack_from(">i", recv_exactly(sock, size))
             return bool(correlation_id == _PROBE_CORRELATION_ID)
     except OSError:
         return False
@@ -119,7 +119,7 @@ def zookeeper_ready(host: str, port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(b"ruok")
-            return _recv_exactly(sock, 4) == b"imok"
+            return recv_exactly(sock, 4) == b"imok"
     except OSError:
         return False
 
@@ -154,7 +154,8 @@ def poll_until(
     return False
 
 
-def _recv_exactly(sock: socket.socket, count: int) -> bytes:
+def recv_exactly(sock: socket.socket, count: int) -> bytes:
+    """Exactly `count` bytes from a blocking socket; ConnectionError if it closes first."""
     chunks = bytearray()
     while len(chunks) < count:
         chunk = sock.recv(count - len(chunks))

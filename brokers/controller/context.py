@@ -17,13 +17,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from brokers.common.indexed_dict import IndexedDict
 from brokers.controller.state import LeaderAndIsr, ReplicaAssignment, TopicPartition
 from brokers.controller.zk_paths import BrokerRegistration
 
 
-class AssignmentTable(dict[TopicPartition, ReplicaAssignment]):
+class AssignmentTable(IndexedDict[TopicPartition, ReplicaAssignment]):
     """Replica assignments by partition, with each topic's partition keys (kept by every
     write, through any dict method)."""
 
@@ -33,47 +33,19 @@ class AssignmentTable(dict[TopicPartition, ReplicaAssignment]):
         if assignments:
             self.update(assignments)
 
-    def __setitem__(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        if tp not in self:
+    def _added(
+        self, tp: TopicPartition, assignment: ReplicaAssignment, old: ReplicaAssignment | None
+    ) -> None:
+        if old is None:
             self._by_topic.setdefault(tp.topic, set()).add(tp)
-        super().__setitem__(tp, assignment)
 
-    def __delitem__(self, tp: TopicPartition) -> None:
-        super().__delitem__(tp)
+    def _removed(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
         keys = self._by_topic[tp.topic]
         keys.discard(tp)
         if not keys:
             del self._by_topic[tp.topic]
 
-    def pop(self, tp: TopicPartition, *default: Any) -> Any:
-        if tp not in self:
-            if default:
-                return default[0]
-            raise KeyError(tp)
-        assignment = self[tp]
-        del self[tp]
-        return assignment
-
-    def popitem(self) -> tuple[TopicPartition, ReplicaAssignment]:
-        tp = next(reversed(self))
-        return tp, self.pop(tp)
-
-    def setdefault(self, tp: TopicPartition, default: ReplicaAssignment) -> ReplicaAssignment:
-        if tp not in self:
-            self[tp] = default
-        return self[tp]
-
-    def update(self, *others: Any) -> None:
-        for other in others:
-            for tp, assignment in other.items() if isinstance(other, Mapping) else other:
-                self[tp] = assignment
-
-    def __ior__(self, other: Any) -> AssignmentTable:  # type: ignore[override, misc]
-        self.update(other)
-        return self
-
-    def clear(self) -> None:
-        super().clear()
+    def _cleared(self) -> None:
         self._by_topic.clear()
 
     def of_topic(self, topic: str) -> list[TopicPartition]:

@@ -23,8 +23,8 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from brokers.common.indexed_dict import IndexedDict
 from brokers.common.internal_topics import is_internal
 
 log = logging.getLogger(__name__)
@@ -61,9 +61,10 @@ class TopicMetadata:
         return is_internal(self.name)
 
 
-class TopicTable(dict[str, TopicMetadata]):
-    """Topics by name, with an index by id and the names kept sorted (each write keeps both:
-    an insertion or a deletion moves a list's pointers, not its strings)."""
+class TopicTable(IndexedDict[str, TopicMetadata]):
+    """Topics by name, with an index by id, the names kept sorted and the names colliding by
+    '.'/'_' (each write keeps all three: an insertion or a deletion moves a list's pointers,
+    not its strings)."""
 
     def __init__(self, topics: Mapping[str, TopicMetadata] | None = None) -> None:
         super().__init__()
@@ -74,20 +75,16 @@ class TopicTable(dict[str, TopicMetadata]):
         if topics:
             self.update(topics)
 
-    def __setitem__(self, name: str, topic: TopicMetadata) -> None:
-        old = self.get(name)
+    def _added(self, name: str, topic: TopicMetadata, old: TopicMetadata | None) -> None:
         if old is None:
             bisect.insort(self._names, name)
             self._by_unified.setdefault(unified_name(name), []).append(name)
         elif self._by_id.get(old.topic_id) == name:
             del self._by_id[old.topic_id]
-        super().__setitem__(name, topic)
         self._by_id[topic.topic_id] = name
         self.writes += 1
 
-    def __delitem__(self, name: str) -> None:
-        topic = self[name]
-        super().__delitem__(name)
+    def _removed(self, name: str, topic: TopicMetadata) -> None:
         if self._by_id.get(topic.topic_id) == name:
             del self._by_id[topic.topic_id]
         key = unified_name(name)
@@ -95,42 +92,10 @@ class TopicTable(dict[str, TopicMetadata]):
         alike.remove(name)
         if not alike:
             del self._by_unified[key]
-        at = bisect.bisect_left(self._names, name)
-        del self._names[at]
+        del self._names[bisect.bisect_left(self._names, name)]
         self.writes += 1
 
-    def pop(self, name: str, *default: Any) -> Any:
-        if name not in self:
-            if default:
-                return default[0]
-            raise KeyError(name)
-        topic = self[name]
-        del self[name]
-        return topic
-
-    def popitem(self) -> tuple[str, TopicMetadata]:
-        name = next(reversed(self))
-        return name, self.pop(name)
-
-    def setdefault(self, name: str, default: TopicMetadata) -> TopicMetadata:
-        if name not in self:
-            self[name] = default
-        return self[name]
-
-    def update(self, *others: Any, **named: TopicMetadata) -> None:
-        for other in others:
-            pairs = other.items() if isinstance(other, Mapping) else other
-            for name, topic in pairs:
-                self[name] = topic
-        for name, topic in named.items():
-            self[name] = topic
-
-    def __ior__(self, other: Any) -> TopicTable:  # type: ignore[override, misc]
-        self.update(other)
-        return self
-
-    def clear(self) -> None:
-        super().clear()
+    def _cleared(self) -> None:
         self._by_id.clear()
         self._names.clear()
         self._by_unified.clear()

@@ -47,6 +47,7 @@ from brokers.records.batch import BatchHeader
 from brokers.records.builder import reseal
 from brokers.records.compression import ZSTD, compress
 from infra.bench.latency import percentile
+from infra.probes import recv_exactly
 from infra.stack import start_broker
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -101,23 +102,13 @@ def produce_raw(
     entity_writer(RequestHeader)(payload, header)
     entity_writer(ProduceRequest)(payload, request)
     sock.sendall(_SIZE.pack(len(payload.getvalue())) + payload.getvalue())
-    (size,) = _SIZE.unpack(_read(sock, 4))
-    frame = _read(sock, size)
+    (size,) = _SIZE.unpack(recv_exactly(sock, 4))
+    frame = recv_exactly(sock, size)
     response_header, offset = entity_reader(ProduceResponse.__header_schema__)(frame, 0)
     response, _ = entity_reader(ProduceResponse)(frame, offset)
     assert response_header.correlation_id == correlation_id
     partition = response.responses[0].partition_responses[0]
     return int(partition.error_code), int(partition.base_offset)
-
-
-def _read(sock: socket.socket, count: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < count:
-        chunk = sock.recv(count - len(chunks))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        chunks += chunk
-    return bytes(chunks)
 
 
 class Neighbour:

@@ -30,6 +30,7 @@ from brokers.wire.headers import scoped_header
 from brokers.wire.messages import encode_entity, is_flexible_request
 from infra.bench.config_notices import cpu_seconds
 from infra.broker import start_broker
+from infra.probes import recv_exactly
 
 COMMIT, LIST_GROUPS, INIT_PID, LIST_TXNS = 8, 16, 22, 66
 PIPELINE = 256
@@ -48,18 +49,8 @@ def _frame(request: Any, correlation_id: int, scope: str | None = None) -> bytes
 
 
 def _read_frame(sock: socket.socket) -> bytes:
-    size = struct.unpack(">i", _exactly(sock, 4))[0]
-    return _exactly(sock, size)
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        chunks += chunk
-    return bytes(chunks)
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    return recv_exactly(sock, size)
 
 
 def _pipelined(sock: socket.socket, requests: list[Any], scope: str | None = None) -> None:

@@ -36,6 +36,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from infra.bench.vs_kafka_omb import omb, quantiles
+from infra.probes import recv_exactly
 
 RECORD = 1024
 WIDE_PARTITIONS_PER_REQUEST = 5000  # Kafka: POLICY_VIOLATION "excessively large batch" above ~10k
@@ -162,20 +163,10 @@ def _idle_connections(bootstrap: str, count: int) -> list[socket.socket]:
     for _ in range(count):
         sock = socket.create_connection((host, int(port)), timeout=30)
         sock.sendall(struct.pack(">i", len(_API_VERSIONS)) + _API_VERSIONS)
-        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-        _recv_exactly(sock, size)
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        recv_exactly(sock, size)
         sockets.append(sock)
     return sockets
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise RuntimeError("the server closed an idle benchmark connection")
-        data += chunk
-    return data
 
 
 def _active_producers(bootstrap: str, topic: str, count: int, seconds: float, out: Any) -> None:

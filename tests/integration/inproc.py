@@ -26,6 +26,7 @@ from brokers.wire.messages import (
     response_header_is_flexible,
     response_schema,
 )
+from infra.probes import recv_exactly
 
 START_TIMEOUT_S = 30.0
 
@@ -72,20 +73,10 @@ def raw_call(
     payload = header + encode_entity(request)
     with socket.create_connection((host, int(port)), timeout=START_TIMEOUT_S) as sock:
         sock.sendall(struct.pack(">i", len(payload)) + payload)
-        (size,) = struct.unpack(">i", _read_exactly(sock, 4))
-        frame = _read_exactly(sock, size)
+        (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+        frame = recv_exactly(sock, size)
     (answered,) = struct.unpack_from(">i", frame, 0)
     assert answered == correlation_id
     offset = 4 + (1 if response_header_is_flexible(api_key, version) else 0)
     response, _ = entity_reader(response_schema(api_key, version))(frame, offset)
     return response
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        chunks += chunk
-    return bytes(chunks)
