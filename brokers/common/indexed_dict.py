@@ -5,8 +5,9 @@ order, the controller's assignments by topic), so an index cannot miss a write m
 
 Owns: `IndexedDict`, with the hooks `_added(key, value, old)` (after a key is set; `old` is the
 value it replaced, None when the key is new: values are never None), `_removed(key, value)`
-(after a key is deleted) and `_cleared()` (after `clear`). Reads are the dict's own, at C speed.
-Not thread-safe.
+(after a key is deleted) and `_cleared()` (after `clear`). Reads are the dict's own, at C speed;
+`copy.copy`, `deepcopy` and pickle rebuild a table of the subclass (whose `__init__` takes a
+mapping), `.copy()` gives a plain dict. Not thread-safe.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class IndexedDict(dict[K, V]):
         return value
 
     def popitem(self) -> tuple[K, V]:
+        if not self:
+            raise KeyError("popitem(): dictionary is empty")
         key = next(reversed(self))
         return key, self.pop(key)
 
@@ -70,3 +73,8 @@ class IndexedDict(dict[K, V]):
     def clear(self) -> None:
         super().clear()
         self._cleared()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copied, deep-copied and pickled by building a new table from the entries, so the copy
+        has indexes of its own (a shallow copy would share, and corrupt, the original's)."""
+        return (type(self), (dict(self),))

@@ -68,6 +68,10 @@ class ControllerContext:
     topic_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.assignments, AssignmentTable):  # given a plain dict: indexed
+            self.assignments = AssignmentTable(self.assignments)
+
     # --- brokers ---------------------------------------------------------------------------
 
     def broker_epoch(self, broker_id: int) -> int:

@@ -24,6 +24,8 @@ from types import ModuleType
 from typing import Any
 
 from brokers.common.config import BrokerConfig
+from brokers.controller.errors import ZooKeeperUnavailableError
+from brokers.controller.zk_client import BLOCKING_TIMEOUT_S
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.config_entries import (
     BROKER,
@@ -90,9 +92,13 @@ async def _zookeeper_overrides(broker: _Services, resources: Iterable[Any]) -> O
     read: dict[str, dict[str, str] | Exception] = {}
     for start in range(0, len(names), READS_IN_FLIGHT):
         chunk = names[start : start + READS_IN_FLIGHT]
-        answers = await asyncio.gather(
-            *(topics.configs.read(n) for n in chunk), return_exceptions=True
-        )
+        try:
+            async with asyncio.timeout(BLOCKING_TIMEOUT_S):  # as long as a blocking read waited
+                answers = await asyncio.gather(
+                    *(topics.configs.read(n) for n in chunk), return_exceptions=True
+                )
+        except TimeoutError:
+            answers = [ZooKeeperUnavailableError("ZooKeeper did not answer in time")] * len(chunk)
         for name, answer in zip(chunk, answers, strict=True):
             if isinstance(answer, BaseException) and not isinstance(answer, Exception):
                 raise answer  # cancelled: the request ends, not one resource

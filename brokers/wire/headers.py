@@ -78,6 +78,14 @@ def _tagged_fields(frame: memoryview, pos: int) -> tuple[int, str | None]:
     return pos, scope
 
 
+def untagged_header(header: memoryview) -> memoryview:
+    """A flexible request header (v2) without tagged fields: `header` itself when it has none."""
+    _client, end = _client_id(header)
+    if len(header) == end + 1 and header[end] == 0:
+        return header
+    return memoryview(bytes(header[:end]) + b"\x00")
+
+
 def scoped_header(header: memoryview | bytes, scope: str) -> bytes:
     """A flexible request header (v2) with its tagged fields replaced by the name scope."""
     view = memoryview(header)

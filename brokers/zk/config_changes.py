@@ -47,6 +47,7 @@ EXPIRATION_PROPERTY = "config.changes.expiration.ms"
 # and 50 new a second: 74 % of a core before, docs/benchmarks.md "Config change notices").
 ROUND_GAP_FACTOR = 9.0
 MAX_ROUND_GAP_S = 2.0
+FAILED_ROUND_RETRY_S = 1.0  # a round that failed is taken again after this pause
 
 
 def encode_change(entity_type: str, entity_name: str) -> bytes:
@@ -107,6 +108,7 @@ class ConfigChangeListener:
         self._expiration_ms = expiration_ms
         self._sleep = sleep
         self._last_handled = -1
+        self._unhandled: list[tuple[int, str]] = []  # taken by a round that failed, in order
         self._present: set[str] = set()  # the names of the last listing
         self._aging: deque[tuple[int, int, str]] = deque()  # (first seen ms, sequence, name)
         self._wakeup = asyncio.Event()
@@ -144,22 +146,29 @@ class ConfigChangeListener:
             await self._wakeup.wait()
             self._wakeup.clear()
             started = self._clock.monotonic()
+            gap = 0.0
             try:
                 await self.process()
-            except ControllerError as exc:  # ZooKeeper unreachable: retried on reconnection
+            except ControllerError as exc:  # ZooKeeper unreachable: retried after a pause
                 log.warning("event=config_changes_failed error=%s", exc)
+                gap = FAILED_ROUND_RETRY_S
             except Exception as exc:  # one bad notification must not stop the listener
                 log.error("event=config_changes_failed error=%r", exc)
-            await self._sleep(round_gap_s(self._clock.monotonic() - started))
+                gap = FAILED_ROUND_RETRY_S
+            if gap:
+                self._wakeup.set()  # the unhandled notices are taken again
+            await self._sleep(max(gap, round_gap_s(self._clock.monotonic() - started)))
 
     async def process(self) -> None:
         """Handle new notifications (re-arming the watch): each topic they name is re-read once,
         in the order of its first notification (a topic changed many times since the last round
-        costs one read and one apply); then purge. A failure leaves the round to be handled
-        again (re-reading a topic is idempotent). Only the names this listing adds are parsed
-        and only expired ones visited: the rest of the round is set arithmetic in C."""
+        costs one read and one apply); then purge. A failure keeps the round's notices to be
+        handled at the next round (re-reading a topic is idempotent). Only the names this listing
+        adds are parsed and only expired ones visited: the rest of the round is set arithmetic."""
         names = await self._zk.children(CONFIG_CHANGES, self._changed)
-        pending = [(s, n) for s, n in self._take_listing(names) if s > self._last_handled]
+        fresh = [(s, n) for s, n in self._take_listing(names) if s > self._last_handled]
+        pending = self._unhandled + fresh
+        self._unhandled = pending  # until the round has applied them all
         topics: dict[str, None] = {}  # ordered: first notified first
         for _sequence, name in pending:
             topic = await self._topic_of(name)
@@ -167,8 +176,9 @@ class ConfigChangeListener:
                 topics[topic] = None
         for topic in topics:
             await self._on_topic_change(topic)
+        self._unhandled = []
         if pending:
-            self._last_handled = pending[-1][0]
+            self._last_handled = max(self._last_handled, pending[-1][0])
         await self._purge()
 
     async def _topic_of(self, name: str) -> str | None:

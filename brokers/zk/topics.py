@@ -28,11 +28,13 @@ the change at once. Runs on the event loop; not thread-safe.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 from brokers.common.descriptors import DescriptorBudget, promised_to
 from brokers.controller import zk_paths
@@ -43,11 +45,18 @@ from brokers.controller.errors import (
     ZNodeFormatError,
     ZNodeMissingError,
     ZNodeVersionError,
+    ZooKeeperUnavailableError,
 )
 from brokers.controller.errors import InvalidPartitionsError as AssignPartitionsError
 from brokers.controller.errors import InvalidReplicationFactorError as AssignFactorError
 from brokers.controller.state import ReplicaAssignment
-from brokers.controller.zk_client import ZkClient
+from brokers.controller.zk_client import (
+    ANY_VERSION,
+    BLOCKING_TIMEOUT_S,
+    CreateOp,
+    SetOp,
+    ZkClient,
+)
 from brokers.log.config import (
     LogConfig,
     validate_remote_storage_change,
@@ -70,6 +79,7 @@ from brokers.zk.config_changes import notify_topic_change_blocking
 from brokers.zk.topic_configs import TopicConfigs
 
 log = logging.getLogger("pier.zk_topics")
+T = TypeVar("T")
 
 
 class ZkTopicAdmin:
@@ -91,7 +101,8 @@ class ZkTopicAdmin:
         self._logs = logs
         self._broker_defaults = dict(broker_defaults)
         self.configs = configs or TopicConfigs(zk, metadata, logs, broker_defaults=broker_defaults)
-        self._creating: set[str] = set()  # names whose creation awaits ZooKeeper here
+        self._creating: dict[str, asyncio.Future[None]] = {}  # creations awaiting ZooKeeper
+        self._parents_made = False
 
     def load(self) -> None:
         """Nothing to load: the controller's UpdateMetadata fills the metadata cache."""
@@ -113,36 +124,58 @@ class ZkTopicAdmin:
         validate_only: bool = False,
         assignment: Mapping[int, Sequence[int]] | None = None,
     ) -> TopicMetadata | None:
-        """`create_topic` with its ZooKeeper round trips awaited: the loop serves every other
-        request meanwhile (a request of 100 topics held it ~0.4 s in blocking reads and writes,
-        `validate_only` ones included). A name this broker is creating already is refused as
-        existing, as the blocking form refuses it by running to the end first."""
+        """`create_topic` with its ZooKeeper round trips awaited (each within
+        `BLOCKING_TIMEOUT_S`): the loop serves every other request meanwhile (a request of 100
+        topics held it ~0.4 s in blocking reads and writes, `validate_only` ones included). The
+        config and the topic are written in one transaction, so a creation that loses a race
+        for the name changes nothing; a second creation of a name this broker is creating waits
+        for the first's outcome."""
         placed, overrides = self._checked(
             name, num_partitions, replication_factor, configs, assignment
         )
-        if name in self._creating:
-            raise TopicExistsError(f"Topic '{name}' already exists.")
-        self._creating.add(name)
+        if validate_only:
+            await self._check_absent_async(name)
+            return None
+        while (earlier := self._creating.get(name)) is not None:
+            await asyncio.shield(earlier)
+        done = self._creating[name] = asyncio.get_running_loop().create_future()
         try:
-            if await self._zk.exists(zk_paths.delete_topic_path(name)):
-                raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
-            if await self._zk.exists(zk_paths.topic_path(name)):
-                raise TopicExistsError(f"Topic '{name}' already exists.")
-            if validate_only:
-                return None
+            await self._check_absent_async(name)
             topic_id = uuid.uuid4()
-            config = zk_paths.encode_topic_config(overrides)
-            try:
-                await self._zk.create(zk_paths.topic_config_path(name), config)
-            except ZNodeExistsError:
-                await self._zk.set(zk_paths.topic_config_path(name), config)
-            try:
-                await self._zk.create(zk_paths.topic_path(name), _assignment(topic_id, placed))
-            except ZNodeExistsError:
-                raise TopicExistsError(f"Topic '{name}' already exists.") from None
+            await self._write_topic_async(name, _assignment(topic_id, placed), overrides)
         finally:
-            self._creating.discard(name)
+            del self._creating[name]
+            done.set_result(None)
         return _created(name, topic_id, placed, overrides)
+
+    async def _check_absent_async(self, name: str) -> None:
+        if await _within(self._zk.exists(zk_paths.delete_topic_path(name))):
+            raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
+        if await _within(self._zk.exists(zk_paths.topic_path(name))):
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+
+    async def _write_topic_async(
+        self, name: str, assignment: bytes, overrides: Mapping[str, str]
+    ) -> None:
+        """The topic's config and assignment in one ZooKeeper transaction (a config left by an
+        earlier topic of the name is replaced in it)."""
+        if not self._parents_made:
+            for parent in (zk_paths.CONFIG_TOPICS, zk_paths.BROKER_TOPICS):
+                await _within(self._zk.ensure_path(parent))
+            self._parents_made = True
+        config_path = zk_paths.topic_config_path(name)
+        config = zk_paths.encode_topic_config(overrides)
+        topic = CreateOp(zk_paths.topic_path(name), assignment)
+        try:
+            await _within(self._zk.multi([CreateOp(config_path, config), topic]))
+            return
+        except ZNodeExistsError:
+            if await _within(self._zk.exists(zk_paths.topic_path(name))):
+                raise TopicExistsError(f"Topic '{name}' already exists.") from None
+        try:
+            await _within(self._zk.multi([SetOp(config_path, config, ANY_VERSION), topic]))
+        except ZNodeExistsError:
+            raise TopicExistsError(f"Topic '{name}' already exists.") from None
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_properties(overrides, self._broker_defaults)
@@ -160,6 +193,8 @@ class ZkTopicAdmin:
         placed, overrides = self._checked(
             name, num_partitions, replication_factor, configs, assignment
         )
+        if name in self._creating:  # awaiting ZooKeeper in `create_topic_async`
+            raise TopicExistsError(f"Topic '{name}' already exists.")
         self._check_absent(name)
         if validate_only:
             return None
@@ -361,3 +396,13 @@ def _created(
         {p: PartitionMetadata(p, -1, 0, list(r), []) for p, r in placed.items()},
         dict(overrides),
     )
+
+
+async def _within(pending: Awaitable[T]) -> T:
+    """A ZooKeeper call awaited as the blocking ones wait: at most `BLOCKING_TIMEOUT_S` (kazoo
+    holds a call made while disconnected until it reconnects)."""
+    try:
+        async with asyncio.timeout(BLOCKING_TIMEOUT_S):
+            return await pending
+    except TimeoutError:
+        raise ZooKeeperUnavailableError("ZooKeeper did not answer in time") from None

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from brokers.client.messages import decode_response
-from brokers.wire.headers import scoped_header
+from brokers.wire.headers import scoped_header, untagged_header
 from brokers.wire.messages import decode_request, encode_entity, is_flexible_request
 from gateway.kafka.exchange import Exchange
 from gateway.kafka.filter import FilterContext, Forward
@@ -56,8 +56,12 @@ async def handle(
         _finish(session, exchange, outcome.response, throttle, work_ms=_since(exchange))
         return
     body = encode_entity(outcome.request)
-    if outcome.name_scope is not None and is_flexible_request(exchange.api_key, exchange.version):
-        exchange.header = memoryview(scoped_header(exchange.header, outcome.name_scope))
+    if is_flexible_request(exchange.api_key, exchange.version):  # the client's tags stay here
+        scope = outcome.name_scope
+        header = exchange.header
+        exchange.header = (
+            untagged_header(header) if scope is None else memoryview(scoped_header(header, scope))
+        )
     handled_at = time.perf_counter()
 
     def on_response(answer: memoryview | None) -> None:

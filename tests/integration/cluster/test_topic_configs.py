@@ -31,6 +31,7 @@ from kio.static.primitive import i8
 
 from brokers.client import TopicPartition
 from brokers.common.clock import ManualClock
+from brokers.controller.errors import ZooKeeperUnavailableError
 from brokers.controller.zk_client import ZkClient
 from brokers.wire.errors import ErrorCode
 from brokers.zk import config_changes
@@ -372,6 +373,52 @@ def test_after_each_round_the_listener_pauses_in_proportion_to_the_round(chroot:
     assert round_gap_s(0.002) == pytest.approx(0.002 * ROUND_GAP_FACTOR)
     assert round_gap_s(60.0) == MAX_ROUND_GAP_S
     assert round_gap_s(-1.0) == 0.0
+
+
+def test_a_round_that_fails_keeps_its_notices_for_the_next(
+    chroot: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ZooKeeper failing in the middle of a round (a notice's read, or the topic's re-read)
+    loses nothing: the next round applies what the failed one had taken."""
+
+    async def scenario() -> None:
+        zk = ZkClient(chroot)
+        await zk.start()
+        seen: list[str] = []
+        failures = ["get", "apply"]
+
+        async def on_topic(topic: str) -> None:
+            if failures and failures[0] == "apply":
+                failures.pop(0)
+                raise ZooKeeperUnavailableError("lost the session meanwhile")
+            seen.append(topic)
+
+        real_get = zk.get
+
+        async def flaky_get(path: str, watch: Any = None) -> Any:
+            if failures and failures[0] == "get":
+                failures.pop(0)
+                raise ZooKeeperUnavailableError("lost the session meanwhile")
+            return await real_get(path, watch)
+
+        try:
+            await zk.ensure_path(CONFIG_CHANGES)
+            listener = ConfigChangeListener(zk, ManualClock(), on_topic)
+            await listener.start()
+            await listener.stop()  # rounds run below, by hand
+            monkeypatch.setattr(zk, "get", flaky_get)
+            await notify_topic_change(zk, "a")
+            for _ in range(2):
+                with pytest.raises(ZooKeeperUnavailableError):
+                    await listener.process()
+            await listener.process()
+            assert seen == ["a"], "the failed rounds' notice applied by the next"
+            await listener.process()
+            assert seen == ["a"], "and only once"
+        finally:
+            await zk.close()
+
+    asyncio.run(scenario())
 
 
 async def _true_when(value: bool) -> bool:

@@ -385,6 +385,32 @@ def test_creations_awaiting_zookeeper_refuse_a_name_twice_and_a_topic_being_dele
                 (await zk.get(zk_paths.topic_config_path("twice"))).data
             )
             assert config == made[0].configs, "the config of the topic that was made"
+            checking = asyncio.create_task(
+                admin.create_topic_async("real", 1, 1, {}, validate_only=True)
+            )
+            await asyncio.sleep(0)
+            assert isinstance(await admin.create_topic_async("real", 1, 1, {}), TopicMetadata)
+            assert await checking is None, "a check in flight blocks no creation"
+            compacting = asyncio.create_task(
+                admin.create_topic_async("raced", 1, 1, {"cleanup.policy": "compact"})
+            )
+            await asyncio.sleep(0)
+            with pytest.raises(TopicExistsError):  # an auto-creation meanwhile
+                admin.create_topic("raced", 1, 1, {})
+            assert (await compacting).configs == {"cleanup.policy": "compact"}
+            crossing = asyncio.create_task(  # another broker makes the name meanwhile
+                admin.create_topic_async("cross", 1, 1, {"cleanup.policy": "compact"})
+            )
+            await asyncio.sleep(0)
+            await zk.create(zk_paths.topic_path("cross"), b"{}")
+            with pytest.raises(TopicExistsError):
+                await crossing
+            assert not await zk.exists(zk_paths.topic_config_path("cross")), "no config written"
+            await zk.create(zk_paths.topic_config_path("left"), b'{"version":1,"config":{}}')
+            made = await admin.create_topic_async("left", 1, 1, {"retention.ms": "5"})
+            assert made is not None
+            stored = (await zk.get(zk_paths.topic_config_path("left"))).data
+            assert zk_paths.decode_topic_config(stored) == {"retention.ms": "5"}
             await zk.create(zk_paths.delete_topic_path("going"), b"")
             for validate_only in (True, False):
                 with pytest.raises(TopicExistsError, match="marked for deletion"):

@@ -68,3 +68,9 @@ def test_removing_a_topic_walks_its_own_partitions(monkeypatch: pytest.MonkeyPat
     context.remove_topic("gone")
     monkeypatch.undo()
     assert {tp.topic for tp in context.assignments} == {"keep"}
+
+
+def test_a_context_given_a_plain_dict_indexes_it() -> None:
+    context = ControllerContext(assignments={TopicPartition("t", 0): ONE})  # type: ignore[arg-type]
+    assert isinstance(context.assignments, AssignmentTable)
+    assert context.partitions_of("t") == [TopicPartition("t", 0)]

@@ -3,6 +3,8 @@ any sequence of writes through any dict method (hypothesis against a plain dict'
 
 from __future__ import annotations
 
+import copy
+import pickle
 import uuid
 from typing import Any
 
@@ -135,3 +137,16 @@ def test_the_replica_load_is_counted_once_between_writes() -> None:
     cache.topics["b"].partitions.pop(1)
     cache.partition_changes += 1  # as UpdateMetadata does when a partition goes
     assert cache.replica_load() == {1: 2, 2: 2}
+
+
+def test_a_copied_or_pickled_table_keeps_indexes_of_its_own() -> None:
+    table = TopicTable({"b": _topic("b", IDS[1]), "a": _topic("a", IDS[0])})
+    shallow = copy.copy(table)
+    shallow["z"] = _topic("z", IDS[2])
+    assert list(table.sorted_names()) == ["a", "b"], "the original's index untouched"
+    for other in (shallow, copy.deepcopy(table), pickle.loads(pickle.dumps(table))):
+        assert isinstance(other, TopicTable)
+        assert other.by_id(IDS[0]) == table["a"]
+        assert [t.name for t in other.with_prefix("")][:2] == ["a", "b"]
+    with pytest.raises(KeyError):
+        TopicTable().popitem()

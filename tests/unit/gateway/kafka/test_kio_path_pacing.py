@@ -7,6 +7,7 @@ policy and upstream are stand-ins (the broker never answers)."""
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from types import SimpleNamespace
 from typing import Any, cast
@@ -70,7 +71,8 @@ class PipelinedSession(Session):
 
     def _handle(self, frame: memoryview) -> Any:
         subject = QuotaSubject("acme", "sa", "")
-        exchange = Exchange(ALTER, 1, 1, memoryview(b""), True, subject, time.perf_counter())
+        header = memoryview(struct.pack(">hhih", ALTER, 1, 1, -1) + b"\x00")  # header v2
+        exchange = Exchange(ALTER, 1, 1, header, True, subject, time.perf_counter())
         exchange.slot = self._reserve_slot()
         return kio_path.handle(self, exchange, frame, 0)
 

@@ -15,10 +15,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from brokers.wire.entities import make, request_module
-from brokers.wire.headers import parse_request_header
-from brokers.wire.messages import encode_entity, is_flexible_request
+from brokers.wire.headers import NAME_SCOPE_TAG, parse_request_header
+from brokers.wire.messages import encode_entity, is_flexible_request, write_uvarint
 from gateway.kafka import kio_path
 from gateway.kafka.exchange import Exchange
+from gateway.kafka.filter import Forward
+from gateway.kafka.filters import FILTERS
 from gateway.kafka.metrics import GatewayMetrics
 from gateway.kafka.namespace import TenantNamespace
 from gateway.kafka.services import QuotaSubject, SessionServices
@@ -57,10 +59,13 @@ class RecordingSession(Session):
         self.headers.append(bytes(exchange.header))  # the broker never answers
 
 
-def _client_header(api_key: int, version: int) -> bytes:
+def _client_header(api_key: int, version: int, tags: bytes = b"\x00") -> bytes:
     client_id = b"app"
     header = struct.pack(">hhih", api_key, version, 7, len(client_id)) + client_id
-    return header + b"\x00" if is_flexible_request(api_key, version) else header
+    return header + tags if is_flexible_request(api_key, version) else header
+
+
+SPOOFED = b"\x01" + write_uvarint(NAME_SCOPE_TAG) + write_uvarint(5) + b"bolt_"
 
 
 def _body(api_key: int, version: int) -> memoryview:
@@ -76,7 +81,7 @@ def _body(api_key: int, version: int) -> memoryview:
     return memoryview(encode_entity(request))
 
 
-async def _forwarded_header(api_key: int, version: int) -> bytes:
+async def _forwarded_header(api_key: int, version: int, tags: bytes = b"\x00") -> bytes:
     services = cast(
         SessionServices,
         type("Services", (), {"authenticator": None, "fleet": None, "partitions": None,
@@ -91,7 +96,7 @@ async def _forwarded_header(api_key: int, version: int) -> bytes:
     )
     session.headers = []
     session.policy = cast(Any, Policy())
-    header = _client_header(api_key, version)
+    header = _client_header(api_key, version, tags)
     exchange = Exchange(
         api_key,
         version,
@@ -111,8 +116,11 @@ async def _forwarded_header(api_key: int, version: int) -> bytes:
     [(LIST_GROUPS, 3), (LIST_GROUPS, 4), (LIST_GROUPS, 5), (LIST_TRANSACTIONS, 0),
      (LIST_TRANSACTIONS, 1)],
 )  # fmt: skip
-def test_a_flexible_listing_goes_upstream_scoped_to_the_tenant(api_key: int, version: int) -> None:
-    forwarded = asyncio.run(_forwarded_header(api_key, version))
+@pytest.mark.parametrize("tags", [b"\x00", SPOOFED], ids=["plain", "spoofed"])
+def test_a_flexible_listing_goes_upstream_scoped_to_the_tenant(
+    api_key: int, version: int, tags: bytes
+) -> None:
+    forwarded = asyncio.run(_forwarded_header(api_key, version, tags))
     header, _ = parse_request_header(memoryview(forwarded), flexible=True)
     assert (header.api_key, header.api_version, header.correlation_id) == (api_key, version, 7)
     assert header.client_id == "app"
@@ -123,3 +131,23 @@ def test_a_flexible_listing_goes_upstream_scoped_to_the_tenant(api_key: int, ver
 def test_a_non_flexible_listing_goes_as_sent(version: int) -> None:
     forwarded = asyncio.run(_forwarded_header(LIST_GROUPS, version))
     assert forwarded == _client_header(LIST_GROUPS, version)
+
+
+def test_a_client_s_own_header_tags_never_reach_a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request with no scope of its own goes upstream with no tags at all, whatever the
+    client put in its header (a scope naming another tenant included)."""
+    monkeypatch.setitem(FILTERS, LIST_TRANSACTIONS, Unscoped)
+    forwarded = asyncio.run(_forwarded_header(LIST_TRANSACTIONS, 1, SPOOFED))
+    header, offset = parse_request_header(memoryview(forwarded), flexible=True)
+    assert header.name_scope is None and forwarded.endswith(b"app\x00")
+    assert offset == len(forwarded)
+
+
+class Unscoped:
+    """A filter that forwards as it is (as every API without a listing does)."""
+
+    API_KEY, MIN_VERSION, MAX_VERSION = LIST_TRANSACTIONS, 0, 2
+
+    @staticmethod
+    async def handle(ctx: Any, request: Any) -> Forward:
+        return Forward(request, lambda answer: answer)
