@@ -208,11 +208,12 @@ class ConfigChangeListener:
         expired_before = self._clock.time_ms() - self._expiration_ms
         aging = self._aging
         while aging and aging[0][0] <= expired_before and aging[0][1] <= self._last_handled:
-            _seen, _sequence, name = aging.popleft()
+            name = aging[0][2]
             if name in self._present:
                 with contextlib.suppress(ZNodeMissingError):
                     await self._zk.delete(f"{CONFIG_CHANGES}/{name}")
                 self._present.discard(name)
+            aging.popleft()  # only once deleted: a failed delete is tried again next round
 
 
 def round_gap_s(round_s: float) -> float:

@@ -403,11 +403,12 @@ def test_a_round_that_fails_keeps_its_notices_for_the_next(
 
         try:
             await zk.ensure_path(CONFIG_CHANGES)
-            listener = ConfigChangeListener(zk, ManualClock(), on_topic)
+            clock = ManualClock()
+            listener = ConfigChangeListener(zk, clock, on_topic, expiration_ms=1_000)
             await listener.start()
             await listener.stop()  # rounds run below, by hand
             monkeypatch.setattr(zk, "get", flaky_get)
-            await notify_topic_change(zk, "a")
+            notice = await notify_topic_change(zk, "a")
             for _ in range(2):
                 with pytest.raises(ZooKeeperUnavailableError):
                     await listener.process()
@@ -415,6 +416,18 @@ def test_a_round_that_fails_keeps_its_notices_for_the_next(
             assert seen == ["a"], "the failed rounds' notice applied by the next"
             await listener.process()
             assert seen == ["a"], "and only once"
+            real_delete = zk.delete
+
+            async def delete_once_failing(path: str, version: int = -1) -> None:
+                monkeypatch.setattr(zk, "delete", real_delete)
+                raise ZooKeeperUnavailableError("lost the session meanwhile")
+
+            monkeypatch.setattr(zk, "delete", delete_once_failing)
+            clock.advance(1_000)
+            with pytest.raises(ZooKeeperUnavailableError):
+                await listener.process()  # the purge fails
+            await listener.process()
+            assert not await zk.exists(notice), "purged by the next round"
         finally:
             await zk.close()
 
