@@ -17,15 +17,12 @@ of 10,000 resources held the broker for seconds). Runs on the event loop.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from brokers.common.config import BrokerConfig
-from brokers.controller.errors import ZooKeeperUnavailableError
-from brokers.controller.zk_client import BLOCKING_TIMEOUT_S
 from brokers.handlers.build import make, response_module, throttle
 from brokers.handlers.config_entries import (
     BROKER,
@@ -82,28 +79,12 @@ async def _zookeeper_overrides(broker: _Services, resources: Iterable[Any]) -> O
     topics = broker.topics
     if not isinstance(topics, ZkTopicAdmin):
         return {}
-    names = sorted(
-        {
-            r.resource_name
-            for r in resources
-            if r.resource_type == TOPIC and broker.metadata.topic(r.resource_name) is not None
-        }
-    )
-    read: dict[str, dict[str, str] | Exception] = {}
-    for start in range(0, len(names), READS_IN_FLIGHT):
-        chunk = names[start : start + READS_IN_FLIGHT]
-        try:
-            async with asyncio.timeout(BLOCKING_TIMEOUT_S):  # as long as a blocking read waited
-                answers = await asyncio.gather(
-                    *(topics.configs.read(n) for n in chunk), return_exceptions=True
-                )
-        except TimeoutError:
-            answers = [ZooKeeperUnavailableError("ZooKeeper did not answer in time")] * len(chunk)
-        for name, answer in zip(chunk, answers, strict=True):
-            if isinstance(answer, BaseException) and not isinstance(answer, Exception):
-                raise answer  # cancelled: the request ends, not one resource
-            read[name] = answer
-    return read
+    names = {
+        r.resource_name
+        for r in resources
+        if r.resource_type == TOPIC and broker.metadata.topic(r.resource_name) is not None
+    }
+    return await topics.read_overrides(sorted(names), READS_IN_FLIGHT)
 
 
 def _result(

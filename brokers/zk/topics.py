@@ -281,6 +281,28 @@ class ZkTopicAdmin:
         self._notify(name)
         self.configs.apply(name, overrides)
 
+    async def read_overrides(
+        self, names: Sequence[str], in_flight: int
+    ) -> dict[str, dict[str, str] | Exception]:
+        """Each topic's overrides as ZooKeeper holds them, `in_flight` reads awaited at once and
+        each batch within `BLOCKING_TIMEOUT_S`; a read that failed is its error."""
+        read: dict[str, dict[str, str] | Exception] = {}
+        for start in range(0, len(names), in_flight):
+            chunk = names[start : start + in_flight]
+            try:
+                async with asyncio.timeout(BLOCKING_TIMEOUT_S):
+                    answers = await asyncio.gather(
+                        *(self.configs.read(n) for n in chunk), return_exceptions=True
+                    )
+            except TimeoutError:
+                late = ZooKeeperUnavailableError("ZooKeeper did not answer in time")
+                answers = [late] * len(chunk)
+            for name, answer in zip(chunk, answers, strict=True):
+                if isinstance(answer, BaseException) and not isinstance(answer, Exception):
+                    raise answer  # cancelled: the request ends, not one resource
+                read[name] = answer
+        return read
+
     def topic_overrides(self, name: str) -> dict[str, str]:
         """The topic's overrides as ZooKeeper holds them now."""
         return self.configs.read_blocking(name)
